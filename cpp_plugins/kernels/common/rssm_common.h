@@ -1,0 +1,43 @@
+// Common C ABI of the replayssm kernel library: status codes, dtype codes, last-error message.
+// Pure C/CUDA: no TensorRT, torch or c10 headers anywhere under cpp_plugins/kernels/.
+#pragma once
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum RssmStatus {
+    RSSM_OK = 0,
+    RSSM_ERR_INVALID_ARGUMENT = 1,  // a params field is out of range; see rssm_last_error()
+    RSSM_ERR_UNSUPPORTED = 2,       // a valid but unsupported combination (dtype, head size, ...)
+    RSSM_ERR_CUDA = 3,              // the launch itself failed (cudaGetLastError after launch)
+};
+
+enum RssmDtype {
+    RSSM_DTYPE_FP32 = 0,
+    RSSM_DTYPE_FP16 = 1,
+    RSSM_DTYPE_BF16 = 2,
+    RSSM_DTYPE_FP8_E4M3 = 3,
+    RSSM_DTYPE_NVFP4 = 4,
+};
+
+// Version of the C ABI (params structs and launcher signatures). Bump on any layout change.
+#define RSSM_KERNEL_ABI_VERSION 1
+
+int rssm_kernel_abi_version(void);
+// Comma-separated SM architectures this library carries machine code for, e.g. "90a,100a".
+const char* rssm_build_archs(void);
+// Message of the last failed launcher call on this host thread ("" if none).
+const char* rssm_last_error(void);
+
+#ifdef __cplusplus
+}  // extern "C"
+
+#include <cstdarg>
+namespace rssm {
+// Records a printf-style message for rssm_last_error() and returns `status`.
+int setError(int status, const char* fmt, ...);
+void clearError();
+}  // namespace rssm
+#endif

@@ -1,0 +1,5 @@
+import sys
+
+from replayssm_trtllm.cli import main
+
+sys.exit(main())

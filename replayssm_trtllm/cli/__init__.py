@@ -1,0 +1,70 @@
+"""`replayssm-trtllm` command line: check, traffic, error-study, bench."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# subcommand -> (module, help). Modules expose add_arguments(parser) and run(args) -> int and are
+# imported only when their subcommand runs (bench modules need a GPU and optional peers).
+SUBCOMMANDS = {
+    "check": ("replayssm_trtllm.cli.check",
+              "decode a small Mamba-2 and GDN layer conventionally and with ReplaySSM (float64, CPU) "
+              "and compare"),
+    "traffic": ("replayssm_trtllm.cli.traffic",
+                "memory-traffic model (paper App. C, Eq. 13/15/16) and the recommended window L*"),
+    "error-study": ("replayssm_trtllm.cli.error_study",
+                    "low-precision checkpoint error vs sequence length (PNG + table)"),
+}
+BENCHES = {
+    "mamba2": "replayssm_trtllm.bench.mamba2",
+    "gdn": "replayssm_trtllm.bench.gdn",
+    "precision": "replayssm_trtllm.bench.precision",
+}
+
+
+def _load(module: str):
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        if e.name == module:
+            raise SystemExit(f"replayssm-trtllm: {module} is not part of this installation") from None
+        raise
+
+
+def build_parser(load_modules: bool = True) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="replayssm-trtllm", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, (module, help_text) in SUBCOMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        if load_modules:
+            _load(module).add_arguments(p)
+        p.set_defaults(_module=module)
+    bench = sub.add_parser("bench", help="side-by-side GPU benchmarks (see docs/benchmarks.md)")
+    bsub = bench.add_subparsers(dest="bench", required=True)
+    for name, module in BENCHES.items():
+        p = bsub.add_parser(name, help=f"benchmark the {name} kernels against the baselines")
+        p.set_defaults(_module=module, _lazy_bench=True)
+    return parser
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # Parse the subcommand first so only the modules it needs are imported.
+    if len(argv) >= 2 and argv[0] == "bench" and argv[1] in BENCHES:
+        mod = _load(BENCHES[argv[1]])
+        p = argparse.ArgumentParser(prog=f"replayssm-trtllm bench {argv[1]}")
+        mod.add_arguments(p)
+        return int(mod.run(p.parse_args(argv[2:])) or 0)
+    if argv and argv[0] in SUBCOMMANDS:
+        mod = _load(SUBCOMMANDS[argv[0]][0])
+        p = argparse.ArgumentParser(prog=f"replayssm-trtllm {argv[0]}",
+                                    description=SUBCOMMANDS[argv[0]][1])
+        mod.add_arguments(p)
+        return int(mod.run(p.parse_args(argv[1:])) or 0)
+    build_parser(load_modules=False).parse_args(argv)  # prints usage / errors
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

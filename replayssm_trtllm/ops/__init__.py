@@ -1,0 +1,1 @@
+"""torch custom ops (namespace ``replayssm``) over the CUDA kernel library."""

@@ -1,0 +1,94 @@
+"""Locate and load the CUDA kernel library ``libreplayssm_kernels.so`` through ctypes.
+
+Torch ops fill a ctypes mirror of a kernel params struct and call the ``extern "C"`` launcher on
+``torch.cuda.current_stream()``; nothing here depends on a torch C++ extension.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+from pathlib import Path
+
+LIB_NAME = "libreplayssm_kernels.so"
+EXPECTED_ABI_VERSION = 1
+
+RSSM_OK = 0
+_STATUS_NAMES = {1: "invalid argument", 2: "unsupported", 3: "CUDA launch error"}
+
+_lib = None
+
+
+class KernelLibraryError(RuntimeError):
+    """The kernel library is missing, stale, or built for another GPU architecture."""
+
+
+def _candidates():
+    env = os.environ.get("RSSM_KERNEL_LIB")
+    if env:
+        yield Path(env)
+    here = Path(__file__).resolve().parent.parent / "_lib" / LIB_NAME
+    yield here
+    yield Path(__file__).resolve().parents[2] / "build" / "native" / LIB_NAME
+
+
+def load_library() -> ctypes.CDLL:
+    """Return the loaded kernel library, or raise KernelLibraryError saying how to build it."""
+    global _lib
+    if _lib is not None:
+        return _lib
+    tried = []
+    for path in _candidates():
+        tried.append(str(path))
+        if path.exists():
+            lib = ctypes.CDLL(str(path))
+            lib.rssm_kernel_abi_version.restype = ctypes.c_int
+            lib.rssm_build_archs.restype = ctypes.c_char_p
+            lib.rssm_last_error.restype = ctypes.c_char_p
+            abi = lib.rssm_kernel_abi_version()
+            if abi != EXPECTED_ABI_VERSION:
+                raise KernelLibraryError(
+                    f"{path}: kernel ABI version {abi}, this package expects {EXPECTED_ABI_VERSION}; "
+                    "rebuild with `pip install --no-build-isolation -e .`")
+            _check_arch(lib, path)
+            _lib = lib
+            return lib
+    raise KernelLibraryError(
+        f"{LIB_NAME} not found (looked in: {', '.join(tried)}). It is built by `pip install -e .` "
+        "when nvcc and cmake are on PATH (RSSM_BUILD_KERNELS=1 makes that mandatory), or set "
+        "RSSM_KERNEL_LIB to its path.")
+
+
+def build_archs(lib) -> list[str]:
+    return [a.strip() for a in lib.rssm_build_archs().decode().split(",") if a.strip()]
+
+
+def _check_arch(lib, path) -> None:
+    try:
+        import torch
+        if not torch.cuda.is_available():
+            return
+        major, minor = torch.cuda.get_device_capability()
+    except Exception:  # pragma: no cover - no torch / no driver
+        return
+    archs = build_archs(lib)
+    dev = f"{major}{minor}"
+    ok = any(a.rstrip("af") == dev for a in archs) or "unknown" in archs
+    if not ok:
+        raise KernelLibraryError(
+            f"{path} carries code for sm_{{{','.join(archs)}}} but this GPU is sm_{dev}; rebuild with "
+            f"RSSM_CUDA_ARCHS='{dev}{'a' if major in (9, 10) else ''}' pip install --no-build-isolation -e .")
+
+
+def check_status(status: int, op: str) -> None:
+    """Raise with the launcher's own message when a launcher returned an error."""
+    if status != RSSM_OK:
+        msg = load_library().rssm_last_error().decode() or "(no message)"
+        raise RuntimeError(f"{op}: {_STATUS_NAMES.get(status, f'status {status}')}: {msg}")
+
+
+def is_available() -> bool:
+    try:
+        load_library()
+        return True
+    except (KernelLibraryError, OSError):
+        return False
