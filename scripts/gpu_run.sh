@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# One call on a GPU machine: build the kernel library, run the GPU tests, optionally the
+# compute-sanitizer checks and the side-by-side benchmarks, and print a short table last.
+#
+#   scripts/gpu_run.sh [--tests] [--sanitize] [--bench mamba2,gdn] [--bench-args "..."]
+#
+# Peers (FlashInfer, fla) are installed from .whl/ when that folder exists (carried wheels), and
+# FlashInfer's JIT cache is taken from .fi_cache/ when present. Logs go to $OUT (default ./out).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT="${OUT:-$PWD/out}"; mkdir -p "$OUT"
+LOG=/tmp/rssm-logs; rm -rf "$LOG"; mkdir -p "$LOG"   # only 8 files come back from $OUT: logs are tarred
+export PYTHONUNBUFFERED=1
+RUN_TESTS=0; RUN_SAN=0; BENCH=""; BENCH_ARGS=""; TEST_SEL="tests/kernels"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --tests) RUN_TESTS=1 ;;
+    --test-select) TEST_SEL="$2"; shift ;;
+    --sanitize) RUN_SAN=1 ;;
+    --bench) BENCH="$2"; shift ;;
+    --bench-args) BENCH_ARGS="$2"; shift ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+declare -a SUMMARY
+note() { SUMMARY+=("$1"); echo "== $1"; }
+
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$LOG/gpu.txt"
+
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH="/tmp/site:${PYTHONPATH:-}" && note "peers: installed $(ls .whl | wc -l) wheels"
+fi
+if [ -d .fi_cache ]; then
+  export FLASHINFER_WORKSPACE_BASE="$PWD/.fi_cache"
+fi
+
+t0=$(date +%s)
+cmake -S cpp_plugins -B build/gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a \
+      -DRSSM_BUILD_PLUGINS=OFF > "$LOG/cmake.log" 2>&1 \
+  && cmake --build build/gpu -j"$(nproc)" >> "$LOG/cmake.log" 2>&1
+rc=$?
+note "build: rc=$rc in $(( $(date +%s) - t0 ))s"
+if [ $rc -ne 0 ]; then tail -40 "$LOG/cmake.log"; exit $rc; fi
+export RSSM_KERNEL_LIB="$PWD/build/gpu/libreplayssm_kernels.so"
+export PYTHONPATH="$PWD:${PYTHONPATH:-}"
+
+if [ $RUN_TESTS -eq 1 ]; then
+  t0=$(date +%s)
+  python3 -m pytest -q -m gpu $TEST_SEL -p no:cacheprovider > "$LOG/gpu-tests.log" 2>&1
+  rc=$?
+  note "gpu tests ($TEST_SEL): rc=$rc, $(tail -1 "$LOG/gpu-tests.log") [$(( $(date +%s) - t0 ))s]"
+  grep -E "^(FAILED|ERROR)" "$LOG/gpu-tests.log" | head -20
+fi
+
+if [ $RUN_SAN -eq 1 ]; then
+  for tool in memcheck racecheck; do
+    t0=$(date +%s)
+    RSSM_SANITIZE=1 compute-sanitizer --tool $tool --error-exitcode 99 --target-processes all \
+      python3 -m pytest -q -m "gpu and sanitize" tests/kernels -p no:cacheprovider > "$LOG/sanitize-$tool.log" 2>&1
+    rc=$?
+    note "compute-sanitizer $tool: rc=$rc, $(grep -E 'ERROR SUMMARY' "$LOG/sanitize-$tool.log" | tail -1) $(tail -1 "$LOG/sanitize-$tool.log") [$(( $(date +%s) - t0 ))s]"
+  done
+fi
+
+for fam in ${BENCH//,/ }; do
+  t0=$(date +%s)
+  python3 -m replayssm_trtllm bench "$fam" $BENCH_ARGS > "$LOG/bench-$fam.log" 2>&1
+  rc=$?
+  note "bench $fam: rc=$rc [$(( $(date +%s) - t0 ))s]"
+  cp bench/results/latest-$fam.json "$OUT/" 2>/dev/null
+  tail -30 "$LOG/bench-$fam.log"
+done
+cp docs/benchmarks.md "$OUT/benchmarks.md" 2>/dev/null
+cp bench/results/*.json "$LOG/" 2>/dev/null
+tar czf "$OUT/logs.tgz" -C "$LOG" . 2>/dev/null
+
+echo; echo "================ summary ================"
+for s in "${SUMMARY[@]}"; do echo "$s"; done
