@@ -1,0 +1,128 @@
+// C ABI of the Mamba-2 decode kernels (docs/design.md sections 2, 3; docs/kernels-mamba2.md).
+//
+// Two families, one params struct and one launcher each:
+//   Mamba2Decode  conventional decode: read the state, update it, write it, output. With T > 1 and
+//                 a snapshot buffer it is the conventional speculative verify that writes one state
+//                 snapshot per draft token (the per-draft baseline).
+//   Mamba2Replay  ReplaySSM decode over checkpoint + ring of input records: standard mode
+//                 (Algorithm 1, T = 1) and speculative mode (Algorithm 2, 1 <= T <= 8). The flush is
+//                 decided per row on the device from the cursors; cursors are never written here
+//                 (rssm_replay_commit_launch does that once per model step).
+//
+// Shapes (B rows, T tokens, H heads, P head dim, N state size, G groups, S slots, C ring capacity):
+//   x, z, y   [B, T, H, P]  act (fp16/bf16), last dim contiguous, any int64 element strides above it
+//   dt_raw    [B, T, H]     act or fp32 (dt_dtype), any strides
+//   Bm, Cm    [B, T, G, N]  act, last dim contiguous
+//   A, D, dt_bias [H]       fp32 (D and dt_bias optional: NULL = 0)
+//   state     [S, H, P, N]  fp32/fp16/bf16, last dim contiguous, rows 16-byte aligned
+//   ring_dt   [S, C, H] fp32, ring_x [S, C, H, P] act, ring_B [S, C, G, N] act; contiguous
+//   ring_origin, ring_len [S] int32; state_batch_indices [B] int32 (< 0: padding row, skipped)
+// Supported: P in {32, 64, 80, 128}, N in {64, 128, 256}, H % G == 0, 1 <= T <= 8, 1 <= L <= 64.
+#pragma once
+#include <stdint.h>
+
+#include <cuda_runtime.h>
+
+#include "common/rssm_common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RSSM_MAMBA2_MAX_TOKENS 8
+#define RSSM_MAMBA2_MAX_WINDOW 64
+
+// Conventional decode / per-draft-snapshot verify.
+typedef struct Mamba2DecodeParams {
+    // ---- sizes
+    int32_t batch;        // B decode rows
+    int32_t num_tokens;   // T tokens per row, 1..8 (T = 1: standard decode)
+    int32_t nheads;       // H
+    int32_t headdim;      // P in {32, 64, 80, 128}
+    int32_t dstate;       // N in {64, 128, 256}
+    int32_t ngroups;      // G, H % G == 0
+    int32_t num_slots;    // S: state slots; rows whose slot >= S are skipped
+    int32_t state_dtype;  // RSSM_DTYPE_FP32 / FP16 / BF16 (state and snapshots)
+    int32_t act_dtype;    // RSSM_DTYPE_FP16 / BF16 (x, Bm, Cm, z, y)
+    int32_t dt_dtype;     // RSSM_DTYPE_FP32 or act_dtype (dt_raw)
+    int32_t rows_per_cta; // P rows per CTA: 0 = auto, else a multiple of the kernel's row chunk
+    int32_t pad0;
+    // ---- int64 element strides
+    int64_t stride_state_slot, stride_state_head, stride_state_p;  // state [S, H, P, N]
+    int64_t stride_snap_slot, stride_snap_tok, stride_snap_head, stride_snap_p;  // snapshots
+    int64_t stride_x_b, stride_x_t, stride_x_h;      // x [B, T, H, P]
+    int64_t stride_dt_b, stride_dt_t, stride_dt_h;   // dt_raw [B, T, H]
+    int64_t stride_B_b, stride_B_t, stride_B_g;      // Bm [B, T, G, N]
+    int64_t stride_C_b, stride_C_t, stride_C_g;      // Cm [B, T, G, N]
+    int64_t stride_z_b, stride_z_t, stride_z_h;      // z [B, T, H, P] (if z)
+    int64_t stride_y_b, stride_y_t, stride_y_h;      // y [B, T, H, P]
+    // ---- pointers
+    const int32_t* state_batch_indices;  // [B] slot per row, < 0 = padding; NULL = row b uses slot b
+    void* state;            // [S, H, P, N] in/out; written in place when snapshots == NULL
+    void* snapshots;        // [S, T, H, P, N] or NULL: state after each token s goes to [slot, s];
+                            // the state tensor is then only read (rollback = pick snapshot a-1)
+    const void* x;
+    const void* dt_raw;
+    const void* Bm;
+    const void* Cm;
+    const void* z;          // NULL = no gate; else y *= silu(z)
+    const float* A;         // [H] fp32 (< 0)
+    const float* D;         // [H] fp32 or NULL
+    const float* dt_bias;   // [H] fp32 or NULL
+    void* y;                // [B, T, H, P] act out
+} Mamba2DecodeParams;
+
+// ReplaySSM decode, standard (mode 0) or speculative (mode 1).
+typedef struct Mamba2ReplayParams {
+    // ---- sizes
+    int32_t batch;          // B
+    int32_t num_tokens;     // T: 1 in standard mode, 1..8 in speculative mode
+    int32_t nheads;         // H
+    int32_t headdim;        // P in {32, 64, 80, 128}
+    int32_t dstate;         // N in {64, 128, 256}
+    int32_t ngroups;        // G
+    int32_t num_slots;      // S
+    int32_t window;         // L, 1..64
+    int32_t ring_capacity;  // C: >= L (standard), >= L + T (speculative)
+    int32_t mode;           // 0 = standard (Alg. 1), 1 = speculative (Alg. 2)
+    int32_t state_dtype;    // checkpoint dtype: FP32 / FP16 / BF16
+    int32_t act_dtype;      // FP16 / BF16 (x, Bm, Cm, z, y, ring_x, ring_B)
+    int32_t dt_dtype;       // FP32 or act_dtype (dt_raw)
+    int32_t rows_per_cta;   // 0 = auto
+    // ---- int64 element strides
+    int64_t stride_state_slot, stride_state_head, stride_state_p;  // checkpoint [S, H, P, N]
+    int64_t stride_x_b, stride_x_t, stride_x_h;
+    int64_t stride_dt_b, stride_dt_t, stride_dt_h;
+    int64_t stride_B_b, stride_B_t, stride_B_g;
+    int64_t stride_C_b, stride_C_t, stride_C_g;
+    int64_t stride_z_b, stride_z_t, stride_z_h;
+    int64_t stride_y_b, stride_y_t, stride_y_h;
+    // ---- pointers
+    const int32_t* state_batch_indices;  // [B] slot per row (< 0 padding); NULL = slot b
+    const int32_t* ring_origin;          // [S] o (read only)
+    const int32_t* ring_len;             // [S] h (read only)
+    void* state;            // checkpoint [S, H, P, N]; written only by flush rows (in place)
+    float* ring_dt;         // [S, C, H] fp32 dt after bias + softplus
+    void* ring_x;           // [S, C, H, P] act, bit copy of x
+    void* ring_B;           // [S, C, G, N] act, bit copy of Bm (written once per group)
+    const void* x;
+    const void* dt_raw;
+    const void* Bm;
+    const void* Cm;
+    const void* z;          // or NULL
+    const float* A;
+    const float* D;         // or NULL
+    const float* dt_bias;   // or NULL
+    void* y;                // [B, T, H, P] act out; rows with invalid cursors get NaN
+} Mamba2ReplayParams;
+
+int rssm_mamba2_decode_launch(const Mamba2DecodeParams* p, cudaStream_t stream);
+int rssm_mamba2_replay_launch(const Mamba2ReplayParams* p, cudaStream_t stream);
+
+// P rows one CTA handles per chunk for a state dtype and N (the granularity of rows_per_cta);
+// 0 for an unsupported combination. Exposed for benchmarks that sweep rows_per_cta.
+int rssm_mamba2_row_chunk(int32_t state_dtype, int32_t dstate);
+
+#ifdef __cplusplus
+}  // extern "C"
+#endif

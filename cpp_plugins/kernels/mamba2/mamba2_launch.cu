@@ -1,0 +1,243 @@
+// Host side of the Mamba-2 families: field validation, tile-size choice, dispatch, launch.
+// Never syncs, allocates or throws; on error returns a status and sets rssm_last_error().
+#include <cuda_runtime.h>
+
+#include "mamba2/mamba2.h"
+#include "mamba2/mamba2_decode_kernel.cuh"
+#include "mamba2/mamba2_dispatch.h"
+#include "mamba2/mamba2_replay_kernel.cuh"
+
+namespace rssm {
+namespace mamba2 {
+namespace {
+
+constexpr size_t kTileBytes = 40 * 1024;  // checkpoint bytes one CTA stages (auto tile choice)
+
+const char* dtypeName(int d) {
+    switch (d) {
+        case RSSM_DTYPE_FP32: return "fp32";
+        case RSSM_DTYPE_FP16: return "fp16";
+        case RSSM_DTYPE_BF16: return "bf16";
+        case RSSM_DTYPE_FP8_E4M3: return "fp8_e4m3";
+        case RSSM_DTYPE_NVFP4: return "nvfp4";
+        default: return "unknown";
+    }
+}
+
+int stateBytes(int d) { return d == RSSM_DTYPE_FP32 ? 4 : 2; }
+
+int rowChunk(int stateDtype, int N) {
+    if (N != 64 && N != 128 && N != 256) return 0;
+    if (stateDtype == RSSM_DTYPE_FP32) {
+        return N == 64 ? Layout<float, 64>::kChunk : N == 128 ? Layout<float, 128>::kChunk : Layout<float, 256>::kChunk;
+    }
+    if (stateDtype == RSSM_DTYPE_FP16 || stateDtype == RSSM_DTYPE_BF16) {
+        return N == 64 ? Layout<__half, 64>::kChunk : N == 128 ? Layout<__half, 128>::kChunk : Layout<__half, 256>::kChunk;
+    }
+    return 0;
+}
+
+int smCount() {
+    static int cached[64] = {0};
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 132;
+    if (cached[dev] == 0) {
+        int v = 0;
+        if (cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || v <= 0) v = 132;
+        cached[dev] = v;
+    }
+    return cached[dev];
+}
+
+int optinSmem() {
+    static int cached[64] = {0};
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 48 * 1024;
+    if (cached[dev] == 0) {
+        int v = 0;
+        if (cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess || v <= 0)
+            v = 48 * 1024;
+        cached[dev] = v;
+    }
+    return cached[dev];
+}
+
+// Raises the dynamic shared-memory limit of `func` (once per kernel) when a launch needs > 48 KB.
+bool allowSmem(const void* func, size_t bytes) {
+    if (bytes <= 48 * 1024) return true;
+    if (bytes > (size_t)optinSmem()) return false;
+    static const void* raised[64] = {nullptr};
+    for (int i = 0; i < 64; ++i) {
+        if (raised[i] == func) return true;
+        if (raised[i] == nullptr) {
+            if (cudaFuncSetAttribute(func, cudaFuncAttributeMaxDynamicSharedMemorySize, optinSmem()) != cudaSuccess)
+                return false;
+            raised[i] = func;
+            return true;
+        }
+    }
+    return cudaFuncSetAttribute(func, cudaFuncAttributeMaxDynamicSharedMemorySize, optinSmem()) == cudaSuccess;
+}
+
+bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
+
+// Checks shared by both families. `op` prefixes every message.
+int checkCommon(const char* op, int batch, int T, int H, int P, int N, int G, int S, int stateDtype,
+                int actDtype, int dtDtype, int rowsPerCta) {
+    if (batch < 0 || batch > 65535)
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: batch must be in [0, 65535]; got %d", op, batch);
+    if (T < 1 || T > RSSM_MAMBA2_MAX_TOKENS)
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: num_tokens must be in [1, %d]; got %d", op,
+                        RSSM_MAMBA2_MAX_TOKENS, T);
+    if (P != 32 && P != 64 && P != 80 && P != 128)
+        return setError(RSSM_ERR_UNSUPPORTED, "%s: headdim must be one of {32, 64, 80, 128}; got %d", op, P);
+    if (N != 64 && N != 128 && N != 256)
+        return setError(RSSM_ERR_UNSUPPORTED, "%s: dstate must be one of {64, 128, 256}; got %d", op, N);
+    if (H < 1 || H > 65535 || G < 1 || H % G != 0)
+        return setError(RSSM_ERR_INVALID_ARGUMENT,
+                        "%s: nheads must be in [1, 65535] and a multiple of ngroups; got nheads=%d ngroups=%d",
+                        op, H, G);
+    if (S < 1) return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: num_slots must be >= 1; got %d", op, S);
+    if (stateDtype != RSSM_DTYPE_FP32 && stateDtype != RSSM_DTYPE_FP16 && stateDtype != RSSM_DTYPE_BF16)
+        return setError(RSSM_ERR_UNSUPPORTED, "%s: state_dtype must be fp32, fp16 or bf16; got %s (%d)", op,
+                        dtypeName(stateDtype), stateDtype);
+    if (actDtype != RSSM_DTYPE_FP16 && actDtype != RSSM_DTYPE_BF16)
+        return setError(RSSM_ERR_UNSUPPORTED, "%s: act_dtype must be fp16 or bf16; got %s (%d)", op,
+                        dtypeName(actDtype), actDtype);
+    if (dtDtype != RSSM_DTYPE_FP32 && dtDtype != actDtype)
+        return setError(RSSM_ERR_UNSUPPORTED, "%s: dt_dtype must be fp32 or act_dtype (%s); got %s (%d)", op,
+                        dtypeName(actDtype), dtypeName(dtDtype), dtDtype);
+    const int chunk = rowChunk(stateDtype, N);
+    if (rowsPerCta != 0 && (rowsPerCta < chunk || rowsPerCta % chunk != 0))
+        return setError(RSSM_ERR_INVALID_ARGUMENT,
+                        "%s: rows_per_cta must be 0 (auto) or a positive multiple of %d (state %s, N=%d); got %d",
+                        op, chunk, dtypeName(stateDtype), N, rowsPerCta);
+    return RSSM_OK;
+}
+
+int checkState(const char* op, const char* name, const void* ptr, int stateDtype, int64_t sSlot, int64_t sHead,
+               int64_t sP) {
+    if (!ptr) return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: '%s' must not be NULL", op, name);
+    const int64_t vecElems = 16 / stateBytes(stateDtype);
+    if (!aligned16(ptr) || sSlot % vecElems || sHead % vecElems || sP % vecElems)
+        return setError(RSSM_ERR_INVALID_ARGUMENT,
+                        "%s: '%s' must be 16-byte aligned with strides multiple of %lld elements; got ptr=%p "
+                        "strides (slot %lld, head %lld, p %lld)",
+                        op, name, (long long)vecElems, ptr, (long long)sSlot, (long long)sHead, (long long)sP);
+    return RSSM_OK;
+}
+
+int launch(const char* op, const void* func, dim3 grid, size_t smem, void* params, cudaStream_t stream) {
+    if (!func) return setError(RSSM_ERR_UNSUPPORTED, "%s: no kernel for this combination", op);
+    if (!allowSmem(func, smem))
+        return setError(RSSM_ERR_UNSUPPORTED, "%s: needs %zu bytes of shared memory per CTA; the device allows %d "
+                        "(lower rows_per_cta or the window)", op, smem, optinSmem());
+    void* args[] = {params};
+    cudaError_t e = cudaLaunchKernel(func, grid, dim3(kThreads), args, smem, stream);
+    if (e == cudaSuccess) e = cudaGetLastError();
+    if (e != cudaSuccess)
+        return setError(RSSM_ERR_CUDA, "%s: kernel launch failed: %s (grid %u x %u x %u, smem %zu)", op,
+                        cudaGetErrorString(e), grid.x, grid.y, grid.z, smem);
+    return RSSM_OK;
+}
+
+const void* pick(bool replay, int stateDtype, int N) {
+    switch (stateDtype) {
+        case RSSM_DTYPE_FP32: return replay ? replayKernel_fp32(N) : decodeKernel_fp32(N);
+        case RSSM_DTYPE_FP16: return replay ? replayKernel_fp16(N) : decodeKernel_fp16(N);
+        case RSSM_DTYPE_BF16: return replay ? replayKernel_bf16(N) : decodeKernel_bf16(N);
+        default: return nullptr;
+    }
+}
+
+// Auto tile: one chunk per CTA when the grid is small (parallelism for small batches); otherwise the
+// largest multiple of the chunk whose checkpoint tile fits kTileBytes, up to the whole head
+// (amortizes the per-CTA prologue; the whole tile is in flight at once through cp.async).
+int autoRows(int batch, int H, int P, int N, int stateBytesPerElem, int chunk) {
+    const int full = (P + chunk - 1) / chunk * chunk;
+    int big = (int)(kTileBytes / ((size_t)N * stateBytesPerElem)) / chunk * chunk;
+    if (big < chunk) big = chunk;
+    if (big > full) big = full;
+    const long long ctas = (long long)batch * H * ((P + chunk - 1) / chunk);
+    return ctas >= 4LL * smCount() * 8 ? big : chunk;
+}
+
+}  // namespace
+}  // namespace mamba2
+}  // namespace rssm
+
+using namespace rssm::mamba2;
+using rssm::setError;
+
+extern "C" int rssm_mamba2_row_chunk(int32_t state_dtype, int32_t dstate) { return rowChunk(state_dtype, dstate); }
+
+extern "C" int rssm_mamba2_decode_launch(const Mamba2DecodeParams* p, cudaStream_t stream) {
+    const char* op = "Mamba2Decode";
+    if (!p) return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: params must not be NULL", op);
+    int st = checkCommon(op, p->batch, p->num_tokens, p->nheads, p->headdim, p->dstate, p->ngroups, p->num_slots,
+                         p->state_dtype, p->act_dtype, p->dt_dtype, p->rows_per_cta);
+    if (st) return st;
+    if (!p->x || !p->dt_raw || !p->Bm || !p->Cm || !p->A || !p->y)
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: x, dt_raw, Bm, Cm, A and y must not be NULL", op);
+    st = checkState(op, "state", p->state, p->state_dtype, p->stride_state_slot, p->stride_state_head,
+                    p->stride_state_p);
+    if (st) return st;
+    if (p->snapshots) {
+        st = checkState(op, "snapshots", p->snapshots, p->state_dtype, p->stride_snap_slot, p->stride_snap_head,
+                        p->stride_snap_p);
+        if (st) return st;
+        const int64_t vec = 16 / stateBytes(p->state_dtype);
+        if (p->stride_snap_tok % vec)
+            return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: stride_snap_tok must be a multiple of %lld; got %lld",
+                            op, (long long)vec, (long long)p->stride_snap_tok);
+    }
+    if (p->batch == 0) return RSSM_OK;
+    const int chunk = rowChunk(p->state_dtype, p->dstate);
+    Mamba2DecodeParams q = *p;
+    const int sb = stateBytes(q.state_dtype);
+    if (q.rows_per_cta == 0) q.rows_per_cta = autoRows(q.batch, q.nheads, q.headdim, q.dstate, sb, chunk);
+    const size_t smem = decodeSmemBytes(q.num_tokens, q.dstate, q.rows_per_cta, sb);
+    const dim3 grid((q.headdim + q.rows_per_cta - 1) / q.rows_per_cta, q.nheads, q.batch);
+    return launch(op, pick(false, q.state_dtype, q.dstate), grid, smem, &q, stream);
+}
+
+extern "C" int rssm_mamba2_replay_launch(const Mamba2ReplayParams* p, cudaStream_t stream) {
+    const char* op = "Mamba2Replay";
+    if (!p) return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: params must not be NULL", op);
+    int st = checkCommon(op, p->batch, p->num_tokens, p->nheads, p->headdim, p->dstate, p->ngroups, p->num_slots,
+                         p->state_dtype, p->act_dtype, p->dt_dtype, p->rows_per_cta);
+    if (st) return st;
+    if (p->mode != 0 && p->mode != 1)
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: mode must be 0 (standard) or 1 (speculative); got %d", op,
+                        p->mode);
+    if (p->mode == 0 && p->num_tokens != 1)
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: standard mode needs num_tokens == 1; got %d", op,
+                        p->num_tokens);
+    if (p->window < 1 || p->window > RSSM_MAMBA2_MAX_WINDOW)
+        return setError(RSSM_ERR_UNSUPPORTED, "%s: window must be in [1, %d]; got %d", op, RSSM_MAMBA2_MAX_WINDOW,
+                        p->window);
+    const int needCap = p->mode == 0 ? p->window : p->window + p->num_tokens;
+    if (p->ring_capacity < needCap)
+        return setError(RSSM_ERR_INVALID_ARGUMENT,
+                        "%s: ring_capacity must be >= %s = %d; got %d", op,
+                        p->mode == 0 ? "window" : "window + num_tokens", needCap, p->ring_capacity);
+    if (!p->x || !p->dt_raw || !p->Bm || !p->Cm || !p->A || !p->y || !p->ring_origin || !p->ring_len ||
+        !p->ring_dt)
+        return setError(RSSM_ERR_INVALID_ARGUMENT,
+                        "%s: x, dt_raw, Bm, Cm, A, y, ring_origin, ring_len and ring_dt must not be NULL", op);
+    if (!p->ring_x || !aligned16(p->ring_x) || !p->ring_B || !aligned16(p->ring_B))
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: ring_x and ring_B must be non-NULL and 16-byte aligned", op);
+    st = checkState(op, "state", p->state, p->state_dtype, p->stride_state_slot, p->stride_state_head,
+                    p->stride_state_p);
+    if (st) return st;
+    if (p->batch == 0) return RSSM_OK;
+    const int chunk = rowChunk(p->state_dtype, p->dstate);
+    Mamba2ReplayParams q = *p;
+    const int sb = stateBytes(q.state_dtype);
+    if (q.rows_per_cta == 0) q.rows_per_cta = autoRows(q.batch, q.nheads, q.headdim, q.dstate, sb, chunk);
+    if (q.rows_per_cta > 128)
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: rows_per_cta must be <= 128; got %d", op, q.rows_per_cta);
+    const size_t smem = replaySmemPlan(q.num_tokens, q.window, q.dstate, q.rows_per_cta, sb).bytes;
+    const dim3 grid((q.headdim + q.rows_per_cta - 1) / q.rows_per_cta, q.nheads, q.batch);
+    return launch(op, pick(true, q.state_dtype, q.dstate), grid, smem, &q, stream);
+}

@@ -1,0 +1,19 @@
+// Instantiations of the Mamba-2 replay kernel for a fp32 state (N = 64, 128, 256).
+// One state dtype per file so the library builds in parallel.
+#include "mamba2/mamba2_replay_kernel.cuh"
+#include "mamba2/mamba2_dispatch.h"
+
+namespace rssm {
+namespace mamba2 {
+
+const void* replayKernel_fp32(int dstate) {
+    switch (dstate) {
+        case 64: return reinterpret_cast<const void*>(&mamba2ReplayKernel<float, 64>);
+        case 128: return reinterpret_cast<const void*>(&mamba2ReplayKernel<float, 128>);
+        case 256: return reinterpret_cast<const void*>(&mamba2ReplayKernel<float, 256>);
+        default: return nullptr;
+    }
+}
+
+}  // namespace mamba2
+}  // namespace rssm

@@ -1,0 +1,363 @@
+"""`replayssm-trtllm bench mamba2`: Mamba-2 decode kernels side by side on one GPU.
+
+Kernels in one run: conventional decode (in place), conventional per-draft-snapshot verify,
+ReplaySSM standard decode and speculative verify (with the device commit inside the timed graph),
+and the FlashInfer peers when replayssm_trtllm.bench.peers provides them (else "not available").
+
+Timing: every case is one CUDA graph that drives a realistic cursor sequence through whole
+windows (flush steps included) over `nl` layer buffers (enough layers that their checkpoints are
+several times the L2, so no step reads a state another step left in L2); the graph is replayed
+several times and the median per-layer-step time is reported. Correctness of each kernel is
+checked against the conventional kernel on the same inputs before timing.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+SHAPES = {"nano": dict(H=96, P=80, N=128, G=8), "super": dict(H=128, P=64, N=128, G=8)}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--shapes", default="super,nano", help="comma list of: nano, super")
+    parser.add_argument("--batch", default="1,64,256,512", help="comma list of batch sizes")
+    parser.add_argument("--window", default="8,16,32", help="comma list of replay windows L")
+    parser.add_argument("--tokens", default="1,2,4,8", help="comma list of verify lengths T (1 = standard)")
+    parser.add_argument("--state-dtype", default="fp32", choices=["fp32", "fp16", "bf16"])
+    parser.add_argument("--act-dtype", default="bf16", choices=["bf16", "fp16"])
+    parser.add_argument("--quick", action="store_true",
+                        help="only the target cases (both shapes, B in {1, 256}, L = 16, T in {1, 4, 8})")
+    parser.add_argument("--sweep-rows", action="store_true", help="also sweep rows_per_cta for B = 256, L = 16")
+    parser.add_argument("--repeats", type=int, default=5, help="timed graph replays per case (median)")
+    parser.add_argument("--l2-bytes", type=float, default=240e6, help="min checkpoint bytes across layer buffers")
+    parser.add_argument("--out", default="bench/results/latest-mamba2.json")
+    parser.add_argument("--seed", type=int, default=0)
+
+
+# ------------------------------------------------------------------------------------------ utils
+def _dt(name):
+    import torch
+    return {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[name]
+
+
+def _git_commit() -> str:
+    try:
+        return subprocess.check_output(["git", "rev-parse", "HEAD"], stderr=subprocess.DEVNULL,
+                                       cwd=Path(__file__).resolve().parent).decode().strip()
+    except Exception:
+        return "unknown"
+
+
+def _time_graph(fn, repeats: int, inner: int = 1):
+    """Capture fn() in a CUDA graph, replay `inner` times per timing, return median seconds per replay."""
+    import torch
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        fn()  # warm-up outside capture (also checks for launch errors)
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        fn()
+    g.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeats):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        for _ in range(inner):
+            g.replay()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) / 1e3 / inner)
+    del g
+    return statistics.median(times)
+
+
+def copy_bandwidth(nbytes: int = 2 << 30, repeats: int = 5) -> float:
+    """Device-to-device copy bandwidth in bytes/s, counting bytes read + written, through an SM kernel
+    (``torch.mul(src, 1, out=dst)``): a plain ``copy_`` becomes a memcpy node in a CUDA graph, which
+    measured only ~2.7 TB/s on the H200 (run of 2026-11-30), below what kernels reach."""
+    import torch
+    src = torch.empty(nbytes // 4, dtype=torch.float32, device="cuda")
+    dst = torch.empty_like(src)
+    src.fill_(1.0)
+    for _ in range(20):  # let the clocks ramp up
+        torch.mul(src, 1.0, out=dst)
+    t = _time_graph(lambda: torch.mul(src, 1.0, out=dst), repeats, inner=10)
+    del src, dst
+    torch.cuda.empty_cache()
+    return 2 * nbytes / t
+
+
+class _Layerset:
+    """nl layer buffers of one shape: conventional states, replay checkpoints + rings, inputs."""
+
+    def __init__(self, sh, B, L, Tmax, st, act, nl, seed, need_conv=True, need_replay=True, need_snap=0,
+                 token_list=(1,)):
+        import torch
+        g = torch.Generator(device="cuda").manual_seed(seed)
+        H, P, N, G = sh["H"], sh["P"], sh["N"], sh["G"]
+        self.H, self.P, self.N, self.G, self.B, self.L, self.nl = H, P, N, G, B, L, nl
+        self.C = L + Tmax
+        S = B
+        d = "cuda"
+        self.sbi = torch.arange(B, dtype=torch.int32, device=d)
+        init = lambda *shape, dtype: (0.5 * torch.randn(*shape, generator=g, device=d)).to(dtype)  # noqa: E731
+        self.conv = [init(S, H, P, N, dtype=st) for _ in range(nl)] if need_conv else []
+        self.ckpt = [init(S, H, P, N, dtype=st) for _ in range(nl)] if need_replay else []
+        if need_replay:
+            self.ring_dt = [torch.full((S, self.C, H), 0.02, dtype=torch.float32, device=d) for _ in range(nl)]
+            self.ring_x = [init(S, self.C, H, P, dtype=act) for _ in range(nl)]
+            self.ring_B = [init(S, self.C, G, N, dtype=act) for _ in range(nl)]
+        self.snap = torch.empty(S, need_snap, H, P, N, dtype=st, device=d) if need_snap else None
+        self.origin = torch.zeros(S, dtype=torch.int32, device=d)
+        self.length = torch.zeros(S, dtype=torch.int32, device=d)
+        self.err = torch.full((1,), -1, dtype=torch.int32, device=d)
+        self.A = -(0.5 + 3.5 * torch.rand(H, generator=g, device=d))
+        self.D = torch.rand(H, generator=g, device=d) + 0.5
+        self.dt_bias = torch.log(torch.expm1(0.002 + 0.06 * torch.rand(H, generator=g, device=d)))
+        self.inputs = {}
+        for T in sorted({1, Tmax} | set(token_list)):
+            self.inputs[T] = dict(
+                x=torch.randn(B, T, H, P, generator=g, device=d).to(act),
+                dt_raw=torch.clamp(0.3 * torch.randn(B, T, H, generator=g, device=d), -1, 1).to(act),
+                Bm=torch.randn(B, T, G, N, generator=g, device=d).to(act),
+                Cm=torch.randn(B, T, G, N, generator=g, device=d).to(act),
+                z=torch.randn(B, T, H, P, generator=g, device=d).to(act),
+                y=torch.empty(B, T, H, P, device=d, dtype=act))
+
+    def set_cursors(self, h0):
+        self.origin.zero_()
+        self.length.copy_(h0)
+
+    def conv_step(self, layer, T=1, snap=False, rows=0):
+        import torch
+        i = self.inputs[T]
+        torch.ops.replayssm.mamba2_decode_out(self.conv[layer], i["x"], i["dt_raw"], i["Bm"], i["Cm"], self.A, self.D,
+                                              self.dt_bias, i["z"], self.sbi, self.snap[:, :T] if snap else None, i["y"],
+                                              rows)
+
+    def replay_step(self, layer, T, mode, rows=0):
+        import torch
+        i = self.inputs[T]
+        torch.ops.replayssm.mamba2_replay_decode_out(
+            self.ckpt[layer], self.ring_dt[layer], self.ring_x[layer], self.ring_B[layer], self.origin, self.length,
+            i["x"], i["dt_raw"], i["Bm"], i["Cm"], self.A, self.D, self.dt_bias, i["z"], self.sbi, self.L, mode,
+            i["y"], rows)
+
+    def commit(self, T, mode, acc=None):
+        import torch
+        torch.ops.replayssm.replay_commit(self.sbi, acc, self.origin, self.length, self.err, self.L, self.C, T, mode)
+
+
+def _state_bytes(sh, B, st_bytes):
+    return B * sh["H"] * sh["P"] * sh["N"] * st_bytes
+
+
+def _record_bytes(sh, act_bytes):
+    return 4 * sh["H"] + act_bytes * sh["H"] * sh["P"] + act_bytes * sh["G"] * sh["N"]
+
+
+def _check(ls, T, rtol=2e-2, atol_frac=1e-2):
+    """Replay output (in-phase h = 0 rows, speculative T tokens) vs conventional outputs on the same
+    inputs and checkpoint; returns (max of |err| / (rtol |ref| + atol_frac rms), ok)."""
+    import torch
+    ls.conv[0].copy_(ls.ckpt[0])
+    ls.set_cursors(torch.zeros_like(ls.length))
+    mode = 0 if T == 1 else 1
+    ls.replay_step(0, T, mode)
+    y_r = ls.inputs[T]["y"].float().clone()
+    if T == 1:
+        ls.conv_step(0, 1)
+    else:
+        ls.conv_step(0, T, snap=True)
+    y_c = ls.inputs[T]["y"].float()
+    torch.cuda.synchronize()
+    rms = float(y_c.pow(2).mean().sqrt())
+    err = float(((y_r - y_c).abs() / (rtol * y_c.abs() + atol_frac * rms)).max())
+    return err, err <= 1.0 and not math.isnan(err)
+
+
+# ------------------------------------------------------------------------------------------- run
+def run(args) -> int:
+    import torch
+    if not torch.cuda.is_available():
+        print("bench mamba2: needs a CUDA GPU", file=sys.stderr)
+        return 2
+    import replayssm_trtllm.ops.commit  # noqa: F401
+    import replayssm_trtllm.ops.mamba2  # noqa: F401
+    from replayssm_trtllm.ops.state_cache import replay_overhead_bytes
+
+    st, act = _dt(args.state_dtype), _dt(args.act_dtype)
+    st_b, act_b = torch.tensor([], dtype=st).element_size(), torch.tensor([], dtype=act).element_size()
+    shapes = [s.strip() for s in args.shapes.split(",") if s.strip()]
+    batches = [int(b) for b in args.batch.split(",")]
+    windows = [int(w) for w in args.window.split(",")]
+    tokens = [int(t) for t in args.tokens.split(",")]
+    if args.quick:
+        batches, windows, tokens = [256, 1], [16], [1, 4, 8]
+    try:
+        from replayssm_trtllm.bench import peers  # noqa: F401
+        peer_status = "module present (FlashInfer peer timing not wired in this version)"
+    except Exception:
+        peer_status = "not available"
+
+    copy_bw = copy_bandwidth()
+    print(f"device-to-device copy: {copy_bw / 1e12:.3f} TB/s (read + write)")
+    rows_out, targets = [], {}
+    gen = torch.Generator().manual_seed(args.seed)
+
+    def record(**kw):
+        rows_out.append(kw)
+        extra = f"  speedup {kw['speedup']:.3f}x" if kw.get("speedup") else ""
+        bw = f"  {kw['gbps']:.0f} GB/s ({100 * kw['copy_frac']:.1f}% copy)" if kw.get("gbps") else ""
+        print(f"{kw['shape']:5s} B={kw['B']:<4d} L={kw['L']:<3d} T={kw['T']} {kw['kernel']:34s} "
+              f"{kw['us_per_step']:9.2f} us/step{bw}{extra}", flush=True)
+
+    for shp in shapes:
+        sh = SHAPES[shp]
+        rec_b = _record_bytes(sh, act_b)
+        for B in batches:
+            sb = _state_bytes(sh, B, st_b)
+            nl = int(min(64, max(2, math.ceil(args.l2_bytes / sb))))
+            for L in windows:
+                Tmax = max(tokens)
+                try:
+                    ls = _Layerset(sh, B, L, Tmax, st, act, nl, args.seed + B + L,
+                                   need_snap=Tmax if Tmax > 1 else 0, token_list=tokens)
+                except torch.OutOfMemoryError:
+                    print(f"{shp} B={B} L={L}: out of memory, skipped")
+                    torch.cuda.empty_cache()
+                    continue
+                for T in sorted(set(tokens) | {1}):
+                    err, ok = _check(ls, T)
+                    print(f"{shp} B={B} L={L} T={T}: replay vs conventional max err / bound = {err:.2f} "
+                          f"{'OK' if ok else 'MISMATCH'}")
+                    if not ok:
+                        targets[f"correct_{shp}_B{B}_L{L}_T{T}"] = dict(value=err, goal="<= 1", met=False,
+                                                                       case=f"{shp} B={B} L={L} T={T}")
+                # ---- conventional standard step (best over the rows_per_cta sweep)
+                from replayssm_trtllm.ops.mamba2 import row_chunk
+                ch = row_chunk(st, sh["N"])
+                full = math.ceil(sh["P"] / ch) * ch
+                sweep = sorted({0, ch, 2 * ch if 2 * ch <= full else ch, full}) if (
+                    args.sweep_rows and B >= 256 and L == 16) else [0]
+                conv_best = None
+                for rows in sweep:
+                    t = _time_graph(lambda: [ls.conv_step(l, 1, rows=rows) for l in range(nl)], args.repeats) / nl
+                    by = 2 * sb
+                    name = "conventional" + (f" rows={rows}" if rows else "")
+                    record(shape=shp, B=B, L=L, T=1, kernel=name, us_per_step=t * 1e6, gbps=by / t / 1e9,
+                           copy_frac=by / t / copy_bw, rows=rows)
+                    conv_best = t if conv_best is None else min(conv_best, t)
+                record(shape=shp, B=B, L=L, T=1, kernel="flashinfer selective_state_update",
+                       us_per_step=float("nan"), note=peer_status)
+                if B >= 256 and L == 16:
+                    targets.setdefault(f"conv_copy_frac_{shp}_B{B}", dict(
+                        value=(2 * sb / conv_best) / copy_bw, goal=">= 0.90", met=(2 * sb / conv_best) / copy_bw >= 0.90,
+                        case=f"{shp} B={B} conventional standard step"))
+                # ---- replay standard, window-amortized, in phase and staggered
+                for phase in ("in-phase", "staggered"):
+                    h0 = torch.zeros(B, dtype=torch.int32) if phase == "in-phase" else (
+                        torch.arange(B, dtype=torch.int32) % L)
+                    for rows in (sweep if phase == "in-phase" else [0]):
+                        ls.set_cursors(h0.cuda())
+
+                        def cycle():
+                            for _ in range(L):
+                                for l in range(nl):
+                                    ls.replay_step(l, 1, 0, rows)
+                                ls.commit(1, 0)
+                        t = _time_graph(cycle, args.repeats) / (L * nl)
+                        # traffic per row over a cycle: L ckpt reads, 1 write, sum_h h record reads, L record writes
+                        by = B * (L * sb / B + sb / B + (L * (L - 1) / 2) * rec_b + L * rec_b) / L
+                        name = f"replay standard {phase}" + (f" rows={rows}" if rows else "")
+                        record(shape=shp, B=B, L=L, T=1, kernel=name, us_per_step=t * 1e6, gbps=by / t / 1e9,
+                               copy_frac=by / t / copy_bw, speedup=conv_best / t, rows=rows)
+                        if L == 16 and rows == 0:
+                            key = f"std_speedup_{shp}_B{B}_{phase}"
+                            goal = 1.75 if B >= 256 else 1.0
+                            if B in (1, 256):
+                                targets[key] = dict(value=conv_best / t, goal=f">= {goal}", met=conv_best / t >= goal,
+                                                    case=f"{shp} B={B} L=16 {phase}, window-amortized, flushes included")
+                            if B >= 256 and phase == "in-phase":
+                                targets[f"replay_copy_frac_{shp}_B{B}"] = dict(
+                                    value=by / t / copy_bw, goal=">= 0.85", met=by / t / copy_bw >= 0.85,
+                                    case=f"{shp} B={B} L=16 replay standard in-phase")
+                # ---- speculative
+                for T in tokens:
+                    if T == 1 or T > L:
+                        continue
+                    t_pd = _time_graph(lambda: ls.conv_step(0, T, snap=True), args.repeats)
+                    by = sb * (1 + T)
+                    record(shape=shp, B=B, L=L, T=T, kernel="conventional per-draft snapshots", us_per_step=t_pd * 1e6,
+                           gbps=by / t_pd / 1e9, copy_frac=by / t_pd / copy_bw, ratio_to_conv_step=t_pd / conv_best)
+                    K = 2 * L
+                    for accept in ("all", "one", "mixed"):
+                        if accept == "all":
+                            accs = [torch.full((B,), T, dtype=torch.int32) for _ in range(K)]
+                        elif accept == "one":
+                            accs = [torch.ones(B, dtype=torch.int32) for _ in range(K)]
+                        else:
+                            accs = [torch.randint(1, T + 1, (B,), generator=gen, dtype=torch.int32) for _ in range(K)]
+                        accs = [a.cuda() for a in accs]
+                        ls.set_cursors((torch.arange(B, dtype=torch.int32) % (L + 1)).cuda())
+
+                        def spec_cycle():
+                            for k in range(K):
+                                for l in range(nl):
+                                    ls.replay_step(l, T, 1)
+                                ls.commit(T, 1, accs[k])
+                        t = _time_graph(spec_cycle, args.repeats) / (K * nl)
+                        record(shape=shp, B=B, L=L, T=T, kernel=f"replay verify {accept}-accepted",
+                               us_per_step=t * 1e6, ratio_to_conv_step=t / conv_best, speedup=t_pd / t)
+                        if L == 16 and B >= 256 and T in (4, 8):
+                            goal = 0.65 if T == 4 else 0.85
+                            targets[f"spec_T{T}_ratio_{shp}_B{B}_{accept}"] = dict(
+                                value=t / conv_best, goal=f"<= {goal}", met=t / conv_best <= goal,
+                                case=f"{shp} B={B} L=16 T={T} {accept}-accepted, flushes included")
+                            if T == 4:
+                                targets[f"spec_T4_vs_perdraft_{shp}_B{B}_{accept}"] = dict(
+                                    value=t_pd / t, goal=">= 4", met=t_pd / t >= 4,
+                                    case=f"{shp} B={B} L=16 T=4 {accept}-accepted vs per-draft snapshots")
+                del ls
+                torch.cuda.empty_cache()
+
+    copy_bw2 = copy_bandwidth()
+    print(f"device-to-device copy at the end: {copy_bw2 / 1e12:.3f} TB/s (read + write)")
+    ov = replay_overhead_bytes(128, 64, 128, 8, 16, 4, act_bytes=2)
+    targets["ring_overhead_super_L16_T4"] = dict(
+        value=ov["ratio_with_cursors_unshared"], goal="<= 0.12", met=ov["ratio_with_cursors_unshared"] <= 0.12,
+        case=f"ring {ov['ring_bytes']} B + cursors 8 B per slot per layer vs fp32 state {ov['state_bytes_fp32']} B")
+    result = dict(
+        gpu=torch.cuda.get_device_name(), date=datetime.datetime.now().isoformat(timespec="seconds"),
+        command=" ".join(sys.argv), git_commit=_git_commit(), copy_bandwidth_Bps=copy_bw,
+        copy_bandwidth_end_Bps=copy_bw2,
+        state_dtype=args.state_dtype, act_dtype=args.act_dtype, peers=peer_status, targets=targets, rows=rows_out)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1, default=float))
+    print("\nTARGETS")
+    for k, v in targets.items():
+        print(f"  {'MET ' if v['met'] else 'MISS'} {k}: {v['value']:.3f} (goal {v['goal']}; {v['case']})")
+    print(f"wrote {out}")
+    return 0
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__)
+    add_arguments(p)
+    return run(p.parse_args(argv))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

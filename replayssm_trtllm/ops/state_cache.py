@@ -1,0 +1,175 @@
+"""Device replay caches: checkpoints, rings and cursors for all layers of a model (design.md 3).
+
+:class:`ReplayCursorCache` owns what every family shares: the per-slot cursors ``ring_origin[S]``,
+``ring_len[S]`` (int32, shared by all layers), the ``error_slot[1]`` flag of the device commit, the
+window/capacity/mode, and the commit (one ``replay_commit`` launch per model step). A family cache
+subclasses it and adds its per-layer tensors and ``step``: :class:`ReplayStateCache` (Mamba-2)
+here; the GDN cache (ops/gdn.py) reuses the base the same way.
+
+Nothing here syncs the device except :meth:`ReplayCursorCache.check_errors`, so ``step`` and
+``commit`` can be captured in one CUDA graph per batch size.
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence, Union
+
+import torch
+
+from .commit import MODE_SPECULATIVE, MODE_STANDARD, mode_code, replay_commit
+
+__all__ = ["ReplayCursorCache", "ReplayStateCache", "Mamba2ReplayStateCache"]
+
+
+class ReplayCursorCache:
+    """Cursors + commit shared by the Mamba-2 and GDN replay caches.
+
+    Args:
+        num_slots: S.
+        window: L (1..64 for the Mamba-2 kernels).
+        max_verify: T_max; the ring capacity is ``C = L + T_max`` (design 3). Standard mode: 1.
+        mode: ``"standard"``/0 (Alg. 1) or ``"speculative"``/1 (Alg. 2).
+        device: CUDA device of the buffers.
+    """
+
+    def __init__(self, num_slots: int, window: int, max_verify: int = 1, mode: Union[str, int] = "standard",
+                 device: Union[str, torch.device] = "cuda"):
+        if num_slots < 1 or window < 1 or max_verify < 1:
+            raise ValueError(f"{type(self).__name__}: num_slots, window and max_verify must be >= 1; got "
+                             f"{num_slots}, {window}, {max_verify}")
+        self.mode = mode_code(mode)
+        if self.mode == MODE_STANDARD and max_verify != 1:
+            raise ValueError(f"{type(self).__name__}: standard mode verifies one token (max_verify=1); "
+                             f"got {max_verify}")
+        if self.mode == MODE_SPECULATIVE and max_verify > window:
+            raise ValueError(f"{type(self).__name__}: speculative mode needs max_verify <= window; got "
+                             f"max_verify={max_verify}, window={window}")
+        self.num_slots, self.window, self.max_verify = int(num_slots), int(window), int(max_verify)
+        self.capacity = self.window + self.max_verify
+        self.device = torch.device(device)
+        self.ring_origin = torch.zeros(num_slots, dtype=torch.int32, device=self.device)
+        self.ring_len = torch.zeros(num_slots, dtype=torch.int32, device=self.device)
+        self.error_slot = torch.full((1,), -1, dtype=torch.int32, device=self.device)
+        self._last_rows: Optional[torch.Tensor] = None
+        self._last_T: Optional[int] = None
+
+    # ---- cursors -----------------------------------------------------------------------------
+    def _slots_tensor(self, slots) -> torch.Tensor:
+        if not isinstance(slots, torch.Tensor):
+            slots = torch.as_tensor(list(slots), dtype=torch.int64)
+        return slots.to(device=self.device, dtype=torch.int64).reshape(-1)
+
+    def reset_cursors(self, slots) -> None:
+        """Empty the rings of ``slots`` (negative entries skipped): ``o = 0, h = 0``."""
+        idx = self._slots_tensor(slots)
+        idx = idx[idx >= 0]
+        self.ring_origin[idx] = 0
+        self.ring_len[idx] = 0
+
+    def _note_step(self, state_batch_indices: torch.Tensor, T: int) -> None:
+        self._last_rows, self._last_T = state_batch_indices, T
+
+    def commit(self, accepted: Optional[torch.Tensor] = None, state_batch_indices: Optional[torch.Tensor] = None,
+               num_tokens: Optional[int] = None) -> None:
+        """Advance the cursors once per model step (after all layers) on the device.
+
+        ``accepted``: ``[B]`` int32 in [1, T] (speculative), None = all T. ``state_batch_indices`` and
+        ``num_tokens`` default to those of the last :meth:`step` call.
+        """
+        rows = self._last_rows if state_batch_indices is None else state_batch_indices
+        T = self._last_T if num_tokens is None else num_tokens
+        if rows is None or T is None:
+            raise ValueError(f"{type(self).__name__}.commit: no step ran; pass state_batch_indices and num_tokens")
+        if accepted is not None and self.mode == MODE_STANDARD:
+            raise ValueError(f"{type(self).__name__}.commit: 'accepted' must be None in standard mode")
+        replay_commit(rows, accepted, self.ring_origin, self.ring_len, self.error_slot, self.window, self.capacity,
+                      T, self.mode)
+
+    def check_errors(self) -> None:
+        """Sync and raise if the device commit recorded an invariant violation."""
+        s = int(self.error_slot.item())
+        if s != -1:
+            o = int(self.ring_origin[s]) if 0 <= s < self.num_slots else None
+            h = int(self.ring_len[s]) if 0 <= s < self.num_slots else None
+            raise RuntimeError(f"replay commit: invariant violated for slot {s} (origin={o}, h={h}, L={self.window}, "
+                               f"C={self.capacity}, mode={self.mode})")
+
+    def cursor_bytes_per_slot(self) -> int:
+        return 2 * 4  # ring_origin + ring_len (shared by all layers)
+
+
+class ReplayStateCache(ReplayCursorCache):
+    """Mamba-2 replay cache for ``num_layers`` layers x ``num_slots`` slots (cursors shared by layers).
+
+    Tensors (design.md 3): ``ckpt[layer] [S, H, P, N]`` (state_dtype), ``ring_dt[layer] [S, C, H]``
+    fp32, ``ring_x[layer] [S, C, H, P]`` and ``ring_B[layer] [S, C, G, N]`` (act_dtype), each allocated
+    as one tensor with a leading layer dim.
+    """
+
+    def __init__(self, num_layers: int, num_slots: int, H: int, P: int, N: int, G: int, window: int,
+                 max_verify: int = 1, mode: Union[str, int] = "standard", state_dtype: torch.dtype = torch.float32,
+                 act_dtype: torch.dtype = torch.bfloat16, device: Union[str, torch.device] = "cuda"):
+        super().__init__(num_slots, window, max_verify, mode, device)
+        if H % G != 0:
+            raise ValueError(f"ReplayStateCache: H={H} must be a multiple of G={G}")
+        self.num_layers, self.H, self.P, self.N, self.G = num_layers, H, P, N, G
+        self.state_dtype, self.act_dtype = state_dtype, act_dtype
+        S, C, d = num_slots, self.capacity, self.device
+        self.ckpt = torch.zeros(num_layers, S, H, P, N, dtype=state_dtype, device=d)
+        self.ring_dt = torch.zeros(num_layers, S, C, H, dtype=torch.float32, device=d)
+        self.ring_x = torch.zeros(num_layers, S, C, H, P, dtype=act_dtype, device=d)
+        self.ring_B = torch.zeros(num_layers, S, C, G, N, dtype=act_dtype, device=d)
+
+    def reset(self, slots, prefill_state: torch.Tensor) -> None:
+        """Context phase: ``prefill_state`` ``[num_layers, n, H, P, N]`` (or ``[n, H, P, N]`` with one
+        layer) becomes the checkpoint of ``slots`` ``[n]`` (negative skipped); rings become empty."""
+        idx = self._slots_tensor(slots)
+        pre = prefill_state if prefill_state.dim() == 5 else prefill_state.unsqueeze(0)
+        want = (self.num_layers, idx.shape[0], self.H, self.P, self.N)
+        if tuple(pre.shape) != want:
+            raise ValueError(f"ReplayStateCache.reset: 'prefill_state' must be [num_layers, n, H, P, N] = "
+                             f"{list(want)}; got {list(prefill_state.shape)}")
+        keep = idx >= 0
+        self.ckpt[:, idx[keep]] = pre[:, keep.to(pre.device)].to(device=self.device, dtype=self.state_dtype)
+        self.reset_cursors(idx)
+
+    def step(self, layer: int, state_batch_indices: torch.Tensor, x: torch.Tensor, dt_raw: torch.Tensor,
+             B: torch.Tensor, C: torch.Tensor, A: torch.Tensor, D: Optional[torch.Tensor] = None,
+             dt_bias: Optional[torch.Tensor] = None, z: Optional[torch.Tensor] = None,
+             rows_per_cta: int = 0) -> torch.Tensor:
+        """One decode step of ``layer`` (x ``[B, T, H, P]``, or ``[B, H, P]`` for T = 1); returns y."""
+        if not 0 <= layer < self.num_layers:
+            raise ValueError(f"ReplayStateCache.step: layer must be in [0, {self.num_layers}); got {layer}")
+        T = 1 if x.dim() == 3 else int(x.shape[1])
+        if T > self.max_verify:
+            raise ValueError(f"ReplayStateCache.step: T={T} > max_verify={self.max_verify}")
+        y = torch.ops.replayssm.mamba2_replay_decode(
+            self.ckpt[layer], self.ring_dt[layer], self.ring_x[layer], self.ring_B[layer], self.ring_origin,
+            self.ring_len, x, dt_raw, B, C, A, D, dt_bias, z, state_batch_indices, self.window, self.mode,
+            rows_per_cta)
+        self._note_step(state_batch_indices, T)
+        return y
+
+    # ---- sizes -------------------------------------------------------------------------------
+    def ring_bytes_per_slot_layer(self) -> int:
+        act = torch.tensor([], dtype=self.act_dtype).element_size()
+        C = self.capacity
+        return C * (4 * self.H + act * self.H * self.P + act * self.G * self.N)
+
+    def state_bytes_per_slot_layer(self) -> int:
+        return torch.tensor([], dtype=self.state_dtype).element_size() * self.H * self.P * self.N
+
+
+Mamba2ReplayStateCache = ReplayStateCache
+
+
+def replay_overhead_bytes(H: int, P: int, N: int, G: int, window: int, max_verify: int, act_bytes: int = 2,
+                          num_layers: int = 1) -> dict:
+    """Ring bytes per slot per layer, cursor bytes per slot (shared by layers) and the ratio to the
+    fp32 state (the ring + cursors <= 12% target is for L=16, T=4 on Super)."""
+    C = window + max_verify
+    ring = C * (4 * H + act_bytes * H * P + act_bytes * G * N)
+    cursors = 8
+    state = 4 * H * P * N
+    per_layer = ring + cursors / num_layers
+    return {"ring_bytes": ring, "cursor_bytes_per_slot": cursors, "state_bytes_fp32": state,
+            "ratio": per_layer / state, "ratio_with_cursors_unshared": (ring + cursors) / state}

@@ -1,0 +1,156 @@
+"""CPU tests of the host-side validation in the Mamba-2 and commit torch ops: every bad argument
+is rejected with a message naming the op, the argument, the expectation and what was given,
+before anything is launched (these run without a GPU or the kernel library)."""
+from __future__ import annotations
+
+import ctypes
+
+import pytest
+import torch
+
+import replayssm_trtllm.ops.commit as commit_ops
+import replayssm_trtllm.ops.mamba2 as m2
+from replayssm_trtllm.ops.state_cache import ReplayCursorCache, replay_overhead_bytes
+
+S, Bsz, T, H, P, N, G, L = 4, 2, 1, 128, 64, 128, 8, 16
+
+
+def _replay_args(**over):
+    C = L + 4
+    a = dict(
+        state=torch.zeros(S, H, P, N), ring_dt=torch.zeros(S, C, H), ring_x=torch.zeros(S, C, H, P, dtype=torch.bfloat16),
+        ring_B=torch.zeros(S, C, G, N, dtype=torch.bfloat16), ring_origin=torch.zeros(S, dtype=torch.int32),
+        ring_len=torch.zeros(S, dtype=torch.int32), x=torch.zeros(Bsz, T, H, P, dtype=torch.bfloat16),
+        dt_raw=torch.zeros(Bsz, T, H, dtype=torch.bfloat16), B=torch.zeros(Bsz, T, G, N, dtype=torch.bfloat16),
+        C=torch.zeros(Bsz, T, G, N, dtype=torch.bfloat16), A=-torch.ones(H), D=torch.ones(H), dt_bias=torch.zeros(H),
+        z=None, state_batch_indices=torch.zeros(Bsz, dtype=torch.int32), window=L, mode=1)
+    a.update(over)
+    return a
+
+
+def _call_replay(**over):
+    a = _replay_args(**over)
+    return torch.ops.replayssm.mamba2_replay_decode(
+        a["state"], a["ring_dt"], a["ring_x"], a["ring_B"], a["ring_origin"], a["ring_len"], a["x"], a["dt_raw"],
+        a["B"], a["C"], a["A"], a["D"], a["dt_bias"], a["z"], a["state_batch_indices"], a["window"], a["mode"])
+
+
+def test_ring_x_dtype_message():
+    bad = torch.zeros(S, L + 4, H, P, dtype=torch.float16)
+    with pytest.raises(ValueError) as e:
+        _call_replay(ring_x=bad)
+    assert str(e.value) == ("mamba2_replay_decode: 'ring_x' must be bfloat16 [S, C, H, P] = [4, 20, 128, 64]; "
+                            "got float16 [4, 20, 128, 64]")
+
+
+@pytest.mark.parametrize("name,value,needle", [
+    ("ring_B", torch.zeros(S, L + 4, G, 64, dtype=torch.bfloat16), "'ring_B' must be bfloat16 [S, C, G, N]"),
+    ("ring_dt", torch.zeros(S, L + 4, H, dtype=torch.float16), "'ring_dt' must be float32 [S, C, H]"),
+    ("ring_origin", torch.zeros(S, dtype=torch.int64), "'ring_origin' must be int32 [S]"),
+    ("ring_len", torch.zeros(S + 1, dtype=torch.int32), "'ring_len' must be int32 [S] = [4]"),
+    ("state", torch.zeros(S, H, P, N, dtype=torch.float64), "'state' must be float32 or float16 or bfloat16"),
+    ("A", torch.zeros(H, dtype=torch.bfloat16), "'A' must be float32 [H] = [128]"),
+    ("D", torch.zeros(H + 1), "'D' must be float32 [H] = [128]"),
+    ("C", torch.zeros(Bsz, T, G, N, dtype=torch.float16), "'C' must be bfloat16 [B, T, G, N]"),
+    ("dt_raw", torch.zeros(Bsz, T, H + 1, dtype=torch.bfloat16), "'dt_raw' must be bfloat16 or float32 [B, T, H]"),
+    ("z", torch.zeros(Bsz, T, H, P, dtype=torch.float16), "'z' must be bfloat16 [B, T, H, P]"),
+    ("state_batch_indices", torch.zeros(Bsz, dtype=torch.int64), "'state_batch_indices' must be int32 [B]"),
+    ("window", 65, "window L must be in [1, 64]"),
+    ("window", 20, "ring capacity C = 20 too small"),
+    ("mode", 2, "mode must be 0 (standard) or 1 (speculative)"),
+])
+def test_replay_rejects(name, value, needle):
+    with pytest.raises(ValueError) as e:
+        _call_replay(**{name: value})
+    assert needle in str(e.value) and str(e.value).startswith("mamba2_replay_decode: "), str(e.value)
+
+
+def test_replay_standard_needs_one_token():
+    with pytest.raises(ValueError, match="standard mode .* T = 1"):
+        _call_replay(mode=0, x=torch.zeros(Bsz, 2, H, P, dtype=torch.bfloat16),
+                     dt_raw=torch.zeros(Bsz, 2, H, dtype=torch.bfloat16),
+                     B=torch.zeros(Bsz, 2, G, N, dtype=torch.bfloat16), C=torch.zeros(Bsz, 2, G, N, dtype=torch.bfloat16))
+
+
+def test_replay_unsupported_sizes():
+    with pytest.raises(ValueError, match="head dim P must be one of"):
+        _call_replay(state=torch.zeros(S, H, 96, N), ring_x=torch.zeros(S, L + 4, H, 96, dtype=torch.bfloat16),
+                     x=torch.zeros(Bsz, T, H, 96, dtype=torch.bfloat16))
+    with pytest.raises(ValueError, match="state size N must be one of"):
+        n = 32
+        _call_replay(state=torch.zeros(S, H, P, n), ring_B=torch.zeros(S, L + 4, G, n, dtype=torch.bfloat16),
+                     B=torch.zeros(Bsz, T, G, n, dtype=torch.bfloat16), C=torch.zeros(Bsz, T, G, n, dtype=torch.bfloat16))
+
+
+def test_replay_last_dim_must_be_contiguous():
+    x = torch.zeros(Bsz, T, H, P * 2, dtype=torch.bfloat16)[..., ::2]
+    with pytest.raises(ValueError, match="'x' must have a contiguous last dim"):
+        _call_replay(x=x)
+
+
+def test_replay_cpu_tensors_rejected_after_validation():
+    with pytest.raises(ValueError, match="CUDA device"):
+        _call_replay()
+
+
+def test_decode_rejects():
+    x = torch.zeros(Bsz, 4, H, P, dtype=torch.float16)
+    args = [torch.zeros(S, H, P, N), x, torch.zeros(Bsz, 4, H, dtype=torch.float16),
+            torch.zeros(Bsz, 4, G, N, dtype=torch.float16), torch.zeros(Bsz, 4, G, N, dtype=torch.float16),
+            -torch.ones(H), None, None, None, None]
+    with pytest.raises(ValueError) as e:
+        torch.ops.replayssm.mamba2_decode(*args, torch.zeros(S, 3, H, P, N))
+    assert "mamba2_decode: 'snapshots' must be float32 [S, T, H, P, N] = [4, 4, 128, 64, 128]" in str(e.value)
+    with pytest.raises(ValueError, match="must be on a CUDA device"):
+        torch.ops.replayssm.mamba2_decode(*args, None)
+    with pytest.raises(ValueError, match="T must be in \\[1, 8\\]"):
+        x9 = torch.zeros(Bsz, 9, H, P, dtype=torch.float16)
+        torch.ops.replayssm.mamba2_decode(torch.zeros(S, H, P, N), x9, torch.zeros(Bsz, 9, H, dtype=torch.float16),
+                                          torch.zeros(Bsz, 9, G, N, dtype=torch.float16),
+                                          torch.zeros(Bsz, 9, G, N, dtype=torch.float16), -torch.ones(H),
+                                          None, None, None, None, None)
+
+
+def test_commit_rejects():
+    sbi = torch.zeros(2, dtype=torch.int32)
+    o, h = torch.zeros(4, dtype=torch.int32), torch.zeros(4, dtype=torch.int32)
+    with pytest.raises(ValueError, match="ring_capacity must be >= 20"):
+        torch.ops.replayssm.replay_commit(sbi, None, o, h, None, 16, 19, 4, 1)
+    with pytest.raises(ValueError, match="'accepted' must be a contiguous int32 \\[B\\] = \\[2\\]"):
+        torch.ops.replayssm.replay_commit(sbi, torch.ones(3, dtype=torch.int32), o, h, None, 16, 20, 4, 1)
+    with pytest.raises(ValueError, match="'ring_len' must be a contiguous int32 \\[S\\] = \\[4\\]"):
+        torch.ops.replayssm.replay_commit(sbi, None, o, torch.zeros(4, dtype=torch.int64), None, 16, 20, 4, 1)
+    with pytest.raises(ValueError, match="num_tokens must be 1 in standard mode"):
+        torch.ops.replayssm.replay_commit(sbi, None, o, h, None, 16, 17, 2, 0)
+
+
+def test_ctypes_struct_sizes():
+    """Layouts checked against the C headers with offsetof on x86-64 (sizes 344 / 352 / 64)."""
+    assert ctypes.sizeof(m2.Mamba2DecodeParams) == 344 and m2.Mamba2DecodeParams.y.offset == 336
+    assert ctypes.sizeof(m2.Mamba2ReplayParams) == 352 and m2.Mamba2ReplayParams.y.offset == 344
+    assert ctypes.sizeof(commit_ops.ReplayCommitParams) == 64 and commit_ops.ReplayCommitParams.error_slot.offset == 56
+
+
+def test_cursor_cache_modes_cpu():
+    c = ReplayCursorCache(4, 16, 4, "speculative", device="cpu")
+    assert c.capacity == 20 and c.mode == 1
+    with pytest.raises(ValueError, match="max_verify=1"):
+        ReplayCursorCache(4, 16, 4, "standard", device="cpu")
+
+
+def test_overhead_super_L16_T4():
+    o = replay_overhead_bytes(128, 64, 128, 8, 16, 4)
+    assert o["ring_bytes"] == 20 * (4 * 128 + 2 * 128 * 64 + 2 * 8 * 128) == 378880
+    assert o["state_bytes_fp32"] == 4194304
+    assert o["ratio_with_cursors_unshared"] <= 0.12
+
+
+def test_fake_impls_trace():
+    """register_fake: the ops trace under FakeTensorMode (torch.compile / graph capture path)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode():
+        a = _replay_args()
+        y = torch.ops.replayssm.mamba2_replay_decode(
+            a["state"], a["ring_dt"], a["ring_x"], a["ring_B"], a["ring_origin"], a["ring_len"], a["x"],
+            a["dt_raw"], a["B"], a["C"], a["A"], a["D"], a["dt_bias"], a["z"], a["state_batch_indices"], L, 1)
+        assert y.shape == (Bsz, T, H, P) and y.dtype == torch.bfloat16
