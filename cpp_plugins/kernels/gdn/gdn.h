@@ -1,0 +1,136 @@
+// Gated DeltaNet decode kernels (Qwen3.5 / Qwen3-Next linear attention), C ABI.
+//
+// Math (docs/design.md section 2, GDN):
+//   g = -exp(A_log) * softplus(a + dt_bias), alpha = exp(g), beta = sigmoid(b)
+//   qn = l2norm(q) * scale, kn = l2norm(k)           (l2norm(x) = x / sqrt(sum x^2 + 1e-6), fp32)
+//   u = beta (v - alpha S_{t-1} kn),  S_t = alpha S_{t-1} + u kn^T,  o = S_t qn
+// State rows v are independent: per row, S[v,:].kn and S[v,:].qn from one pass over the row.
+//
+// Two families:
+//   GdnDecode  : conventional (state read, updated, written every token). Standard decode
+//                (T tokens applied in place, T = 1 normally) or per-draft snapshots (vLLM-style
+//                speculative verify: state read from column num_accepted-1 of the index table,
+//                the state after draft s written to column s).
+//   GdnReplay  : ReplaySSM (Algorithm 4 standard / Algorithm 5 speculative): checkpoint + ring of
+//                (g, u, k) records; the state is never materialized except on flush; the ring
+//                record of every token is appended; cursors are read, never written (the commit
+//                kernel in replay_commit/ advances them).
+//
+// Both launchers: return RSSM_OK or an error code, never sync, allocate or throw; CUDA-graph safe.
+// All activation tensors need a contiguous last dimension (head dim) aligned to 8 bytes; all
+// other dimensions are addressed through int64 element strides.
+#pragma once
+#include <cuda_runtime_api.h>
+#include <stdint.h>
+
+#include "common/rssm_common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum GdnReplayMode {
+    GDN_REPLAY_STANDARD = 0,     // Algorithm 4, T = 1, flush iff h + 1 == L (folds h records + token)
+    GDN_REPLAY_SPECULATIVE = 1,  // Algorithm 5, 1 <= T <= 8, flush iff h + T > L (folds h records)
+};
+
+#define GDN_MAX_TOKENS 8   // T (draft tokens per verify step) at most
+#define GDN_MAX_WINDOW 64  // L (replay window) at most
+
+typedef struct GdnDecodeParams {
+    // ---- sizes ----
+    int32_t batch;          // B decode rows
+    int32_t num_tokens;     // T tokens of the step, 1..GDN_MAX_TOKENS
+    int32_t num_heads;      // H key heads
+    int32_t num_v_heads;    // HV value heads (HV % H == 0; value head hv uses key head hv / (HV/H))
+    int32_t head_k;         // K in {64, 128, 256}
+    int32_t head_v;         // V >= 1
+    int32_t num_slots;      // S: rows of the state pool (indices >= S are an error on the device:
+                            //    such rows are skipped, never written)
+    int32_t snapshot;       // 0: standard (T tokens in place at state[state_indices[b]]);
+                            // 1: per-draft snapshots (read state[idx[b, num_accepted[b]-1]] or
+                            //    column 0 when num_accepted == NULL; write draft s to idx[b, s])
+    int32_t indices_cols;   // columns of state_indices (1 when snapshot == 0; >= T otherwise)
+    int32_t state_dtype;    // RSSM_DTYPE_FP32 (default) | FP16 | BF16
+    int32_t act_dtype;      // RSSM_DTYPE_BF16 | FP16: q, k, v, a, b and o
+    int32_t rows_per_cta;   // 0 = automatic; else value rows per CTA (multiple of the row batch)
+    float scale;            // query scale; <= 0 means K^-0.5
+    int32_t _pad0;
+    // ---- int64 element strides (last dim of every tensor is contiguous) ----
+    int64_t state_stride_slot, state_stride_head, state_stride_v;  // state [S, HV, V, K]
+    int64_t indices_stride_b;                                       // state_indices [B, cols]
+    int64_t q_stride_b, q_stride_t, q_stride_h;                     // q [B, T, H, K]
+    int64_t k_stride_b, k_stride_t, k_stride_h;                     // k [B, T, H, K]
+    int64_t v_stride_b, v_stride_t, v_stride_h;                     // v [B, T, HV, V]
+    int64_t a_stride_b, a_stride_t;                                 // a [B, T, HV]
+    int64_t b_stride_b, b_stride_t;                                 // b [B, T, HV]
+    int64_t o_stride_b, o_stride_t, o_stride_h;                     // o [B, T, HV, V]
+    // ---- pointers ----
+    void* state;                    // [S, HV, V, K] state_dtype, in/out
+    const int32_t* state_indices;   // [B, cols] int32; < 0 = padding row (col 0) / skip write
+    const int32_t* num_accepted;    // [B] int32 in [1, cols] or NULL (snapshot mode only)
+    const void* q;                  // act
+    const void* k;                  // act
+    const void* v;                  // act
+    const void* a;                  // act (raw dt input of the gate)
+    const void* b;                  // act (raw beta logit)
+    const float* A_log;             // [HV] fp32
+    const float* dt_bias;           // [HV] fp32
+    void* o;                        // [B, T, HV, V] act, out
+} GdnDecodeParams;
+
+typedef struct GdnReplayParams {
+    // ---- sizes ----
+    int32_t batch;          // B decode rows
+    int32_t num_tokens;     // T: 1 in standard mode, 1..GDN_MAX_TOKENS in speculative mode
+    int32_t num_heads;      // H
+    int32_t num_v_heads;    // HV
+    int32_t head_k;         // K in {64, 128, 256}
+    int32_t head_v;         // V >= 1
+    int32_t num_slots;      // S (cursor arrays and checkpoint pool)
+    int32_t window;         // L in [1, GDN_MAX_WINDOW]
+    int32_t ring_capacity;  // C: >= L (standard), >= L + T (speculative)
+    int32_t mode;           // GdnReplayMode
+    int32_t state_dtype;    // checkpoint: RSSM_DTYPE_FP32 (default) | FP16 | BF16
+    int32_t act_dtype;      // RSSM_DTYPE_BF16 | FP16: q, k, v, a, b, o and ring_k
+    int32_t u_dtype;        // ring_u: RSSM_DTYPE_FP16 (the contract) | BF16 (accuracy study only)
+    int32_t rows_per_cta;   // 0 = automatic
+    float scale;            // <= 0 means K^-0.5
+    int32_t _pad0;
+    // ---- int64 element strides ----
+    int64_t state_stride_slot, state_stride_head, state_stride_v;  // ckpt [S, HV, V, K]
+    int64_t q_stride_b, q_stride_t, q_stride_h;                     // q [B, T, H, K]
+    int64_t k_stride_b, k_stride_t, k_stride_h;                     // k [B, T, H, K]
+    int64_t v_stride_b, v_stride_t, v_stride_h;                     // v [B, T, HV, V]
+    int64_t a_stride_b, a_stride_t;                                 // a [B, T, HV]
+    int64_t b_stride_b, b_stride_t;                                 // b [B, T, HV]
+    int64_t o_stride_b, o_stride_t, o_stride_h;                     // o [B, T, HV, V]
+    int64_t ring_g_stride_slot, ring_g_stride_rec;                  // ring_g [S, C, HV] fp32
+    int64_t ring_u_stride_slot, ring_u_stride_rec, ring_u_stride_head;  // ring_u [S, C, HV, V]
+    int64_t ring_k_stride_slot, ring_k_stride_rec, ring_k_stride_head;  // ring_k [S, C, H, K] act
+    // ---- pointers ----
+    void* state;                        // checkpoint, in/out (written on flush rows only)
+    const int32_t* state_batch_indices; // [B] slot per row, < 0 = padding (skipped, untouched)
+    const int32_t* ring_origin;         // [S] int32, read only
+    const int32_t* ring_len;            // [S] int32 (h), read only
+    float* ring_g;                      // out: records (o + h + s) % C
+    void* ring_u;                       // out
+    void* ring_k;                       // out (raw k bit copy, written by one CTA per key head)
+    const void* q;
+    const void* k;
+    const void* v;
+    const void* a;
+    const void* b;
+    const float* A_log;                 // [HV]
+    const float* dt_bias;               // [HV]
+    void* o;                            // [B, T, HV, V] act, out
+} GdnReplayParams;
+
+// Conventional decode / per-draft-snapshot verify.
+int rssm_gdn_decode_launch(const GdnDecodeParams* p, cudaStream_t stream);
+// ReplaySSM standard decode / speculative verify.
+int rssm_gdn_replay_launch(const GdnReplayParams* p, cudaStream_t stream);
+
+#ifdef __cplusplus
+}  // extern "C"
+#endif

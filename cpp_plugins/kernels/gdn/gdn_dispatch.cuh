@@ -1,0 +1,81 @@
+// Per-state-dtype launch helpers (instantiated in gdn_fp32.cu / gdn_fp16.cu / gdn_bf16.cu so the
+// builds run in parallel). The launcher in gdn_launch.cu validates and picks rows_per_cta.
+#pragma once
+#include "gdn/gdn_kernels.cuh"
+
+namespace rssm {
+namespace gdn {
+
+// Kernel configurations (threads per CTA, rows per thread per batch).
+constexpr int kDecodeThreads = 128, kDecodeRpt = 2;
+constexpr int kReplayStdThreads = 128, kReplayStdRpt = 2;
+constexpr int kReplaySpecThreads = 256, kReplaySpecRpt = 1;
+
+// Rows of one batch (rows handled by one CTA per loop iteration).
+inline int decodeBatchRows(int K) { return kDecodeThreads / (K / 32) * kDecodeRpt; }
+inline int replayBatchRows(int K, int mode) {
+    return mode == GDN_REPLAY_STANDARD ? kReplayStdThreads / (K / 32) * kReplayStdRpt
+                                       : kReplaySpecThreads / (K / 32) * kReplaySpecRpt;
+}
+
+template <typename ST>
+cudaError_t launchDecode(const GdnDecodeParams& p, cudaStream_t s);
+template <typename ST>
+cudaError_t launchReplay(const GdnReplayParams& p, cudaStream_t s);
+
+template <int K, typename ST>
+cudaError_t launchDecodeK(const GdnDecodeParams& p, cudaStream_t s) {
+    dim3 grid((p.head_v + p.rows_per_cta - 1) / p.rows_per_cta, p.num_v_heads, p.batch);
+    gdnDecodeKernel<K, ST, kDecodeThreads, kDecodeRpt><<<grid, kDecodeThreads, 0, s>>>(p);
+    return cudaGetLastError();
+}
+
+template <int K, typename ST, int MAXT>
+cudaError_t launchReplayKT(const GdnReplayParams& p, cudaStream_t s) {
+    dim3 grid((p.head_v + p.rows_per_cta - 1) / p.rows_per_cta, p.num_v_heads, p.batch);
+    if constexpr (MAXT == 1) {
+        gdnReplayKernel<K, ST, 1, kReplayStdThreads, kReplayStdRpt><<<grid, kReplayStdThreads, 0, s>>>(p);
+    } else {
+        gdnReplayKernel<K, ST, MAXT, kReplaySpecThreads, kReplaySpecRpt>
+            <<<grid, kReplaySpecThreads, 0, s>>>(p);
+    }
+    return cudaGetLastError();
+}
+
+template <int K, typename ST>
+cudaError_t launchReplayK(const GdnReplayParams& p, cudaStream_t s) {
+    if (p.mode == GDN_REPLAY_STANDARD) return launchReplayKT<K, ST, 1>(p, s);
+    if (p.num_tokens <= 2) return launchReplayKT<K, ST, 2>(p, s);
+    if (p.num_tokens <= 4) return launchReplayKT<K, ST, 4>(p, s);
+    return launchReplayKT<K, ST, 8>(p, s);
+}
+
+template <typename ST>
+cudaError_t launchDecode(const GdnDecodeParams& p, cudaStream_t s) {
+    switch (p.head_k) {
+        case 64: return launchDecodeK<64, ST>(p, s);
+        case 128: return launchDecodeK<128, ST>(p, s);
+        case 256: return launchDecodeK<256, ST>(p, s);
+        default: return cudaErrorInvalidValue;
+    }
+}
+template <typename ST>
+cudaError_t launchReplay(const GdnReplayParams& p, cudaStream_t s) {
+    switch (p.head_k) {
+        case 64: return launchReplayK<64, ST>(p, s);
+        case 128: return launchReplayK<128, ST>(p, s);
+        case 256: return launchReplayK<256, ST>(p, s);
+        default: return cudaErrorInvalidValue;
+    }
+}
+
+// Explicit instantiations live in gdn_<dtype>.cu; other translation units only reference them.
+#define RSSM_GDN_EXTERN(ST)                                                                 \
+    extern template cudaError_t launchDecode<ST>(const GdnDecodeParams&, cudaStream_t);     \
+    extern template cudaError_t launchReplay<ST>(const GdnReplayParams&, cudaStream_t);
+#define RSSM_GDN_INSTANTIATE(ST)                                                     \
+    template cudaError_t launchDecode<ST>(const GdnDecodeParams&, cudaStream_t);     \
+    template cudaError_t launchReplay<ST>(const GdnReplayParams&, cudaStream_t);
+
+}  // namespace gdn
+}  // namespace rssm

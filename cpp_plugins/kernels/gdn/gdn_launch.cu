@@ -1,0 +1,215 @@
+// Host launchers of the GDN kernels: validation (messages name the field, the expected and the
+// actual value), configuration, dispatch on the state dtype. Never syncs, allocates or throws.
+#include <cuda_runtime.h>
+
+#include "common/rssm_common.h"
+#include "gdn/gdn.h"
+#include "gdn/gdn_dispatch.cuh"
+
+namespace rssm {
+namespace gdn {
+RSSM_GDN_EXTERN(float)
+RSSM_GDN_EXTERN(__half)
+RSSM_GDN_EXTERN(__nv_bfloat16)
+}  // namespace gdn
+}  // namespace rssm
+
+namespace {
+
+using rssm::setError;
+
+bool headKOk(int K) { return K == 64 || K == 128 || K == 256; }
+bool aligned8(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 7u) == 0; }
+bool stridesMul4(int64_t a, int64_t b, int64_t c) { return a % 4 == 0 && b % 4 == 0 && c % 4 == 0; }
+
+int smCount() {
+    int dev = 0, n = 132;
+    if (cudaGetDevice(&dev) != cudaSuccess) return n;
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) n = 132;
+    return n;
+}
+
+// Common checks of the shared size fields. Returns RSSM_OK or an error (message set).
+int checkShapes(const char* op, int B, int T, int H, int HV, int K, int V, int S, int state_dtype,
+                int act_dtype) {
+    if (B < 0) return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: batch must be >= 0; got %d", op, B);
+    if (T < 1 || T > GDN_MAX_TOKENS)
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: num_tokens must be in [1, %d]; got %d", op,
+                        GDN_MAX_TOKENS, T);
+    if (H < 1 || HV < 1 || HV % H != 0)
+        return setError(RSSM_ERR_INVALID_ARGUMENT,
+                        "%s: num_v_heads (%d) must be a positive multiple of num_heads (%d)", op, HV, H);
+    if (!headKOk(K))
+        return setError(RSSM_ERR_UNSUPPORTED, "%s: head_k must be one of {64, 128, 256}; got %d", op, K);
+    if (V < 1) return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: head_v must be >= 1; got %d", op, V);
+    if (S < 1) return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: num_slots must be >= 1; got %d", op, S);
+    if (state_dtype != RSSM_DTYPE_FP32 && state_dtype != RSSM_DTYPE_FP16 && state_dtype != RSSM_DTYPE_BF16)
+        return setError(RSSM_ERR_UNSUPPORTED,
+                        "%s: state_dtype must be FP32 (0), FP16 (1) or BF16 (2); got %d", op, state_dtype);
+    if (act_dtype != RSSM_DTYPE_FP16 && act_dtype != RSSM_DTYPE_BF16)
+        return setError(RSSM_ERR_UNSUPPORTED, "%s: act_dtype must be FP16 (1) or BF16 (2); got %d", op,
+                        act_dtype);
+    return RSSM_OK;
+}
+
+int checkStateStrides(const char* op, const void* state, int64_t ss, int64_t sh, int64_t sv, int state_dtype) {
+    const int64_t esz = state_dtype == RSSM_DTYPE_FP32 ? 4 : 2;
+    const int64_t need = 4;  // quads of 4 elements: 16 B (fp32) / 8 B (16-bit) accesses
+    if ((reinterpret_cast<uintptr_t>(state) & (uintptr_t)(esz * 4 - 1)) != 0)
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: 'state' must be %d-byte aligned; got %p", op,
+                        (int)(esz * 4), state);
+    if (ss % need || sh % need || sv % need)
+        return setError(RSSM_ERR_INVALID_ARGUMENT,
+                        "%s: 'state' strides must be multiples of 4 elements (last dim contiguous); "
+                        "got (slot %lld, head %lld, v %lld)",
+                        op, (long long)ss, (long long)sh, (long long)sv);
+    return RSSM_OK;
+}
+
+int checkQK(const char* op, const void* q, const void* k, int64_t qb, int64_t qt, int64_t qh, int64_t kb,
+            int64_t kt, int64_t kh) {
+    if (!aligned8(q) || !stridesMul4(qb, qt, qh))
+        return setError(RSSM_ERR_INVALID_ARGUMENT,
+                        "%s: 'q' needs an 8-byte aligned base and strides that are multiples of 4 "
+                        "elements; got %p, strides (%lld, %lld, %lld)",
+                        op, q, (long long)qb, (long long)qt, (long long)qh);
+    if (!aligned8(k) || !stridesMul4(kb, kt, kh))
+        return setError(RSSM_ERR_INVALID_ARGUMENT,
+                        "%s: 'k' needs an 8-byte aligned base and strides that are multiples of 4 "
+                        "elements; got %p, strides (%lld, %lld, %lld)",
+                        op, k, (long long)kb, (long long)kt, (long long)kh);
+    return RSSM_OK;
+}
+
+#define RSSM_REQUIRE_PTR(op, ptr, name) \
+    if ((ptr) == nullptr) return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: '%s' must not be NULL", op, name)
+
+int finish(const char* op, cudaError_t e) {
+    if (e != cudaSuccess)
+        return setError(RSSM_ERR_CUDA, "%s: kernel launch failed: %s", op, cudaGetErrorString(e));
+    return RSSM_OK;
+}
+
+}  // namespace
+
+extern "C" int rssm_gdn_decode_launch(const GdnDecodeParams* pp, cudaStream_t stream) {
+    const char* op = "GdnDecode";
+    if (pp == nullptr) return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: params must not be NULL", op);
+    GdnDecodeParams p = *pp;
+    int st = checkShapes(op, p.batch, p.num_tokens, p.num_heads, p.num_v_heads, p.head_k, p.head_v,
+                         p.num_slots, p.state_dtype, p.act_dtype);
+    if (st != RSSM_OK) return st;
+    if (p.snapshot != 0 && p.snapshot != 1)
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: snapshot must be 0 or 1; got %d", op, p.snapshot);
+    if (p.snapshot ? p.indices_cols < p.num_tokens : p.indices_cols < 1)
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: indices_cols must be >= %d; got %d", op,
+                        p.snapshot ? p.num_tokens : 1, p.indices_cols);
+    if (!p.snapshot && p.num_accepted != nullptr)
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: num_accepted is only valid with snapshot = 1", op);
+    if (p.batch == 0) return RSSM_OK;
+    RSSM_REQUIRE_PTR(op, p.state, "state");
+    RSSM_REQUIRE_PTR(op, p.state_indices, "state_indices");
+    RSSM_REQUIRE_PTR(op, p.q, "q");
+    RSSM_REQUIRE_PTR(op, p.k, "k");
+    RSSM_REQUIRE_PTR(op, p.v, "v");
+    RSSM_REQUIRE_PTR(op, p.a, "a");
+    RSSM_REQUIRE_PTR(op, p.b, "b");
+    RSSM_REQUIRE_PTR(op, p.A_log, "A_log");
+    RSSM_REQUIRE_PTR(op, p.dt_bias, "dt_bias");
+    RSSM_REQUIRE_PTR(op, p.o, "o");
+    if ((st = checkStateStrides(op, p.state, p.state_stride_slot, p.state_stride_head, p.state_stride_v,
+                                p.state_dtype)) != RSSM_OK)
+        return st;
+    if ((st = checkQK(op, p.q, p.k, p.q_stride_b, p.q_stride_t, p.q_stride_h, p.k_stride_b, p.k_stride_t,
+                      p.k_stride_h)) != RSSM_OK)
+        return st;
+    const int batchRows = rssm::gdn::decodeBatchRows(p.head_k);
+    if (p.rows_per_cta < 0 || p.rows_per_cta % batchRows != 0)
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: rows_per_cta must be 0 or a multiple of %d; got %d",
+                        op, batchRows, p.rows_per_cta);
+    if (p.rows_per_cta == 0) p.rows_per_cta = batchRows;
+    if (!(p.scale > 0.f)) p.scale = 1.0f / sqrtf((float)p.head_k);
+    cudaError_t e;
+    switch (p.state_dtype) {
+        case RSSM_DTYPE_FP32: e = rssm::gdn::launchDecode<float>(p, stream); break;
+        case RSSM_DTYPE_FP16: e = rssm::gdn::launchDecode<__half>(p, stream); break;
+        default: e = rssm::gdn::launchDecode<__nv_bfloat16>(p, stream); break;
+    }
+    return finish(op, e);
+}
+
+extern "C" int rssm_gdn_replay_launch(const GdnReplayParams* pp, cudaStream_t stream) {
+    const char* op = "GdnReplay";
+    if (pp == nullptr) return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: params must not be NULL", op);
+    GdnReplayParams p = *pp;
+    int st = checkShapes(op, p.batch, p.num_tokens, p.num_heads, p.num_v_heads, p.head_k, p.head_v,
+                         p.num_slots, p.state_dtype, p.act_dtype);
+    if (st != RSSM_OK) return st;
+    if (p.mode != GDN_REPLAY_STANDARD && p.mode != GDN_REPLAY_SPECULATIVE)
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: mode must be 0 (standard) or 1 (speculative); got %d",
+                        op, p.mode);
+    if (p.mode == GDN_REPLAY_STANDARD && p.num_tokens != 1)
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: standard mode needs num_tokens == 1; got %d", op,
+                        p.num_tokens);
+    if (p.window < 1 || p.window > GDN_MAX_WINDOW)
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: window must be in [1, %d]; got %d", op, GDN_MAX_WINDOW,
+                        p.window);
+    const int minCap = p.mode == GDN_REPLAY_STANDARD ? p.window : p.window + p.num_tokens;
+    if (p.ring_capacity < minCap)
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: ring_capacity must be >= %s = %d; got %d", op,
+                        p.mode == GDN_REPLAY_STANDARD ? "window" : "window + num_tokens", minCap,
+                        p.ring_capacity);
+    if (p.u_dtype != RSSM_DTYPE_FP16 && p.u_dtype != RSSM_DTYPE_BF16)
+        return setError(RSSM_ERR_UNSUPPORTED, "%s: u_dtype must be FP16 (1) or BF16 (2); got %d", op, p.u_dtype);
+    if (p.batch == 0) return RSSM_OK;
+    RSSM_REQUIRE_PTR(op, p.state, "state");
+    RSSM_REQUIRE_PTR(op, p.state_batch_indices, "state_batch_indices");
+    RSSM_REQUIRE_PTR(op, p.ring_origin, "ring_origin");
+    RSSM_REQUIRE_PTR(op, p.ring_len, "ring_len");
+    RSSM_REQUIRE_PTR(op, p.ring_g, "ring_g");
+    RSSM_REQUIRE_PTR(op, p.ring_u, "ring_u");
+    RSSM_REQUIRE_PTR(op, p.ring_k, "ring_k");
+    RSSM_REQUIRE_PTR(op, p.q, "q");
+    RSSM_REQUIRE_PTR(op, p.k, "k");
+    RSSM_REQUIRE_PTR(op, p.v, "v");
+    RSSM_REQUIRE_PTR(op, p.a, "a");
+    RSSM_REQUIRE_PTR(op, p.b, "b");
+    RSSM_REQUIRE_PTR(op, p.A_log, "A_log");
+    RSSM_REQUIRE_PTR(op, p.dt_bias, "dt_bias");
+    RSSM_REQUIRE_PTR(op, p.o, "o");
+    if ((st = checkStateStrides(op, p.state, p.state_stride_slot, p.state_stride_head, p.state_stride_v,
+                                p.state_dtype)) != RSSM_OK)
+        return st;
+    if ((st = checkQK(op, p.q, p.k, p.q_stride_b, p.q_stride_t, p.q_stride_h, p.k_stride_b, p.k_stride_t,
+                      p.k_stride_h)) != RSSM_OK)
+        return st;
+    if (!aligned8(p.ring_k) || !stridesMul4(p.ring_k_stride_slot, p.ring_k_stride_rec, p.ring_k_stride_head))
+        return setError(RSSM_ERR_INVALID_ARGUMENT,
+                        "%s: 'ring_k' needs an 8-byte aligned base and strides that are multiples of 4 "
+                        "elements; got %p, strides (%lld, %lld, %lld)",
+                        op, p.ring_k, (long long)p.ring_k_stride_slot, (long long)p.ring_k_stride_rec,
+                        (long long)p.ring_k_stride_head);
+    const int batchRows = rssm::gdn::replayBatchRows(p.head_k, p.mode);
+    if (p.rows_per_cta < 0 || p.rows_per_cta % batchRows != 0)
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: rows_per_cta must be 0 or a multiple of %d; got %d",
+                        op, batchRows, p.rows_per_cta);
+    if (p.rows_per_cta == 0) {
+        if (p.mode == GDN_REPLAY_STANDARD) {
+            p.rows_per_cta = batchRows;
+        } else {
+            // Speculative: one CTA per head amortizes the per-head preamble (T x (h + T) dots) unless
+            // that leaves the GPU under-filled.
+            const int whole = (p.head_v + batchRows - 1) / batchRows * batchRows;
+            const long long ctasWhole = (long long)p.batch * p.num_v_heads;
+            p.rows_per_cta = ctasWhole >= 4LL * smCount() ? whole : batchRows;
+        }
+    }
+    if (!(p.scale > 0.f)) p.scale = 1.0f / sqrtf((float)p.head_k);
+    cudaError_t e;
+    switch (p.state_dtype) {
+        case RSSM_DTYPE_FP32: e = rssm::gdn::launchReplay<float>(p, stream); break;
+        case RSSM_DTYPE_FP16: e = rssm::gdn::launchReplay<__half>(p, stream); break;
+        default: e = rssm::gdn::launchReplay<__nv_bfloat16>(p, stream); break;
+    }
+    return finish(op, e);
+}

@@ -1,0 +1,396 @@
+"""Gated DeltaNet decode ops (namespace ``replayssm``) over the CUDA launchers of
+``cpp_plugins/kernels/gdn/gdn.h``, called through ctypes on ``torch.cuda.current_stream()``.
+
+Ops (all mutate their outputs in place and return nothing; the Python wrappers below allocate)::
+
+    torch.ops.replayssm.gdn_decode(state, state_indices, num_accepted, q, k, v, a, b, A_log, dt_bias,
+                                   o, scale, snapshot)
+        conventional decode. snapshot=False: state_indices [B] (or [B, 1]); T tokens applied in place.
+        snapshot=True (per-draft snapshots, vLLM-style verify): state_indices [B, >= T]; the state
+        is read from column num_accepted[b]-1 (column 0 when num_accepted is None) and the state
+        after draft s is written to column s.
+    torch.ops.replayssm.gdn_replay(state, state_batch_indices, ring_origin, ring_len, ring_g, ring_u,
+                                   ring_k, q, k, v, a, b, A_log, dt_bias, o, window, mode, scale)
+        ReplaySSM standard decode (mode 0, Algorithm 4) or speculative verify (mode 1, Algorithm 5).
+        Reads the cursors, appends this step's records at (origin + h + s) % C, flushes rows whose
+        cursors say so (design.md 3.1). Never writes cursors: call ``replay_commit`` once per model
+        step after all layers.
+
+Shapes: q, k [B, T, H, K]; v [B, T, HV, V]; a, b [B, T, HV] (bf16 or fp16, one dtype for all,
+last dim contiguous, q/k 8-byte aligned); A_log, dt_bias [HV] fp32; state [S, HV, V, K] fp32 (or
+fp16/bf16); o [B, T, HV, V] act dtype; ring_g [S, C, HV] fp32; ring_u [S, C, HV, V] fp16 (bf16
+only for accuracy studies); ring_k [S, C, H, K] act dtype. K in {64, 128, 256}, HV % H == 0,
+T <= 8, window <= 64. Negative slots are padding rows: nothing of theirs is read or written.
+"""
+from __future__ import annotations
+
+import ctypes
+from typing import Optional
+
+import torch
+
+from ._lib import check_status, load_library
+
+__all__ = [
+    "GdnDecodeParams", "GdnReplayParams", "gdn_decode", "gdn_replay", "GdnReplayStateCache",
+    "MODE_STANDARD", "MODE_SPECULATIVE", "MAX_TOKENS", "MAX_WINDOW",
+]
+
+MODE_STANDARD = 0
+MODE_SPECULATIVE = 1
+MAX_TOKENS = 8
+MAX_WINDOW = 64
+_HEAD_K = (64, 128, 256)
+_DTYPE_CODE = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
+_I32, _I64, _F32, _P = ctypes.c_int32, ctypes.c_int64, ctypes.c_float, ctypes.c_void_p
+
+
+class GdnDecodeParams(ctypes.Structure):
+    """ctypes mirror of ``GdnDecodeParams`` (cpp_plugins/kernels/gdn/gdn.h)."""
+    _fields_ = (
+        [(n, _I32) for n in ("batch", "num_tokens", "num_heads", "num_v_heads", "head_k", "head_v", "num_slots",
+                             "snapshot", "indices_cols", "state_dtype", "act_dtype", "rows_per_cta")]
+        + [("scale", _F32), ("_pad0", _I32)]
+        + [(n, _I64) for n in ("state_stride_slot", "state_stride_head", "state_stride_v", "indices_stride_b",
+                               "q_stride_b", "q_stride_t", "q_stride_h", "k_stride_b", "k_stride_t", "k_stride_h",
+                               "v_stride_b", "v_stride_t", "v_stride_h", "a_stride_b", "a_stride_t",
+                               "b_stride_b", "b_stride_t", "o_stride_b", "o_stride_t", "o_stride_h")]
+        + [(n, _P) for n in ("state", "state_indices", "num_accepted", "q", "k", "v", "a", "b", "A_log", "dt_bias",
+                             "o")]
+    )
+
+
+class GdnReplayParams(ctypes.Structure):
+    """ctypes mirror of ``GdnReplayParams`` (cpp_plugins/kernels/gdn/gdn.h)."""
+    _fields_ = (
+        [(n, _I32) for n in ("batch", "num_tokens", "num_heads", "num_v_heads", "head_k", "head_v", "num_slots",
+                             "window", "ring_capacity", "mode", "state_dtype", "act_dtype", "u_dtype",
+                             "rows_per_cta")]
+        + [("scale", _F32), ("_pad0", _I32)]
+        + [(n, _I64) for n in ("state_stride_slot", "state_stride_head", "state_stride_v",
+                               "q_stride_b", "q_stride_t", "q_stride_h", "k_stride_b", "k_stride_t", "k_stride_h",
+                               "v_stride_b", "v_stride_t", "v_stride_h", "a_stride_b", "a_stride_t",
+                               "b_stride_b", "b_stride_t", "o_stride_b", "o_stride_t", "o_stride_h",
+                               "ring_g_stride_slot", "ring_g_stride_rec",
+                               "ring_u_stride_slot", "ring_u_stride_rec", "ring_u_stride_head",
+                               "ring_k_stride_slot", "ring_k_stride_rec", "ring_k_stride_head")]
+        + [(n, _P) for n in ("state", "state_batch_indices", "ring_origin", "ring_len", "ring_g", "ring_u", "ring_k",
+                             "q", "k", "v", "a", "b", "A_log", "dt_bias", "o")]
+    )
+
+
+_launchers = {}
+
+
+def _launcher(name: str, struct):
+    fn = _launchers.get(name)
+    if fn is None:
+        fn = getattr(load_library(), name)
+        fn.argtypes = [ctypes.POINTER(struct), ctypes.c_void_p]
+        fn.restype = ctypes.c_int
+        _launchers[name] = fn
+    return fn
+
+
+# ------------------------------------------------------------------------------------------------
+# validation (host side, no device sync)
+# ------------------------------------------------------------------------------------------------
+def _desc(t) -> str:
+    if not isinstance(t, torch.Tensor):
+        return type(t).__name__
+    return f"{str(t.dtype).replace('torch.', '')} {list(t.shape)} on {t.device}"
+
+
+def _dims(dims, sizes) -> str:
+    return "[" + ", ".join(f"{d}={sizes[d]}" if isinstance(d, str) and d in sizes else str(d) for d in dims) + "]"
+
+
+def _expect(op: str, name: str, t, dims, sizes: dict, dtypes, device=None, last_contig: bool = True):
+    """Shape/dtype/device check; binds new symbols in ``sizes``. Raises ValueError otherwise."""
+    dnames = "/".join(str(d).replace("torch.", "") for d in dtypes)
+    ok = isinstance(t, torch.Tensor) and t.dim() == len(dims) and t.dtype in dtypes
+    if ok:
+        for d, n in zip(dims, t.shape):
+            if isinstance(d, int):
+                ok = ok and n == d
+            elif d in sizes:
+                ok = ok and n == sizes[d]
+    if not ok:
+        raise ValueError(f"{op}: '{name}' must be {dnames} {_dims(dims, sizes)}; got {_desc(t)}")
+    for d, n in zip(dims, t.shape):
+        if isinstance(d, str) and d not in sizes:
+            sizes[d] = int(n)
+    if device is not None and t.device != device:
+        raise ValueError(f"{op}: '{name}' must be on {device} (with the other tensors); got {t.device}")
+    if last_contig and t.dim() > 0 and t.shape[-1] > 1 and t.stride(-1) != 1:
+        raise ValueError(f"{op}: '{name}' needs a contiguous last dim (stride 1); got strides {list(t.stride())}")
+    return t
+
+
+def _check_common(op, q, k, v, a, b, A_log, dt_bias, o, sizes):
+    _expect(op, "q", q, ["B", "T", "H", "K"], sizes, (torch.bfloat16, torch.float16))
+    act = (q.dtype,)
+    _expect(op, "k", k, ["B", "T", "H", "K"], sizes, act)
+    _expect(op, "v", v, ["B", "T", "HV", "V"], sizes, act)
+    _expect(op, "a", a, ["B", "T", "HV"], sizes, act)
+    _expect(op, "b", b, ["B", "T", "HV"], sizes, act)
+    _expect(op, "A_log", A_log, ["HV"], sizes, (torch.float32,))
+    _expect(op, "dt_bias", dt_bias, ["HV"], sizes, (torch.float32,))
+    _expect(op, "o", o, ["B", "T", "HV", "V"], sizes, act)
+    dev = q.device
+    if dev.type != "cuda":
+        raise ValueError(f"{op}: tensors must be on a CUDA device; got 'q' on {dev}")
+    for name, t in (("k", k), ("v", v), ("a", a), ("b", b), ("A_log", A_log), ("dt_bias", dt_bias), ("o", o)):
+        if t.device != dev:
+            raise ValueError(f"{op}: '{name}' must be on {dev} (with 'q'); got {t.device}")
+    if sizes["K"] not in _HEAD_K:
+        raise ValueError(f"{op}: key head dim K must be one of {_HEAD_K}; got K={sizes['K']} (from 'q' {list(q.shape)})")
+    if sizes["HV"] % sizes["H"] != 0:
+        raise ValueError(f"{op}: value heads HV={sizes['HV']} must be a multiple of key heads H={sizes['H']} "
+                         f"(from 'v' {list(v.shape)} and 'q' {list(q.shape)})")
+    if not 1 <= sizes["T"] <= MAX_TOKENS:
+        raise ValueError(f"{op}: tokens per step T must be in [1, {MAX_TOKENS}]; got T={sizes['T']}")
+    for name, t in (("q", q), ("k", k)):
+        if t.data_ptr() % 8 or any(s % 4 for s in t.stride()[:-1]):
+            raise ValueError(f"{op}: '{name}' needs an 8-byte aligned base and strides that are multiples of 4 "
+                             f"elements; got strides {list(t.stride())}")
+    return dev
+
+
+def _check_state(op, state, sizes, dev):
+    _expect(op, "state", state, ["S", "HV", "V", "K"], sizes, tuple(_DTYPE_CODE), dev)
+    esz = state.element_size()
+    if state.data_ptr() % (4 * esz) or any(s % 4 for s in state.stride()[:-1]):
+        raise ValueError(f"{op}: 'state' needs a {4 * esz}-byte aligned base and strides that are multiples of 4 "
+                         f"elements; got strides {list(state.stride())}")
+
+
+def _fill_act(p, q, k, v, a, b, o):
+    p.q_stride_b, p.q_stride_t, p.q_stride_h = q.stride()[:3]
+    p.k_stride_b, p.k_stride_t, p.k_stride_h = k.stride()[:3]
+    p.v_stride_b, p.v_stride_t, p.v_stride_h = v.stride()[:3]
+    p.a_stride_b, p.a_stride_t = a.stride()[:2]
+    p.b_stride_b, p.b_stride_t = b.stride()[:2]
+    p.o_stride_b, p.o_stride_t, p.o_stride_h = o.stride()[:3]
+    p.q, p.k, p.v, p.a, p.b, p.o = (t.data_ptr() for t in (q, k, v, a, b, o))
+
+
+def _call(name, struct, p, dev, op):
+    with torch.cuda.device(dev):
+        stream = torch.cuda.current_stream(dev).cuda_stream
+        check_status(_launcher(name, struct)(ctypes.byref(p), ctypes.c_void_p(stream)), op)
+
+
+# ------------------------------------------------------------------------------------------------
+# conventional decode
+# ------------------------------------------------------------------------------------------------
+def validate_decode_args(state, state_indices, num_accepted, q, k, v, a, b, A_log, dt_bias, o, snapshot):
+    op = "gdn_decode"
+    sizes: dict = {}
+    dev = _check_common(op, q, k, v, a, b, A_log, dt_bias, o, sizes)
+    _check_state(op, state, sizes, dev)
+    if state_indices.dim() == 1:
+        _expect(op, "state_indices", state_indices, ["B"], sizes, (torch.int32,), dev)
+    else:
+        _expect(op, "state_indices", state_indices, ["B", "cols"], sizes, (torch.int32,), dev)
+    cols = state_indices.shape[1] if state_indices.dim() == 2 else 1
+    if snapshot and cols < sizes["T"]:
+        raise ValueError(f"gdn_decode: snapshot mode needs 'state_indices' [B, >= T={sizes['T']}]; "
+                         f"got {_desc(state_indices)}")
+    if not snapshot and cols != 1:
+        raise ValueError(f"gdn_decode: 'state_indices' must be int32 [B] without snapshots; got {_desc(state_indices)}")
+    if num_accepted is not None:
+        if not snapshot:
+            raise ValueError("gdn_decode: 'num_accepted' is only valid with snapshot=True")
+        _expect(op, "num_accepted", num_accepted, ["B"], sizes, (torch.int32,), dev)
+    return sizes, dev, cols
+
+
+@torch.library.custom_op("replayssm::gdn_decode", mutates_args=("state", "o"))
+def _gdn_decode_op(state: torch.Tensor, state_indices: torch.Tensor, num_accepted: Optional[torch.Tensor],
+                   q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, a: torch.Tensor, b: torch.Tensor,
+                   A_log: torch.Tensor, dt_bias: torch.Tensor, o: torch.Tensor, scale: float,
+                   snapshot: bool) -> None:
+    sizes, dev, cols = validate_decode_args(state, state_indices, num_accepted, q, k, v, a, b, A_log, dt_bias, o,
+                                            snapshot)
+    p = GdnDecodeParams()
+    p.batch, p.num_tokens, p.num_heads, p.num_v_heads = sizes["B"], sizes["T"], sizes["H"], sizes["HV"]
+    p.head_k, p.head_v, p.num_slots = sizes["K"], sizes["V"], sizes["S"]
+    p.snapshot, p.indices_cols = int(bool(snapshot)), cols
+    p.state_dtype, p.act_dtype = _DTYPE_CODE[state.dtype], _DTYPE_CODE[q.dtype]
+    p.rows_per_cta, p.scale = 0, float(scale)
+    p.state_stride_slot, p.state_stride_head, p.state_stride_v = state.stride()[:3]
+    p.indices_stride_b = state_indices.stride(0) if state_indices.dim() == 2 else 1
+    _fill_act(p, q, k, v, a, b, o)
+    p.state, p.state_indices = state.data_ptr(), state_indices.data_ptr()
+    p.num_accepted = num_accepted.data_ptr() if num_accepted is not None else None
+    p.A_log, p.dt_bias = A_log.data_ptr(), dt_bias.data_ptr()
+    _call("rssm_gdn_decode_launch", GdnDecodeParams, p, dev, "gdn_decode")
+
+
+@_gdn_decode_op.register_fake
+def _gdn_decode_fake(state, state_indices, num_accepted, q, k, v, a, b, A_log, dt_bias, o, scale, snapshot) -> None:
+    return None
+
+
+def gdn_decode(state, state_indices, q, k, v, a, b, A_log, dt_bias, scale: Optional[float] = None,
+               num_accepted=None, snapshot: bool = False, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """Conventional GDN decode; returns ``o`` [B, T, HV, V] (``out`` if given). See the module doc."""
+    if out is None:
+        out = torch.empty(v.shape, dtype=q.dtype, device=q.device)
+    scale = float(q.shape[-1]) ** -0.5 if scale is None else float(scale)
+    torch.ops.replayssm.gdn_decode(state, state_indices, num_accepted, q, k, v, a, b, A_log, dt_bias, out, scale,
+                                   bool(snapshot))
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# ReplaySSM decode / verify
+# ------------------------------------------------------------------------------------------------
+def validate_replay_args(state, state_batch_indices, ring_origin, ring_len, ring_g, ring_u, ring_k, q, k, v, a, b,
+                         A_log, dt_bias, o, window, mode):
+    op = "gdn_replay"
+    sizes: dict = {}
+    dev = _check_common(op, q, k, v, a, b, A_log, dt_bias, o, sizes)
+    _check_state(op, state, sizes, dev)
+    _expect(op, "state_batch_indices", state_batch_indices, ["B"], sizes, (torch.int32,), dev)
+    _expect(op, "ring_origin", ring_origin, ["S"], sizes, (torch.int32,), dev)
+    _expect(op, "ring_len", ring_len, ["S"], sizes, (torch.int32,), dev)
+    _expect(op, "ring_g", ring_g, ["S", "C", "HV"], sizes, (torch.float32,), dev)
+    _expect(op, "ring_u", ring_u, ["S", "C", "HV", "V"], sizes, (torch.float16, torch.bfloat16), dev)
+    _expect(op, "ring_k", ring_k, ["S", "C", "H", "K"], sizes, (q.dtype,), dev)
+    if ring_k.data_ptr() % 8 or any(s % 4 for s in ring_k.stride()[:-1]):
+        raise ValueError(f"{op}: 'ring_k' needs an 8-byte aligned base and strides that are multiples of 4 elements; "
+                         f"got strides {list(ring_k.stride())}")
+    if mode not in (MODE_STANDARD, MODE_SPECULATIVE):
+        raise ValueError(f"{op}: mode must be 0 (standard) or 1 (speculative); got {mode!r}")
+    if mode == MODE_STANDARD and sizes["T"] != 1:
+        raise ValueError(f"{op}: standard mode takes T = 1 token per row; got T={sizes['T']} (from 'q')")
+    if not 1 <= window <= MAX_WINDOW:
+        raise ValueError(f"{op}: window must be in [1, {MAX_WINDOW}]; got {window}")
+    need = window if mode == MODE_STANDARD else window + sizes["T"]
+    if sizes["C"] < need:
+        raise ValueError(f"{op}: ring capacity C (dim 1 of 'ring_g') must be >= "
+                         f"{'window' if mode == MODE_STANDARD else 'window + T'} = {need}; got C={sizes['C']}")
+    return sizes, dev
+
+
+@torch.library.custom_op("replayssm::gdn_replay", mutates_args=("state", "ring_g", "ring_u", "ring_k", "o"))
+def _gdn_replay_op(state: torch.Tensor, state_batch_indices: torch.Tensor, ring_origin: torch.Tensor,
+                   ring_len: torch.Tensor, ring_g: torch.Tensor, ring_u: torch.Tensor, ring_k: torch.Tensor,
+                   q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, a: torch.Tensor, b: torch.Tensor,
+                   A_log: torch.Tensor, dt_bias: torch.Tensor, o: torch.Tensor, window: int, mode: int,
+                   scale: float) -> None:
+    sizes, dev = validate_replay_args(state, state_batch_indices, ring_origin, ring_len, ring_g, ring_u, ring_k,
+                                      q, k, v, a, b, A_log, dt_bias, o, window, mode)
+    p = GdnReplayParams()
+    p.batch, p.num_tokens, p.num_heads, p.num_v_heads = sizes["B"], sizes["T"], sizes["H"], sizes["HV"]
+    p.head_k, p.head_v, p.num_slots = sizes["K"], sizes["V"], sizes["S"]
+    p.window, p.ring_capacity, p.mode = int(window), sizes["C"], int(mode)
+    p.state_dtype, p.act_dtype, p.u_dtype = _DTYPE_CODE[state.dtype], _DTYPE_CODE[q.dtype], _DTYPE_CODE[ring_u.dtype]
+    p.rows_per_cta, p.scale = 0, float(scale)
+    p.state_stride_slot, p.state_stride_head, p.state_stride_v = state.stride()[:3]
+    _fill_act(p, q, k, v, a, b, o)
+    p.ring_g_stride_slot, p.ring_g_stride_rec = ring_g.stride()[:2]
+    p.ring_u_stride_slot, p.ring_u_stride_rec, p.ring_u_stride_head = ring_u.stride()[:3]
+    p.ring_k_stride_slot, p.ring_k_stride_rec, p.ring_k_stride_head = ring_k.stride()[:3]
+    p.state, p.state_batch_indices = state.data_ptr(), state_batch_indices.data_ptr()
+    p.ring_origin, p.ring_len = ring_origin.data_ptr(), ring_len.data_ptr()
+    p.ring_g, p.ring_u, p.ring_k = ring_g.data_ptr(), ring_u.data_ptr(), ring_k.data_ptr()
+    p.A_log, p.dt_bias = A_log.data_ptr(), dt_bias.data_ptr()
+    _call("rssm_gdn_replay_launch", GdnReplayParams, p, dev, "gdn_replay")
+
+
+@_gdn_replay_op.register_fake
+def _gdn_replay_fake(state, state_batch_indices, ring_origin, ring_len, ring_g, ring_u, ring_k, q, k, v, a, b,
+                     A_log, dt_bias, o, window, mode, scale) -> None:
+    return None
+
+
+def gdn_replay(state, state_batch_indices, ring_origin, ring_len, ring_g, ring_u, ring_k, q, k, v, a, b, A_log,
+               dt_bias, window: int, mode: int = MODE_STANDARD, scale: Optional[float] = None,
+               out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """ReplaySSM GDN step (standard or speculative); returns ``o`` [B, T, HV, V]. See the module doc."""
+    if out is None:
+        out = torch.empty(v.shape, dtype=q.dtype, device=q.device)
+    scale = float(q.shape[-1]) ** -0.5 if scale is None else float(scale)
+    torch.ops.replayssm.gdn_replay(state, state_batch_indices, ring_origin, ring_len, ring_g, ring_u, ring_k, q, k, v,
+                                   a, b, A_log, dt_bias, out, int(window), int(mode), scale)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# cache
+# ------------------------------------------------------------------------------------------------
+def _cursor_base():
+    from .state_cache import ReplayCursorCache
+    return ReplayCursorCache
+
+
+class GdnReplayStateCache(_cursor_base()):
+    """GDN replay cache for ``num_layers`` layers x ``num_slots`` slots; the cursors, commit and
+    cursor reset come from :class:`ReplayCursorCache` (ops/state_cache.py), shared by all layers.
+
+    Tensors (design.md 3), each one allocation with a leading layer dim:
+    ``ckpt [nl, S, HV, V, K]`` (state_dtype), ``ring_g [nl, S, C, HV]`` fp32,
+    ``ring_u [nl, S, C, HV, V]`` fp16 (``u_dtype``; bf16 only for accuracy studies),
+    ``ring_k [nl, S, C, H, K]`` act dtype.
+    """
+
+    def __init__(self, num_layers: int, num_slots: int, H: int, HV: int, K: int, V: int, window: int,
+                 max_verify: int = 1, mode="standard", state_dtype: torch.dtype = torch.float32,
+                 act_dtype: torch.dtype = torch.bfloat16, u_dtype: torch.dtype = torch.float16, device="cuda"):
+        super().__init__(num_slots, window, max_verify, mode, device)
+        op = "GdnReplayStateCache"
+        if K not in _HEAD_K:
+            raise ValueError(f"{op}: K must be one of {_HEAD_K}; got {K}")
+        if H < 1 or HV % H:
+            raise ValueError(f"{op}: HV={HV} must be a positive multiple of H={H}")
+        if window > MAX_WINDOW or max_verify > MAX_TOKENS:
+            raise ValueError(f"{op}: window <= {MAX_WINDOW} and max_verify <= {MAX_TOKENS} required; got "
+                             f"window={window}, max_verify={max_verify}")
+        if state_dtype not in _DTYPE_CODE or act_dtype not in (torch.float16, torch.bfloat16) \
+                or u_dtype not in (torch.float16, torch.bfloat16):
+            raise ValueError(f"{op}: unsupported dtypes state={state_dtype}, act={act_dtype}, u={u_dtype}")
+        self.num_layers, self.H, self.HV, self.K, self.V = num_layers, H, HV, K, V
+        self.state_dtype, self.act_dtype, self.u_dtype = state_dtype, act_dtype, u_dtype
+        S, C, d = num_slots, self.capacity, self.device
+        self.ckpt = torch.zeros(num_layers, S, HV, V, K, dtype=state_dtype, device=d)
+        self.ring_g = torch.zeros(num_layers, S, C, HV, dtype=torch.float32, device=d)
+        self.ring_u = torch.zeros(num_layers, S, C, HV, V, dtype=u_dtype, device=d)
+        self.ring_k = torch.zeros(num_layers, S, C, H, K, dtype=act_dtype, device=d)
+
+    def reset(self, slots, prefill_state: torch.Tensor) -> None:
+        """Context phase: ``prefill_state`` ``[num_layers, n, HV, V, K]`` (or ``[n, HV, V, K]`` with one
+        layer) becomes the checkpoint of ``slots`` (negative skipped); their rings become empty."""
+        idx = self._slots_tensor(slots)
+        pre = prefill_state if prefill_state.dim() == 5 else prefill_state.unsqueeze(0)
+        want = (self.num_layers, idx.shape[0], self.HV, self.V, self.K)
+        if tuple(pre.shape) != want:
+            raise ValueError(f"GdnReplayStateCache.reset: 'prefill_state' must be [num_layers, n, HV, V, K] = "
+                             f"{list(want)}; got {list(prefill_state.shape)}")
+        keep = idx >= 0
+        self.ckpt[:, idx[keep]] = pre[:, keep.to(pre.device)].to(device=self.device, dtype=self.state_dtype)
+        self.reset_cursors(idx)
+
+    def step(self, layer: int, state_batch_indices: torch.Tensor, q, k, v, a, b, A_log, dt_bias,
+             scale: Optional[float] = None, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """One decode step of ``layer`` (q/k ``[B, T, H, K]``, T <= max_verify); returns o ``[B, T, HV, V]``."""
+        if not 0 <= layer < self.num_layers:
+            raise ValueError(f"GdnReplayStateCache.step: layer must be in [0, {self.num_layers}); got {layer}")
+        T = int(q.shape[1])
+        if T > self.max_verify:
+            raise ValueError(f"GdnReplayStateCache.step: T={T} > max_verify={self.max_verify}")
+        o = gdn_replay(self.ckpt[layer], state_batch_indices, self.ring_origin, self.ring_len, self.ring_g[layer],
+                       self.ring_u[layer], self.ring_k[layer], q, k, v, a, b, A_log, dt_bias, self.window,
+                       self.mode, scale, out)
+        self._note_step(state_batch_indices, T)
+        return o
+
+    def ring_bytes_per_slot_layer(self) -> int:
+        act = torch.tensor([], dtype=self.act_dtype).element_size()
+        u = torch.tensor([], dtype=self.u_dtype).element_size()
+        return self.capacity * (4 * self.HV + u * self.HV * self.V + act * self.H * self.K)
+
+    def state_bytes_per_slot_layer(self) -> int:
+        return torch.tensor([], dtype=self.state_dtype).element_size() * self.HV * self.V * self.K

@@ -1,0 +1,536 @@
+"""GDN decode kernels (conventional, per-draft snapshots, ReplaySSM standard/speculative) against the
+float64 reference (replayssm_trtllm.reference). GPU tests carry the ``gpu`` marker; the
+validation tests at the end run anywhere.
+
+Error metric: relative RMS, ``||x - ref||_2 / ||ref||_2`` over the compared rows, per step.
+Large batches run on the GPU in full; the float64 reference follows a sample of rows (rows are
+independent: distinct slots), every other row is checked for NaN/untouched where it is padding.
+"""
+from __future__ import annotations
+
+import math
+import os
+
+import pytest
+import torch
+
+from replayssm_trtllm.reference.caches import GdnReplayCacheRef
+from replayssm_trtllm.reference.gdn import gdn_decode_naive
+from replayssm_trtllm.reference.testing import cast_quantizer, random_gdn_inputs, random_gdn_layer
+
+SHAPES = {"q35-4b": (16, 32, 128, 128), "q35-122b": (16, 64, 128, 128)}
+# Relative RMS tolerances. "out" is the 2e-3 target for outputs stored in fp16; bf16 outputs carry
+# their own storage rounding (2^-9 per element, about 1.1e-3 relative RMS on its own), so bf16-act
+# outputs are held to "out_bf16". FP32 checkpoints are held to 2e-3 regardless of the act dtype.
+TOL = {"out": 2e-3, "out_bf16": 4e-3, "ckpt": 2e-3, "u": 2e-3}
+
+
+def _tol_out(act):
+    return TOL["out_bf16"] if act == torch.bfloat16 else TOL["out"]
+MAX_REF_ROWS = 6
+DEV = "cuda"
+_REPORT = os.environ.get("RSSM_GDN_REPORT")  # file to append accuracy lines to
+
+
+def _report(line: str) -> None:
+    print(line)
+    if _REPORT:
+        with open(_REPORT, "a") as f:
+            f.write(line + "\n")
+
+
+def rel(x: torch.Tensor, ref: torch.Tensor) -> float:
+    x, ref = x.double().cpu(), ref.double().cpu()
+    den = torch.linalg.vector_norm(ref).item()
+    return torch.linalg.vector_norm(x - ref).item() / max(den, 1e-30)
+
+
+def _inputs(B, T, H, HV, K, V, gen, act):
+    d = random_gdn_inputs(B, T, H, HV, K, V, gen, dtype=torch.float32)
+    return {n: t.to(act) for n, t in d.items()}
+
+
+def _cuda(d):
+    return {n: t.to(DEV) for n, t in d.items()}
+
+
+def _sample_rows(valid_rows, gen, n=MAX_REF_ROWS):
+    if len(valid_rows) <= n:
+        return list(valid_rows)
+    perm = torch.randperm(len(valid_rows), generator=gen)[:n].tolist()
+    return sorted(valid_rows[i] for i in perm)
+
+
+def _ops():
+    from replayssm_trtllm.ops import commit  # noqa: F401  (registers torch.ops.replayssm.replay_commit)
+    from replayssm_trtllm.ops import gdn as G
+    return G
+
+
+# =================================================================================================
+# conventional decode
+# =================================================================================================
+@pytest.mark.gpu
+@pytest.mark.parametrize("state_dtype,act,K,T", [
+    (torch.float32, torch.bfloat16, 128, 1), (torch.float32, torch.bfloat16, 128, 3),
+    (torch.float32, torch.float16, 128, 1), (torch.bfloat16, torch.bfloat16, 128, 1),
+    (torch.float16, torch.bfloat16, 128, 1), (torch.float32, torch.bfloat16, 64, 1),
+    (torch.float32, torch.bfloat16, 256, 2)],
+    ids=lambda x: str(x).replace("torch.", ""))
+@pytest.mark.parametrize("B", [1, 3, 64, 256])
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_conventional_decode(shape, B, state_dtype, act, K, T):
+    if (state_dtype, act, K, T) != (torch.float32, torch.bfloat16, 128, 1) and B not in (3, 64):
+        pytest.skip("dtype/K/T variants run at B in {3, 64}")
+    G = _ops()
+    H, HV, _, V = SHAPES[shape]
+    gen = torch.Generator().manual_seed(1000 * B + K + T)
+    S = B + 5
+    layer = _cuda(random_gdn_layer(HV, gen))
+    slots = torch.randperm(S, generator=gen)[:B].to(torch.int32)
+    if B >= 3:
+        slots[1::4] = -1
+    inp = _inputs(B, T, H, HV, K, V, gen, act)
+    state = (0.5 * torch.randn(S, HV, V, K, generator=gen)).to(state_dtype).to(DEV)
+    before = state.clone()
+    o = torch.full((B, T, HV, V), float("nan"), dtype=act, device=DEV)
+    G.gdn_decode(state, slots.to(DEV), **_cuda(inp), **layer, out=o)
+    torch.cuda.synchronize()
+    valid = [r for r in range(B) if slots[r] >= 0]
+    rows = _sample_rows(valid, gen)
+    sl = slots[rows].long()
+    ref_o, ref_states = gdn_decode_naive(before[sl].cpu(), *(inp[n][rows] for n in ("q", "k", "v", "a", "b")),
+                                         layer["A_log"].cpu(), layer["dt_bias"].cpu())
+    e_o = rel(o[rows], ref_o)
+    e_s = rel(state[sl], ref_states[:, -1])
+    tol_s = 2e-3 if state_dtype == torch.float32 else 1e-2
+    assert e_o < _tol_out(act) * (1 if state_dtype == torch.float32 else 4), f"output rel err {e_o:.3e}"
+    assert e_s < tol_s, f"state rel err {e_s:.3e}"
+    pad = [r for r in range(B) if slots[r] < 0]
+    if pad:
+        assert torch.isnan(o[pad]).all(), "padding rows' outputs were written"
+    untouched = sorted(set(range(S)) - set(slots[valid].tolist()))
+    assert torch.equal(state[untouched], before[untouched]), "slots of no valid row changed"
+    assert not torch.isnan(o[valid]).any()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("T", list(range(1, 9)))
+@pytest.mark.parametrize("B,shape", [(3, "q35-4b"), (64, "q35-122b")])
+def test_conventional_snapshots(B, shape, T):
+    """Per-draft snapshots: read column num_accepted-1, write the state after draft s to column s."""
+    G = _ops()
+    H, HV, K, V = SHAPES[shape]
+    gen = torch.Generator().manual_seed(77 + T + B)
+    cols = T + 1
+    S = B * cols + 3
+    layer = _cuda(random_gdn_layer(HV, gen))
+    idx = torch.randperm(S, generator=gen)[:B * cols].to(torch.int32).reshape(B, cols)
+    if B >= 3:
+        idx[1] = -1  # padding row
+    acc = torch.randint(1, T + 1, (B,), generator=gen, dtype=torch.int32)
+    inp = _inputs(B, T, H, HV, K, V, gen, torch.bfloat16)
+    state = (0.5 * torch.randn(S, HV, V, K, generator=gen)).to(DEV)
+    before = state.clone()
+    o = torch.full((B, T, HV, V), float("nan"), dtype=torch.bfloat16, device=DEV)
+    G.gdn_decode(state, idx.to(DEV), **_cuda(inp), **layer, num_accepted=acc.to(DEV), snapshot=True, out=o)
+    torch.cuda.synchronize()
+    valid = [r for r in range(B) if idx[r, 0] >= 0]
+    rows = _sample_rows(valid, gen)
+    src = torch.stack([idx[r, acc[r] - 1] for r in rows]).long()
+    ref_o, ref_states = gdn_decode_naive(before[src].cpu(), *(inp[n][rows] for n in ("q", "k", "v", "a", "b")),
+                                         layer["A_log"].cpu(), layer["dt_bias"].cpu())
+    assert rel(o[rows], ref_o) < _tol_out(torch.bfloat16)
+    for t in range(T):
+        dst = idx[rows, t].long()
+        assert rel(state[dst], ref_states[:, t]) < TOL["ckpt"], f"snapshot {t}"
+    if B >= 3:
+        assert torch.isnan(o[1]).all()
+    written = set(idx[valid, :T].reshape(-1).tolist())
+    untouched = sorted(set(range(S)) - written)
+    assert torch.equal(state[untouched], before[untouched])
+
+
+# =================================================================================================
+# ReplaySSM: sequences against GdnReplayCacheRef
+# =================================================================================================
+class _Seq:
+    """Runs the GPU replay kernels and the float64 reference side by side over many steps."""
+
+    def __init__(self, shape, B, L, mode, T, *, act=torch.bfloat16, u_dtype=torch.float16, seed=0,
+                 u_round="match", K=None, V=None, state_dtype=torch.float32, S_extra=3):
+        from replayssm_trtllm.state.cursors import ReplayCursors
+        self.G = _ops()
+        H, HV, K0, V0 = SHAPES[shape]
+        K = K or K0
+        V = V or V0
+        self.H, self.HV, self.K, self.V = H, HV, K, V
+        self.B, self.L, self.mode, self.T, self.act = B, L, mode, T, act
+        self.gen = torch.Generator().manual_seed(seed)
+        S = B + S_extra
+        self.S = S
+        self.layer = random_gdn_layer(HV, self.gen)
+        self.layer_c = _cuda(self.layer)
+        self.slots = torch.randperm(S, generator=self.gen)[:B].to(torch.int32)
+        T_max = T if mode == 1 else 1
+        self.cursors = ReplayCursors(S, L, T_max, mode, device="cpu")     # full batch, drives the GPU check
+        self.C = self.cursors.capacity
+        ur = cast_quantizer(u_dtype) if u_round == "match" else None
+        self.ref = GdnReplayCacheRef(S, H, HV, K, V, L, T_max, mode, u_round=ur)
+        init = (0.5 * torch.randn(S, HV, V, K, generator=self.gen)).to(state_dtype)
+        self.ref.reset(list(range(S)), init.double())
+        self.ckpt = init.to(DEV)
+        self.ring_g = torch.zeros(S, self.C, HV, device=DEV)
+        self.ring_u = torch.zeros(S, self.C, HV, V, dtype=u_dtype, device=DEV)
+        self.ring_k = torch.zeros(S, self.C, H, K, dtype=act, device=DEV)
+        self.origin = torch.zeros(S, dtype=torch.int32, device=DEV)
+        self.length = torch.zeros(S, dtype=torch.int32, device=DEV)
+        self.ref_rows = _sample_rows(list(range(B)), self.gen)
+        self.max_err = {"out": 0.0}
+        self.tol_out = _tol_out(act)
+        self.flushes = 0
+        self.use_device_commit = True
+        try:
+            from replayssm_trtllm.ops import commit as _c  # noqa: F401
+        except Exception:
+            self.use_device_commit = False
+
+    def step(self, active: torch.Tensor, accepted=None):
+        """active [B] bool (False = padding this step); accepted [B] int (speculative) or None."""
+        B, T = self.B, self.T
+        sbi = torch.where(active, self.slots, torch.full_like(self.slots, -1))
+        inp = _inputs(B, T, self.H, self.HV, self.K, self.V, self.gen, self.act)
+        o = torch.full((B, T, self.HV, self.V), float("nan"), dtype=self.act, device=DEV)
+        plan = self.cursors.plan(sbi, T)
+        self.flushes += int(plan.flush[plan.valid].sum())
+        ck_before = self.ckpt.clone()
+        self.G.gdn_replay(self.ckpt, sbi.to(DEV), self.origin, self.length, self.ring_g, self.ring_u, self.ring_k,
+                          **_cuda(inp), **self.layer_c, window=self.L, mode=self.mode, out=o)
+        rows = [r for r in self.ref_rows if active[r]]
+        if rows:
+            ref_o = self.ref.step(sbi[rows], *(inp[n][rows] for n in ("q", "k", "v", "a", "b")),
+                                  self.layer["A_log"], self.layer["dt_bias"])
+            e = rel(o[rows], ref_o)
+            self.max_err["out"] = max(self.max_err["out"], e)
+            assert e < self.tol_out, f"step output rel err {e:.3e} (rows {rows})"
+        pad = [r for r in range(B) if not active[r]]
+        if pad:
+            assert torch.isnan(o[pad]).all(), "padding rows' outputs were written"
+        act_rows = [r for r in range(B) if active[r]]
+        assert not torch.isnan(o[act_rows]).any()
+        # checkpoint written only on flush rows
+        untouched = sorted(set(range(self.S)) - set(int(self.slots[r]) for r in act_rows if plan.flush[r]))
+        assert torch.equal(self.ckpt[untouched], ck_before[untouched]), "checkpoint written on a non-flush row"
+        # commit: device kernel (when present) vs the reference cursors
+        acc_t = None if accepted is None else torch.as_tensor(accepted, dtype=torch.int32)
+        if self.use_device_commit:
+            torch.ops.replayssm.replay_commit(sbi.to(DEV), None if acc_t is None else acc_t.to(DEV), self.origin,
+                                              self.length, None, self.L, self.C, T, self.mode)
+        self.cursors.commit(sbi, acc_t)
+        if not self.use_device_commit:
+            self.origin.copy_(self.cursors.ring_origin)
+            self.length.copy_(self.cursors.ring_len)
+        if rows:
+            self.ref.commit(sbi[rows], None if acc_t is None else acc_t[rows])
+        assert torch.equal(self.origin.cpu(), self.cursors.ring_origin)
+        assert torch.equal(self.length.cpu(), self.cursors.ring_len)
+
+    def compare_buffers(self):
+        torch.cuda.synchronize()
+        sl = self.slots[self.ref_rows].long()
+        e_ck = rel(self.ckpt[sl], self.ref.ckpt[sl])
+        assert e_ck < TOL["ckpt"], f"checkpoint rel err {e_ck:.3e}"
+        live = self.ref.cursors.live_mask(0)[sl]                                  # [n, C]
+        if live.any():
+            g_k = self.ring_g[sl].cpu()[live]
+            g_r = self.ref.ring_g[sl][live]
+            assert rel(g_k, g_r) < 1e-5, "ring_g"
+            u_k = self.ring_u[sl].cpu()[live]
+            u_r = self.ref.ring_u[sl][live]
+            assert rel(u_k, u_r) < TOL["u"], f"ring_u rel err {rel(u_k, u_r):.3e}"
+            k_k = self.ring_k[sl].cpu()[live]
+            k_r = self.ref.ring_k[sl][live]
+            assert torch.equal(k_k.double(), k_r), "ring_k must be a bit copy of k"
+        return e_ck
+
+
+def _active(B, step, join, gen, drop):
+    act = torch.tensor([step >= join[r] for r in range(B)])
+    if drop > 0:
+        act &= torch.rand(B, generator=gen) >= drop
+    return act
+
+
+STD_CASES = [  # shape, B, L, staggered
+    ("q35-4b", 1, 4, False), ("q35-4b", 3, 8, True), ("q35-4b", 64, 16, True), ("q35-4b", 256, 32, True),
+    ("q35-122b", 3, 4, True), ("q35-122b", 64, 32, False), ("q35-122b", 256, 16, True), ("q35-122b", 1, 16, False),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape,B,L,stag", STD_CASES, ids=[f"{s}-B{b}-L{l}-{'stag' if t else 'phase'}"
+                                                           for s, b, l, t in STD_CASES])
+def test_replay_standard(shape, B, L, stag):
+    seq = _Seq(shape, B, L, 0, 1, seed=B * 100 + L)
+    join = [(r * 5) % L if stag else 0 for r in range(B)]
+    steps = 2 * L + max(join) + 8 if L >= 32 else max(64, 3 * L)
+    for t in range(steps):
+        seq.step(_active(B, t, join, seq.gen, 0.1 if stag else 0.0))
+        if t % 17 == 16:
+            seq.compare_buffers()
+    seq.compare_buffers()
+    assert seq.flushes > 0
+    _report(f"replay-standard {shape} B={B} L={L} {'stag' if stag else 'phase'}: steps={steps} "
+            f"max out rel err={seq.max_err['out']:.2e} flushes={seq.flushes}")
+
+
+SPEC_CASES = [  # shape, B, L, T, acceptance
+    ("q35-4b", 3, 4, 1, "random"), ("q35-4b", 3, 8, 2, "random"), ("q35-4b", 64, 16, 4, "random"),
+    ("q35-4b", 3, 16, 3, "all"), ("q35-4b", 3, 32, 8, "one"), ("q35-4b", 1, 8, 8, "all"),
+    ("q35-122b", 3, 16, 4, "all"), ("q35-122b", 3, 16, 5, "random"), ("q35-122b", 64, 32, 8, "random"),
+    ("q35-122b", 256, 16, 4, "random"), ("q35-122b", 3, 8, 6, "one"), ("q35-4b", 3, 16, 7, "random"),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape,B,L,T,accept", SPEC_CASES,
+                         ids=[f"{s}-B{b}-L{l}-T{t}-{a}" for s, b, l, t, a in SPEC_CASES])
+def test_replay_speculative(shape, B, L, T, accept):
+    seq = _Seq(shape, B, L, 1, T, seed=B * 1000 + L * 10 + T)
+    join = [(r * 3) % 5 for r in range(B)]
+    steps = 40
+    for t in range(steps):
+        if accept == "all":
+            a = [T] * B
+        elif accept == "one":
+            a = [1] * B
+        else:
+            a = torch.randint(1, T + 1, (B,), generator=seq.gen).tolist()
+        seq.step(_active(B, t, join, seq.gen, 0.1), a)
+        if t % 13 == 12:
+            seq.compare_buffers()
+    seq.compare_buffers()
+    assert seq.flushes > 0
+    _report(f"replay-speculative {shape} B={B} L={L} T={T} {accept}: max out rel err={seq.max_err['out']:.2e} "
+            f"flushes={seq.flushes}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("K,V", [(64, 64), (256, 256), (128, 96)])
+@pytest.mark.parametrize("mode,T", [(0, 1), (1, 3)])
+def test_replay_head_dims(K, V, mode, T):
+    seq = _Seq("q35-4b", 3, 8, mode, T, K=K, V=V, seed=K + V + T)
+    for t in range(30):
+        seq.step(torch.ones(3, dtype=torch.bool), None if mode == 0 else [T, 1, 2 if T > 1 else 1])
+    seq.compare_buffers()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("state_dtype", [torch.float16, torch.bfloat16])
+def test_replay_low_precision_ckpt_runs(state_dtype):
+    """fp16/bf16 checkpoints are accepted (accuracy bounded by the checkpoint format)."""
+    seq = _Seq("q35-4b", 3, 8, 0, 1, seed=5, state_dtype=state_dtype)
+    seq.tol_out = 2e-2
+    for t in range(20):
+        seq.step(torch.ones(3, dtype=torch.bool))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("T", [2, 4, 8])
+def test_speculative_all_accepted_matches_standard(T):
+    """T drafts per step, all accepted == T standard steps == the conventional float64 recurrence."""
+    G = _ops()
+    H, HV, K, V = SHAPES["q35-4b"]
+    B, L, steps = 3, 16, 12
+    gen = torch.Generator().manual_seed(T)
+    layer = random_gdn_layer(HV, gen)
+    lc = _cuda(layer)
+    init = (0.5 * torch.randn(B, HV, V, K, generator=gen))
+    inp = _inputs(B, T * steps, H, HV, K, V, gen, torch.bfloat16)
+    ref_o, _ = gdn_decode_naive(init.double(), *(inp[n] for n in ("q", "k", "v", "a", "b")),
+                                layer["A_log"], layer["dt_bias"])
+    sbi = torch.arange(B, dtype=torch.int32, device=DEV)
+    outs = {}
+    for mode in (0, 1):
+        Tm = T if mode == 1 else 1
+        C = L + Tm
+        ckpt = init.clone().to(DEV)
+        rg = torch.zeros(B, C, HV, device=DEV)
+        ru = torch.zeros(B, C, HV, V, dtype=torch.float16, device=DEV)
+        rk = torch.zeros(B, C, H, K, dtype=torch.bfloat16, device=DEV)
+        org = torch.zeros(B, dtype=torch.int32, device=DEV)
+        ln = torch.zeros(B, dtype=torch.int32, device=DEV)
+        seq_o = []
+        n_tok = T if mode == 1 else 1
+        for s in range(T * steps // n_tok):
+            sl = slice(s * n_tok, (s + 1) * n_tok)
+            x = {n: t[:, sl].contiguous().to(DEV) for n, t in inp.items()}
+            seq_o.append(G.gdn_replay(ckpt, sbi, org, ln, rg, ru, rk, **x, **lc, window=L, mode=mode))
+            torch.ops.replayssm.replay_commit(sbi, None, org, ln, None, L, C, n_tok, mode)
+        outs[mode] = torch.cat(seq_o, dim=1)
+    e_std, e_spec = rel(outs[0], ref_o), rel(outs[1], ref_o)
+    e_x = rel(outs[1], outs[0].double())
+    _report(f"all-accepted T={T}: standard vs f64 {e_std:.2e}, speculative vs f64 {e_spec:.2e}, "
+            f"speculative vs standard {e_x:.2e}")
+    tol = _tol_out(torch.bfloat16)
+    assert e_std < tol and e_spec < tol and e_x < tol
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("act", [torch.bfloat16, torch.float16], ids=["bf16act", "fp16act"])
+def test_accuracy_u_fp16_vs_bf16(act):
+    """Accuracy over 96 steps (L=16: 6 flushes per row) against the exact float64 recurrence (no
+    rounding of u in the reference): FP16-u (the contract) and BF16-u, FP32 checkpoint."""
+    res = {}
+    for u_dtype in (torch.float16, torch.bfloat16):
+        seq = _Seq("q35-4b", 4, 16, 0, 1, act=act, u_dtype=u_dtype, seed=11, u_round=None)
+        seq.tol_out = 1.0 if u_dtype == torch.bfloat16 else _tol_out(act)
+        for t in range(96):
+            seq.step(torch.ones(4, dtype=torch.bool))
+        torch.cuda.synchronize()
+        sl = seq.slots[seq.ref_rows].long()
+        res[u_dtype] = (seq.max_err["out"], rel(seq.ckpt[sl], seq.ref.ckpt[sl]))
+    f, b = res[torch.float16], res[torch.bfloat16]
+    _report(f"accuracy {str(act).replace('torch.', '')} act, 96 steps L=16 fp32 ckpt: "
+            f"FP16-u max out rel err {f[0]:.2e}, ckpt rel err {f[1]:.2e} | "
+            f"BF16-u max out rel err {b[0]:.2e}, ckpt rel err {b[1]:.2e}")
+    assert f[0] < _tol_out(act) and f[1] < TOL["ckpt"]
+    assert f[1] <= b[1]
+
+
+@pytest.mark.gpu
+def test_replay_cuda_graph():
+    """One captured graph (speculative step + commit) replayed over whole flush cycles equals eager."""
+    G = _ops()
+    H, HV, K, V = SHAPES["q35-4b"]
+    B, L, T = 8, 8, 4
+    C = L + T
+    gen = torch.Generator().manual_seed(3)
+    lc = _cuda(random_gdn_layer(HV, gen))
+    init = (0.5 * torch.randn(B, HV, V, K, generator=gen)).to(DEV)
+    sbi = torch.arange(B, dtype=torch.int32, device=DEV)
+    sbi[5] = -1
+    inputs = [_cuda(_inputs(B, T, H, HV, K, V, gen, torch.bfloat16)) for _ in range(10)]
+    accs = [torch.randint(1, T + 1, (B,), generator=gen, dtype=torch.int32).to(DEV) for _ in range(10)]
+
+    def make():
+        return dict(ckpt=init.clone(), rg=torch.zeros(B, C, HV, device=DEV),
+                    ru=torch.zeros(B, C, HV, V, dtype=torch.float16, device=DEV),
+                    rk=torch.zeros(B, C, H, K, dtype=torch.bfloat16, device=DEV),
+                    org=torch.zeros(B, dtype=torch.int32, device=DEV),
+                    ln=torch.zeros(B, dtype=torch.int32, device=DEV))
+
+    def run_step(st, x, acc, o):
+        G.gdn_replay(st["ckpt"], sbi, st["org"], st["ln"], st["rg"], st["ru"], st["rk"], **x, **lc, window=L, mode=1,
+                     out=o)
+        torch.ops.replayssm.replay_commit(sbi, acc, st["org"], st["ln"], None, L, C, T, 1)
+
+    eager = make()
+    outs_e = []
+    for i in range(10):
+        o = torch.zeros(B, T, HV, V, dtype=torch.bfloat16, device=DEV)
+        run_step(eager, inputs[i], accs[i], o)
+        outs_e.append(o)
+    gs = make()
+    x_static = {n: t.clone() for n, t in inputs[0].items()}
+    acc_static = accs[0].clone()
+    o_static = torch.zeros(B, T, HV, V, dtype=torch.bfloat16, device=DEV)
+    warm = make()  # warm-up on scratch buffers (capture needs the ops loaded)
+    run_step(warm, x_static, acc_static, o_static)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        run_step(gs, x_static, acc_static, o_static)
+    for i in range(10):
+        for n in x_static:
+            x_static[n].copy_(inputs[i][n])
+        acc_static.copy_(accs[i])
+        graph.replay()
+        assert torch.equal(o_static, outs_e[i]), f"graph step {i} differs from eager"
+    assert torch.equal(gs["ckpt"], eager["ckpt"]) and torch.equal(gs["org"], eager["org"])
+
+
+# =================================================================================================
+# host-side validation (no GPU needed)
+# =================================================================================================
+def _cpu_args(B=2, T=1, H=2, HV=4, K=128, V=16, act=torch.bfloat16):
+    return dict(q=torch.zeros(B, T, H, K, dtype=act), k=torch.zeros(B, T, H, K, dtype=act),
+                v=torch.zeros(B, T, HV, V, dtype=act), a=torch.zeros(B, T, HV, dtype=act),
+                b=torch.zeros(B, T, HV, dtype=act), A_log=torch.zeros(HV), dt_bias=torch.zeros(HV))
+
+
+def test_validation_messages():
+    from replayssm_trtllm.ops.gdn import validate_decode_args, validate_replay_args, _check_common
+    x = _cpu_args()
+    o = torch.zeros(2, 1, 4, 16, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="CUDA device"):
+        _check_common("gdn_decode", x["q"], x["k"], x["v"], x["a"], x["b"], x["A_log"], x["dt_bias"], o, {})
+    bad = dict(x)
+    bad["k"] = torch.zeros(2, 1, 2, 64, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match=r"'k' must be bfloat16 \[B=2, T=1, H=2, K=128\]; got bfloat16 \[2, 1, 2, 64\]"):
+        _check_common("gdn_decode", bad["q"], bad["k"], bad["v"], bad["a"], bad["b"], bad["A_log"], bad["dt_bias"],
+                      o, {})
+    bad = _cpu_args(K=96)
+    with pytest.raises(ValueError):
+        _check_common("gdn_decode", bad["q"], bad["k"], bad["v"], bad["a"], bad["b"], bad["A_log"], bad["dt_bias"],
+                      o, {})
+    del validate_decode_args, validate_replay_args
+
+
+def test_validation_heads_and_dtype():
+    from replayssm_trtllm.ops import gdn as G
+    x = _cpu_args(HV=6, H=4)
+    o = torch.zeros(2, 1, 6, 16, dtype=torch.bfloat16)
+    with pytest.raises(ValueError):
+        G._check_common("gdn_replay", x["q"], x["k"], x["v"], x["a"], x["b"], x["A_log"], x["dt_bias"], o, {})
+    x = _cpu_args(act=torch.float32)
+    with pytest.raises(ValueError, match="'q' must be bfloat16/float16"):
+        G._check_common("gdn_replay", x["q"], x["k"], x["v"], x["a"], x["b"], x["A_log"], x["dt_bias"],
+                        torch.zeros(2, 1, 4, 16), {})
+
+
+@pytest.mark.gpu
+def test_validation_gpu_messages():
+    G = _ops()
+    H, HV, K, V = 16, 32, 128, 128
+    x = _cuda(_inputs(2, 1, H, HV, K, V, torch.Generator().manual_seed(0), torch.bfloat16))
+    lc = _cuda(random_gdn_layer(HV))
+    st = torch.zeros(4, HV, V, K, device=DEV)
+    with pytest.raises(ValueError, match="'state' must be float32/float16/bfloat16"):
+        G.gdn_decode(torch.zeros(4, HV, V, 64, device=DEV), torch.zeros(2, dtype=torch.int32, device=DEV),
+                     **x, **lc)
+    with pytest.raises(ValueError, match="ring capacity C"):
+        G.gdn_replay(st, torch.zeros(2, dtype=torch.int32, device=DEV),
+                     torch.zeros(4, dtype=torch.int32, device=DEV), torch.zeros(4, dtype=torch.int32, device=DEV),
+                     torch.zeros(4, 8, HV, device=DEV), torch.zeros(4, 8, HV, V, dtype=torch.float16, device=DEV),
+                     torch.zeros(4, 8, H, K, dtype=torch.bfloat16, device=DEV), **x, **lc, window=16, mode=0)
+    math.isfinite(0.0)
+
+
+@pytest.mark.gpu
+def test_gdn_replay_state_cache():
+    """GdnReplayStateCache (cursors/commit from ReplayCursorCache) matches the op on its own buffers."""
+    from replayssm_trtllm.ops.gdn import GdnReplayStateCache
+    G = _ops()
+    H, HV, K, V = SHAPES["q35-4b"]
+    B, L, T = 3, 8, 2
+    gen = torch.Generator().manual_seed(9)
+    lc = _cuda(random_gdn_layer(HV, gen))
+    cache = GdnReplayStateCache(2, 5, H, HV, K, V, L, T, "speculative")
+    init = 0.5 * torch.randn(2, 3, HV, V, K, generator=gen)
+    cache.reset(torch.tensor([4, 0, 2]), init)
+    ckpt = init[1].clone().to(DEV)
+    sbi = torch.tensor([4, 0, 2], dtype=torch.int32, device=DEV)
+    for step in range(12):
+        x = _cuda(_inputs(B, T, H, HV, K, V, gen, torch.bfloat16))
+        o1 = cache.step(1, sbi, **x, **lc)
+        o0 = G.gdn_replay(cache.ckpt[1][sbi.long()].clone(), torch.arange(B, dtype=torch.int32, device=DEV),
+                          cache.ring_origin[sbi.long()].clone(), cache.ring_len[sbi.long()].clone(),
+                          torch.zeros(B, cache.capacity, HV, device=DEV), cache.ring_u[1][sbi.long()].clone(),
+                          cache.ring_k[1][sbi.long()].clone(), **x, **lc, window=L, mode=1) if step == 0 else None
+        if o0 is not None:
+            assert rel(o1, o0) < 1e-6
+        cache.commit(torch.tensor([2, 1, 2], dtype=torch.int32, device=DEV))
+    cache.check_errors()
+    assert not torch.isnan(o1.float()).any()
+    del ckpt
