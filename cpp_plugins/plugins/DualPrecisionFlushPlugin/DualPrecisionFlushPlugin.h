@@ -1,0 +1,28 @@
+// DualPrecisionFlush TensorRT plugin (IPluginV3), a thin adapter: see README.md in this folder.
+#pragma once
+
+#include "rssmPluginBase.h"
+
+namespace rssm {
+namespace plugin {
+
+class DualPrecisionFlushPlugin final : public RssmPluginBase {
+public:
+    DualPrecisionFlushPlugin(core::Config cfg, std::string const& ns) : RssmPluginBase(std::move(cfg), ns) {}
+
+protected:
+    int32_t launch(core::TensorDesc const* in, int32_t nbInputs, core::TensorDesc const* out, int32_t nbOutputs,
+                   void* workspace, cudaStream_t stream) override;
+    RssmPluginBase* cloneImpl() const override { return new DualPrecisionFlushPlugin(config(), pluginNamespaceString()); }
+};
+
+class DualPrecisionFlushPluginCreator final : public RssmPluginCreatorBase {
+public:
+    DualPrecisionFlushPluginCreator() : RssmPluginCreatorBase(core::PluginKind::kDualPrecisionFlush) {}
+
+protected:
+    RssmPluginBase* make(core::Config cfg, std::string const& ns) const override { return new DualPrecisionFlushPlugin(std::move(cfg), ns); }
+};
+
+}  // namespace plugin
+}  // namespace rssm

@@ -1,0 +1,28 @@
+// ReplayCommit TensorRT plugin (IPluginV3), a thin adapter: see README.md in this folder.
+#pragma once
+
+#include "rssmPluginBase.h"
+
+namespace rssm {
+namespace plugin {
+
+class ReplayCommitPlugin final : public RssmPluginBase {
+public:
+    ReplayCommitPlugin(core::Config cfg, std::string const& ns) : RssmPluginBase(std::move(cfg), ns) {}
+
+protected:
+    int32_t launch(core::TensorDesc const* in, int32_t nbInputs, core::TensorDesc const* out, int32_t nbOutputs,
+                   void* workspace, cudaStream_t stream) override;
+    RssmPluginBase* cloneImpl() const override { return new ReplayCommitPlugin(config(), pluginNamespaceString()); }
+};
+
+class ReplayCommitPluginCreator final : public RssmPluginCreatorBase {
+public:
+    ReplayCommitPluginCreator() : RssmPluginCreatorBase(core::PluginKind::kReplayCommit) {}
+
+protected:
+    RssmPluginBase* make(core::Config cfg, std::string const& ns) const override { return new ReplayCommitPlugin(std::move(cfg), ns); }
+};
+
+}  // namespace plugin
+}  // namespace rssm

@@ -1,0 +1,40 @@
+// Translation of plain tensor descriptors into the kernel params structs (the only place the
+// plugins touch the kernel ABI). Every function first runs checkInputs() on the runtime
+// descriptors, then fills the zero-initialised struct; it throws core::Error and never launches.
+#pragma once
+
+#include <string>
+
+#include "rssm_plugin_core.h"
+
+#include "dual_precision/dual_precision_flush.h"
+#include "gdn/gdn.h"
+#include "mamba2/mamba2.h"
+#include "replay_commit/replay_commit.h"
+
+namespace rssm {
+namespace core {
+
+// ReplayDecode, family mamba2 -> rssm_mamba2_replay_launch.
+Mamba2ReplayParams toMamba2ReplayParams(Config const& cfg, TensorDesc const* in, int32_t nbInputs,
+                                        TensorDesc const* out, int32_t nbOutputs);
+// ReplayDecode family gdn (mode standard) and GdnVerify (mode speculative) -> rssm_gdn_replay_launch.
+GdnReplayParams toGdnReplayParams(Config const& cfg, TensorDesc const* in, int32_t nbInputs,
+                                  TensorDesc const* out, int32_t nbOutputs);
+// ReplayCommit -> rssm_replay_commit_launch. error_slot points at output 0 (the adapter sets it to
+// -1 with one cudaMemsetAsync before the launch; the kernel records the first violating slot).
+ReplayCommitParams toReplayCommitParams(Config const& cfg, TensorDesc const* in, int32_t nbInputs,
+                                        TensorDesc const* out, int32_t nbOutputs);
+// DualPrecisionFlush -> rssm_dual_precision_flush_launch (kernel not implemented yet).
+DualPrecisionFlushParams toDualPrecisionFlushParams(Config const& cfg, TensorDesc const* in, int32_t nbInputs,
+                                                    TensorDesc const* out, int32_t nbOutputs);
+
+// "name=value" lines of a filled params struct (for tests and debug logs; pointers as offsets
+// from `base` when base != nullptr, so tests can check which buffer went where).
+std::string describe(Mamba2ReplayParams const& p, void const* base = nullptr);
+std::string describe(GdnReplayParams const& p, void const* base = nullptr);
+std::string describe(ReplayCommitParams const& p, void const* base = nullptr);
+std::string describe(DualPrecisionFlushParams const& p, void const* base = nullptr);
+
+}  // namespace core
+}  // namespace rssm
