@@ -1,0 +1,144 @@
+// Device codec of the checkpoint formats (docs/formats.md): Philox4x32-10, RTN / SR rounding onto the
+// fp16 / bf16 / e4m3fn / e2m1 grids, exact decoders, and fast "raw" decoders for the read path.
+// Internal header (not part of the C ABI). Every encode step is one IEEE binary32 operation written
+// with __fdiv_rn / __fmul_rn (no FMA contraction, no fast-math), so the bytes equal the torch codec
+// (replayssm_trtllm/formats) for the same input and Philox key.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+namespace rssm {
+namespace dp {
+
+// ------------------------------------------------------------------------------------- Philox
+__device__ __forceinline__ uint4 philox4x32_10(uint4 c, uint32_t k0, uint32_t k1) {
+#pragma unroll
+    for (int r = 0; r < 10; ++r) {
+        if (r) {
+            k0 += 0x9E3779B9u;
+            k1 += 0xBB67AE85u;
+        }
+        const uint32_t hi0 = __umulhi(0xD2511F53u, c.x), lo0 = 0xD2511F53u * c.x;
+        const uint32_t hi1 = __umulhi(0xCD9E8D57u, c.z), lo1 = 0xCD9E8D57u * c.z;
+        c = make_uint4(hi1 ^ c.y ^ k0, lo1, hi0 ^ c.w ^ k1, lo0);
+    }
+    return c;
+}
+
+// Key of one SR cast (formats.md section 5): counter words 1..3 and the 64-bit seed.
+struct SrKey {
+    uint32_t slot, layer, flush, k0, k1;
+};
+// Words of elements e..e+3 (e % 4 == 0) of one (slot, layer) state.
+__device__ __forceinline__ uint4 srWords4(const SrKey& k, uint32_t e) {
+    return philox4x32_10(make_uint4(e >> 2, k.slot, k.layer, k.flush), k.k0, k.k1);
+}
+
+// ------------------------------------------------------------------------------------ rounding
+// Grid of formats.md section 3: m mantissa bits, emin, largest finite magnitude code, IEEE overflow
+// (fp16 / bf16: toward inf) or saturation (e4m3, e2m1), sign bit, NaN code (-1: none).
+struct Grid {
+    int m, emin, maxCode;
+    bool ieee;
+    int signBit, nanCode;
+    float maxValue;
+};
+constexpr Grid kFP16 = {10, -14, 0x7BFF, true, 15, 0x7FFF, 65504.f};
+constexpr Grid kBF16 = {7, -126, 0x7F7F, true, 15, 0x7FFF, 3.38953139e38f};
+constexpr Grid kE4M3 = {3, -6, 0x7E, false, 7, 0x7F, 448.f};
+constexpr Grid kE2M1 = {1, 0, 0x7, false, 3, -1, 6.f};
+
+// Code (sign included) of float32 y on grid G; sr selects stochastic rounding with `word`.
+// Integer evaluation of formats.md section 4 (the same int32 steps as formats/minifloat.py).
+template <int M, int EMIN, int MAXCODE, bool IEEE, int SIGNBIT, int NANCODE>
+__device__ __forceinline__ uint32_t roundCode(float y, bool sr, uint32_t word, float maxValue) {
+    const uint32_t sign = (__float_as_uint(y) >> 31) << SIGNBIT;
+    if (y != y) return NANCODE >= 0 ? uint32_t(NANCODE) : 0u;
+    float a = fabsf(y);
+    if (!IEEE) a = fminf(a, maxValue);  // inf -> max (NaN handled above)
+    const int32_t bits = (int32_t)__float_as_uint(a);
+    const int32_t E = bits >> 23;
+    const bool finite = E < 255;
+    int32_t sig = bits & 0x7FFFFF;
+    if (E > 0) sig |= 0x800000;
+    const int32_t e = max(E - 127, EMIN);
+    const int32_t sh = e - max(E, 1) + (150 - M);
+    const int32_t c = min(sh, 30);
+    const int32_t k = sig >> c;
+    const int32_t rem = sig & ((1 << c) - 1);
+    bool up;
+    if (!sr) {
+        const int32_t half = 1 << (c - 1);
+        up = rem > half || (rem == half && (k & 1));
+    } else {
+        const int32_t r24 = (int32_t)(word >> 8);
+        const int32_t t = min(max(sh - 24, 0), 30);
+        const int32_t thrHi = (rem + (1 << t) - 1) >> t;
+        const int32_t thrLo = rem << max(24 - sh, 0);
+        up = r24 < (sh >= 24 ? thrHi : thrLo);
+    }
+    int32_t mag = (e - EMIN) * (1 << M) + k + (up ? 1 : 0);
+    if (IEEE) mag = finite ? min(mag, MAXCODE + 1) : MAXCODE + 1;
+    else mag = finite ? mag : MAXCODE;
+    return uint32_t(mag) | sign;
+}
+__device__ __forceinline__ uint32_t fp16Code(float y, bool sr, uint32_t w) {
+    return roundCode<10, -14, 0x7BFF, true, 15, 0x7FFF>(y, sr, w, 65504.f);
+}
+__device__ __forceinline__ uint32_t bf16Code(float y, bool sr, uint32_t w) {
+    return roundCode<7, -126, 0x7F7F, true, 15, 0x7FFF>(y, sr, w, 3.38953139e38f);
+}
+__device__ __forceinline__ uint32_t e4m3Code(float y, bool sr, uint32_t w) {
+    return roundCode<3, -6, 0x7E, false, 7, 0x7F>(y, sr, w, 448.f);
+}
+__device__ __forceinline__ uint32_t e2m1Code(float y, bool sr, uint32_t w) {
+    return roundCode<1, 0, 0x7, false, 3, -1>(y, sr, w, 6.f);
+}
+
+// ------------------------------------------------------------------------------ exact decoders
+__device__ __forceinline__ float e4m3Value(uint32_t c) {
+    const uint32_t mag = c & 0x7F;
+    if (mag == 0x7F) return __uint_as_float(0x7FC00000u);
+    const uint32_t E = mag >> 3, M = mag & 7;
+    const float v = E == 0 ? __fmul_rn((float)M, 0.001953125f)  // M * 2^-9 (exact)
+                           : __uint_as_float(((E + 120u) << 23) | (M << 20));
+    return (c & 0x80) ? -v : v;
+}
+__device__ __forceinline__ float e2m1Value(uint32_t c) {
+    const uint32_t mag = c & 7, E = mag >> 1, M = mag & 1;
+    const float v = E == 0 ? 0.5f * (float)M : __uint_as_float(((E + 126u) << 23) | (M << 22));
+    return (c & 8) ? -v : v;
+}
+__device__ __forceinline__ float fp16Value(uint32_t bits) { return __half2float(__ushort_as_half((uint16_t)bits)); }
+__device__ __forceinline__ float bf16Value(uint32_t bits) { return __uint_as_float(bits << 16); }
+
+// ------------------------------------------------------------ fast raw decoders (read path)
+// Two e4m3 codes (bytes 0 and 2, or 1 and 3, of w) as one half2 holding value * 2^-8, exact
+// (e4m3 normals and subnormals are fp16 values after the exponent rebias); NaN codes decode to a
+// finite value, but their block scale is NaN, so the product is NaN as in the exact decoder.
+__device__ __forceinline__ float2 e4m3PairLo(uint32_t w) {  // codes of bytes 0, 2
+    const uint32_t h = ((w & 0x007F007Fu) << 7) | ((w & 0x00800080u) << 8);
+    return __half22float2(*reinterpret_cast<const __half2*>(&h));
+}
+__device__ __forceinline__ float2 e4m3PairHi(uint32_t w) {  // codes of bytes 1, 3
+    const uint32_t h = ((w & 0x7F007F00u) >> 1) | (w & 0x80008000u);
+    return __half22float2(*reinterpret_cast<const __half2*>(&h));
+}
+// e2m1 nibbles k and k + 4 of w (k = 0..3) as one half2 holding value * 2^-14, exact.
+template <int K>
+__device__ __forceinline__ float2 e2m1Pair(uint32_t w) {
+    const uint32_t x = w >> (4 * K);
+    const uint32_t h = ((x & 0x00070007u) << 9) | ((x & 0x00080008u) << 12);
+    return __half22float2(*reinterpret_cast<const __half2*>(&h));
+}
+
+// NaN-propagating max of |x| (formats.md: amax is NaN if any element is NaN).
+__device__ __forceinline__ float amaxNan(float acc, float x) {
+    const float a = fabsf(x);
+    return (acc != acc || a != a) ? __uint_as_float(0x7FC00000u) : fmaxf(acc, a);
+}
+
+}  // namespace dp
+}  // namespace rssm

@@ -1,0 +1,15 @@
+// Per-family launch entry points of the dual-precision decode (one translation unit each, so the
+// instantiations over the read format build in parallel). Internal header.
+#pragma once
+#include <cuda_runtime.h>
+
+#include "dual_precision/dual_precision.h"
+
+namespace rssm {
+namespace dp {
+// Row tile (state rows per CTA) the kernels use for a read format: one chunk of 16-byte vectors.
+int decodeTileRows(int readDtype, int headdim);
+void launchMamba2DpDecode(const DualPrecisionDecodeParams& p, int tileRows, cudaStream_t s);
+void launchGdnDpDecode(const DualPrecisionDecodeParams& p, int tileRows, cudaStream_t s);
+}  // namespace dp
+}  // namespace rssm

@@ -1,0 +1,312 @@
+// Dual-precision decode kernels (templates over the read format; instantiated in
+// dual_precision_decode_{mamba2,gdn}.cu). Grid (row tiles, heads, B), 128 threads. Per row: flush
+// decided from the cursors; this step's records appended; outputs output-only (Eq. 6 / 11) from the
+// read copy (non-flush) or the recurrence copy (flush; exact decode, warp per row). No checkpoint
+// is written (the flush kernel does that). Internal header.
+#pragma once
+#include "dual_precision/dp_read_chunk.cuh"
+#include "dual_precision/dual_precision.h"
+
+namespace rssm {
+namespace dp {
+
+constexpr int kMaxRecs = RSSM_DP_MAX_WINDOW + RSSM_DP_MAX_TOKENS;  // h + T <= L + T
+
+__device__ __forceinline__ float actVal(const void* base, int64_t i, bool bf16) {
+    const uint16_t r = static_cast<const uint16_t*>(base)[i];
+    return bf16 ? bf16Value(r) : fp16Value(r);
+}
+__device__ __forceinline__ uint16_t actBits(float v, bool bf16) {
+    return bf16 ? __bfloat16_as_ushort(__float2bfloat16_rn(v)) : __half_as_ushort(__float2half_rn(v));
+}
+__device__ __forceinline__ float4 actVal4(const void* base, int64_t i, bool bf16) {
+    const uint2 w = *reinterpret_cast<const uint2*>(static_cast<const uint16_t*>(base) + i);
+    if (bf16) return make_float4(bf16Value(w.x & 0xffffu), bf16Value(w.x >> 16), bf16Value(w.y & 0xffffu), bf16Value(w.y >> 16));
+    return make_float4(fp16Value(w.x & 0xffffu), fp16Value(w.x >> 16), fp16Value(w.y & 0xffffu), fp16Value(w.y >> 16));
+}
+__device__ __forceinline__ float softplusAcc(float x) { return x > 20.f ? x : log1pf(expf(x)); }
+__device__ __forceinline__ float warpSumF(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
+    return v;
+}
+
+struct RowPlan {
+    int slot, o, h;
+    bool valid, flush;
+};
+__device__ __forceinline__ bool planRow(const DualPrecisionDecodeParams& p, int b, RowPlan* r) {
+    const int slot = p.state_batch_indices ? p.state_batch_indices[b] : b;
+    if (slot < 0 || slot >= p.num_slots) return false;
+    r->slot = slot;
+    r->o = p.ring_origin[slot];
+    r->h = p.ring_len[slot];
+    const int T = p.num_tokens, L = p.window, Cap = p.ring_capacity;
+    r->valid = r->o >= 0 && r->o < Cap && r->h >= 0 && (p.mode == 0 ? r->h <= L - 1 : r->h <= L) && r->h + T <= Cap;
+    r->flush = p.mode == 0 ? (r->h + 1 == L) : (r->h + T > L);
+    return true;
+}
+__device__ __forceinline__ CopyRef readCopy(const DualPrecisionDecodeParams& p) {
+    return CopyRef{p.read_dtype, const_cast<void*>(p.ckpt_lp), p.stride_lp_slot, p.stride_lp_head, p.stride_lp_row,
+                   const_cast<void*>(p.ckpt_lp_scale), const_cast<float*>(p.ckpt_lp_gscale)};
+}
+__device__ __forceinline__ CopyRef recurrenceCopy(const DualPrecisionDecodeParams& p) {
+    return CopyRef{p.recurrence_dtype, const_cast<void*>(p.ckpt_hp), p.stride_hp_slot, p.stride_hp_head,
+                   p.stride_hp_row, const_cast<float*>(p.ckpt_hp_scale), nullptr};
+}
+// Inclusive prefix sum of sIn[0..n) * mul into sOut by warp 0 (n <= 96).
+__device__ __forceinline__ void warpPrefix(const float* sIn, float mul, float* sOut, int n) {
+    const int lane = threadIdx.x & 31;
+    float carry = 0.f;
+    for (int base = 0; base < n; base += 32) {
+        const int j = base + lane;
+        float v = j < n ? sIn[j] * mul : 0.f;
+#pragma unroll
+        for (int off = 1; off < 32; off <<= 1) {
+            const float t = __shfl_up_sync(kFullMask, v, off);
+            if (lane >= off) v += t;
+        }
+        v += carry;
+        if (j < n) sOut[j] = v;
+        carry = __shfl_sync(kFullMask, v, 31);
+    }
+}
+
+// ------------------------------------------------------------------------------------ Mamba-2
+template <int RF>
+__global__ void __launch_bounds__(kDecodeThreads, 4) mamba2DpDecodeKernel(const DualPrecisionDecodeParams p, int tileRows) {
+    constexpr int N = kRowN;
+    const int b = blockIdx.z, head = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    RowPlan rp;
+    if (!planRow(p, b, &rp)) return;
+    const int H = p.nheads, P = p.headdim, G = p.ngroups, T = p.num_tokens, Cap = p.ring_capacity;
+    const int tile0 = blockIdx.x * tileRows, tileEnd = min(P, tile0 + tileRows);
+    const bool bf16 = p.act_dtype == RSSM_DTYPE_BF16;
+    uint16_t* y = static_cast<uint16_t*>(p.y);
+    const int64_t yRow = (int64_t)b * T * H * P + (int64_t)head * P;  // + s*H*P + row
+    if (!rp.valid) {
+        for (int i = tid; i < T * (tileEnd - tile0); i += kDecodeThreads) {
+            const int s = i / (tileEnd - tile0), row = tile0 + i % (tileEnd - tile0);
+            y[yRow + (int64_t)s * H * P + row] = actBits(__uint_as_float(0x7fc00000u), bf16);
+        }
+        return;
+    }
+    const int slot = rp.slot, o = rp.o, h = rp.h, nrec = h + T;
+    const bool useHp = rp.flush && p.ckpt_hp != nullptr;
+    ReadChunk<RF> chunk;
+    if (!useHp) chunk.load(readCopy(p), slot, head, H, P, tile0, tileEnd);
+
+    __shared__ __align__(16) float sC[RSSM_DP_MAX_TOKENS * N];
+    __shared__ __align__(16) float sDot[RSSM_DP_MAX_TOKENS * 128];
+    __shared__ float sDt[kMaxRecs], sCum[kMaxRecs], sCoef[RSSM_DP_MAX_TOKENS][kMaxRecs], sGam[RSSM_DP_MAX_TOKENS];
+    const int grp = head / (H / G);
+    const int64_t slotRec = (int64_t)slot * Cap;
+    for (int i = tid; i < T * N; i += kDecodeThreads) {
+        const int s = i / N, n = i - s * N;
+        sC[i] = actVal(p.Cm, (((int64_t)b * T + s) * G + grp) * N + n, bf16);
+    }
+    for (int j = tid; j < nrec; j += kDecodeThreads) {
+        float dt;
+        if (j < h) {
+            dt = p.ring_dt[(slotRec + (o + j) % Cap) * H + head];
+        } else {
+            const int s = j - h;
+            const int64_t off = ((int64_t)b * T + s) * H + head;
+            float raw = p.dt_dtype == RSSM_DTYPE_FP32 ? static_cast<const float*>(p.dt_raw)[off] : actVal(p.dt_raw, off, bf16);
+            if (p.dt_bias) raw += p.dt_bias[head];
+            dt = softplusAcc(raw);
+            if (blockIdx.x == 0) p.ring_dt[(slotRec + (o + h + s) % Cap) * H + head] = dt;
+        }
+        sDt[j] = dt;
+    }
+    __syncthreads();
+    // state part: sDot[s][row] = S0[row, :] . C_s
+    if (!useHp) chunk.dots(sC, T, sDot, tileRows, tile0, tile0, tileEnd);
+    else exactDots(recurrenceCopy(p), slot, head, H, P, sC, T, sDot, tileRows, tile0, tileEnd);
+    if (warp == 0) warpPrefix(sDt, p.A[head], sCum, nrec);
+    __syncthreads();
+    // B_j . C_s (warp per record) -> coefficients exp(cum_{h+s} - cum_j) dt_j (B_j . C_s), j <= h + s
+    const bool writeB = (head % (H / G) == 0) && blockIdx.x == 0;
+    for (int j = warp; j < nrec; j += kDecodeThreads / 32) {
+        float4 Bj;
+        if (j < h) {
+            Bj = actVal4(p.ring_B, ((slotRec + (o + j) % Cap) * G + grp) * N + 4 * lane, bf16);
+        } else {
+            const int64_t src = (((int64_t)b * T + (j - h)) * G + grp) * N + 4 * lane;
+            const uint2 bits = *reinterpret_cast<const uint2*>(static_cast<const uint16_t*>(p.Bm) + src);
+            if (writeB)
+                *reinterpret_cast<uint2*>(static_cast<uint16_t*>(p.ring_B) + ((slotRec + (o + j) % Cap) * G + grp) * N +
+                                          4 * lane) = bits;
+            Bj = actVal4(p.Bm, src, bf16);
+        }
+        for (int s = (j > h ? j - h : 0); s < T; ++s) {
+            const float4 c = *reinterpret_cast<const float4*>(sC + s * N + 4 * lane);
+            const float d = warpSumF(Bj.x * c.x + Bj.y * c.y + Bj.z * c.z + Bj.w * c.w);
+            if (lane == 0) sCoef[s][j] = expf(sCum[h + s] - sCum[j]) * sDt[j] * d;
+        }
+    }
+    if (tid < T) sGam[tid] = expf(sCum[h + tid]);
+    __syncthreads();
+    // ring part and outputs: one state row per thread
+    const float Dh = p.D ? p.D[head] : 0.f;
+    for (int row = tile0 + tid; row < tileEnd; row += kDecodeThreads) {
+        float acc[RSSM_DP_MAX_TOKENS];
+#pragma unroll
+        for (int s = 0; s < RSSM_DP_MAX_TOKENS; ++s) acc[s] = 0.f;
+        for (int j = 0; j < nrec; ++j) {
+            float xj;
+            if (j < h) {
+                xj = actVal(p.ring_x, ((slotRec + (o + j) % Cap) * H + head) * P + row, bf16);
+            } else {
+                const uint16_t bits = static_cast<const uint16_t*>(p.x)[(((int64_t)b * T + (j - h)) * H + head) * P + row];
+                static_cast<uint16_t*>(p.ring_x)[((slotRec + (o + j) % Cap) * H + head) * P + row] = bits;
+                xj = bf16 ? bf16Value(bits) : fp16Value(bits);
+            }
+#pragma unroll
+            for (int s = 0; s < RSSM_DP_MAX_TOKENS; ++s)
+                if (s < T && j <= h + s) acc[s] = fmaf(sCoef[s][j], xj, acc[s]);
+        }
+        for (int s = 0; s < T; ++s) {
+            const int64_t io = (((int64_t)b * T + s) * H + head) * P + row;
+            const float xs = actVal(p.x, io, bf16);
+            float yv = fmaf(sGam[s], sDot[s * tileRows + row - tile0], acc[s]);
+            yv = fmaf(Dh, xs, yv);
+            if (p.z) {
+                const float zv = actVal(p.z, io, bf16);
+                yv *= zv / (1.f + expf(-zv));
+            }
+            y[io] = actBits(yv, bf16);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------- GDN
+template <int RF>
+__global__ void __launch_bounds__(kDecodeThreads, 4) gdnDpDecodeKernel(const DualPrecisionDecodeParams p, int tileRows) {
+    constexpr int K = kRowN;
+    const int b = blockIdx.z, head = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    RowPlan rp;
+    if (!planRow(p, b, &rp)) return;
+    const int HV = p.nheads, V = p.headdim, HK = p.ngroups, T = p.num_tokens, Cap = p.ring_capacity;
+    const int tile0 = blockIdx.x * tileRows, tileEnd = min(V, tile0 + tileRows);
+    const bool bf16 = p.act_dtype == RSSM_DTYPE_BF16;
+    uint16_t* out = static_cast<uint16_t*>(p.o);
+    if (!rp.valid) {
+        for (int i = tid; i < T * (tileEnd - tile0); i += kDecodeThreads) {
+            const int s = i / (tileEnd - tile0), row = tile0 + i % (tileEnd - tile0);
+            out[(((int64_t)b * T + s) * HV + head) * V + row] = actBits(__uint_as_float(0x7fc00000u), bf16);
+        }
+        return;
+    }
+    const int slot = rp.slot, o = rp.o, h = rp.h, nrec = h + T;
+    const bool useHp = rp.flush && p.ckpt_hp != nullptr;
+    ReadChunk<RF> chunk;
+    if (!useHp) chunk.load(readCopy(p), slot, head, HV, V, tile0, tileEnd);
+
+    // sVec rows 0..T-1: kn of the drafts; rows T..2T-1: qn_s * scale
+    __shared__ __align__(16) float sVec[2 * RSSM_DP_MAX_TOKENS * K];
+    __shared__ __align__(16) float sDot[2 * RSSM_DP_MAX_TOKENS * 128];
+    __shared__ float sG[kMaxRecs], sCum[kMaxRecs], sBeta[RSSM_DP_MAX_TOKENS], sGam[RSSM_DP_MAX_TOKENS];
+    __shared__ float sCK[RSSM_DP_MAX_TOKENS][kMaxRecs], sCQ[RSSM_DP_MAX_TOKENS][kMaxRecs];
+    const int hk = head / (HV / HK);
+    const int64_t slotRec = (int64_t)slot * Cap;
+    const float qscale = p.scale > 0.f ? p.scale : rsqrtf((float)K);
+    const bool writeK = (head % (HV / HK) == 0) && blockIdx.x == 0;
+    for (int s = warp; s < T; s += kDecodeThreads / 32) {
+        const int64_t src = (((int64_t)b * T + s) * HK + hk) * K + 4 * lane;
+        const uint2 kbits = *reinterpret_cast<const uint2*>(static_cast<const uint16_t*>(p.k) + src);
+        if (writeK)
+            *reinterpret_cast<uint2*>(static_cast<uint16_t*>(p.ring_k) + ((slotRec + (o + h + s) % Cap) * HK + hk) * K +
+                                      4 * lane) = kbits;
+        const float4 k = actVal4(p.k, src, bf16), q = actVal4(p.q, src, bf16);
+        const float ik = 1.f / sqrtf(warpSumF(k.x * k.x + k.y * k.y + k.z * k.z + k.w * k.w) + 1e-6f);
+        const float iq = qscale / sqrtf(warpSumF(q.x * q.x + q.y * q.y + q.z * q.z + q.w * q.w) + 1e-6f);
+        *reinterpret_cast<float4*>(sVec + s * K + 4 * lane) = make_float4(k.x * ik, k.y * ik, k.z * ik, k.w * ik);
+        *reinterpret_cast<float4*>(sVec + (T + s) * K + 4 * lane) = make_float4(q.x * iq, q.y * iq, q.z * iq, q.w * iq);
+    }
+    for (int j = tid; j < nrec; j += kDecodeThreads) {
+        float g;
+        if (j < h) {
+            g = p.ring_g[(slotRec + (o + j) % Cap) * HV + head];
+        } else {
+            const int s = j - h;
+            const int64_t off = ((int64_t)b * T + s) * HV + head;
+            const float av = actVal(p.a, off, bf16), bv = actVal(p.b, off, bf16);
+            g = -expf(p.A_log[head]) * softplusAcc(av + p.gdn_dt_bias[head]);
+            const float beta = 1.f / (1.f + expf(-bv));
+            sBeta[s] = beta;
+            if (blockIdx.x == 0) {
+                const int64_t r = (slotRec + (o + h + s) % Cap) * HV + head;
+                p.ring_g[r] = g;
+                if (p.ring_beta) p.ring_beta[r] = beta;
+            }
+        }
+        sG[j] = g;
+    }
+    __syncthreads();
+    if (!useHp) chunk.dots(sVec, 2 * T, sDot, tileRows, tile0, tile0, tileEnd);
+    else exactDots(recurrenceCopy(p), slot, head, HV, V, sVec, 2 * T, sDot, tileRows, tile0, tileEnd);
+    if (warp == 0) warpPrefix(sG, 1.f, sCum, nrec);
+    __syncthreads();
+    // coefficients: CK[s][j] = exp(cum_{h+s} - cum_j) kn_j . kn_{h+s} (j < h+s), CQ[s][j] (j <= h+s) with qn_s
+    for (int j = warp; j < nrec; j += kDecodeThreads / 32) {
+        float4 kn;
+        if (j < h) {
+            const float4 k = actVal4(p.ring_k, ((slotRec + (o + j) % Cap) * HK + hk) * K + 4 * lane, bf16);
+            const float ik = 1.f / sqrtf(warpSumF(k.x * k.x + k.y * k.y + k.z * k.z + k.w * k.w) + 1e-6f);
+            kn = make_float4(k.x * ik, k.y * ik, k.z * ik, k.w * ik);
+        } else {
+            kn = *reinterpret_cast<const float4*>(sVec + (j - h) * K + 4 * lane);
+        }
+        for (int s = (j > h ? j - h : 0); s < T; ++s) {
+            const float4 ks = *reinterpret_cast<const float4*>(sVec + s * K + 4 * lane);
+            const float4 qs = *reinterpret_cast<const float4*>(sVec + (T + s) * K + 4 * lane);
+            const float dk = warpSumF(kn.x * ks.x + kn.y * ks.y + kn.z * ks.z + kn.w * ks.w);
+            const float dq = warpSumF(kn.x * qs.x + kn.y * qs.y + kn.z * qs.z + kn.w * qs.w);
+            if (lane == 0) {
+                const float dec = expf(sCum[h + s] - sCum[j]);
+                sCK[s][j] = j < h + s ? dec * dk : 0.f;
+                sCQ[s][j] = dec * dq;
+            }
+        }
+    }
+    if (tid < T) sGam[tid] = expf(sCum[h + tid]);
+    __syncthreads();
+    // per state row: committed sums, then the draft solve (Eq. 10) and outputs (Eq. 11)
+    for (int row = tile0 + tid; row < tileEnd; row += kDecodeThreads) {
+        float accK[RSSM_DP_MAX_TOKENS], accQ[RSSM_DP_MAX_TOKENS], uD[RSSM_DP_MAX_TOKENS];
+#pragma unroll
+        for (int s = 0; s < RSSM_DP_MAX_TOKENS; ++s) accK[s] = accQ[s] = uD[s] = 0.f;
+        for (int j = 0; j < h; ++j) {
+            const float uj = fp16Value(static_cast<const uint16_t*>(p.ring_u)[((slotRec + (o + j) % Cap) * HV + head) * V + row]);
+#pragma unroll
+            for (int s = 0; s < RSSM_DP_MAX_TOKENS; ++s)
+                if (s < T) {
+                    accK[s] = fmaf(sCK[s][j], uj, accK[s]);
+                    accQ[s] = fmaf(sCQ[s][j], uj, accQ[s]);
+                }
+        }
+#pragma unroll
+        for (int s = 0; s < RSSM_DP_MAX_TOKENS; ++s) {
+            if (s >= T) break;
+            float kk = fmaf(sGam[s], sDot[s * tileRows + row - tile0], accK[s]);
+#pragma unroll
+            for (int t = 0; t < s; ++t) kk = fmaf(sCK[s][h + t], uD[t], kk);
+            const int64_t io = (((int64_t)b * T + s) * HV + head) * V + row;
+            const uint16_t vbits = static_cast<const uint16_t*>(p.v)[io];
+            const float vv = bf16 ? bf16Value(vbits) : fp16Value(vbits);
+            const float u = sBeta[s] * (vv - kk);
+            uD[s] = u;
+            float ov = fmaf(sGam[s], sDot[(T + s) * tileRows + row - tile0], accQ[s]);
+#pragma unroll
+            for (int t = 0; t <= s; ++t) ov = fmaf(sCQ[s][h + t], uD[t], ov);
+            out[io] = actBits(ov, bf16);
+            const int64_t rr = ((slotRec + (o + h + s) % Cap) * HV + head) * V + row;
+            static_cast<uint16_t*>(p.ring_u)[rr] = __half_as_ushort(__float2half_rn(u));
+            if (p.ring_v) static_cast<uint16_t*>(p.ring_v)[rr] = vbits;
+        }
+    }
+}
+
+}  // namespace dp
+}  // namespace rssm

@@ -1,0 +1,170 @@
+// Row-wise load / store of one checkpoint copy in any stored format, used by the flush and the codec
+// kernels. Layout: a warp owns whole state rows (N = 128 columns); lane l holds columns 4l..4l+3 as
+// one float4. Loads decode exactly (formats.md: value(code) * scale as one fp32 multiplication);
+// stores encode bit for bit like replayssm_trtllm/formats (RTN, or SR with Philox words).
+// Internal header (not part of the C ABI).
+#pragma once
+#include "common/rssm_common.h"
+#include "dual_precision/dp_codec.cuh"
+
+namespace rssm {
+namespace dp {
+
+constexpr int kRowN = 128;  // state columns (d_k) the row-wise kernels support
+constexpr unsigned kFullMask = 0xffffffffu;
+
+// One stored copy: payload with int64 strides (elements; bytes for fp8 / nvfp4 payloads), scale
+// tensors contiguous [S, H, P, N/128] fp32 (fp8) or [S, H, P, N/16] e4m3 bytes (nvfp4), global
+// scales [S, H] fp32 (nvfp4).
+struct CopyRef {
+    int fmt;
+    void* data;
+    int64_t sSlot, sHead, sRow;
+    void* scale;
+    float* gscale;
+};
+
+__device__ __forceinline__ int64_t rowScaleIndex(int slot, int head, int row, int H, int P, int perRow, int i) {
+    return (((int64_t)slot * H + head) * P + row) * perRow + i;
+}
+
+// Exact decode of columns 4*lane..4*lane+3 of one row.
+__device__ __forceinline__ float4 loadRowExact(const CopyRef& c, int slot, int head, int row, int H, int P, int lane) {
+    const int64_t off = (int64_t)slot * c.sSlot + (int64_t)head * c.sHead + (int64_t)row * c.sRow;
+    switch (c.fmt) {
+        case RSSM_DTYPE_FP32:
+            return *reinterpret_cast<const float4*>(static_cast<const float*>(c.data) + off + 4 * lane);
+        case RSSM_DTYPE_FP16:
+        case RSSM_DTYPE_BF16: {
+            const uint2 w = *reinterpret_cast<const uint2*>(static_cast<const uint16_t*>(c.data) + off + 4 * lane);
+            if (c.fmt == RSSM_DTYPE_FP16)
+                return make_float4(fp16Value(w.x & 0xffffu), fp16Value(w.x >> 16), fp16Value(w.y & 0xffffu),
+                                   fp16Value(w.y >> 16));
+            return make_float4(bf16Value(w.x & 0xffffu), bf16Value(w.x >> 16), bf16Value(w.y & 0xffffu),
+                               bf16Value(w.y >> 16));
+        }
+        case RSSM_DTYPE_FP8_E4M3: {
+            const uint32_t w = *reinterpret_cast<const uint32_t*>(static_cast<const uint8_t*>(c.data) + off + 4 * lane);
+            const float s = static_cast<const float*>(c.scale)[rowScaleIndex(slot, head, row, H, P, kRowN / 128,
+                                                                              (4 * lane) / 128)];
+            return make_float4(__fmul_rn(e4m3Value(w & 0xff), s), __fmul_rn(e4m3Value((w >> 8) & 0xff), s),
+                               __fmul_rn(e4m3Value((w >> 16) & 0xff), s), __fmul_rn(e4m3Value(w >> 24), s));
+        }
+        default: {  // NVFP4: 4 nibbles = 2 bytes at byte offset 2*lane of the row
+            const uint32_t w = *reinterpret_cast<const uint16_t*>(static_cast<const uint8_t*>(c.data) + off + 2 * lane);
+            const uint32_t bs = static_cast<const uint8_t*>(c.scale)[rowScaleIndex(slot, head, row, H, P, kRowN / 16,
+                                                                                 lane / 4)];
+            const float d = __fmul_rn(e4m3Value(bs), c.gscale[(int64_t)slot * H + head]);
+            return make_float4(__fmul_rn(e2m1Value(w & 0xf), d), __fmul_rn(e2m1Value((w >> 4) & 0xf), d),
+                               __fmul_rn(e2m1Value((w >> 8) & 0xf), d), __fmul_rn(e2m1Value((w >> 12) & 0xf), d));
+        }
+    }
+}
+
+__device__ __forceinline__ float warpAmaxNan(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = amaxNan(v, __shfl_xor_sync(kFullMask, v, o));
+    return v;
+}
+__device__ __forceinline__ float amax4(float4 v) {
+    return amaxNan(amaxNan(amaxNan(fabsf(v.x), v.y), v.z), v.w);
+}
+
+// Per-state NVFP4 global scale from the state amax (formats.md section 7): g (1 for zero /
+// underflow / non-finite states, for the arithmetic) and whether the state is finite.
+__device__ __forceinline__ float nvfp4Global(float amaxState, bool* finite) {
+    *finite = isfinite(amaxState);
+    float g = __fdiv_rn(amaxState, 2688.0f);
+    if (g == 0.f || !*finite) g = 1.f;
+    return g;
+}
+
+// Encode columns 4*lane..4*lane+3 of one row into copy c. All 32 lanes of the warp must call it
+// together (fp8 / nvfp4 reduce across lanes). e0: flat element index of column 4*lane in the
+// (slot, layer) state (SR counter); g, stateFinite: nvfp4 per-state global scale (nvfp4Global);
+// lane 0 of warp 0 of the CTA writes the global scale separately (writeNvfp4Global).
+__device__ __forceinline__ void storeRow(const CopyRef& c, int slot, int head, int row, int H, int P, int lane,
+                                         float4 v, bool sr, const SrKey& key, uint32_t e0, float g, bool stateFinite) {
+    const int64_t off = (int64_t)slot * c.sSlot + (int64_t)head * c.sHead + (int64_t)row * c.sRow;
+    uint4 w = make_uint4(0, 0, 0, 0);
+    if (sr && c.fmt != RSSM_DTYPE_FP32) w = srWords4(key, e0);
+    switch (c.fmt) {
+        case RSSM_DTYPE_FP32:
+            *reinterpret_cast<float4*>(static_cast<float*>(c.data) + off + 4 * lane) = v;
+            return;
+        case RSSM_DTYPE_FP16:
+        case RSSM_DTYPE_BF16: {
+            const bool h = c.fmt == RSSM_DTYPE_FP16;
+            const uint32_t c0 = h ? fp16Code(v.x, sr, w.x) : bf16Code(v.x, sr, w.x);
+            const uint32_t c1 = h ? fp16Code(v.y, sr, w.y) : bf16Code(v.y, sr, w.y);
+            const uint32_t c2 = h ? fp16Code(v.z, sr, w.z) : bf16Code(v.z, sr, w.z);
+            const uint32_t c3 = h ? fp16Code(v.w, sr, w.w) : bf16Code(v.w, sr, w.w);
+            *reinterpret_cast<uint2*>(static_cast<uint16_t*>(c.data) + off + 4 * lane) =
+                make_uint2(c0 | (c1 << 16), c2 | (c3 << 16));
+            return;
+        }
+        case RSSM_DTYPE_FP8_E4M3: {
+            const float amax = warpAmaxNan(amax4(v));  // one 128-block per row (N = 128)
+            const bool finite = isfinite(amax);
+            float s = __fdiv_rn(amax, 448.0f);
+            if (s == 0.f) s = 1.f;
+            uint32_t q = 0x7F7F7F7Fu;
+            if (finite) {
+                q = e4m3Code(__fdiv_rn(v.x, s), sr, w.x) | (e4m3Code(__fdiv_rn(v.y, s), sr, w.y) << 8) |
+                    (e4m3Code(__fdiv_rn(v.z, s), sr, w.z) << 16) | (e4m3Code(__fdiv_rn(v.w, s), sr, w.w) << 24);
+            } else {
+                s = __uint_as_float(0x7FC00000u);
+            }
+            *reinterpret_cast<uint32_t*>(static_cast<uint8_t*>(c.data) + off + 4 * lane) = q;
+            if (lane == 0) static_cast<float*>(c.scale)[rowScaleIndex(slot, head, row, H, P, 1, 0)] = s;
+            return;
+        }
+        default: {  // NVFP4: a 16-block is 4 consecutive lanes
+            float ab = amax4(v);
+            ab = amaxNan(ab, __shfl_xor_sync(kFullMask, ab, 1));
+            ab = amaxNan(ab, __shfl_xor_sync(kFullMask, ab, 2));
+            const float sixG = __fmul_rn(6.0f, g);
+            float r = __fdiv_rn(ab, sixG);
+            if (!isfinite(r)) r = 0.f;
+            uint32_t bs = e4m3Code(r, false, 0u);
+            const float d = __fmul_rn(e4m3Value(bs), g);
+            const bool zero = d == 0.f;
+            const float ds = zero ? 1.f : d;
+            const float ys[4] = {v.x, v.y, v.z, v.w};
+            const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
+            uint32_t packed = 0;
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                float y = __fdiv_rn(ys[i], ds);
+                if (y != y) y = 0.f;
+                uint32_t code = e2m1Code(y, sr, ws[i]);
+                if (zero || !stateFinite) code = 0;
+                packed |= code << (4 * i);
+            }
+            if (!stateFinite) bs = 0x7F;
+            *reinterpret_cast<uint16_t*>(static_cast<uint8_t*>(c.data) + off + 2 * lane) = (uint16_t)packed;
+            if ((lane & 3) == 0)
+                static_cast<uint8_t*>(c.scale)[rowScaleIndex(slot, head, row, H, P, kRowN / 16, lane / 4)] = (uint8_t)bs;
+            return;
+        }
+    }
+}
+
+__device__ __forceinline__ void writeNvfp4Global(const CopyRef& c, int slot, int head, int H, float g, bool finite) {
+    c.gscale[(int64_t)slot * H + head] = finite ? g : __uint_as_float(0x7FC00000u);
+}
+
+// NaN-propagating amax over a CTA (blockDim.x = 32 * nWarps <= 1024); every thread gets the result.
+__device__ __forceinline__ float ctaAmaxNan(float v, float* sScratch /*[32]*/) {
+    v = warpAmaxNan(v);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    __syncthreads();
+    if (lane == 0) sScratch[warp] = v;
+    __syncthreads();
+    float r = lane < nw ? sScratch[lane] : 0.f;
+    r = warpAmaxNan(r);
+    return r;
+}
+
+}  // namespace dp
+}  // namespace rssm

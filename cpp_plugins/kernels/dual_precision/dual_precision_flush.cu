@@ -1,0 +1,391 @@
+// DualPrecisionFlush kernels (Algorithms 3 and 6, flush part) and the state codec launcher.
+// One CTA of 256 threads per (decode row, state head); warp w owns state rows w, w + 8, ...; lane l
+// holds columns 4l..4l+3 (N = 128). Non-flushing rows exit at once (paper App. D.2).
+#include <cuda_runtime.h>
+
+#include "dual_precision/dp_state_io.cuh"
+#include "dual_precision/dual_precision.h"
+#include "dual_precision/dual_precision_flush.h"
+
+namespace rssm {
+namespace dp {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr int kMaxRec = 64 + 1;  // records a flush folds: standard h + 1 <= L, speculative h <= L
+
+__device__ __forceinline__ float actF(const void* base, int64_t i, bool bf16) {
+    const uint16_t r = static_cast<const uint16_t*>(base)[i];
+    return bf16 ? bf16Value(r) : fp16Value(r);
+}
+__device__ __forceinline__ float4 act4(const void* base, int64_t i, bool bf16) {
+    const uint2 w = *reinterpret_cast<const uint2*>(static_cast<const uint16_t*>(base) + i);
+    if (bf16) return make_float4(bf16Value(w.x & 0xffffu), bf16Value(w.x >> 16), bf16Value(w.y & 0xffffu),
+                                 bf16Value(w.y >> 16));
+    return make_float4(fp16Value(w.x & 0xffffu), fp16Value(w.x >> 16), fp16Value(w.y & 0xffffu), fp16Value(w.y >> 16));
+}
+
+struct FlushCopies {
+    CopyRef hp, lp;
+    bool shared;  // ckpt_hp == NULL: one copy (lp) read and written with `rounding`
+};
+
+__device__ __forceinline__ FlushCopies flushCopies(const DualPrecisionFlushParams& p) {
+    FlushCopies c;
+    c.shared = p.ckpt_hp == nullptr;
+    c.hp = CopyRef{p.recurrence_dtype, p.ckpt_hp, p.stride_hp_slot, p.stride_hp_head, p.stride_hp_row,
+                   p.ckpt_hp_scale, nullptr};
+    c.lp = CopyRef{p.read_dtype, p.ckpt_lp, p.stride_lp_slot, p.stride_lp_head, p.stride_lp_row, p.ckpt_lp_scale,
+                   p.ckpt_lp_gscale};
+    return c;
+}
+
+// Flush predicate of row b from the pre-step cursors; writes `flushed` (head 0 CTA). Returns the
+// number of folded records, or -1 when the row does not flush (or is padding / invalid).
+__device__ __forceinline__ int flushPlan(const DualPrecisionFlushParams& p, int b, int* slotOut, int* originOut) {
+    const int slot = p.state_batch_indices ? p.state_batch_indices[b] : b;
+    const bool lead = blockIdx.x == 0 && threadIdx.x == 0;
+    if (slot < 0 || slot >= p.num_slots) {
+        if (lead && p.flushed) p.flushed[b] = -1;
+        return -1;
+    }
+    const int o = p.ring_origin[slot], h = p.ring_len[slot];
+    const int T = p.num_tokens, L = p.window, Cap = p.ring_capacity;
+    const bool valid = o >= 0 && o < Cap && h >= 0 && (p.mode == 0 ? h <= L - 1 : h <= L) && h + T <= Cap;
+    const bool flush = valid && (p.mode == 0 ? h + 1 == L : h + T > L);
+    if (lead && p.flushed) p.flushed[b] = flush ? 1 : 0;
+    *slotOut = slot;
+    *originOut = o;
+    return flush ? (p.mode == 0 ? h + 1 : h) : -1;
+}
+
+// Cast the fp32 accumulator rows S into both copies (independently) and store them.
+template <int RPW>
+__device__ __forceinline__ void castAndStore(const DualPrecisionFlushParams& p, const FlushCopies& cp, int slot,
+                                             int b, int head, const float4 (&S)[RPW], float* sScratch) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int H = p.nheads, P = p.headdim;
+    SrKey key;
+    key.slot = (uint32_t)slot;
+    key.layer = (uint32_t)p.layer_index;
+    key.flush = p.flush_index ? (uint32_t)p.flush_index[b] : 0u;
+    key.k0 = p.seed_lo;
+    key.k1 = p.seed_hi;
+    const bool sr = p.rounding == RSSM_ROUNDING_SR;
+    float g = 1.f;
+    bool finite = true;
+    if (cp.lp.fmt == RSSM_DTYPE_NVFP4) {
+        float a = 0.f;
+#pragma unroll
+        for (int r = 0; r < RPW; ++r)
+            if (warp + kWarps * r < P) a = amaxNan(a, amax4(S[r]));
+        g = nvfp4Global(ctaAmaxNan(a, sScratch), &finite);
+        if (threadIdx.x == 0) writeNvfp4Global(cp.lp, slot, head, H, g, finite);
+    }
+    const uint32_t eHead = (uint32_t)head * (uint32_t)P * kRowN;
+#pragma unroll
+    for (int r = 0; r < RPW; ++r) {
+        const int row = warp + kWarps * r;
+        if (row >= P) break;  // warp-uniform
+        const uint32_t e0 = eHead + (uint32_t)row * kRowN + 4u * lane;
+        if (!cp.shared) storeRow(cp.hp, slot, head, row, H, P, lane, S[r], sr, key, e0, 1.f, true);
+        storeRow(cp.lp, slot, head, row, H, P, lane, S[r], cp.shared ? sr : false, key, e0, g, finite);
+    }
+}
+
+template <int RPW>
+__global__ void __launch_bounds__(kThreads) mamba2FlushKernel(const DualPrecisionFlushParams p) {
+    const int head = blockIdx.x, b = blockIdx.y;
+    int slot = 0, o = 0;
+    const int nf = flushPlan(p, b, &slot, &o);
+    if (nf < 0) return;
+    __shared__ float sFw[kMaxRec];
+    __shared__ float sScratch[32];
+    __shared__ float sGam;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int H = p.nheads, P = p.headdim, G = p.ngroups, Cap = p.ring_capacity;
+    const int grp = head / (H / G);
+    const bool bf16 = p.act_dtype == RSSM_DTYPE_BF16;
+    const FlushCopies cp = flushCopies(p);
+    const CopyRef& src = cp.shared ? cp.lp : cp.hp;
+    float4 S[RPW];
+#pragma unroll
+    for (int r = 0; r < RPW; ++r) {
+        const int row = warp + kWarps * r;
+        S[r] = row < P ? loadRowExact(src, slot, head, row, H, P, lane) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    // fold weights: cum_j = sum_{i <= j} dt_i A;  S' = exp(cum_{nf-1}) S + sum_j exp(cum_{nf-1} - cum_j) dt_j x_j B_j^T
+    if (warp == 0) {
+        const float A = p.A[head];
+        float carry = 0.f;
+        float dts[3], cums[3];
+#pragma unroll
+        for (int c = 0; c < 3; ++c) {
+            const int j = c * 32 + lane;
+            const float dt = j < nf ? p.ring_dt[((int64_t)slot * Cap + (o + j) % Cap) * H + head] : 0.f;
+            float v = dt * A;
+#pragma unroll
+            for (int off = 1; off < 32; off <<= 1) {
+                const float t = __shfl_up_sync(kFullMask, v, off);
+                if (lane >= off) v += t;
+            }
+            v += carry;
+            carry = __shfl_sync(kFullMask, v, 31);
+            dts[c] = dt;
+            cums[c] = v;
+        }
+        const float last = nf > 0 ? __shfl_sync(kFullMask, cums[(nf - 1) / 32], (nf - 1) & 31) : 0.f;
+#pragma unroll
+        for (int c = 0; c < 3; ++c) {
+            const int j = c * 32 + lane;
+            if (j < nf) sFw[j] = expf(last - cums[c]) * dts[c];
+        }
+        if (lane == 0) sGam = expf(last);
+    }
+    __syncthreads();
+    const float gam = sGam;
+#pragma unroll
+    for (int r = 0; r < RPW; ++r) S[r] = make_float4(S[r].x * gam, S[r].y * gam, S[r].z * gam, S[r].w * gam);
+    for (int j = 0; j < nf; ++j) {
+        const int64_t rec = (int64_t)slot * Cap + (o + j) % Cap;
+        const float4 Bj = act4(p.ring_B, (rec * G + grp) * kRowN + 4 * lane, bf16);
+        const float fw = sFw[j];
+#pragma unroll
+        for (int r = 0; r < RPW; ++r) {
+            const int row = warp + kWarps * r;
+            if (row < P) {
+                const float xw = fw * actF(p.ring_x, (rec * H + head) * P + row, bf16);
+                S[r].x = fmaf(xw, Bj.x, S[r].x);
+                S[r].y = fmaf(xw, Bj.y, S[r].y);
+                S[r].z = fmaf(xw, Bj.z, S[r].z);
+                S[r].w = fmaf(xw, Bj.w, S[r].w);
+            }
+        }
+    }
+    castAndStore<RPW>(p, cp, slot, b, head, S, sScratch);
+}
+
+template <int RPW>
+__global__ void __launch_bounds__(kThreads) gdnFlushKernel(const DualPrecisionFlushParams p) {
+    const int head = blockIdx.x, b = blockIdx.y;
+    int slot = 0, o = 0;
+    const int nf = flushPlan(p, b, &slot, &o);
+    if (nf < 0) return;
+    __shared__ __align__(16) float sKn[kMaxRec][kRowN];
+    __shared__ float sAlpha[kMaxRec], sBeta[kMaxRec];
+    __shared__ float sScratch[32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int HV = p.nheads, V = p.headdim, HK = p.ngroups, Cap = p.ring_capacity;
+    const int hk = head / (HV / HK);
+    const bool bf16 = p.act_dtype == RSSM_DTYPE_BF16;
+    const FlushCopies cp = flushCopies(p);
+    const CopyRef& src = cp.shared ? cp.lp : cp.hp;
+    float4 S[RPW];
+#pragma unroll
+    for (int r = 0; r < RPW; ++r) {
+        const int row = warp + kWarps * r;
+        S[r] = row < V ? loadRowExact(src, slot, head, row, HV, V, lane) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    // records: normalized keys, decays, betas (raw v is read per row below)
+    for (int j = warp; j < nf; j += kWarps) {
+        const int64_t rec = (int64_t)slot * Cap + (o + j) % Cap;
+        const float4 k = act4(p.ring_k, (rec * HK + hk) * kRowN + 4 * lane, bf16);
+        float ss = k.x * k.x + k.y * k.y + k.z * k.z + k.w * k.w;
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(kFullMask, ss, off);
+        const float inv = 1.f / sqrtf(ss + 1e-6f);
+        *reinterpret_cast<float4*>(&sKn[j][4 * lane]) = make_float4(k.x * inv, k.y * inv, k.z * inv, k.w * inv);
+        if (lane == 0) {
+            sAlpha[j] = expf(p.ring_g[rec * HV + head]);
+            sBeta[j] = p.ring_beta[rec * HV + head];
+        }
+    }
+    __syncthreads();
+    // re-derive u_j = beta_j (v_j - alpha_j S_{j-1} kn_j) on the high-precision path, then fold
+    for (int j = 0; j < nf; ++j) {
+        const int64_t rec = (int64_t)slot * Cap + (o + j) % Cap;
+        const float4 kn = *reinterpret_cast<const float4*>(&sKn[j][4 * lane]);
+        const float alpha = sAlpha[j], beta = sBeta[j];
+        float dot[RPW];
+#pragma unroll
+        for (int r = 0; r < RPW; ++r) dot[r] = S[r].x * kn.x + S[r].y * kn.y + S[r].z * kn.z + S[r].w * kn.w;
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1)
+#pragma unroll
+            for (int r = 0; r < RPW; ++r) dot[r] += __shfl_xor_sync(kFullMask, dot[r], off);
+#pragma unroll
+        for (int r = 0; r < RPW; ++r) {
+            const int row = warp + kWarps * r;
+            if (row < V) {
+                const float v = actF(p.ring_v, (rec * HV + head) * V + row, bf16);
+                const float u = beta * (v - alpha * dot[r]);
+                S[r].x = fmaf(alpha, S[r].x, u * kn.x);
+                S[r].y = fmaf(alpha, S[r].y, u * kn.y);
+                S[r].z = fmaf(alpha, S[r].z, u * kn.z);
+                S[r].w = fmaf(alpha, S[r].w, u * kn.w);
+            }
+        }
+    }
+    castAndStore<RPW>(p, cp, slot, b, head, S, sScratch);
+}
+
+// ----------------------------------------------------------------------------------- codec
+template <int RPW>
+__global__ void __launch_bounds__(kThreads) codecKernel(const DualPrecisionCodecParams p) {
+    const int head = blockIdx.x, s = blockIdx.y;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int H = p.nheads, P = p.headdim;
+    __shared__ float sScratch[32];
+    const int64_t sRow = p.fmt == RSSM_DTYPE_NVFP4 ? kRowN / 2 : kRowN;
+    const CopyRef c{p.fmt, p.data, sRow * P * H, sRow * P, sRow, p.scale, p.gscale};
+    float* x = p.x;
+    if (p.direction == 1) {
+        for (int r = 0; r < RPW; ++r) {
+            const int row = warp + kWarps * r;
+            if (row >= P) break;
+            const float4 v = loadRowExact(c, s, head, row, H, P, lane);
+            *reinterpret_cast<float4*>(x + (((int64_t)s * H + head) * P + row) * kRowN + 4 * lane) = v;
+        }
+        return;
+    }
+    float4 S[RPW];
+#pragma unroll
+    for (int r = 0; r < RPW; ++r) {
+        const int row = warp + kWarps * r;
+        S[r] = row < P ? *reinterpret_cast<const float4*>(x + (((int64_t)s * H + head) * P + row) * kRowN + 4 * lane)
+                       : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    SrKey key;
+    key.slot = p.slot_ids ? (uint32_t)p.slot_ids[s] : (uint32_t)s;
+    key.layer = (uint32_t)p.layer_index;
+    key.flush = p.flush_index ? (uint32_t)p.flush_index[s] : 0u;
+    key.k0 = p.seed_lo;
+    key.k1 = p.seed_hi;
+    const bool sr = p.rounding == RSSM_ROUNDING_SR;
+    float g = 1.f;
+    bool finite = true;
+    if (p.fmt == RSSM_DTYPE_NVFP4) {
+        float a = 0.f;
+#pragma unroll
+        for (int r = 0; r < RPW; ++r)
+            if (warp + kWarps * r < P) a = amaxNan(a, amax4(S[r]));
+        g = nvfp4Global(ctaAmaxNan(a, sScratch), &finite);
+        if (threadIdx.x == 0) writeNvfp4Global(c, s, head, H, g, finite);
+    }
+    const uint32_t eHead = (uint32_t)head * (uint32_t)P * kRowN;
+#pragma unroll
+    for (int r = 0; r < RPW; ++r) {
+        const int row = warp + kWarps * r;
+        if (row >= P) break;
+        storeRow(c, s, head, row, H, P, lane, S[r], sr, key, eHead + (uint32_t)row * kRowN + 4u * lane, g, finite);
+    }
+}
+
+bool isStoredFmt(int f) {
+    return f == RSSM_DTYPE_FP32 || f == RSSM_DTYPE_FP16 || f == RSSM_DTYPE_BF16 || f == RSSM_DTYPE_FP8_E4M3 ||
+           f == RSSM_DTYPE_NVFP4;
+}
+
+bool aligned(const void* p, int a) { return (reinterpret_cast<uintptr_t>(p) % a) == 0; }
+
+}  // namespace
+}  // namespace dp
+}  // namespace rssm
+
+using namespace rssm;
+using namespace rssm::dp;
+
+extern "C" int rssm_dual_precision_flush_launch(const DualPrecisionFlushParams* p, cudaStream_t stream) {
+    const char* op = "DualPrecisionFlush";
+    if (!p) return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: params is NULL", op);
+    if (p->family != RSSM_FAMILY_MAMBA2 && p->family != RSSM_FAMILY_GDN)
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: family must be 0 (mamba2) or 1 (gdn); got %d", op, p->family);
+    if (p->batch < 0 || p->num_slots < 1 || p->nheads < 1 || p->ngroups < 1 || p->nheads % p->ngroups)
+        return setError(RSSM_ERR_INVALID_ARGUMENT,
+                        "%s: need batch >= 0, num_slots >= 1, nheads a positive multiple of ngroups; got batch=%d "
+                        "num_slots=%d nheads=%d ngroups=%d", op, p->batch, p->num_slots, p->nheads, p->ngroups);
+    if (p->dstate != kRowN)
+        return setError(RSSM_ERR_UNSUPPORTED, "%s: dstate (N / K) must be %d; got %d", op, kRowN, p->dstate);
+    if (p->headdim < 1 || p->headdim > 128)
+        return setError(RSSM_ERR_UNSUPPORTED, "%s: headdim (P / V) must be in [1, 128]; got %d", op, p->headdim);
+    if (p->window < 1 || p->window > 64)
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: window must be in [1, 64]; got %d", op, p->window);
+    if (p->mode != 0 && p->mode != 1)
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: mode must be 0 or 1; got %d", op, p->mode);
+    if (p->num_tokens < 1 || p->num_tokens > 8 || (p->mode == 0 && p->num_tokens != 1))
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: num_tokens must be 1 (standard) or in [1, 8] (speculative); "
+                        "got %d in mode %d", op, p->num_tokens, p->mode);
+    const int need = p->mode == 0 ? p->window : p->window + p->num_tokens;
+    if (p->ring_capacity < need)
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: ring_capacity must be >= %d; got %d", op, need,
+                        p->ring_capacity);
+    if (p->act_dtype != RSSM_DTYPE_FP16 && p->act_dtype != RSSM_DTYPE_BF16)
+        return setError(RSSM_ERR_UNSUPPORTED, "%s: act_dtype must be FP16 (1) or BF16 (2); got %d", op, p->act_dtype);
+    const bool shared = p->ckpt_hp == nullptr;
+    if (!shared && p->recurrence_dtype != RSSM_DTYPE_FP32 && p->recurrence_dtype != RSSM_DTYPE_FP16 &&
+        p->recurrence_dtype != RSSM_DTYPE_BF16 && p->recurrence_dtype != RSSM_DTYPE_FP8_E4M3)
+        return setError(RSSM_ERR_UNSUPPORTED, "%s: recurrence_dtype must be FP32/FP16/BF16/FP8_E4M3; got %d", op,
+                        p->recurrence_dtype);
+    if (!isStoredFmt(p->read_dtype))
+        return setError(RSSM_ERR_UNSUPPORTED, "%s: read_dtype must be FP32/FP16/BF16/FP8_E4M3/NVFP4; got %d", op,
+                        p->read_dtype);
+    if (p->rounding != RSSM_ROUNDING_RTN && p->rounding != RSSM_ROUNDING_SR)
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: rounding must be 0 (RTN) or 1 (SR); got %d", op, p->rounding);
+    if (!p->ring_origin || !p->ring_len || !p->ckpt_lp)
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: ring_origin, ring_len and ckpt_lp are required", op);
+    if (!shared && p->recurrence_dtype == RSSM_DTYPE_FP8_E4M3 && !p->ckpt_hp_scale)
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: ckpt_hp_scale is required for an fp8_e4m3 recurrence copy", op);
+    if ((p->read_dtype == RSSM_DTYPE_FP8_E4M3 || p->read_dtype == RSSM_DTYPE_NVFP4) && !p->ckpt_lp_scale)
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: ckpt_lp_scale is required for read_dtype %d", op, p->read_dtype);
+    if (p->read_dtype == RSSM_DTYPE_NVFP4 && !p->ckpt_lp_gscale)
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: ckpt_lp_gscale is required for an nvfp4 read copy", op);
+    if (p->family == RSSM_FAMILY_MAMBA2 && (!p->A || !p->ring_dt || !p->ring_x || !p->ring_B))
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: mamba2 needs A, ring_dt, ring_x and ring_B", op);
+    if (p->family == RSSM_FAMILY_GDN && (!p->ring_g || !p->ring_k || !p->ring_beta || !p->ring_v))
+        return setError(RSSM_ERR_INVALID_ARGUMENT,
+                        "%s: gdn needs the two-precision records ring_g, ring_k, ring_beta and ring_v", op);
+    if (!aligned(p->ckpt_lp, 16) || (!shared && !aligned(p->ckpt_hp, 16)))
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: checkpoint copies must be 16-byte aligned", op);
+    if (p->batch == 0) return RSSM_OK;
+    const dim3 grid(p->nheads, p->batch);
+    const bool small = p->headdim <= 64;
+    if (p->family == RSSM_FAMILY_MAMBA2) {
+        if (small) mamba2FlushKernel<8><<<grid, kThreads, 0, stream>>>(*p);
+        else mamba2FlushKernel<16><<<grid, kThreads, 0, stream>>>(*p);
+    } else {
+        if (small) gdnFlushKernel<8><<<grid, kThreads, 0, stream>>>(*p);
+        else gdnFlushKernel<16><<<grid, kThreads, 0, stream>>>(*p);
+    }
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return setError(RSSM_ERR_CUDA, "%s: launch failed: %s", op, cudaGetErrorString(e));
+    return RSSM_OK;
+}
+
+extern "C" int rssm_dual_precision_codec_launch(const DualPrecisionCodecParams* p, cudaStream_t stream) {
+    const char* op = "DualPrecisionCodec";
+    if (!p) return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: params is NULL", op);
+    if (p->direction != 0 && p->direction != 1)
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: direction must be 0 (encode) or 1 (decode); got %d", op,
+                        p->direction);
+    if (!isStoredFmt(p->fmt)) return setError(RSSM_ERR_UNSUPPORTED, "%s: unknown fmt %d", op, p->fmt);
+    if (p->dstate != kRowN)
+        return setError(RSSM_ERR_UNSUPPORTED, "%s: dstate must be %d; got %d", op, kRowN, p->dstate);
+    if (p->headdim < 1 || p->headdim > 128 || p->nheads < 1 || p->num_states < 0)
+        return setError(RSSM_ERR_UNSUPPORTED, "%s: need headdim in [1, 128], nheads >= 1, num_states >= 0; got "
+                        "headdim=%d nheads=%d num_states=%d", op, p->headdim, p->nheads, p->num_states);
+    if (!p->x || !p->data || ((p->fmt == RSSM_DTYPE_FP8_E4M3 || p->fmt == RSSM_DTYPE_NVFP4) && !p->scale) ||
+        (p->fmt == RSSM_DTYPE_NVFP4 && !p->gscale))
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: x, data (and scale / gscale for fp8 / nvfp4) are required", op);
+    if (!aligned(p->x, 16) || !aligned(p->data, 16))
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: x and data must be 16-byte aligned", op);
+    if (p->rounding != RSSM_ROUNDING_RTN && p->rounding != RSSM_ROUNDING_SR)
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: rounding must be 0 or 1; got %d", op, p->rounding);
+    if (p->num_states == 0) return RSSM_OK;
+    const dim3 grid(p->nheads, p->num_states);
+    if (p->headdim <= 64) codecKernel<8><<<grid, kThreads, 0, stream>>>(*p);
+    else codecKernel<16><<<grid, kThreads, 0, stream>>>(*p);
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return setError(RSSM_ERR_CUDA, "%s: launch failed: %s", op, cudaGetErrorString(e));
+    return RSSM_OK;
+}

@@ -1,0 +1,93 @@
+"""GPU parity of the kernels' device codec (cpp_plugins/kernels/dual_precision/dp_codec.cuh) with the torch
+reference codec (replayssm_trtllm/formats): identical bytes for RTN and for SR with the same Philox key,
+identical decoded floats (docs/formats.md)."""
+import pytest
+import torch
+
+from replayssm_trtllm.formats import PhiloxKey, decode, encode
+from replayssm_trtllm.formats.codec import EncodedState
+
+pytestmark = pytest.mark.gpu
+
+FMTS = ["fp16", "bf16", "fp8_e4m3", "nvfp4"]
+
+
+def _states(S=3, H=2, P=64, N=128, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = (torch.randn(S, H, P, N, generator=g) * torch.exp2(torch.randint(-12, 12, (S, H, P, 1), generator=g).float()))
+    x[0, 0, 3] = 0.0                                   # zero rows / blocks
+    x[0, 0, 4, :16] = -0.0
+    x[0, 1, 5, 7] = 1e-30                              # fp16/e4m3 underflow, fp32 subnormal scales
+    x[1, 0, 6, :] = torch.linspace(-70000, 70000, N)   # fp16 overflow
+    x[1, 1, 2, 9] = float("nan")                       # non-finite block / state
+    x[2, 0, 1, 0] = float("inf")
+    x[2, 1] *= 1e-38                                   # tiny state (nvfp4 global-scale underflow)
+    return x.float().contiguous()
+
+
+def _bits(t):
+    if t is None:
+        return None
+    t = t.contiguous().cpu()
+    if t.dtype == torch.float32:
+        return t.view(torch.int32)
+    if t.dtype in (torch.float16, torch.bfloat16):
+        return t.view(torch.int16)
+    return t
+
+
+@pytest.mark.parametrize("rounding", ["rtn", "sr"])
+@pytest.mark.parametrize("fmt", FMTS)
+def test_encode_bit_exact(fmt, rounding):
+    from replayssm_trtllm.ops.dual_precision import state_encode
+    x = _states()
+    S = x.shape[0]
+    seed, layer = 0x1234_5678_9ABC_DEF0, 7
+    slot_ids = torch.tensor([5, 0, 2**31 - 1], dtype=torch.int32)
+    flush_index = torch.tensor([0, 3, 123456], dtype=torch.int32)
+    got = state_encode(x.cuda(), fmt, rounding, seed, layer, slot_ids.cuda(), flush_index.cuda())
+    torch.cuda.synchronize()
+    for s in range(S):
+        key = PhiloxKey(seed, int(slot_ids[s]), layer, int(flush_index[s])) if rounding == "sr" else None
+        ref = encode(x[s], fmt, rounding, key=key)
+        assert torch.equal(_bits(got.data[s]), _bits(ref.data)), f"{fmt}/{rounding}: payload of state {s} differs"
+        if ref.scale is not None:
+            assert torch.equal(_bits(got.scale[s]), _bits(ref.scale)), f"{fmt}/{rounding}: scales of state {s} differ"
+        if ref.global_scale is not None:
+            assert torch.equal(_bits(got.gscale[s]), _bits(ref.global_scale)), f"{fmt}: global scale of state {s}"
+
+
+@pytest.mark.sanitize
+def test_encode_small_sanitize():
+    from replayssm_trtllm.ops.dual_precision import state_decode, state_encode
+    x = _states(S=1, H=1, P=8)
+    for fmt in FMTS:
+        c = state_encode(x.cuda(), fmt, "sr", 1, 0)
+        state_decode(c)
+    torch.cuda.synchronize()
+
+
+@pytest.mark.parametrize("fmt", FMTS)
+def test_decode_bit_exact(fmt):
+    from replayssm_trtllm.ops.dual_precision import StateCopy, state_decode
+    g = torch.Generator().manual_seed(1)
+    S, H, P, N = 2, 3, 16, 128
+    c = StateCopy.empty(fmt, S, H, P, N, "cpu")
+    if c.data.dtype == torch.uint8:
+        c.data.copy_(torch.randint(0, 256, c.data.shape, generator=g, dtype=torch.int64).to(torch.uint8))
+    else:
+        bits = torch.randint(-32768, 32768, c.data.shape, generator=g, dtype=torch.int64).to(torch.int16)
+        c.data.copy_(bits.view(c.data.dtype))
+    if fmt == "fp8_e4m3":
+        c.scale.copy_(torch.randn(c.scale.shape, generator=g) * 1e-3)
+    if fmt == "nvfp4":
+        c.scale.copy_(torch.randint(0, 256, c.scale.shape, generator=g, dtype=torch.int64).to(torch.uint8))
+        c.gscale.copy_(torch.rand(S, H, generator=g) * 1e-2)
+    dev = StateCopy(fmt, c.data.cuda(), None if c.scale is None else c.scale.cuda(),
+                    None if c.gscale is None else c.gscale.cuda())
+    got = state_decode(dev).cpu()
+    for s in range(S):
+        ref = decode(EncodedState(fmt, (H, P, N), c.data[s], None if c.scale is None else c.scale[s],
+                                  None if c.gscale is None else c.gscale[s]))
+        same = (got[s].view(torch.int32) == ref.view(torch.int32)) | (torch.isnan(got[s]) & torch.isnan(ref))
+        assert bool(same.all()), f"{fmt}: decode of state {s} differs in {int((~same).sum())} elements"

@@ -1,0 +1,183 @@
+"""GPU tests of the dual-precision decode + flush kernels (Algorithms 3 and 6) against the float64
+reference caches (replayssm_trtllm/reference, two_precision=True), and bit-exactness of the flush casts."""
+import pytest
+import torch
+
+from replayssm_trtllm.formats import PhiloxKey, encode, quantize_dequantize
+from replayssm_trtllm.reference import GdnReplayCacheRef, Mamba2ReplayCacheRef, cast_quantizer
+from replayssm_trtllm.reference.testing import (random_gdn_inputs, random_gdn_layer, random_mamba2_inputs,
+                                                random_mamba2_layer, random_state)
+
+pytestmark = pytest.mark.gpu
+
+# relative RMS tolerance of outputs per read format (fp16 activations; nvfp4 / fp8 allow rare one-code
+# differences of the read copy, whose fp32 accumulator differs from the float64 reference in the last bits)
+OUT_TOL = {"fp32": 3e-3, "fp16": 4e-3, "fp8_e4m3": 1.5e-2, "nvfp4": 3e-2}
+STATE_TOL = 2e-4  # fp32 recurrence checkpoint vs float64
+
+
+def _rel_rms(a, b):
+    a, b = a.double().cpu(), b.double().cpu()
+    return float((a - b).norm() / b.norm().clamp(min=1e-30))
+
+
+def _qlp(fmt):
+    if fmt == "fp32":
+        return lambda S: S.float().double()
+    return lambda S: quantize_dequantize(S.float().contiguous(), fmt).double()
+
+
+def _h(t):  # the fp16 value of an input, as the reference sees it
+    return t.half().double()
+
+
+# per-step cursor phases: slots start at different h (continuous batching), plus one padding row
+def _schedule(S, window, mode, T):
+    return torch.tensor(list(range(S)) + [-1], dtype=torch.int32)
+
+
+@pytest.mark.parametrize("read_fmt", ["fp32", "fp16", "fp8_e4m3", "nvfp4"])
+@pytest.mark.parametrize("mode,T", [(0, 1), (1, 3)], ids=["standard", "spec-T3"])
+def test_mamba2_vs_reference(read_fmt, mode, T):
+    from replayssm_trtllm.ops.dual_precision import Mamba2DualPrecisionCache
+    S, H, P, N, G, L, steps = 3, 4, 64, 128, 2, 4, 7
+    g = torch.Generator().manual_seed(3)
+    layer = random_mamba2_layer(H, g)
+    ref = Mamba2ReplayCacheRef(S, H, P, N, G, L, T, "speculative" if mode else "standard", two_precision=True,
+                               quant_hp=lambda X: X.float().double(), quant_lp=_qlp(read_fmt))
+    dev = Mamba2DualPrecisionCache(S, H, P, G, L, T, mode, read_fmt, "fp32", act_dtype=torch.float16)
+    pre = random_state((S, H, P, N), g)
+    ref.reset(list(range(S)), pre)
+    dev.reset(pre.float().cuda())
+    sbi = _schedule(S, L, mode, T)
+    A, D, dtb = (layer[k].float().cuda() for k in ("A", "D", "dt_bias"))
+    for step in range(steps):
+        inp = random_mamba2_inputs(sbi.shape[0], T, H, P, N, G, g)
+        x, dtr, Bm, Cm, z = (inp[k].half() for k in ("x", "dt_raw", "Bm", "Cm", "z"))
+        y_ref = ref.step(sbi, _h(x), dtr.float(), _h(Bm), _h(Cm), layer["A"], layer["D"], layer["dt_bias"], _h(z))
+        y = dev.step(sbi.cuda(), x.cuda(), dtr.float().cuda(), Bm.cuda(), Cm.cuda(), A, D, dtb, z.cuda())
+        acc = torch.randint(1, T + 1, (sbi.shape[0],), generator=g, dtype=torch.int32) if mode else None
+        ref.commit(sbi, acc)
+        dev.commit(sbi.cuda(), None if acc is None else acc.cuda(), T)
+        valid = sbi >= 0
+        err = _rel_rms(y.cpu()[valid], y_ref[valid])
+        assert err < OUT_TOL[read_fmt], f"step {step}: y rel RMS {err:.2e} >= {OUT_TOL[read_fmt]}"
+    assert torch.equal(dev.ring_len.cpu().long(), ref.cursors.ring_len.long())
+    err = _rel_rms(dev.read_state("hp").cpu(), ref.ckpt)
+    assert err < STATE_TOL, f"recurrence checkpoint rel RMS {err:.2e}"
+
+
+@pytest.mark.parametrize("read_fmt", ["fp32", "fp16", "fp8_e4m3", "nvfp4"])
+@pytest.mark.parametrize("mode,T", [(0, 1), (1, 2)], ids=["standard", "spec-T2"])
+def test_gdn_vs_reference(read_fmt, mode, T):
+    from replayssm_trtllm.ops.dual_precision import GdnDualPrecisionCache
+    S, H, HV, K, V, L, steps = 3, 2, 4, 128, 64, 3, 6
+    g = torch.Generator().manual_seed(5)
+    layer = random_gdn_layer(HV, g)
+    ref = GdnReplayCacheRef(S, H, HV, K, V, L, T, "speculative" if mode else "standard", two_precision=True,
+                            u_round=cast_quantizer(torch.float16), quant_hp=lambda X: X.float().double(),
+                            quant_lp=_qlp(read_fmt))
+    dev = GdnDualPrecisionCache(S, H, HV, V, L, T, mode, read_fmt, "fp32", act_dtype=torch.float16)
+    pre = random_state((S, HV, V, K), g)
+    ref.reset(list(range(S)), pre)
+    dev.reset(pre.float().cuda())
+    sbi = _schedule(S, L, mode, T)
+    A_log, dtb = layer["A_log"].float().cuda(), layer["dt_bias"].float().cuda()
+    for step in range(steps):
+        inp = random_gdn_inputs(sbi.shape[0], T, H, HV, K, V, g)
+        q, k, v, a, b = (inp[n].half() for n in ("q", "k", "v", "a", "b"))
+        o_ref = ref.step(sbi, _h(q), _h(k), _h(v), _h(a), _h(b), layer["A_log"], layer["dt_bias"])
+        o = dev.step(sbi.cuda(), q.cuda(), k.cuda(), v.cuda(), a.cuda(), b.cuda(), A_log, dtb)
+        acc = torch.randint(1, T + 1, (sbi.shape[0],), generator=g, dtype=torch.int32) if mode else None
+        ref.commit(sbi, acc)
+        dev.commit(sbi.cuda(), None if acc is None else acc.cuda(), T)
+        valid = sbi >= 0
+        err = _rel_rms(o.cpu()[valid], o_ref[valid])
+        assert err < OUT_TOL[read_fmt], f"step {step}: o rel RMS {err:.2e} >= {OUT_TOL[read_fmt]}"
+    err = _rel_rms(dev.read_state("hp").cpu(), ref.ckpt)
+    assert err < STATE_TOL, f"recurrence checkpoint rel RMS {err:.2e}"
+
+
+def _bits(t):
+    t = t.contiguous().cpu()
+    return t.view(torch.int32) if t.dtype == torch.float32 else t.view(torch.int16) if t.element_size() == 2 else t
+
+
+@pytest.mark.parametrize("family", ["mamba2", "gdn"])
+@pytest.mark.parametrize("read_fmt", ["fp16", "fp8_e4m3", "nvfp4"])
+def test_flush_casts_are_independent_and_bit_exact(family, read_fmt):
+    """Two caches fed identically, one with an fp32 recurrence copy, one with fp16+SR: after a flush the
+    fp16 copy equals encode(fp32 accumulator, 'fp16', 'sr', key) and the read copy encode(.., RTN)."""
+    from replayssm_trtllm.ops.dual_precision import GdnDualPrecisionCache, Mamba2DualPrecisionCache
+    S, L, seed, layer_idx = 2, 2, 99, 3
+    g = torch.Generator().manual_seed(11)
+    if family == "mamba2":
+        H, P, G = 4, 32, 2
+        caches = [Mamba2DualPrecisionCache(S, H, P, G, L, 1, 0, read_fmt, rf, "sr", seed=seed, layer=layer_idx)
+                  for rf in ("fp32", "fp16")]
+        pre = random_state((S, H, P, 128), g).half().float().cuda()  # on the fp16 grid: SR keeps it
+        lay = random_mamba2_layer(H, g)
+        A = lay["A"].float().cuda()
+    else:
+        H, HV, V = 1, 2, 32
+        caches = [GdnDualPrecisionCache(S, H, HV, V, L, 1, 0, read_fmt, rf, "sr", seed=seed, layer=layer_idx)
+                  for rf in ("fp32", "fp16")]
+        pre = random_state((S, HV, V, 128), g).half().float().cuda()
+        lay = random_gdn_layer(HV, g)
+    for c in caches:
+        c.reset(pre)
+    sbi = torch.arange(S, dtype=torch.int32).cuda()
+    for step in range(L):  # the L-th step flushes every slot (standard mode)
+        if family == "mamba2":
+            inp = random_mamba2_inputs(S, 1, H, P, 128, G, g)
+            args = [inp[k].half().cuda() for k in ("x", "dt_raw", "Bm", "Cm")]
+            for c in caches:
+                c.decode(sbi, *args, A)
+                fl = c.flush(sbi, A)
+        else:
+            inp = random_gdn_inputs(S, 1, H, HV, 128, V, g)
+            args = [inp[k].half().cuda() for k in ("q", "k", "v", "a", "b")]
+            for c in caches:
+                c.decode(sbi, *args, lay["A_log"].float().cuda(), lay["dt_bias"].float().cuda())
+                fl = c.flush(sbi)
+        for c in caches:
+            c.commit(sbi)
+    assert fl.cpu().tolist() == [1] * S
+    acc32 = caches[0].hp.data.cpu()          # the fp32 accumulator, stored exactly
+    for s in range(S):
+        key = PhiloxKey(seed, s, layer_idx, 0)
+        want = encode(acc32[s], "fp16", "sr", key=key)
+        assert torch.equal(_bits(caches[1].hp.data[s]), _bits(want.data)), f"SR fp16 recurrence copy of slot {s}"
+        want_lp = encode(acc32[s], read_fmt, "rtn")
+        for c in caches:
+            assert torch.equal(_bits(c.lp.data[s]), _bits(want_lp.data)), f"read copy of slot {s}"
+            if want_lp.scale is not None:
+                assert torch.equal(_bits(c.lp.scale[s]), _bits(want_lp.scale))
+
+
+@pytest.mark.sanitize
+@pytest.mark.parametrize("family", ["mamba2", "gdn"])
+def test_small_shared_mode_sanitize(family):
+    """Shared low-precision checkpoint (one SR copy) with L = 1: the conventional per-step quantized state."""
+    from replayssm_trtllm.ops.dual_precision import GdnDualPrecisionCache, Mamba2DualPrecisionCache
+    g = torch.Generator().manual_seed(2)
+    sbi = torch.tensor([1, -1, 0], dtype=torch.int32).cuda()
+    if family == "mamba2":
+        c = Mamba2DualPrecisionCache(2, 2, 16, 1, 1, 1, 0, "nvfp4", None, "sr")
+        c.reset(random_state((2, 2, 16, 128), g).float().cuda())
+        lay = random_mamba2_layer(2, g)
+        for _ in range(3):
+            inp = random_mamba2_inputs(3, 1, 2, 16, 128, 1, g)
+            y = c.step(sbi, *(inp[k].half().cuda() for k in ("x", "dt_raw", "Bm", "Cm")), lay["A"].float().cuda())
+            c.commit(sbi)
+    else:
+        c = GdnDualPrecisionCache(2, 1, 2, 16, 1, 1, 0, "fp8_e4m3", None, "sr")
+        c.reset(random_state((2, 2, 16, 128), g).float().cuda())
+        lay = random_gdn_layer(2, g)
+        for _ in range(3):
+            inp = random_gdn_inputs(3, 1, 1, 2, 128, 16, g)
+            y = c.step(sbi, *(inp[k].half().cuda() for k in ("q", "k", "v", "a", "b")),
+                       lay["A_log"].float().cuda(), lay["dt_bias"].float().cuda())
+            c.commit(sbi)
+    torch.cuda.synchronize()
+    assert torch.isfinite(y[0].float()).all() and torch.isfinite(y[2].float()).all()

@@ -1,0 +1,137 @@
+"""Host-side tests of the dual-precision ops and benchmark (no GPU): ABI mirrors, copy layouts, argument
+validation, benchmark bookkeeping."""
+import argparse
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from replayssm_trtllm.bench import precision as bp
+from replayssm_trtllm.ops import dual_precision as dp
+
+KDIR = Path(__file__).resolve().parents[2] / "cpp_plugins" / "kernels" / "dual_precision"
+
+
+def _c_fields(header: str, struct: str):
+    text = (KDIR / header).read_text()
+    body = re.search(r"typedef struct " + struct + r" \{(.*?)\} " + struct + ";", text, re.S).group(1)
+    body = re.sub(r"//[^\n]*", "", body)
+    names = []
+    for decl in body.split(";"):
+        decl = decl.strip()
+        if not decl:
+            continue
+        decl = re.sub(r"^(const\s+)?\w+\s*\**", "", decl)
+        names += [n.strip().lstrip("*") for n in decl.split(",")]
+    return names
+
+
+@pytest.mark.parametrize("header,struct,mirror", [
+    ("dual_precision_flush.h", "DualPrecisionFlushParams", dp.DualPrecisionFlushParams),
+    ("dual_precision.h", "DualPrecisionDecodeParams", dp.DualPrecisionDecodeParams),
+    ("dual_precision.h", "DualPrecisionCodecParams", dp.DualPrecisionCodecParams),
+])
+def test_ctypes_mirror_matches_header(header, struct, mirror):
+    assert [f[0] for f in mirror._fields_] == _c_fields(header, struct)
+
+
+def test_abi_sizes():
+    # checked against g++ sizeof / offsetof of the headers (x86-64)
+    import ctypes
+    assert ctypes.sizeof(dp.DualPrecisionFlushParams) == 264
+    assert ctypes.sizeof(dp.DualPrecisionDecodeParams) == 376
+    assert ctypes.sizeof(dp.DualPrecisionCodecParams) == 88
+
+
+@pytest.mark.parametrize("fmt", dp.FORMATS)
+def test_state_copy_layout(fmt):
+    c = dp.StateCopy.empty(fmt, 2, 4, 64, 128, "cpu")
+    assert c.shape == (2, 4, 64, 128)
+    assert c.nbytes_per_state() == bp.state_bytes(fmt, 4, 64)
+    c.check("t", "c", 2, 4, 64, 128, torch.device("cpu"))
+    with pytest.raises(ValueError, match="'c'"):
+        c.check("t", "c", 2, 4, 32, 128, torch.device("cpu"))
+
+
+def test_state_copy_rejects_unknown_format():
+    with pytest.raises(ValueError, match="fmt must be one of"):
+        dp.StateCopy.empty("int8", 1, 1, 8, 128, "cpu")
+
+
+def _mamba_args(P=64, N=128, T=1, fmt="fp16"):
+    S, B, H, G, C = 2, 2, 4, 2, 5
+    lp = dp.StateCopy.empty(fmt, S, H, P, N, "cpu")
+    f16 = torch.float16
+    return dict(ckpt_hp=torch.zeros(S, H, P, N), ckpt_hp_scale=None, ckpt_lp=lp.data, ckpt_lp_scale=lp.scale,
+                ckpt_lp_gscale=lp.gscale, ring_dt=torch.zeros(S, C, H), ring_x=torch.zeros(S, C, H, P, dtype=f16),
+                ring_B=torch.zeros(S, C, G, N, dtype=f16), ring_origin=torch.zeros(S, dtype=torch.int32),
+                ring_len=torch.zeros(S, dtype=torch.int32), x=torch.zeros(B, T, H, P, dtype=f16),
+                dt_raw=torch.zeros(B, T, H, dtype=f16), B=torch.zeros(B, T, G, N, dtype=f16),
+                C=torch.zeros(B, T, G, N, dtype=f16), A=-torch.ones(H), D=None, dt_bias=None, z=None,
+                state_batch_indices=torch.zeros(B, dtype=torch.int32), y=torch.zeros(B, T, H, P, dtype=f16),
+                window=4, mode=0, recurrence_fmt="fp32", read_fmt=fmt)
+
+
+def test_mamba2_decode_validation():
+    with pytest.raises(ValueError, match="dp_mamba2_decode: need N = 128"):
+        dp.dp_mamba2_decode(**_mamba_args(P=12))
+    a = _mamba_args()
+    a["mode"] = 0
+    a["x"] = torch.zeros(2, 2, 4, 64, dtype=torch.float16)
+    with pytest.raises(ValueError, match="T must be 1 in standard mode"):
+        dp.dp_mamba2_decode(**a)
+    a = _mamba_args()
+    a["ring_B"] = a["ring_B"].float()
+    with pytest.raises(ValueError, match="'ring_B' must be contiguous float16"):
+        dp.dp_mamba2_decode(**a)
+    a = _mamba_args(fmt="nvfp4")
+    a["ckpt_lp_gscale"] = None
+    with pytest.raises(ValueError, match="ckpt_lp.gscale"):
+        dp.dp_mamba2_decode(**a)
+    a = _mamba_args()
+    a["window"] = 5  # capacity 5 >= 5 ok; 6 is too big
+    a["window"] = 6
+    with pytest.raises(ValueError, match="ring capacity"):
+        dp.dp_mamba2_decode(**a)
+
+
+def test_flush_validation():
+    with pytest.raises(ValueError, match="family must be"):
+        dp.dual_precision_flush("rwkv", None, None, torch.zeros(1), None, None, torch.zeros(1, dtype=torch.int32),
+                                torch.zeros(1, dtype=torch.int32), torch.zeros(1, dtype=torch.int32), None, None, None,
+                                None, None, None, None, None, None, torch.zeros(1, dtype=torch.int32), 4, 0, 1,
+                                "fp32", "fp16", "sr", 0, 0)
+
+
+def test_cache_validation_and_rounding_defaults():
+    c = dp.Mamba2DualPrecisionCache(2, 4, 16, 2, 4, read_fmt="nvfp4", recurrence_fmt="fp16", device="cpu")
+    assert c.rounding == "sr" and c.capacity == 4 and c.hp.fmt == "fp16"
+    c = dp.GdnDualPrecisionCache(2, 1, 2, 16, 4, 2, "speculative", read_fmt="fp8_e4m3", recurrence_fmt="fp32",
+                                 device="cpu")
+    assert c.rounding == "rtn" and c.capacity == 6 and c.ring_v.shape == (2, 6, 2, 16)
+    shared = dp.Mamba2DualPrecisionCache(2, 4, 16, 2, 1, read_fmt="fp8_e4m3", recurrence_fmt=None, device="cpu")
+    assert shared.hp is None and shared.rounding == "sr"
+    with pytest.raises(ValueError, match="recurrence_fmt"):
+        dp.Mamba2DualPrecisionCache(2, 4, 16, 2, 4, read_fmt="fp16", recurrence_fmt="nvfp4", device="cpu")
+    with pytest.raises(ValueError, match="rounding"):
+        dp.Mamba2DualPrecisionCache(2, 4, 16, 2, 4, rounding="up", device="cpu")
+
+
+def test_bench_arguments_and_ratio():
+    ap = argparse.ArgumentParser()
+    bp.add_arguments(ap)
+    a = ap.parse_args([])
+    assert (a.batch, a.window) == (256, 16) and a.reads.split(",") == list(bp.READS)
+    assert bp.nonflush_ratio([100.0, 80.0], 20.0) == pytest.approx(4.0)   # faster fp32 step is the denominator
+    assert bp.nonflush_ratio([None, 80.0], 40.0) == pytest.approx(2.0)
+    assert bp.nonflush_ratio([None], 10.0) is None
+    assert set(bp.NONFLUSH_GOALS) == {(f, r) for f in ("mamba2", "gdn") for r in ("fp16", "fp8_e4m3", "nvfp4")}
+
+
+def test_bench_byte_model():
+    sh = bp.MAMBA2_SHAPE
+    nf32 = bp.step_bytes("mamba2", sh, 256, "fp32", 8)
+    nf4 = bp.step_bytes("mamba2", sh, 256, "nvfp4", 8)
+    assert nf32 > 4 * (nf4 - 256 * 9 * bp.record_bytes("mamba2", sh)) > 0
+    assert bp.state_bytes("nvfp4", 128, 64) == 128 * 64 * 128 * 9 // 16 + 4 * 128
