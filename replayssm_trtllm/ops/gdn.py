@@ -4,17 +4,18 @@
 Ops (all mutate their outputs in place and return nothing; the Python wrappers below allocate)::
 
     torch.ops.replayssm.gdn_decode(state, state_indices, num_accepted, q, k, v, a, b, A_log, dt_bias,
-                                   o, scale, snapshot)
+                                   o, scale, snapshot, variant=0)
         conventional decode. snapshot=False: state_indices [B] (or [B, 1]); T tokens applied in place.
         snapshot=True (per-draft snapshots, vLLM-style verify): state_indices [B, >= T]; the state
         is read from column num_accepted[b]-1 (column 0 when num_accepted is None) and the state
         after draft s is written to column s.
     torch.ops.replayssm.gdn_replay(state, state_batch_indices, ring_origin, ring_len, ring_g, ring_u,
-                                   ring_k, q, k, v, a, b, A_log, dt_bias, o, window, mode, scale)
+                                   ring_k, q, k, v, a, b, A_log, dt_bias, o, window, mode, scale, variant=0)
         ReplaySSM standard decode (mode 0, Algorithm 4) or speculative verify (mode 1, Algorithm 5).
         Reads the cursors, appends this step's records at (origin + h + s) % C, flushes rows whose
         cursors say so (design.md 3.1). Never writes cursors: call ``replay_commit`` once per model
         step after all layers.
+    ``variant`` (both ops): kernel design, same results (``VARIANTS``; docs/kernels-gdn.md "Variants").
 
 Shapes: q, k [B, T, H, K]; v [B, T, HV, V]; a, b [B, T, HV] (bf16 or fp16, one dtype for all,
 last dim contiguous, q/k 8-byte aligned); A_log, dt_bias [HV] fp32; state [S, HV, V, K] fp32 (or
@@ -33,13 +34,18 @@ from ._lib import check_status, load_library
 
 __all__ = [
     "GdnDecodeParams", "GdnReplayParams", "gdn_decode", "gdn_replay", "GdnReplayStateCache",
-    "MODE_STANDARD", "MODE_SPECULATIVE", "MAX_TOKENS", "MAX_WINDOW",
+    "MODE_STANDARD", "MODE_SPECULATIVE", "MAX_TOKENS", "MAX_WINDOW", "VARIANTS",
 ]
 
 MODE_STANDARD = 0
 MODE_SPECULATIVE = 1
 MAX_TOKENS = 8
 MAX_WINDOW = 64
+# Kernel designs behind both ops (``variant`` argument; same results, different speed):
+# 0 = register kernels (verified first), 1 = shared-memory tile kernels with the tile picked per
+# batch size (small-batch route included), 2 = tile kernels with the other tile choice (conventional:
+# 32-row tiles at K = 128; replay: one whole head per CTA). docs/kernels-gdn.md, "Variants".
+VARIANTS = (0, 1, 2)
 _HEAD_K = (64, 128, 256)
 _DTYPE_CODE = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 _I32, _I64, _F32, _P = ctypes.c_int32, ctypes.c_int64, ctypes.c_float, ctypes.c_void_p
@@ -50,7 +56,7 @@ class GdnDecodeParams(ctypes.Structure):
     _fields_ = (
         [(n, _I32) for n in ("batch", "num_tokens", "num_heads", "num_v_heads", "head_k", "head_v", "num_slots",
                              "snapshot", "indices_cols", "state_dtype", "act_dtype", "rows_per_cta")]
-        + [("scale", _F32), ("_pad0", _I32)]
+        + [("scale", _F32), ("variant", _I32)]
         + [(n, _I64) for n in ("state_stride_slot", "state_stride_head", "state_stride_v", "indices_stride_b",
                                "q_stride_b", "q_stride_t", "q_stride_h", "k_stride_b", "k_stride_t", "k_stride_h",
                                "v_stride_b", "v_stride_t", "v_stride_h", "a_stride_b", "a_stride_t",
@@ -66,7 +72,7 @@ class GdnReplayParams(ctypes.Structure):
         [(n, _I32) for n in ("batch", "num_tokens", "num_heads", "num_v_heads", "head_k", "head_v", "num_slots",
                              "window", "ring_capacity", "mode", "state_dtype", "act_dtype", "u_dtype",
                              "rows_per_cta")]
-        + [("scale", _F32), ("_pad0", _I32)]
+        + [("scale", _F32), ("variant", _I32)]
         + [(n, _I64) for n in ("state_stride_slot", "state_stride_head", "state_stride_v",
                                "q_stride_b", "q_stride_t", "q_stride_h", "k_stride_b", "k_stride_t", "k_stride_h",
                                "v_stride_b", "v_stride_t", "v_stride_h", "a_stride_b", "a_stride_t",
@@ -175,6 +181,12 @@ def _fill_act(p, q, k, v, a, b, o):
     p.q, p.k, p.v, p.a, p.b, p.o = (t.data_ptr() for t in (q, k, v, a, b, o))
 
 
+def _check_variant(op, variant) -> int:
+    if int(variant) not in VARIANTS:
+        raise ValueError(f"{op}: variant must be one of {VARIANTS}; got {variant!r}")
+    return int(variant)
+
+
 def _call(name, struct, p, dev, op):
     with torch.cuda.device(dev):
         stream = torch.cuda.current_stream(dev).cuda_stream
@@ -210,7 +222,7 @@ def validate_decode_args(state, state_indices, num_accepted, q, k, v, a, b, A_lo
 def _gdn_decode_op(state: torch.Tensor, state_indices: torch.Tensor, num_accepted: Optional[torch.Tensor],
                    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, a: torch.Tensor, b: torch.Tensor,
                    A_log: torch.Tensor, dt_bias: torch.Tensor, o: torch.Tensor, scale: float,
-                   snapshot: bool) -> None:
+                   snapshot: bool, variant: int = 0) -> None:
     sizes, dev, cols = validate_decode_args(state, state_indices, num_accepted, q, k, v, a, b, A_log, dt_bias, o,
                                             snapshot)
     p = GdnDecodeParams()
@@ -218,7 +230,7 @@ def _gdn_decode_op(state: torch.Tensor, state_indices: torch.Tensor, num_accepte
     p.head_k, p.head_v, p.num_slots = sizes["K"], sizes["V"], sizes["S"]
     p.snapshot, p.indices_cols = int(bool(snapshot)), cols
     p.state_dtype, p.act_dtype = _DTYPE_CODE[state.dtype], _DTYPE_CODE[q.dtype]
-    p.rows_per_cta, p.scale = 0, float(scale)
+    p.rows_per_cta, p.scale, p.variant = 0, float(scale), _check_variant("gdn_decode", variant)
     p.state_stride_slot, p.state_stride_head, p.state_stride_v = state.stride()[:3]
     p.indices_stride_b = state_indices.stride(0) if state_indices.dim() == 2 else 1
     _fill_act(p, q, k, v, a, b, o)
@@ -229,18 +241,21 @@ def _gdn_decode_op(state: torch.Tensor, state_indices: torch.Tensor, num_accepte
 
 
 @_gdn_decode_op.register_fake
-def _gdn_decode_fake(state, state_indices, num_accepted, q, k, v, a, b, A_log, dt_bias, o, scale, snapshot) -> None:
+def _gdn_decode_fake(state, state_indices, num_accepted, q, k, v, a, b, A_log, dt_bias, o, scale, snapshot,
+                     variant=0) -> None:
     return None
 
 
 def gdn_decode(state, state_indices, q, k, v, a, b, A_log, dt_bias, scale: Optional[float] = None,
-               num_accepted=None, snapshot: bool = False, out: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """Conventional GDN decode; returns ``o`` [B, T, HV, V] (``out`` if given). See the module doc."""
+               num_accepted=None, snapshot: bool = False, out: Optional[torch.Tensor] = None,
+               variant: int = 0) -> torch.Tensor:
+    """Conventional GDN decode; returns ``o`` [B, T, HV, V] (``out`` if given). See the module doc;
+    ``variant`` picks the kernel design (``VARIANTS``)."""
     if out is None:
         out = torch.empty(v.shape, dtype=q.dtype, device=q.device)
     scale = float(q.shape[-1]) ** -0.5 if scale is None else float(scale)
     torch.ops.replayssm.gdn_decode(state, state_indices, num_accepted, q, k, v, a, b, A_log, dt_bias, out, scale,
-                                   bool(snapshot))
+                                   bool(snapshot), int(variant))
     return out
 
 
@@ -280,7 +295,7 @@ def _gdn_replay_op(state: torch.Tensor, state_batch_indices: torch.Tensor, ring_
                    ring_len: torch.Tensor, ring_g: torch.Tensor, ring_u: torch.Tensor, ring_k: torch.Tensor,
                    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, a: torch.Tensor, b: torch.Tensor,
                    A_log: torch.Tensor, dt_bias: torch.Tensor, o: torch.Tensor, window: int, mode: int,
-                   scale: float) -> None:
+                   scale: float, variant: int = 0) -> None:
     sizes, dev = validate_replay_args(state, state_batch_indices, ring_origin, ring_len, ring_g, ring_u, ring_k,
                                       q, k, v, a, b, A_log, dt_bias, o, window, mode)
     p = GdnReplayParams()
@@ -288,7 +303,7 @@ def _gdn_replay_op(state: torch.Tensor, state_batch_indices: torch.Tensor, ring_
     p.head_k, p.head_v, p.num_slots = sizes["K"], sizes["V"], sizes["S"]
     p.window, p.ring_capacity, p.mode = int(window), sizes["C"], int(mode)
     p.state_dtype, p.act_dtype, p.u_dtype = _DTYPE_CODE[state.dtype], _DTYPE_CODE[q.dtype], _DTYPE_CODE[ring_u.dtype]
-    p.rows_per_cta, p.scale = 0, float(scale)
+    p.rows_per_cta, p.scale, p.variant = 0, float(scale), _check_variant("gdn_replay", variant)
     p.state_stride_slot, p.state_stride_head, p.state_stride_v = state.stride()[:3]
     _fill_act(p, q, k, v, a, b, o)
     p.ring_g_stride_slot, p.ring_g_stride_rec = ring_g.stride()[:2]
@@ -303,19 +318,20 @@ def _gdn_replay_op(state: torch.Tensor, state_batch_indices: torch.Tensor, ring_
 
 @_gdn_replay_op.register_fake
 def _gdn_replay_fake(state, state_batch_indices, ring_origin, ring_len, ring_g, ring_u, ring_k, q, k, v, a, b,
-                     A_log, dt_bias, o, window, mode, scale) -> None:
+                     A_log, dt_bias, o, window, mode, scale, variant=0) -> None:
     return None
 
 
 def gdn_replay(state, state_batch_indices, ring_origin, ring_len, ring_g, ring_u, ring_k, q, k, v, a, b, A_log,
                dt_bias, window: int, mode: int = MODE_STANDARD, scale: Optional[float] = None,
-               out: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """ReplaySSM GDN step (standard or speculative); returns ``o`` [B, T, HV, V]. See the module doc."""
+               out: Optional[torch.Tensor] = None, variant: int = 0) -> torch.Tensor:
+    """ReplaySSM GDN step (standard or speculative); returns ``o`` [B, T, HV, V]. See the module doc;
+    ``variant`` picks the kernel design (``VARIANTS``)."""
     if out is None:
         out = torch.empty(v.shape, dtype=q.dtype, device=q.device)
     scale = float(q.shape[-1]) ** -0.5 if scale is None else float(scale)
     torch.ops.replayssm.gdn_replay(state, state_batch_indices, ring_origin, ring_len, ring_g, ring_u, ring_k, q, k, v,
-                                   a, b, A_log, dt_bias, out, int(window), int(mode), scale)
+                                   a, b, A_log, dt_bias, out, int(window), int(mode), scale, int(variant))
     return out
 
 
@@ -339,7 +355,8 @@ class GdnReplayStateCache(_cursor_base()):
 
     def __init__(self, num_layers: int, num_slots: int, H: int, HV: int, K: int, V: int, window: int,
                  max_verify: int = 1, mode="standard", state_dtype: torch.dtype = torch.float32,
-                 act_dtype: torch.dtype = torch.bfloat16, u_dtype: torch.dtype = torch.float16, device="cuda"):
+                 act_dtype: torch.dtype = torch.bfloat16, u_dtype: torch.dtype = torch.float16, device="cuda",
+                 variant: int = 0):
         super().__init__(num_slots, window, max_verify, mode, device)
         op = "GdnReplayStateCache"
         if K not in _HEAD_K:
@@ -354,6 +371,7 @@ class GdnReplayStateCache(_cursor_base()):
             raise ValueError(f"{op}: unsupported dtypes state={state_dtype}, act={act_dtype}, u={u_dtype}")
         self.num_layers, self.H, self.HV, self.K, self.V = num_layers, H, HV, K, V
         self.state_dtype, self.act_dtype, self.u_dtype = state_dtype, act_dtype, u_dtype
+        self.variant = _check_variant(op, variant)
         S, C, d = num_slots, self.capacity, self.device
         self.ckpt = torch.zeros(num_layers, S, HV, V, K, dtype=state_dtype, device=d)
         self.ring_g = torch.zeros(num_layers, S, C, HV, dtype=torch.float32, device=d)
@@ -383,7 +401,7 @@ class GdnReplayStateCache(_cursor_base()):
             raise ValueError(f"GdnReplayStateCache.step: T={T} > max_verify={self.max_verify}")
         o = gdn_replay(self.ckpt[layer], state_batch_indices, self.ring_origin, self.ring_len, self.ring_g[layer],
                        self.ring_u[layer], self.ring_k[layer], q, k, v, a, b, A_log, dt_bias, self.window,
-                       self.mode, scale, out)
+                       self.mode, scale, out, self.variant)
         self._note_step(state_batch_indices, T)
         return o
 

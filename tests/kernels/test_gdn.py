@@ -29,6 +29,9 @@ def _tol_out(act):
     return TOL["out_bf16"] if act == torch.bfloat16 else TOL["out"]
 MAX_REF_ROWS = 6
 DEV = "cuda"
+# Kernel designs (ops/gdn.py VARIANTS): every GPU test runs on each, correctness is proven per variant.
+VARIANTS = [0, 1, 2]
+VARIANT_IDS = [f"v{v}" for v in VARIANTS]
 _REPORT = os.environ.get("RSSM_GDN_REPORT")  # file to append accuracy lines to
 
 
@@ -79,7 +82,8 @@ def _ops():
     ids=lambda x: str(x).replace("torch.", ""))
 @pytest.mark.parametrize("B", [1, 3, 64, 256])
 @pytest.mark.parametrize("shape", list(SHAPES))
-def test_conventional_decode(shape, B, state_dtype, act, K, T):
+@pytest.mark.parametrize("variant", VARIANTS, ids=VARIANT_IDS)
+def test_conventional_decode(shape, B, state_dtype, act, K, T, variant):
     if (state_dtype, act, K, T) != (torch.float32, torch.bfloat16, 128, 1) and B not in (3, 64):
         pytest.skip("dtype/K/T variants run at B in {3, 64}")
     G = _ops()
@@ -94,7 +98,7 @@ def test_conventional_decode(shape, B, state_dtype, act, K, T):
     state = (0.5 * torch.randn(S, HV, V, K, generator=gen)).to(state_dtype).to(DEV)
     before = state.clone()
     o = torch.full((B, T, HV, V), float("nan"), dtype=act, device=DEV)
-    G.gdn_decode(state, slots.to(DEV), **_cuda(inp), **layer, out=o)
+    G.gdn_decode(state, slots.to(DEV), **_cuda(inp), **layer, out=o, variant=variant)
     torch.cuda.synchronize()
     valid = [r for r in range(B) if slots[r] >= 0]
     rows = _sample_rows(valid, gen)
@@ -117,7 +121,8 @@ def test_conventional_decode(shape, B, state_dtype, act, K, T):
 @pytest.mark.gpu
 @pytest.mark.parametrize("T", list(range(1, 9)))
 @pytest.mark.parametrize("B,shape", [(3, "q35-4b"), (64, "q35-122b")])
-def test_conventional_snapshots(B, shape, T):
+@pytest.mark.parametrize("variant", VARIANTS, ids=VARIANT_IDS)
+def test_conventional_snapshots(B, shape, T, variant):
     """Per-draft snapshots: read column num_accepted-1, write the state after draft s to column s."""
     G = _ops()
     H, HV, K, V = SHAPES[shape]
@@ -133,7 +138,8 @@ def test_conventional_snapshots(B, shape, T):
     state = (0.5 * torch.randn(S, HV, V, K, generator=gen)).to(DEV)
     before = state.clone()
     o = torch.full((B, T, HV, V), float("nan"), dtype=torch.bfloat16, device=DEV)
-    G.gdn_decode(state, idx.to(DEV), **_cuda(inp), **layer, num_accepted=acc.to(DEV), snapshot=True, out=o)
+    G.gdn_decode(state, idx.to(DEV), **_cuda(inp), **layer, num_accepted=acc.to(DEV), snapshot=True, out=o,
+                 variant=variant)
     torch.cuda.synchronize()
     valid = [r for r in range(B) if idx[r, 0] >= 0]
     rows = _sample_rows(valid, gen)
@@ -158,7 +164,7 @@ class _Seq:
     """Runs the GPU replay kernels and the float64 reference side by side over many steps."""
 
     def __init__(self, shape, B, L, mode, T, *, act=torch.bfloat16, u_dtype=torch.float16, seed=0,
-                 u_round="match", K=None, V=None, state_dtype=torch.float32, S_extra=3):
+                 u_round="match", K=None, V=None, state_dtype=torch.float32, S_extra=3, variant=0):
         from replayssm_trtllm.state.cursors import ReplayCursors
         self.G = _ops()
         H, HV, K0, V0 = SHAPES[shape]
@@ -166,6 +172,7 @@ class _Seq:
         V = V or V0
         self.H, self.HV, self.K, self.V = H, HV, K, V
         self.B, self.L, self.mode, self.T, self.act = B, L, mode, T, act
+        self.variant = variant
         self.gen = torch.Generator().manual_seed(seed)
         S = B + S_extra
         self.S = S
@@ -205,7 +212,7 @@ class _Seq:
         self.flushes += int(plan.flush[plan.valid].sum())
         ck_before = self.ckpt.clone()
         self.G.gdn_replay(self.ckpt, sbi.to(DEV), self.origin, self.length, self.ring_g, self.ring_u, self.ring_k,
-                          **_cuda(inp), **self.layer_c, window=self.L, mode=self.mode, out=o)
+                          **_cuda(inp), **self.layer_c, window=self.L, mode=self.mode, out=o, variant=self.variant)
         rows = [r for r in self.ref_rows if active[r]]
         if rows:
             ref_o = self.ref.step(sbi[rows], *(inp[n][rows] for n in ("q", "k", "v", "a", "b")),
@@ -270,8 +277,9 @@ STD_CASES = [  # shape, B, L, staggered
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape,B,L,stag", STD_CASES, ids=[f"{s}-B{b}-L{l}-{'stag' if t else 'phase'}"
                                                            for s, b, l, t in STD_CASES])
-def test_replay_standard(shape, B, L, stag):
-    seq = _Seq(shape, B, L, 0, 1, seed=B * 100 + L)
+@pytest.mark.parametrize("variant", VARIANTS, ids=VARIANT_IDS)
+def test_replay_standard(shape, B, L, stag, variant):
+    seq = _Seq(shape, B, L, 0, 1, seed=B * 100 + L, variant=variant)
     join = [(r * 5) % L if stag else 0 for r in range(B)]
     steps = 2 * L + max(join) + 8 if L >= 32 else max(64, 3 * L)
     for t in range(steps):
@@ -280,7 +288,7 @@ def test_replay_standard(shape, B, L, stag):
             seq.compare_buffers()
     seq.compare_buffers()
     assert seq.flushes > 0
-    _report(f"replay-standard {shape} B={B} L={L} {'stag' if stag else 'phase'}: steps={steps} "
+    _report(f"replay-standard v{variant} {shape} B={B} L={L} {'stag' if stag else 'phase'}: steps={steps} "
             f"max out rel err={seq.max_err['out']:.2e} flushes={seq.flushes}")
 
 
@@ -295,8 +303,9 @@ SPEC_CASES = [  # shape, B, L, T, acceptance
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape,B,L,T,accept", SPEC_CASES,
                          ids=[f"{s}-B{b}-L{l}-T{t}-{a}" for s, b, l, t, a in SPEC_CASES])
-def test_replay_speculative(shape, B, L, T, accept):
-    seq = _Seq(shape, B, L, 1, T, seed=B * 1000 + L * 10 + T)
+@pytest.mark.parametrize("variant", VARIANTS, ids=VARIANT_IDS)
+def test_replay_speculative(shape, B, L, T, accept, variant):
+    seq = _Seq(shape, B, L, 1, T, seed=B * 1000 + L * 10 + T, variant=variant)
     join = [(r * 3) % 5 for r in range(B)]
     steps = 40
     for t in range(steps):
@@ -311,15 +320,16 @@ def test_replay_speculative(shape, B, L, T, accept):
             seq.compare_buffers()
     seq.compare_buffers()
     assert seq.flushes > 0
-    _report(f"replay-speculative {shape} B={B} L={L} T={T} {accept}: max out rel err={seq.max_err['out']:.2e} "
+    _report(f"replay-speculative v{variant} {shape} B={B} L={L} T={T} {accept}: max out rel err={seq.max_err['out']:.2e} "
             f"flushes={seq.flushes}")
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("K,V", [(64, 64), (256, 256), (128, 96)])
 @pytest.mark.parametrize("mode,T", [(0, 1), (1, 3)])
-def test_replay_head_dims(K, V, mode, T):
-    seq = _Seq("q35-4b", 3, 8, mode, T, K=K, V=V, seed=K + V + T)
+@pytest.mark.parametrize("variant", VARIANTS, ids=VARIANT_IDS)
+def test_replay_head_dims(K, V, mode, T, variant):
+    seq = _Seq("q35-4b", 3, 8, mode, T, K=K, V=V, seed=K + V + T, variant=variant)
     for t in range(30):
         seq.step(torch.ones(3, dtype=torch.bool), None if mode == 0 else [T, 1, 2 if T > 1 else 1])
     seq.compare_buffers()
@@ -327,9 +337,10 @@ def test_replay_head_dims(K, V, mode, T):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("state_dtype", [torch.float16, torch.bfloat16])
-def test_replay_low_precision_ckpt_runs(state_dtype):
+@pytest.mark.parametrize("variant", VARIANTS, ids=VARIANT_IDS)
+def test_replay_low_precision_ckpt_runs(state_dtype, variant):
     """fp16/bf16 checkpoints are accepted (accuracy bounded by the checkpoint format)."""
-    seq = _Seq("q35-4b", 3, 8, 0, 1, seed=5, state_dtype=state_dtype)
+    seq = _Seq("q35-4b", 3, 8, 0, 1, seed=5, state_dtype=state_dtype, variant=variant)
     seq.tol_out = 2e-2
     for t in range(20):
         seq.step(torch.ones(3, dtype=torch.bool))
@@ -337,7 +348,8 @@ def test_replay_low_precision_ckpt_runs(state_dtype):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("T", [2, 4, 8])
-def test_speculative_all_accepted_matches_standard(T):
+@pytest.mark.parametrize("variant", VARIANTS, ids=VARIANT_IDS)
+def test_speculative_all_accepted_matches_standard(T, variant):
     """T drafts per step, all accepted == T standard steps == the conventional float64 recurrence."""
     G = _ops()
     H, HV, K, V = SHAPES["q35-4b"]
@@ -365,12 +377,13 @@ def test_speculative_all_accepted_matches_standard(T):
         for s in range(T * steps // n_tok):
             sl = slice(s * n_tok, (s + 1) * n_tok)
             x = {n: t[:, sl].contiguous().to(DEV) for n, t in inp.items()}
-            seq_o.append(G.gdn_replay(ckpt, sbi, org, ln, rg, ru, rk, **x, **lc, window=L, mode=mode))
+            seq_o.append(G.gdn_replay(ckpt, sbi, org, ln, rg, ru, rk, **x, **lc, window=L, mode=mode,
+                                      variant=variant))
             torch.ops.replayssm.replay_commit(sbi, None, org, ln, None, L, C, n_tok, mode)
         outs[mode] = torch.cat(seq_o, dim=1)
     e_std, e_spec = rel(outs[0], ref_o), rel(outs[1], ref_o)
     e_x = rel(outs[1], outs[0].double())
-    _report(f"all-accepted T={T}: standard vs f64 {e_std:.2e}, speculative vs f64 {e_spec:.2e}, "
+    _report(f"all-accepted v{variant} T={T}: standard vs f64 {e_std:.2e}, speculative vs f64 {e_spec:.2e}, "
             f"speculative vs standard {e_x:.2e}")
     tol = _tol_out(torch.bfloat16)
     assert e_std < tol and e_spec < tol and e_x < tol
@@ -378,12 +391,13 @@ def test_speculative_all_accepted_matches_standard(T):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("act", [torch.bfloat16, torch.float16], ids=["bf16act", "fp16act"])
-def test_accuracy_u_fp16_vs_bf16(act):
+@pytest.mark.parametrize("variant", VARIANTS, ids=VARIANT_IDS)
+def test_accuracy_u_fp16_vs_bf16(act, variant):
     """Accuracy over 96 steps (L=16: 6 flushes per row) against the exact float64 recurrence (no
     rounding of u in the reference): FP16-u (the contract) and BF16-u, FP32 checkpoint."""
     res = {}
     for u_dtype in (torch.float16, torch.bfloat16):
-        seq = _Seq("q35-4b", 4, 16, 0, 1, act=act, u_dtype=u_dtype, seed=11, u_round=None)
+        seq = _Seq("q35-4b", 4, 16, 0, 1, act=act, u_dtype=u_dtype, seed=11, u_round=None, variant=variant)
         seq.tol_out = 1.0 if u_dtype == torch.bfloat16 else _tol_out(act)
         for t in range(96):
             seq.step(torch.ones(4, dtype=torch.bool))
@@ -391,7 +405,7 @@ def test_accuracy_u_fp16_vs_bf16(act):
         sl = seq.slots[seq.ref_rows].long()
         res[u_dtype] = (seq.max_err["out"], rel(seq.ckpt[sl], seq.ref.ckpt[sl]))
     f, b = res[torch.float16], res[torch.bfloat16]
-    _report(f"accuracy {str(act).replace('torch.', '')} act, 96 steps L=16 fp32 ckpt: "
+    _report(f"accuracy v{variant} {str(act).replace('torch.', '')} act, 96 steps L=16 fp32 ckpt: "
             f"FP16-u max out rel err {f[0]:.2e}, ckpt rel err {f[1]:.2e} | "
             f"BF16-u max out rel err {b[0]:.2e}, ckpt rel err {b[1]:.2e}")
     assert f[0] < _tol_out(act) and f[1] < TOL["ckpt"]
@@ -399,7 +413,8 @@ def test_accuracy_u_fp16_vs_bf16(act):
 
 
 @pytest.mark.gpu
-def test_replay_cuda_graph():
+@pytest.mark.parametrize("variant", VARIANTS, ids=VARIANT_IDS)
+def test_replay_cuda_graph(variant):
     """One captured graph (speculative step + commit) replayed over whole flush cycles equals eager."""
     G = _ops()
     H, HV, K, V = SHAPES["q35-4b"]
@@ -422,7 +437,7 @@ def test_replay_cuda_graph():
 
     def run_step(st, x, acc, o):
         G.gdn_replay(st["ckpt"], sbi, st["org"], st["ln"], st["rg"], st["ru"], st["rk"], **x, **lc, window=L, mode=1,
-                     out=o)
+                     out=o, variant=variant)
         torch.ops.replayssm.replay_commit(sbi, acc, st["org"], st["ln"], None, L, C, T, 1)
 
     eager = make()
@@ -451,6 +466,55 @@ def test_replay_cuda_graph():
 
 
 # =================================================================================================
+# small cases for compute-sanitizer (memcheck, racecheck): scripts/gpu_run.sh --sanitize
+# =================================================================================================
+@pytest.mark.gpu
+@pytest.mark.sanitize
+@pytest.mark.parametrize("snapshot", [False, True], ids=["inplace", "snapshots"])
+@pytest.mark.parametrize("variant", VARIANTS, ids=VARIANT_IDS)
+def test_sanitize_conventional(variant, snapshot):
+    """Conventional decode, tiny batch with a padding row; V = 96 leaves a partial tile."""
+    G = _ops()
+    H, HV, K, V, B, T = 2, 4, 128, 96, 3, (3 if snapshot else 1)
+    gen = torch.Generator().manual_seed(21 + variant)
+    S = B * (T + 1) + 2
+    layer = _cuda(random_gdn_layer(HV, gen))
+    inp = _inputs(B, T, H, HV, K, V, gen, torch.bfloat16)
+    state = (0.5 * torch.randn(S, HV, V, K, generator=gen)).to(DEV)
+    before = state.clone()
+    o = torch.full((B, T, HV, V), float("nan"), dtype=torch.bfloat16, device=DEV)
+    if snapshot:
+        idx = torch.arange(B * (T + 1), dtype=torch.int32).reshape(B, T + 1)
+        idx[1] = -1
+        acc = torch.tensor([T, 1, 2], dtype=torch.int32)
+        G.gdn_decode(state, idx.to(DEV), **_cuda(inp), **layer, num_accepted=acc.to(DEV), snapshot=True, out=o,
+                     variant=variant)
+        src = torch.stack([idx[r, acc[r] - 1] for r in (0, 2)]).long()
+    else:
+        slots = torch.tensor([4, -1, 0], dtype=torch.int32)
+        G.gdn_decode(state, slots.to(DEV), **_cuda(inp), **layer, out=o, variant=variant)
+        src = slots[[0, 2]].long()
+    torch.cuda.synchronize()
+    ref_o, _ = gdn_decode_naive(before[src].cpu(), *(inp[n][[0, 2]] for n in ("q", "k", "v", "a", "b")),
+                                layer["A_log"].cpu(), layer["dt_bias"].cpu())
+    assert rel(o[[0, 2]], ref_o) < _tol_out(torch.bfloat16)
+    assert torch.isnan(o[1]).all()
+
+
+@pytest.mark.gpu
+@pytest.mark.sanitize
+@pytest.mark.parametrize("mode,T", [(0, 1), (1, 3)], ids=["standard", "speculative-T3"])
+@pytest.mark.parametrize("variant", VARIANTS, ids=VARIANT_IDS)
+def test_sanitize_replay(variant, mode, T):
+    """Replay step, tiny batch, L = 4: flushes, wrap-around and padding rows within 10 steps."""
+    seq = _Seq("q35-4b", 3, 4, mode, T, seed=31 + T, variant=variant)
+    for t in range(10):
+        seq.step(_active(3, t, [0, 1, 2], seq.gen, 0.0), None if mode == 0 else [T, 1, 2])
+    seq.compare_buffers()
+    assert seq.flushes > 0
+
+
+# =================================================================================================
 # host-side validation (no GPU needed)
 # =================================================================================================
 def _cpu_args(B=2, T=1, H=2, HV=4, K=128, V=16, act=torch.bfloat16):
@@ -475,6 +539,22 @@ def test_validation_messages():
         _check_common("gdn_decode", bad["q"], bad["k"], bad["v"], bad["a"], bad["b"], bad["A_log"], bad["dt_bias"],
                       o, {})
     del validate_decode_args, validate_replay_args
+
+
+def test_ctypes_struct_sizes():
+    """The ctypes mirrors match gdn.h (variant sits where _pad0 was: no layout change)."""
+    import ctypes
+    from replayssm_trtllm.ops import gdn as G
+    assert ctypes.sizeof(G.GdnDecodeParams) == 304 and G.GdnDecodeParams.o.offset == 296
+    assert ctypes.sizeof(G.GdnReplayParams) == 400 and G.GdnReplayParams.o.offset == 392
+    assert G.GdnDecodeParams.variant.offset == 52 and G.GdnReplayParams.variant.offset == 60
+
+
+def test_variant_validation():
+    from replayssm_trtllm.ops import gdn as G
+    assert G._check_variant("gdn_replay", 2) == 2
+    with pytest.raises(ValueError, match="variant must be one of"):
+        G._check_variant("gdn_replay", 3)
 
 
 def test_validation_heads_and_dtype():

@@ -36,6 +36,7 @@ enum GdnReplayMode {
 
 #define GDN_MAX_TOKENS 8   // T (draft tokens per verify step) at most
 #define GDN_MAX_WINDOW 64  // L (replay window) at most
+#define GDN_NUM_VARIANTS 3 // variant field of both params structs: 0 .. GDN_NUM_VARIANTS - 1
 
 typedef struct GdnDecodeParams {
     // ---- sizes ----
@@ -55,7 +56,9 @@ typedef struct GdnDecodeParams {
     int32_t act_dtype;      // RSSM_DTYPE_BF16 | FP16: q, k, v, a, b and o
     int32_t rows_per_cta;   // 0 = automatic; else value rows per CTA (multiple of the row batch)
     float scale;            // query scale; <= 0 means K^-0.5
-    int32_t _pad0;
+    int32_t variant;        // kernel design (same results): 0 = register kernel (verified first),
+                            // 1 = shared-memory tile kernel, tile picked per batch size,
+                            // 2 = tile kernel with 32-row tiles at K = 128 (docs/kernels-gdn.md)
     // ---- int64 element strides (last dim of every tensor is contiguous) ----
     int64_t state_stride_slot, state_stride_head, state_stride_v;  // state [S, HV, V, K]
     int64_t indices_stride_b;                                       // state_indices [B, cols]
@@ -96,7 +99,9 @@ typedef struct GdnReplayParams {
     int32_t u_dtype;        // ring_u: RSSM_DTYPE_FP16 (the contract) | BF16 (accuracy study only)
     int32_t rows_per_cta;   // 0 = automatic
     float scale;            // <= 0 means K^-0.5
-    int32_t _pad0;
+    int32_t variant;        // kernel design (same results): 0 = register kernel (verified first),
+                            // 1 = shared-memory tile kernel, tile picked per batch size,
+                            // 2 = tile kernel, one whole head per CTA (docs/kernels-gdn.md)
     // ---- int64 element strides ----
     int64_t state_stride_slot, state_stride_head, state_stride_v;  // ckpt [S, HV, V, K]
     int64_t q_stride_b, q_stride_t, q_stride_h;                     // q [B, T, H, K]

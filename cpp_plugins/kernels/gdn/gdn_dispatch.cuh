@@ -2,6 +2,7 @@
 // builds run in parallel). The launcher in gdn_launch.cu validates and picks rows_per_cta.
 #pragma once
 #include "gdn/gdn_kernels.cuh"
+#include "gdn/gdn_tile_kernels.cuh"
 
 namespace rssm {
 namespace gdn {
@@ -22,6 +23,46 @@ template <typename ST>
 cudaError_t launchDecode(const GdnDecodeParams& p, cudaStream_t s);
 template <typename ST>
 cudaError_t launchReplay(const GdnReplayParams& p, cudaStream_t s);
+// Tile kernels (variants >= 1): p.rows_per_cta set, `smem` dynamic shared bytes (the launcher
+// computes them with decodeTileSmemBytes / replayTileSmemBytes).
+template <typename ST>
+cudaError_t launchDecodeTile(const GdnDecodeParams& p, int smem, cudaStream_t s);
+template <typename ST>
+cudaError_t launchReplayTile(const GdnReplayParams& p, int smem, int full_ring, cudaStream_t s);
+
+template <typename F>
+cudaError_t setSmem(F* kernel, int smem) {
+    if (smem <= 48 * 1024) return cudaSuccess;
+    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+}
+
+template <int K, typename ST>
+cudaError_t launchDecodeTileK(const GdnDecodeParams& p, int smem, cudaStream_t s) {
+    auto* kern = gdnDecodeTileKernel<K, ST>;
+    cudaError_t e = setSmem(kern, smem);
+    if (e != cudaSuccess) return e;
+    dim3 grid((p.head_v + p.rows_per_cta - 1) / p.rows_per_cta, p.num_v_heads, p.batch);
+    kern<<<grid, kTileThreads, smem, s>>>(p);
+    return cudaGetLastError();
+}
+
+template <int K, typename ST, int MAXT>
+cudaError_t launchReplayTileKT(const GdnReplayParams& p, int smem, int full_ring, cudaStream_t s) {
+    auto* kern = gdnReplayTileKernel<K, ST, MAXT>;
+    cudaError_t e = setSmem(kern, smem);
+    if (e != cudaSuccess) return e;
+    dim3 grid((p.head_v + p.rows_per_cta - 1) / p.rows_per_cta, p.num_v_heads, p.batch);
+    kern<<<grid, kTileThreads, smem, s>>>(p, full_ring);
+    return cudaGetLastError();
+}
+
+template <int K, typename ST>
+cudaError_t launchReplayTileK(const GdnReplayParams& p, int smem, int full_ring, cudaStream_t s) {
+    if (p.mode == GDN_REPLAY_STANDARD) return launchReplayTileKT<K, ST, 1>(p, smem, full_ring, s);
+    if (p.num_tokens <= 2) return launchReplayTileKT<K, ST, 2>(p, smem, full_ring, s);
+    if (p.num_tokens <= 4) return launchReplayTileKT<K, ST, 4>(p, smem, full_ring, s);
+    return launchReplayTileKT<K, ST, 8>(p, smem, full_ring, s);
+}
 
 template <int K, typename ST>
 cudaError_t launchDecodeK(const GdnDecodeParams& p, cudaStream_t s) {
@@ -69,13 +110,36 @@ cudaError_t launchReplay(const GdnReplayParams& p, cudaStream_t s) {
     }
 }
 
+template <typename ST>
+cudaError_t launchDecodeTile(const GdnDecodeParams& p, int smem, cudaStream_t s) {
+    switch (p.head_k) {
+        case 64: return launchDecodeTileK<64, ST>(p, smem, s);
+        case 128: return launchDecodeTileK<128, ST>(p, smem, s);
+        case 256: return launchDecodeTileK<256, ST>(p, smem, s);
+        default: return cudaErrorInvalidValue;
+    }
+}
+template <typename ST>
+cudaError_t launchReplayTile(const GdnReplayParams& p, int smem, int full_ring, cudaStream_t s) {
+    switch (p.head_k) {
+        case 64: return launchReplayTileK<64, ST>(p, smem, full_ring, s);
+        case 128: return launchReplayTileK<128, ST>(p, smem, full_ring, s);
+        case 256: return launchReplayTileK<256, ST>(p, smem, full_ring, s);
+        default: return cudaErrorInvalidValue;
+    }
+}
+
 // Explicit instantiations live in gdn_<dtype>.cu; other translation units only reference them.
-#define RSSM_GDN_EXTERN(ST)                                                                 \
-    extern template cudaError_t launchDecode<ST>(const GdnDecodeParams&, cudaStream_t);     \
-    extern template cudaError_t launchReplay<ST>(const GdnReplayParams&, cudaStream_t);
-#define RSSM_GDN_INSTANTIATE(ST)                                                     \
-    template cudaError_t launchDecode<ST>(const GdnDecodeParams&, cudaStream_t);     \
-    template cudaError_t launchReplay<ST>(const GdnReplayParams&, cudaStream_t);
+#define RSSM_GDN_EXTERN(ST)                                                                        \
+    extern template cudaError_t launchDecode<ST>(const GdnDecodeParams&, cudaStream_t);            \
+    extern template cudaError_t launchReplay<ST>(const GdnReplayParams&, cudaStream_t);            \
+    extern template cudaError_t launchDecodeTile<ST>(const GdnDecodeParams&, int, cudaStream_t);   \
+    extern template cudaError_t launchReplayTile<ST>(const GdnReplayParams&, int, int, cudaStream_t);
+#define RSSM_GDN_INSTANTIATE(ST)                                                            \
+    template cudaError_t launchDecode<ST>(const GdnDecodeParams&, cudaStream_t);            \
+    template cudaError_t launchReplay<ST>(const GdnReplayParams&, cudaStream_t);            \
+    template cudaError_t launchDecodeTile<ST>(const GdnDecodeParams&, int, cudaStream_t);   \
+    template cudaError_t launchReplayTile<ST>(const GdnReplayParams&, int, int, cudaStream_t);
 
 }  // namespace gdn
 }  // namespace rssm

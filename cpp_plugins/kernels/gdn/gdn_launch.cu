@@ -29,6 +29,27 @@ int smCount() {
     return n;
 }
 
+int smemOptin() {
+    int dev = 0, n = 48 * 1024;
+    if (cudaGetDevice(&dev) != cudaSuccess) return n;
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) n = 48 * 1024;
+    return n;
+}
+
+// Tile kernels (variants >= 1): rows per pass of the 128-thread CTA.
+int tileRowsPass(int K) { return rssm::gdn::kTileThreads / (K / 32); }
+int roundUp(int x, int m) { return (x + m - 1) / m * m; }
+// Rows per CTA that make the state tile about 32 KB (a multiple of the rows per pass, at most
+// the head); one pass per CTA when the grid would be under two waves of 132-ish CTAs (small batch).
+int tileRowsAuto(int K, int stBytes, int V, long long headsTotal) {
+    const int pass = tileRowsPass(K);
+    int tile = roundUp(32768 / (K * stBytes) > pass ? 32768 / (K * stBytes) : pass, pass);
+    tile = tile < roundUp(V, pass) ? tile : roundUp(V, pass);
+    const long long ctas = headsTotal * ((V + tile - 1) / tile);
+    if (ctas < 2LL * smCount()) tile = pass;
+    return tile;
+}
+
 // Common checks of the shared size fields. Returns RSSM_OK or an error (message set).
 int checkShapes(const char* op, int B, int T, int H, int HV, int K, int V, int S, int state_dtype,
                 int act_dtype) {
@@ -123,17 +144,36 @@ extern "C" int rssm_gdn_decode_launch(const GdnDecodeParams* pp, cudaStream_t st
     if ((st = checkQK(op, p.q, p.k, p.q_stride_b, p.q_stride_t, p.q_stride_h, p.k_stride_b, p.k_stride_t,
                       p.k_stride_h)) != RSSM_OK)
         return st;
-    const int batchRows = rssm::gdn::decodeBatchRows(p.head_k);
+    if (p.variant < 0 || p.variant >= GDN_NUM_VARIANTS)
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: variant must be in [0, %d]; got %d", op,
+                        GDN_NUM_VARIANTS - 1, p.variant);
+    const int batchRows = p.variant == 0 ? rssm::gdn::decodeBatchRows(p.head_k) : tileRowsPass(p.head_k);
     if (p.rows_per_cta < 0 || p.rows_per_cta % batchRows != 0)
         return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: rows_per_cta must be 0 or a multiple of %d; got %d",
                         op, batchRows, p.rows_per_cta);
-    if (p.rows_per_cta == 0) p.rows_per_cta = batchRows;
     if (!(p.scale > 0.f)) p.scale = 1.0f / sqrtf((float)p.head_k);
     cudaError_t e;
+    if (p.variant == 0) {
+        if (p.rows_per_cta == 0) p.rows_per_cta = batchRows;
+        switch (p.state_dtype) {
+            case RSSM_DTYPE_FP32: e = rssm::gdn::launchDecode<float>(p, stream); break;
+            case RSSM_DTYPE_FP16: e = rssm::gdn::launchDecode<__half>(p, stream); break;
+            default: e = rssm::gdn::launchDecode<__nv_bfloat16>(p, stream); break;
+        }
+        return finish(op, e);
+    }
+    const int stBytes = p.state_dtype == RSSM_DTYPE_FP32 ? 4 : 2;
+    if (p.rows_per_cta == 0)
+        p.rows_per_cta = p.variant == 2 ? batchRows
+                                        : tileRowsAuto(p.head_k, stBytes, p.head_v, (long long)p.batch * p.num_v_heads);
+    const int smem = rssm::gdn::decodeTileSmemBytes(p.head_k, stBytes, p.rows_per_cta, p.num_tokens);
+    if (smem > smemOptin())
+        return setError(RSSM_ERR_UNSUPPORTED, "%s: variant %d needs %d bytes of shared memory per CTA (rows_per_cta %d); "
+                        "the device allows %d", op, p.variant, smem, p.rows_per_cta, smemOptin());
     switch (p.state_dtype) {
-        case RSSM_DTYPE_FP32: e = rssm::gdn::launchDecode<float>(p, stream); break;
-        case RSSM_DTYPE_FP16: e = rssm::gdn::launchDecode<__half>(p, stream); break;
-        default: e = rssm::gdn::launchDecode<__nv_bfloat16>(p, stream); break;
+        case RSSM_DTYPE_FP32: e = rssm::gdn::launchDecodeTile<float>(p, smem, stream); break;
+        case RSSM_DTYPE_FP16: e = rssm::gdn::launchDecodeTile<__half>(p, smem, stream); break;
+        default: e = rssm::gdn::launchDecodeTile<__nv_bfloat16>(p, smem, stream); break;
     }
     return finish(op, e);
 }
@@ -189,10 +229,47 @@ extern "C" int rssm_gdn_replay_launch(const GdnReplayParams* pp, cudaStream_t st
                         "elements; got %p, strides (%lld, %lld, %lld)",
                         op, p.ring_k, (long long)p.ring_k_stride_slot, (long long)p.ring_k_stride_rec,
                         (long long)p.ring_k_stride_head);
-    const int batchRows = rssm::gdn::replayBatchRows(p.head_k, p.mode);
+    if (p.variant < 0 || p.variant >= GDN_NUM_VARIANTS)
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: variant must be in [0, %d]; got %d", op,
+                        GDN_NUM_VARIANTS - 1, p.variant);
+    const int batchRows = p.variant == 0 ? rssm::gdn::replayBatchRows(p.head_k, p.mode) : tileRowsPass(p.head_k);
     if (p.rows_per_cta < 0 || p.rows_per_cta % batchRows != 0)
         return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: rows_per_cta must be 0 or a multiple of %d; got %d",
                         op, batchRows, p.rows_per_cta);
+    if (p.variant != 0) {
+        if (!(p.scale > 0.f)) p.scale = 1.0f / sqrtf((float)p.head_k);
+        const int stBytes = p.state_dtype == RSSM_DTYPE_FP32 ? 4 : 2;
+        const long long heads = (long long)p.batch * p.num_v_heads;
+        const int limit = smemOptin();
+        int full_ring = 0;
+        if (p.rows_per_cta == 0) {
+            if (p.variant == 2) {
+                p.rows_per_cta = roundUp(p.head_v, batchRows);  // one whole head per CTA
+            } else {
+                p.rows_per_cta = tileRowsAuto(p.head_k, stBytes, p.head_v, heads);
+                // small-batch route: one pass per CTA, and the whole ring copied without waiting
+                // for the cursors (one dependent round trip fewer)
+                if (p.rows_per_cta == batchRows && p.ring_capacity <= GDN_MAX_WINDOW + GDN_MAX_TOKENS) full_ring = 1;
+            }
+        }
+        auto smemOf = [&](int tile) {
+            return rssm::gdn::replayTileSmemBytes(p.head_k, stBytes, tile, full_ring ? p.ring_capacity : p.window,
+                                                  p.num_tokens);
+        };
+        while (smemOf(p.rows_per_cta) > limit && p.rows_per_cta > batchRows && pp->rows_per_cta == 0)
+            p.rows_per_cta = roundUp(p.rows_per_cta / 2, batchRows);
+        const int smem = smemOf(p.rows_per_cta);
+        if (smem > limit)
+            return setError(RSSM_ERR_UNSUPPORTED, "%s: variant %d needs %d bytes of shared memory per CTA "
+                            "(rows_per_cta %d); the device allows %d", op, p.variant, smem, p.rows_per_cta, limit);
+        cudaError_t e;
+        switch (p.state_dtype) {
+            case RSSM_DTYPE_FP32: e = rssm::gdn::launchReplayTile<float>(p, smem, full_ring, stream); break;
+            case RSSM_DTYPE_FP16: e = rssm::gdn::launchReplayTile<__half>(p, smem, full_ring, stream); break;
+            default: e = rssm::gdn::launchReplayTile<__nv_bfloat16>(p, smem, full_ring, stream); break;
+        }
+        return finish(op, e);
+    }
     if (p.rows_per_cta == 0) {
         if (p.mode == GDN_REPLAY_STANDARD) {
             p.rows_per_cta = batchRows;
