@@ -2,7 +2,9 @@
 # One call on a GPU machine: build the kernel library, run the GPU tests, optionally the
 # compute-sanitizer checks and the side-by-side benchmarks, and print a short table last.
 #
-#   scripts/gpu_run.sh [--tests] [--sanitize] [--bench mamba2,gdn] [--bench-args "..."]
+#   scripts/gpu_run.sh [--tests] [--xdist N] [--test-select PATHS] [--sanitize] [--harness]
+#                      [--bench mamba2,gdn,precision] [--bench-args "..."]
+# TRT_INC=<TensorRT include dir> also builds the plugin library and the enqueue harness.
 #
 # Peers (FlashInfer, fla) are installed from .whl/ when that folder exists (carried wheels), and
 # FlashInfer's JIT cache is taken from .fi_cache/ when present. Logs go to $OUT (default ./out).
@@ -11,12 +13,14 @@ cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/out}"; mkdir -p "$OUT"
 LOG=/tmp/rssm-logs; rm -rf "$LOG"; mkdir -p "$LOG"   # only 8 files come back from $OUT: logs are tarred
 export PYTHONUNBUFFERED=1
-RUN_TESTS=0; RUN_SAN=0; BENCH=""; BENCH_ARGS=""; TEST_SEL="tests/kernels"
+RUN_TESTS=0; RUN_SAN=0; RUN_HARNESS=0; XDIST=""; BENCH=""; BENCH_ARGS=""; TEST_SEL="tests/kernels"
 while [ $# -gt 0 ]; do
   case "$1" in
     --tests) RUN_TESTS=1 ;;
     --test-select) TEST_SEL="$2"; shift ;;
     --sanitize) RUN_SAN=1 ;;
+    --harness) RUN_HARNESS=1 ;;
+    --xdist) XDIST="-n $2"; shift ;;
     --bench) BENCH="$2"; shift ;;
     --bench-args) BENCH_ARGS="$2"; shift ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
@@ -36,19 +40,27 @@ if [ -d .fi_cache ]; then
   export FLASHINFER_WORKSPACE_BASE="$PWD/.fi_cache"
 fi
 
+# A library built on the dev machine may be carried in build/gpu (saves the build here); it is used
+# only if it loads and reports this package's ABI. Otherwise build here.
 t0=$(date +%s)
-cmake -S cpp_plugins -B build/gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a \
-      -DRSSM_BUILD_PLUGINS=OFF > "$LOG/cmake.log" 2>&1 \
-  && cmake --build build/gpu -j"$(nproc)" >> "$LOG/cmake.log" 2>&1
-rc=$?
-note "build: rc=$rc in $(( $(date +%s) - t0 ))s"
-if [ $rc -ne 0 ]; then tail -40 "$LOG/cmake.log"; exit $rc; fi
-export RSSM_KERNEL_LIB="$PWD/build/gpu/libreplayssm_kernels.so"
+LIBSO="$PWD/build/gpu/libreplayssm_kernels.so"
+if [ -f "$LIBSO" ] && python3 -c "import ctypes,sys; l=ctypes.CDLL(sys.argv[1]); from replayssm_trtllm.ops._lib import EXPECTED_ABI_VERSION as V; sys.exit(0 if l.rssm_kernel_abi_version()==V else 1)" "$LIBSO" 2>>"$LOG/cmake.log"; then
+  note "build: using carried build/gpu/libreplayssm_kernels.so"
+else
+  cmake -S cpp_plugins -B build/gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a \
+        ${TRT_INC:+-DTensorRT_INCLUDE_DIR=$TRT_INC} > "$LOG/cmake.log" 2>&1 \
+    && cmake --build build/gpu -j"$(nproc)" >> "$LOG/cmake.log" 2>&1
+  rc=$?
+  note "build: rc=$rc in $(( $(date +%s) - t0 ))s"
+  if [ $rc -ne 0 ]; then tail -40 "$LOG/cmake.log"; exit $rc; fi
+fi
+export RSSM_KERNEL_LIB="$LIBSO"
 export PYTHONPATH="$PWD:${PYTHONPATH:-}"
+export LD_LIBRARY_PATH="$PWD/build/gpu:$PWD/build/gpu/plugins:${LD_LIBRARY_PATH:-}"
 
 if [ $RUN_TESTS -eq 1 ]; then
   t0=$(date +%s)
-  python3 -m pytest -q -m gpu $TEST_SEL -p no:cacheprovider > "$LOG/gpu-tests.log" 2>&1
+  python3 -m pytest -q -m gpu $TEST_SEL -p no:cacheprovider $XDIST > "$LOG/gpu-tests.log" 2>&1
   rc=$?
   note "gpu tests ($TEST_SEL): rc=$rc, $(tail -1 "$LOG/gpu-tests.log") [$(( $(date +%s) - t0 ))s]"
   grep -E "^(FAILED|ERROR)" "$LOG/gpu-tests.log" | head -20
@@ -62,6 +74,19 @@ if [ $RUN_SAN -eq 1 ]; then
     rc=$?
     note "compute-sanitizer $tool: rc=$rc, $(grep -E 'ERROR SUMMARY' "$LOG/sanitize-$tool.log" | tail -1) $(tail -1 "$LOG/sanitize-$tool.log") [$(( $(date +%s) - t0 ))s]"
   done
+fi
+
+if [ $RUN_HARNESS -eq 1 ]; then
+  H=build/gpu/plugins/rssm_enqueue_harness
+  if [ -x "$H" ]; then
+    t0=$(date +%s)
+    "$H" > "$LOG/harness.log" 2>&1
+    rc=$?
+    note "TensorRT plugin enqueue harness: rc=$rc, $(tail -1 "$LOG/harness.log") [$(( $(date +%s) - t0 ))s]"
+    tail -25 "$LOG/harness.log"
+  else
+    note "TensorRT plugin enqueue harness: not built (configure with TRT_INC=<TensorRT include dir>)"
+  fi
 fi
 
 for fam in ${BENCH//,/ }; do

@@ -4,6 +4,11 @@ Kernels in one run: conventional decode (in place), conventional per-draft-snaps
 ReplaySSM standard decode and speculative verify (with the device commit inside the timed graph),
 and the FlashInfer peers when replayssm_trtllm.bench.peers provides them (else "not available").
 
+Every kernel design (``--variants``, mamba2.h RSSM_MAMBA2_VARIANT_*) is timed side by side over a
+few rows_per_cta values in one run; each case reports every (variant, rows) point and the best one, and
+the targets use the best point of each kernel (the conventional baseline included: the speedups are
+against the fastest conventional configuration of the run).
+
 Timing: every case is one CUDA graph that drives a realistic cursor sequence through whole
 windows (flush steps included) over `nl` layer buffers (enough layers that their checkpoints are
 several times the L2, so no step reads a state another step left in L2); the graph is replayed
@@ -27,14 +32,18 @@ SHAPES = {"nano": dict(H=96, P=80, N=128, G=8), "super": dict(H=128, P=64, N=128
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shapes", default="super,nano", help="comma list of: nano, super")
-    parser.add_argument("--batch", default="1,64,256,512", help="comma list of batch sizes")
-    parser.add_argument("--window", default="8,16,32", help="comma list of replay windows L")
-    parser.add_argument("--tokens", default="1,2,4,8", help="comma list of verify lengths T (1 = standard)")
+    parser.add_argument("--batch", default=None, help="comma list of batch sizes (default 256,1; --full: 1,64,256,512)")
+    parser.add_argument("--window", default=None, help="comma list of replay windows L (default 16; --full: 8,16,32)")
+    parser.add_argument("--tokens", default=None, help="comma list of verify lengths T (default 1,4,8; --full: 1,2,4,8)")
+    parser.add_argument("--variants", default="0,1,2", help="comma list of kernel variants to time (mamba2.h)")
+    parser.add_argument("--rows", default=None,
+                        help="comma list of rows_per_cta to time for every variant (default: a per-variant sweep)")
     parser.add_argument("--state-dtype", default="fp32", choices=["fp32", "fp16", "bf16"])
     parser.add_argument("--act-dtype", default="bf16", choices=["bf16", "fp16"])
-    parser.add_argument("--quick", action="store_true",
-                        help="only the target cases (both shapes, B in {1, 256}, L = 16, T in {1, 4, 8})")
-    parser.add_argument("--sweep-rows", action="store_true", help="also sweep rows_per_cta for B = 256, L = 16")
+    parser.add_argument("--full", action="store_true", help="the full grid of batches, windows and T")
+    parser.add_argument("--quick", action="store_true", help="(default; kept for old command lines)")
+    parser.add_argument("--no-sweep-rows", action="store_true", help="time rows_per_cta = 0 (auto) only")
+    parser.add_argument("--sweep-rows", action="store_true", help="(default; kept for old command lines)")
     parser.add_argument("--repeats", type=int, default=5, help="timed graph replays per case (median)")
     parser.add_argument("--l2-bytes", type=float, default=240e6, help="min checkpoint bytes across layer buffers")
     parser.add_argument("--out", default="bench/results/latest-mamba2.json")
@@ -139,20 +148,20 @@ class _Layerset:
         self.origin.zero_()
         self.length.copy_(h0)
 
-    def conv_step(self, layer, T=1, snap=False, rows=0):
+    def conv_step(self, layer, T=1, snap=False, rows=0, variant=0):
         import torch
         i = self.inputs[T]
         torch.ops.replayssm.mamba2_decode_out(self.conv[layer], i["x"], i["dt_raw"], i["Bm"], i["Cm"], self.A, self.D,
                                               self.dt_bias, i["z"], self.sbi, self.snap[:, :T] if snap else None, i["y"],
-                                              rows)
+                                              rows, variant)
 
-    def replay_step(self, layer, T, mode, rows=0):
+    def replay_step(self, layer, T, mode, rows=0, variant=0):
         import torch
         i = self.inputs[T]
         torch.ops.replayssm.mamba2_replay_decode_out(
             self.ckpt[layer], self.ring_dt[layer], self.ring_x[layer], self.ring_B[layer], self.origin, self.length,
             i["x"], i["dt_raw"], i["Bm"], i["Cm"], self.A, self.D, self.dt_bias, i["z"], self.sbi, self.L, mode,
-            i["y"], rows)
+            i["y"], rows, variant)
 
     def commit(self, T, mode, acc=None):
         import torch
@@ -167,24 +176,54 @@ def _record_bytes(sh, act_bytes):
     return 4 * sh["H"] + act_bytes * sh["H"] * sh["P"] + act_bytes * sh["G"] * sh["N"]
 
 
-def _check(ls, T, rtol=2e-2, atol_frac=1e-2):
-    """Replay output (in-phase h = 0 rows, speculative T tokens) vs conventional outputs on the same
-    inputs and checkpoint; returns (max of |err| / (rtol |ref| + atol_frac rms), ok)."""
+def _check(ls, T, variant, rtol=2e-2, atol_frac=1e-2):
+    """Replay output of `variant` (in-phase h = 0 rows, speculative T tokens) and conventional output of
+    `variant` vs the conventional variant-0 output on the same inputs and state; returns
+    (max of |err| / (rtol |ref| + atol_frac rms) over both, ok)."""
     import torch
-    ls.conv[0].copy_(ls.ckpt[0])
-    ls.set_cursors(torch.zeros_like(ls.length))
     mode = 0 if T == 1 else 1
-    ls.replay_step(0, T, mode)
-    y_r = ls.inputs[T]["y"].float().clone()
-    if T == 1:
-        ls.conv_step(0, 1)
-    else:
-        ls.conv_step(0, T, snap=True)
-    y_c = ls.inputs[T]["y"].float()
+    outs = {}
+    for name, v in (("ref", 0), ("conv", variant), ("replay", variant)):
+        ls.conv[0].copy_(ls.ckpt[0])
+        ls.set_cursors(torch.zeros_like(ls.length))
+        if name == "replay":
+            ls.replay_step(0, T, mode, variant=v)
+        else:
+            ls.conv_step(0, T, snap=T > 1, variant=v)
+        outs[name] = ls.inputs[T]["y"].float().clone()
     torch.cuda.synchronize()
+    y_c = outs["ref"]
     rms = float(y_c.pow(2).mean().sqrt())
-    err = float(((y_r - y_c).abs() / (rtol * y_c.abs() + atol_frac * rms)).max())
+    err = max(float(((outs[k] - y_c).abs() / (rtol * y_c.abs() + atol_frac * rms)).max()) for k in ("conv", "replay"))
     return err, err <= 1.0 and not math.isnan(err)
+
+
+def _rows_list(variant, sh, chunk, sweep, explicit):
+    """rows_per_cta values timed for one variant (0 = the launcher's auto choice first)."""
+    if explicit:
+        return explicit
+    if not sweep:
+        return [0]
+    P = sh["P"]
+    if variant == 0:
+        full = math.ceil(P / chunk) * chunk
+        cand = [chunk, 2 * chunk, full]
+    else:
+        cand = [P, math.ceil(P / 2 / 8) * 8, 16]
+    out = [0]
+    for r in cand:
+        if r <= 128 and r not in out:
+            out.append(r)
+    return out
+
+
+def _timed(fn, repeats):
+    """_time_graph, or None when the configuration is refused (printed)."""
+    try:
+        return _time_graph(fn, repeats)
+    except (RuntimeError, ValueError) as e:
+        print(f"    skipped: {str(e).splitlines()[0][:160]}")
+        return None
 
 
 # ------------------------------------------------------------------------------------------- run
@@ -195,16 +234,19 @@ def run(args) -> int:
         return 2
     import replayssm_trtllm.ops.commit  # noqa: F401
     import replayssm_trtllm.ops.mamba2  # noqa: F401
+    from replayssm_trtllm.ops.mamba2 import row_chunk
     from replayssm_trtllm.ops.state_cache import replay_overhead_bytes
 
     st, act = _dt(args.state_dtype), _dt(args.act_dtype)
     st_b, act_b = torch.tensor([], dtype=st).element_size(), torch.tensor([], dtype=act).element_size()
     shapes = [s.strip() for s in args.shapes.split(",") if s.strip()]
-    batches = [int(b) for b in args.batch.split(",")]
-    windows = [int(w) for w in args.window.split(",")]
-    tokens = [int(t) for t in args.tokens.split(",")]
-    if args.quick:
-        batches, windows, tokens = [256, 1], [16], [1, 4, 8]
+    ints = lambda text: [int(v) for v in text.split(",") if v.strip()]  # noqa: E731
+    batches = ints(args.batch) if args.batch else ([1, 64, 256, 512] if args.full else [256, 1])
+    windows = ints(args.window) if args.window else ([8, 16, 32] if args.full else [16])
+    tokens = ints(args.tokens) if args.tokens else ([1, 2, 4, 8] if args.full else [1, 4, 8])
+    variants = ints(args.variants)
+    explicit_rows = ints(args.rows) if args.rows else None
+    sweep = not args.no_sweep_rows
     try:
         from replayssm_trtllm.bench import peers  # noqa: F401
         peer_status = "module present (FlashInfer peer timing not wired in this version)"
@@ -213,19 +255,41 @@ def run(args) -> int:
 
     copy_bw = copy_bandwidth()
     print(f"device-to-device copy: {copy_bw / 1e12:.3f} TB/s (read + write)")
-    rows_out, targets = [], {}
+    print(f"variants {variants}; rows_per_cta sweep {'on' if sweep else 'off'}")
+    rows_out, targets, best_rows = [], {}, []
     gen = torch.Generator().manual_seed(args.seed)
 
     def record(**kw):
         rows_out.append(kw)
         extra = f"  speedup {kw['speedup']:.3f}x" if kw.get("speedup") else ""
+        extra += f"  x{kw['ratio_to_conv_step']:.3f} conv" if kw.get("ratio_to_conv_step") else ""
         bw = f"  {kw['gbps']:.0f} GB/s ({100 * kw['copy_frac']:.1f}% copy)" if kw.get("gbps") else ""
-        print(f"{kw['shape']:5s} B={kw['B']:<4d} L={kw['L']:<3d} T={kw['T']} {kw['kernel']:34s} "
+        print(f"{kw['shape']:5s} B={kw['B']:<4d} L={kw['L']:<3d} T={kw['T']} {kw['kernel']:44s} "
               f"{kw['us_per_step']:9.2f} us/step{bw}{extra}", flush=True)
+
+    def sweep_case(label, base, points, fn_of, per_s, by=None, **extra):
+        """Times fn_of(v, rows) for every (v, rows) point; records each; returns (best t, v, rows)."""
+        best = (None, None, None)
+        for v, rows in points:
+            t = _timed(fn_of(v, rows), args.repeats)
+            if t is None:
+                continue
+            t /= per_s
+            kw = dict(base, kernel=f"{label} v{v} rows={rows or 'auto'}", us_per_step=t * 1e6, variant=v, rows=rows)
+            if by:
+                kw.update(gbps=by / t / 1e9, copy_frac=by / t / copy_bw)
+            kw.update({k: (f(t) if callable(f) else f) for k, f in extra.items()})
+            record(**kw)
+            if best[0] is None or t < best[0]:
+                best = (t, v, rows)
+        if best[0] is not None:
+            best_rows.append(dict(base, kernel=label, us_per_step=best[0] * 1e6, variant=best[1], rows=best[2]))
+        return best
 
     for shp in shapes:
         sh = SHAPES[shp]
         rec_b = _record_bytes(sh, act_b)
+        ch = row_chunk(st, sh["N"])
         for B in batches:
             sb = _state_bytes(sh, B, st_b)
             nl = int(min(64, max(2, math.ceil(args.l2_bytes / sb))))
@@ -238,69 +302,76 @@ def run(args) -> int:
                     print(f"{shp} B={B} L={L}: out of memory, skipped")
                     torch.cuda.empty_cache()
                     continue
-                for T in sorted(set(tokens) | {1}):
-                    err, ok = _check(ls, T)
-                    print(f"{shp} B={B} L={L} T={T}: replay vs conventional max err / bound = {err:.2f} "
-                          f"{'OK' if ok else 'MISMATCH'}")
-                    if not ok:
-                        targets[f"correct_{shp}_B{B}_L{L}_T{T}"] = dict(value=err, goal="<= 1", met=False,
-                                                                       case=f"{shp} B={B} L={L} T={T}")
-                # ---- conventional standard step (best over the rows_per_cta sweep)
-                from replayssm_trtllm.ops.mamba2 import row_chunk
-                ch = row_chunk(st, sh["N"])
-                full = math.ceil(sh["P"] / ch) * ch
-                sweep = sorted({0, ch, 2 * ch if 2 * ch <= full else ch, full}) if (
-                    args.sweep_rows and B >= 256 and L == 16) else [0]
-                conv_best = None
-                for rows in sweep:
-                    t = _time_graph(lambda: [ls.conv_step(l, 1, rows=rows) for l in range(nl)], args.repeats) / nl
-                    by = 2 * sb
-                    name = "conventional" + (f" rows={rows}" if rows else "")
-                    record(shape=shp, B=B, L=L, T=1, kernel=name, us_per_step=t * 1e6, gbps=by / t / 1e9,
-                           copy_frac=by / t / copy_bw, rows=rows)
-                    conv_best = t if conv_best is None else min(conv_best, t)
+                for v in variants:
+                    for T in sorted(set(tokens) | {1}):
+                        err, ok = _check(ls, T, v)
+                        print(f"{shp} B={B} L={L} T={T} v{v}: conventional and replay vs conventional v0: "
+                              f"max err / bound = {err:.2f} {'OK' if ok else 'MISMATCH'}")
+                        if not ok:
+                            targets[f"correct_{shp}_B{B}_L{L}_T{T}_v{v}"] = dict(
+                                value=err, goal="<= 1", met=False, case=f"{shp} B={B} L={L} T={T} variant {v}")
+                target_case = L == 16 and B in (1, 256)
+                do_sweep = sweep and target_case
+                pts = [(v, r) for v in variants for r in _rows_list(v, sh, ch, do_sweep, explicit_rows)]
+                base = dict(shape=shp, B=B, L=L, T=1)
+                # ---- conventional standard step
+                conv_best, cv, cr = sweep_case(
+                    "conventional", base, pts,
+                    lambda v, r: (lambda: [ls.conv_step(l, 1, rows=r, variant=v) for l in range(nl)]), nl, by=2 * sb)
+                if conv_best is None:
+                    print(f"{shp} B={B} L={L}: no conventional configuration ran; skipped")
+                    continue
+                print(f"  best conventional: {conv_best * 1e6:.2f} us (v{cv}, rows={cr or 'auto'})")
                 record(shape=shp, B=B, L=L, T=1, kernel="flashinfer selective_state_update",
                        us_per_step=float("nan"), note=peer_status)
                 if B >= 256 and L == 16:
                     targets.setdefault(f"conv_copy_frac_{shp}_B{B}", dict(
-                        value=(2 * sb / conv_best) / copy_bw, goal=">= 0.90", met=(2 * sb / conv_best) / copy_bw >= 0.90,
-                        case=f"{shp} B={B} conventional standard step"))
+                        value=(2 * sb / conv_best) / copy_bw, goal=">= 0.90",
+                        met=(2 * sb / conv_best) / copy_bw >= 0.90,
+                        case=f"{shp} B={B} conventional standard step (best: v{cv} rows={cr or 'auto'})"))
                 # ---- replay standard, window-amortized, in phase and staggered
+                # traffic per row over a cycle: L ckpt reads, 1 write, sum_h h record reads, L record writes
+                by = B * (L * sb / B + sb / B + (L * (L - 1) / 2) * rec_b + L * rec_b) / L
                 for phase in ("in-phase", "staggered"):
                     h0 = torch.zeros(B, dtype=torch.int32) if phase == "in-phase" else (
                         torch.arange(B, dtype=torch.int32) % L)
-                    for rows in (sweep if phase == "in-phase" else [0]):
-                        ls.set_cursors(h0.cuda())
 
+                    def cyc(v, r, h0=h0):
                         def cycle():
                             for _ in range(L):
                                 for l in range(nl):
-                                    ls.replay_step(l, 1, 0, rows)
+                                    ls.replay_step(l, 1, 0, r, v)
                                 ls.commit(1, 0)
-                        t = _time_graph(cycle, args.repeats) / (L * nl)
-                        # traffic per row over a cycle: L ckpt reads, 1 write, sum_h h record reads, L record writes
-                        by = B * (L * sb / B + sb / B + (L * (L - 1) / 2) * rec_b + L * rec_b) / L
-                        name = f"replay standard {phase}" + (f" rows={rows}" if rows else "")
-                        record(shape=shp, B=B, L=L, T=1, kernel=name, us_per_step=t * 1e6, gbps=by / t / 1e9,
-                               copy_frac=by / t / copy_bw, speedup=conv_best / t, rows=rows)
-                        if L == 16 and rows == 0:
-                            key = f"std_speedup_{shp}_B{B}_{phase}"
-                            goal = 1.75 if B >= 256 else 1.0
-                            if B in (1, 256):
-                                targets[key] = dict(value=conv_best / t, goal=f">= {goal}", met=conv_best / t >= goal,
-                                                    case=f"{shp} B={B} L=16 {phase}, window-amortized, flushes included")
-                            if B >= 256 and phase == "in-phase":
-                                targets[f"replay_copy_frac_{shp}_B{B}"] = dict(
-                                    value=by / t / copy_bw, goal=">= 0.85", met=by / t / copy_bw >= 0.85,
-                                    case=f"{shp} B={B} L=16 replay standard in-phase")
+                        ls.set_cursors(h0.cuda())
+                        return cycle
+                    t, v_, r_ = sweep_case(f"replay standard {phase}", base, pts, cyc, L * nl, by=by,
+                                           speedup=lambda t: conv_best / t)
+                    if t is None:
+                        continue
+                    print(f"  best replay standard {phase}: {t * 1e6:.2f} us (v{v_}, rows={r_ or 'auto'}), "
+                          f"{conv_best / t:.3f}x the best conventional")
+                    if L == 16 and B in (1, 256):
+                        goal = 1.75 if B >= 256 else 1.0
+                        targets[f"std_speedup_{shp}_B{B}_{phase}"] = dict(
+                            value=conv_best / t, goal=f">= {goal}", met=conv_best / t >= goal,
+                            case=f"{shp} B={B} L=16 {phase}, window-amortized, flushes included "
+                                 f"(replay v{v_} rows={r_ or 'auto'} vs conventional v{cv} rows={cr or 'auto'})")
+                        if B >= 256 and phase == "in-phase":
+                            targets[f"replay_copy_frac_{shp}_B{B}"] = dict(
+                                value=by / t / copy_bw, goal=">= 0.85", met=by / t / copy_bw >= 0.85,
+                                case=f"{shp} B={B} L=16 replay standard in-phase (v{v_} rows={r_ or 'auto'})")
                 # ---- speculative
+                spec_pts = [(v, r) for v in variants for r in _rows_list(v, sh, ch, do_sweep, explicit_rows)
+                            if r == 0 or (v != 0 and r == math.ceil(sh["P"] / 2 / 8) * 8) or explicit_rows]
                 for T in tokens:
                     if T == 1 or T > L:
                         continue
-                    t_pd = _time_graph(lambda: ls.conv_step(0, T, snap=True), args.repeats)
-                    by = sb * (1 + T)
-                    record(shape=shp, B=B, L=L, T=T, kernel="conventional per-draft snapshots", us_per_step=t_pd * 1e6,
-                           gbps=by / t_pd / 1e9, copy_frac=by / t_pd / copy_bw, ratio_to_conv_step=t_pd / conv_best)
+                    bT = dict(shape=shp, B=B, L=L, T=T)
+                    by_pd = sb * (1 + T)
+                    t_pd, vpd, rpd = sweep_case(
+                        "conventional per-draft snapshots", bT, [(v, 0) for v in variants],
+                        lambda v, r: (lambda: ls.conv_step(0, T, snap=True, rows=r, variant=v)), 1, by=by_pd,
+                        ratio_to_conv_step=lambda t: t / conv_best)
                     K = 2 * L
                     for accept in ("all", "one", "mixed"):
                         if accept == "all":
@@ -310,25 +381,34 @@ def run(args) -> int:
                         else:
                             accs = [torch.randint(1, T + 1, (B,), generator=gen, dtype=torch.int32) for _ in range(K)]
                         accs = [a.cuda() for a in accs]
-                        ls.set_cursors((torch.arange(B, dtype=torch.int32) % (L + 1)).cuda())
 
-                        def spec_cycle():
-                            for k in range(K):
-                                for l in range(nl):
-                                    ls.replay_step(l, T, 1)
-                                ls.commit(T, 1, accs[k])
-                        t = _time_graph(spec_cycle, args.repeats) / (K * nl)
-                        record(shape=shp, B=B, L=L, T=T, kernel=f"replay verify {accept}-accepted",
-                               us_per_step=t * 1e6, ratio_to_conv_step=t / conv_best, speedup=t_pd / t)
+                        def scyc(v, r, accs=accs):
+                            def spec_cycle():
+                                for k in range(K):
+                                    for l in range(nl):
+                                        ls.replay_step(l, T, 1, r, v)
+                                    ls.commit(T, 1, accs[k])
+                            ls.set_cursors((torch.arange(B, dtype=torch.int32) % (L + 1)).cuda())
+                            return spec_cycle
+                        t, v_, r_ = sweep_case(f"replay verify {accept}-accepted", bT, spec_pts, scyc, K * nl,
+                                               ratio_to_conv_step=lambda t: t / conv_best,
+                                               speedup=(lambda t: t_pd / t) if t_pd else None)
+                        if t is None:
+                            continue
+                        print(f"  best replay verify T={T} {accept}: {t * 1e6:.2f} us (v{v_}, rows={r_ or 'auto'}), "
+                              f"{t / conv_best:.3f} x conventional step"
+                              + (f", {t_pd / t:.2f}x faster than per-draft" if t_pd else ""))
                         if L == 16 and B >= 256 and T in (4, 8):
                             goal = 0.65 if T == 4 else 0.85
                             targets[f"spec_T{T}_ratio_{shp}_B{B}_{accept}"] = dict(
                                 value=t / conv_best, goal=f"<= {goal}", met=t / conv_best <= goal,
-                                case=f"{shp} B={B} L=16 T={T} {accept}-accepted, flushes included")
-                            if T == 4:
+                                case=f"{shp} B={B} L=16 T={T} {accept}-accepted, flushes included "
+                                     f"(v{v_} rows={r_ or 'auto'})")
+                            if T == 4 and t_pd:
                                 targets[f"spec_T4_vs_perdraft_{shp}_B{B}_{accept}"] = dict(
                                     value=t_pd / t, goal=">= 4", met=t_pd / t >= 4,
-                                    case=f"{shp} B={B} L=16 T=4 {accept}-accepted vs per-draft snapshots")
+                                    case=f"{shp} B={B} L=16 T=4 {accept}-accepted vs per-draft snapshots "
+                                         f"(best per-draft v{vpd})")
                 del ls
                 torch.cuda.empty_cache()
 
@@ -341,11 +421,16 @@ def run(args) -> int:
     result = dict(
         gpu=torch.cuda.get_device_name(), date=datetime.datetime.now().isoformat(timespec="seconds"),
         command=" ".join(sys.argv), git_commit=_git_commit(), copy_bandwidth_Bps=copy_bw,
-        copy_bandwidth_end_Bps=copy_bw2,
-        state_dtype=args.state_dtype, act_dtype=args.act_dtype, peers=peer_status, targets=targets, rows=rows_out)
+        copy_bandwidth_end_Bps=copy_bw2, variants=variants,
+        state_dtype=args.state_dtype, act_dtype=args.act_dtype, peers=peer_status, targets=targets, rows=rows_out,
+        best=best_rows)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1, default=float))
+    print("\nBEST PER CASE (us per layer-step)")
+    for r in best_rows:
+        print(f"  {r['shape']:5s} B={r['B']:<4d} L={r['L']:<3d} T={r['T']} {r['kernel']:36s} {r['us_per_step']:9.2f}"
+              f"  v{r['variant']} rows={r['rows'] or 'auto'}")
     print("\nTARGETS")
     for k, v in targets.items():
         print(f"  {'MET ' if v['met'] else 'MISS'} {k}: {v['value']:.3f} (goal {v['goal']}; {v['case']})")

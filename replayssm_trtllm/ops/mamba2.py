@@ -28,13 +28,17 @@ from .commit import mode_code
 __all__ = [
     "Mamba2DecodeParams", "Mamba2ReplayParams", "mamba2_decode", "mamba2_decode_out", "mamba2_replay_decode",
     "mamba2_replay_decode_out", "row_chunk",
-    "SUPPORTED_HEADDIM", "SUPPORTED_DSTATE", "MAX_TOKENS", "MAX_WINDOW",
+    "SUPPORTED_HEADDIM", "SUPPORTED_DSTATE", "MAX_TOKENS", "MAX_WINDOW", "VARIANTS",
 ]
 
 SUPPORTED_HEADDIM = (32, 64, 80, 128)
 SUPPORTED_DSTATE = (64, 128, 256)
 MAX_TOKENS = 8
 MAX_WINDOW = 64
+# Kernel designs (``variant`` argument, mamba2.h RSSM_MAMBA2_VARIANT_*): 0 = one CTA per (P tile, head, row),
+# 1 = persistent producer/consumer pipeline with 8 consumer warps, 2 = the same with 4. All compute the same
+# function; variants 1/2 fall back to 0 when the token tensors are not 16-byte aligned (see the header).
+VARIANTS = (0, 1, 2)
 
 DTYPE_CODE = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 STATE_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -51,7 +55,7 @@ class Mamba2DecodeParams(ctypes.Structure):
     """ctypes mirror of ``Mamba2DecodeParams`` (cpp_plugins/kernels/mamba2/mamba2.h)."""
     _fields_ = (
         [(n, _i32) for n in ("batch", "num_tokens", "nheads", "headdim", "dstate", "ngroups", "num_slots",
-                             "state_dtype", "act_dtype", "dt_dtype", "rows_per_cta", "pad0")]
+                             "state_dtype", "act_dtype", "dt_dtype", "rows_per_cta", "variant")]
         + _strides("state", ("slot", "head", "p"))
         + _strides("snap", ("slot", "tok", "head", "p"))
         + _strides("x", "bth") + _strides("dt", "bth") + _strides("B", "btg") + _strides("C", "btg")
@@ -66,7 +70,7 @@ class Mamba2ReplayParams(ctypes.Structure):
     _fields_ = (
         [(n, _i32) for n in ("batch", "num_tokens", "nheads", "headdim", "dstate", "ngroups", "num_slots",
                              "window", "ring_capacity", "mode", "state_dtype", "act_dtype", "dt_dtype",
-                             "rows_per_cta")]
+                             "rows_per_cta", "variant", "pad0")]
         + _strides("state", ("slot", "head", "p"))
         + _strides("x", "bth") + _strides("dt", "bth") + _strides("B", "btg") + _strides("C", "btg")
         + _strides("z", "bth") + _strides("y", "bth")
@@ -195,6 +199,12 @@ def _opt_ptr(t):
     return t.data_ptr() if t is not None else None
 
 
+def _check_variant(op: str, variant: int) -> int:
+    if not isinstance(variant, int) or variant not in VARIANTS:
+        raise ValueError(f"{op}: variant must be one of {VARIANTS}; got {variant!r}")
+    return variant
+
+
 def _check_out(op: str, y, x) -> None:
     if not isinstance(y, torch.Tensor) or y.dtype != x.dtype or tuple(y.shape) != tuple(x.shape) \
             or y.device != x.device or (y.shape[-1] > 1 and y.stride(-1) != 1):
@@ -227,7 +237,8 @@ def validate_decode_args(state, x, dt_raw, B, C, A, D, dt_bias, z, state_batch_i
     return (x4, dt4, B4, C4, z4, squeezed), (Bsz, T, H, P, G, N, S)
 
 
-def _decode_launch(state, x, dt_raw, B, C, A, D, dt_bias, z, state_batch_indices, snapshots, rows_per_cta, y):
+def _decode_launch(state, x, dt_raw, B, C, A, D, dt_bias, z, state_batch_indices, snapshots, rows_per_cta, y,
+                   variant=0):
     (x4, dt4, B4, C4, z4, squeezed), (Bsz, T, H, P, G, N, S) = validate_decode_args(
         state, x, dt_raw, B, C, A, D, dt_bias, z, state_batch_indices, snapshots)
     _check_out("mamba2_decode", y, x)
@@ -238,6 +249,7 @@ def _decode_launch(state, x, dt_raw, B, C, A, D, dt_bias, z, state_batch_indices
     p.state_dtype, p.act_dtype = DTYPE_CODE[state.dtype], DTYPE_CODE[x.dtype]
     p.dt_dtype = DTYPE_CODE[dt4.dtype]
     p.rows_per_cta = rows_per_cta
+    p.variant = _check_variant("mamba2_decode", variant)
     p.stride_state_slot, p.stride_state_head, p.stride_state_p = state.stride(0), state.stride(1), state.stride(2)
     if snapshots is not None:
         (p.stride_snap_slot, p.stride_snap_tok, p.stride_snap_head, p.stride_snap_p) = snapshots.stride()[:4]
@@ -256,7 +268,7 @@ def _decode_launch(state, x, dt_raw, B, C, A, D, dt_bias, z, state_batch_indices
 def mamba2_decode(state: torch.Tensor, x: torch.Tensor, dt_raw: torch.Tensor, B: torch.Tensor, C: torch.Tensor,
                   A: torch.Tensor, D: Optional[torch.Tensor], dt_bias: Optional[torch.Tensor],
                   z: Optional[torch.Tensor], state_batch_indices: Optional[torch.Tensor],
-                  snapshots: Optional[torch.Tensor], rows_per_cta: int = 0) -> torch.Tensor:
+                  snapshots: Optional[torch.Tensor], rows_per_cta: int = 0, variant: int = 0) -> torch.Tensor:
     """Conventional decode of T tokens per row; returns y like x.
 
     ``snapshots is None``: the state of each row's slot is updated in place (T = 1: one standard step).
@@ -264,13 +276,13 @@ def mamba2_decode(state: torch.Tensor, x: torch.Tensor, dt_raw: torch.Tensor, B:
     ``state`` is only read. Padding rows (slot < 0) are skipped: their y rows are not written.
     """
     y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-    _decode_launch(state, x, dt_raw, B, C, A, D, dt_bias, z, state_batch_indices, snapshots, rows_per_cta, y)
+    _decode_launch(state, x, dt_raw, B, C, A, D, dt_bias, z, state_batch_indices, snapshots, rows_per_cta, y, variant)
     return y
 
 
 @mamba2_decode.register_fake
 def _mamba2_decode_fake(state, x, dt_raw, B, C, A, D, dt_bias, z, state_batch_indices, snapshots,
-                        rows_per_cta=0):
+                        rows_per_cta=0, variant=0):
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
@@ -278,14 +290,15 @@ def _mamba2_decode_fake(state, x, dt_raw, B, C, A, D, dt_bias, z, state_batch_in
 def mamba2_decode_out(state: torch.Tensor, x: torch.Tensor, dt_raw: torch.Tensor, B: torch.Tensor,
                       C: torch.Tensor, A: torch.Tensor, D: Optional[torch.Tensor], dt_bias: Optional[torch.Tensor],
                       z: Optional[torch.Tensor], state_batch_indices: Optional[torch.Tensor],
-                      snapshots: Optional[torch.Tensor], y: torch.Tensor, rows_per_cta: int = 0) -> None:
+                      snapshots: Optional[torch.Tensor], y: torch.Tensor, rows_per_cta: int = 0,
+                      variant: int = 0) -> None:
     """:func:`mamba2_decode` writing into a preallocated ``y`` (shape/dtype of x, last dim contiguous)."""
-    _decode_launch(state, x, dt_raw, B, C, A, D, dt_bias, z, state_batch_indices, snapshots, rows_per_cta, y)
+    _decode_launch(state, x, dt_raw, B, C, A, D, dt_bias, z, state_batch_indices, snapshots, rows_per_cta, y, variant)
 
 
 @mamba2_decode_out.register_fake
 def _mamba2_decode_out_fake(state, x, dt_raw, B, C, A, D, dt_bias, z, state_batch_indices, snapshots, y,
-                            rows_per_cta=0):
+                            rows_per_cta=0, variant=0):
     return None
 
 
@@ -326,7 +339,7 @@ def validate_replay_args(state, ring_dt, ring_x, ring_B, ring_origin, ring_len, 
 
 
 def _replay_launch(state, ring_dt, ring_x, ring_B, ring_origin, ring_len, x, dt_raw, B, C, A, D, dt_bias, z,
-                   state_batch_indices, window, mode, rows_per_cta, y):
+                   state_batch_indices, window, mode, rows_per_cta, y, variant=0):
     (x4, dt4, B4, C4, z4, squeezed), (Bsz, T, H, P, G, N, S, Cap, mode_i) = validate_replay_args(
         state, ring_dt, ring_x, ring_B, ring_origin, ring_len, x, dt_raw, B, C, A, D, dt_bias, z,
         state_batch_indices, window, mode)
@@ -338,6 +351,7 @@ def _replay_launch(state, ring_dt, ring_x, ring_B, ring_origin, ring_len, x, dt_
     p.window, p.ring_capacity, p.mode = window, Cap, mode_i
     p.state_dtype, p.act_dtype, p.dt_dtype = DTYPE_CODE[state.dtype], DTYPE_CODE[x.dtype], DTYPE_CODE[dt4.dtype]
     p.rows_per_cta = rows_per_cta
+    p.variant = _check_variant("mamba2_replay_decode", variant)
     p.stride_state_slot, p.stride_state_head, p.stride_state_p = state.stride(0), state.stride(1), state.stride(2)
     _fill_token_strides(p, x4, dt4, B4, C4, z4, y4)
     p.state_batch_indices = _opt_ptr(state_batch_indices)
@@ -357,18 +371,18 @@ def mamba2_replay_decode(state: torch.Tensor, ring_dt: torch.Tensor, ring_x: tor
                          B: torch.Tensor, C: torch.Tensor, A: torch.Tensor, D: Optional[torch.Tensor],
                          dt_bias: Optional[torch.Tensor], z: Optional[torch.Tensor],
                          state_batch_indices: Optional[torch.Tensor], window: int, mode: int,
-                         rows_per_cta: int = 0) -> torch.Tensor:
+                         rows_per_cta: int = 0, variant: int = 0) -> torch.Tensor:
     """ReplaySSM decode step of one layer; returns y like x. Cursors are read, never written: run
     ``replay_commit`` once after all layers of the model step. Padding rows: y rows not written."""
     y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     _replay_launch(state, ring_dt, ring_x, ring_B, ring_origin, ring_len, x, dt_raw, B, C, A, D, dt_bias, z,
-                   state_batch_indices, window, mode, rows_per_cta, y)
+                   state_batch_indices, window, mode, rows_per_cta, y, variant)
     return y
 
 
 @mamba2_replay_decode.register_fake
 def _mamba2_replay_decode_fake(state, ring_dt, ring_x, ring_B, ring_origin, ring_len, x, dt_raw, B, C, A, D,
-                               dt_bias, z, state_batch_indices, window, mode, rows_per_cta=0):
+                               dt_bias, z, state_batch_indices, window, mode, rows_per_cta=0, variant=0):
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
@@ -379,13 +393,13 @@ def mamba2_replay_decode_out(state: torch.Tensor, ring_dt: torch.Tensor, ring_x:
                              x: torch.Tensor, dt_raw: torch.Tensor, B: torch.Tensor, C: torch.Tensor,
                              A: torch.Tensor, D: Optional[torch.Tensor], dt_bias: Optional[torch.Tensor],
                              z: Optional[torch.Tensor], state_batch_indices: Optional[torch.Tensor], window: int,
-                             mode: int, y: torch.Tensor, rows_per_cta: int = 0) -> None:
+                             mode: int, y: torch.Tensor, rows_per_cta: int = 0, variant: int = 0) -> None:
     """:func:`mamba2_replay_decode` writing into a preallocated ``y``."""
     _replay_launch(state, ring_dt, ring_x, ring_B, ring_origin, ring_len, x, dt_raw, B, C, A, D, dt_bias, z,
-                   state_batch_indices, window, mode, rows_per_cta, y)
+                   state_batch_indices, window, mode, rows_per_cta, y, variant)
 
 
 @mamba2_replay_decode_out.register_fake
 def _mamba2_replay_decode_out_fake(state, ring_dt, ring_x, ring_B, ring_origin, ring_len, x, dt_raw, B, C, A, D,
-                                   dt_bias, z, state_batch_indices, window, mode, y, rows_per_cta=0):
+                                   dt_bias, z, state_batch_indices, window, mode, y, rows_per_cta=0, variant=0):
     return None

@@ -17,6 +17,9 @@ from replayssm_trtllm.reference.testing import random_mamba2_inputs, random_mamb
 
 pytestmark = pytest.mark.gpu
 
+# Kernel designs (mamba2.h RSSM_MAMBA2_VARIANT_*): every test below runs every variant.
+VARIANTS = (0, 1, 2)
+
 NANO = dict(H=96, P=80, N=128, G=8)
 SUPER = dict(H=128, P=64, N=128, G=8)
 SMALL = dict(H=8, P=64, N=128, G=2)
@@ -108,8 +111,37 @@ def _cid(c):
             f"{'-snap' if snap else ''}{'-z' if z else ''}{'-strided' if strided else ''}")
 
 
+@pytest.mark.parametrize("variant", VARIANTS, ids=[f"v{v}" for v in VARIANTS])
 @pytest.mark.parametrize("case", CONV_CASES, ids=[_cid(c) for c in CONV_CASES])
-def test_conventional_decode(case):
+def test_conventional_decode(case, variant):
+    _run_conventional(case, variant)
+
+
+@pytest.mark.sanitize
+@pytest.mark.parametrize("variant", VARIANTS, ids=[f"v{v}" for v in VARIANTS])
+def test_conventional_decode_sanitize(variant):
+    """Small cases for compute-sanitizer (memcheck / racecheck): in place and with snapshots."""
+    _run_conventional((3, 1, SMALL, F32, BF16, False, True, False), variant)
+    _run_conventional((3, 3, dict(H=4, P=32, N=64, G=2), F32, F16, True, True, False), variant)
+
+
+@pytest.mark.parametrize("variant", [1, 2])
+@pytest.mark.parametrize("rows", [8, 24, 40])
+def test_conventional_persistent_rows(variant, rows):
+    """Persistent variants: item tiles that do not divide P (80 = 24 + 24 + 24 + 8)."""
+    _run_conventional((5, 2, dict(H=8, P=80, N=128, G=2), F32, BF16, True, True, False), variant, rows)
+    _run_conventional((5, 1, dict(H=8, P=80, N=128, G=2), F32, BF16, False, True, True), variant, rows)
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=[f"v{v}" for v in VARIANTS])
+def test_conventional_padded_state_and_misaligned_x(variant):
+    """State rows with a padded stride (per-row bulk copies) and x not 16-byte aligned (variants 1/2
+    fall back to variant 0): same results."""
+    _run_conventional((4, 1, SMALL, F32, BF16, False, True, False), variant, state_pad=4)
+    _run_conventional((4, 2, SMALL, F32, BF16, True, True, False), variant, state_pad=4, misalign_x=True)
+
+
+def _run_conventional(case, variant, rows_per_cta=0, state_pad=0, misalign_x=False):
     import replayssm_trtllm.ops.mamba2  # noqa: F401  (registers the ops)
     B, T, sh, st, act, snap, with_z, strided = case
     H, P, N, G = sh["H"], sh["P"], sh["N"], sh["G"]
@@ -119,14 +151,24 @@ def test_conventional_decode(case):
     if B >= 3:
         slots[1] = -1  # padding row
     state0 = random_state((S, H, P, N), g).to(st)
-    state = state0.cuda()
+    if state_pad:
+        big = torch.zeros(S, H, P, N + state_pad, dtype=st, device="cuda")
+        state = big[..., :N]
+        state.copy_(state0)
+    else:
+        state = state0.cuda()
     dev, ref = _inputs(B, T, sh, act, g, with_z=with_z, strided=strided, dt_f32=(T == 5))
+    if misalign_x:
+        xb = torch.zeros(dev["x"].numel() + 1, dtype=act, device="cuda")
+        xm = xb[1:].view(dev["x"].shape)
+        xm.copy_(dev["x"])
+        dev["x"] = xm
     lay, layr = _layer(H, g)
     snaps = torch.full((S, T, H, P, N), float("nan"), dtype=st, device="cuda") if snap else None
     sbi = slots.cuda()
     y = torch.full((B, T, H, P), float("nan"), dtype=act, device="cuda")  # poison: every element must be written
     torch.ops.replayssm.mamba2_decode_out(state, dev["x"], dev["dt_raw"], dev["Bm"], dev["Cm"], lay["A"], lay["D"],
-                                          lay["dt_bias"], dev["z"], sbi, snaps, y)
+                                          lay["dt_bias"], dev["z"], sbi, snaps, y, rows_per_cta, variant)
     torch.cuda.synchronize()
     assert torch.isnan(y.cpu()[~(slots >= 0)]).all(), "padding rows must not be written"
     valid = slots >= 0
@@ -135,13 +177,14 @@ def test_conventional_decode(case):
                                             ref["Bm"][valid], ref["Cm"][valid], layr["A"], layr["D"],
                                             layr["dt_bias"], ref["z"][valid] if with_z else None)
     rt, at = Y_TOL[(act, st)]
-    _compare(f"{_cid(case)} y", y.cpu()[valid], y_ref, rt, at)
+    tag = f"{_cid(case)}-v{variant}" + (f"-rows{rows_per_cta}" if rows_per_cta else "")
+    _compare(f"{tag} y", y.cpu()[valid], y_ref, rt, at)
     srt, sat = S_TOL[st]
     if snap:
-        _compare(f"{_cid(case)} snapshots", snaps.cpu()[vs], states_ref, srt, sat)
+        _compare(f"{tag} snapshots", snaps.cpu()[vs], states_ref, srt, sat)
         assert torch.equal(state.cpu(), state0), "state must be read-only when snapshots are given"
     else:
-        _compare(f"{_cid(case)} state", state.cpu()[vs], states_ref[:, -1], srt, sat)
+        _compare(f"{tag} state", state.cpu()[vs], states_ref[:, -1], srt, sat)
         untouched = torch.ones(S, dtype=torch.bool)
         untouched[vs] = False
         assert torch.equal(state.cpu()[untouched], state0[untouched]), "slots of no row must be untouched"
@@ -176,7 +219,7 @@ def _set_random_cursors(ref, dev_cache, g, staggered):
 
 
 def _run_replay(B, L, T, mode, sh, st, act, steps, seed, staggered=True, padding=True, accept="random",
-                with_z=True, strided=False, rows_per_cta=0, use_D=True):
+                with_z=True, strided=False, rows_per_cta=0, use_D=True, variant=0, state_pad=0):
     import replayssm_trtllm.ops.commit  # noqa: F401
     import replayssm_trtllm.ops.mamba2  # noqa: F401
     H, P, N, G = sh["H"], sh["P"], sh["N"], sh["G"]
@@ -186,8 +229,10 @@ def _run_replay(B, L, T, mode, sh, st, act, steps, seed, staggered=True, padding
     ref = Mamba2ReplayCacheRef(S, H, P, N, G, L, Tmax, mode, quant_hp=cast_quantizer(st))
     C = ref.capacity
     d = "cuda"
+    ckpt = (torch.zeros(S, H, P, N + state_pad, dtype=st, device=d)[..., :N] if state_pad
+            else torch.zeros(S, H, P, N, dtype=st, device=d))
     cache = {
-        "ckpt": torch.zeros(S, H, P, N, dtype=st, device=d),
+        "ckpt": ckpt,
         "ring_dt": torch.zeros(S, C, H, dtype=F32, device=d),
         "ring_x": torch.zeros(S, C, H, P, dtype=act, device=d),
         "ring_B": torch.zeros(S, C, G, N, dtype=act, device=d),
@@ -215,13 +260,13 @@ def _run_replay(B, L, T, mode, sh, st, act, steps, seed, staggered=True, padding
         torch.ops.replayssm.mamba2_replay_decode_out(
             cache["ckpt"], cache["ring_dt"], cache["ring_x"], cache["ring_B"], cache["ring_origin"],
             cache["ring_len"], dev["x"], dev["dt_raw"], dev["Bm"], dev["Cm"], lay["A"], D_dev, lay["dt_bias"],
-            dev["z"], sbi, L, mode, y, rows_per_cta)
+            dev["z"], sbi, L, mode, y, rows_per_cta, variant)
         y_ref = ref.step(perm.long(), refin["x"], refin["dt_raw"], refin["Bm"], refin["Cm"], layr["A"], D_ref,
                          layr["dt_bias"], refin["z"] if with_z else None)
         plan = ref.last_plan
         n_flush += int(plan.flush.sum())
         valid = perm >= 0
-        tag = f"B{B}-L{L}-T{T}-m{mode}-{_DN[st]}-{_DN[act]} step {step}"
+        tag = f"B{B}-L{L}-T{T}-m{mode}-{_DN[st]}-{_DN[act]}-v{variant} step {step}"
         _compare(f"{tag} y", y.cpu()[valid], y_ref[valid], rt, at)
         assert torch.isnan(y.cpu()[~valid]).all(), f"{tag}: padding rows must not be written"
         if accept == "all" or mode == 0:
@@ -275,28 +320,89 @@ def _rid(c):
             f"{_DN[st]}state-{_DN[act]}")
 
 
+@pytest.mark.parametrize("variant", VARIANTS, ids=[f"v{v}" for v in VARIANTS])
 @pytest.mark.parametrize("case", REPLAY_CASES, ids=[_rid(c) for c in REPLAY_CASES])
-def test_replay_decode(case):
+def test_replay_decode(case, variant):
     B, L, T, mode, sh, st, act, steps = case
-    n_flush = _run_replay(B, L, T, mode, sh, st, act, steps, seed=zlib.crc32(_rid(case).encode()) % 10000)
+    n_flush = _run_replay(B, L, T, mode, sh, st, act, steps, seed=zlib.crc32(_rid(case).encode()) % 10000,
+                          variant=variant)
     assert n_flush > 0, "case never flushed"
 
 
+@pytest.mark.sanitize
+@pytest.mark.parametrize("variant", VARIANTS, ids=[f"v{v}" for v in VARIANTS])
+def test_replay_decode_sanitize(variant):
+    """Small cases for compute-sanitizer (memcheck / racecheck): standard and speculative, flushes."""
+    assert _run_replay(3, 4, 1, 0, SMALL, F32, BF16, 6, seed=21, variant=variant) > 0
+    assert _run_replay(3, 4, 3, 1, dict(H=4, P=32, N=64, G=2), F32, F16, 5, seed=22, variant=variant) > 0
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=[f"v{v}" for v in VARIANTS])
 @pytest.mark.parametrize("accept", ["all", "one", "random"])
-def test_replay_speculative_acceptance(accept):
-    _run_replay(3, 8, 4, 1, SUPER, F32, BF16, 10, seed=7, accept=accept)
+def test_replay_speculative_acceptance(accept, variant):
+    _run_replay(3, 8, 4, 1, SUPER, F32, BF16, 10, seed=7, accept=accept, variant=variant)
 
 
-def test_replay_in_phase_no_padding_no_z_strided():
+@pytest.mark.parametrize("variant", VARIANTS, ids=[f"v{v}" for v in VARIANTS])
+def test_replay_in_phase_no_padding_no_z_strided(variant):
     _run_replay(8, 4, 1, 0, SMALL, F32, BF16, 10, seed=11, staggered=False, padding=False, with_z=False,
-                strided=True, use_D=False)
+                strided=True, use_D=False, variant=variant)
     _run_replay(8, 4, 2, 1, SMALL, F32, F16, 8, seed=12, staggered=False, padding=False, with_z=False,
-                strided=True)
+                strided=True, variant=variant)
 
 
+@pytest.mark.parametrize("variant", VARIANTS, ids=[f"v{v}" for v in VARIANTS])
+def test_replay_padded_checkpoint_rows(variant):
+    """Checkpoint rows with a padded stride (variants 1/2: per-row bulk copies)."""
+    _run_replay(3, 8, 4, 1, SMALL, F32, BF16, 8, seed=14, variant=variant, state_pad=4)
+    _run_replay(3, 4, 1, 0, SMALL, BF16, BF16, 8, seed=15, variant=variant, state_pad=8)
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=[f"v{v}" for v in VARIANTS])
 @pytest.mark.parametrize("rows", [16, 32, 64])
-def test_replay_rows_per_cta(rows):
-    _run_replay(3, 8, 4, 1, SUPER, F32, BF16, 6, seed=13, rows_per_cta=rows)
+def test_replay_rows_per_cta(rows, variant):
+    _run_replay(3, 8, 4, 1, SUPER, F32, BF16, 6, seed=13, rows_per_cta=rows, variant=variant)
+
+
+@pytest.mark.parametrize("variant", [1, 2])
+@pytest.mark.parametrize("rows", [8, 24, 40])
+def test_replay_persistent_rows(rows, variant):
+    """Persistent variants: item tiles that do not divide P (80 = 24 + 24 + 24 + 8), N = 256 and 64."""
+    _run_replay(5, 8, 3, 1, dict(H=8, P=80, N=128, G=2), F32, BF16, 6, seed=16, rows_per_cta=rows, variant=variant)
+    _run_replay(5, 8, 1, 0, dict(H=8, P=80, N=256, G=2), F32, BF16, 10, seed=17, rows_per_cta=rows, variant=variant)
+    _run_replay(5, 8, 2, 1, dict(H=8, P=80, N=64, G=8), BF16, F16, 6, seed=18, rows_per_cta=rows, variant=variant)
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=[f"v{v}" for v in VARIANTS])
+def test_replay_invalid_cursors_poison_row(variant):
+    """A slot whose cursors break the invariants: its y rows are NaN, nothing else of it is written."""
+    import replayssm_trtllm.ops.mamba2  # noqa: F401
+    sh = SMALL
+    H, P, N, G = sh["H"], sh["P"], sh["N"], sh["G"]
+    B, L, T = 3, 8, 2
+    S, C = B, L + T
+    g = torch.Generator().manual_seed(31)
+    d = "cuda"
+    ckpt = random_state((S, H, P, N), g).to(F32).cuda()
+    ring_dt = torch.rand(S, C, H, generator=g).mul(0.05).cuda()
+    ring_x = torch.randn(S, C, H, P, generator=g).to(BF16).cuda()
+    ring_B = torch.randn(S, C, G, N, generator=g).to(BF16).cuda()
+    origin = torch.tensor([0, 3, 1], dtype=torch.int32, device=d)
+    length = torch.tensor([2, L + 5, 4], dtype=torch.int32, device=d)  # slot 1 invalid
+    before = [t.clone() for t in (ckpt, ring_dt, ring_x, ring_B)]
+    dev, _ = _inputs(B, T, sh, BF16, g)
+    lay, _ = _layer(H, g)
+    sbi = torch.arange(B, dtype=torch.int32, device=d)
+    y = torch.zeros(B, T, H, P, dtype=BF16, device=d)
+    torch.ops.replayssm.mamba2_replay_decode_out(ckpt, ring_dt, ring_x, ring_B, origin, length, dev["x"], dev["dt_raw"],
+                                                 dev["Bm"], dev["Cm"], lay["A"], lay["D"], lay["dt_bias"], dev["z"], sbi,
+                                                 L, 1, y, 0, variant)
+    torch.cuda.synchronize()
+    yc = y.float().cpu()
+    assert torch.isnan(yc[1]).all(), "invalid row must be NaN"
+    assert not torch.isnan(yc[[0, 2]]).any()
+    for a, b in zip((ckpt, ring_dt, ring_x, ring_B), before):
+        assert torch.equal(a[1].cpu(), b[1].cpu()), "nothing of the invalid slot may be written"
 
 
 def test_replay_equals_conventional_state():

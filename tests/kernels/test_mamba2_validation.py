@@ -125,9 +125,11 @@ def test_commit_rejects():
 
 
 def test_ctypes_struct_sizes():
-    """Layouts checked against the C headers with offsetof on x86-64 (sizes 344 / 352 / 64)."""
+    """Layouts checked against the C headers with offsetof on x86-64 (sizes 344 / 360 / 64)."""
     assert ctypes.sizeof(m2.Mamba2DecodeParams) == 344 and m2.Mamba2DecodeParams.y.offset == 336
-    assert ctypes.sizeof(m2.Mamba2ReplayParams) == 352 and m2.Mamba2ReplayParams.y.offset == 344
+    assert m2.Mamba2DecodeParams.variant.offset == 44
+    assert ctypes.sizeof(m2.Mamba2ReplayParams) == 360 and m2.Mamba2ReplayParams.y.offset == 352
+    assert m2.Mamba2ReplayParams.variant.offset == 56 and m2.Mamba2ReplayParams.stride_state_slot.offset == 64
     assert ctypes.sizeof(commit_ops.ReplayCommitParams) == 64 and commit_ops.ReplayCommitParams.error_slot.offset == 56
 
 

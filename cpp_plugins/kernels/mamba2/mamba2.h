@@ -32,6 +32,21 @@ extern "C" {
 #define RSSM_MAMBA2_MAX_TOKENS 8
 #define RSSM_MAMBA2_MAX_WINDOW 64
 
+// Kernel designs (params field `variant`; a performance choice, every variant computes the same
+// function; docs/kernels-mamba2.md has the table):
+//   0  one CTA per (P tile, head, row), cp.async tile, 128 threads (the first verified design)
+//   1  persistent grid (CTAs/SM x SMs), 1 producer warp + 8 consumer warps per CTA; the producer
+//      prefetches slot/cursors 32 items ahead and streams each (row, head, P-tile) item with
+//      cp.async.bulk (TMA) into a 2-stage mbarrier pipeline; consumers reduce T dots at once
+//   2  as 1 with 4 consumer warps (more, smaller CTAs per SM)
+// Variants 1 and 2 need 16-byte aligned x/z/Bm/Cm/y rows (base pointers 16-byte aligned, element
+// strides above the last dim multiples of 8) and two pipeline stages within the shared-memory limit;
+// when a launch does not meet that, the launcher runs variant 0 instead (same results).
+#define RSSM_MAMBA2_VARIANT_TILE 0
+#define RSSM_MAMBA2_VARIANT_PERSISTENT 1
+#define RSSM_MAMBA2_VARIANT_PERSISTENT_SMALL 2
+#define RSSM_MAMBA2_NUM_VARIANTS 3
+
 // Conventional decode / per-draft-snapshot verify.
 typedef struct Mamba2DecodeParams {
     // ---- sizes
@@ -45,8 +60,9 @@ typedef struct Mamba2DecodeParams {
     int32_t state_dtype;  // RSSM_DTYPE_FP32 / FP16 / BF16 (state and snapshots)
     int32_t act_dtype;    // RSSM_DTYPE_FP16 / BF16 (x, Bm, Cm, z, y)
     int32_t dt_dtype;     // RSSM_DTYPE_FP32 or act_dtype (dt_raw)
-    int32_t rows_per_cta; // P rows per CTA: 0 = auto, else a multiple of the kernel's row chunk
-    int32_t pad0;
+    int32_t rows_per_cta; // P rows per CTA (variant 0) or per work item (1, 2): 0 = auto, else a
+                          // multiple of rssm_mamba2_row_chunk (variant 0) or of 8 (variants 1, 2)
+    int32_t variant;      // kernel design, RSSM_MAMBA2_VARIANT_* (0 = the per-tile kernel); offset 44
     // ---- int64 element strides
     int64_t stride_state_slot, stride_state_head, stride_state_p;  // state [S, H, P, N]
     int64_t stride_snap_slot, stride_snap_tok, stride_snap_head, stride_snap_p;  // snapshots
@@ -88,8 +104,10 @@ typedef struct Mamba2ReplayParams {
     int32_t state_dtype;    // checkpoint dtype: FP32 / FP16 / BF16
     int32_t act_dtype;      // FP16 / BF16 (x, Bm, Cm, z, y, ring_x, ring_B)
     int32_t dt_dtype;       // FP32 or act_dtype (dt_raw)
-    int32_t rows_per_cta;   // 0 = auto
-    // ---- int64 element strides
+    int32_t rows_per_cta;   // 0 = auto (see Mamba2DecodeParams.rows_per_cta)
+    int32_t variant;        // RSSM_MAMBA2_VARIANT_*; offset 56
+    int32_t pad0;           // offset 60, keep 0
+    // ---- int64 element strides (first at offset 64)
     int64_t stride_state_slot, stride_state_head, stride_state_p;  // checkpoint [S, H, P, N]
     int64_t stride_x_b, stride_x_t, stride_x_h;
     int64_t stride_dt_b, stride_dt_t, stride_dt_h;

@@ -1,6 +1,7 @@
 // Instantiations of the Mamba-2 decode kernel for a fp16 state (N = 64, 128, 256).
 // One state dtype per file so the library builds in parallel.
 #include "mamba2/mamba2_decode_kernel.cuh"
+#include "mamba2/mamba2_persistent.cuh"
 #include "mamba2/mamba2_dispatch.h"
 
 namespace rssm {
@@ -13,6 +14,27 @@ const void* decodeKernel_fp16(int dstate) {
         case 256: return reinterpret_cast<const void*>(&mamba2DecodeKernel<__half, 256>);
         default: return nullptr;
     }
+}
+
+// Variants 1 (8 consumer warps) and 2 (4 consumer warps): mamba2_persistent.cuh.
+const void* decodePersistentKernel_fp16(int dstate, int consumerWarps) {
+    if (consumerWarps == 8) {
+        switch (dstate) {
+            case 64: return reinterpret_cast<const void*>(&mamba2DecodePersistentKernel<__half, 64, 8>);
+            case 128: return reinterpret_cast<const void*>(&mamba2DecodePersistentKernel<__half, 128, 8>);
+            case 256: return reinterpret_cast<const void*>(&mamba2DecodePersistentKernel<__half, 256, 8>);
+            default: return nullptr;
+        }
+    }
+    if (consumerWarps == 4) {
+        switch (dstate) {
+            case 64: return reinterpret_cast<const void*>(&mamba2DecodePersistentKernel<__half, 64, 4>);
+            case 128: return reinterpret_cast<const void*>(&mamba2DecodePersistentKernel<__half, 128, 4>);
+            case 256: return reinterpret_cast<const void*>(&mamba2DecodePersistentKernel<__half, 256, 4>);
+            default: return nullptr;
+        }
+    }
+    return nullptr;
 }
 
 }  // namespace mamba2

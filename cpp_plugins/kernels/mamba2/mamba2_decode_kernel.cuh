@@ -13,7 +13,7 @@ namespace mamba2 {
 // Dynamic shared memory in bytes for T tokens and rowsPerCta rows.
 __host__ __device__ inline size_t decodeSmemBytes(int T, int N, int rowsPerCta, int stateBytes) {
     return (size_t)rowsPerCta * N * stateBytes +
-           sizeof(float) * (size_t)(2 * T * N + T * rowsPerCta + 2 * RSSM_MAMBA2_MAX_TOKENS);
+           sizeof(float) * (size_t)(2 * T * N + 2 * T * rowsPerCta + 2 * RSSM_MAMBA2_MAX_TOKENS);
 }
 
 template <typename StateT, int N>
@@ -41,7 +41,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) mamba2DecodeKernel(const
     float* sB = reinterpret_cast<float*>(sState + (size_t)tileRows * N);           // [T][N]
     float* sC = sB + T * N;                         // [T][N]
     float* sX = sC + T * N;                         // [T][tileRows]
-    float* sDt = sX + T * tileRows;                 // [MAX_TOKENS]
+    float* sZ = sX + T * tileRows;                  // [T][tileRows] silu(z) (1 without a gate)
+    float* sDt = sZ + T * tileRows;                 // [MAX_TOKENS]
     float* sAl = sDt + RSSM_MAMBA2_MAX_TOKENS;      // [MAX_TOKENS]
 
     const StateT* src = reinterpret_cast<const StateT*>(p.state) + (int64_t)slot * p.stride_state_slot +
@@ -60,9 +61,15 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) mamba2DecodeKernel(const
     }
     const uint16_t* xg = reinterpret_cast<const uint16_t*>(p.x) + (int64_t)b * p.stride_x_b +
                          (int64_t)head * p.stride_x_h;
+    // z is staged with x so no global load sits in the output loop (it serialized the CTA on
+    // memory latency once per token and chunk).
+    const uint16_t* zg = p.z ? reinterpret_cast<const uint16_t*>(p.z) + (int64_t)b * p.stride_z_b +
+                                   (int64_t)head * p.stride_z_h
+                             : nullptr;
     for (int i = tid; i < T * tileRows; i += kThreads) {
         const int s = i / tileRows, row = tile0 + (i - s * tileRows);
         sX[i] = row < tileEnd ? actToFloat(xg[s * p.stride_x_t + row], actBf16) : 0.f;
+        sZ[i] = (zg && row < tileEnd) ? siluF(actToFloat(zg[s * p.stride_z_t + row], actBf16)) : 1.f;
     }
     if (tid < T) {
         const float dt = loadDt(p.dt_raw, dtF32, actBf16,
@@ -76,9 +83,6 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) mamba2DecodeKernel(const
     __syncthreads();
 
     const float Dh = p.D ? p.D[head] : 0.f;
-    const uint16_t* zg = p.z ? reinterpret_cast<const uint16_t*>(p.z) + (int64_t)b * p.stride_z_b +
-                                   (int64_t)head * p.stride_z_h
-                             : nullptr;
     uint16_t* yg = reinterpret_cast<uint16_t*>(p.y) + (int64_t)b * p.stride_y_b + (int64_t)head * p.stride_y_h;
     StateT* dst = p.snapshots ? nullptr
                               : reinterpret_cast<StateT*>(p.state) + (int64_t)slot * p.stride_state_slot +
@@ -126,8 +130,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) mamba2DecodeKernel(const
                 for (int r = 0; r < Lay::kRPT; ++r) {
                     const int row = c0 + rg + r * Lay::kRPP;
                     if (row < cEnd) {
-                        float yv = fmaf(Dh, xr[r], part[r]);
-                        if (zg) yv *= siluF(actToFloat(zg[s * p.stride_z_t + row], actBf16));
+                        const float yv = fmaf(Dh, xr[r], part[r]) * sZ[s * tileRows + row - tile0];
                         yg[s * p.stride_y_t + row] = floatToAct(yv, actBf16);
                     }
                 }

@@ -5,6 +5,7 @@
 #include "mamba2/mamba2.h"
 #include "mamba2/mamba2_decode_kernel.cuh"
 #include "mamba2/mamba2_dispatch.h"
+#include "mamba2/mamba2_persistent.cuh"
 #include "mamba2/mamba2_replay_kernel.cuh"
 
 namespace rssm {
@@ -83,7 +84,10 @@ bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u
 
 // Checks shared by both families. `op` prefixes every message.
 int checkCommon(const char* op, int batch, int T, int H, int P, int N, int G, int S, int stateDtype,
-                int actDtype, int dtDtype, int rowsPerCta) {
+                int actDtype, int dtDtype, int rowsPerCta, int variant) {
+    if (variant < 0 || variant >= RSSM_MAMBA2_NUM_VARIANTS)
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: variant must be in [0, %d]; got %d", op,
+                        RSSM_MAMBA2_NUM_VARIANTS - 1, variant);
     if (batch < 0 || batch > 65535)
         return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: batch must be in [0, 65535]; got %d", op, batch);
     if (T < 1 || T > RSSM_MAMBA2_MAX_TOKENS)
@@ -107,11 +111,14 @@ int checkCommon(const char* op, int batch, int T, int H, int P, int N, int G, in
     if (dtDtype != RSSM_DTYPE_FP32 && dtDtype != actDtype)
         return setError(RSSM_ERR_UNSUPPORTED, "%s: dt_dtype must be fp32 or act_dtype (%s); got %s (%d)", op,
                         dtypeName(actDtype), dtypeName(dtDtype), dtDtype);
-    const int chunk = rowChunk(stateDtype, N);
+    const int chunk = variant == RSSM_MAMBA2_VARIANT_TILE ? rowChunk(stateDtype, N) : 8;
     if (rowsPerCta != 0 && (rowsPerCta < chunk || rowsPerCta % chunk != 0))
         return setError(RSSM_ERR_INVALID_ARGUMENT,
-                        "%s: rows_per_cta must be 0 (auto) or a positive multiple of %d (state %s, N=%d); got %d",
-                        op, chunk, dtypeName(stateDtype), N, rowsPerCta);
+                        "%s: rows_per_cta must be 0 (auto) or a positive multiple of %d (variant %d, state %s, N=%d); "
+                        "got %d",
+                        op, chunk, variant, dtypeName(stateDtype), N, rowsPerCta);
+    if (rowsPerCta > 128)
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: rows_per_cta must be <= 128; got %d", op, rowsPerCta);
     return RSSM_OK;
 }
 
@@ -127,13 +134,13 @@ int checkState(const char* op, const char* name, const void* ptr, int stateDtype
     return RSSM_OK;
 }
 
-int launch(const char* op, const void* func, dim3 grid, size_t smem, void* params, cudaStream_t stream) {
+int launch(const char* op, const void* func, dim3 grid, int threads, size_t smem, void* params, cudaStream_t stream) {
     if (!func) return setError(RSSM_ERR_UNSUPPORTED, "%s: no kernel for this combination", op);
     if (!allowSmem(func, smem))
         return setError(RSSM_ERR_UNSUPPORTED, "%s: needs %zu bytes of shared memory per CTA; the device allows %d "
                         "(lower rows_per_cta or the window)", op, smem, optinSmem());
     void* args[] = {params};
-    cudaError_t e = cudaLaunchKernel(func, grid, dim3(kThreads), args, smem, stream);
+    cudaError_t e = cudaLaunchKernel(func, grid, dim3(threads), args, smem, stream);
     if (e == cudaSuccess) e = cudaGetLastError();
     if (e != cudaSuccess)
         return setError(RSSM_ERR_CUDA, "%s: kernel launch failed: %s (grid %u x %u x %u, smem %zu)", op,
@@ -162,6 +169,67 @@ int autoRows(int batch, int H, int P, int N, int stateBytesPerElem, int chunk) {
     return ctas >= 4LL * smCount() * 8 ? big : chunk;
 }
 
+
+// ------------------------------------------------------------------ persistent variants (1, 2)
+int consumerWarps(int variant) { return variant == RSSM_MAMBA2_VARIANT_PERSISTENT ? 8 : 4; }
+
+const void* pickPersistent(bool replay, int stateDtype, int N, int nc) {
+    switch (stateDtype) {
+        case RSSM_DTYPE_FP32: return replay ? replayPersistentKernel_fp32(N, nc) : decodePersistentKernel_fp32(N, nc);
+        case RSSM_DTYPE_FP16: return replay ? replayPersistentKernel_fp16(N, nc) : decodePersistentKernel_fp16(N, nc);
+        case RSSM_DTYPE_BF16: return replay ? replayPersistentKernel_bf16(N, nc) : decodePersistentKernel_bf16(N, nc);
+        default: return nullptr;
+    }
+}
+
+// Token tensors the producer copies with cp.async.bulk: 16-byte aligned base, element strides above
+// the (contiguous) last dim multiples of 8 16-bit elements.
+bool bulkRows(const void* ptr, int64_t s0, int64_t s1, int64_t s2) {
+    return ptr == nullptr || (aligned16(ptr) && s0 % 8 == 0 && s1 % 8 == 0 && s2 % 8 == 0);
+}
+
+constexpr size_t kSmPerSm = 228 * 1024;  // shared memory per SM (H100 / H200), 1 KB reserved per CTA
+
+// Rows per work item for the persistent kernels when rows_per_cta = 0: the whole head, halved
+// (rounded up to 8) while two CTAs per SM do not fit or there are fewer items than 2 x SMs.
+template <typename PlanFn>
+int autoRowsPersistent(long long batchHeads, int P, PlanFn planBytes) {
+    int rows = (P + 7) / 8 * 8;
+    for (;;) {
+        const int next = ((rows + 1) / 2 + 7) / 8 * 8;
+        if (next >= rows) break;
+        const size_t bytes = planBytes(rows);
+        const long long items = batchHeads * ((P + rows - 1) / rows);
+        const bool smemTight = 2 * (bytes + 1024) > kSmPerSm;
+        const bool fewItems = items < 2LL * smCount();
+        if (!smemTight && !fewItems) break;
+        rows = next;
+    }
+    return rows;
+}
+
+// Grid of a persistent launch: every resident CTA (occupancy x SMs), at most one per item.
+// (A host query, no stream work; cached per kernel and shared-memory size.)
+int persistentGrid(const void* func, int threads, size_t smem, long long items) {
+    struct Entry { const void* func; size_t smem; int dev; int occ; };
+    static Entry cache[64] = {};
+    int dev = 0;
+    cudaGetDevice(&dev);
+    int occ = 0;
+    for (const Entry& e : cache)
+        if (e.func == func && e.smem == smem && e.dev == dev) { occ = e.occ; break; }
+    if (occ == 0) {
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, func, threads, smem) != cudaSuccess || occ < 1) {
+            cudaGetLastError();
+            occ = 1;
+        }
+        for (Entry& e : cache)
+            if (e.func == nullptr) { e = Entry{func, smem, dev, occ}; break; }
+    }
+    const long long g = (long long)occ * smCount();
+    return (int)(items < g ? items : g);
+}
+
 }  // namespace
 }  // namespace mamba2
 }  // namespace rssm
@@ -175,7 +243,7 @@ extern "C" int rssm_mamba2_decode_launch(const Mamba2DecodeParams* p, cudaStream
     const char* op = "Mamba2Decode";
     if (!p) return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: params must not be NULL", op);
     int st = checkCommon(op, p->batch, p->num_tokens, p->nheads, p->headdim, p->dstate, p->ngroups, p->num_slots,
-                         p->state_dtype, p->act_dtype, p->dt_dtype, p->rows_per_cta);
+                         p->state_dtype, p->act_dtype, p->dt_dtype, p->rows_per_cta, p->variant);
     if (st) return st;
     if (!p->x || !p->dt_raw || !p->Bm || !p->Cm || !p->A || !p->y)
         return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: x, dt_raw, Bm, Cm, A and y must not be NULL", op);
@@ -192,20 +260,42 @@ extern "C" int rssm_mamba2_decode_launch(const Mamba2DecodeParams* p, cudaStream
                             op, (long long)vec, (long long)p->stride_snap_tok);
     }
     if (p->batch == 0) return RSSM_OK;
-    const int chunk = rowChunk(p->state_dtype, p->dstate);
     Mamba2DecodeParams q = *p;
     const int sb = stateBytes(q.state_dtype);
+    if (q.variant != RSSM_MAMBA2_VARIANT_TILE) {
+        const bool ok = bulkRows(q.x, q.stride_x_b, q.stride_x_t, q.stride_x_h) &&
+                        bulkRows(q.z, q.stride_z_b, q.stride_z_t, q.stride_z_h) &&
+                        bulkRows(q.Bm, q.stride_B_b, q.stride_B_t, q.stride_B_g) &&
+                        bulkRows(q.Cm, q.stride_C_b, q.stride_C_t, q.stride_C_g) &&
+                        (reinterpret_cast<uintptr_t>(q.dt_raw) & 3u) == 0;
+        const int T = q.num_tokens, N = q.dstate;
+        auto planBytes = [T, N, sb](int rows) { return decodePersistentPlan(T, N, rows, sb).total; };
+        if (q.rows_per_cta == 0) q.rows_per_cta = autoRowsPersistent((long long)q.batch * q.nheads, q.headdim, planBytes);
+        const size_t smem = planBytes(q.rows_per_cta);
+        const void* func = pickPersistent(false, q.state_dtype, N, consumerWarps(q.variant));
+        if (ok && func && smem <= (size_t)optinSmem()) {
+            const int threads = (consumerWarps(q.variant) + 1) * 32;
+            if (!allowSmem(func, smem))
+                return setError(RSSM_ERR_CUDA, "%s: cannot raise the shared-memory limit to %zu bytes", op, smem);
+            const long long items = (long long)q.batch * q.nheads * ((q.headdim + q.rows_per_cta - 1) / q.rows_per_cta);
+            const dim3 grid(persistentGrid(func, threads, smem, items));
+            return launch(op, func, grid, threads, smem, &q, stream);
+        }
+        q.variant = RSSM_MAMBA2_VARIANT_TILE;  // documented fallback: same results, variant 0 kernel
+        q.rows_per_cta = 0;
+    }
+    const int chunk = rowChunk(q.state_dtype, q.dstate);
     if (q.rows_per_cta == 0) q.rows_per_cta = autoRows(q.batch, q.nheads, q.headdim, q.dstate, sb, chunk);
     const size_t smem = decodeSmemBytes(q.num_tokens, q.dstate, q.rows_per_cta, sb);
     const dim3 grid((q.headdim + q.rows_per_cta - 1) / q.rows_per_cta, q.nheads, q.batch);
-    return launch(op, pick(false, q.state_dtype, q.dstate), grid, smem, &q, stream);
+    return launch(op, pick(false, q.state_dtype, q.dstate), grid, kThreads, smem, &q, stream);
 }
 
 extern "C" int rssm_mamba2_replay_launch(const Mamba2ReplayParams* p, cudaStream_t stream) {
     const char* op = "Mamba2Replay";
     if (!p) return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: params must not be NULL", op);
     int st = checkCommon(op, p->batch, p->num_tokens, p->nheads, p->headdim, p->dstate, p->ngroups, p->num_slots,
-                         p->state_dtype, p->act_dtype, p->dt_dtype, p->rows_per_cta);
+                         p->state_dtype, p->act_dtype, p->dt_dtype, p->rows_per_cta, p->variant);
     if (st) return st;
     if (p->mode != 0 && p->mode != 1)
         return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: mode must be 0 (standard) or 1 (speculative); got %d", op,
@@ -231,13 +321,34 @@ extern "C" int rssm_mamba2_replay_launch(const Mamba2ReplayParams* p, cudaStream
                     p->stride_state_p);
     if (st) return st;
     if (p->batch == 0) return RSSM_OK;
-    const int chunk = rowChunk(p->state_dtype, p->dstate);
     Mamba2ReplayParams q = *p;
     const int sb = stateBytes(q.state_dtype);
+    if (q.variant != RSSM_MAMBA2_VARIANT_TILE) {
+        const bool ok = bulkRows(q.x, q.stride_x_b, q.stride_x_t, q.stride_x_h) &&
+                        bulkRows(q.z, q.stride_z_b, q.stride_z_t, q.stride_z_h) &&
+                        bulkRows(q.Bm, q.stride_B_b, q.stride_B_t, q.stride_B_g) &&
+                        bulkRows(q.Cm, q.stride_C_b, q.stride_C_t, q.stride_C_g) &&
+                        (reinterpret_cast<uintptr_t>(q.dt_raw) & 3u) == 0 &&
+                        (reinterpret_cast<uintptr_t>(q.ring_dt) & 3u) == 0;
+        const int T = q.num_tokens, L = q.window, N = q.dstate;
+        auto planBytes = [T, L, N, sb](int rows) { return replayPersistentPlan(T, L, N, rows, sb).total; };
+        if (q.rows_per_cta == 0) q.rows_per_cta = autoRowsPersistent((long long)q.batch * q.nheads, q.headdim, planBytes);
+        const size_t smem = planBytes(q.rows_per_cta);
+        const void* func = pickPersistent(true, q.state_dtype, N, consumerWarps(q.variant));
+        if (ok && func && smem <= (size_t)optinSmem()) {
+            const int threads = (consumerWarps(q.variant) + 1) * 32;
+            if (!allowSmem(func, smem))
+                return setError(RSSM_ERR_CUDA, "%s: cannot raise the shared-memory limit to %zu bytes", op, smem);
+            const long long items = (long long)q.batch * q.nheads * ((q.headdim + q.rows_per_cta - 1) / q.rows_per_cta);
+            const dim3 grid(persistentGrid(func, threads, smem, items));
+            return launch(op, func, grid, threads, smem, &q, stream);
+        }
+        q.variant = RSSM_MAMBA2_VARIANT_TILE;  // documented fallback: same results, variant 0 kernel
+        q.rows_per_cta = 0;
+    }
+    const int chunk = rowChunk(q.state_dtype, q.dstate);
     if (q.rows_per_cta == 0) q.rows_per_cta = autoRows(q.batch, q.nheads, q.headdim, q.dstate, sb, chunk);
-    if (q.rows_per_cta > 128)
-        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: rows_per_cta must be <= 128; got %d", op, q.rows_per_cta);
     const size_t smem = replaySmemPlan(q.num_tokens, q.window, q.dstate, q.rows_per_cta, sb).bytes;
     const dim3 grid((q.headdim + q.rows_per_cta - 1) / q.rows_per_cta, q.nheads, q.batch);
-    return launch(op, pick(true, q.state_dtype, q.dstate), grid, smem, &q, stream);
+    return launch(op, pick(true, q.state_dtype, q.dstate), grid, kThreads, smem, &q, stream);
 }

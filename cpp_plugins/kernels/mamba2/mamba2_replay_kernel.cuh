@@ -19,7 +19,7 @@ namespace mamba2 {
 
 struct ReplaySmem {
     int nrecMax, xsLd;
-    size_t offState, offRB, offXs, offC, offDt, offCum, offFw, offCoef, offGam, offRing, bytes;
+    size_t offState, offRB, offXs, offC, offDt, offCum, offFw, offCoef, offGam, offRing, offZ, bytes;
 };
 
 // Shared-memory plan (bytes) for T tokens, window L, rowsPerCta rows, state size N.
@@ -39,6 +39,7 @@ __host__ __device__ inline ReplaySmem replaySmemPlan(int T, int L, int N, int ro
     s.offCoef = take(sizeof(float) * T * s.nrecMax);
     s.offGam = take(sizeof(float) * (RSSM_MAMBA2_MAX_TOKENS + 4));
     s.offRing = take(sizeof(float) * T * rowsPerCta);                // sum_j coef_sj x_j[p]
+    s.offZ = take(sizeof(float) * T * rowsPerCta);                   // silu(z_s[p]) (1 without a gate)
     s.bytes = o;
     return s;
 }
@@ -103,6 +104,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) mamba2ReplayKernel(const
     float* sCoef = reinterpret_cast<float*>(sm + plan.offCoef);       // [T][nrecMax]
     float* sGam = reinterpret_cast<float*>(sm + plan.offGam);         // [T] gamma_s, [MAX] fold gamma
     float* sRing = reinterpret_cast<float*>(sm + plan.offRing);       // [T][tileRows]
+    float* sZ = reinterpret_cast<float*>(sm + plan.offZ);             // [T][tileRows]
     const int xsLd = plan.xsLd;
     const int nrecMax = plan.nrecMax;
 
@@ -170,15 +172,23 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) mamba2ReplayKernel(const
         }
         const uint16_t* xg = reinterpret_cast<const uint16_t*>(p.x) + (int64_t)b * p.stride_x_b +
                              (int64_t)head * p.stride_x_h;
+        // z is staged here with x so the output loop reads shared memory only (a global z load
+        // there serialized every CTA on memory latency once per token and chunk).
+        const uint16_t* zg = p.z ? reinterpret_cast<const uint16_t*>(p.z) + (int64_t)b * p.stride_z_b +
+                                       (int64_t)head * p.stride_z_h
+                                 : nullptr;
         uint16_t* wX = reinterpret_cast<uint16_t*>(p.ring_x);
         for (int i = tid; i < T * tileRows; i += kThreads) {
             const int s = i / tileRows, r = i - s * tileRows, row = tile0 + r;
             uint16_t bits = 0;
+            float zv = 1.f;
             if (row < tileEnd) {
                 bits = xg[s * p.stride_x_t + row];
+                if (zg) zv = siluF(actToFloat(zg[s * p.stride_z_t + row], actBf16));
                 wX[((ringRowSlot + (o + h + s) % Cap) * H + head) * P + row] = bits;
             }
             sXs[(h + s) * xsLd + r] = bits;
+            sZ[s * tileRows + r] = zv;
         }
     }
     // Wait for the records (and the checkpoint tile, issued earlier: cp.async groups complete in order;
@@ -242,9 +252,6 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) mamba2ReplayKernel(const
 
     // ---- one pass over the checkpoint tile: T outputs, then the fold on flush rows
     const float Dh = p.D ? p.D[head] : 0.f;
-    const uint16_t* zg = p.z ? reinterpret_cast<const uint16_t*>(p.z) + (int64_t)b * p.stride_z_b +
-                                   (int64_t)head * p.stride_z_h
-                             : nullptr;
     for (int c0 = tile0; c0 < tileEnd; c0 += Lay::kChunk) {
         const int cEnd = min(c0 + Lay::kChunk, tileEnd);
         StateChunk<StateT, N> cur;
@@ -281,8 +288,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) mamba2ReplayKernel(const
                         const int rl = row - tile0;
                         const float xs = actToFloat(sXs[(h + s) * xsLd + rl], actBf16);
                         float yv = fmaf(gam, part[r], sRing[s * tileRows + rl]);
-                        yv = fmaf(Dh, xs, yv);
-                        if (zg) yv *= siluF(actToFloat(zg[s * p.stride_z_t + row], actBf16));
+                        yv = fmaf(Dh, xs, yv) * sZ[s * tileRows + rl];
                         yg[s * p.stride_y_t + row] = floatToAct(yv, actBf16);
                     }
                 }
