@@ -5,6 +5,8 @@
 #   scripts/gpu_run.sh [--tests] [--xdist N] [--test-select PATHS] [--sanitize] [--harness]
 #                      [--bench mamba2,gdn,precision] [--bench-args "..."]
 # TRT_INC=<TensorRT include dir> also builds the plugin library and the enqueue harness.
+# Per-family bench arguments: BENCH_ARGS_MAMBA2, BENCH_ARGS_GDN, BENCH_ARGS_PRECISION; time limits:
+# TEST_TIMEOUT, SAN_TIMEOUT, BENCH_TIMEOUT (seconds) so one slow step cannot eat the whole call.
 #
 # Peers (FlashInfer, fla) are installed from .whl/ when that folder exists (carried wheels), and
 # FlashInfer's JIT cache is taken from .fi_cache/ when present. Logs go to $OUT (default ./out).
@@ -60,7 +62,7 @@ export LD_LIBRARY_PATH="$PWD/build/gpu:$PWD/build/gpu/plugins:${LD_LIBRARY_PATH:
 
 if [ $RUN_TESTS -eq 1 ]; then
   t0=$(date +%s)
-  python3 -m pytest -q -m gpu $TEST_SEL -p no:cacheprovider $XDIST > "$LOG/gpu-tests.log" 2>&1
+  timeout ${TEST_TIMEOUT:-300} python3 -m pytest -q -m gpu $TEST_SEL -p no:cacheprovider $XDIST > "$LOG/gpu-tests.log" 2>&1
   rc=$?
   note "gpu tests ($TEST_SEL): rc=$rc, $(tail -1 "$LOG/gpu-tests.log") [$(( $(date +%s) - t0 ))s]"
   grep -E "^(FAILED|ERROR)" "$LOG/gpu-tests.log" | head -20
@@ -69,8 +71,8 @@ fi
 if [ $RUN_SAN -eq 1 ]; then
   for tool in memcheck racecheck; do
     t0=$(date +%s)
-    RSSM_SANITIZE=1 compute-sanitizer --tool $tool --error-exitcode 99 --target-processes all \
-      python3 -m pytest -q -m "gpu and sanitize" tests/kernels -p no:cacheprovider > "$LOG/sanitize-$tool.log" 2>&1
+    timeout ${SAN_TIMEOUT:-120} compute-sanitizer --tool $tool --error-exitcode 99 --target-processes all \
+      python3 -m pytest -q -m "gpu and sanitize" ${SAN_SEL:-tests/kernels} -p no:cacheprovider > "$LOG/sanitize-$tool.log" 2>&1
     rc=$?
     note "compute-sanitizer $tool: rc=$rc, $(grep -E 'ERROR SUMMARY' "$LOG/sanitize-$tool.log" | tail -1) $(tail -1 "$LOG/sanitize-$tool.log") [$(( $(date +%s) - t0 ))s]"
   done
@@ -80,7 +82,7 @@ if [ $RUN_HARNESS -eq 1 ]; then
   H=build/gpu/plugins/rssm_enqueue_harness
   if [ -x "$H" ]; then
     t0=$(date +%s)
-    "$H" > "$LOG/harness.log" 2>&1
+    timeout 60 "$H" > "$LOG/harness.log" 2>&1
     rc=$?
     note "TensorRT plugin enqueue harness: rc=$rc, $(tail -1 "$LOG/harness.log") [$(( $(date +%s) - t0 ))s]"
     tail -25 "$LOG/harness.log"
@@ -91,7 +93,8 @@ fi
 
 for fam in ${BENCH//,/ }; do
   t0=$(date +%s)
-  python3 -m replayssm_trtllm bench "$fam" $BENCH_ARGS > "$LOG/bench-$fam.log" 2>&1
+  args_var="BENCH_ARGS_${fam^^}"; fam_args="${!args_var:-$BENCH_ARGS}"
+  timeout ${BENCH_TIMEOUT:-240} python3 -m replayssm_trtllm bench "$fam" $fam_args > "$LOG/bench-$fam.log" 2>&1
   rc=$?
   note "bench $fam: rc=$rc [$(( $(date +%s) - t0 ))s]"
   cp bench/results/latest-$fam.json "$OUT/" 2>/dev/null
