@@ -1,0 +1,462 @@
+"""Shared benchmark machinery: ceilings, CUDA-graph timing, L2-rotated buffers, targets, results.
+
+Used by ``bench/mamba2.py`` and ``bench/gdn.py``. Everything that needs a GPU imports torch lazily
+and checks for a device at call time; the pure-Python parts (targets, rotation sizing, tables,
+results files) run anywhere and are tested on CPU in ``tests/bench/``.
+
+Timing method (docs/benchmarks.md): one CUDA graph replays a whole list of step callables (for
+example a full replay window of L decode steps, each on a different rotated buffer set), CUDA
+events bracket every replay, the time per call is the replay time divided by the number of
+callables, and the median, p10 and p90 over many replays are reported.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import re
+import statistics
+import subprocess
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+RESULTS_DIR = REPO_ROOT / "bench" / "results"
+BENCHMARKS_MD = REPO_ROOT / "docs" / "benchmarks.md"
+
+#: H200 L2 size as PyTorch reports it (60 MiB); used when no device can be asked.
+H200_L2_BYTES = 60 * 2**20
+#: Rotated buffer sets must total at least this many times the L2 size.
+L2_ROTATION_FACTOR = 4
+
+
+# ----------------------------------------------------------------------------------------------
+# Bandwidth ceiling
+# ----------------------------------------------------------------------------------------------
+def measure_copy_bandwidth(nbytes: int = 4 << 30, reps: int = 10, warmup: int = 2,
+                           device: Any = None) -> float:
+    """Device-to-device copy bandwidth in GB/s (1e9 B/s), counting bytes read plus bytes written.
+
+    Copies an ``nbytes`` buffer of random bytes into another one ``reps`` times, times each copy
+    with CUDA events and returns ``2 * nbytes / median_time``. Needs ``2 * nbytes`` of free
+    device memory (8 GiB at the default 4 GiB).
+    """
+    import torch
+
+    if not torch.cuda.is_available():
+        raise RuntimeError("measure_copy_bandwidth: needs a CUDA device; none is available")
+    if nbytes <= 0 or reps <= 0:
+        raise ValueError(f"measure_copy_bandwidth: nbytes and reps must be positive; got {nbytes}, {reps}")
+    dev = torch.device(device) if device is not None else torch.device("cuda", torch.cuda.current_device())
+    src = torch.empty(nbytes, dtype=torch.uint8, device=dev).random_(0, 256)
+    dst = torch.empty_like(src)
+    for _ in range(warmup):
+        dst.copy_(src)
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    for s, e in zip(starts, ends):
+        s.record()
+        dst.copy_(src)
+        e.record()
+    torch.cuda.synchronize(dev)
+    ms = statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
+    del src, dst
+    return 2.0 * nbytes / (ms * 1e-3) / 1e9
+
+
+# ----------------------------------------------------------------------------------------------
+# CUDA-graph timing
+# ----------------------------------------------------------------------------------------------
+def _percentile(sorted_vals: Sequence[float], q: float) -> float:
+    """Linear-interpolated percentile (q in [0, 100]) of an already sorted, non-empty sequence."""
+    if not sorted_vals:
+        raise ValueError("_percentile: empty sequence")
+    if len(sorted_vals) == 1:
+        return float(sorted_vals[0])
+    pos = (len(sorted_vals) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_vals) - 1)
+    return float(sorted_vals[lo] + (sorted_vals[hi] - sorted_vals[lo]) * (pos - lo))
+
+
+def summarize_times(per_call_us: Iterable[float]) -> dict:
+    """{'median_us', 'p10_us', 'p90_us', 'reps'} of a list of per-call times in microseconds."""
+    vals = sorted(float(v) for v in per_call_us)
+    if not vals:
+        raise ValueError("summarize_times: no timings")
+    return {"median_us": _percentile(vals, 50), "p10_us": _percentile(vals, 10),
+            "p90_us": _percentile(vals, 90), "reps": len(vals)}
+
+
+def time_graph(step_fns: Sequence[Callable[[], Any]], reps: int = 100, warmup: int = 3,
+               graph_warmup: int = 3, allow_eager: bool = True) -> dict:
+    """Time a list of callables run in order, captured once into a CUDA graph.
+
+    Each callable is one step (for example one decode step on its own rotated buffer set; a full
+    replay window of L steps is a list of L callables). The callables are first run eagerly
+    ``warmup`` times (Triton compiles, JIT module loads and lazy allocations happen there, outside
+    the capture), then captured in order into one graph on a side stream. The graph is replayed
+    ``graph_warmup`` times untimed, then ``reps`` times, each replay bracketed by CUDA events.
+
+    Returns ``{'median_us', 'p10_us', 'p90_us', 'reps', 'calls', 'mode'}``: times per call (replay
+    time / len(step_fns)); ``mode`` is 'graph', or 'eager' when capture failed and
+    ``allow_eager`` let it fall back (with a warning) to timing the same loop without a graph.
+    """
+    import torch
+
+    fns = list(step_fns)
+    if not fns:
+        raise ValueError("time_graph: step_fns is empty")
+    if reps <= 0:
+        raise ValueError(f"time_graph: reps must be positive; got {reps}")
+    if not torch.cuda.is_available():
+        raise RuntimeError("time_graph: needs a CUDA device; none is available")
+
+    def run_all():
+        for fn in fns:
+            fn()
+
+    for _ in range(max(warmup, 1)):
+        run_all()
+    torch.cuda.synchronize()
+
+    graph = None
+    mode = "graph"
+    try:
+        graph = torch.cuda.CUDAGraph()
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            with torch.cuda.graph(graph, stream=stream):
+                run_all()
+        torch.cuda.current_stream().wait_stream(stream)
+        torch.cuda.synchronize()
+    except Exception as exc:  # capture failed: an op synced, allocated or is not capturable
+        if not allow_eager:
+            raise
+        warnings.warn(f"time_graph: CUDA graph capture failed ({type(exc).__name__}: {exc}); "
+                      f"timing eagerly, launch overhead included", RuntimeWarning, stacklevel=2)
+        graph = None
+        mode = "eager"
+        torch.cuda.synchronize()
+
+    replay = graph.replay if graph is not None else run_all
+    for _ in range(graph_warmup):
+        replay()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    for s, e in zip(starts, ends):
+        s.record()
+        replay()
+        e.record()
+    torch.cuda.synchronize()
+    per_call_us = [s.elapsed_time(e) * 1e3 / len(fns) for s, e in zip(starts, ends)]
+    out = summarize_times(per_call_us)
+    out.update(calls=len(fns), mode=mode)
+    del graph
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# L2-rotated buffer sets
+# ----------------------------------------------------------------------------------------------
+def l2_cache_bytes(device: Any = None) -> int:
+    """L2 size of the device (PyTorch's ``L2_cache_size``), or the H200's 60 MiB without one."""
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            props = torch.cuda.get_device_properties(device if device is not None else torch.cuda.current_device())
+            size = int(getattr(props, "L2_cache_size", 0) or 0)
+            if size > 0:
+                return size
+    except Exception:
+        pass
+    return H200_L2_BYTES
+
+
+def tensor_bytes(obj: Any) -> int:
+    """Total ``nbytes`` of every tensor in a (nested) tensor / list / tuple / dict / dataclass.
+
+    Tensors reached twice (the same object) are counted once; views of one storage count their
+    own ``nbytes`` each, so pass the owning tensors.
+    """
+    seen: set[int] = set()
+
+    def walk(o: Any) -> int:
+        if id(o) in seen:
+            return 0
+        if hasattr(o, "nbytes") and hasattr(o, "data_ptr"):  # torch.Tensor without importing torch
+            seen.add(id(o))
+            return int(o.nbytes)
+        if isinstance(o, Mapping):
+            return sum(walk(v) for v in o.values())
+        if isinstance(o, (list, tuple, set)):
+            return sum(walk(v) for v in o)
+        if hasattr(o, "__dataclass_fields__"):
+            return sum(walk(getattr(o, f)) for f in o.__dataclass_fields__)
+        return 0
+
+    return walk(obj)
+
+
+def rotation_count(set_bytes: int, l2_bytes: Optional[int] = None, factor: float = L2_ROTATION_FACTOR,
+                   min_count: int = 2, max_count: Optional[int] = None) -> int:
+    """How many copies of a buffer set of ``set_bytes`` make ``total >= factor * L2``.
+
+    At least ``min_count`` (so consecutive steps never reuse one set); ``max_count`` caps it (a
+    cap below what the factor needs raises, since the timing would then measure the cache).
+    """
+    if set_bytes <= 0:
+        raise ValueError(f"rotation_count: set_bytes must be positive; got {set_bytes}")
+    if min_count < 1:
+        raise ValueError(f"rotation_count: min_count must be >= 1; got {min_count}")
+    l2 = H200_L2_BYTES if l2_bytes is None else int(l2_bytes)
+    need = max(min_count, math.ceil(factor * l2 / set_bytes))
+    if max_count is not None and need > max_count:
+        raise ValueError(f"rotation_count: {need} sets of {set_bytes} B are needed for {factor} x L2 "
+                         f"({l2} B); max_count is {max_count}")
+    return need
+
+
+def make_rotated(make_set: Callable[[int], Any], set_bytes: Optional[int] = None,
+                 l2_bytes: Optional[int] = None, factor: float = L2_ROTATION_FACTOR,
+                 min_count: int = 2, max_count: Optional[int] = None) -> list:
+    """Build K buffer sets ``[make_set(0), ..., make_set(K-1)]`` with total bytes >= factor x L2.
+
+    ``make_set(i)`` returns one independent set (dict / tuple / tensor); its size is measured with
+    :func:`tensor_bytes` from the first set unless ``set_bytes`` is given. ``l2_bytes`` defaults to
+    the current device's L2 (:func:`l2_cache_bytes`).
+    """
+    first = make_set(0)
+    nbytes = tensor_bytes(first) if set_bytes is None else int(set_bytes)
+    if nbytes <= 0:
+        raise ValueError("make_rotated: the buffer set holds no tensor bytes; pass set_bytes")
+    count = rotation_count(nbytes, l2_cache_bytes() if l2_bytes is None else l2_bytes, factor,
+                           min_count, max_count)
+    return [first] + [make_set(i) for i in range(1, count)]
+
+
+# ----------------------------------------------------------------------------------------------
+# Targets
+# ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Target:
+    """One issue target: ``value`` measured in ``case`` against ``goal``."""
+
+    name: str
+    value: Optional[float]
+    goal: float
+    higher_is_better: bool
+    case: str = ""
+
+    @property
+    def met(self) -> bool:
+        v = self.value
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            return False
+        return v >= self.goal if self.higher_is_better else v <= self.goal
+
+    def as_dict(self) -> dict:
+        return {"value": self.value, "goal": self.goal, "met": self.met, "case": self.case}
+
+
+def make_target(name: str, value: Optional[float], goal: float, higher_is_better: bool,
+                case: str = "") -> dict:
+    """``{'value', 'goal', 'met', 'case'}`` of one target (``name`` is the key it is stored under).
+
+    ``met`` is ``value >= goal`` when higher is better, ``value <= goal`` otherwise, and False
+    for a missing (None / NaN) value.
+    """
+    return Target(name, value, goal, higher_is_better, case).as_dict()
+
+
+def _targets_dict(targets: Any) -> dict:
+    """Normalize targets to {name: {'value','goal','met','case'}}."""
+    if targets is None:
+        return {}
+    if isinstance(targets, Mapping):
+        out = {}
+        for name, t in targets.items():
+            out[str(name)] = t.as_dict() if isinstance(t, Target) else dict(t)
+        return out
+    out = {}
+    for t in targets:
+        if isinstance(t, Target):
+            out[t.name] = t.as_dict()
+        elif isinstance(t, Mapping) and "name" in t:
+            d = dict(t)
+            out[str(d.pop("name"))] = d
+        else:
+            raise ValueError(f"write_results: a target must be a Target or a dict with 'name'; got {t!r}")
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Tables and results
+# ----------------------------------------------------------------------------------------------
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if math.isnan(v) or math.isinf(v):
+            return str(v)
+        a = abs(v)
+        if a >= 100:
+            return f"{v:.1f}"
+        if a >= 1:
+            return f"{v:.3f}"
+        if a == 0:
+            return "0"
+        return f"{v:.4g}"
+    return str(v)
+
+
+def _columns(rows: Sequence[Mapping], columns: Optional[Sequence[str]]) -> list:
+    if columns is not None:
+        return list(columns)
+    cols: list = []
+    for r in rows:
+        for k in r:
+            if k not in cols:
+                cols.append(k)
+    return cols
+
+
+def format_table(rows: Sequence[Mapping], columns: Optional[Sequence[str]] = None) -> str:
+    """Fixed-width text table for the terminal; numbers right-aligned, missing cells '-'.
+
+    ``columns`` picks and orders the columns (default: every key, in first-seen order).
+    """
+    cols = _columns(rows, columns)
+    if not cols:
+        return ""
+    cells = [[_fmt(r.get(c)) for c in cols] for r in rows]
+    widths = [max([len(str(c))] + [len(row[i]) for row in cells]) for i, c in enumerate(cols)]
+    numeric = [all(isinstance(r.get(c), (int, float)) and not isinstance(r.get(c), bool)
+                   for r in rows if r.get(c) is not None) for c in cols]
+
+    def line(vals):
+        return "  ".join(v.rjust(w) if num else v.ljust(w)
+                         for v, w, num in zip(vals, widths, numeric)).rstrip()
+
+    out = [line([str(c) for c in cols]), "  ".join("-" * w for w in widths)]
+    out += [line(row) for row in cells]
+    return "\n".join(out)
+
+
+def markdown_table(rows: Sequence[Mapping], columns: Optional[Sequence[str]] = None) -> str:
+    """GitHub markdown table of ``rows`` (same column rules as :func:`format_table`)."""
+    cols = _columns(rows, columns)
+    if not cols:
+        return ""
+    out = ["| " + " | ".join(str(c) for c in cols) + " |",
+           "|" + "|".join("---" for _ in cols) + "|"]
+    for r in rows:
+        out.append("| " + " | ".join(_fmt(r.get(c)).replace("|", "\\|") for c in cols) + " |")
+    return "\n".join(out)
+
+
+def slugify(text: str) -> str:
+    """'NVIDIA H200' -> 'nvidia-h200' (lower case, runs of other characters become one '-')."""
+    s = re.sub(r"[^a-z0-9]+", "-", str(text).lower()).strip("-")
+    return s or "unknown"
+
+
+def gpu_name() -> str:
+    """The CUDA device name, or 'cpu' when there is none."""
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            return torch.cuda.get_device_name(torch.cuda.current_device())
+    except Exception:
+        pass
+    return "cpu"
+
+
+def git_commit(cwd: Optional[Path] = None) -> str:
+    """``git rev-parse HEAD`` of the repository, 'unknown' if git or a commit is unavailable."""
+    try:
+        r = subprocess.run(["git", "rev-parse", "HEAD"], cwd=str(cwd or REPO_ROOT),
+                           capture_output=True, text=True, timeout=10)
+        sha = r.stdout.strip()
+        if r.returncode == 0 and re.fullmatch(r"[0-9a-f]{7,64}", sha):
+            return sha
+    except Exception:
+        pass
+    return "unknown"
+
+
+def _json_default(o: Any):
+    if hasattr(o, "item"):  # numpy / torch scalars
+        return o.item()
+    if hasattr(o, "tolist"):
+        return o.tolist()
+    if isinstance(o, Target):
+        return o.as_dict()
+    return str(o)
+
+
+def write_results(family: str, rows: Sequence[Mapping], targets: Any, command: str,
+                  extra: Optional[Mapping] = None, *, results_dir: Optional[Path] = None,
+                  benchmarks_md: Optional[Path] = None, gpu: Optional[str] = None,
+                  date: Optional[str] = None, columns: Optional[Sequence[str]] = None):
+    """Write one benchmark run; returns ``(json_path, latest_path)``.
+
+    Writes ``<results_dir>/<YYYY-MM-DD>-<gpu slug>-<family>.json`` and
+    ``<results_dir>/latest-<family>.json`` (same content) with the keys ``family, rows, targets,
+    gpu, date, command, git_commit`` (+ ``extra`` when given), and appends a section with the
+    command, a rows table and a targets table to ``benchmarks_md``. Defaults:
+    ``bench/results/`` and ``docs/benchmarks.md`` of this repository, today's date, the current
+    device's name. ``targets`` is a mapping ``name -> make_target(...)`` or a list of
+    :class:`Target` (or dicts with a 'name').
+    """
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", family or ""):
+        raise ValueError(f"write_results: family must be a plain name like 'mamba2'; got {family!r}")
+    results_dir = Path(results_dir) if results_dir is not None else RESULTS_DIR
+    benchmarks_md = Path(benchmarks_md) if benchmarks_md is not None else BENCHMARKS_MD
+    gpu = gpu if gpu is not None else gpu_name()
+    date = date if date is not None else _dt.date.today().isoformat()
+    tdict = _targets_dict(targets)
+    rows = [dict(r) for r in rows]
+    payload = {"family": family, "rows": rows, "targets": tdict, "gpu": gpu, "date": date,
+               "command": command, "git_commit": git_commit()}
+    if extra is not None:
+        payload["extra"] = dict(extra)
+
+    results_dir.mkdir(parents=True, exist_ok=True)
+    json_path = results_dir / f"{date}-{slugify(gpu)}-{family}.json"
+    latest_path = results_dir / f"latest-{family}.json"
+    text = json.dumps(payload, indent=2, default=_json_default) + "\n"
+    json_path.write_text(text)
+    latest_path.write_text(text)
+
+    section = [f"## {family}: {date}, {gpu}, commit {payload['git_commit'][:12]}", "",
+               "```", command, "```", "", markdown_table(rows, columns)]
+    if tdict:
+        trows = [{"target": n, **t} for n, t in tdict.items()]
+        section += ["", markdown_table(trows, ["target", "value", "goal", "met", "case"])]
+    section += ["", f"Results: `{_relpath(json_path)}`", ""]
+    benchmarks_md.parent.mkdir(parents=True, exist_ok=True)
+    prefix = ""
+    if benchmarks_md.exists():
+        old = benchmarks_md.read_text()
+        if old and not old.endswith("\n\n"):
+            prefix = "\n" if old.endswith("\n") else "\n\n"
+    with benchmarks_md.open("a") as f:
+        f.write(prefix + "\n".join(section))
+    return json_path, latest_path
+
+
+def _relpath(p: Path) -> str:
+    try:
+        return str(Path(p).resolve().relative_to(REPO_ROOT))
+    except ValueError:
+        return str(p)
