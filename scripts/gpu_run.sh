@@ -46,6 +46,11 @@ fi
 # only if it loads and reports this package's ABI. Otherwise build here.
 t0=$(date +%s)
 LIBSO="$PWD/build/gpu/libreplayssm_kernels.so"
+if [ -f .carry/libreplayssm_kernels.so.gz ]; then  # carried from the dev machine (git-ignored)
+  mkdir -p build/gpu/plugins
+  gunzip -c .carry/libreplayssm_kernels.so.gz > "$LIBSO"
+  cp .carry/plugins/* build/gpu/plugins/ 2>/dev/null
+fi
 if [ -f "$LIBSO" ] && python3 -c "import ctypes,sys; l=ctypes.CDLL(sys.argv[1]); from replayssm_trtllm.ops._lib import EXPECTED_ABI_VERSION as V; sys.exit(0 if l.rssm_kernel_abi_version()==V else 1)" "$LIBSO" 2>>"$LOG/cmake.log"; then
   note "build: using carried build/gpu/libreplayssm_kernels.so"
 else
@@ -68,6 +73,15 @@ if [ $RUN_TESTS -eq 1 ]; then
   grep -E "^(FAILED|ERROR)" "$LOG/gpu-tests.log" | head -20
 fi
 
+for fam in ${BENCH//,/ }; do
+  t0=$(date +%s)
+  args_var="BENCH_ARGS_${fam^^}"; fam_args="${!args_var:-$BENCH_ARGS}"
+  timeout ${BENCH_TIMEOUT:-240} python3 -m replayssm_trtllm bench "$fam" $fam_args > "$LOG/bench-$fam.log" 2>&1
+  rc=$?
+  note "bench $fam: rc=$rc [$(( $(date +%s) - t0 ))s]"
+  cp bench/results/latest-$fam.json "$OUT/" 2>/dev/null
+  tail -30 "$LOG/bench-$fam.log"
+done
 if [ $RUN_SAN -eq 1 ]; then
   for tool in memcheck racecheck; do
     t0=$(date +%s)
@@ -91,15 +105,6 @@ if [ $RUN_HARNESS -eq 1 ]; then
   fi
 fi
 
-for fam in ${BENCH//,/ }; do
-  t0=$(date +%s)
-  args_var="BENCH_ARGS_${fam^^}"; fam_args="${!args_var:-$BENCH_ARGS}"
-  timeout ${BENCH_TIMEOUT:-240} python3 -m replayssm_trtllm bench "$fam" $fam_args > "$LOG/bench-$fam.log" 2>&1
-  rc=$?
-  note "bench $fam: rc=$rc [$(( $(date +%s) - t0 ))s]"
-  cp bench/results/latest-$fam.json "$OUT/" 2>/dev/null
-  tail -30 "$LOG/bench-$fam.log"
-done
 cp docs/benchmarks.md "$OUT/benchmarks.md" 2>/dev/null
 cp bench/results/*.json "$LOG/" 2>/dev/null
 tar czf "$OUT/logs.tgz" -C "$LOG" . 2>/dev/null

@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
+import os
 import re
 import statistics
 import subprocess
@@ -382,7 +383,10 @@ def gpu_name() -> str:
 
 
 def git_commit(cwd: Optional[Path] = None) -> str:
-    """``git rev-parse HEAD`` of the repository, 'unknown' if git or a commit is unavailable."""
+    """``git rev-parse HEAD`` of the repository ($RSSM_GIT_COMMIT when set, e.g. on a machine that
+    received the working tree without .git), 'unknown' if git or a commit is unavailable."""
+    if os.environ.get("RSSM_GIT_COMMIT"):
+        return os.environ["RSSM_GIT_COMMIT"]
     try:
         r = subprocess.run(["git", "rev-parse", "HEAD"], cwd=str(cwd or REPO_ROOT),
                            capture_output=True, text=True, timeout=10)

@@ -58,11 +58,8 @@ def _dt(name):
 
 
 def _git_commit() -> str:
-    try:
-        return subprocess.check_output(["git", "rev-parse", "HEAD"], stderr=subprocess.DEVNULL,
-                                       cwd=Path(__file__).resolve().parent).decode().strip()
-    except Exception:
-        return "unknown"
+    from replayssm_trtllm.bench.common import git_commit
+    return git_commit()
 
 
 def _common():
