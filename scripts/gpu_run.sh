@@ -76,7 +76,8 @@ fi
 for fam in ${BENCH//,/ }; do
   t0=$(date +%s)
   args_var="BENCH_ARGS_${fam^^}"; fam_args="${!args_var:-$BENCH_ARGS}"
-  timeout ${BENCH_TIMEOUT:-240} python3 -m replayssm_trtllm bench "$fam" $fam_args > "$LOG/bench-$fam.log" 2>&1
+  tmo_var="BENCH_TIMEOUT_${fam^^}"; tmo="${!tmo_var:-${BENCH_TIMEOUT:-240}}"
+  timeout $tmo python3 -m replayssm_trtllm bench "$fam" $fam_args > "$LOG/bench-$fam.log" 2>&1
   rc=$?
   note "bench $fam: rc=$rc [$(( $(date +%s) - t0 ))s]"
   cp bench/results/latest-$fam.json "$OUT/" 2>/dev/null
