@@ -335,7 +335,14 @@ def run(args) -> int:
                     except Exception as e:  # pragma: no cover - depends on the peer's version
                         print(f"{case0}: fla failed: {type(e).__name__}: {e}", flush=True)
                 for T in tokens:
-                    errs = _check(ls, T, variants)
+                    errs, usable = {}, []
+                    for var in variants:  # a variant the launcher refuses here is reported, not fatal
+                        try:
+                            errs.update(_check(ls, T, (var,)))
+                            usable.append(var)
+                        except RuntimeError as e:
+                            print(f"{case0} T={T} v{var}: refused: {str(e).splitlines()[0][:200]}", flush=True)
+                            torch.cuda.synchronize()
                     bad = [k for k, v in errs.items() if not v < 5e-3]
                     if bad:
                         ok_all = False
@@ -345,7 +352,7 @@ def run(args) -> int:
                             h0 = (torch.zeros(B, dtype=torch.int32, device="cuda") if phase == "inphase"
                                   else torch.arange(B, dtype=torch.int32, device="cuda") % L)
                             best = None
-                            for var in variants:
+                            for var in usable:
                                 def cycle():
                                     for _ in range(L):
                                         for l_ in range(nl):
@@ -372,7 +379,7 @@ def run(args) -> int:
                     t_pd = None
                     if ls.snap is not None:
                         acc_pd = torch.full((B,), 1, dtype=torch.int32, device="cuda")
-                        for var in variants:
+                        for var in usable:
                             t_v = _time_graph(lambda: [ls.snap_step(l_, T, acc_pd, var) for l_ in range(nl)],
                                               args.repeats) / nl
                             results.append(dict(shape=shape, B=B, L=L, T=T, kernel="conventional_perdraft",
@@ -394,7 +401,7 @@ def run(args) -> int:
                             h0 = (torch.zeros(B, dtype=torch.int32, device="cuda") if phase == "inphase"
                                   else torch.arange(B, dtype=torch.int32, device="cuda") % (L + 1))
                             best = None
-                            for var in variants:
+                            for var in usable:
                                 def cycle():
                                     ls.set_cursors(h0)
                                     for s_ in range(nsteps):

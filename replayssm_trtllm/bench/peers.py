@@ -45,8 +45,23 @@ def _cuda_reason() -> Optional[str]:
     return None
 
 
+def _preload_libcuda() -> None:
+    """Make the driver API's symbols global before FlashInfer's prebuilt modules load: they were
+    linked here against an empty libcuda stub (no driver on the build machine), so their driver
+    calls (cuTensorMapEncodeTiled, ...) bind lazily to whatever libcuda is loaded RTLD_GLOBAL.
+    Without this, the first call aborts the process with 'undefined symbol'."""
+    import ctypes
+    for name in ("libcuda.so.1", "libcuda.so"):
+        try:
+            ctypes.CDLL(name, mode=ctypes.RTLD_GLOBAL)
+            return
+        except OSError:
+            continue
+
+
 def _import_flashinfer():
     """Import flashinfer with the repo's prebuilt JIT cache wired in (see module docstring)."""
+    _preload_libcuda()
     use_cache = os.environ.get("RSSM_FI_PREBUILT", "1") != "0"
     if use_cache and "FLASHINFER_WORKSPACE_BASE" not in os.environ and FI_CACHE_DIR.is_dir():
         os.environ["FLASHINFER_WORKSPACE_BASE"] = str(FI_CACHE_DIR)

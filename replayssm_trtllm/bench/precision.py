@@ -115,7 +115,9 @@ def _family_cases(family, args, torch, time_graph):
         dec = lambda c: (lambda: c.decode(sbi, x, dtr, Bm, Cm, A, D, dtb, z, y))
         fl = torch.empty(B, dtype=torch.int32, device=dev)
         step = lambda c: (lambda: (c.decode(sbi, x, dtr, Bm, Cm, A, D, dtb, z, y), c.flush(sbi, A, 1, fl, False)))
-        fill = lambda c: (c.ring_dt.copy_(rdt), c.ring_x.copy_(rx), c.ring_B.copy_(rB))
+        # the cache's ring may be shorter than ours (standard mode needs only L records)
+        fill = lambda c: (c.ring_dt.copy_(rdt[:, :c.ring_dt.shape[1]]), c.ring_x.copy_(rx[:, :c.ring_x.shape[1]]),
+                          c.ring_B.copy_(rB[:, :c.ring_B.shape[1]]))
     else:
         from ..ops import gdn as gd
         sh = GDN_SHAPE
@@ -145,7 +147,8 @@ def _family_cases(family, args, torch, time_graph):
         dec = lambda c: (lambda: c.decode(sbi, q, k, v, a, b, A_log, dtb, None, o))
         fl = torch.empty(B, dtype=torch.int32, device=dev)
         step = lambda c: (lambda: (c.decode(sbi, q, k, v, a, b, A_log, dtb, None, o), c.flush(sbi, 1, fl, False)))
-        fill = lambda c: (c.ring_g.copy_(rg), c.ring_u.copy_(ru), c.ring_k.copy_(rk),
+        fill = lambda c: (c.ring_g.copy_(rg[:, :c.ring_g.shape[1]]), c.ring_u.copy_(ru[:, :c.ring_u.shape[1]]),
+                          c.ring_k.copy_(rk[:, :c.ring_k.shape[1]]),
                           c.ring_beta.fill_(0.5), c.ring_v.copy_(torch.randn_like(c.ring_v)))
     torch.cuda.synchronize()
     rows.append({"family": family, "case": "conventional fp32", "read": "-", "recurrence": "fp32",

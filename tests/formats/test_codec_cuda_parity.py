@@ -17,11 +17,12 @@ def _states(S=3, H=2, P=64, N=128, seed=0):
     x = (torch.randn(S, H, P, N, generator=g) * torch.exp2(torch.randint(-12, 12, (S, H, P, 1), generator=g).float()))
     x[0, 0, 3] = 0.0                                   # zero rows / blocks
     x[0, 0, 4, :16] = -0.0
-    x[0, 1, 5, 7] = 1e-30                              # fp16/e4m3 underflow, fp32 subnormal scales
-    x[1, 0, 6, :] = torch.linspace(-70000, 70000, N)   # fp16 overflow
-    x[1, 1, 2, 9] = float("nan")                       # non-finite block / state
-    x[2, 0, 1, 0] = float("inf")
-    x[2, 1] *= 1e-38                                   # tiny state (nvfp4 global-scale underflow)
+    x[0, H - 1, min(5, P - 1), 7] = 1e-30                              # fp16/e4m3 underflow, fp32 subnormal scales
+    if S >= 3 and H >= 2 and P >= 7:                   # special values need the full-size case
+        x[1, 0, 6, :] = torch.linspace(-70000, 70000, N)   # fp16 overflow
+        x[1, 1, 2, 9] = float("nan")                       # non-finite block / state
+        x[2, 0, 1, 0] = float("inf")
+        x[2, 1] *= 1e-38                                   # tiny state (nvfp4 global-scale underflow)
     return x.float().contiguous()
 
 
