@@ -1,8 +1,8 @@
 // DualPrecisionFlush: flush launch for two checkpoints (Algorithms 3 and 6); non-flushing rows exit.
 //
-// The kernel does not exist yet. Until a source under cpp_plugins/kernels/dual_precision/ defines
-// rssm_dual_precision_flush_launch (CMake then defines RSSM_HAVE_DUAL_PRECISION_FLUSH_KERNEL),
-// enqueue translates the descriptors (so shape / dtype errors still surface) and then fails with
+// The kernel lives in cpp_plugins/kernels/dual_precision/; CMake defines
+// RSSM_HAVE_DUAL_PRECISION_FLUSH_KERNEL when its source is present. In a build without it, enqueue
+// translates the descriptors (so shape / dtype errors still surface) and then fails with
 // RSSM_ERR_UNSUPPORTED and a logged message: never a silent no-op.
 #include "DualPrecisionFlushPlugin.h"
 
