@@ -22,6 +22,7 @@ setup() {
   fi
   echo "[dev] installing replayssm-trtllm (editable) with test extras"
   "$VENV/bin/pip" install -q -e ".[test]"
+  echo "[dev] $("$VENV/bin/python" -m replayssm_trtllm.ops._lib)"
 }
 
 cmd="${1:-}"

@@ -92,3 +92,21 @@ def is_available() -> bool:
         return True
     except (KernelLibraryError, OSError):
         return False
+
+
+def library_status() -> str:
+    """One line saying whether the CUDA kernel library is built, where, and for which SMs."""
+    for path in _candidates():
+        if path.exists():
+            try:
+                lib = ctypes.CDLL(str(path))
+                lib.rssm_build_archs.restype = ctypes.c_char_p
+                return f"CUDA kernel library built: {path} (sm_{lib.rssm_build_archs().decode()})"
+            except OSError as e:
+                return f"CUDA kernel library at {path} does not load: {e}"
+    return ("CUDA kernel library NOT built (no nvcc/cmake at install time, or RSSM_BUILD_KERNELS=0): the "
+            "reference, formats, state machine and CLI work; GPU ops and benchmarks will raise")
+
+
+if __name__ == "__main__":
+    print(library_status())
