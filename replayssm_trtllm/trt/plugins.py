@@ -120,9 +120,9 @@ def plugin_field_collection(field_list: Sequence[tuple]):
 def _add(network, op: str, inputs, field_list, layer_name: Optional[str]):
     trt = import_tensorrt()
     registry = load_plugins()
-    creator = registry.get_creator(F.PLUGIN_NAMES[op], F.PLUGIN_VERSION, F.PLUGIN_NAMESPACE)
+    creator = registry.get_creator(F.PLUGIN_NAMES[op], F.PLUGIN_VERSIONS[op], F.PLUGIN_NAMESPACE)
     if creator is None:
-        raise PluginLibraryError(f"{op}: creator {F.PLUGIN_NAMES[op]} v{F.PLUGIN_VERSION} in namespace "
+        raise PluginLibraryError(f"{op}: creator {F.PLUGIN_NAMES[op]} v{F.PLUGIN_VERSIONS[op]} in namespace "
                                  f"'{F.PLUGIN_NAMESPACE}' is not registered (load_plugins() did not register it)")
     plugin = creator.create_plugin(layer_name or op, plugin_field_collection(field_list), trt.TensorRTPhase.BUILD)
     if plugin is None:
@@ -133,11 +133,26 @@ def _add(network, op: str, inputs, field_list, layer_name: Optional[str]):
     return layer
 
 
+def _static_dim(inputs: Sequence, idx: int, axis: int) -> Optional[int]:
+    """inputs[idx].shape[axis] when it is known at network-build time (> 0), else None."""
+    try:
+        d = int(inputs[idx].shape[axis])
+    except Exception:  # not a tensor, no such dim: the plugin's own checks will report it
+        return None
+    return d if d > 0 else None
+
+
 def add_replay_decode(network, inputs: Sequence, config, family: str, act_dtype: str, *, has_z: bool = False,
                       dt_dtype: str = "fp32", scale: float = 0.0, name: Optional[str] = None):
-    """Adds ReplayDecode. ``inputs`` in the order of cpp_plugins/plugins/ReplayDecodePlugin/README.md."""
-    return _add(network, "ReplayDecode", inputs,
-                F.replay_decode_fields(config, family, act_dtype, has_z=has_z, dt_dtype=dt_dtype, scale=scale), name)
+    """Adds ReplayDecode. ``inputs`` in the order of cpp_plugins/plugins/ReplayDecodePlugin/README.md
+    (``replay_decode_input_names(config, family, has_z=...)`` lists them)."""
+    import_tensorrt()
+    want = F.replay_decode_input_names(config, family, has_z=has_z)
+    if len(inputs) != len(want):
+        raise ValueError(f"ReplayDecode: expected {len(want)} inputs {want}; got {len(inputs)}")
+    fields = F.replay_decode_fields(config, family, act_dtype, has_z=has_z, dt_dtype=dt_dtype, scale=scale,
+                                    state_size=_static_dim(inputs, 2 if family == "mamba2" else 0, 3))
+    return _add(network, "ReplayDecode", inputs, fields, name)
 
 
 def add_gdn_verify(network, inputs: Sequence, config, act_dtype: str, *, scale: float = 0.0, name: Optional[str] = None):
@@ -146,8 +161,9 @@ def add_gdn_verify(network, inputs: Sequence, config, act_dtype: str, *, scale: 
 
 def add_dual_precision_flush(network, inputs: Sequence, config, family: str, act_dtype: str, *, layer_index: int = 0,
                              name: Optional[str] = None):
-    return _add(network, "DualPrecisionFlush", inputs,
-                F.dual_precision_flush_fields(config, family, act_dtype, layer_index=layer_index), name)
+    fields = F.dual_precision_flush_fields(config, family, act_dtype, layer_index=layer_index,
+                                           state_size=_static_dim(inputs, 5, 3))  # ckpt_hp [S, H, P, N]
+    return _add(network, "DualPrecisionFlush", inputs, fields, name)
 
 
 def add_replay_commit(network, inputs: Sequence, config, *, has_accepted: Optional[bool] = None,

@@ -7,7 +7,8 @@ from replayssm_trtllm.trt.core import KINDS, CoreError
 @pytest.mark.parametrize("plugin", KINDS)
 def test_names_and_version(core, plugin):
     op, registered, version = core.names(plugin)
-    assert op == plugin and registered == plugin + "_RSSM" and version == "1"
+    # ReplayDecode 2: field 'read_dtype' and the dual-precision inputs (README changelog).
+    assert op == plugin and registered == plugin + "_RSSM" and version == ("2" if plugin == "ReplayDecode" else "1")
 
 
 @pytest.mark.parametrize("plugin", KINDS)

@@ -36,10 +36,14 @@ def test_truncated_refused(core, keep):
 
 def test_other_version_refused(core):
     _, blob = _blob(core)
-    bad = blob[:8] + struct.pack("<i", 2) + blob[12:]
-    with pytest.raises(CoreError, match=r"ReplayDecode: serialized blob is plugin version 2; this library implements "
-                                        r"version 1 \(rebuild the engine with this plugin library\)"):
+    bad = blob[:8] + struct.pack("<i", 3) + blob[12:]
+    with pytest.raises(CoreError, match=r"ReplayDecode: serialized blob is plugin version 3; this library implements "
+                                        r"version 2 \(rebuild the engine with this plugin library\)"):
         core.deserialize("ReplayDecode", bad)
+    _, blob = _blob(core, "ReplayCommit")
+    with pytest.raises(CoreError, match=r"ReplayCommit: serialized blob is plugin version 2; this library implements "
+                                        r"version 1"):
+        core.deserialize("ReplayCommit", blob[:8] + struct.pack("<i", 2) + blob[12:])
 
 
 def test_other_plugin_refused(core):

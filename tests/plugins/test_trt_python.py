@@ -74,8 +74,14 @@ def test_duck_typed_config():
 
 
 def test_fields_refuse_unsupported_configs():
-    with pytest.raises(ValueError, match="read_dtype 'fp16' needs the decode kernel to skip its flush"):
-        rt.replay_decode_fields(ReplayConfig(read_dtype="fp16"), "mamba2", "bf16")
+    with pytest.raises(ValueError, match=r"key_dim \(Mamba-2 N / GDN K\) must be 128 with a read copy"):
+        rt.replay_decode_fields(ReplayConfig(read_dtype="fp16", key_dim=256), "mamba2", "bf16")
+    with pytest.raises(ValueError, match=r"state_size \(Mamba-2 N / GDN K\) must be 128 with a read copy"):
+        rt.replay_decode_fields(ReplayConfig(read_dtype="fp16"), "mamba2", "bf16", state_size=64)
+    with pytest.raises(ValueError, match=r"key_dim .* must be 128"):
+        rt.dual_precision_flush_fields(ReplayConfig(read_dtype="fp16", key_dim=256), "gdn", "bf16")
+    with pytest.raises(ValueError, match=r"u_dtype must be 'fp16' with a read copy"):
+        rt.replay_decode_fields(ReplayConfig(read_dtype="fp16", u_dtype="bf16"), "gdn", "bf16")
     with pytest.raises(ValueError, match=r"field 'state_dtype \(from recurrence_dtype\)' must be one of"):
         rt.replay_decode_fields(ReplayConfig(recurrence_dtype="fp8_e4m3", rounding="sr"), "mamba2", "bf16")
     with pytest.raises(ValueError, match="needs a read copy"):

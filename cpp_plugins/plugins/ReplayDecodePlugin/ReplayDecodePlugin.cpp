@@ -1,4 +1,12 @@
 // ReplayDecode: ReplaySSM decode (Mamba-2 standard / speculative; GDN standard). Translate, launch.
+//
+// read_dtype 'none': one checkpoint, flushed in place by this layer (rssm_mamba2_replay_launch /
+// rssm_gdn_replay_launch). read_dtype fp16 / fp8_e4m3 / nvfp4: the dual-precision decode
+// (rssm_dual_precision_decode_launch) reads the read copy on non-flush rows and the recurrence
+// checkpoint on flush rows, appends the records and writes no checkpoint; the flush itself is the
+// DualPrecisionFlush layer that follows. CMake defines RSSM_HAVE_DUAL_PRECISION_FLUSH_KERNEL when the
+// dual-precision kernel sources (decode and flush, cpp_plugins/kernels/dual_precision/) are present;
+// without them a read-copy configuration fails at enqueue with RSSM_ERR_UNSUPPORTED, never silently.
 #include "ReplayDecodePlugin.h"
 
 #include "rssm_kernel_params.h"
@@ -8,6 +16,18 @@ namespace plugin {
 
 int32_t ReplayDecodePlugin::launch(core::TensorDesc const* in, int32_t nbInputs, core::TensorDesc const* out,
                                    int32_t nbOutputs, void*, cudaStream_t stream) {
+    if (config().e("read_dtype") != "none") {
+        DualPrecisionDecodeParams const p = core::toDualPrecisionDecodeParams(config(), in, nbInputs, out, nbOutputs);
+#ifdef RSSM_HAVE_DUAL_PRECISION_FLUSH_KERNEL
+        return rssm_dual_precision_decode_launch(&p, stream);
+#else
+        (void) p;
+        (void) stream;
+        return rssm::setError(RSSM_ERR_UNSUPPORTED,
+                              "ReplayDecode: read_dtype needs the dual-precision decode kernel, which this build "
+                              "does not have (cpp_plugins/kernels/dual_precision/*.cu absent)");
+#endif
+    }
     if (config().e("family") == "mamba2") {
         Mamba2ReplayParams const p = core::toMamba2ReplayParams(config(), in, nbInputs, out, nbOutputs);
         return rssm_mamba2_replay_launch(&p, stream);

@@ -289,9 +289,12 @@ int32_t RssmPluginBase::enqueue(PluginTensorDesc const* inputDesc, PluginTensorD
         int32_t const nIn = core::numInputs(mConfig);
         int32_t const nOut = core::numOutputs(mConfig);
         // Fixed-size arrays: no heap allocation on the enqueue path.
-        core::TensorDesc in[16];
-        core::TensorDesc out[4];
-        if (nIn > 16 || nOut > 4) throw core::Error("replayssm: too many plugin I/O tensors");
+        core::TensorDesc in[core::kMAX_INPUTS];
+        core::TensorDesc out[core::kMAX_OUTPUTS];
+        if (nIn > core::kMAX_INPUTS || nOut > core::kMAX_OUTPUTS)
+            throw core::Error(std::string(core::opName(mConfig.kind)) + ": " + std::to_string(nIn) + " inputs / " +
+                              std::to_string(nOut) + " outputs exceed the adapter's fixed arrays (" +
+                              std::to_string(core::kMAX_INPUTS) + " / " + std::to_string(core::kMAX_OUTPUTS) + ")");
         for (int32_t i = 0; i < nIn; ++i) in[i] = toCore(inputDesc[i], inputs[i]);
         for (int32_t i = 0; i < nOut; ++i) out[i] = toCore(outputDesc[i], outputs[i]);
         int32_t const status = launch(in, nIn, out, nOut, workspace, stream);

@@ -60,10 +60,36 @@ DType enumToDType(std::string const& v, DType actType) {
 }
 std::vector<DType> const kANY_ORDER_TYPES = {DType::kFP32, DType::kFP16, DType::kBF16, DType::kINT32};
 
+// True when a ReplayDecode config selects the dual-precision decode (a read copy).
+bool hasReadCopy(Config const& cfg) {
+    return cfg.kind == PluginKind::kReplayDecode && cfg.e("read_dtype") != "none";
+}
+
+// Optional inputs of the dual-precision decode, after the family's own inputs (and z), in this
+// order: ckpt_lp, [GDN: ring_beta, ring_v], [ckpt_hp_scale], [ckpt_lp_scale], [ckpt_lp_gscale].
+// `h, p, n` are the state dims' symbols ([S, h, p, n]); `g` the heads of B / k; `act` the act dtype.
+void addReadCopyInputs(Config const& cfg, std::vector<IoSpec>& in, char const* h, char const* p, char const* n,
+                       DType act, bool gdn) {
+    std::string const sd = cfg.e("state_dtype"), rd = cfg.e("read_dtype");
+    std::string const N(n);
+    in.push_back({"ckpt_lp", {enumToDType(rd, act)}, {"S", h, p, rd == "nvfp4" ? N + "/2" : N}});
+    if (gdn) {
+        in.push_back({"ring_beta", {DType::kFP32}, {"S", "C", h}});
+        in.push_back({"ring_v", {act}, {"S", "C", h, p}});
+    }
+    if (sd == "fp8_e4m3") in.push_back({"ckpt_hp_scale", {DType::kFP32}, {"S", h, p, N + "/128"}});
+    if (rd == "fp8_e4m3") in.push_back({"ckpt_lp_scale", {DType::kFP32}, {"S", h, p, N + "/128"}});
+    if (rd == "nvfp4") {
+        in.push_back({"ckpt_lp_scale", {DType::kUINT8}, {"S", h, p, N + "/16"}});
+        in.push_back({"ckpt_lp_gscale", {DType::kFP32}, {"S", h}});
+    }
+}
+
 void addGdnInputs(Config const& cfg, std::vector<IoSpec>& in) {
     DType act = enumToDType(cfg.e("act_dtype"), DType::kOTHER);
     DType sd = enumToDType(cfg.e("state_dtype"), act);
     DType ud = enumToDType(cfg.e("u_dtype"), act);
+    bool const dual = hasReadCopy(cfg);
     in = {
         {"q", {act}, {"B", "T", "H", "K"}},
         {"k", {act}, {"B", "T", "H", "K"}},
@@ -73,7 +99,7 @@ void addGdnInputs(Config const& cfg, std::vector<IoSpec>& in) {
         {"A_log", {DType::kFP32}, {"HV"}},
         {"dt_bias", {DType::kFP32}, {"HV"}},
         {"state_batch_indices", {DType::kINT32}, {"B"}},
-        {"state", {sd}, {"S", "HV", "V", "K"}},
+        {dual ? "ckpt_hp" : "state", {sd}, {"S", "HV", "V", "K"}},
         {"ring_g", {DType::kFP32}, {"S", "C", "HV"}},
         {"ring_u", {ud}, {"S", "C", "HV", "V"}},
         {"ring_k", {act}, {"S", "C", "H", "K"}},
@@ -100,7 +126,7 @@ PluginIo pluginIo(Config const& cfg) {
                 {"D", {DType::kFP32}, {"H"}},
                 {"dt_bias", {DType::kFP32}, {"H"}},
                 {"state_batch_indices", {DType::kINT32}, {"B"}},
-                {"state", {sd}, {"S", "H", "P", "N"}},
+                {hasReadCopy(cfg) ? "ckpt_hp" : "state", {sd}, {"S", "H", "P", "N"}},
                 {"ring_dt", {DType::kFP32}, {"S", "C", "H"}},
                 {"ring_x", {act}, {"S", "C", "H", "P"}},
                 {"ring_B", {act}, {"S", "C", "G", "N"}},
@@ -108,11 +134,14 @@ PluginIo pluginIo(Config const& cfg) {
                 {"ring_len", {DType::kINT32}, {"S"}},
             };
             if (cfg.i("has_z")) io.inputs.push_back({"z", {act}, {"B", "T", "H", "P"}});
+            if (hasReadCopy(cfg)) addReadCopyInputs(cfg, io.inputs, "H", "P", "N", act, false);
             io.outputs = {{"y", {act}, {"B", "T", "H", "P"}}};
             io.outputCopiesInput = {decode_mamba2::kIN_X};
         } else {
             addGdnInputs(cfg, io.inputs);
-            io.outputs = {{"o", {enumToDType(cfg.e("act_dtype"), DType::kOTHER)}, {"B", "T", "HV", "V"}}};
+            DType act = enumToDType(cfg.e("act_dtype"), DType::kOTHER);
+            if (hasReadCopy(cfg)) addReadCopyInputs(cfg, io.inputs, "HV", "V", "K", act, true);
+            io.outputs = {{"o", {act}, {"B", "T", "HV", "V"}}};
             io.outputCopiesInput = {gdn_io::kIN_V};
         }
         break;
@@ -344,10 +373,23 @@ Symbols checkInputsSymbols(Config const& cfg, TensorDesc const* in, int32_t nbIn
     bool const mamba = (cfg.kind == PluginKind::kReplayDecode && cfg.e("family") == "mamba2") ||
                        (cfg.kind == PluginKind::kDualPrecisionFlush && cfg.e("family") == "mamba2");
     bool const gdn = cfg.kind == PluginKind::kGdnVerify || (cfg.kind == PluginKind::kReplayDecode && cfg.e("family") == "gdn");
+    bool const dual = hasReadCopy(cfg);
+    if (dual) {
+        // Dual-precision decode kernels (dual_precision.h): N = K = 128, P / V a multiple of 8 in [8, 128].
+        char const* n = mamba ? "state size N" : "key dim K";
+        char const* p = mamba ? "head dim P" : "value dim V";
+        int64_t const N = sym(mamba ? "N" : "K"), P = sym(mamba ? "P" : "V");
+        if (N >= 0 && N != 128)
+            fail(std::string(n) + " must be 128 with a read copy (dual-precision kernel, read_dtype '" +
+                 cfg.e("read_dtype") + "'); got " + std::to_string(N));
+        if (P >= 0 && (P < 8 || P > 128 || P % 8))
+            fail(std::string(p) + " must be a multiple of 8 in [8, 128] with a read copy (dual-precision kernel); got " +
+                 std::to_string(P));
+    }
     if (mamba) {
         int64_t H = sym("H"), G = sym("G"), P = sym("P"), N = sym("N");
         if (H > 0 && G > 0 && H % G) fail("nheads H = " + std::to_string(H) + " must be a multiple of ngroups G = " + std::to_string(G));
-        if (cfg.kind == PluginKind::kReplayDecode) {
+        if (cfg.kind == PluginKind::kReplayDecode && !dual) {
             if (P >= 0 && P != 32 && P != 64 && P != 80 && P != 128)
                 fail("head dim P must be one of [32, 64, 80, 128] (kernel instances); got " + std::to_string(P));
             if (N >= 0 && N != 64 && N != 128 && N != 256)
@@ -357,10 +399,15 @@ Symbols checkInputsSymbols(Config const& cfg, TensorDesc const* in, int32_t nbIn
     if (gdn) {
         int64_t H = sym("H"), HV = sym("HV"), K = sym("K");
         if (H > 0 && HV > 0 && HV % H) fail("value heads HV = " + std::to_string(HV) + " must be a multiple of key heads H = " + std::to_string(H));
-        if (K >= 0 && K != 64 && K != 128 && K != 256) fail("key dim K must be one of [64, 128, 256] (kernel instances); got " + std::to_string(K));
+        if (!dual && K >= 0 && K != 64 && K != 128 && K != 256) fail("key dim K must be one of [64, 128, 256] (kernel instances); got " + std::to_string(K));
     }
     if (cfg.kind == PluginKind::kDualPrecisionFlush) {
-        int64_t N = sym("N");
+        int64_t N = sym("N"), P = sym("P");
+        // Flush kernel (dual_precision_flush.h): N / K = 128, P / V in [1, 128].
+        if (N >= 0 && N != 128)
+            fail("state last dim (Mamba-2 N / GDN K) must be 128 (dual-precision flush kernel); got " + std::to_string(N));
+        if (P >= 0 && (P < 1 || P > 128))
+            fail("state rows (Mamba-2 P / GDN V) must be in [1, 128] (dual-precision flush kernel); got " + std::to_string(P));
         std::string rec = cfg.e("recurrence_dtype"), rd = cfg.e("read_dtype");
         if (N > 0 && (rec == "fp8_e4m3" || rd == "fp8_e4m3") && N % 128)
             fail("state last dim must be a multiple of 128 for fp8_e4m3 (one scale per 128); got " + std::to_string(N));

@@ -19,6 +19,7 @@ int32_t rssmDtype(std::string const& name) {
 }
 int32_t i32(int64_t v) { return static_cast<int32_t>(v); }
 void* mut(TensorDesc const& d) { return const_cast<void*>(d.data); }
+bool hasReadCopy(Config const& cfg) { return cfg.kind == PluginKind::kReplayDecode && cfg.e("read_dtype") != "none"; }
 void checkOutputs(Config const& cfg, TensorDesc const* out, int32_t nbOutputs) {
     int32_t const n = numOutputs(cfg);
     if (nbOutputs != n || (n > 0 && out == nullptr))
@@ -30,8 +31,9 @@ void checkOutputs(Config const& cfg, TensorDesc const* out, int32_t nbOutputs) {
 Mamba2ReplayParams toMamba2ReplayParams(Config const& cfg, TensorDesc const* in, int32_t nbInputs,
                                         TensorDesc const* out, int32_t nbOutputs) {
     using namespace decode_mamba2;
-    if (cfg.kind != PluginKind::kReplayDecode || cfg.e("family") != "mamba2")
-        throw Error(std::string(opName(cfg.kind)) + ": toMamba2ReplayParams needs ReplayDecode with family 'mamba2'");
+    if (cfg.kind != PluginKind::kReplayDecode || cfg.e("family") != "mamba2" || hasReadCopy(cfg))
+        throw Error(std::string(opName(cfg.kind)) +
+                    ": toMamba2ReplayParams needs ReplayDecode with family 'mamba2' and read_dtype 'none'");
     Symbols s = checkInputsSymbols(cfg, in, nbInputs);
     checkOutputs(cfg, out, nbOutputs);
     Mamba2ReplayParams p;
@@ -88,8 +90,9 @@ GdnReplayParams toGdnReplayParams(Config const& cfg, TensorDesc const* in, int32
                                   TensorDesc const* out, int32_t nbOutputs) {
     using namespace gdn_io;
     bool const verify = cfg.kind == PluginKind::kGdnVerify;
-    if (!verify && !(cfg.kind == PluginKind::kReplayDecode && cfg.e("family") == "gdn"))
-        throw Error(std::string(opName(cfg.kind)) + ": toGdnReplayParams needs GdnVerify or ReplayDecode with family 'gdn'");
+    if (!verify && !(cfg.kind == PluginKind::kReplayDecode && cfg.e("family") == "gdn" && !hasReadCopy(cfg)))
+        throw Error(std::string(opName(cfg.kind)) +
+                    ": toGdnReplayParams needs GdnVerify or ReplayDecode with family 'gdn' and read_dtype 'none'");
     Symbols s = checkInputsSymbols(cfg, in, nbInputs);
     checkOutputs(cfg, out, nbOutputs);
     GdnReplayParams p;
@@ -167,6 +170,92 @@ ReplayCommitParams toReplayCommitParams(Config const& cfg, TensorDesc const* in,
     p.ring_origin = static_cast<int32_t*>(mut(in[kIN_RING_ORIGIN]));
     p.ring_len = static_cast<int32_t*>(mut(in[kIN_RING_LEN]));
     p.error_slot = static_cast<int32_t*>(mut(err));
+    return p;
+}
+
+DualPrecisionDecodeParams toDualPrecisionDecodeParams(Config const& cfg, TensorDesc const* in, int32_t nbInputs,
+                                                      TensorDesc const* out, int32_t nbOutputs) {
+    if (!hasReadCopy(cfg))
+        throw Error(std::string(opName(cfg.kind)) +
+                    ": toDualPrecisionDecodeParams needs ReplayDecode with read_dtype fp16 / fp8_e4m3 / nvfp4");
+    Symbols s = checkInputsSymbols(cfg, in, nbInputs);
+    checkOutputs(cfg, out, nbOutputs);
+    bool const mamba = cfg.e("family") == "mamba2";
+    auto opt = [&](char const* name) -> void* {
+        int32_t idx = inputIndex(cfg, name);
+        return idx < 0 ? nullptr : mut(in[idx]);
+    };
+    DualPrecisionDecodeParams p;
+    std::memset(&p, 0, sizeof(p));
+    p.family = mamba ? RSSM_FAMILY_MAMBA2 : RSSM_FAMILY_GDN;
+    p.batch = i32(s.at("B"));
+    p.num_tokens = i32(s.at("T"));
+    p.num_slots = i32(s.at("S"));
+    p.window = i32(cfg.i("window"));
+    p.ring_capacity = ringCapacity(cfg);
+    p.mode = cfg.e("mode") == "speculative" ? 1 : 0;
+    p.nheads = i32(s.at(mamba ? "H" : "HV"));
+    p.headdim = i32(s.at(mamba ? "P" : "V"));
+    p.dstate = i32(s.at(mamba ? "N" : "K"));
+    p.ngroups = i32(s.at(mamba ? "G" : "H"));
+    p.act_dtype = rssmDtype(cfg.e("act_dtype"));
+    p.recurrence_dtype = rssmDtype(cfg.e("state_dtype"));
+    p.read_dtype = rssmDtype(cfg.e("read_dtype"));
+    p.dt_dtype = mamba ? (cfg.e("dt_dtype") == "fp32" ? RSSM_DTYPE_FP32 : p.act_dtype) : RSSM_DTYPE_FP32;
+    p.scale = mamba ? 0.f : static_cast<float>(cfg.f("scale"));  // 0 -> kernel uses K^-0.5
+    TensorDesc const& hp = in[decode_mamba2::kIN_CKPT_HP];  // same position in both families
+    TensorDesc const& lp = in[inputIndex(cfg, "ckpt_lp")];
+    p.stride_hp_slot = hp.strides[0]; p.stride_hp_head = hp.strides[1]; p.stride_hp_row = hp.strides[2];
+    p.stride_lp_slot = lp.strides[0]; p.stride_lp_head = lp.strides[1]; p.stride_lp_row = lp.strides[2];
+    p.ckpt_hp = hp.data;
+    p.ckpt_hp_scale = static_cast<float const*>(opt("ckpt_hp_scale"));
+    p.ckpt_lp = lp.data;
+    p.ckpt_lp_scale = opt("ckpt_lp_scale");
+    p.ckpt_lp_gscale = static_cast<float const*>(opt("ckpt_lp_gscale"));
+    if (mamba) {
+        using namespace decode_mamba2;
+        TensorDesc const& y = out[kOUT_Y];
+        if (y.dtype != in[kIN_X].dtype || y.nbDims != 4)
+            throw Error("ReplayDecode: output 0 'y' must be " + std::string(dtypeName(in[kIN_X].dtype)) +
+                        " [B, T, H, P]; got " + dtypeName(y.dtype) + " of rank " + std::to_string(y.nbDims));
+        p.state_batch_indices = static_cast<int32_t const*>(in[kIN_SLOTS].data);
+        p.ring_origin = static_cast<int32_t const*>(in[kIN_RING_ORIGIN].data);
+        p.ring_len = static_cast<int32_t const*>(in[kIN_RING_LEN].data);
+        p.x = in[kIN_X].data;
+        p.dt_raw = in[kIN_DT].data;
+        p.Bm = in[kIN_B].data;
+        p.Cm = in[kIN_C].data;
+        p.z = cfg.i("has_z") ? in[kIN_Z].data : nullptr;
+        p.A = static_cast<float const*>(in[kIN_A].data);
+        p.D = static_cast<float const*>(in[kIN_D].data);
+        p.dt_bias = static_cast<float const*>(in[kIN_DT_BIAS].data);
+        p.ring_dt = static_cast<float*>(mut(in[kIN_RING_DT]));
+        p.ring_x = mut(in[kIN_RING_X]);
+        p.ring_B = mut(in[kIN_RING_B]);
+        p.y = mut(y);
+    } else {
+        using namespace gdn_io;
+        TensorDesc const& o = out[kOUT_O];
+        if (o.dtype != in[kIN_V].dtype || o.nbDims != 4)
+            throw Error("ReplayDecode: output 0 'o' must be " + std::string(dtypeName(in[kIN_V].dtype)) +
+                        " [B, T, HV, V]; got " + dtypeName(o.dtype) + " of rank " + std::to_string(o.nbDims));
+        p.state_batch_indices = static_cast<int32_t const*>(in[kIN_SLOTS].data);
+        p.ring_origin = static_cast<int32_t const*>(in[kIN_RING_ORIGIN].data);
+        p.ring_len = static_cast<int32_t const*>(in[kIN_RING_LEN].data);
+        p.q = in[kIN_Q].data;
+        p.k = in[kIN_K].data;
+        p.v = in[kIN_V].data;
+        p.a = in[kIN_GATE_A].data;
+        p.b = in[kIN_GATE_B].data;
+        p.A_log = static_cast<float const*>(in[kIN_A_LOG].data);
+        p.gdn_dt_bias = static_cast<float const*>(in[kIN_DT_BIAS].data);
+        p.ring_g = static_cast<float*>(mut(in[kIN_RING_G]));
+        p.ring_u = mut(in[kIN_RING_U]);
+        p.ring_k = mut(in[kIN_RING_K]);
+        p.ring_beta = static_cast<float*>(opt("ring_beta"));
+        p.ring_v = opt("ring_v");
+        p.o = mut(o);
+    }
     return p;
 }
 
@@ -283,6 +372,22 @@ std::string describe(ReplayCommitParams const& p, void const* base) {
     Desc d{{}, base};
     RSSM_V(batch); RSSM_V(num_slots); RSSM_V(window); RSSM_V(ring_capacity); RSSM_V(num_tokens); RSSM_V(mode);
     RSSM_P(state_batch_indices); RSSM_P(accepted); RSSM_P(ring_origin); RSSM_P(ring_len); RSSM_P(error_slot);
+    return d.os.str();
+}
+
+std::string describe(DualPrecisionDecodeParams const& p, void const* base) {
+    Desc d{{}, base};
+    RSSM_V(family); RSSM_V(batch); RSSM_V(num_tokens); RSSM_V(num_slots); RSSM_V(window); RSSM_V(ring_capacity);
+    RSSM_V(mode); RSSM_V(nheads); RSSM_V(headdim); RSSM_V(dstate); RSSM_V(ngroups); RSSM_V(act_dtype);
+    RSSM_V(recurrence_dtype); RSSM_V(read_dtype); RSSM_V(dt_dtype); RSSM_V(scale);
+    RSSM_V(stride_hp_slot); RSSM_V(stride_hp_head); RSSM_V(stride_hp_row); RSSM_V(stride_lp_slot); RSSM_V(stride_lp_head);
+    RSSM_V(stride_lp_row);
+    RSSM_P(state_batch_indices); RSSM_P(ring_origin); RSSM_P(ring_len); RSSM_P(ckpt_hp); RSSM_P(ckpt_hp_scale);
+    RSSM_P(ckpt_lp); RSSM_P(ckpt_lp_scale); RSSM_P(ckpt_lp_gscale);
+    RSSM_P(x); RSSM_P(dt_raw); RSSM_P(Bm); RSSM_P(Cm); RSSM_P(z); RSSM_P(A); RSSM_P(D); RSSM_P(dt_bias); RSSM_P(ring_dt);
+    RSSM_P(ring_x); RSSM_P(ring_B); RSSM_P(y);
+    RSSM_P(q); RSSM_P(k); RSSM_P(v); RSSM_P(a); RSSM_P(b); RSSM_P(A_log); RSSM_P(gdn_dt_bias); RSSM_P(ring_g);
+    RSSM_P(ring_u); RSSM_P(ring_k); RSSM_P(ring_beta); RSSM_P(ring_v); RSSM_P(o);
     return d.os.str();
 }
 

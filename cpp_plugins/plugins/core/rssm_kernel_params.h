@@ -7,6 +7,7 @@
 
 #include "rssm_plugin_core.h"
 
+#include "dual_precision/dual_precision.h"
 #include "dual_precision/dual_precision_flush.h"
 #include "gdn/gdn.h"
 #include "mamba2/mamba2.h"
@@ -15,17 +16,22 @@
 namespace rssm {
 namespace core {
 
-// ReplayDecode, family mamba2 -> rssm_mamba2_replay_launch.
+// ReplayDecode, family mamba2, read_dtype 'none' -> rssm_mamba2_replay_launch.
 Mamba2ReplayParams toMamba2ReplayParams(Config const& cfg, TensorDesc const* in, int32_t nbInputs,
                                         TensorDesc const* out, int32_t nbOutputs);
-// ReplayDecode family gdn (mode standard) and GdnVerify (mode speculative) -> rssm_gdn_replay_launch.
+// ReplayDecode family gdn (mode standard, read_dtype 'none') and GdnVerify (mode speculative) -> rssm_gdn_replay_launch.
 GdnReplayParams toGdnReplayParams(Config const& cfg, TensorDesc const* in, int32_t nbInputs,
                                   TensorDesc const* out, int32_t nbOutputs);
 // ReplayCommit -> rssm_replay_commit_launch. error_slot points at output 0 (the adapter sets it to
 // -1 with one cudaMemsetAsync before the launch; the kernel records the first violating slot).
 ReplayCommitParams toReplayCommitParams(Config const& cfg, TensorDesc const* in, int32_t nbInputs,
                                         TensorDesc const* out, int32_t nbOutputs);
-// DualPrecisionFlush -> rssm_dual_precision_flush_launch (kernel not implemented yet).
+// ReplayDecode with a read copy (read_dtype fp16 / fp8_e4m3 / nvfp4), both families ->
+// rssm_dual_precision_decode_launch. Always passes both copies (ckpt_hp != NULL); GDN always
+// passes the two-precision records ring_beta / ring_v (the GDN flush needs them).
+DualPrecisionDecodeParams toDualPrecisionDecodeParams(Config const& cfg, TensorDesc const* in, int32_t nbInputs,
+                                                      TensorDesc const* out, int32_t nbOutputs);
+// DualPrecisionFlush -> rssm_dual_precision_flush_launch.
 DualPrecisionFlushParams toDualPrecisionFlushParams(Config const& cfg, TensorDesc const* in, int32_t nbInputs,
                                                     TensorDesc const* out, int32_t nbOutputs);
 
@@ -35,6 +41,7 @@ std::string describe(Mamba2ReplayParams const& p, void const* base = nullptr);
 std::string describe(GdnReplayParams const& p, void const* base = nullptr);
 std::string describe(ReplayCommitParams const& p, void const* base = nullptr);
 std::string describe(DualPrecisionFlushParams const& p, void const* base = nullptr);
+std::string describe(DualPrecisionDecodeParams const& p, void const* base = nullptr);
 
 }  // namespace core
 }  // namespace rssm

@@ -132,12 +132,18 @@ TensorDesc contiguous(DType dtype, std::vector<int64_t> const& dims, void const*
 // I/O maps. Index constants per plugin; optional inputs go last and their presence follows from
 // the config (numInputs). Names are used in messages, READMEs and the Python helpers.
 // ---------------------------------------------------------------------------------------------
+// ReplayDecode with a read copy (read_dtype != 'none', version 2): input kIN_STATE is the recurrence
+// checkpoint 'ckpt_hp' (read on flush rows, never written by the decode), and after the family's
+// inputs (and z) come, in this order (positions through inputIndex()):
+//   ckpt_lp (read copy), [GDN: ring_beta, ring_v], [ckpt_hp_scale: state_dtype fp8_e4m3],
+//   [ckpt_lp_scale: read fp8_e4m3 / nvfp4], [ckpt_lp_gscale: read nvfp4].
 namespace decode_mamba2 {  // ReplayDecode, family mamba2
 enum : int32_t {
     kIN_X = 0, kIN_DT = 1, kIN_B = 2, kIN_C = 3, kIN_A = 4, kIN_D = 5, kIN_DT_BIAS = 6,
     kIN_SLOTS = 7, kIN_STATE = 8, kIN_RING_DT = 9, kIN_RING_X = 10, kIN_RING_B = 11,
     kIN_RING_ORIGIN = 12, kIN_RING_LEN = 13,
     kIN_Z = 14,  // optional: has_z = 1
+    kIN_CKPT_HP = kIN_STATE,  // name 'ckpt_hp' with a read copy
     kOUT_Y = 0,
 };
 }
@@ -146,9 +152,14 @@ enum : int32_t {
     kIN_Q = 0, kIN_K = 1, kIN_V = 2, kIN_GATE_A = 3, kIN_GATE_B = 4, kIN_A_LOG = 5, kIN_DT_BIAS = 6,
     kIN_SLOTS = 7, kIN_STATE = 8, kIN_RING_G = 9, kIN_RING_U = 10, kIN_RING_K = 11,
     kIN_RING_ORIGIN = 12, kIN_RING_LEN = 13,
+    kIN_CKPT_HP = kIN_STATE,  // ReplayDecode with a read copy: name 'ckpt_hp'
     kOUT_O = 0,
 };
 }
+// Largest input count of any configuration (ReplayDecode mamba2 + z + read copy nvfp4 + fp8
+// recurrence: 14 + 1 + 1 + 3 = 19); the adapters size their fixed enqueue arrays from it.
+constexpr int32_t kMAX_INPUTS = 24;
+constexpr int32_t kMAX_OUTPUTS = 4;
 namespace flush_io {  // DualPrecisionFlush; inputs after kIN_CKPT_LP depend on family and formats
 enum : int32_t {
     kIN_AFTER = 0,  // the decode output of this layer [B, T, ...]: gives T, orders the flush after it

@@ -201,8 +201,11 @@ int rssm_core_translate(void* h, int nIn, int32_t const* dtypes, int32_t const* 
         std::string s;
         switch (c.kind) {
         case PluginKind::kReplayDecode:
-            s = c.e("family") == "mamba2" ? describe(toMamba2ReplayParams(c, in.data(), nIn, out.data(), nOut))
-                                          : describe(toGdnReplayParams(c, in.data(), nIn, out.data(), nOut));
+            if (c.e("read_dtype") != "none")
+                s = describe(toDualPrecisionDecodeParams(c, in.data(), nIn, out.data(), nOut));
+            else
+                s = c.e("family") == "mamba2" ? describe(toMamba2ReplayParams(c, in.data(), nIn, out.data(), nOut))
+                                              : describe(toGdnReplayParams(c, in.data(), nIn, out.data(), nOut));
             break;
         case PluginKind::kGdnVerify: s = describe(toGdnReplayParams(c, in.data(), nIn, out.data(), nOut)); break;
         case PluginKind::kReplayCommit: s = describe(toReplayCommitParams(c, in.data(), nIn, out.data(), nOut)); break;

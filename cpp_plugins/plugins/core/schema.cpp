@@ -18,11 +18,16 @@ std::vector<FieldSpec> makeDecodeSchema() {
         {"max_verify", FieldType::kINT32, 1, 1, 8, {}, "largest T per step; ring capacity C = window + max_verify"},
         {"mode", FieldType::kENUM, 0, 0, 0, {"standard", "speculative"}, "Algorithm 1/4 (T = 1) or 2/5 (T >= 1)"},
         {"act_dtype", FieldType::kENUM, 1, 0, 0, {"fp16", "bf16"}, "activations and act-typed ring records"},
-        {"state_dtype", FieldType::kENUM, 0, 0, 0, {"fp32", "fp16", "bf16"}, "checkpoint dtype"},
+        {"state_dtype", FieldType::kENUM, 0, 0, 0, {"fp32", "fp16", "bf16", "fp8_e4m3"},
+         "checkpoint dtype; with a read copy, the recurrence checkpoint (fp8_e4m3 only with a read copy)"},
         {"dt_dtype", FieldType::kENUM, 0, 0, 0, {"fp32", "act"}, "Mamba-2 dt_raw dtype (fp32 or act_dtype)"},
         {"has_z", FieldType::kINT32, 0, 0, 1, {}, "Mamba-2: 1 = gate input z present (y *= silu(z))"},
         {"u_dtype", FieldType::kENUM, 0, 0, 0, {"fp16", "bf16"}, "GDN: ring_u record dtype"},
         {"scale", FieldType::kFLOAT32, 0.0, 0.0, kINF, {}, "GDN: query scale; 0 = K^-0.5"},
+        // Version 2.
+        {"read_dtype", FieldType::kENUM, 0, 0, 0, {"none", "fp16", "fp8_e4m3", "nvfp4"},
+         "read copy read on non-flush rows ('none' = single checkpoint, flushed by this layer; else the "
+         "dual-precision decode: no checkpoint written, the flush is the DualPrecisionFlush layer)"},
     };
 }
 
@@ -97,8 +102,9 @@ char const* registeredName(PluginKind kind) {
     return "Unknown_RSSM";
 }
 // Bump (and add a README changelog line) when fields, I/O order or workspace layout change.
-int32_t pluginVersionNumber(PluginKind) { return 1; }
-char const* pluginVersion(PluginKind) { return "1"; }
+//   ReplayDecode 2: field 'read_dtype', state_dtype 'fp8_e4m3', dual-precision optional inputs.
+int32_t pluginVersionNumber(PluginKind kind) { return kind == PluginKind::kReplayDecode ? 2 : 1; }
+char const* pluginVersion(PluginKind kind) { return kind == PluginKind::kReplayDecode ? "2" : "1"; }
 
 std::vector<FieldSpec> const& schema(PluginKind kind) {
     static std::vector<FieldSpec> const s[kNUM_PLUGIN_KINDS] = {
@@ -205,22 +211,41 @@ void validate(Config const& cfg) {
         fail("field 'max_verify' must be 1 with mode 'standard' (T = 1; use mode 'speculative' for T > 1); got " +
              std::to_string(maxVerify));
 
+    // Read copy vs recurrence checkpoint: the same rule in ReplayDecode (state_dtype) and
+    // DualPrecisionFlush (recurrence_dtype), so the two layers of one model always agree.
+    auto checkCopies = [&](char const* recField, std::string const& rec, std::string const& rd) {
+        if (precisionBits(rd) > precisionBits(rec))
+            fail("field 'read_dtype' must not be more precise than " + std::string(recField) + " '" + rec + "' (" +
+                 std::to_string(precisionBits(rec)) + " bits); got '" + rd + "' (" + std::to_string(precisionBits(rd)) +
+                 " bits)");
+        if (rd == rec)
+            fail("field 'read_dtype' equal to " + std::string(recField) + " duplicates the checkpoint; got '" + rd + "'");
+    };
+
     switch (cfg.kind) {
-    case PluginKind::kReplayDecode:
+    case PluginKind::kReplayDecode: {
+        std::string const rd = cfg.e("read_dtype"), sd = cfg.e("state_dtype");
         if (cfg.e("family") == "gdn") {
             if (cfg.e("mode") != "standard")
                 fail("field 'mode' must be 'standard' with family 'gdn' (GDN speculative verification is the "
                      "GdnVerify plugin); got '" + cfg.e("mode") + "'");
             if (cfg.i("has_z") != 0) fail("field 'has_z' must be 0 with family 'gdn'; got " + std::to_string(cfg.i("has_z")));
         }
+        if (rd == "none") {
+            if (sd == "fp8_e4m3")
+                fail("field 'state_dtype' 'fp8_e4m3' needs a read copy (read_dtype 'nvfp4'): the single-checkpoint "
+                     "replay kernels store fp32 / fp16 / bf16; got read_dtype 'none'");
+        } else {
+            checkCopies("state_dtype (the recurrence checkpoint)", sd, rd);
+            if (cfg.e("family") == "gdn" && cfg.e("u_dtype") != "fp16")
+                fail("field 'u_dtype' must be 'fp16' with a read copy (the dual-precision GDN kernel keeps ring_u in "
+                     "fp16); got '" + cfg.e("u_dtype") + "'");
+        }
         break;
+    }
     case PluginKind::kDualPrecisionFlush: {
         std::string const rec = cfg.e("recurrence_dtype"), rd = cfg.e("read_dtype");
-        if (precisionBits(rd) > precisionBits(rec))
-            fail("field 'read_dtype' must not be more precise than recurrence_dtype '" + rec + "' (" +
-                 std::to_string(precisionBits(rec)) + " bits); got '" + rd + "' (" + std::to_string(precisionBits(rd)) +
-                 " bits)");
-        if (rd == rec) fail("field 'read_dtype' equal to recurrence_dtype duplicates the checkpoint; got '" + rd + "'");
+        checkCopies("recurrence_dtype", rec, rd);
         if (cfg.e("rounding") == "sr" && rec == "fp32")
             fail("field 'rounding' 'sr' applies to a low-precision recurrence checkpoint; got recurrence_dtype 'fp32' "
                  "(use 'rtn')");
