@@ -7,6 +7,11 @@
 // then calls onShapeChange + enqueue with real device buffers and PluginTensorDescs, step after
 // step with ReplayCommit in between, and compares every output with a float64 CPU recurrence
 // (the defining property: checkpoint + ring replay == the full recurrence, across flushes).
+// Dual-precision cases (ReplayDecode with read_dtype fp16, then DualPrecisionFlush, then
+// ReplayCommit, Mamba-2 and GDN at N = K = 128, fp32 recurrence): outputs vs the float64 recurrence
+// (the fp16 read copy is read on non-flush steps), the fp32 recurrence checkpoint vs the float64
+// state after every flush, the read copy == RTN fp16 of the recurrence copy after a flush, and both
+// copies untouched by non-flush steps.
 // What it does not exercise: TensorRT's own engine machinery (builder, tactic selection,
 // serialization of the engine, execution context, CUDA-graph capture by TensorRT).
 //
@@ -16,6 +21,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -136,8 +142,11 @@ Runtime makePlugin(char const* name, Fields& fields) {
     CHECK(built != nullptr, "%s: createPlugin(kBUILD) failed", name);
     if (!built) return r;
     auto* core = static_cast<IPluginV3OneCore*>(built->getCapabilityInterface(PluginCapabilityType::kCORE));
-    CHECK(std::string(core->getPluginVersion()) == "1" && std::string(core->getPluginNamespace()) == "replayssm",
-          "%s: version/namespace %s/%s", name, core->getPluginVersion(), core->getPluginNamespace());
+    char const* wantVersion = std::string(name) == "ReplayDecode_RSSM" ? "2" : "1";  // ReplayDecode 2: read_dtype
+    CHECK(std::string(core->getPluginVersion()) == wantVersion && std::string(c->getPluginVersion()) == wantVersion &&
+              std::string(core->getPluginNamespace()) == "replayssm",
+          "%s: version/namespace %s/%s (expected %s/replayssm)", name, core->getPluginVersion(),
+          core->getPluginNamespace(), wantVersion);
     auto* brt = static_cast<IPluginV3OneRuntime*>(built->getCapabilityInterface(PluginCapabilityType::kRUNTIME));
     PluginFieldCollection const* ser = brt->getFieldsToSerialize();
     IPluginV3* runtime = c->createPlugin("harness", ser, TensorRTPhase::kRUNTIME);
@@ -377,14 +386,241 @@ void runGdn(bool verify) {
     delete com.plugin;
 }
 
-// ---- DualPrecisionFlush: must fail loudly while its kernel is missing.
-void runFlushUnsupported() {
-    std::printf("DualPrecisionFlush (kernel absent: enqueue must fail with a message)\n");
+// ---- Dual precision: ReplayDecode (read_dtype fp16: reads the fp16 read copy on non-flush rows, the
+// fp32 recurrence copy on flush rows, writes no checkpoint) -> DualPrecisionFlush (flush rows fold
+// their records into both copies) -> ReplayCommit, standard mode (T = 1), over steps crossing flushes.
+void runDualPrecision(bool gdn) {
+    // Mamba-2: H heads, P head dim, N = 128, G groups. GDN: HV value heads (H), V (P), K = 128 (N), HK key heads (G).
+    int const B = 3, S = gdn ? 3 : 4, H = 4, P = 32, N = 128, G = 2, L = 3, C = L + 1, steps = 8;
+    std::printf("dual precision %s: ReplayDecode(read fp16) + DualPrecisionFlush + ReplayCommit B%d %s%d %s%d %s%d "
+                "%s%d L%d, fp32 recurrence\n", gdn ? "gdn" : "mamba2", B, gdn ? "HV" : "H", H, gdn ? "V" : "P", P,
+                gdn ? "K" : "N", N, gdn ? "HK" : "G", G, L);
+    Fields f;
+    f.s("family", gdn ? "gdn" : "mamba2").i("window", L).i("max_verify", 1).s("mode", "standard").s("act_dtype", "fp16")
+        .s("state_dtype", "fp32").s("dt_dtype", "fp32").i("has_z", gdn ? 0 : 1).s("u_dtype", "fp16")
+        .s("read_dtype", "fp16");
+    Runtime dec = makePlugin("ReplayDecode_RSSM", f);
+    Fields ff;
+    ff.s("family", gdn ? "gdn" : "mamba2").i("window", L).i("max_verify", 1).s("mode", "standard").s("act_dtype", "fp16")
+        .s("recurrence_dtype", "fp32").s("read_dtype", "fp16").s("rounding", "rtn").i("layer_index", 0);
+    Runtime fl = makePlugin("DualPrecisionFlush_RSSM", ff);
+    Fields fc;
+    fc.i("window", L).i("max_verify", 1).s("mode", "standard").i("has_accepted", 0);
+    Runtime com = makePlugin("ReplayCommit_RSSM", fc);
+    if (!dec.rt || !fl.rt || !com.rt) return;
+
+    std::mt19937 rng(gdn ? 4242 : 2024);
+    std::uniform_real_distribution<double> U(-1, 1);
+    auto rnd = [&](size_t n, double s) { std::vector<double> v(n); for (auto& x : v) x = s * U(rng); return v; };
+    auto f32 = [](std::vector<double> const& v) { return std::vector<float>(v.begin(), v.end()); };
+    std::vector<int32_t> slots = gdn ? std::vector<int32_t>{1, -1, 2} : std::vector<int32_t>{2, -1, 0};  // row 1 pads
+    size_t const stateElems = size_t(H) * P * N;  // per slot
+    // Checkpoint copies start from one fp32 state; the float64 reference starts from the same values.
+    std::vector<float> hp0 = f32(rnd(size_t(S) * stateElems, gdn ? 0.2 : 0.5));
+    std::vector<double> ref(hp0.begin(), hp0.end());
+    std::vector<__half> lp0(hp0.size());
+    for (size_t i = 0; i < hp0.size(); ++i) lp0[i] = __float2half_rn(hp0[i]);
+
+    // Per-head parameters: Mamba-2 A (< 0), D, dt_bias; GDN A_log, dt_bias.
+    std::vector<double> A(H), D = rnd(H, 1), dtb = rnd(H, 0.5), Alog = rnd(H, 0.5);
+    for (auto& a : A) a = -0.5 - std::fabs(U(rng));
+    Dev dHp(hp0.size() * 4), dLp(hp0.size() * 2), dOrigin(S * 4), dLen(S * 4), dSlots(B * 4), dFlushIdx(B * 4),
+        dFlushed(B * 4), dErr(4), dP0(H * 4), dP1(H * 4), dP2(H * 4),
+        // rings: Mamba-2 ring_dt / ring_x / ring_B; GDN ring_g / ring_u / ring_k / ring_beta / ring_v
+        dR0(size_t(S) * C * H * 4), dR1(size_t(S) * C * H * P * 2), dR2(size_t(S) * C * G * N * 2),
+        dR3(size_t(S) * C * H * 4), dR4(size_t(S) * C * H * P * 2),
+        // activations: Mamba-2 x, dt, B, C, z; GDN q, k, v, a, b
+        dA0(size_t(B) * (gdn ? G * N : H * P) * 2), dA1(size_t(B) * (gdn ? G * N * 4 : H * 4)),
+        dA2(size_t(B) * (gdn ? H * P : G * N) * 2), dA3(size_t(B) * (gdn ? H : G * N) * 2),
+        dA4(size_t(B) * (gdn ? H : H * P) * 2), dOut(size_t(B) * H * P * 2);
+    dHp.up(hp0); dLp.up(lp0); dSlots.up(slots); dFlushIdx.up(std::vector<int32_t>(B, 0));
+    if (gdn) { dP0.up(f32(Alog)); dP1.up(f32(dtb)); }
+    else { dP0.up(f32(A)); dP1.up(f32(D)); dP2.up(f32(dtb)); }
+
+    auto H16 = DataType::kHALF;
+    auto F32 = DataType::kFLOAT;
+    auto I32 = DataType::kINT32;
+    std::vector<PluginTensorDesc> in, fin;
+    std::vector<void const*> ins, fins;
+    PluginTensorDesc const outDesc = desc(H16, {B, 1, H, P});
+    if (!gdn) {
+        in = {desc(H16, {B, 1, H, P}), desc(F32, {B, 1, H}), desc(H16, {B, 1, G, N}), desc(H16, {B, 1, G, N}),
+              desc(F32, {H}), desc(F32, {H}), desc(F32, {H}), desc(I32, {B}), desc(F32, {S, H, P, N}),
+              desc(F32, {S, C, H}), desc(H16, {S, C, H, P}), desc(H16, {S, C, G, N}), desc(I32, {S}), desc(I32, {S}),
+              desc(H16, {B, 1, H, P}), desc(H16, {S, H, P, N})};
+        ins = {dA0.p, dA1.p, dA2.p, dA3.p, dP0.p, dP1.p, dP2.p, dSlots.p, dHp.p, dR0.p, dR1.p, dR2.p, dOrigin.p, dLen.p,
+               dA4.p, dLp.p};
+        fin = {outDesc, desc(I32, {B}), desc(I32, {S}), desc(I32, {S}), desc(I32, {B}), desc(F32, {S, H, P, N}),
+               desc(H16, {S, H, P, N}), desc(F32, {H}), desc(F32, {S, C, H}), desc(H16, {S, C, H, P}),
+               desc(H16, {S, C, G, N})};
+        fins = {dOut.p, dSlots.p, dOrigin.p, dLen.p, dFlushIdx.p, dHp.p, dLp.p, dP0.p, dR0.p, dR1.p, dR2.p};
+    } else {
+        in = {desc(H16, {B, 1, G, N}), desc(H16, {B, 1, G, N}), desc(H16, {B, 1, H, P}), desc(H16, {B, 1, H}),
+              desc(H16, {B, 1, H}), desc(F32, {H}), desc(F32, {H}), desc(I32, {B}), desc(F32, {S, H, P, N}),
+              desc(F32, {S, C, H}), desc(H16, {S, C, H, P}), desc(H16, {S, C, G, N}), desc(I32, {S}), desc(I32, {S}),
+              desc(H16, {S, H, P, N}), desc(F32, {S, C, H}), desc(H16, {S, C, H, P})};
+        // q and k share one buffer (dA1 holds both, k at offset B*HK*K halves)
+        ins = {dA1.p, static_cast<char*>(dA1.p) + size_t(B) * G * N * 2, dA2.p, dA3.p, dA4.p, dP0.p, dP1.p, dSlots.p,
+               dHp.p, dR0.p, dR1.p, dR2.p, dOrigin.p, dLen.p, dLp.p, dR3.p, dR4.p};
+        fin = {outDesc, desc(I32, {B}), desc(I32, {S}), desc(I32, {S}), desc(I32, {B}), desc(F32, {S, H, P, N}),
+               desc(H16, {S, H, P, N}), desc(F32, {S, C, H}), desc(H16, {S, C, G, N}), desc(F32, {S, C, H}),
+               desc(H16, {S, C, H, P})};
+        fins = {dOut.p, dSlots.p, dOrigin.p, dLen.p, dFlushIdx.p, dHp.p, dLp.p, dR0.p, dR2.p, dR3.p, dR4.p};
+    }
+    std::vector<PluginTensorDesc> out = {outDesc}, fout = {desc(I32, {B})};
+    int32_t const nIn = static_cast<int32_t>(in.size()), nFin = static_cast<int32_t>(fin.size());
+    CHECK(nIn == (gdn ? 17 : 16), "dual-precision ReplayDecode input count %d", nIn);
+    checkFormats("ReplayDecode (read copy)", dec, in, out);
+    CHECK(dec.rt->onShapeChange(in.data(), nIn, out.data(), 1) == 0, "ReplayDecode (read copy) onShapeChange");
+    checkFormats("DualPrecisionFlush", fl, fin, fout);
+    CHECK(fl.rt->onShapeChange(fin.data(), nFin, fout.data(), 1) == 0, "DualPrecisionFlush onShapeChange");
+    std::vector<PluginTensorDesc> cin = {outDesc, desc(I32, {B}), desc(I32, {S}), desc(I32, {S})};
+    std::vector<PluginTensorDesc> cout = {desc(I32, {1})};
+    CHECK(com.rt->onShapeChange(cin.data(), 4, cout.data(), 1) == 0, "ReplayCommit onShapeChange");
+
+    cudaStream_t st;
+    CUDA_OK(cudaStreamCreate(&st));
+    std::vector<float> hpPrev = hp0;
+    std::vector<__half> lpPrev = lp0;
+    int const hpg = H / G;
+    double const scale = 1.0 / std::sqrt(double(N));
+    for (int step = 0; step < steps; ++step) {
+        bool const flushStep = step % L == L - 1;  // every slot starts empty and steps once per step: h = step % L
+        std::vector<double> yr(size_t(B) * H * P, 0.0), y;
+        if (!gdn) {
+            auto x = roundHalf(rnd(size_t(B) * H * P, 1)), Bm = roundHalf(rnd(size_t(B) * G * N, 1)),
+                 Cm = roundHalf(rnd(size_t(B) * G * N, 1)), z = roundHalf(rnd(size_t(B) * H * P, 1)),
+                 dt = rnd(size_t(B) * H, 1);
+            dA0.up(toHalf(x)); dA1.up(f32(dt)); dA2.up(toHalf(Bm)); dA3.up(toHalf(Cm)); dA4.up(toHalf(z));
+            for (int b = 0; b < B; ++b) {
+                if (slots[b] < 0) continue;
+                double* Sb = &ref[size_t(slots[b]) * stateElems];
+                for (int h = 0; h < H; ++h) {
+                    double d = softplus(dt[size_t(b) * H + h] + dtb[h]), a = std::exp(d * A[h]);
+                    int g = h / hpg;
+                    for (int p = 0; p < P; ++p) {
+                        double xv = x[(size_t(b) * H + h) * P + p], acc = 0;
+                        for (int n = 0; n < N; ++n) {
+                            double& s = Sb[(size_t(h) * P + p) * N + n];
+                            s = a * s + d * xv * Bm[(size_t(b) * G + g) * N + n];
+                            acc += s * Cm[(size_t(b) * G + g) * N + n];
+                        }
+                        double zz = z[(size_t(b) * H + h) * P + p];
+                        yr[(size_t(b) * H + h) * P + p] = (acc + D[h] * xv) * zz / (1 + std::exp(-zz));
+                    }
+                }
+            }
+        } else {
+            auto q = roundHalf(rnd(size_t(B) * G * N, 1)), k = roundHalf(rnd(size_t(B) * G * N, 1)),
+                 v = roundHalf(rnd(size_t(B) * H * P, 1)), a = roundHalf(rnd(size_t(B) * H, 1)),
+                 bb = roundHalf(rnd(size_t(B) * H, 2));
+            std::vector<double> qk(q);
+            qk.insert(qk.end(), k.begin(), k.end());
+            dA1.up(toHalf(qk)); dA2.up(toHalf(v)); dA3.up(toHalf(a)); dA4.up(toHalf(bb));
+            for (int b = 0; b < B; ++b) {
+                if (slots[b] < 0) continue;
+                double* Sb = &ref[size_t(slots[b]) * stateElems];
+                for (int hv = 0; hv < H; ++hv) {
+                    int hk = hv / hpg;
+                    double const* qq = &q[(size_t(b) * G + hk) * N];
+                    double const* kk = &k[(size_t(b) * G + hk) * N];
+                    double nq = 0, nk = 0;
+                    for (int i = 0; i < N; ++i) { nq += qq[i] * qq[i]; nk += kk[i] * kk[i]; }
+                    nq = 1 / std::sqrt(nq + 1e-6); nk = 1 / std::sqrt(nk + 1e-6);
+                    double g = -std::exp(Alog[hv]) * softplus(a[size_t(b) * H + hv] + dtb[hv]), al = std::exp(g);
+                    double beta = 1 / (1 + std::exp(-bb[size_t(b) * H + hv]));
+                    for (int r = 0; r < P; ++r) {
+                        double* row = &Sb[(size_t(hv) * P + r) * N];
+                        double sk = 0;
+                        for (int i = 0; i < N; ++i) sk += row[i] * kk[i] * nk;
+                        double u = beta * (v[(size_t(b) * H + hv) * P + r] - al * sk);
+                        double acc = 0;
+                        for (int i = 0; i < N; ++i) { row[i] = al * row[i] + u * kk[i] * nk; acc += row[i] * qq[i] * nq * scale; }
+                        yr[(size_t(b) * H + hv) * P + r] = acc;
+                    }
+                }
+            }
+        }
+        void* outs[1] = {dOut.p};
+        CHECK(dec.rt->enqueue(in.data(), out.data(), ins.data(), outs, nullptr, st) == 0,
+              "ReplayDecode (read copy) enqueue step %d", step);
+        void* fouts[1] = {dFlushed.p};
+        CHECK(fl.rt->enqueue(fin.data(), fout.data(), fins.data(), fouts, nullptr, st) == 0,
+              "DualPrecisionFlush enqueue step %d", step);
+        void const* cins[4] = {dOut.p, dSlots.p, dOrigin.p, dLen.p};
+        void* couts[1] = {dErr.p};
+        CHECK(com.rt->enqueue(cin.data(), cout.data(), cins, couts, nullptr, st) == 0, "ReplayCommit enqueue step %d", step);
+        CUDA_OK(cudaStreamSynchronize(st));
+        CHECK(dErr.down<int32_t>(1)[0] == -1, "error_slot set at step %d", step);
+
+        // Outputs of the real rows vs the float64 recurrence (read copy on non-flush steps, fp32 copy on flush steps).
+        auto yAll = fromHalf(dOut.down<__half>(size_t(B) * H * P));
+        std::vector<double> yg, yrg;
+        for (int b = 0; b < B; ++b) {
+            if (slots[b] < 0) continue;
+            yg.insert(yg.end(), yAll.begin() + size_t(b) * H * P, yAll.begin() + size_t(b + 1) * H * P);
+            yrg.insert(yrg.end(), yr.begin() + size_t(b) * H * P, yr.begin() + size_t(b + 1) * H * P);
+        }
+        char what[128];
+        std::snprintf(what, sizeof(what), "step %d%s out vs float64 recurrence", step, flushStep ? " (flush)" : "");
+        report(what, yg, yrg, 2e-2);
+
+        // Flush flags: 1 on flush steps, 0 otherwise, -1 for the padding row.
+        auto flushed = dFlushed.down<int32_t>(B);
+        for (int b = 0; b < B; ++b) {
+            int32_t want = slots[b] < 0 ? -1 : (flushStep ? 1 : 0);
+            CHECK(flushed[b] == want, "step %d row %d: flushed = %d; expected %d", step, b, flushed[b], want);
+        }
+
+        // Checkpoint copies: a flush step writes both (recurrence == float64 state to fp32 accuracy, read copy ==
+        // RTN fp16 of the recurrence copy); every other step and every unused slot leaves both untouched.
+        auto hp = dHp.down<float>(hp0.size());
+        auto lp = dLp.down<__half>(hp0.size());
+        for (int sl = 0; sl < S; ++sl) {
+            bool const used = std::find(slots.begin(), slots.end(), sl) != slots.end();
+            size_t const o = size_t(sl) * stateElems;
+            size_t changedHp = 0, changedLp = 0, notRtn = 0;
+            for (size_t i = o; i < o + stateElems; ++i) {
+                changedHp += std::memcmp(&hp[i], &hpPrev[i], 4) != 0;
+                changedLp += std::memcmp(&lp[i], &lpPrev[i], 2) != 0;
+                __half r = __float2half_rn(hp[i]);
+                notRtn += std::memcmp(&r, &lp[i], 2) != 0;
+            }
+            if (used && flushStep) {
+                std::vector<double> got(hp.begin() + o, hp.begin() + o + stateElems),
+                    want(ref.begin() + o, ref.begin() + o + stateElems);
+                std::snprintf(what, sizeof(what), "step %d slot %d fp32 recurrence ckpt vs float64", step, sl);
+                report(what, got, want, 2e-5);
+                CHECK(notRtn == 0, "step %d slot %d: %zu read-copy elements differ from RTN fp16 of the recurrence copy",
+                      step, sl, notRtn);
+            } else {
+                CHECK(changedHp == 0 && changedLp == 0,
+                      "step %d slot %d (%s): checkpoint copies changed without a flush (%zu fp32, %zu fp16 elements)",
+                      step, sl, used ? "non-flush step" : "unused slot", changedHp, changedLp);
+            }
+        }
+        hpPrev = hp;
+        lpPrev = lp;
+    }
+    cudaStreamDestroy(st);
+    delete dec.plugin;
+    delete fl.plugin;
+    delete com.plugin;
+}
+
+// ---- Refusals: shapes the dual-precision kernels do not support (N = 64) fail loudly at onShapeChange
+// (build time) and at enqueue, for DualPrecisionFlush and for ReplayDecode with a read copy.
+void runDualPrecisionRefusals() {
+    std::printf("dual precision refusals (N = 64: onShapeChange and enqueue must fail with a message)\n");
     Fields f;
     f.s("family", "mamba2").i("window", 4).i("max_verify", 1).s("mode", "standard").s("act_dtype", "fp16")
         .s("recurrence_dtype", "fp32").s("read_dtype", "fp16").s("rounding", "rtn");
     Runtime r = makePlugin("DualPrecisionFlush_RSSM", f);
-    if (!r.rt) return;
+    Fields fd;
+    fd.s("family", "mamba2").i("window", 4).i("max_verify", 1).s("mode", "standard").s("act_dtype", "fp16")
+        .s("state_dtype", "fp32").s("read_dtype", "fp16");
+    Runtime d = makePlugin("ReplayDecode_RSSM", fd);
+    if (!r.rt || !d.rt) return;
     int const B = 2, S = 2, H = 2, P = 32, N = 64, G = 1, C = 5;
     std::vector<PluginTensorDesc> in = {
         desc(DataType::kHALF, {B, 1, H, P}), desc(DataType::kINT32, {B}), desc(DataType::kINT32, {S}),
@@ -396,13 +632,27 @@ void runFlushUnsupported() {
     Dev buf(1 << 20);
     std::vector<void const*> ins(in.size(), buf.p);
     void* outs[1] = {buf.p};
+    CHECK(r.rt->onShapeChange(in.data(), static_cast<int32_t>(in.size()), out.data(), 1) != 0,
+          "DualPrecisionFlush onShapeChange accepted N = 64");
     int32_t status = r.rt->enqueue(in.data(), out.data(), ins.data(), outs, nullptr, nullptr);
-#ifdef RSSM_HAVE_DUAL_PRECISION_FLUSH_KERNEL
-    (void) status;
-#else
-    CHECK(status == RSSM_ERR_UNSUPPORTED, "DualPrecisionFlush enqueue returned %d; expected RSSM_ERR_UNSUPPORTED", status);
-#endif
+    CHECK(status != 0, "DualPrecisionFlush enqueue with N = 64 returned 0; expected a failure");
+
+    auto H16 = DataType::kHALF;
+    auto F32 = DataType::kFLOAT;
+    auto I32 = DataType::kINT32;
+    std::vector<PluginTensorDesc> din = {
+        desc(H16, {B, 1, H, P}), desc(F32, {B, 1, H}), desc(H16, {B, 1, G, N}), desc(H16, {B, 1, G, N}), desc(F32, {H}),
+        desc(F32, {H}), desc(F32, {H}), desc(I32, {B}), desc(F32, {S, H, P, N}), desc(F32, {S, C, H}),
+        desc(H16, {S, C, H, P}), desc(H16, {S, C, G, N}), desc(I32, {S}), desc(I32, {S}), desc(H16, {S, H, P, N})};
+    std::vector<PluginTensorDesc> dout = {desc(H16, {B, 1, H, P})};
+    checkFormats("ReplayDecode (read copy)", d, din, dout);
+    CHECK(d.rt->onShapeChange(din.data(), static_cast<int32_t>(din.size()), dout.data(), 1) != 0,
+          "ReplayDecode (read copy) onShapeChange accepted N = 64");
+    std::vector<void const*> dins(din.size(), buf.p);
+    status = d.rt->enqueue(din.data(), dout.data(), dins.data(), outs, nullptr, nullptr);
+    CHECK(status != 0, "ReplayDecode (read copy) enqueue with N = 64 returned 0; expected a failure");
     delete r.plugin;
+    delete d.plugin;
 }
 }  // namespace
 
@@ -417,7 +667,9 @@ int main() {
     runMamba2(true);
     runGdn(false);
     runGdn(true);
-    runFlushUnsupported();
+    runDualPrecision(false);
+    runDualPrecision(true);
+    runDualPrecisionRefusals();
     std::printf(gFailures ? "FAILED: %d check(s)\n" : "PASSED\n", gFailures);
     return gFailures ? 1 : 0;
 }
