@@ -67,7 +67,7 @@ bool hasReadCopy(Config const& cfg) {
 
 // Optional inputs of the dual-precision decode, after the family's own inputs (and z), in this
 // order: ckpt_lp, [GDN: ring_beta, ring_v], [ckpt_hp_scale], [ckpt_lp_scale], [ckpt_lp_gscale].
-// `h, p, n` are the state dims' symbols ([S, h, p, n]); `g` the heads of B / k; `act` the act dtype.
+// `h, p, n` are the state dims' symbols ([S, h, p, n]); `act` the act dtype.
 void addReadCopyInputs(Config const& cfg, std::vector<IoSpec>& in, char const* h, char const* p, char const* n,
                        DType act, bool gdn) {
     std::string const sd = cfg.e("state_dtype"), rd = cfg.e("read_dtype");
