@@ -171,6 +171,17 @@ int autoRows(int batch, int H, int P, int N, int stateBytesPerElem, int chunk) {
 
 
 // ------------------------------------------------------------------ persistent variants (1, 2)
+// The persistent kernels use sm_90 bulk copies and mbarriers: usable only when the device is sm_90+
+// and the kernel was compiled from sm_90+ PTX (a library built for sm_80 only traps in them).
+bool persistentUsable(const void* func) {
+    cudaFuncAttributes attr;
+    if (cudaFuncGetAttributes(&attr, func) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    return attr.ptxVersion >= 90 && attr.binaryVersion >= 90;
+}
+
 int consumerWarps(int variant) { return variant == RSSM_MAMBA2_VARIANT_PERSISTENT ? 8 : 4; }
 
 const void* pickPersistent(bool replay, int stateDtype, int N, int nc) {
@@ -273,7 +284,7 @@ extern "C" int rssm_mamba2_decode_launch(const Mamba2DecodeParams* p, cudaStream
         if (q.rows_per_cta == 0) q.rows_per_cta = autoRowsPersistent((long long)q.batch * q.nheads, q.headdim, planBytes);
         const size_t smem = planBytes(q.rows_per_cta);
         const void* func = pickPersistent(false, q.state_dtype, N, consumerWarps(q.variant));
-        if (ok && func && smem <= (size_t)optinSmem()) {
+        if (ok && func && persistentUsable(func) && smem <= (size_t)optinSmem()) {
             const int threads = (consumerWarps(q.variant) + 1) * 32;
             if (!allowSmem(func, smem))
                 return setError(RSSM_ERR_CUDA, "%s: cannot raise the shared-memory limit to %zu bytes", op, smem);
@@ -335,7 +346,7 @@ extern "C" int rssm_mamba2_replay_launch(const Mamba2ReplayParams* p, cudaStream
         if (q.rows_per_cta == 0) q.rows_per_cta = autoRowsPersistent((long long)q.batch * q.nheads, q.headdim, planBytes);
         const size_t smem = planBytes(q.rows_per_cta);
         const void* func = pickPersistent(true, q.state_dtype, N, consumerWarps(q.variant));
-        if (ok && func && smem <= (size_t)optinSmem()) {
+        if (ok && func && persistentUsable(func) && smem <= (size_t)optinSmem()) {
             const int threads = (consumerWarps(q.variant) + 1) * 32;
             if (!allowSmem(func, smem))
                 return setError(RSSM_ERR_CUDA, "%s: cannot raise the shared-memory limit to %zu bytes", op, smem);

@@ -329,6 +329,9 @@ __device__ __forceinline__ void loadCursors(MetaBatch& m, const int32_t* origin,
 template <typename StateT, int N, int NC>
 __global__ void __launch_bounds__((NC + 1) * 32, (NC >= 8 ? 2 : 3))
     mamba2ReplayPersistentKernel(const Mamba2ReplayParams p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+    __trap();  // bulk copies / mbarriers need sm_90; the launcher never picks this kernel below sm_90
+#else
     using Sl = LaneSlice<StateT, N>;
     constexpr int E = Sl::E, VE = Sl::VE, KV = Sl::KV;
     constexpr int kCT = NC * 32;
@@ -692,12 +695,16 @@ __global__ void __launch_bounds__((NC + 1) * 32, (NC >= 8 ? 2 : 3))
         __syncwarp();
         if (lane == 0) mbarArrive(&emptyBar[st]);
     }
+#endif  // sm_90+
 }
 
 // ============================================================================== conventional
 template <typename StateT, int N, int NC>
 __global__ void __launch_bounds__((NC + 1) * 32, (NC >= 8 ? 2 : 3))
     mamba2DecodePersistentKernel(const Mamba2DecodeParams p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+    __trap();  // bulk copies / mbarriers need sm_90; the launcher never picks this kernel below sm_90
+#else
     using Sl = LaneSlice<StateT, N>;
     constexpr int E = Sl::E, VE = Sl::VE, KV = Sl::KV;
     constexpr int kCT = NC * 32;
@@ -912,6 +919,7 @@ __global__ void __launch_bounds__((NC + 1) * 32, (NC >= 8 ? 2 : 3))
         __syncwarp();
         if (lane == 0) mbarArrive(&emptyBar[st]);
     }
+#endif  // sm_90+
 }
 
 }  // namespace mamba2
