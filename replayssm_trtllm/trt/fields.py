@@ -85,6 +85,10 @@ def replay_decode_fields(cfg, family: str, act_dtype: str, *, has_z: bool = Fals
     u_dtype = _attr(cfg, "u_dtype", "fp16", required=False)
     if read == "none":
         _choice(op, "state_dtype (from recurrence_dtype)", rec, ("fp32", "fp16", "bf16"))
+        if _attr(cfg, "checkpoint_mode", "separate", required=False) == "shared":
+            raise ValueError(f"{op}: checkpoint_mode 'shared' (one low-precision checkpoint written with "
+                             f"stochastic rounding) is not available through ReplayDecode: its flush rounds to "
+                             f"nearest; use the torch ops (replayssm_trtllm.ops.dual_precision) for the shared mode")
     else:
         _choice(op, "read_dtype", read, DUAL_PRECISION_READ_DTYPES)
         _choice(op, "state_dtype (from recurrence_dtype, with a read copy)", rec, DUAL_PRECISION_RECURRENCE_DTYPES)

@@ -347,3 +347,12 @@ def test_python_fields_read_copy_match_core(core, family, rec, read):
 def test_python_versions_match_core(core):
     for plugin, version in rt.PLUGIN_VERSIONS.items():
         assert core.names(plugin)[2] == version
+
+
+def test_shared_checkpoint_mode_is_refused_by_replay_decode():
+    # One SR-written low-precision checkpoint cannot be honoured by ReplayDecode's RTN flush: refuse.
+    from replayssm_trtllm.config import ReplayConfig
+    from replayssm_trtllm.trt.fields import replay_decode_fields
+    cfg = ReplayConfig(window=16, recurrence_dtype="fp16", checkpoint_mode="shared", family="mamba2")
+    with pytest.raises(ValueError, match="checkpoint_mode 'shared'"):
+        replay_decode_fields(cfg, family="mamba2", act_dtype="bf16")
