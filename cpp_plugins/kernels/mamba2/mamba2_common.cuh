@@ -126,6 +126,30 @@ __device__ __forceinline__ void tileToShared(ElemT* sDst, const ElemT* gSrc, int
     }
 }
 
+// Loads DK consecutive 16-bit activation values (bf16 or fp16; DK in {2, 4, 8}) with one vector load
+// (global or shared memory) and converts them to float.
+template <int DK>
+__device__ __forceinline__ void loadAct(const uint16_t* ptr, bool bf16, float* out) {
+    if constexpr (DK == 2) {
+        const uint32_t w = *reinterpret_cast<const uint32_t*>(ptr);
+        out[0] = actToFloat(uint16_t(w & 0xffffu), bf16);
+        out[1] = actToFloat(uint16_t(w >> 16), bf16);
+    } else if constexpr (DK == 4) {
+        const uint2 w = *reinterpret_cast<const uint2*>(ptr);
+        out[0] = actToFloat(uint16_t(w.x & 0xffffu), bf16); out[1] = actToFloat(uint16_t(w.x >> 16), bf16);
+        out[2] = actToFloat(uint16_t(w.y & 0xffffu), bf16); out[3] = actToFloat(uint16_t(w.y >> 16), bf16);
+    } else {
+        static_assert(DK == 8, "DK");
+        const uint4 w = *reinterpret_cast<const uint4*>(ptr);
+        const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            out[2 * i] = actToFloat(uint16_t(ws[i] & 0xffffu), bf16);
+            out[2 * i + 1] = actToFloat(uint16_t(ws[i] >> 16), bf16);
+        }
+    }
+}
+
 // Sum over the kLanes consecutive lanes that share one row.
 template <int kLanes>
 __device__ __forceinline__ float rowReduce(float v) {

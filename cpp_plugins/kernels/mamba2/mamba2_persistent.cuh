@@ -112,29 +112,6 @@ struct LaneSlice {
     __device__ __forceinline__ static int col(int lane, int k) { return (k * 32 + lane) * VE; }
 };
 
-// VE 16-bit activation values (bf16 or fp16) -> float.
-template <int VE>
-__device__ __forceinline__ void ldsAct(const uint16_t* ptr, bool bf16, float* out) {
-    if constexpr (VE == 2) {
-        const uint32_t w = *reinterpret_cast<const uint32_t*>(ptr);
-        out[0] = actToFloat(uint16_t(w & 0xffffu), bf16);
-        out[1] = actToFloat(uint16_t(w >> 16), bf16);
-    } else if constexpr (VE == 4) {
-        const uint2 w = *reinterpret_cast<const uint2*>(ptr);
-        out[0] = actToFloat(uint16_t(w.x & 0xffffu), bf16); out[1] = actToFloat(uint16_t(w.x >> 16), bf16);
-        out[2] = actToFloat(uint16_t(w.y & 0xffffu), bf16); out[3] = actToFloat(uint16_t(w.y >> 16), bf16);
-    } else {
-        static_assert(VE == 8, "VE");
-        const uint4 w = *reinterpret_cast<const uint4*>(ptr);
-        const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            out[2 * i] = actToFloat(uint16_t(ws[i] & 0xffffu), bf16);
-            out[2 * i + 1] = actToFloat(uint16_t(ws[i] >> 16), bf16);
-        }
-    }
-}
-
 template <typename StateT, int VE>
 __device__ __forceinline__ void ldsState(const StateT* ptr, float* out) {
     if constexpr (std::is_same<StateT, float>::value) {
@@ -147,7 +124,7 @@ __device__ __forceinline__ void ldsState(const StateT* ptr, float* out) {
             out[0] = t.x; out[1] = t.y; out[2] = t.z; out[3] = t.w;
         }
     } else {
-        ldsAct<VE>(reinterpret_cast<const uint16_t*>(ptr), std::is_same<StateT, __nv_bfloat16>::value, out);
+        loadAct<VE>(reinterpret_cast<const uint16_t*>(ptr), std::is_same<StateT, __nv_bfloat16>::value, out);
     }
 }
 
@@ -558,7 +535,7 @@ __global__ void __launch_bounds__((NC + 1) * 32, (NC >= 8 ? 2 : 3))
 #pragma unroll
                     for (int k = 0; k < KV; ++k) {
                         if (s < T) {
-                            ldsAct<VE>(sCin + s * N + Sl::col(lane, k), actBf16, &cq[s][k * VE]);
+                            loadAct<VE>(sCin + s * N + Sl::col(lane, k), actBf16, &cq[s][k * VE]);
                         } else {
 #pragma unroll
                             for (int e = 0; e < VE; ++e) cq[s][k * VE + e] = 0.f;
@@ -569,7 +546,7 @@ __global__ void __launch_bounds__((NC + 1) * 32, (NC >= 8 ? 2 : 3))
                     const uint16_t* bj = j < h ? sRB + j * N : sBin + (j - h) * N;
                     float bv[E];
 #pragma unroll
-                    for (int k = 0; k < KV; ++k) ldsAct<VE>(bj + Sl::col(lane, k), actBf16, &bv[k * VE]);
+                    for (int k = 0; k < KV; ++k) loadAct<VE>(bj + Sl::col(lane, k), actBf16, &bv[k * VE]);
                     float part[8];
 #pragma unroll
                     for (int s = 0; s < 8; ++s) {
@@ -622,7 +599,7 @@ __global__ void __launch_bounds__((NC + 1) * 32, (NC >= 8 ? 2 : 3))
                     for (int s = 0; s < T; ++s) {
                         float cv[E];
 #pragma unroll
-                        for (int k = 0; k < KV; ++k) ldsAct<VE>(sCin + s * N + Sl::col(lane, k), actBf16, &cv[k * VE]);
+                        for (int k = 0; k < KV; ++k) loadAct<VE>(sCin + s * N + Sl::col(lane, k), actBf16, &cv[k * VE]);
                         float part[8];
 #pragma unroll
                         for (int r = 0; r < 8; ++r) {
@@ -646,8 +623,8 @@ __global__ void __launch_bounds__((NC + 1) * 32, (NC >= 8 ? 2 : 3))
                             const float fw = __expf(cl - sCum[j]) * sDt[j];
                             float bv[E], xw[8];
 #pragma unroll
-                            for (int k = 0; k < KV; ++k) ldsAct<VE>(bj + Sl::col(lane, k), actBf16, &bv[k * VE]);
-                            ldsAct<8>(xj + r0, actBf16, xw);
+                            for (int k = 0; k < KV; ++k) loadAct<VE>(bj + Sl::col(lane, k), actBf16, &bv[k * VE]);
+                            loadAct<8>(xj + r0, actBf16, xw);
 #pragma unroll
                             for (int r = 0; r < 8; ++r) {
                                 const float w = fw * xw[r];
@@ -867,10 +844,10 @@ __global__ void __launch_bounds__((NC + 1) * 32, (NC >= 8 ? 2 : 3))
                     float bv[E], cv[E], xv[8];
 #pragma unroll
                     for (int k = 0; k < KV; ++k) {
-                        ldsAct<VE>(sBin + s * N + Sl::col(lane, k), actBf16, &bv[k * VE]);
-                        ldsAct<VE>(sCin + s * N + Sl::col(lane, k), actBf16, &cv[k * VE]);
+                        loadAct<VE>(sBin + s * N + Sl::col(lane, k), actBf16, &bv[k * VE]);
+                        loadAct<VE>(sCin + s * N + Sl::col(lane, k), actBf16, &cv[k * VE]);
                     }
-                    ldsAct<8>(sXin + s * rows + r0, actBf16, xv);
+                    loadAct<8>(sXin + s * rows + r0, actBf16, xv);
                     float part[8];
 #pragma unroll
                     for (int r = 0; r < 8; ++r) {
