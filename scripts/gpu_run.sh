@@ -3,7 +3,9 @@
 # compute-sanitizer checks and the side-by-side benchmarks, and print a short table last.
 #
 #   scripts/gpu_run.sh [--tests] [--xdist N] [--test-select PATHS] [--sanitize] [--harness]
-#                      [--bench mamba2,gdn,precision] [--bench-args "..."]
+#                      [--bench mamba2,gdn,precision] [--bench-args "..."] [--profile]
+# --profile: Nsight Compute (ncu) on scripts/profile_kernels.py (PROFILE_ARGS), report in logs.tgz
+#            and the per-kernel headline numbers in the output.
 # TRT_INC=<TensorRT include dir> also builds the plugin library and the enqueue harness.
 # Per-family bench arguments: BENCH_ARGS_MAMBA2, BENCH_ARGS_GDN, BENCH_ARGS_PRECISION; time limits:
 # TEST_TIMEOUT, SAN_TIMEOUT, BENCH_TIMEOUT (seconds) so one slow step cannot eat the whole call.
@@ -15,13 +17,14 @@ cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/out}"; mkdir -p "$OUT"
 LOG=/tmp/rssm-logs; rm -rf "$LOG"; mkdir -p "$LOG"   # only 8 files come back from $OUT: logs are tarred
 export PYTHONUNBUFFERED=1
-RUN_TESTS=0; RUN_SAN=0; RUN_HARNESS=0; XDIST=""; BENCH=""; BENCH_ARGS=""; TEST_SEL="tests/kernels"
+RUN_TESTS=0; RUN_SAN=0; RUN_HARNESS=0; RUN_PROFILE=0; XDIST=""; BENCH=""; BENCH_ARGS=""; TEST_SEL="tests/kernels"
 while [ $# -gt 0 ]; do
   case "$1" in
     --tests) RUN_TESTS=1 ;;
     --test-select) TEST_SEL="$2"; shift ;;
     --sanitize) RUN_SAN=1 ;;
     --harness) RUN_HARNESS=1 ;;
+    --profile) RUN_PROFILE=1 ;;
     --xdist) XDIST="-n $2"; shift ;;
     --bench) BENCH="$2"; shift ;;
     --bench-args) BENCH_ARGS="$2"; shift ;;
@@ -64,6 +67,17 @@ fi
 export RSSM_KERNEL_LIB="$LIBSO"
 export PYTHONPATH="$PWD:${PYTHONPATH:-}"
 export LD_LIBRARY_PATH="$PWD/build/gpu:$PWD/build/gpu/plugins:${LD_LIBRARY_PATH:-}"
+
+if [ $RUN_PROFILE -eq 1 ]; then
+  t0=$(date +%s)
+  timeout ${PROFILE_TIMEOUT:-180} ncu --clock-control none --nvtx --nvtx-include "prof/" \
+    --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
+    --section WarpStateStats --section SchedulerStats \
+    python3 scripts/profile_kernels.py ${PROFILE_ARGS:-} > "$LOG/ncu.log" 2>&1
+  rc=$?
+  note "ncu profile: rc=$rc [$(( $(date +%s) - t0 ))s]"
+  grep -E "^  [A-Za-z_].*\(|Duration|Memory Throughput|DRAM Throughput|Registers Per|Achieved Occupancy|Theoretical Occupancy|Block Limit|Dynamic Shared|Warp Cycles Per Issued|No Eligible|Stall" "$LOG/ncu.log" | head -${PROFILE_LINES:-150}
+fi
 
 if [ $RUN_TESTS -eq 1 ]; then
   t0=$(date +%s)
