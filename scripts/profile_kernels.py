@@ -14,6 +14,9 @@ import argparse
 
 import torch
 
+import replayssm_trtllm.ops.gdn  # noqa: F401  (registers torch.ops.replayssm.gdn_*)
+import replayssm_trtllm.ops.mamba2  # noqa: F401  (registers torch.ops.replayssm.mamba2_*)
+import replayssm_trtllm.ops.commit  # noqa: F401
 from replayssm_trtllm.bench import gdn as bgdn
 from replayssm_trtllm.bench import mamba2 as bm2
 
