@@ -3,6 +3,7 @@
 #pragma once
 #include "gdn/gdn_kernels.cuh"
 #include "gdn/gdn_tile_kernels.cuh"
+#include "gdn/gdn_stream_kernels.cuh"
 
 namespace rssm {
 namespace gdn {
@@ -29,6 +30,11 @@ template <typename ST>
 cudaError_t launchDecodeTile(const GdnDecodeParams& p, int smem, cudaStream_t s);
 template <typename ST>
 cudaError_t launchReplayTile(const GdnReplayParams& p, int smem, int full_ring, cudaStream_t s);
+// Stream kernels (variant 3): K in {128, 256}; rows per CTA fixed by K (and T for the replay).
+template <typename ST>
+cudaError_t launchDecodeStream(const GdnDecodeParams& p, cudaStream_t s);
+template <typename ST>
+cudaError_t launchReplayStream(const GdnReplayParams& p, cudaStream_t s);
 
 // Opt the kernel in to `smem` dynamic shared bytes. The 48 KB default covers static plus dynamic
 // shared memory together, so a kernel with static shared arrays (the MAXT = 8 replay tile kernel
@@ -137,17 +143,63 @@ cudaError_t launchReplayTile(const GdnReplayParams& p, int smem, int full_ring, 
     }
 }
 
+template <int K, typename ST>
+cudaError_t launchDecodeStreamK(const GdnDecodeParams& p, cudaStream_t s) {
+    constexpr int rows = streamRowsPerCta(K, 1);
+    dim3 grid((p.head_v + rows - 1) / rows, p.num_v_heads, p.batch);
+    gdnDecodeStreamKernel<K, ST><<<grid, kStreamThreads, 0, s>>>(p);
+    return cudaGetLastError();
+}
+template <int K, typename ST, int MAXT>
+cudaError_t launchReplayStreamKT(const GdnReplayParams& p, cudaStream_t s) {
+    constexpr int rows = streamRowsPerCta(K, MAXT);
+    auto* kern = gdnReplayStreamKernel<K, ST, MAXT>;
+    const int smem = replayStreamSmemBytes(K, rows, p.window, p.num_tokens);
+    cudaError_t e = setSmem(kern, smem);
+    if (e != cudaSuccess) return e;
+    dim3 grid((p.head_v + rows - 1) / rows, p.num_v_heads, p.batch);
+    kern<<<grid, kStreamThreads, smem, s>>>(p);
+    return cudaGetLastError();
+}
+template <int K, typename ST>
+cudaError_t launchReplayStreamK(const GdnReplayParams& p, cudaStream_t s) {
+    if (p.mode == GDN_REPLAY_STANDARD) return launchReplayStreamKT<K, ST, 1>(p, s);
+    if (p.num_tokens <= 2) return launchReplayStreamKT<K, ST, 2>(p, s);
+    if (p.num_tokens <= 4) return launchReplayStreamKT<K, ST, 4>(p, s);
+    return launchReplayStreamKT<K, ST, 8>(p, s);
+}
+template <typename ST>
+cudaError_t launchDecodeStream(const GdnDecodeParams& p, cudaStream_t s) {
+    switch (p.head_k) {
+        case 128: return launchDecodeStreamK<128, ST>(p, s);
+        case 256: return launchDecodeStreamK<256, ST>(p, s);
+        default: return cudaErrorInvalidValue;
+    }
+}
+template <typename ST>
+cudaError_t launchReplayStream(const GdnReplayParams& p, cudaStream_t s) {
+    switch (p.head_k) {
+        case 128: return launchReplayStreamK<128, ST>(p, s);
+        case 256: return launchReplayStreamK<256, ST>(p, s);
+        default: return cudaErrorInvalidValue;
+    }
+}
+
 // Explicit instantiations live in gdn_<dtype>.cu; other translation units only reference them.
 #define RSSM_GDN_EXTERN(ST)                                                                        \
     extern template cudaError_t launchDecode<ST>(const GdnDecodeParams&, cudaStream_t);            \
     extern template cudaError_t launchReplay<ST>(const GdnReplayParams&, cudaStream_t);            \
     extern template cudaError_t launchDecodeTile<ST>(const GdnDecodeParams&, int, cudaStream_t);   \
-    extern template cudaError_t launchReplayTile<ST>(const GdnReplayParams&, int, int, cudaStream_t);
+    extern template cudaError_t launchReplayTile<ST>(const GdnReplayParams&, int, int, cudaStream_t); \
+    extern template cudaError_t launchDecodeStream<ST>(const GdnDecodeParams&, cudaStream_t);      \
+    extern template cudaError_t launchReplayStream<ST>(const GdnReplayParams&, cudaStream_t);
 #define RSSM_GDN_INSTANTIATE(ST)                                                            \
     template cudaError_t launchDecode<ST>(const GdnDecodeParams&, cudaStream_t);            \
     template cudaError_t launchReplay<ST>(const GdnReplayParams&, cudaStream_t);            \
     template cudaError_t launchDecodeTile<ST>(const GdnDecodeParams&, int, cudaStream_t);   \
-    template cudaError_t launchReplayTile<ST>(const GdnReplayParams&, int, int, cudaStream_t);
+    template cudaError_t launchReplayTile<ST>(const GdnReplayParams&, int, int, cudaStream_t); \
+    template cudaError_t launchDecodeStream<ST>(const GdnDecodeParams&, cudaStream_t);      \
+    template cudaError_t launchReplayStream<ST>(const GdnReplayParams&, cudaStream_t);
 
 }  // namespace gdn
 }  // namespace rssm

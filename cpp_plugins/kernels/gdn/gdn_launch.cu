@@ -105,6 +105,17 @@ int checkQK(const char* op, const void* q, const void* k, int64_t qb, int64_t qt
 #define RSSM_REQUIRE_PTR(op, ptr, name) \
     if ((ptr) == nullptr) return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: '%s' must not be NULL", op, name)
 
+// Variant 3 (stream kernels): column-per-lane layout needs K a multiple of 128; fixed rows per CTA.
+int checkStreamVariant(const char* op, int head_k, int rows_per_cta) {
+    if (head_k != 128 && head_k != 256)
+        return setError(RSSM_ERR_UNSUPPORTED, "%s: variant 3 (stream kernel) supports head_k 128 or 256; got %d "
+                        "(use variant 0, 1 or 2)", op, head_k);
+    if (rows_per_cta != 0)
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: variant 3 picks its own rows per CTA; rows_per_cta must be 0; "
+                        "got %d", op, rows_per_cta);
+    return RSSM_OK;
+}
+
 int finish(const char* op, cudaError_t e) {
     if (e != cudaSuccess)
         return setError(RSSM_ERR_CUDA, "%s: kernel launch failed: %s", op, cudaGetErrorString(e));
@@ -147,6 +158,17 @@ extern "C" int rssm_gdn_decode_launch(const GdnDecodeParams* pp, cudaStream_t st
     if (p.variant < 0 || p.variant >= GDN_NUM_VARIANTS)
         return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: variant must be in [0, %d]; got %d", op,
                         GDN_NUM_VARIANTS - 1, p.variant);
+    if (p.variant == 3) {
+        if ((st = checkStreamVariant(op, p.head_k, p.rows_per_cta)) != RSSM_OK) return st;
+        if (!(p.scale > 0.f)) p.scale = 1.0f / sqrtf((float)p.head_k);
+        cudaError_t e;
+        switch (p.state_dtype) {
+            case RSSM_DTYPE_FP32: e = rssm::gdn::launchDecodeStream<float>(p, stream); break;
+            case RSSM_DTYPE_FP16: e = rssm::gdn::launchDecodeStream<__half>(p, stream); break;
+            default: e = rssm::gdn::launchDecodeStream<__nv_bfloat16>(p, stream); break;
+        }
+        return finish(op, e);
+    }
     const int batchRows = p.variant == 0 ? rssm::gdn::decodeBatchRows(p.head_k) : tileRowsPass(p.head_k);
     if (p.rows_per_cta < 0 || p.rows_per_cta % batchRows != 0)
         return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: rows_per_cta must be 0 or a multiple of %d; got %d",
@@ -232,6 +254,17 @@ extern "C" int rssm_gdn_replay_launch(const GdnReplayParams* pp, cudaStream_t st
     if (p.variant < 0 || p.variant >= GDN_NUM_VARIANTS)
         return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: variant must be in [0, %d]; got %d", op,
                         GDN_NUM_VARIANTS - 1, p.variant);
+    if (p.variant == 3) {
+        if ((st = checkStreamVariant(op, p.head_k, p.rows_per_cta)) != RSSM_OK) return st;
+        if (!(p.scale > 0.f)) p.scale = 1.0f / sqrtf((float)p.head_k);
+        cudaError_t e;
+        switch (p.state_dtype) {
+            case RSSM_DTYPE_FP32: e = rssm::gdn::launchReplayStream<float>(p, stream); break;
+            case RSSM_DTYPE_FP16: e = rssm::gdn::launchReplayStream<__half>(p, stream); break;
+            default: e = rssm::gdn::launchReplayStream<__nv_bfloat16>(p, stream); break;
+        }
+        return finish(op, e);
+    }
     const int batchRows = p.variant == 0 ? rssm::gdn::replayBatchRows(p.head_k, p.mode) : tileRowsPass(p.head_k);
     if (p.rows_per_cta < 0 || p.rows_per_cta % batchRows != 0)
         return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: rows_per_cta must be 0 or a multiple of %d; got %d",

@@ -1,0 +1,559 @@
+// Gated DeltaNet decode kernels, variant 3 ("stream" kernels): the conventional decode and the
+// ReplaySSM standard / speculative step with the state rows held in registers in a
+// column-per-lane layout. Same math, params, record formats and skip rules as variants 0-2
+// (docs/kernels-gdn.md, "Variant 3").
+//
+// Layout. A CTA of 256 threads (8 warps) owns ROWS = 8 * RW state rows of one (row b, value head
+// hv); warp w owns rows w*RW .. w*RW+RW-1, RW = 16 at K = 128 (8 at K = 256 or with more than 2
+// tokens). Lane l owns the columns of quads c = l + 32 i (i < K / 128) of *every* row of its warp,
+// so one warp load moves 512 contiguous bytes of one row, the k / q quads a lane needs are the same
+// for all its rows (loaded once per token), and the state of the warp's rows is loaded by every
+// lane with RW (x K/128) independent 16-byte loads issued before anything else (right after the
+// slot index): the whole 64 KB of a head is in flight per CTA before the cursors are read.
+// Row dot products: each lane has RW partial sums (one per row); a reduce-scatter over the warp
+// (xor shuffles halving the row set per level, RW - 1 shuffles, then log2(32 / RW) plain ones)
+// leaves the full sum of row rowOf(lane) in lane, LPR = 32 / RW lanes per row. The per-row
+// epilogue (ring terms, forward substitution, outputs) runs on the row's lanes.
+// K in {128, 256} (K = 64 is refused by the launcher for this variant).
+#pragma once
+#include "gdn/gdn_kernels.cuh"
+#include "gdn/gdn_tile_kernels.cuh"  // cpAsync16, cpAsyncWaitAll
+
+namespace rssm {
+namespace gdn {
+
+constexpr int kStreamThreads = 256;
+constexpr int kStreamWarps = kStreamThreads / 32;
+
+// Rows per warp (register budget: RW * K / 32 state floats per lane).
+__host__ __device__ constexpr int streamRowsPerWarp(int K, int maxT) { return (K == 128 && maxT <= 2) ? 16 : 8; }
+__host__ __device__ constexpr int streamRowsPerCta(int K, int maxT) { return kStreamWarps * streamRowsPerWarp(K, maxT); }
+// Dynamic shared memory of the replay kernel: u block [L][ROWS] (16-bit), raw committed keys [L][K]
+// (16-bit), this step's values [T][ROWS] fp32.
+__host__ __device__ inline int replayStreamSmemBytes(int K, int rows, int window, int T) {
+    return window * rows * 2 + window * K * 2 + T * rows * 4;
+}
+
+// Reduce-scatter of RW per-row partial sums over a warp: level (W, M) exchanges half of the
+// remaining rows with the lane M apart and keeps the other half; after log2(RW) levels a[0] holds
+// the sum over the 32 / RW lanes of one lane group, the final xor levels complete it.
+template <int RW, int W, int M>
+__device__ __forceinline__ void rsLevel(float (&a)[RW], int lane) {
+    if constexpr (W >= 1) {
+        const bool hi = (lane & M) != 0;
+#pragma unroll
+        for (int i = 0; i < W; ++i) {
+            const float send = hi ? a[i] : a[i + W];
+            const float keep = hi ? a[i + W] : a[i];
+            a[i] = keep + __shfl_xor_sync(kFull, send, M);
+        }
+        rsLevel<RW, W / 2, M / 2>(a, lane);
+    }
+}
+template <int RW>
+struct RowScatter {
+    static constexpr int LPR = 32 / RW;  // lanes per row after the reduction
+    // Row whose full sum `reduce` leaves in `lane`.
+    static __device__ __forceinline__ int rowOf(int lane) {
+        int r = 0;
+#pragma unroll
+        for (int w = RW / 2, m = 16; w >= 1; w >>= 1, m >>= 1)
+            if (lane & m) r += w;
+        return r;
+    }
+    // Lowest lane holding row r.
+    static __device__ __forceinline__ int laneOf(int r) {
+        int l = 0;
+#pragma unroll
+        for (int w = RW / 2, m = 16; w >= 1; w >>= 1, m >>= 1)
+            if (r & w) l |= m;
+        return l;
+    }
+    static __device__ __forceinline__ float reduce(float (&a)[RW], int lane) {
+        rsLevel<RW, RW / 2, 16>(a, lane);
+        float x = a[0];
+#pragma unroll
+        for (int m = LPR / 2; m >= 1; m >>= 1) x += __shfl_xor_sync(kFull, x, m);
+        return x;
+    }
+    // Sum over the LPR lanes of a row (all lanes call it).
+    static __device__ __forceinline__ float rowLanesSum(float x) {
+#pragma unroll
+        for (int m = LPR / 2; m >= 1; m >>= 1) x += __shfl_xor_sync(kFull, x, m);
+        return x;
+    }
+};
+
+__device__ __forceinline__ float u16ToF(uint16_t r, bool bf16) {
+    return bf16 ? __bfloat162float(__ushort_as_bfloat16(r)) : __half2float(__ushort_as_half(r));
+}
+__device__ __forceinline__ float4 fma4s(float4 acc, float w, float4 k) {
+    acc.x = fmaf(w, k.x, acc.x);
+    acc.y = fmaf(w, k.y, acc.y);
+    acc.z = fmaf(w, k.z, acc.z);
+    acc.w = fmaf(w, k.w, acc.w);
+    return acc;
+}
+
+// =============================================================================================
+// Conventional decode / per-draft snapshots, variant 3. Grid (ceil(V / ROWS), HV, B), 256 threads.
+// =============================================================================================
+template <int K, typename ST>
+__global__ void __launch_bounds__(kStreamThreads, 2) gdnDecodeStreamKernel(const GdnDecodeParams p) {
+    constexpr int QPL = K / 128;
+    constexpr int RW = streamRowsPerWarp(K, 1);
+    constexpr int ROWS = kStreamWarps * RW;
+    using RS = RowScatter<RW>;
+    const int b = blockIdx.z, hv = blockIdx.y;
+    const int32_t* idx = p.state_indices + (int64_t)b * p.indices_stride_b;
+    int slotIn = idx[0];
+    if (slotIn < 0) return;  // padding row
+    if (p.snapshot && p.num_accepted != nullptr) {
+        const int acc = p.num_accepted[b];
+        if (acc < 1 || acc > p.indices_cols) return;
+        slotIn = idx[acc - 1];
+    }
+    if (slotIn < 0 || slotIn >= p.num_slots) return;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int T = p.num_tokens;
+    const int hk = hv / (p.num_v_heads / p.num_heads);
+    const bool bf16 = p.act_dtype == RSSM_DTYPE_BF16;
+    const int v_begin = blockIdx.x * ROWS;
+    const int vw = v_begin + warp * RW;
+    ST* state = static_cast<ST*>(p.state);
+    const int64_t headOff = (int64_t)hv * p.state_stride_head;
+    const ST* src = state + (int64_t)slotIn * p.state_stride_slot + headOff;
+
+    float4 S[RW][QPL];
+#pragma unroll
+    for (int r = 0; r < RW; ++r)
+#pragma unroll
+        for (int i = 0; i < QPL; ++i)
+            S[r][i] = vw + r < p.head_v ? StateIO<ST>::ld(src + (int64_t)(vw + r) * p.state_stride_v + (lane + 32 * i) * 4)
+                                        : make_float4(0.f, 0.f, 0.f, 0.f);
+
+    __shared__ __align__(16) float s_k[GDN_MAX_TOKENS][K];
+    __shared__ __align__(16) float s_q[GDN_MAX_TOKENS][K];
+    __shared__ float s_alpha[GDN_MAX_TOKENS], s_beta[GDN_MAX_TOKENS], s_kq[GDN_MAX_TOKENS];
+    __shared__ float s_v[GDN_MAX_TOKENS][ROWS];
+    const int64_t vbase = (int64_t)b * p.v_stride_b + (int64_t)hv * p.v_stride_h;
+    for (int i = tid; i < T * ROWS; i += kStreamThreads) {
+        const int t = i / ROWS, vl = i - t * ROWS;
+        s_v[t][vl] = v_begin + vl < p.head_v ? ldAct(p.v, vbase + t * p.v_stride_t + v_begin + vl, bf16) : 0.f;
+    }
+    for (int t = warp; t < T; t += kStreamWarps) {
+        const void* kp = static_cast<const uint16_t*>(p.k) + b * p.k_stride_b + t * p.k_stride_t + hk * p.k_stride_h;
+        const void* qp = static_cast<const uint16_t*>(p.q) + b * p.q_stride_b + t * p.q_stride_t + hk * p.q_stride_h;
+        warpNormalizeInto<K>(kp, bf16, 1.f, s_k[t], lane);
+        warpNormalizeInto<K>(qp, bf16, p.scale, s_q[t], lane);
+        __syncwarp();
+        float kq = 0.f;
+        for (int e = lane * 4; e < K; e += 128) kq += dot4(ld4s(&s_k[t][e]), ld4s(&s_q[t][e]));
+        kq = warpSum(kq);
+        if (lane == 0) {
+            const float a = ldAct(p.a, b * p.a_stride_b + t * p.a_stride_t + hv, bf16);
+            const float bb = ldAct(p.b, b * p.b_stride_b + t * p.b_stride_t + hv, bf16);
+            s_alpha[t] = expf(gdnLogDecay(a, p.A_log[hv], p.dt_bias[hv]));
+            s_beta[t] = sigmoidf(bb);
+            s_kq[t] = kq;
+        }
+    }
+    __syncthreads();
+
+    const int rowL = RS::rowOf(lane);  // this lane's row after the reductions
+    const int vr = vw + rowL;
+    const bool lead = (lane & (RS::LPR - 1)) == 0;
+    const int64_t obase = (int64_t)b * p.o_stride_b + (int64_t)hv * p.o_stride_h;
+#pragma unroll 1
+    for (int t = 0; t < T; ++t) {
+        float4 kk[QPL], qq[QPL];
+#pragma unroll
+        for (int i = 0; i < QPL; ++i) {
+            kk[i] = ld4s(&s_k[t][(lane + 32 * i) * 4]);
+            qq[i] = ld4s(&s_q[t][(lane + 32 * i) * 4]);
+        }
+        float part[RW];
+#pragma unroll
+        for (int r = 0; r < RW; ++r) {
+            part[r] = 0.f;
+#pragma unroll
+            for (int i = 0; i < QPL; ++i) part[r] += dot4(S[r][i], kk[i]);
+        }
+        const float X = RS::reduce(part, lane);
+#pragma unroll
+        for (int r = 0; r < RW; ++r) {
+            part[r] = 0.f;
+#pragma unroll
+            for (int i = 0; i < QPL; ++i) part[r] += dot4(S[r][i], qq[i]);
+        }
+        const float Y = RS::reduce(part, lane);
+        const float alpha = s_alpha[t];
+        const float u = s_beta[t] * (s_v[t][warp * RW + rowL] - alpha * X);
+        if (lead && vr < p.head_v) stAct(p.o, obase + t * p.o_stride_t + vr, alpha * Y + u * s_kq[t], bf16);
+        int slotOut = -1;
+        if (p.snapshot) {
+            slotOut = idx[t];
+            if (slotOut >= p.num_slots) slotOut = -1;
+        }
+#pragma unroll
+        for (int r = 0; r < RW; ++r) {
+            const float ur = __shfl_sync(kFull, u, RS::laneOf(r));
+#pragma unroll
+            for (int i = 0; i < QPL; ++i) S[r][i] = fma4s(scale4(S[r][i], alpha), ur, kk[i]);
+        }
+        if (slotOut >= 0) {
+            ST* dst = state + (int64_t)slotOut * p.state_stride_slot + headOff;
+#pragma unroll
+            for (int r = 0; r < RW; ++r)
+                if (vw + r < p.head_v)
+#pragma unroll
+                    for (int i = 0; i < QPL; ++i)
+                        StateIO<ST>::st(dst + (int64_t)(vw + r) * p.state_stride_v + (lane + 32 * i) * 4, S[r][i]);
+        }
+    }
+    if (!p.snapshot) {
+        ST* dst = state + (int64_t)slotIn * p.state_stride_slot + headOff;
+#pragma unroll
+        for (int r = 0; r < RW; ++r)
+            if (vw + r < p.head_v)
+#pragma unroll
+                for (int i = 0; i < QPL; ++i)
+                    StateIO<ST>::st(dst + (int64_t)(vw + r) * p.state_stride_v + (lane + 32 * i) * 4, S[r][i]);
+    }
+}
+
+// =============================================================================================
+// ReplaySSM standard decode (MAXT = 1) / speculative verify, variant 3. Grid (ceil(V / ROWS), HV, B),
+// 256 threads, dynamic smem replayStreamSmemBytes(K, ROWS, window, T). Math: gdn_kernels.cuh.
+// =============================================================================================
+template <int K, typename ST, int MAXT>
+__global__ void __launch_bounds__(kStreamThreads, 2) gdnReplayStreamKernel(const GdnReplayParams p) {
+    constexpr int QPL = K / 128;
+    constexpr int RW = streamRowsPerWarp(K, MAXT);
+    constexpr int ROWS = kStreamWarps * RW;
+    constexpr int MAXREC = GDN_MAX_WINDOW + MAXT;
+    constexpr int NT = kStreamThreads;
+    using RS = RowScatter<RW>;
+    constexpr int LPR = RS::LPR;
+
+    const int b = blockIdx.z, hv = blockIdx.y;
+    const int slot = p.state_batch_indices[b];
+    if (slot < 0 || slot >= p.num_slots) return;  // padding row: untouched
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int T = p.num_tokens;
+    const int C = p.ring_capacity;
+    const int v_begin = blockIdx.x * ROWS;
+    const int vw = v_begin + warp * RW;
+    const int group = p.num_v_heads / p.num_heads;
+    const int hk = hv / group;
+    const bool bf16 = p.act_dtype == RSSM_DTYPE_BF16;
+    const bool ubf16 = p.u_dtype == RSSM_DTYPE_BF16;
+
+    // ---- 1. checkpoint rows -> registers, before the cursors are read ----
+    ST* ckpt = static_cast<ST*>(p.state) + (int64_t)slot * p.state_stride_slot + (int64_t)hv * p.state_stride_head;
+    float4 S[RW][QPL];
+#pragma unroll
+    for (int r = 0; r < RW; ++r)
+#pragma unroll
+        for (int i = 0; i < QPL; ++i)
+            S[r][i] = vw + r < p.head_v
+                          ? StateIO<ST>::ld(ckpt + (int64_t)(vw + r) * p.state_stride_v + (lane + 32 * i) * 4)
+                          : make_float4(0.f, 0.f, 0.f, 0.f);
+
+    const int o0 = p.ring_origin[slot];
+    const int h = p.ring_len[slot];
+    const bool spec = p.mode == GDN_REPLAY_SPECULATIVE;
+    // Cursor invariants (design.md 3.2); a violating row is skipped (the commit kernel reports it).
+    if (h < 0 || h > p.window || o0 < 0 || o0 >= C || (!spec && h >= p.window)) return;
+    const bool flush = spec ? (h + T > p.window) : (h + 1 == p.window);
+    const int nf = spec ? h : h + 1;  // records folded by a flush
+    const int nrec = h + T;
+
+    extern __shared__ __align__(16) unsigned char smem[];
+    uint16_t* s_u = reinterpret_cast<uint16_t*>(smem);        // [L][ROWS] committed u of this CTA's rows
+    uint16_t* s_kr = s_u + (size_t)p.window * ROWS;           // [L][K] raw committed keys
+    float* s_v = reinterpret_cast<float*>(s_kr + (size_t)p.window * K);  // [T][ROWS]
+    __shared__ __align__(16) float s_kd[MAXT][K];  // normalized draft keys
+    __shared__ __align__(16) float s_qd[MAXT][K];  // normalized, scaled queries
+    __shared__ float s_P[MAXREC + 1];
+    __shared__ float s_gd[MAXT], s_beta[MAXT], s_D[MAXT];
+    __shared__ float s_inv[GDN_MAX_WINDOW];
+    __shared__ float s_ck[MAXREC][MAXT];  // committed: decay * kn_j.kn_s; drafts: A[i][s] (i < s)
+    __shared__ float s_cq[MAXREC][MAXT];  // committed: decay * kn_j.qn_s; drafts: Aq[i][s] (i <= s)
+    __shared__ float s_fw[GDN_MAX_WINDOW + 1];
+    __shared__ float s_fD;
+    __shared__ float s_ut[ROWS];  // standard flush: this token's (unrounded) u per row
+
+    const uint16_t* ring_u = static_cast<const uint16_t*>(p.ring_u);
+    const uint16_t* ring_k = static_cast<const uint16_t*>(p.ring_k);
+    const int64_t rk_base = (int64_t)slot * p.ring_k_stride_slot + (int64_t)hk * p.ring_k_stride_head;
+    const int64_t ru_base = (int64_t)slot * p.ring_u_stride_slot + (int64_t)hv * p.ring_u_stride_head;
+    const int64_t rg_base = (int64_t)slot * p.ring_g_stride_slot + hv;
+    const int nrows = min(ROWS, p.head_v - v_begin);
+
+    // ---- 2. committed records -> shared (u block of the rows, raw keys) ----
+    {
+        const bool uvec = ((reinterpret_cast<uintptr_t>(ring_u) & 15u) == 0) && p.ring_u_stride_slot % 8 == 0 &&
+                          p.ring_u_stride_rec % 8 == 0 && p.ring_u_stride_head % 8 == 0 && nrows % 8 == 0;
+        if (uvec) {
+            const int UCH = nrows / 8;
+#pragma unroll 1
+            for (int i = tid; i < h * UCH; i += NT) {
+                const int r = i / UCH, c = i - r * UCH;
+                int ri = o0 + r;
+                if (ri >= C) ri -= C;
+                cpAsync16(s_u + r * ROWS + c * 8, ring_u + ru_base + (int64_t)ri * p.ring_u_stride_rec + v_begin + c * 8);
+            }
+        } else {
+#pragma unroll 1
+            for (int i = tid; i < h * nrows; i += NT) {
+                const int r = i / nrows, c = i - r * nrows;
+                int ri = o0 + r;
+                if (ri >= C) ri -= C;
+                s_u[r * ROWS + c] = ring_u[ru_base + (int64_t)ri * p.ring_u_stride_rec + v_begin + c];
+            }
+        }
+        const bool kvec = ((reinterpret_cast<uintptr_t>(ring_k) & 15u) == 0) && p.ring_k_stride_slot % 8 == 0 &&
+                          p.ring_k_stride_rec % 8 == 0 && p.ring_k_stride_head % 8 == 0;
+        if (kvec) {
+            constexpr int KCH = K / 8;
+#pragma unroll 1
+            for (int i = tid; i < h * KCH; i += NT) {
+                const int r = i / KCH, c = i - r * KCH;
+                int ri = o0 + r;
+                if (ri >= C) ri -= C;
+                cpAsync16(s_kr + r * K + c * 8, ring_k + rk_base + (int64_t)ri * p.ring_k_stride_rec + c * 8);
+            }
+        } else {  // contract: 8-byte aligned key rows
+            constexpr int KCH = K / 4;
+#pragma unroll 1
+            for (int i = tid; i < h * KCH; i += NT) {
+                const int r = i / KCH, c = i - r * KCH;
+                int ri = o0 + r;
+                if (ri >= C) ri -= C;
+                *reinterpret_cast<uint2*>(s_kr + r * K + c * 4) =
+                    ldRaw4(p.ring_k, rk_base + (int64_t)ri * p.ring_k_stride_rec + c * 4);
+            }
+        }
+    }
+    // ---- 3. this step's inputs: values, drafts (warp s normalizes draft s) ----
+    const int64_t vbase = (int64_t)b * p.v_stride_b + (int64_t)hv * p.v_stride_h;
+#pragma unroll 1
+    for (int i = tid; i < T * ROWS; i += NT) {
+        const int s = i / ROWS, vl = i - s * ROWS;
+        s_v[i] = vl < nrows ? ldAct(p.v, vbase + s * p.v_stride_t + v_begin + vl, bf16) : 0.f;
+    }
+    for (int s = warp; s < T; s += kStreamWarps) {
+        const void* kp = static_cast<const uint16_t*>(p.k) + b * p.k_stride_b + s * p.k_stride_t + hk * p.k_stride_h;
+        const void* qp = static_cast<const uint16_t*>(p.q) + b * p.q_stride_b + s * p.q_stride_t + hk * p.q_stride_h;
+        warpNormalizeInto<K>(kp, bf16, 1.f, s_kd[s], lane);
+        warpNormalizeInto<K>(qp, bf16, p.scale, s_qd[s], lane);
+    }
+    // Gates and prefix sums of g over records 0..h+T-1: the last warp, from the ring and the inputs.
+    if (warp == kStreamWarps - 1) {
+        float carry = 0.f;
+        if (lane == 0) s_P[0] = 0.f;
+        for (int base = 0; base < nrec; base += 32) {
+            const int j = base + lane;
+            float g = 0.f;
+            if (j < h) {
+                int ri = o0 + j;
+                if (ri >= C) ri -= C;
+                g = p.ring_g[rg_base + (int64_t)ri * p.ring_g_stride_rec];
+            } else if (j < nrec) {
+                const int s = j - h;
+                const float a = ldAct(p.a, b * p.a_stride_b + s * p.a_stride_t + hv, bf16);
+                const float bb = ldAct(p.b, b * p.b_stride_b + s * p.b_stride_t + hv, bf16);
+                g = gdnLogDecay(a, p.A_log[hv], p.dt_bias[hv]);
+                s_gd[s] = g;
+                s_beta[s] = sigmoidf(bb);
+                if (blockIdx.x == 0) {  // ring append of g (one CTA per value head)
+                    int ri = o0 + j;
+                    ri %= C;
+                    p.ring_g[rg_base + (int64_t)ri * p.ring_g_stride_rec] = g;
+                }
+            }
+#pragma unroll
+            for (int o = 1; o < 32; o <<= 1) {
+                const float n = __shfl_up_sync(kFull, g, o);
+                if (lane >= o) g += n;
+            }
+            g += carry;
+            if (j < nrec) s_P[j + 1] = g;
+            carry = __shfl_sync(kFull, g, 31);
+        }
+    }
+    // Ring append of the raw keys (once per key head).
+    if (blockIdx.x == 0 && hv % group == 0) {
+        constexpr int KQ = K / 4;
+#pragma unroll 1
+        for (int i = tid; i < T * KQ; i += NT) {
+            const int s = i / KQ, c = i - s * KQ;
+            const uint2 r = ldRaw4(p.k, b * p.k_stride_b + s * p.k_stride_t + hk * p.k_stride_h + c * 4);
+            stRaw4(p.ring_k, rk_base + (int64_t)((o0 + h + s) % C) * p.ring_k_stride_rec + c * 4, r);
+        }
+    }
+    cpAsyncWaitAll();
+    __syncthreads();  // (A) records, values, drafts, gates, prefix sums visible
+
+    // ---- 4. per-record dots with the drafts (a warp per record) -> decay coefficients ----
+#pragma unroll 1
+    for (int r = warp; r < nrec; r += kStreamWarps) {
+        const bool committed = r < h;
+        float4 kr[QPL];
+        float ss = 0.f;
+#pragma unroll
+        for (int i = 0; i < QPL; ++i) {
+            const int e = (lane + 32 * i) * 4;
+            kr[i] = committed ? u2ToF4(*reinterpret_cast<const uint2*>(s_kr + r * K + e), bf16) : ld4s(&s_kd[r - h][e]);
+            ss += dot4(kr[i], kr[i]);
+        }
+        const float inv = committed ? rsqrtf(warpSum(ss) + kL2Eps) : 1.f;
+        if (committed && lane == 0) s_inv[r] = inv;
+        const float Pr = s_P[r + 1];
+#pragma unroll 1
+        for (int s = 0; s < T; ++s) {
+            float dk = 0.f, dq = 0.f;
+#pragma unroll
+            for (int i = 0; i < QPL; ++i) {
+                const int e = (lane + 32 * i) * 4;
+                dk += dot4(kr[i], ld4s(&s_kd[s][e]));
+                dq += dot4(kr[i], ld4s(&s_qd[s][e]));
+            }
+            dk = warpSum(dk) * inv;
+            dq = warpSum(dq) * inv;
+            if (lane == 0) {
+                const float gam = __expf(s_P[h + s + 1] - Pr);
+                float ck = gam * dk, cq = gam * dq;
+                if (!committed) {  // draft i = r - h: strict upper for keys, upper for queries
+                    const int di = r - h;
+                    if (di >= s) ck = 0.f;
+                    if (di > s) cq = 0.f;
+                }
+                s_ck[r][s] = ck;
+                s_cq[r][s] = cq;
+            }
+        }
+    }
+    if (tid < T) s_D[tid] = __expf(s_P[h + tid + 1]);
+    if (flush) {
+        for (int j = tid; j < nf; j += NT) s_fw[j] = __expf(s_P[nf] - s_P[j + 1]);
+        if (tid == 0) s_fD = __expf(s_P[nf]);
+    }
+    __syncthreads();  // (B)
+
+    // ---- 5. row dots S_ckpt kn_s, S_ckpt qn_s (reduce-scatter: this lane ends with row rowL) ----
+    const int rowL = RS::rowOf(lane);
+    const int vl = warp * RW + rowL;  // local row of this lane
+    const int v = v_begin + vl;
+    const int sub = lane & (LPR - 1);
+    float X[MAXT], Y[MAXT];
+#pragma unroll
+    for (int s = 0; s < MAXT; ++s) {
+        X[s] = Y[s] = 0.f;
+        if (s < T) {
+            float4 kq[QPL];
+            float part[RW];
+#pragma unroll
+            for (int i = 0; i < QPL; ++i) kq[i] = ld4s(&s_kd[s][(lane + 32 * i) * 4]);
+#pragma unroll
+            for (int r = 0; r < RW; ++r) {
+                part[r] = 0.f;
+#pragma unroll
+                for (int i = 0; i < QPL; ++i) part[r] += dot4(S[r][i], kq[i]);
+            }
+            X[s] = RS::reduce(part, lane) * s_D[s];
+#pragma unroll
+            for (int i = 0; i < QPL; ++i) kq[i] = ld4s(&s_qd[s][(lane + 32 * i) * 4]);
+#pragma unroll
+            for (int r = 0; r < RW; ++r) {
+                part[r] = 0.f;
+#pragma unroll
+                for (int i = 0; i < QPL; ++i) part[r] += dot4(S[r][i], kq[i]);
+            }
+            Y[s] = RS::reduce(part, lane) * s_D[s];
+        }
+    }
+    // ---- 6. committed-record terms (split over the row's lanes), drafts, outputs, u appends ----
+    {
+        float xs[MAXT], ys[MAXT];
+#pragma unroll
+        for (int s = 0; s < MAXT; ++s) xs[s] = ys[s] = 0.f;
+#pragma unroll 2
+        for (int j = sub; j < h; j += LPR) {
+            const float uj = u16ToF(s_u[j * ROWS + vl], ubf16);
+#pragma unroll
+            for (int s = 0; s < MAXT; ++s) {
+                if (s < T) {
+                    xs[s] = fmaf(s_ck[j][s], uj, xs[s]);
+                    ys[s] = fmaf(s_cq[j][s], uj, ys[s]);
+                }
+            }
+        }
+#pragma unroll
+        for (int s = 0; s < MAXT; ++s) {
+            if (s < T) {
+                X[s] += RS::rowLanesSum(xs[s]);
+                Y[s] += RS::rowLanesSum(ys[s]);
+            }
+        }
+    }
+    const int64_t obase = (int64_t)b * p.o_stride_b + (int64_t)hv * p.o_stride_h;
+    float ud[MAXT];
+#pragma unroll
+    for (int s = 0; s < MAXT; ++s) {
+        ud[s] = 0.f;
+        if (s < T) {
+            float acc = X[s];
+#pragma unroll
+            for (int i = 0; i < s; ++i) acc += s_ck[h + i][s] * ud[i];
+            ud[s] = s_beta[s] * (s_v[s * ROWS + vl] - acc);
+            float o = Y[s];
+#pragma unroll
+            for (int i = 0; i <= s; ++i) o += s_cq[h + i][s] * ud[i];
+            if (v < p.head_v && (s % LPR) == sub) {
+                stAct(p.o, obase + s * p.o_stride_t + v, o, bf16);
+                stAct(p.ring_u, ru_base + (int64_t)((o0 + h + s) % C) * p.ring_u_stride_rec + v, ud[s], ubf16);
+            }
+        }
+    }
+
+    // ---- 7. flush: fold the records into the registers, write the checkpoint rows ----
+    if (flush) {  // CTA-uniform
+        if (!spec && sub == 0) s_ut[vl] = ud[0];
+        __syncwarp();
+        const float fD = s_fD;
+#pragma unroll
+        for (int r = 0; r < RW; ++r)
+#pragma unroll
+            for (int i = 0; i < QPL; ++i) S[r][i] = scale4(S[r][i], fD);
+#pragma unroll 1
+        for (int j = 0; j < nf; ++j) {
+            float4 kj[QPL];
+            const bool rec = j < h;
+#pragma unroll
+            for (int i = 0; i < QPL; ++i) {
+                const int e = (lane + 32 * i) * 4;
+                kj[i] = rec ? scale4(u2ToF4(*reinterpret_cast<const uint2*>(s_kr + j * K + e), bf16), s_inv[j])
+                            : ld4s(&s_kd[0][e]);  // standard mode: the current token, unrounded u
+            }
+            const float fw = s_fw[j];
+#pragma unroll
+            for (int r = 0; r < RW; ++r) {
+                const int rl = warp * RW + r;
+                const float w = fw * (rec ? u16ToF(s_u[j * ROWS + rl], ubf16) : s_ut[rl]);
+#pragma unroll
+                for (int i = 0; i < QPL; ++i) S[r][i] = fma4s(S[r][i], w, kj[i]);
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < RW; ++r)
+            if (vw + r < p.head_v)
+#pragma unroll
+                for (int i = 0; i < QPL; ++i)
+                    StateIO<ST>::st(ckpt + (int64_t)(vw + r) * p.state_stride_v + (lane + 32 * i) * 4, S[r][i]);
+    }
+}
+
+}  // namespace gdn
+}  // namespace rssm
