@@ -16,7 +16,7 @@ Each kernel's outputs are checked against the conventional kernel on the same in
 Kernel variants (``--variants``, default all of ops/gdn.py ``VARIANTS``): every kernel is timed
 once per variant side by side in the same run (same buffers, same graphs shape); each line names
 its variant (``v0`` register kernels, ``v1`` tile kernels with the per-batch tile choice, ``v2``
-the other tile choice, ``v3`` stream kernels), a ``best`` line follows per case, and the targets use the best variant of
+the other tile choice, ``v3``-``v5`` stream kernels), a ``best`` line follows per case, and the targets use the best variant of
 each kernel (the conventional baseline included, so the ratios are conservative).
 """
 from __future__ import annotations
@@ -48,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-layers", type=int, default=64, help="cap on layer buffers per case")
     parser.add_argument("--out", default="bench/results/latest-gdn.json")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--variants", default="0,1,2,3", help="comma list of kernel variants to time side by side")
+    parser.add_argument("--variants", default="0,1,2,3,4,5", help="comma list of kernel variants to time side by side")
 
 
 # ------------------------------------------------------------------------------------------ utils

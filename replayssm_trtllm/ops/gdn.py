@@ -44,10 +44,11 @@ MAX_WINDOW = 64
 # Kernel designs behind both ops (``variant`` argument; same results, different speed):
 # 0 = register kernels (verified first), 1 = shared-memory tile kernels with the tile picked per
 # batch size (small-batch route included), 2 = tile kernels with the other tile choice (conventional:
-# 32-row tiles at K = 128; replay: one whole head per CTA), 3 = stream kernels (rows in registers,
-# column-per-lane layout; head_k 128 or 256 only, K = 64 is refused with an error).
+# 32-row tiles at K = 128; replay: one whole head per CTA), 3, 4, 5 = stream kernels (rows in
+# registers, column-per-lane layout; 8 warps x 16 rows, 4 x 16, 4 x 8 per CTA at K = 128; head_k 128
+# or 256 only, K = 64 is refused with an error).
 # docs/kernels-gdn.md, "Variants".
-VARIANTS = (0, 1, 2, 3)
+VARIANTS = (0, 1, 2, 3, 4, 5)
 _HEAD_K = (64, 128, 256)
 _DTYPE_CODE = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 _I32, _I64, _F32, _P = ctypes.c_int32, ctypes.c_int64, ctypes.c_float, ctypes.c_void_p

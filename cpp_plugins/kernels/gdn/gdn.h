@@ -36,7 +36,7 @@ enum GdnReplayMode {
 
 #define GDN_MAX_TOKENS 8   // T (draft tokens per verify step) at most
 #define GDN_MAX_WINDOW 64  // L (replay window) at most
-#define GDN_NUM_VARIANTS 4 // variant field of both params structs: 0 .. GDN_NUM_VARIANTS - 1
+#define GDN_NUM_VARIANTS 6 // variant field of both params structs: 0 .. GDN_NUM_VARIANTS - 1
 
 typedef struct GdnDecodeParams {
     // ---- sizes ----
@@ -59,8 +59,9 @@ typedef struct GdnDecodeParams {
     int32_t variant;        // kernel design (same results): 0 = register kernel (verified first),
                             // 1 = shared-memory tile kernel, tile picked per batch size,
                             // 2 = tile kernel with 32-row tiles at K = 128 (docs/kernels-gdn.md)
-                            // 3 = stream kernel: rows in registers, column-per-lane layout,
-                            //     K in {128, 256} only; rows_per_cta must be 0
+                            // 3, 4, 5 = stream kernels: rows in registers, column-per-lane
+                            //     layout (8 warps x 16 rows, 4 x 16, 4 x 8 at K = 128), K in
+                            //     {128, 256} only; rows_per_cta must be 0
     // ---- int64 element strides (last dim of every tensor is contiguous) ----
     int64_t state_stride_slot, state_stride_head, state_stride_v;  // state [S, HV, V, K]
     int64_t indices_stride_b;                                       // state_indices [B, cols]
@@ -104,8 +105,9 @@ typedef struct GdnReplayParams {
     int32_t variant;        // kernel design (same results): 0 = register kernel (verified first),
                             // 1 = shared-memory tile kernel, tile picked per batch size,
                             // 2 = tile kernel, one whole head per CTA (docs/kernels-gdn.md)
-                            // 3 = stream kernel: rows in registers, column-per-lane layout,
-                            //     K in {128, 256} only; rows_per_cta must be 0
+                            // 3, 4, 5 = stream kernels: rows in registers, column-per-lane
+                            //     layout (8 warps x 16 rows, 4 x 16, 4 x 8 at K = 128), K in
+                            //     {128, 256} only; rows_per_cta must be 0
     // ---- int64 element strides ----
     int64_t state_stride_slot, state_stride_head, state_stride_v;  // ckpt [S, HV, V, K]
     int64_t q_stride_b, q_stride_t, q_stride_h;                     // q [B, T, H, K]

@@ -30,7 +30,7 @@ template <typename ST>
 cudaError_t launchDecodeTile(const GdnDecodeParams& p, int smem, cudaStream_t s);
 template <typename ST>
 cudaError_t launchReplayTile(const GdnReplayParams& p, int smem, int full_ring, cudaStream_t s);
-// Stream kernels (variant 3): K in {128, 256}; rows per CTA fixed by K (and T for the replay).
+// Stream kernels (variants 3-5): K in {128, 256}; rows per CTA fixed by K, T and the variant.
 template <typename ST>
 cudaError_t launchDecodeStream(const GdnDecodeParams& p, cudaStream_t s);
 template <typename ST>
@@ -143,30 +143,46 @@ cudaError_t launchReplayTile(const GdnReplayParams& p, int smem, int full_ring, 
     }
 }
 
-template <int K, typename ST>
-cudaError_t launchDecodeStreamK(const GdnDecodeParams& p, cudaStream_t s) {
-    constexpr int rows = streamRowsPerCta(K, 1);
+template <int K, typename ST, int VAR>
+cudaError_t launchDecodeStreamKV(const GdnDecodeParams& p, cudaStream_t s) {
+    constexpr int rows = streamRowsPerCta(K, 1, VAR);
     dim3 grid((p.head_v + rows - 1) / rows, p.num_v_heads, p.batch);
-    gdnDecodeStreamKernel<K, ST><<<grid, kStreamThreads, 0, s>>>(p);
+    gdnDecodeStreamKernel<K, ST, VAR><<<grid, streamWarps(VAR) * 32, 0, s>>>(p);
     return cudaGetLastError();
 }
-template <int K, typename ST, int MAXT>
-cudaError_t launchReplayStreamKT(const GdnReplayParams& p, cudaStream_t s) {
-    constexpr int rows = streamRowsPerCta(K, MAXT);
-    auto* kern = gdnReplayStreamKernel<K, ST, MAXT>;
+template <int K, typename ST, int MAXT, int VAR>
+cudaError_t launchReplayStreamKTV(const GdnReplayParams& p, cudaStream_t s) {
+    constexpr int rows = streamRowsPerCta(K, MAXT, VAR);
+    auto* kern = gdnReplayStreamKernel<K, ST, MAXT, VAR>;
     const int smem = replayStreamSmemBytes(K, rows, p.window, p.num_tokens);
     cudaError_t e = setSmem(kern, smem);
     if (e != cudaSuccess) return e;
     dim3 grid((p.head_v + rows - 1) / rows, p.num_v_heads, p.batch);
-    kern<<<grid, kStreamThreads, smem, s>>>(p);
+    kern<<<grid, streamWarps(VAR) * 32, smem, s>>>(p);
     return cudaGetLastError();
+}
+template <int K, typename ST, int VAR>
+cudaError_t launchReplayStreamKV(const GdnReplayParams& p, cudaStream_t s) {
+    if (p.mode == GDN_REPLAY_STANDARD) return launchReplayStreamKTV<K, ST, 1, VAR>(p, s);
+    if (p.num_tokens <= 2) return launchReplayStreamKTV<K, ST, 2, VAR>(p, s);
+    if (p.num_tokens <= 4) return launchReplayStreamKTV<K, ST, 4, VAR>(p, s);
+    return launchReplayStreamKTV<K, ST, 8, VAR>(p, s);
+}
+template <int K, typename ST>
+cudaError_t launchDecodeStreamK(const GdnDecodeParams& p, cudaStream_t s) {
+    switch (p.variant) {
+        case 3: return launchDecodeStreamKV<K, ST, 3>(p, s);
+        case 4: return launchDecodeStreamKV<K, ST, 4>(p, s);
+        default: return launchDecodeStreamKV<K, ST, 5>(p, s);
+    }
 }
 template <int K, typename ST>
 cudaError_t launchReplayStreamK(const GdnReplayParams& p, cudaStream_t s) {
-    if (p.mode == GDN_REPLAY_STANDARD) return launchReplayStreamKT<K, ST, 1>(p, s);
-    if (p.num_tokens <= 2) return launchReplayStreamKT<K, ST, 2>(p, s);
-    if (p.num_tokens <= 4) return launchReplayStreamKT<K, ST, 4>(p, s);
-    return launchReplayStreamKT<K, ST, 8>(p, s);
+    switch (p.variant) {
+        case 3: return launchReplayStreamKV<K, ST, 3>(p, s);
+        case 4: return launchReplayStreamKV<K, ST, 4>(p, s);
+        default: return launchReplayStreamKV<K, ST, 5>(p, s);
+    }
 }
 template <typename ST>
 cudaError_t launchDecodeStream(const GdnDecodeParams& p, cudaStream_t s) {

@@ -105,13 +105,13 @@ int checkQK(const char* op, const void* q, const void* k, int64_t qb, int64_t qt
 #define RSSM_REQUIRE_PTR(op, ptr, name) \
     if ((ptr) == nullptr) return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: '%s' must not be NULL", op, name)
 
-// Variant 3 (stream kernels): column-per-lane layout needs K a multiple of 128; fixed rows per CTA.
+// Variants 3-5 (stream kernels): column-per-lane layout needs K a multiple of 128; fixed rows per CTA.
 int checkStreamVariant(const char* op, int head_k, int rows_per_cta) {
     if (head_k != 128 && head_k != 256)
-        return setError(RSSM_ERR_UNSUPPORTED, "%s: variant 3 (stream kernel) supports head_k 128 or 256; got %d "
+        return setError(RSSM_ERR_UNSUPPORTED, "%s: variants 3-5 (stream kernels) support head_k 128 or 256; got %d "
                         "(use variant 0, 1 or 2)", op, head_k);
     if (rows_per_cta != 0)
-        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: variant 3 picks its own rows per CTA; rows_per_cta must be 0; "
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: variants 3-5 pick their own rows per CTA; rows_per_cta must be 0; "
                         "got %d", op, rows_per_cta);
     return RSSM_OK;
 }
@@ -158,7 +158,7 @@ extern "C" int rssm_gdn_decode_launch(const GdnDecodeParams* pp, cudaStream_t st
     if (p.variant < 0 || p.variant >= GDN_NUM_VARIANTS)
         return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: variant must be in [0, %d]; got %d", op,
                         GDN_NUM_VARIANTS - 1, p.variant);
-    if (p.variant == 3) {
+    if (p.variant >= 3) {
         if ((st = checkStreamVariant(op, p.head_k, p.rows_per_cta)) != RSSM_OK) return st;
         if (!(p.scale > 0.f)) p.scale = 1.0f / sqrtf((float)p.head_k);
         cudaError_t e;
@@ -254,7 +254,7 @@ extern "C" int rssm_gdn_replay_launch(const GdnReplayParams* pp, cudaStream_t st
     if (p.variant < 0 || p.variant >= GDN_NUM_VARIANTS)
         return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: variant must be in [0, %d]; got %d", op,
                         GDN_NUM_VARIANTS - 1, p.variant);
-    if (p.variant == 3) {
+    if (p.variant >= 3) {
         if ((st = checkStreamVariant(op, p.head_k, p.rows_per_cta)) != RSSM_OK) return st;
         if (!(p.scale > 0.f)) p.scale = 1.0f / sqrtf((float)p.head_k);
         cudaError_t e;

@@ -3,7 +3,7 @@
 // column-per-lane layout. Same math, params, record formats and skip rules as variants 0-2
 // (docs/kernels-gdn.md, "Variant 3").
 //
-// Layout. A CTA of 256 threads (8 warps) owns ROWS = 8 * RW state rows of one (row b, value head
+// Layout. A CTA of NW warps (variant 3: 8, variants 4 and 5: 4) owns ROWS = NW * RW state rows of one (row b, value head
 // hv); warp w owns rows w*RW .. w*RW+RW-1, RW = 16 at K = 128 (8 at K = 256 or with more than 2
 // tokens). Lane l owns the columns of quads c = l + 32 i (i < K / 128) of *every* row of its warp,
 // so one warp load moves 512 contiguous bytes of one row, the k / q quads a lane needs are the same
@@ -22,12 +22,18 @@
 namespace rssm {
 namespace gdn {
 
-constexpr int kStreamThreads = 256;
-constexpr int kStreamWarps = kStreamThreads / 32;
-
-// Rows per warp (register budget: RW * K / 32 state floats per lane).
-__host__ __device__ constexpr int streamRowsPerWarp(int K, int maxT) { return (K == 128 && maxT <= 2) ? 16 : 8; }
-__host__ __device__ constexpr int streamRowsPerCta(int K, int maxT) { return kStreamWarps * streamRowsPerWarp(K, maxT); }
+// Configurations (variant -> warps per CTA, rows per warp, CTAs per SM for the register cap):
+//   3: 8 warps, RW = 16 (K = 128, T <= 2) else 8, 2 CTAs/SM (128 registers)
+//   4: 4 warps, same RW, 4 CTAs/SM (128 registers): half a head per CTA at K = 128, more CTAs
+//   5: 4 warps, RW = 8 (K = 128) else 4, 6 CTAs/SM (80 registers)
+__host__ __device__ constexpr int streamWarps(int variant) { return variant == 3 ? 8 : 4; }
+__host__ __device__ constexpr int streamMinBlocks(int variant) { return variant == 3 ? 2 : variant == 4 ? 4 : 6; }
+__host__ __device__ constexpr int streamRowsPerWarp(int K, int maxT, int variant) {
+    return variant == 5 ? (K == 128 ? 8 : 4) : ((K == 128 && maxT <= 2) ? 16 : 8);
+}
+__host__ __device__ constexpr int streamRowsPerCta(int K, int maxT, int variant) {
+    return streamWarps(variant) * streamRowsPerWarp(K, maxT, variant);
+}
 // Dynamic shared memory of the replay kernel: u block [L][ROWS] (16-bit), raw committed keys [L][K]
 // (16-bit), this step's values [T][ROWS] fp32.
 __host__ __device__ inline int replayStreamSmemBytes(int K, int rows, int window, int T) {
@@ -98,10 +104,13 @@ __device__ __forceinline__ float4 fma4s(float4 acc, float w, float4 k) {
 // =============================================================================================
 // Conventional decode / per-draft snapshots, variant 3. Grid (ceil(V / ROWS), HV, B), 256 threads.
 // =============================================================================================
-template <int K, typename ST>
-__global__ void __launch_bounds__(kStreamThreads, 2) gdnDecodeStreamKernel(const GdnDecodeParams p) {
+template <int K, typename ST, int VAR>
+__global__ void __launch_bounds__(streamWarps(VAR) * 32, streamMinBlocks(VAR))
+    gdnDecodeStreamKernel(const GdnDecodeParams p) {
     constexpr int QPL = K / 128;
-    constexpr int RW = streamRowsPerWarp(K, 1);
+    constexpr int kStreamWarps = streamWarps(VAR);
+    constexpr int kStreamThreads = kStreamWarps * 32;
+    constexpr int RW = streamRowsPerWarp(K, 1, VAR);
     constexpr int ROWS = kStreamWarps * RW;
     using RS = RowScatter<RW>;
     const int b = blockIdx.z, hv = blockIdx.y;
@@ -226,13 +235,15 @@ __global__ void __launch_bounds__(kStreamThreads, 2) gdnDecodeStreamKernel(const
 // ReplaySSM standard decode (MAXT = 1) / speculative verify, variant 3. Grid (ceil(V / ROWS), HV, B),
 // 256 threads, dynamic smem replayStreamSmemBytes(K, ROWS, window, T). Math: gdn_kernels.cuh.
 // =============================================================================================
-template <int K, typename ST, int MAXT>
-__global__ void __launch_bounds__(kStreamThreads, 2) gdnReplayStreamKernel(const GdnReplayParams p) {
+template <int K, typename ST, int MAXT, int VAR>
+__global__ void __launch_bounds__(streamWarps(VAR) * 32, streamMinBlocks(VAR))
+    gdnReplayStreamKernel(const GdnReplayParams p) {
     constexpr int QPL = K / 128;
-    constexpr int RW = streamRowsPerWarp(K, MAXT);
+    constexpr int kStreamWarps = streamWarps(VAR);
+    constexpr int RW = streamRowsPerWarp(K, MAXT, VAR);
     constexpr int ROWS = kStreamWarps * RW;
     constexpr int MAXREC = GDN_MAX_WINDOW + MAXT;
-    constexpr int NT = kStreamThreads;
+    constexpr int NT = kStreamWarps * 32;
     using RS = RowScatter<RW>;
     constexpr int LPR = RS::LPR;
 
