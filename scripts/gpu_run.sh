@@ -71,8 +71,7 @@ export LD_LIBRARY_PATH="$PWD/build/gpu:$PWD/build/gpu/plugins:${LD_LIBRARY_PATH:
 if [ $RUN_PROFILE -eq 1 ]; then
   t0=$(date +%s)
   timeout ${PROFILE_TIMEOUT:-180} ncu --clock-control none --nvtx --nvtx-include "prof/" \
-    --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
-    --section WarpStateStats --section SchedulerStats \
+    ${PROFILE_SECTIONS:---section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats} \
     python3 scripts/profile_kernels.py ${PROFILE_ARGS:-} > "$LOG/ncu.log" 2>&1
   rc=$?
   note "ncu profile: rc=$rc [$(( $(date +%s) - t0 ))s]"
