@@ -34,7 +34,7 @@ from ._lib import check_status, load_library
 
 __all__ = [
     "GdnDecodeParams", "GdnReplayParams", "gdn_decode", "gdn_replay", "GdnReplayStateCache",
-    "MODE_STANDARD", "MODE_SPECULATIVE", "MAX_TOKENS", "MAX_WINDOW", "VARIANTS",
+    "MODE_STANDARD", "MODE_SPECULATIVE", "MAX_TOKENS", "MAX_WINDOW", "VARIANTS", "default_replay_variant",
 ]
 
 MODE_STANDARD = 0
@@ -50,6 +50,14 @@ MAX_WINDOW = 64
 # docs/kernels-gdn.md, "Variants".
 VARIANTS = (0, 1, 2, 3, 4, 5)
 _HEAD_K = (64, 128, 256)
+
+
+def default_replay_variant(head_k: int) -> int:
+    """Kernel design used when the caller does not pick one: the fastest design verified on the
+    H200 (docs/kernels-gdn.md, "Variant 3-5"): stream kernel 4 for head_k 128/256, tile kernel 1 for
+    head_k 64 (the stream kernels need head_k % 128 == 0). The TensorRT plugins use the same rule
+    (cpp_plugins/plugins/core/kernel_params.cpp)."""
+    return 4 if int(head_k) in (128, 256) else 1
 _DTYPE_CODE = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 _I32, _I64, _F32, _P = ctypes.c_int32, ctypes.c_int64, ctypes.c_float, ctypes.c_void_p
 
@@ -327,9 +335,11 @@ def _gdn_replay_fake(state, state_batch_indices, ring_origin, ring_len, ring_g, 
 
 def gdn_replay(state, state_batch_indices, ring_origin, ring_len, ring_g, ring_u, ring_k, q, k, v, a, b, A_log,
                dt_bias, window: int, mode: int = MODE_STANDARD, scale: Optional[float] = None,
-               out: Optional[torch.Tensor] = None, variant: int = 0) -> torch.Tensor:
+               out: Optional[torch.Tensor] = None, variant: Optional[int] = None) -> torch.Tensor:
     """ReplaySSM GDN step (standard or speculative); returns ``o`` [B, T, HV, V]. See the module doc;
-    ``variant`` picks the kernel design (``VARIANTS``)."""
+    ``variant`` picks the kernel design (``VARIANTS``; None = ``default_replay_variant(K)``)."""
+    if variant is None:
+        variant = default_replay_variant(q.shape[-1])
     if out is None:
         out = torch.empty(v.shape, dtype=q.dtype, device=q.device)
     scale = float(q.shape[-1]) ** -0.5 if scale is None else float(scale)
@@ -359,9 +369,11 @@ class GdnReplayStateCache(_cursor_base()):
     def __init__(self, num_layers: int, num_slots: int, H: int, HV: int, K: int, V: int, window: int,
                  max_verify: int = 1, mode="standard", state_dtype: torch.dtype = torch.float32,
                  act_dtype: torch.dtype = torch.bfloat16, u_dtype: torch.dtype = torch.float16, device="cuda",
-                 variant: int = 0):
+                 variant: Optional[int] = None):
         super().__init__(num_slots, window, max_verify, mode, device)
         op = "GdnReplayStateCache"
+        if variant is None:
+            variant = default_replay_variant(K)
         if K not in _HEAD_K:
             raise ValueError(f"{op}: K must be one of {_HEAD_K}; got {K}")
         if H < 1 or HV % H:

@@ -111,6 +111,9 @@ GdnReplayParams toGdnReplayParams(Config const& cfg, TensorDesc const* in, int32
     p.act_dtype = rssmDtype(cfg.e("act_dtype"));
     p.u_dtype = rssmDtype(cfg.e("u_dtype"));
     p.rows_per_cta = 0;
+    // Kernel design: the fastest one verified on the H200 (docs/kernels-gdn.md): stream kernel 4 for
+    // K = 128 / 256, tile kernel 1 for K = 64 (same rule as ops/gdn.py default_replay_variant).
+    p.variant = (p.head_k == 128 || p.head_k == 256) ? 4 : 1;
     p.scale = static_cast<float>(cfg.f("scale"));  // 0 -> kernel uses K^-0.5
     TensorDesc const& st = in[kIN_STATE];
     p.state_stride_slot = st.strides[0]; p.state_stride_head = st.strides[1]; p.state_stride_v = st.strides[2];
@@ -356,7 +359,7 @@ std::string describe(GdnReplayParams const& p, void const* base) {
     Desc d{{}, base};
     RSSM_V(batch); RSSM_V(num_tokens); RSSM_V(num_heads); RSSM_V(num_v_heads); RSSM_V(head_k); RSSM_V(head_v);
     RSSM_V(num_slots); RSSM_V(window); RSSM_V(ring_capacity); RSSM_V(mode); RSSM_V(state_dtype); RSSM_V(act_dtype);
-    RSSM_V(u_dtype); RSSM_V(rows_per_cta); RSSM_V(scale);
+    RSSM_V(u_dtype); RSSM_V(rows_per_cta); RSSM_V(scale); RSSM_V(variant);
     RSSM_V(state_stride_slot); RSSM_V(state_stride_head); RSSM_V(state_stride_v);
     RSSM_V(q_stride_b); RSSM_V(q_stride_t); RSSM_V(q_stride_h); RSSM_V(k_stride_b); RSSM_V(k_stride_t); RSSM_V(k_stride_h);
     RSSM_V(v_stride_b); RSSM_V(v_stride_t); RSSM_V(v_stride_h); RSSM_V(a_stride_b); RSSM_V(a_stride_t);
