@@ -302,8 +302,10 @@ void runMamba2(bool speculative) {
 }
 
 // ---- GDN: ReplayDecode (family gdn, T = 1) or GdnVerify (T > 1, all drafts accepted) + ReplayCommit
-void runGdn(bool verify) {
-    int const B = 2, S = 3, H = 2, HV = 4, K = 64, V = 32, L = 3, T = verify ? 3 : 1, Tmax = T, C = L + Tmax, steps = 6;
+// K = 64 runs the tile kernel (variant 1), K = 128 the stream kernel (variant 4): the plugin core's
+// design choice (kernel_params.cpp).
+void runGdn(bool verify, int const K) {
+    int const B = 2, S = 3, H = 2, HV = 4, V = 32, L = 3, T = verify ? 3 : 1, Tmax = T, C = L + Tmax, steps = 6;
     std::printf("%s gdn B%d H%d HV%d K%d V%d L%d T%d\n", verify ? "GdnVerify" : "ReplayDecode", B, H, HV, K, V, L, T);
     Fields f;
     if (verify) f.i("window", L).i("max_verify", Tmax).s("act_dtype", "fp16").s("state_dtype", "fp32").s("u_dtype", "fp16");
@@ -665,8 +667,10 @@ int main() {
     }
     runMamba2(false);
     runMamba2(true);
-    runGdn(false);
-    runGdn(true);
+    runGdn(false, 64);
+    runGdn(true, 64);
+    runGdn(false, 128);
+    runGdn(true, 128);
 #ifdef RSSM_HAVE_DUAL_PRECISION_FLUSH_KERNEL
     runDualPrecision(false);
     runDualPrecision(true);
