@@ -12,7 +12,9 @@
 // slot index): the whole 64 KB of a head is in flight per CTA before the cursors are read.
 // Row dot products: each lane has RW partial sums (one per row); a reduce-scatter over the warp
 // (xor shuffles halving the row set per level, RW - 1 shuffles, then log2(32 / RW) plain ones)
-// leaves the full sum of row rowOf(lane) in lane, LPR = 32 / RW lanes per row. The per-row
+// leaves the full sum of row rowOf(lane) in lane, LPR = 32 / RW lanes per row. Register slot r of
+// a lane holds row r ^ rowOf(lane), so every level is a plain shuffle + add (no selects); the
+// loads, the flush and the stores address rows through that permutation. The per-row
 // epilogue (ring terms, forward substitution, outputs) runs on the row's lanes.
 // K in {128, 256} (K = 64 is refused by the launcher for this variant).
 #pragma once
@@ -40,20 +42,17 @@ __host__ __device__ inline int replayStreamSmemBytes(int K, int rows, int window
     return window * rows * 2 + window * K * 2 + T * rows * 4;
 }
 
-// Reduce-scatter of RW per-row partial sums over a warp: level (W, M) exchanges half of the
-// remaining rows with the lane M apart and keeps the other half; after log2(RW) levels a[0] holds
-// the sum over the 32 / RW lanes of one lane group, the final xor levels complete it.
+// Reduce-scatter of RW per-row partial sums over a warp. Register slot r of a lane holds row
+// r ^ rowOf(lane) (XOR-permuted slots, see RowScatter): level (W, M) adds the partner's (lane ^ M)
+// slot i + W into slot i, which is the same row on both sides, so no selects are needed; after
+// log2(RW) levels slot 0 holds the sum over the 32 / RW lanes of one group for row rowOf(lane),
+// the final xor levels complete it.
 template <int RW, int W, int M>
-__device__ __forceinline__ void rsLevel(float (&a)[RW], int lane) {
+__device__ __forceinline__ void rsLevel(float (&a)[RW]) {
     if constexpr (W >= 1) {
-        const bool hi = (lane & M) != 0;
 #pragma unroll
-        for (int i = 0; i < W; ++i) {
-            const float send = hi ? a[i] : a[i + W];
-            const float keep = hi ? a[i + W] : a[i];
-            a[i] = keep + __shfl_xor_sync(kFull, send, M);
-        }
-        rsLevel<RW, W / 2, M / 2>(a, lane);
+        for (int i = 0; i < W; ++i) a[i] += __shfl_xor_sync(kFull, a[i + W], M);
+        rsLevel<RW, W / 2, M / 2>(a);
     }
 }
 template <int RW>
@@ -75,8 +74,11 @@ struct RowScatter {
             if (r & w) l |= m;
         return l;
     }
+    // Slot r of a lane holds row slotRow(r, rowOf(lane)).
+    static __device__ __forceinline__ int slotRow(int r, int rl) { return r ^ rl; }
+    // a[r] = partial sum of row slotRow(r, rowOf(lane)); returns the full sum of row rowOf(lane).
     static __device__ __forceinline__ float reduce(float (&a)[RW], int lane) {
-        rsLevel<RW, RW / 2, 16>(a, lane);
+        rsLevel<RW, RW / 2, 16>(a);
         float x = a[0];
 #pragma unroll
         for (int m = LPR / 2; m >= 1; m >>= 1) x += __shfl_xor_sync(kFull, x, m);
@@ -89,6 +91,42 @@ struct RowScatter {
         return x;
     }
 };
+
+// The warp's RW rows (row vw + (r ^ rl) into slot r; rows >= nv are zero) and their stores.
+template <int RW, int QPL, typename ST>
+__device__ __forceinline__ void loadWarpRows(float4 (&S)[RW][QPL], const ST* base, int64_t stride_v, int vw, int nv,
+                                             int rl, int lane) {
+    const ST* rp = base + (int64_t)vw * stride_v + lane * 4;
+    if (vw + RW <= nv) {
+#pragma unroll
+        for (int r = 0; r < RW; ++r) {
+            const ST* q = rp + (int64_t)(r ^ rl) * stride_v;
+#pragma unroll
+            for (int i = 0; i < QPL; ++i) S[r][i] = StateIO<ST>::ld(q + 128 * i);
+        }
+    } else {
+#pragma unroll
+        for (int r = 0; r < RW; ++r) {
+            const ST* q = rp + (int64_t)(r ^ rl) * stride_v;
+#pragma unroll
+            for (int i = 0; i < QPL; ++i)
+                S[r][i] = vw + (r ^ rl) < nv ? StateIO<ST>::ld(q + 128 * i) : make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+    }
+}
+template <int RW, int QPL, typename ST>
+__device__ __forceinline__ void storeWarpRows(const float4 (&S)[RW][QPL], ST* base, int64_t stride_v, int vw, int nv,
+                                              int rl, int lane) {
+    ST* rp = base + (int64_t)vw * stride_v + lane * 4;
+#pragma unroll
+    for (int r = 0; r < RW; ++r) {
+        if (vw + (r ^ rl) < nv) {
+            ST* q = rp + (int64_t)(r ^ rl) * stride_v;
+#pragma unroll
+            for (int i = 0; i < QPL; ++i) StateIO<ST>::st(q + 128 * i, S[r][i]);
+        }
+    }
+}
 
 __device__ __forceinline__ float u16ToF(uint16_t r, bool bf16) {
     return bf16 ? __bfloat162float(__ushort_as_bfloat16(r)) : __half2float(__ushort_as_half(r));
@@ -133,13 +171,9 @@ __global__ void __launch_bounds__(streamWarps(VAR) * 32, streamMinBlocks(VAR))
     const int64_t headOff = (int64_t)hv * p.state_stride_head;
     const ST* src = state + (int64_t)slotIn * p.state_stride_slot + headOff;
 
+    const int rowL = RS::rowOf(lane);  // this lane's row after the reductions; slot r holds row r ^ rowL
     float4 S[RW][QPL];
-#pragma unroll
-    for (int r = 0; r < RW; ++r)
-#pragma unroll
-        for (int i = 0; i < QPL; ++i)
-            S[r][i] = vw + r < p.head_v ? StateIO<ST>::ld(src + (int64_t)(vw + r) * p.state_stride_v + (lane + 32 * i) * 4)
-                                        : make_float4(0.f, 0.f, 0.f, 0.f);
+    loadWarpRows<RW, QPL, ST>(S, src, p.state_stride_v, vw, p.head_v, rowL, lane);
 
     __shared__ __align__(16) float s_k[GDN_MAX_TOKENS][K];
     __shared__ __align__(16) float s_q[GDN_MAX_TOKENS][K];
@@ -169,7 +203,6 @@ __global__ void __launch_bounds__(streamWarps(VAR) * 32, streamMinBlocks(VAR))
     }
     __syncthreads();
 
-    const int rowL = RS::rowOf(lane);  // this lane's row after the reductions
     const int vr = vw + rowL;
     const bool lead = (lane & (RS::LPR - 1)) == 0;
     const int64_t obase = (int64_t)b * p.o_stride_b + (int64_t)hv * p.o_stride_h;
@@ -184,16 +217,16 @@ __global__ void __launch_bounds__(streamWarps(VAR) * 32, streamMinBlocks(VAR))
         float part[RW];
 #pragma unroll
         for (int r = 0; r < RW; ++r) {
-            part[r] = 0.f;
+            part[r] = dot4(S[r][0], kk[0]);
 #pragma unroll
-            for (int i = 0; i < QPL; ++i) part[r] += dot4(S[r][i], kk[i]);
+            for (int i = 1; i < QPL; ++i) part[r] += dot4(S[r][i], kk[i]);
         }
         const float X = RS::reduce(part, lane);
 #pragma unroll
         for (int r = 0; r < RW; ++r) {
-            part[r] = 0.f;
+            part[r] = dot4(S[r][0], qq[0]);
 #pragma unroll
-            for (int i = 0; i < QPL; ++i) part[r] += dot4(S[r][i], qq[i]);
+            for (int i = 1; i < QPL; ++i) part[r] += dot4(S[r][i], qq[i]);
         }
         const float Y = RS::reduce(part, lane);
         const float alpha = s_alpha[t];
@@ -206,29 +239,17 @@ __global__ void __launch_bounds__(streamWarps(VAR) * 32, streamMinBlocks(VAR))
         }
 #pragma unroll
         for (int r = 0; r < RW; ++r) {
-            const float ur = __shfl_sync(kFull, u, RS::laneOf(r));
+            const float ur = __shfl_sync(kFull, u, RS::laneOf(r ^ rowL));  // u of the row in slot r
 #pragma unroll
             for (int i = 0; i < QPL; ++i) S[r][i] = fma4s(scale4(S[r][i], alpha), ur, kk[i]);
         }
-        if (slotOut >= 0) {
-            ST* dst = state + (int64_t)slotOut * p.state_stride_slot + headOff;
-#pragma unroll
-            for (int r = 0; r < RW; ++r)
-                if (vw + r < p.head_v)
-#pragma unroll
-                    for (int i = 0; i < QPL; ++i)
-                        StateIO<ST>::st(dst + (int64_t)(vw + r) * p.state_stride_v + (lane + 32 * i) * 4, S[r][i]);
-        }
+        if (slotOut >= 0)
+            storeWarpRows<RW, QPL, ST>(S, state + (int64_t)slotOut * p.state_stride_slot + headOff, p.state_stride_v, vw,
+                                       p.head_v, rowL, lane);
     }
-    if (!p.snapshot) {
-        ST* dst = state + (int64_t)slotIn * p.state_stride_slot + headOff;
-#pragma unroll
-        for (int r = 0; r < RW; ++r)
-            if (vw + r < p.head_v)
-#pragma unroll
-                for (int i = 0; i < QPL; ++i)
-                    StateIO<ST>::st(dst + (int64_t)(vw + r) * p.state_stride_v + (lane + 32 * i) * 4, S[r][i]);
-    }
+    if (!p.snapshot)
+        storeWarpRows<RW, QPL, ST>(S, state + (int64_t)slotIn * p.state_stride_slot + headOff, p.state_stride_v, vw,
+                                   p.head_v, rowL, lane);
 }
 
 // =============================================================================================
@@ -262,14 +283,9 @@ __global__ void __launch_bounds__(streamWarps(VAR) * 32, streamMinBlocks(VAR))
 
     // ---- 1. checkpoint rows -> registers, before the cursors are read ----
     ST* ckpt = static_cast<ST*>(p.state) + (int64_t)slot * p.state_stride_slot + (int64_t)hv * p.state_stride_head;
+    const int rowL = RS::rowOf(lane);  // this lane's row after the reductions; slot r holds row r ^ rowL
     float4 S[RW][QPL];
-#pragma unroll
-    for (int r = 0; r < RW; ++r)
-#pragma unroll
-        for (int i = 0; i < QPL; ++i)
-            S[r][i] = vw + r < p.head_v
-                          ? StateIO<ST>::ld(ckpt + (int64_t)(vw + r) * p.state_stride_v + (lane + 32 * i) * 4)
-                          : make_float4(0.f, 0.f, 0.f, 0.f);
+    loadWarpRows<RW, QPL, ST>(S, ckpt, p.state_stride_v, vw, p.head_v, rowL, lane);
 
     const int o0 = p.ring_origin[slot];
     const int h = p.ring_len[slot];
@@ -454,7 +470,6 @@ __global__ void __launch_bounds__(streamWarps(VAR) * 32, streamMinBlocks(VAR))
     __syncthreads();  // (B)
 
     // ---- 5. row dots S_ckpt kn_s, S_ckpt qn_s (reduce-scatter: this lane ends with row rowL) ----
-    const int rowL = RS::rowOf(lane);
     const int vl = warp * RW + rowL;  // local row of this lane
     const int v = v_begin + vl;
     const int sub = lane & (LPR - 1);
@@ -469,18 +484,18 @@ __global__ void __launch_bounds__(streamWarps(VAR) * 32, streamMinBlocks(VAR))
             for (int i = 0; i < QPL; ++i) kq[i] = ld4s(&s_kd[s][(lane + 32 * i) * 4]);
 #pragma unroll
             for (int r = 0; r < RW; ++r) {
-                part[r] = 0.f;
+                part[r] = dot4(S[r][0], kq[0]);
 #pragma unroll
-                for (int i = 0; i < QPL; ++i) part[r] += dot4(S[r][i], kq[i]);
+                for (int i = 1; i < QPL; ++i) part[r] += dot4(S[r][i], kq[i]);
             }
             X[s] = RS::reduce(part, lane) * s_D[s];
 #pragma unroll
             for (int i = 0; i < QPL; ++i) kq[i] = ld4s(&s_qd[s][(lane + 32 * i) * 4]);
 #pragma unroll
             for (int r = 0; r < RW; ++r) {
-                part[r] = 0.f;
+                part[r] = dot4(S[r][0], kq[0]);
 #pragma unroll
-                for (int i = 0; i < QPL; ++i) part[r] += dot4(S[r][i], kq[i]);
+                for (int i = 1; i < QPL; ++i) part[r] += dot4(S[r][i], kq[i]);
             }
             Y[s] = RS::reduce(part, lane) * s_D[s];
         }
@@ -551,18 +566,13 @@ __global__ void __launch_bounds__(streamWarps(VAR) * 32, streamMinBlocks(VAR))
             const float fw = s_fw[j];
 #pragma unroll
             for (int r = 0; r < RW; ++r) {
-                const int rl = warp * RW + r;
+                const int rl = warp * RW + (r ^ rowL);  // local row held in slot r
                 const float w = fw * (rec ? u16ToF(s_u[j * ROWS + rl], ubf16) : s_ut[rl]);
 #pragma unroll
                 for (int i = 0; i < QPL; ++i) S[r][i] = fma4s(S[r][i], w, kj[i]);
             }
         }
-#pragma unroll
-        for (int r = 0; r < RW; ++r)
-            if (vw + r < p.head_v)
-#pragma unroll
-                for (int i = 0; i < QPL; ++i)
-                    StateIO<ST>::st(ckpt + (int64_t)(vw + r) * p.state_stride_v + (lane + 32 * i) * 4, S[r][i]);
+        storeWarpRows<RW, QPL, ST>(S, ckpt, p.state_stride_v, vw, p.head_v, rowL, lane);
     }
 }
 
