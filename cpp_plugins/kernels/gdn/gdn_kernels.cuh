@@ -12,6 +12,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "common/stream_rows.cuh"
 #include "gdn/gdn.h"
 
 namespace rssm {
@@ -23,19 +24,7 @@ constexpr float kL2Eps = 1e-6f;
 // ---------------------------------------------------------------------------------------------
 // Loads and stores
 // ---------------------------------------------------------------------------------------------
-__device__ __forceinline__ float4 u2ToF4(uint2 r, bool bf16) {
-    float4 f;
-    if (bf16) {
-        const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&r.x));
-        const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&r.y));
-        f = make_float4(lo.x, lo.y, hi.x, hi.y);
-    } else {
-        const float2 lo = __half22float2(*reinterpret_cast<const __half2*>(&r.x));
-        const float2 hi = __half22float2(*reinterpret_cast<const __half2*>(&r.y));
-        f = make_float4(lo.x, lo.y, hi.x, hi.y);
-    }
-    return f;
-}
+using stream::u2ToF4;
 
 // 4 consecutive 16-bit activations at element offset `off` (8-byte aligned).
 __device__ __forceinline__ float4 ldAct4(const void* base, int64_t off, bool bf16) {
@@ -65,51 +54,15 @@ __device__ __forceinline__ float roundU(float x, bool bf16) {
     return __half2float(__float2half_rn(x));
 }
 
+// State quads: the shared row-streaming implementation (common/stream_rows.cuh).
 template <typename ST>
-struct StateIO;
-template <>
-struct StateIO<float> {
-    static __device__ __forceinline__ float4 ld(const float* p) {
-        return __ldcs(reinterpret_cast<const float4*>(p));
-    }
-    static __device__ __forceinline__ void st(float* p, float4 v) {
-        __stcs(reinterpret_cast<float4*>(p), v);
-    }
-};
-template <>
-struct StateIO<__half> {
-    static __device__ __forceinline__ float4 ld(const __half* p) {
-        return u2ToF4(__ldcs(reinterpret_cast<const uint2*>(p)), false);
-    }
-    static __device__ __forceinline__ void st(__half* p, float4 v) {
-        __half2 lo = __floats2half2_rn(v.x, v.y), hi = __floats2half2_rn(v.z, v.w);
-        uint2 r;
-        r.x = *reinterpret_cast<uint32_t*>(&lo);
-        r.y = *reinterpret_cast<uint32_t*>(&hi);
-        __stcs(reinterpret_cast<uint2*>(p), r);
-    }
-};
-template <>
-struct StateIO<__nv_bfloat16> {
-    static __device__ __forceinline__ float4 ld(const __nv_bfloat16* p) {
-        return u2ToF4(__ldcs(reinterpret_cast<const uint2*>(p)), true);
-    }
-    static __device__ __forceinline__ void st(__nv_bfloat16* p, float4 v) {
-        __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
-        uint2 r;
-        r.x = *reinterpret_cast<uint32_t*>(&lo);
-        r.y = *reinterpret_cast<uint32_t*>(&hi);
-        __stcs(reinterpret_cast<uint2*>(p), r);
-    }
-};
+using StateIO = stream::StateRow4<ST>;
 
 __device__ __forceinline__ float dot4(float4 a, float4 b) {
     return a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
 }
 __device__ __forceinline__ float4 ld4s(const float* p) { return *reinterpret_cast<const float4*>(p); }
-__device__ __forceinline__ float4 scale4(float4 a, float s) {
-    return make_float4(a.x * s, a.y * s, a.z * s, a.w * s);
-}
+using stream::scale4;
 
 template <int TPR>
 __device__ __forceinline__ float groupSum(float x) {

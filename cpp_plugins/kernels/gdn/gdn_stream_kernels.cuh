@@ -42,102 +42,14 @@ __host__ __device__ inline int replayStreamSmemBytes(int K, int rows, int window
     return window * rows * 2 + window * K * 2 + T * rows * 4;
 }
 
-// Reduce-scatter of RW per-row partial sums over a warp. Register slot r of a lane holds row
-// r ^ rowOf(lane) (XOR-permuted slots, see RowScatter): level (W, M) adds the partner's (lane ^ M)
-// slot i + W into slot i, which is the same row on both sides, so no selects are needed; after
-// log2(RW) levels slot 0 holds the sum over the 32 / RW lanes of one group for row rowOf(lane),
-// the final xor levels complete it.
-template <int RW, int W, int M>
-__device__ __forceinline__ void rsLevel(float (&a)[RW]) {
-    if constexpr (W >= 1) {
-#pragma unroll
-        for (int i = 0; i < W; ++i) a[i] += __shfl_xor_sync(kFull, a[i + W], M);
-        rsLevel<RW, W / 2, M / 2>(a);
-    }
-}
-template <int RW>
-struct RowScatter {
-    static constexpr int LPR = 32 / RW;  // lanes per row after the reduction
-    // Row whose full sum `reduce` leaves in `lane`.
-    static __device__ __forceinline__ int rowOf(int lane) {
-        int r = 0;
-#pragma unroll
-        for (int w = RW / 2, m = 16; w >= 1; w >>= 1, m >>= 1)
-            if (lane & m) r += w;
-        return r;
-    }
-    // Lowest lane holding row r.
-    static __device__ __forceinline__ int laneOf(int r) {
-        int l = 0;
-#pragma unroll
-        for (int w = RW / 2, m = 16; w >= 1; w >>= 1, m >>= 1)
-            if (r & w) l |= m;
-        return l;
-    }
-    // Slot r of a lane holds row slotRow(r, rowOf(lane)).
-    static __device__ __forceinline__ int slotRow(int r, int rl) { return r ^ rl; }
-    // a[r] = partial sum of row slotRow(r, rowOf(lane)); returns the full sum of row rowOf(lane).
-    static __device__ __forceinline__ float reduce(float (&a)[RW], int lane) {
-        rsLevel<RW, RW / 2, 16>(a);
-        float x = a[0];
-#pragma unroll
-        for (int m = LPR / 2; m >= 1; m >>= 1) x += __shfl_xor_sync(kFull, x, m);
-        return x;
-    }
-    // Sum over the LPR lanes of a row (all lanes call it).
-    static __device__ __forceinline__ float rowLanesSum(float x) {
-#pragma unroll
-        for (int m = LPR / 2; m >= 1; m >>= 1) x += __shfl_xor_sync(kFull, x, m);
-        return x;
-    }
-};
-
-// The warp's RW rows (row vw + (r ^ rl) into slot r; rows >= nv are zero) and their stores.
-template <int RW, int QPL, typename ST>
-__device__ __forceinline__ void loadWarpRows(float4 (&S)[RW][QPL], const ST* base, int64_t stride_v, int vw, int nv,
-                                             int rl, int lane) {
-    const ST* rp = base + (int64_t)vw * stride_v + lane * 4;
-    if (vw + RW <= nv) {
-#pragma unroll
-        for (int r = 0; r < RW; ++r) {
-            const ST* q = rp + (int64_t)(r ^ rl) * stride_v;
-#pragma unroll
-            for (int i = 0; i < QPL; ++i) S[r][i] = StateIO<ST>::ld(q + 128 * i);
-        }
-    } else {
-#pragma unroll
-        for (int r = 0; r < RW; ++r) {
-            const ST* q = rp + (int64_t)(r ^ rl) * stride_v;
-#pragma unroll
-            for (int i = 0; i < QPL; ++i)
-                S[r][i] = vw + (r ^ rl) < nv ? StateIO<ST>::ld(q + 128 * i) : make_float4(0.f, 0.f, 0.f, 0.f);
-        }
-    }
-}
-template <int RW, int QPL, typename ST>
-__device__ __forceinline__ void storeWarpRows(const float4 (&S)[RW][QPL], ST* base, int64_t stride_v, int vw, int nv,
-                                              int rl, int lane) {
-    ST* rp = base + (int64_t)vw * stride_v + lane * 4;
-#pragma unroll
-    for (int r = 0; r < RW; ++r) {
-        if (vw + (r ^ rl) < nv) {
-            ST* q = rp + (int64_t)(r ^ rl) * stride_v;
-#pragma unroll
-            for (int i = 0; i < QPL; ++i) StateIO<ST>::st(q + 128 * i, S[r][i]);
-        }
-    }
-}
+using stream::loadWarpRows;
+using stream::RowScatter;
+using stream::storeWarpRows;
 
 __device__ __forceinline__ float u16ToF(uint16_t r, bool bf16) {
     return bf16 ? __bfloat162float(__ushort_as_bfloat16(r)) : __half2float(__ushort_as_half(r));
 }
-__device__ __forceinline__ float4 fma4s(float4 acc, float w, float4 k) {
-    acc.x = fmaf(w, k.x, acc.x);
-    acc.y = fmaf(w, k.y, acc.y);
-    acc.z = fmaf(w, k.z, acc.z);
-    acc.w = fmaf(w, k.w, acc.w);
-    return acc;
-}
+using stream::fma4s;
 
 // =============================================================================================
 // Conventional decode / per-draft snapshots, variant 3. Grid (ceil(V / ROWS), HV, B), 256 threads.
@@ -296,7 +208,7 @@ __global__ void __launch_bounds__(streamWarps(VAR) * 32, streamMinBlocks(VAR))
     const int nf = spec ? h : h + 1;  // records folded by a flush
     const int nrec = h + T;
 
-    extern __shared__ __align__(16) unsigned char smem[];
+    extern __shared__ __align__(128) unsigned char smem[];  // same declaration as the tile kernels
     uint16_t* s_u = reinterpret_cast<uint16_t*>(smem);        // [L][ROWS] committed u of this CTA's rows
     uint16_t* s_kr = s_u + (size_t)p.window * ROWS;           // [L][K] raw committed keys
     float* s_v = reinterpret_cast<float*>(s_kr + (size_t)p.window * K);  // [T][ROWS]

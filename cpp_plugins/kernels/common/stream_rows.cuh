@@ -1,0 +1,167 @@
+// Row-streaming building blocks shared by the "stream" decode kernels (GDN variants 3-5,
+// gdn/gdn_stream_kernels.cuh; Mamba-2 variant 3, mamba2/mamba2_stream_kernel.cuh): a warp holds RW
+// state rows in registers in a column-per-lane layout (lane l owns the 4-element quads l + 32 i of
+// every row), row dot products are reduced with a select-free reduce-scatter over XOR-permuted
+// register slots. Pure CUDA.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+namespace rssm {
+namespace stream {
+
+constexpr unsigned kFull = 0xffffffffu;
+
+__device__ __forceinline__ float4 u2ToF4(uint2 r, bool bf16) {
+    float4 f;
+    if (bf16) {
+        const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&r.x));
+        const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&r.y));
+        f = make_float4(lo.x, lo.y, hi.x, hi.y);
+    } else {
+        const float2 lo = __half22float2(*reinterpret_cast<const __half2*>(&r.x));
+        const float2 hi = __half22float2(*reinterpret_cast<const __half2*>(&r.y));
+        f = make_float4(lo.x, lo.y, hi.x, hi.y);
+    }
+    return f;
+}
+
+// 4 consecutive state elements (16-byte fp32 / 8-byte 16-bit) <-> float4, streaming cache hints.
+template <typename ST>
+struct StateRow4;
+template <>
+struct StateRow4<float> {
+    static __device__ __forceinline__ float4 ld(const float* p) {
+        return __ldcs(reinterpret_cast<const float4*>(p));
+    }
+    static __device__ __forceinline__ void st(float* p, float4 v) {
+        __stcs(reinterpret_cast<float4*>(p), v);
+    }
+};
+template <>
+struct StateRow4<__half> {
+    static __device__ __forceinline__ float4 ld(const __half* p) {
+        return u2ToF4(__ldcs(reinterpret_cast<const uint2*>(p)), false);
+    }
+    static __device__ __forceinline__ void st(__half* p, float4 v) {
+        __half2 lo = __floats2half2_rn(v.x, v.y), hi = __floats2half2_rn(v.z, v.w);
+        uint2 r;
+        r.x = *reinterpret_cast<uint32_t*>(&lo);
+        r.y = *reinterpret_cast<uint32_t*>(&hi);
+        __stcs(reinterpret_cast<uint2*>(p), r);
+    }
+};
+template <>
+struct StateRow4<__nv_bfloat16> {
+    static __device__ __forceinline__ float4 ld(const __nv_bfloat16* p) {
+        return u2ToF4(__ldcs(reinterpret_cast<const uint2*>(p)), true);
+    }
+    static __device__ __forceinline__ void st(__nv_bfloat16* p, float4 v) {
+        __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
+        uint2 r;
+        r.x = *reinterpret_cast<uint32_t*>(&lo);
+        r.y = *reinterpret_cast<uint32_t*>(&hi);
+        __stcs(reinterpret_cast<uint2*>(p), r);
+    }
+};
+
+__device__ __forceinline__ float4 scale4(float4 a, float s) {
+    return make_float4(a.x * s, a.y * s, a.z * s, a.w * s);
+}
+__device__ __forceinline__ float4 fma4s(float4 acc, float w, float4 k) {
+    acc.x = fmaf(w, k.x, acc.x);
+    acc.y = fmaf(w, k.y, acc.y);
+    acc.z = fmaf(w, k.z, acc.z);
+    acc.w = fmaf(w, k.w, acc.w);
+    return acc;
+}
+
+// Reduce-scatter of RW per-row partial sums over a warp. Register slot r of a lane holds row
+// r ^ rowOf(lane) (XOR-permuted slots, see RowScatter): level (W, M) adds the partner's (lane ^ M)
+// slot i + W into slot i, which is the same row on both sides, so no selects are needed; after
+// log2(RW) levels slot 0 holds the sum over the 32 / RW lanes of one group for row rowOf(lane),
+// the final xor levels complete it.
+template <int RW, int W, int M>
+__device__ __forceinline__ void rsLevel(float (&a)[RW]) {
+    if constexpr (W >= 1) {
+#pragma unroll
+        for (int i = 0; i < W; ++i) a[i] += __shfl_xor_sync(kFull, a[i + W], M);
+        rsLevel<RW, W / 2, M / 2>(a);
+    }
+}
+template <int RW>
+struct RowScatter {
+    static constexpr int LPR = 32 / RW;  // lanes per row after the reduction
+    // Row whose full sum `reduce` leaves in `lane`.
+    static __device__ __forceinline__ int rowOf(int lane) {
+        int r = 0;
+#pragma unroll
+        for (int w = RW / 2, m = 16; w >= 1; w >>= 1, m >>= 1)
+            if (lane & m) r += w;
+        return r;
+    }
+    // Lowest lane holding row r.
+    static __device__ __forceinline__ int laneOf(int r) {
+        int l = 0;
+#pragma unroll
+        for (int w = RW / 2, m = 16; w >= 1; w >>= 1, m >>= 1)
+            if (r & w) l |= m;
+        return l;
+    }
+    // Slot r of a lane holds row slotRow(r, rowOf(lane)).
+    static __device__ __forceinline__ int slotRow(int r, int rl) { return r ^ rl; }
+    // a[r] = partial sum of row slotRow(r, rowOf(lane)); returns the full sum of row rowOf(lane).
+    static __device__ __forceinline__ float reduce(float (&a)[RW], int lane) {
+        rsLevel<RW, RW / 2, 16>(a);
+        float x = a[0];
+#pragma unroll
+        for (int m = LPR / 2; m >= 1; m >>= 1) x += __shfl_xor_sync(kFull, x, m);
+        return x;
+    }
+    // Sum over the LPR lanes of a row (all lanes call it).
+    static __device__ __forceinline__ float rowLanesSum(float x) {
+#pragma unroll
+        for (int m = LPR / 2; m >= 1; m >>= 1) x += __shfl_xor_sync(kFull, x, m);
+        return x;
+    }
+};
+
+// The warp's RW rows (row vw + (r ^ rl) into slot r; rows >= nv are zero) and their stores.
+template <int RW, int QPL, typename ST>
+__device__ __forceinline__ void loadWarpRows(float4 (&S)[RW][QPL], const ST* base, int64_t stride_v, int vw, int nv,
+                                             int rl, int lane) {
+    const ST* rp = base + (int64_t)vw * stride_v + lane * 4;
+    if (vw + RW <= nv) {
+#pragma unroll
+        for (int r = 0; r < RW; ++r) {
+            const ST* q = rp + (int64_t)(r ^ rl) * stride_v;
+#pragma unroll
+            for (int i = 0; i < QPL; ++i) S[r][i] = StateRow4<ST>::ld(q + 128 * i);
+        }
+    } else {
+#pragma unroll
+        for (int r = 0; r < RW; ++r) {
+            const ST* q = rp + (int64_t)(r ^ rl) * stride_v;
+#pragma unroll
+            for (int i = 0; i < QPL; ++i)
+                S[r][i] = vw + (r ^ rl) < nv ? StateRow4<ST>::ld(q + 128 * i) : make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+    }
+}
+template <int RW, int QPL, typename ST>
+__device__ __forceinline__ void storeWarpRows(const float4 (&S)[RW][QPL], ST* base, int64_t stride_v, int vw, int nv,
+                                              int rl, int lane) {
+    ST* rp = base + (int64_t)vw * stride_v + lane * 4;
+#pragma unroll
+    for (int r = 0; r < RW; ++r) {
+        if (vw + (r ^ rl) < nv) {
+            ST* q = rp + (int64_t)(r ^ rl) * stride_v;
+#pragma unroll
+            for (int i = 0; i < QPL; ++i) StateRow4<ST>::st(q + 128 * i, S[r][i]);
+        }
+    }
+}
+
+}  // namespace stream
+}  // namespace rssm
