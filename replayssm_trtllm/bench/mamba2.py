@@ -30,12 +30,16 @@ from pathlib import Path
 SHAPES = {"nano": dict(H=96, P=80, N=128, G=8), "super": dict(H=128, P=64, N=128, G=8)}
 
 
+CONV_VARIANTS = (0, 1, 2)  # the conventional decode kernels (variant 3 exists for the replay only)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shapes", default="super,nano", help="comma list of: nano, super")
     parser.add_argument("--batch", default=None, help="comma list of batch sizes (default 256,1; --full: 1,64,256,512)")
     parser.add_argument("--window", default=None, help="comma list of replay windows L (default 16; --full: 8,16,32)")
     parser.add_argument("--tokens", default=None, help="comma list of verify lengths T (default 1,4,8; --full: 1,2,4,8)")
-    parser.add_argument("--variants", default="0,1,2", help="comma list of kernel variants to time (mamba2.h)")
+    parser.add_argument("--variants", default="0,1,2,3",
+                        help="comma list of kernel variants to time (mamba2.h; 3 = stream kernel, replay only)")
     parser.add_argument("--rows", default=None,
                         help="comma list of rows_per_cta to time for every variant (default: a per-variant sweep)")
     parser.add_argument("--state-dtype", default="fp32", choices=["fp32", "fp16", "bf16"])
@@ -180,7 +184,8 @@ def _check(ls, T, variant, rtol=2e-2, atol_frac=1e-2):
     import torch
     mode = 0 if T == 1 else 1
     outs = {}
-    for name, v in (("ref", 0), ("conv", variant), ("replay", variant)):
+    cv = variant if variant in CONV_VARIANTS else 0  # variant 3 is replay-only
+    for name, v in (("ref", 0), ("conv", cv), ("replay", variant)):
         ls.conv[0].copy_(ls.ckpt[0])
         ls.set_cursors(torch.zeros_like(ls.length))
         if name == "replay":
@@ -197,6 +202,8 @@ def _check(ls, T, variant, rtol=2e-2, atol_frac=1e-2):
 
 def _rows_list(variant, sh, chunk, sweep, explicit):
     """rows_per_cta values timed for one variant (0 = the launcher's auto choice first)."""
+    if variant == 3:
+        return [0]  # the stream kernel picks its own rows
     if explicit:
         return explicit
     if not sweep:
@@ -413,10 +420,11 @@ def run(args) -> int:
                 target_case = L == 16 and B in (1, 256)
                 do_sweep = sweep and target_case
                 pts = [(v, r) for v in variants for r in _rows_list(v, sh, ch, do_sweep, explicit_rows)]
+                conv_pts = [(v, r) for v, r in pts if v in CONV_VARIANTS]
                 base = dict(shape=shp, B=B, L=L, T=1)
                 # ---- conventional standard step
                 conv_best, cv, cr = sweep_case(
-                    "conventional", base, pts,
+                    "conventional", base, conv_pts,
                     lambda v, r: (lambda: [ls.conv_step(l, 1, rows=r, variant=v) for l in range(nl)]), nl, by=2 * sb)
                 if conv_best is None:
                     print(f"{shp} B={B} L={L}: no conventional configuration ran; skipped")
@@ -478,7 +486,7 @@ def run(args) -> int:
                     bT = dict(shape=shp, B=B, L=L, T=T)
                     by_pd = sb * (1 + T)
                     t_pd, vpd, rpd = sweep_case(
-                        "conventional per-draft snapshots", bT, [(v, 0) for v in variants],
+                        "conventional per-draft snapshots", bT, [(v, 0) for v in variants if v in CONV_VARIANTS],
                         lambda v, r: (lambda: ls.conv_step(0, T, snap=True, rows=r, variant=v)), 1, by=by_pd,
                         ratio_to_conv_step=lambda t: t / conv_best)
                     K = 2 * L

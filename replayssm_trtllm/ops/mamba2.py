@@ -38,7 +38,9 @@ MAX_WINDOW = 64
 # Kernel designs (``variant`` argument, mamba2.h RSSM_MAMBA2_VARIANT_*): 0 = one CTA per (P tile, head, row),
 # 1 = persistent producer/consumer pipeline with 8 consumer warps, 2 = the same with 4. All compute the same
 # function; variants 1/2 fall back to 0 when the token tensors are not 16-byte aligned (see the header).
-VARIANTS = (0, 1, 2)
+# 3 = stream kernel (replay only: one CTA per (head, row), checkpoint rows in registers; dstate 128/256;
+# the conventional decode refuses it with an error).
+VARIANTS = (0, 1, 2, 3)
 
 DTYPE_CODE = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 STATE_DTYPES = (torch.float32, torch.float16, torch.bfloat16)

@@ -17,8 +17,11 @@ from replayssm_trtllm.reference.testing import random_mamba2_inputs, random_mamb
 
 pytestmark = pytest.mark.gpu
 
-# Kernel designs (mamba2.h RSSM_MAMBA2_VARIANT_*): every test below runs every variant.
+# Kernel designs (mamba2.h RSSM_MAMBA2_VARIANT_*): every test below runs every variant of its kernel
+# (conventional decode: 0-2; replay: 0-3, variant 3 = the stream kernel, dstate 128/256 only).
 VARIANTS = (0, 1, 2)
+REPLAY_VARIANTS = (0, 1, 2, 3)
+REFUSED = -1  # _run_replay: the variant refused the shape as documented (checked, nothing written)
 
 NANO = dict(H=96, P=80, N=128, G=8)
 SUPER = dict(H=128, P=64, N=128, G=8)
@@ -141,6 +144,24 @@ def test_conventional_padded_state_and_misaligned_x(variant):
     _run_conventional((4, 2, SMALL, F32, BF16, True, True, False), variant, state_pad=4, misalign_x=True)
 
 
+def test_conventional_decode_refuses_stream_variant():
+    """Variant 3 is a replay design: the conventional launcher refuses it and writes nothing."""
+    import replayssm_trtllm.ops.mamba2  # noqa: F401
+    g = torch.Generator().manual_seed(5)
+    B, T, sh = 3, 1, SMALL
+    state = random_state((B, sh["H"], sh["P"], sh["N"]), g).cuda()
+    before = state.clone()
+    dev, _ = _inputs(B, T, sh, BF16, g, with_z=True, strided=False)
+    lay, _ = _layer(sh["H"], g)
+    y = torch.full((B, T, sh["H"], sh["P"]), float("nan"), dtype=BF16, device="cuda")
+    with pytest.raises(Exception, match=r"variant 3 \(stream kernel\) exists for Mamba2Replay only"):
+        torch.ops.replayssm.mamba2_decode_out(state, dev["x"], dev["dt_raw"], dev["Bm"], dev["Cm"], lay["A"], lay["D"],
+                                              lay["dt_bias"], dev["z"], torch.arange(B, dtype=torch.int32,
+                                                                                     device="cuda"), None, y, 0, 3)
+    torch.cuda.synchronize()
+    assert torch.equal(state, before) and torch.isnan(y.float()).all()
+
+
 def _run_conventional(case, variant, rows_per_cta=0, state_pad=0, misalign_x=False):
     import replayssm_trtllm.ops.mamba2  # noqa: F401  (registers the ops)
     B, T, sh, st, act, snap, with_z, strided = case
@@ -249,6 +270,18 @@ def _run_replay(B, L, T, mode, sh, st, act, steps, seed, staggered=True, padding
     D_ref = layr["D"] if use_D else torch.zeros_like(layr["D"])
     rt, at = Y_TOL[(act, st)]
     srt, sat = S_TOL[st]
+    if variant == 3 and N not in (128, 256):  # stream kernel: refused with a clear error, nothing written
+        dev, _ = _inputs(B, T, sh, act, g, with_z=with_z, strided=strided)
+        y = torch.full((B, T, H, P), float("nan"), dtype=act, device=d)
+        before = cache["ckpt"].clone()
+        with pytest.raises(Exception, match=r"variant 3 \(stream kernel\) supports dstate 128 or 256; got 64"):
+            torch.ops.replayssm.mamba2_replay_decode_out(
+                cache["ckpt"], cache["ring_dt"], cache["ring_x"], cache["ring_B"], cache["ring_origin"],
+                cache["ring_len"], dev["x"], dev["dt_raw"], dev["Bm"], dev["Cm"], lay["A"], lay["D"], lay["dt_bias"],
+                dev["z"], torch.arange(B, dtype=torch.int32, device=d), L, mode, y, rows_per_cta, variant)
+        torch.cuda.synchronize()
+        assert torch.equal(cache["ckpt"], before) and torch.isnan(y.float()).all()
+        return REFUSED
     n_flush = 0
     for step in range(steps):
         perm = torch.randperm(S, generator=g)[:B].to(torch.int32)
@@ -320,30 +353,31 @@ def _rid(c):
             f"{_DN[st]}state-{_DN[act]}")
 
 
-@pytest.mark.parametrize("variant", VARIANTS, ids=[f"v{v}" for v in VARIANTS])
+@pytest.mark.parametrize("variant", REPLAY_VARIANTS, ids=[f"v{v}" for v in REPLAY_VARIANTS])
 @pytest.mark.parametrize("case", REPLAY_CASES, ids=[_rid(c) for c in REPLAY_CASES])
 def test_replay_decode(case, variant):
     B, L, T, mode, sh, st, act, steps = case
     n_flush = _run_replay(B, L, T, mode, sh, st, act, steps, seed=zlib.crc32(_rid(case).encode()) % 10000,
                           variant=variant)
-    assert n_flush > 0, "case never flushed"
+    assert n_flush > 0 or n_flush == REFUSED, "case never flushed"
 
 
 @pytest.mark.sanitize
-@pytest.mark.parametrize("variant", VARIANTS, ids=[f"v{v}" for v in VARIANTS])
+@pytest.mark.parametrize("variant", REPLAY_VARIANTS, ids=[f"v{v}" for v in REPLAY_VARIANTS])
 def test_replay_decode_sanitize(variant):
     """Small cases for compute-sanitizer (memcheck / racecheck): standard and speculative, flushes."""
     assert _run_replay(3, 4, 1, 0, SMALL, F32, BF16, 6, seed=21, variant=variant) > 0
-    assert _run_replay(3, 4, 3, 1, dict(H=4, P=32, N=64, G=2), F32, F16, 5, seed=22, variant=variant) > 0
+    n64 = dict(H=4, P=32, N=64 if variant != 3 else 128, G=2)  # variant 3: dstate 128/256 only
+    assert _run_replay(3, 4, 3, 1, n64, F32, F16, 5, seed=22, variant=variant) > 0
 
 
-@pytest.mark.parametrize("variant", VARIANTS, ids=[f"v{v}" for v in VARIANTS])
+@pytest.mark.parametrize("variant", REPLAY_VARIANTS, ids=[f"v{v}" for v in REPLAY_VARIANTS])
 @pytest.mark.parametrize("accept", ["all", "one", "random"])
 def test_replay_speculative_acceptance(accept, variant):
     _run_replay(3, 8, 4, 1, SUPER, F32, BF16, 10, seed=7, accept=accept, variant=variant)
 
 
-@pytest.mark.parametrize("variant", VARIANTS, ids=[f"v{v}" for v in VARIANTS])
+@pytest.mark.parametrize("variant", REPLAY_VARIANTS, ids=[f"v{v}" for v in REPLAY_VARIANTS])
 def test_replay_in_phase_no_padding_no_z_strided(variant):
     _run_replay(8, 4, 1, 0, SMALL, F32, BF16, 10, seed=11, staggered=False, padding=False, with_z=False,
                 strided=True, use_D=False, variant=variant)
@@ -351,7 +385,7 @@ def test_replay_in_phase_no_padding_no_z_strided(variant):
                 strided=True, variant=variant)
 
 
-@pytest.mark.parametrize("variant", VARIANTS, ids=[f"v{v}" for v in VARIANTS])
+@pytest.mark.parametrize("variant", REPLAY_VARIANTS, ids=[f"v{v}" for v in REPLAY_VARIANTS])
 def test_replay_padded_checkpoint_rows(variant):
     """Checkpoint rows with a padded stride (variants 1/2: per-row bulk copies)."""
     _run_replay(3, 8, 4, 1, SMALL, F32, BF16, 8, seed=14, variant=variant, state_pad=4)

@@ -58,9 +58,7 @@ __device__ __forceinline__ float roundU(float x, bool bf16) {
 template <typename ST>
 using StateIO = stream::StateRow4<ST>;
 
-__device__ __forceinline__ float dot4(float4 a, float4 b) {
-    return a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
-}
+using stream::dot4;
 __device__ __forceinline__ float4 ld4s(const float* p) { return *reinterpret_cast<const float4*>(p); }
 using stream::scale4;
 

@@ -45,7 +45,11 @@ extern "C" {
 #define RSSM_MAMBA2_VARIANT_TILE 0
 #define RSSM_MAMBA2_VARIANT_PERSISTENT 1
 #define RSSM_MAMBA2_VARIANT_PERSISTENT_SMALL 2
-#define RSSM_MAMBA2_NUM_VARIANTS 3
+// 3  replay only (Mamba2Replay): one CTA per (head, row), the checkpoint rows in registers
+//    (column-per-lane layout of common/stream_rows.cuh), N in {128, 256}; rows_per_cta must be 0.
+//    Mamba2Decode refuses it.
+#define RSSM_MAMBA2_VARIANT_STREAM 3
+#define RSSM_MAMBA2_NUM_VARIANTS 4
 
 // Conventional decode / per-draft-snapshot verify.
 typedef struct Mamba2DecodeParams {

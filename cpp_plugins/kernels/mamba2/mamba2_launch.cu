@@ -256,6 +256,9 @@ extern "C" int rssm_mamba2_decode_launch(const Mamba2DecodeParams* p, cudaStream
     int st = checkCommon(op, p->batch, p->num_tokens, p->nheads, p->headdim, p->dstate, p->ngroups, p->num_slots,
                          p->state_dtype, p->act_dtype, p->dt_dtype, p->rows_per_cta, p->variant);
     if (st) return st;
+    if (p->variant == RSSM_MAMBA2_VARIANT_STREAM)
+        return setError(RSSM_ERR_UNSUPPORTED, "%s: variant 3 (stream kernel) exists for Mamba2Replay only; "
+                        "conventional decode supports variants 0, 1 and 2", op);
     if (!p->x || !p->dt_raw || !p->Bm || !p->Cm || !p->A || !p->y)
         return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: x, dt_raw, Bm, Cm, A and y must not be NULL", op);
     st = checkState(op, "state", p->state, p->state_dtype, p->stride_state_slot, p->stride_state_head,
@@ -334,6 +337,19 @@ extern "C" int rssm_mamba2_replay_launch(const Mamba2ReplayParams* p, cudaStream
     if (p->batch == 0) return RSSM_OK;
     Mamba2ReplayParams q = *p;
     const int sb = stateBytes(q.state_dtype);
+    if (q.variant == RSSM_MAMBA2_VARIANT_STREAM) {
+        if (q.dstate != 128 && q.dstate != 256)
+            return setError(RSSM_ERR_UNSUPPORTED, "%s: variant 3 (stream kernel) supports dstate 128 or 256; got %d "
+                            "(use variant 0, 1 or 2)", op, q.dstate);
+        if (q.rows_per_cta != 0)
+            return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: variant 3 picks its own rows; rows_per_cta must be 0; got %d",
+                            op, q.rows_per_cta);
+        const int rw = replayStreamRowsPerWarp(q.dstate, q.mode, q.num_tokens);
+        const int threads = (q.headdim + rw - 1) / rw * 32;
+        const dim3 grid(1, q.nheads, q.batch);
+        return launch(op, replayStreamKernel(q.state_dtype, q.dstate, q.mode, q.num_tokens), grid, threads,
+                      replayStreamSmemBytes(q.window, q.num_tokens, q.headdim, q.dstate), &q, stream);
+    }
     if (q.variant != RSSM_MAMBA2_VARIANT_TILE) {
         const bool ok = bulkRows(q.x, q.stride_x_b, q.stride_x_t, q.stride_x_h) &&
                         bulkRows(q.z, q.stride_z_b, q.stride_z_t, q.stride_z_h) &&
