@@ -565,9 +565,11 @@ def test_ctypes_struct_sizes():
 
 def test_variant_validation():
     from replayssm_trtllm.ops import gdn as G
-    assert G._check_variant("gdn_replay", 2) == 2
-    with pytest.raises(ValueError, match="variant must be one of"):
-        G._check_variant("gdn_replay", 3)
+    assert G._check_variant("gdn_replay", 2) == 2 and G._check_variant("gdn_replay", 5) == 5
+    with pytest.raises(ValueError, match=r"variant must be one of \(0, 1, 2, 3, 4, 5\); got 6"):
+        G._check_variant("gdn_replay", 6)
+    assert G.default_replay_variant(128) == 4 and G.default_replay_variant(256) == 4
+    assert G.default_replay_variant(64) == 1
 
 
 def test_validation_heads_and_dtype():

@@ -64,20 +64,26 @@ int optinSmem() {
 }
 
 // Raises the dynamic shared-memory limit of `func` (once per kernel) when a launch needs > 48 KB.
+// Opts `func` in to `bytes` of dynamic shared memory. The 48 KB default covers static plus dynamic
+// shared memory together, so the static part (the stream kernel has up to 14 KB) counts too.
 bool allowSmem(const void* func, size_t bytes) {
-    if (bytes <= 48 * 1024) return true;
-    if (bytes > (size_t)optinSmem()) return false;
+    cudaFuncAttributes attr;
+    if (cudaFuncGetAttributes(&attr, func) != cudaSuccess) return false;
+    if (bytes + attr.sharedSizeBytes <= 48 * 1024) return true;
+    if (bytes + attr.sharedSizeBytes > (size_t)optinSmem()) return false;
+    // static + dynamic may not exceed the opt-in limit: raise the dynamic limit to what is left
+    const int dynMax = optinSmem() - (int)attr.sharedSizeBytes;
     static const void* raised[64] = {nullptr};
     for (int i = 0; i < 64; ++i) {
         if (raised[i] == func) return true;
         if (raised[i] == nullptr) {
-            if (cudaFuncSetAttribute(func, cudaFuncAttributeMaxDynamicSharedMemorySize, optinSmem()) != cudaSuccess)
+            if (cudaFuncSetAttribute(func, cudaFuncAttributeMaxDynamicSharedMemorySize, dynMax) != cudaSuccess)
                 return false;
             raised[i] = func;
             return true;
         }
     }
-    return cudaFuncSetAttribute(func, cudaFuncAttributeMaxDynamicSharedMemorySize, optinSmem()) == cudaSuccess;
+    return cudaFuncSetAttribute(func, cudaFuncAttributeMaxDynamicSharedMemorySize, dynMax) == cudaSuccess;
 }
 
 bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
