@@ -86,16 +86,6 @@ if [ $RUN_TESTS -eq 1 ]; then
   grep -E "^(FAILED|ERROR)" "$LOG/gpu-tests.log" | head -20
 fi
 
-for fam in ${BENCH//,/ }; do
-  t0=$(date +%s)
-  args_var="BENCH_ARGS_${fam^^}"; fam_args="${!args_var:-$BENCH_ARGS}"
-  tmo_var="BENCH_TIMEOUT_${fam^^}"; tmo="${!tmo_var:-${BENCH_TIMEOUT:-240}}"
-  timeout $tmo python3 -m replayssm_trtllm bench "$fam" $fam_args > "$LOG/bench-$fam.log" 2>&1
-  rc=$?
-  note "bench $fam: rc=$rc [$(( $(date +%s) - t0 ))s]"
-  cp bench/results/latest-$fam.json "$OUT/" 2>/dev/null
-  tail -30 "$LOG/bench-$fam.log"
-done
 if [ $RUN_SAN -eq 1 ]; then
   for tool in memcheck racecheck; do
     t0=$(date +%s)
@@ -118,6 +108,18 @@ if [ $RUN_HARNESS -eq 1 ]; then
     note "TensorRT plugin enqueue harness: not built (configure with TRT_INC=<TensorRT include dir>)"
   fi
 fi
+
+# benches last: a slow bench cannot starve the checks above of device time
+for fam in ${BENCH//,/ }; do
+  t0=$(date +%s)
+  args_var="BENCH_ARGS_${fam^^}"; fam_args="${!args_var:-$BENCH_ARGS}"
+  tmo_var="BENCH_TIMEOUT_${fam^^}"; tmo="${!tmo_var:-${BENCH_TIMEOUT:-240}}"
+  timeout $tmo python3 -m replayssm_trtllm bench "$fam" $fam_args > "$LOG/bench-$fam.log" 2>&1
+  rc=$?
+  note "bench $fam: rc=$rc [$(( $(date +%s) - t0 ))s]"
+  cp bench/results/latest-$fam.json "$OUT/" 2>/dev/null
+  tail -30 "$LOG/bench-$fam.log"
+done
 
 cp docs/benchmarks.md "$OUT/benchmarks.md" 2>/dev/null
 cp bench/results/*.json "$LOG/" 2>/dev/null

@@ -144,7 +144,7 @@ def test_conventional_padded_state_and_misaligned_x(variant):
     _run_conventional((4, 2, SMALL, F32, BF16, True, True, False), variant, state_pad=4, misalign_x=True)
 
 
-def test_conventional_decode_refuses_stream_variant():
+def test_conventional_decode_refuses_v3():
     """Variant 3 is a replay design: the conventional launcher refuses it and writes nothing."""
     import replayssm_trtllm.ops.mamba2  # noqa: F401
     g = torch.Generator().manual_seed(5)
