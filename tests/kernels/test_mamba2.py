@@ -149,7 +149,7 @@ def test_conventional_decode_refuses_v3():
     import replayssm_trtllm.ops.mamba2  # noqa: F401
     g = torch.Generator().manual_seed(5)
     B, T, sh = 3, 1, SMALL
-    state = random_state((B, sh["H"], sh["P"], sh["N"]), g).cuda()
+    state = random_state((B, sh["H"], sh["P"], sh["N"]), g).to(F32).cuda()
     before = state.clone()
     dev, _ = _inputs(B, T, sh, BF16, g, with_z=True, strided=False)
     lay, _ = _layer(sh["H"], g)
