@@ -36,6 +36,14 @@ L2_ROTATION_FACTOR = 4
 # ----------------------------------------------------------------------------------------------
 # Bandwidth ceiling
 # ----------------------------------------------------------------------------------------------
+def command_line(argv: Optional[Sequence[str]] = None) -> str:
+    """The benchmark command as a user types it (``replayssm-trtllm bench ...``), without this
+    machine's paths: argv[0] (a path to __main__.py or the console script) is replaced by the CLI name."""
+    import sys
+    args = list(sys.argv if argv is None else argv)
+    return " ".join(["replayssm-trtllm"] + args[1:])
+
+
 def measure_copy_bandwidth(nbytes: int = 4 << 30, reps: int = 10, warmup: int = 2,
                            device: Any = None) -> float:
     """Device-to-device copy bandwidth in GB/s (1e9 B/s), counting bytes read plus bytes written.

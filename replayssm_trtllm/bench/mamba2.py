@@ -60,6 +60,11 @@ def _dt(name):
     return {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[name]
 
 
+def _command() -> str:
+    from replayssm_trtllm.bench.common import command_line
+    return command_line()
+
+
 def _git_commit() -> str:
     from replayssm_trtllm.bench.common import git_commit
     return git_commit()
@@ -543,7 +548,7 @@ def run(args) -> int:
         case=f"ring {ov['ring_bytes']} B + cursors 8 B per slot per layer vs fp32 state {ov['state_bytes_fp32']} B")
     result = dict(
         gpu=torch.cuda.get_device_name(), date=datetime.datetime.now().isoformat(timespec="seconds"),
-        command=" ".join(sys.argv), git_commit=_git_commit(), copy_bandwidth_Bps=copy_bw,
+        command=_command(), git_commit=_git_commit(), copy_bandwidth_Bps=copy_bw,
         copy_bandwidth_end_Bps=copy_bw2, variants=variants,
         state_dtype=args.state_dtype, act_dtype=args.act_dtype, peers=peer_status, targets=targets, rows=rows_out,
         best=best_rows)

@@ -160,3 +160,10 @@ def test_gpu_helpers_refuse_without_cuda():
         C.time_graph([lambda: None])
     assert C.l2_cache_bytes() == C.H200_L2_BYTES
     assert C.gpu_name() == "cpu"
+
+
+def test_command_line_has_no_machine_paths():
+    from replayssm_trtllm.bench.common import command_line
+    assert command_line(["/x/y/replayssm_trtllm/__main__.py", "bench", "gdn", "--quick"]) == \
+        "replayssm-trtllm bench gdn --quick"
+    assert command_line(["replayssm-trtllm"]) == "replayssm-trtllm"
