@@ -30,6 +30,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from replayssm_trtllm.bench.common import command_line, git_commit
+
 SHAPES = {"q35-4b": dict(H=16, HV=32, K=128, V=128), "q35-122b": dict(H=16, HV=64, K=128, V=128)}
 
 
@@ -57,14 +59,6 @@ def _dt(name):
     return {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[name]
 
 
-def _command() -> str:
-    from replayssm_trtllm.bench.common import command_line
-    return command_line()
-
-
-def _git_commit() -> str:
-    from replayssm_trtllm.bench.common import git_commit
-    return git_commit()
 
 
 def _common():
@@ -290,7 +284,7 @@ def run(args) -> int:
 
     def write_out(copy_bw_end=None, complete=False):
         out = dict(gpu=gpu, date=datetime.datetime.now(datetime.timezone.utc).isoformat(),
-                   command=_command(), git_commit=_git_commit(), copy_bw_gbps=copy_bw / 1e9,
+                   command=command_line(), git_commit=git_commit(), copy_bw_gbps=copy_bw / 1e9,
                    copy_bw_end_gbps=None if copy_bw_end is None else copy_bw_end / 1e9, complete=complete,
                    state_dtype=args.state_dtype, act_dtype=args.act_dtype, fla_available=fla is not None,
                    variants=variants, correctness_ok=ok_all, targets=targets, results=results)

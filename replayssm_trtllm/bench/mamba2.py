@@ -27,6 +27,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from replayssm_trtllm.bench.common import command_line, git_commit
+
 SHAPES = {"nano": dict(H=96, P=80, N=128, G=8), "super": dict(H=128, P=64, N=128, G=8)}
 
 
@@ -60,14 +62,6 @@ def _dt(name):
     return {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[name]
 
 
-def _command() -> str:
-    from replayssm_trtllm.bench.common import command_line
-    return command_line()
-
-
-def _git_commit() -> str:
-    from replayssm_trtllm.bench.common import git_commit
-    return git_commit()
 
 
 def _time_graph(fn, repeats: int, inner: int = 1):
@@ -548,7 +542,7 @@ def run(args) -> int:
         case=f"ring {ov['ring_bytes']} B + cursors 8 B per slot per layer vs fp32 state {ov['state_bytes_fp32']} B")
     result = dict(
         gpu=torch.cuda.get_device_name(), date=datetime.datetime.now().isoformat(timespec="seconds"),
-        command=_command(), git_commit=_git_commit(), copy_bandwidth_Bps=copy_bw,
+        command=command_line(), git_commit=git_commit(), copy_bandwidth_Bps=copy_bw,
         copy_bandwidth_end_Bps=copy_bw2, variants=variants,
         state_dtype=args.state_dtype, act_dtype=args.act_dtype, peers=peer_status, targets=targets, rows=rows_out,
         best=best_rows)
