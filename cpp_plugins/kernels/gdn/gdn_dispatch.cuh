@@ -150,15 +150,19 @@ cudaError_t launchDecodeStreamKV(const GdnDecodeParams& p, cudaStream_t s) {
     gdnDecodeStreamKernel<K, ST, VAR><<<grid, streamWarps(VAR) * 32, 0, s>>>(p);
     return cudaGetLastError();
 }
+// Full-ring mode (all C ring rows copied before the cursors are read) when the grid is below two
+// waves of the SMs (small batches: latency-bound, the extra ring bytes are free) and the ring fits.
+int streamFullRing(long long ctas, int ring_capacity, int maxT);
 template <int K, typename ST, int MAXT, int VAR>
 cudaError_t launchReplayStreamKTV(const GdnReplayParams& p, cudaStream_t s) {
     constexpr int rows = streamRowsPerCta(K, MAXT, VAR);
     auto* kern = gdnReplayStreamKernel<K, ST, MAXT, VAR>;
-    const int smem = replayStreamSmemBytes(K, rows, p.window, p.num_tokens);
+    dim3 grid((p.head_v + rows - 1) / rows, p.num_v_heads, p.batch);
+    const int full_ring = streamFullRing((long long)grid.x * grid.y * grid.z, p.ring_capacity, MAXT);
+    const int smem = replayStreamSmemBytes(K, rows, full_ring ? p.ring_capacity : p.window, p.num_tokens);
     cudaError_t e = setSmem(kern, smem);
     if (e != cudaSuccess) return e;
-    dim3 grid((p.head_v + rows - 1) / rows, p.num_v_heads, p.batch);
-    kern<<<grid, streamWarps(VAR) * 32, smem, s>>>(p);
+    kern<<<grid, streamWarps(VAR) * 32, smem, s>>>(p, full_ring);
     return cudaGetLastError();
 }
 template <int K, typename ST, int VAR>

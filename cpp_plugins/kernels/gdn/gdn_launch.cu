@@ -105,6 +105,17 @@ int checkQK(const char* op, const void* q, const void* k, int64_t qb, int64_t qt
 #define RSSM_REQUIRE_PTR(op, ptr, name) \
     if ((ptr) == nullptr) return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: '%s' must not be NULL", op, name)
 
+}  // namespace
+
+namespace rssm {
+namespace gdn {
+int streamFullRing(long long ctas, int ring_capacity, int maxT) {
+    return (ctas < 2LL * smCount() && ring_capacity <= GDN_MAX_WINDOW + maxT) ? 1 : 0;
+}
+}  // namespace gdn
+}  // namespace rssm
+
+namespace {
 // Variants 3-5 (stream kernels): column-per-lane layout needs K a multiple of 128; fixed rows per CTA.
 int checkStreamVariant(const char* op, int head_k, int rows_per_cta) {
     if (head_k != 128 && head_k != 256)

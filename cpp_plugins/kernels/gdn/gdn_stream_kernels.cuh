@@ -170,7 +170,7 @@ __global__ void __launch_bounds__(streamWarps(VAR) * 32, streamMinBlocks(VAR))
 // =============================================================================================
 template <int K, typename ST, int MAXT, int VAR>
 __global__ void __launch_bounds__(streamWarps(VAR) * 32, streamMinBlocks(VAR))
-    gdnReplayStreamKernel(const GdnReplayParams p) {
+    gdnReplayStreamKernel(const GdnReplayParams p, int full_ring) {
     constexpr int QPL = K / 128;
     constexpr int kStreamWarps = streamWarps(VAR);
     constexpr int RW = streamRowsPerWarp(K, MAXT, VAR);
@@ -199,19 +199,11 @@ __global__ void __launch_bounds__(streamWarps(VAR) * 32, streamMinBlocks(VAR))
     float4 S[RW][QPL];
     loadWarpRows<RW, QPL, ST>(S, ckpt, p.state_stride_v, vw, p.head_v, rowL, lane);
 
-    const int o0 = p.ring_origin[slot];
-    const int h = p.ring_len[slot];
-    const bool spec = p.mode == GDN_REPLAY_SPECULATIVE;
-    // Cursor invariants (design.md 3.2); a violating row is skipped (the commit kernel reports it).
-    if (h < 0 || h > p.window || o0 < 0 || o0 >= C || (!spec && h >= p.window)) return;
-    const bool flush = spec ? (h + T > p.window) : (h + 1 == p.window);
-    const int nf = spec ? h : h + 1;  // records folded by a flush
-    const int nrec = h + T;
-
+    const int nrr = full_ring ? C : p.window;  // record rows in shared memory
     extern __shared__ __align__(128) unsigned char smem[];  // same declaration as the tile kernels
-    uint16_t* s_u = reinterpret_cast<uint16_t*>(smem);        // [L][ROWS] committed u of this CTA's rows
-    uint16_t* s_kr = s_u + (size_t)p.window * ROWS;           // [L][K] raw committed keys
-    float* s_v = reinterpret_cast<float*>(s_kr + (size_t)p.window * K);  // [T][ROWS]
+    uint16_t* s_u = reinterpret_cast<uint16_t*>(smem);        // [nrr][ROWS] committed u of this CTA's rows
+    uint16_t* s_kr = s_u + (size_t)nrr * ROWS;                // [nrr][K] raw committed keys
+    float* s_v = reinterpret_cast<float*>(s_kr + (size_t)nrr * K);  // [T][ROWS]
     __shared__ __align__(16) float s_kd[MAXT][K];  // normalized draft keys
     __shared__ __align__(16) float s_qd[MAXT][K];  // normalized, scaled queries
     __shared__ float s_P[MAXREC + 1];
@@ -221,7 +213,8 @@ __global__ void __launch_bounds__(streamWarps(VAR) * 32, streamMinBlocks(VAR))
     __shared__ float s_cq[MAXREC][MAXT];  // committed: decay * kn_j.qn_s; drafts: Aq[i][s] (i <= s)
     __shared__ float s_fw[GDN_MAX_WINDOW + 1];
     __shared__ float s_fD;
-    __shared__ float s_ut[ROWS];  // standard flush: this token's (unrounded) u per row
+    __shared__ float s_ut[ROWS];          // standard flush: this token's (unrounded) u per row
+    __shared__ float s_gring[MAXREC];     // full-ring mode: ring_g of every ring position
 
     const uint16_t* ring_u = static_cast<const uint16_t*>(p.ring_u);
     const uint16_t* ring_k = static_cast<const uint16_t*>(p.ring_k);
@@ -230,24 +223,27 @@ __global__ void __launch_bounds__(streamWarps(VAR) * 32, streamMinBlocks(VAR))
     const int64_t rg_base = (int64_t)slot * p.ring_g_stride_slot + hv;
     const int nrows = min(ROWS, p.head_v - v_begin);
 
-    // ---- 2. committed records -> shared (u block of the rows, raw keys) ----
-    {
+    // ---- 2. committed records -> shared (u block of the rows, raw keys): n records starting at ring
+    //         index `first` into shared rows 0..n-1. Full-ring mode (small batches, the launcher's
+    //         choice): all C ring rows in physical order, issued before the cursors are read, so a
+    //         step costs one dependent round trip less; record j then sits in row (o0 + j) % C. ----
+    auto issueRecords = [&](int n, int first) {
         const bool uvec = ((reinterpret_cast<uintptr_t>(ring_u) & 15u) == 0) && p.ring_u_stride_slot % 8 == 0 &&
                           p.ring_u_stride_rec % 8 == 0 && p.ring_u_stride_head % 8 == 0 && nrows % 8 == 0;
         if (uvec) {
             const int UCH = nrows / 8;
 #pragma unroll 1
-            for (int i = tid; i < h * UCH; i += NT) {
+            for (int i = tid; i < n * UCH; i += NT) {
                 const int r = i / UCH, c = i - r * UCH;
-                int ri = o0 + r;
+                int ri = first + r;
                 if (ri >= C) ri -= C;
                 cpAsync16(s_u + r * ROWS + c * 8, ring_u + ru_base + (int64_t)ri * p.ring_u_stride_rec + v_begin + c * 8);
             }
         } else {
 #pragma unroll 1
-            for (int i = tid; i < h * nrows; i += NT) {
+            for (int i = tid; i < n * nrows; i += NT) {
                 const int r = i / nrows, c = i - r * nrows;
-                int ri = o0 + r;
+                int ri = first + r;
                 if (ri >= C) ri -= C;
                 s_u[r * ROWS + c] = ring_u[ru_base + (int64_t)ri * p.ring_u_stride_rec + v_begin + c];
             }
@@ -257,24 +253,47 @@ __global__ void __launch_bounds__(streamWarps(VAR) * 32, streamMinBlocks(VAR))
         if (kvec) {
             constexpr int KCH = K / 8;
 #pragma unroll 1
-            for (int i = tid; i < h * KCH; i += NT) {
+            for (int i = tid; i < n * KCH; i += NT) {
                 const int r = i / KCH, c = i - r * KCH;
-                int ri = o0 + r;
+                int ri = first + r;
                 if (ri >= C) ri -= C;
                 cpAsync16(s_kr + r * K + c * 8, ring_k + rk_base + (int64_t)ri * p.ring_k_stride_rec + c * 8);
             }
         } else {  // contract: 8-byte aligned key rows
             constexpr int KCH = K / 4;
 #pragma unroll 1
-            for (int i = tid; i < h * KCH; i += NT) {
+            for (int i = tid; i < n * KCH; i += NT) {
                 const int r = i / KCH, c = i - r * KCH;
-                int ri = o0 + r;
+                int ri = first + r;
                 if (ri >= C) ri -= C;
                 *reinterpret_cast<uint2*>(s_kr + r * K + c * 4) =
                     ldRaw4(p.ring_k, rk_base + (int64_t)ri * p.ring_k_stride_rec + c * 4);
             }
         }
+    };
+    if (full_ring) {
+        issueRecords(C, 0);
+        if (warp == kStreamWarps - 1)  // the scan warp's gates of every ring position
+            for (int i = lane; i < C; i += 32) cpAsync4(s_gring + i, p.ring_g + rg_base + (int64_t)i * p.ring_g_stride_rec);
     }
+
+    const int o0 = p.ring_origin[slot];
+    const int h = p.ring_len[slot];
+    const bool spec = p.mode == GDN_REPLAY_SPECULATIVE;
+    // Cursor invariants (design.md 3.2); a violating row is skipped (the commit kernel reports it).
+    if (h < 0 || h > p.window || o0 < 0 || o0 >= C || (!spec && h >= p.window)) {
+        cpAsyncWaitAll();  // drain the copies into this CTA's shared memory (full-ring mode)
+        return;
+    }
+    const bool flush = spec ? (h + T > p.window) : (h + 1 == p.window);
+    const int nf = spec ? h : h + 1;  // records folded by a flush
+    const int nrec = h + T;
+    if (!full_ring) issueRecords(h, o0);
+    auto recRow = [&](int j) {  // shared row of committed record j
+        if (!full_ring) return j;
+        const int r = o0 + j;
+        return r >= C ? r - C : r;
+    };
     // ---- 3. this step's inputs: values, drafts (warp s normalizes draft s) ----
     const int64_t vbase = (int64_t)b * p.v_stride_b + (int64_t)hv * p.v_stride_h;
 #pragma unroll 1
@@ -290,6 +309,10 @@ __global__ void __launch_bounds__(streamWarps(VAR) * 32, streamMinBlocks(VAR))
     }
     // Gates and prefix sums of g over records 0..h+T-1: the last warp, from the ring and the inputs.
     if (warp == kStreamWarps - 1) {
+        if (full_ring) {  // this warp's own gate copies
+            cpAsyncWaitAll();
+            __syncwarp();
+        }
         float carry = 0.f;
         if (lane == 0) s_P[0] = 0.f;
         for (int base = 0; base < nrec; base += 32) {
@@ -298,7 +321,7 @@ __global__ void __launch_bounds__(streamWarps(VAR) * 32, streamMinBlocks(VAR))
             if (j < h) {
                 int ri = o0 + j;
                 if (ri >= C) ri -= C;
-                g = p.ring_g[rg_base + (int64_t)ri * p.ring_g_stride_rec];
+                g = full_ring ? s_gring[ri] : p.ring_g[rg_base + (int64_t)ri * p.ring_g_stride_rec];
             } else if (j < nrec) {
                 const int s = j - h;
                 const float a = ldAct(p.a, b * p.a_stride_b + s * p.a_stride_t + hv, bf16);
@@ -335,42 +358,59 @@ __global__ void __launch_bounds__(streamWarps(VAR) * 32, streamMinBlocks(VAR))
     cpAsyncWaitAll();
     __syncthreads();  // (A) records, values, drafts, gates, prefix sums visible
 
-    // ---- 4. per-record dots with the drafts (a warp per record) -> decay coefficients ----
+    // ---- 4. per-record dots with the drafts (K / 8 lanes per record: 2 records per warp per pass at K = 128) ->
+    //         decay coefficients. A record's K elements are split over its RL lanes (2 quads
+    //         each, quad index sl + RL i); the 1 + 2T sums reduce over log2(RL) xor levels. ----
+    {
+        constexpr int RL = K == 128 ? 16 : 32;  // lanes per record (2 quads per lane)
+        constexpr int RQ = K / 4 / RL;  // quads per lane
+        const int sl = lane & (RL - 1);
+        const int rpp = kStreamWarps * (32 / RL);  // records per pass of the CTA
 #pragma unroll 1
-    for (int r = warp; r < nrec; r += kStreamWarps) {
-        const bool committed = r < h;
-        float4 kr[QPL];
-        float ss = 0.f;
+        for (int rb = 0; rb < nrec; rb += rpp) {  // CTA-uniform trip count: all lanes shuffle
+            const int r = rb + warp * (32 / RL) + (lane / RL);
+            const bool active = r < nrec;
+            const bool committed = r < h;
+            float4 kr[RQ];
+            float ss = 0.f;
 #pragma unroll
-        for (int i = 0; i < QPL; ++i) {
-            const int e = (lane + 32 * i) * 4;
-            kr[i] = committed ? u2ToF4(*reinterpret_cast<const uint2*>(s_kr + r * K + e), bf16) : ld4s(&s_kd[r - h][e]);
-            ss += dot4(kr[i], kr[i]);
-        }
-        const float inv = committed ? rsqrtf(warpSum(ss) + kL2Eps) : 1.f;
-        if (committed && lane == 0) s_inv[r] = inv;
-        const float Pr = s_P[r + 1];
-#pragma unroll 1
-        for (int s = 0; s < T; ++s) {
-            float dk = 0.f, dq = 0.f;
-#pragma unroll
-            for (int i = 0; i < QPL; ++i) {
-                const int e = (lane + 32 * i) * 4;
-                dk += dot4(kr[i], ld4s(&s_kd[s][e]));
-                dq += dot4(kr[i], ld4s(&s_qd[s][e]));
+            for (int i = 0; i < RQ; ++i) {
+                const int e = (sl + RL * i) * 4;
+                kr[i] = !active ? make_float4(0.f, 0.f, 0.f, 0.f)
+                        : committed ? u2ToF4(*reinterpret_cast<const uint2*>(s_kr + recRow(r) * K + e), bf16)
+                                    : ld4s(&s_kd[r - h][e]);
+                ss += dot4(kr[i], kr[i]);
             }
-            dk = warpSum(dk) * inv;
-            dq = warpSum(dq) * inv;
-            if (lane == 0) {
-                const float gam = __expf(s_P[h + s + 1] - Pr);
-                float ck = gam * dk, cq = gam * dq;
-                if (!committed) {  // draft i = r - h: strict upper for keys, upper for queries
-                    const int di = r - h;
-                    if (di >= s) ck = 0.f;
-                    if (di > s) cq = 0.f;
+#pragma unroll
+            for (int m = RL / 2; m >= 1; m >>= 1) ss += __shfl_xor_sync(kFull, ss, m);
+            const float inv = committed ? rsqrtf(ss + kL2Eps) : 1.f;
+            if (active && committed && sl == 0) s_inv[r] = inv;
+            const float Pr = active ? s_P[r + 1] : 0.f;
+#pragma unroll 1
+            for (int s = 0; s < T; ++s) {
+                float dk = 0.f, dq = 0.f;
+#pragma unroll
+                for (int i = 0; i < RQ; ++i) {
+                    const int e = (sl + RL * i) * 4;
+                    dk += dot4(kr[i], ld4s(&s_kd[s][e]));
+                    dq += dot4(kr[i], ld4s(&s_qd[s][e]));
                 }
-                s_ck[r][s] = ck;
-                s_cq[r][s] = cq;
+#pragma unroll
+                for (int m = RL / 2; m >= 1; m >>= 1) {
+                    dk += __shfl_xor_sync(kFull, dk, m);
+                    dq += __shfl_xor_sync(kFull, dq, m);
+                }
+                if (active && sl == 0) {
+                    const float gam = __expf(s_P[h + s + 1] - Pr);
+                    float ck = gam * dk * inv, cq = gam * dq * inv;
+                    if (!committed) {  // draft i = r - h: strict upper for keys, upper for queries
+                        const int di = r - h;
+                        if (di >= s) ck = 0.f;
+                        if (di > s) cq = 0.f;
+                    }
+                    s_ck[r][s] = ck;
+                    s_cq[r][s] = cq;
+                }
             }
         }
     }
@@ -419,7 +459,7 @@ __global__ void __launch_bounds__(streamWarps(VAR) * 32, streamMinBlocks(VAR))
         for (int s = 0; s < MAXT; ++s) xs[s] = ys[s] = 0.f;
 #pragma unroll 2
         for (int j = sub; j < h; j += LPR) {
-            const float uj = u16ToF(s_u[j * ROWS + vl], ubf16);
+            const float uj = u16ToF(s_u[recRow(j) * ROWS + vl], ubf16);
 #pragma unroll
             for (int s = 0; s < MAXT; ++s) {
                 if (s < T) {
@@ -472,14 +512,14 @@ __global__ void __launch_bounds__(streamWarps(VAR) * 32, streamMinBlocks(VAR))
 #pragma unroll
             for (int i = 0; i < QPL; ++i) {
                 const int e = (lane + 32 * i) * 4;
-                kj[i] = rec ? scale4(u2ToF4(*reinterpret_cast<const uint2*>(s_kr + j * K + e), bf16), s_inv[j])
+                kj[i] = rec ? scale4(u2ToF4(*reinterpret_cast<const uint2*>(s_kr + recRow(j) * K + e), bf16), s_inv[j])
                             : ld4s(&s_kd[0][e]);  // standard mode: the current token, unrounded u
             }
             const float fw = s_fw[j];
 #pragma unroll
             for (int r = 0; r < RW; ++r) {
                 const int rl = warp * RW + (r ^ rowL);  // local row held in slot r
-                const float w = fw * (rec ? u16ToF(s_u[j * ROWS + rl], ubf16) : s_ut[rl]);
+                const float w = fw * (rec ? u16ToF(s_u[recRow(j) * ROWS + rl], ubf16) : s_ut[rl]);
 #pragma unroll
                 for (int i = 0; i < QPL; ++i) S[r][i] = fma4s(S[r][i], w, kj[i]);
             }
