@@ -111,6 +111,10 @@ __device__ __forceinline__ void cpAsync16(void* smemPtr, const void* gmemPtr) {
     const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smemPtr));
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmemPtr) : "memory");
 }
+__device__ __forceinline__ void cpAsync4(void* smemPtr, const void* gmemPtr) {
+    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smemPtr));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(gmemPtr) : "memory");
+}
 __device__ __forceinline__ void cpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 __device__ __forceinline__ void cpAsyncWaitAll() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 

@@ -353,8 +353,23 @@ extern "C" int rssm_mamba2_replay_launch(const Mamba2ReplayParams* p, cudaStream
         const int rw = replayStreamRowsPerWarp(q.dstate, q.mode, q.num_tokens);
         const int threads = (q.headdim + rw - 1) / rw * 32;
         const dim3 grid(1, q.nheads, q.batch);
-        return launch(op, replayStreamKernel(q.state_dtype, q.dstate, q.mode, q.num_tokens), grid, threads,
-                      replayStreamSmemBytes(q.window, q.num_tokens, q.headdim, q.dstate), &q, stream);
+        // full-ring mode (every ring row copied before the cursors are read) below two waves of CTAs
+        const int maxT = q.mode == 0 ? 1 : (q.num_tokens <= 2 ? 2 : q.num_tokens <= 4 ? 4 : 8);
+        int fullRing = ((long long)q.nheads * q.batch < 2LL * smCount() &&
+                        q.ring_capacity <= RSSM_MAMBA2_MAX_WINDOW + maxT) ? 1 : 0;
+        const void* func = replayStreamKernel(q.state_dtype, q.dstate, q.mode, q.num_tokens);
+        const size_t smem = replayStreamSmemBytes(fullRing ? q.ring_capacity : q.window, q.num_tokens, q.headdim,
+                                                  q.dstate);
+        if (!func) return setError(RSSM_ERR_UNSUPPORTED, "%s: no kernel for this combination", op);
+        if (!allowSmem(func, smem))
+            return setError(RSSM_ERR_UNSUPPORTED, "%s: needs %zu bytes of shared memory per CTA; the device allows %d "
+                            "(lower the window)", op, smem, optinSmem());
+        void* args[] = {&q, &fullRing};
+        cudaError_t e = cudaLaunchKernel(func, grid, dim3(threads), args, smem, stream);
+        if (e == cudaSuccess) e = cudaGetLastError();
+        if (e != cudaSuccess)
+            return setError(RSSM_ERR_CUDA, "%s: kernel launch failed: %s", op, cudaGetErrorString(e));
+        return RSSM_OK;
     }
     if (q.variant != RSSM_MAMBA2_VARIANT_TILE) {
         const bool ok = bulkRows(q.x, q.stride_x_b, q.stride_x_t, q.stride_x_h) &&

@@ -86,9 +86,7 @@ __device__ __forceinline__ uint64_t policyEvictFirst() {
     asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
     return pol;
 }
-__device__ __forceinline__ void cpAsync4(void* dst, const void* src) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smemU32(dst)), "l"(src) : "memory");
-}
+// cpAsync4: mamba2_common.cuh
 // The mbarrier receives one arrival when all prior cp.async of this thread have completed (counted
 // in the barrier's expected arrivals: .noinc).
 __device__ __forceinline__ void cpAsyncArriveNoinc(uint64_t* bar) {

@@ -16,13 +16,14 @@ namespace rssm {
 namespace mamba2 {
 
 __host__ __device__ constexpr int streamRowsPerWarpM2(int N, int maxT) { return (N == 128 && maxT <= 2) ? 16 : 8; }
-// Dynamic shared memory: x bits [L + T][P] and B bits [L + T][N] of the records.
-__host__ __device__ inline size_t replayStreamSmemBytesM2(int L, int T, int P, int N) {
-    return (size_t)(L + T) * (size_t)(P + N) * 2u;
+// Dynamic shared memory: x bits [R + T][P] and B bits [R + T][N] of the records, R = L (committed
+// records in logical order) or C (full-ring mode: every ring row in physical order).
+__host__ __device__ inline size_t replayStreamSmemBytesM2(int R, int T, int P, int N) {
+    return (size_t)(R + T) * (size_t)(P + N) * 2u;
 }
 
 template <typename ST, int N, int MAXT>
-__global__ void __launch_bounds__(512) mamba2ReplayStreamKernel(const Mamba2ReplayParams p) {
+__global__ void __launch_bounds__(512) mamba2ReplayStreamKernel(const Mamba2ReplayParams p, int full_ring) {
     constexpr int QPL = N / 128;
     constexpr int RW = streamRowsPerWarpM2(N, MAXT);
     using RS = stream::RowScatter<RW>;
@@ -48,6 +49,41 @@ __global__ void __launch_bounds__(512) mamba2ReplayStreamKernel(const Mamba2Repl
     stream::loadWarpRows<RW, QPL, ST>(S, ckpt, p.stride_state_p, vw, P, rowL, lane);
 
     uint16_t* yg = static_cast<uint16_t*>(p.y) + (int64_t)b * p.stride_y_b + (int64_t)head * p.stride_y_h;
+    const int64_t ringRowSlot = (int64_t)slot * Cap;
+    // Shared rows of the records: committed records in rows 0..h-1 (logical order), or, in full-ring
+    // mode (small batches, the launcher's choice), every ring row in physical order (rows 0..C-1,
+    // copied before the cursors are read); this step's tokens follow at row R + s.
+    const int R = full_ring ? Cap : L;
+    extern __shared__ __align__(128) unsigned char smemM2[];
+    uint16_t* sXs = reinterpret_cast<uint16_t*>(smemM2);  // [R + T][P] x_j bits
+    uint16_t* sRB = sXs + (size_t)(R + T) * P;             // [R + T][N] B_j bits
+    __shared__ __align__(16) float sC[MAXT][N];
+    __shared__ float sZ[MAXT][128];                        // silu(z_s[p]) (1 without a gate); P <= 128
+    __shared__ float sDt[MAXREC], sCum[MAXREC], sFw[MAXREC];
+    __shared__ float sDtRing[MAXREC];                      // full-ring mode: ring dt of every ring row
+    __shared__ float sCoef[MAXT][MAXREC];
+    __shared__ float sGam[MAXT + 1];
+
+    // ---- 2. committed records: B_j (group row), x_j (head rows) by cp.async, dt_j: n ring rows from
+    //         ring index `first` into shared rows 0..n-1
+    auto issueRecords = [&](int n, int first, float* dtDst) {
+        const uint16_t* rB = static_cast<const uint16_t*>(p.ring_B);
+        constexpr int kBV = N / 8;
+        for (int i = tid; i < n * kBV; i += NT) {
+            const int j = i / kBV, v = i - j * kBV;
+            cpAsync16(sRB + j * N + v * 8, rB + ((ringRowSlot + (first + j) % Cap) * G + g) * N + v * 8);
+        }
+        const uint16_t* rX = static_cast<const uint16_t*>(p.ring_x);
+        const int nvec = P >> 3;  // P % 8 == 0
+        for (int i = tid; i < n * nvec; i += NT) {
+            const int j = i / nvec, v = i - j * nvec;
+            cpAsync16(sXs + j * P + v * 8, rX + ((ringRowSlot + (first + j) % Cap) * H + head) * P + v * 8);
+        }
+        cpAsyncCommit();
+        for (int j = tid; j < n; j += NT) cpAsync4(dtDst + j, p.ring_dt + (ringRowSlot + (first + j) % Cap) * H + head);
+    };
+    if (full_ring) issueRecords(Cap, 0, sDtRing);
+
     const int o = p.ring_origin[slot];
     const int h = p.ring_len[slot];
     const bool valid = o >= 0 && o < Cap && h >= 0 && (p.mode == 0 ? h <= L - 1 : h <= L) && h + T <= Cap;
@@ -56,39 +92,20 @@ __global__ void __launch_bounds__(512) mamba2ReplayStreamKernel(const Mamba2Repl
             const int s = i / P, row = i - s * P;
             yg[s * p.stride_y_t + row] = floatToAct(__int_as_float(0x7fc00000), actBf16);
         }
+        cpAsyncWaitAll();  // drain the copies into this CTA's shared memory (full-ring mode)
         return;
     }
     const bool flush = p.mode == 0 ? (h + 1 == L) : (h + T > L);
     const int nf = flush ? (p.mode == 0 ? h + 1 : h) : 0;  // records folded into the checkpoint
     const int nrec = h + T;
-    const int64_t ringRowSlot = (int64_t)slot * Cap;
+    if (!full_ring) issueRecords(h, o, sDt);
+    auto recRow = [&](int j) {  // shared row of record j (committed j < h, this step's tokens after)
+        if (j >= h) return R + (j - h);
+        if (!full_ring) return j;
+        const int r = o + j;
+        return r >= Cap ? r - Cap : r;
+    };
 
-    extern __shared__ __align__(128) unsigned char smemM2[];
-    uint16_t* sXs = reinterpret_cast<uint16_t*>(smemM2);  // [L + T][P] x_j bits
-    uint16_t* sRB = sXs + (size_t)(L + T) * P;             // [L + T][N] B_j bits
-    __shared__ __align__(16) float sC[MAXT][N];
-    __shared__ float sZ[MAXT][128];                        // silu(z_s[p]) (1 without a gate); P <= 128
-    __shared__ float sDt[MAXREC], sCum[MAXREC], sFw[MAXREC];
-    __shared__ float sCoef[MAXT][MAXREC];
-    __shared__ float sGam[MAXT + 1];
-
-    // ---- 2. committed records: B_j (group row), x_j (head rows) by cp.async, dt_j by loads
-    {
-        const uint16_t* rB = static_cast<const uint16_t*>(p.ring_B);
-        constexpr int kBV = N / 8;
-        for (int i = tid; i < h * kBV; i += NT) {
-            const int j = i / kBV, v = i - j * kBV;
-            cpAsync16(sRB + j * N + v * 8, rB + ((ringRowSlot + (o + j) % Cap) * G + g) * N + v * 8);
-        }
-        const uint16_t* rX = static_cast<const uint16_t*>(p.ring_x);
-        const int nvec = P >> 3;  // P % 8 == 0
-        for (int i = tid; i < h * nvec; i += NT) {
-            const int j = i / nvec, v = i - j * nvec;
-            cpAsync16(sXs + j * P + v * 8, rX + ((ringRowSlot + (o + j) % Cap) * H + head) * P + v * 8);
-        }
-        cpAsyncCommit();
-        for (int j = tid; j < h; j += NT) sDt[j] = p.ring_dt[(ringRowSlot + (o + j) % Cap) * H + head];
-    }
     // ---- 3. this step's tokens: records h..h+T-1, appended to the ring
     {
         const bool writeB = head % hpg == 0;  // one CTA per group writes ring_B
@@ -98,7 +115,7 @@ __global__ void __launch_bounds__(512) mamba2ReplayStreamKernel(const Mamba2Repl
         for (int i = tid; i < T * N; i += NT) {
             const int s = i / N, n = i - s * N;
             const uint16_t bb = Bg[s * p.stride_B_t + n];
-            sRB[(h + s) * N + n] = bb;
+            sRB[(R + s) * N + n] = bb;
             sC[s][n] = actToFloat(Cg[s * p.stride_C_t + n], actBf16);
             if (writeB) wB[((ringRowSlot + (o + h + s) % Cap) * G + g) * N + n] = bb;
         }
@@ -116,13 +133,17 @@ __global__ void __launch_bounds__(512) mamba2ReplayStreamKernel(const Mamba2Repl
         for (int i = tid; i < T * P; i += NT) {
             const int s = i / P, row = i - s * P;
             const uint16_t bits = xg[s * p.stride_x_t + row];
-            sXs[(h + s) * P + row] = bits;
+            sXs[(R + s) * P + row] = bits;
             sZ[s][row] = zg ? siluF(actToFloat(zg[s * p.stride_z_t + row], actBf16)) : 1.f;
             wX[((ringRowSlot + (o + h + s) % Cap) * H + head) * P + row] = bits;
         }
     }
     cpAsyncWaitAll();
     __syncthreads();  // (A)
+    if (full_ring) {  // committed dt in logical order (sDt[h..] holds this step's tokens)
+        for (int j = tid; j < h; j += NT) sDt[j] = sDtRing[recRow(j)];
+        __syncthreads();
+    }
 
     // ---- 4. prefix sums of the log-decays (warp 0), K^T Q dots (all warps, a record per warp)
     const float Ah = p.A[head];
@@ -145,7 +166,7 @@ __global__ void __launch_bounds__(512) mamba2ReplayStreamKernel(const Mamba2Repl
         float4 bq[QPL];
 #pragma unroll
         for (int i = 0; i < QPL; ++i)
-            bq[i] = stream::u2ToF4(*reinterpret_cast<const uint2*>(sRB + j * N + (lane + 32 * i) * 4), actBf16);
+            bq[i] = stream::u2ToF4(*reinterpret_cast<const uint2*>(sRB + recRow(j) * N + (lane + 32 * i) * 4), actBf16);
         for (int s = (j > h ? j - h : 0); s < T; ++s) {  // token s sees records j <= h + s
             float acc = 0.f;
 #pragma unroll
@@ -192,10 +213,11 @@ __global__ void __launch_bounds__(512) mamba2ReplayStreamKernel(const Mamba2Repl
             const float Y = RS::reduce(part, lane) * sGam[s];
             float ring = 0.f;
             if (row < P)
-                for (int j = sub; j <= h + s; j += LPR) ring = fmaf(sCoef[s][j], actToFloat(sXs[j * P + row], actBf16), ring);
+                for (int j = sub; j <= h + s; j += LPR)
+                    ring = fmaf(sCoef[s][j], actToFloat(sXs[recRow(j) * P + row], actBf16), ring);
             ring = RS::rowLanesSum(ring);
             if (row < P && (s % LPR) == sub) {
-                const float xs = actToFloat(sXs[(h + s) * P + row], actBf16);
+                const float xs = actToFloat(sXs[(R + s) * P + row], actBf16);
                 const float yv = fmaf(Dh, xs, Y + ring) * sZ[s][row];
                 yg[s * p.stride_y_t + row] = floatToAct(yv, actBf16);
             }
@@ -213,12 +235,12 @@ __global__ void __launch_bounds__(512) mamba2ReplayStreamKernel(const Mamba2Repl
             float4 bq[QPL];
 #pragma unroll
             for (int i = 0; i < QPL; ++i)
-                bq[i] = stream::u2ToF4(*reinterpret_cast<const uint2*>(sRB + j * N + (lane + 32 * i) * 4), actBf16);
+                bq[i] = stream::u2ToF4(*reinterpret_cast<const uint2*>(sRB + recRow(j) * N + (lane + 32 * i) * 4), actBf16);
             const float fw = sFw[j];
 #pragma unroll
             for (int r = 0; r < RW; ++r) {
                 const int rr = vw + (r ^ rowL);  // row held in slot r
-                const float xw = rr < P ? fw * actToFloat(sXs[j * P + rr], actBf16) : 0.f;
+                const float xw = rr < P ? fw * actToFloat(sXs[recRow(j) * P + rr], actBf16) : 0.f;
 #pragma unroll
                 for (int i = 0; i < QPL; ++i) S[r][i] = stream::fma4s(S[r][i], xw, bq[i]);
             }
