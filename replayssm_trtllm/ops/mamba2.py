@@ -201,9 +201,12 @@ def _opt_ptr(t):
     return t.data_ptr() if t is not None else None
 
 
+AUTO = -1  # the launcher picks the fastest verified design (mamba2.h RSSM_MAMBA2_VARIANT_AUTO)
+
+
 def _check_variant(op: str, variant: int) -> int:
-    if not isinstance(variant, int) or variant not in VARIANTS:
-        raise ValueError(f"{op}: variant must be one of {VARIANTS}; got {variant!r}")
+    if not isinstance(variant, int) or (variant not in VARIANTS and variant != AUTO):
+        raise ValueError(f"{op}: variant must be one of {VARIANTS} or {AUTO} (auto); got {variant!r}")
     return variant
 
 
@@ -240,7 +243,7 @@ def validate_decode_args(state, x, dt_raw, B, C, A, D, dt_bias, z, state_batch_i
 
 
 def _decode_launch(state, x, dt_raw, B, C, A, D, dt_bias, z, state_batch_indices, snapshots, rows_per_cta, y,
-                   variant=0):
+                   variant=AUTO):
     (x4, dt4, B4, C4, z4, squeezed), (Bsz, T, H, P, G, N, S) = validate_decode_args(
         state, x, dt_raw, B, C, A, D, dt_bias, z, state_batch_indices, snapshots)
     _check_out("mamba2_decode", y, x)
@@ -270,7 +273,7 @@ def _decode_launch(state, x, dt_raw, B, C, A, D, dt_bias, z, state_batch_indices
 def mamba2_decode(state: torch.Tensor, x: torch.Tensor, dt_raw: torch.Tensor, B: torch.Tensor, C: torch.Tensor,
                   A: torch.Tensor, D: Optional[torch.Tensor], dt_bias: Optional[torch.Tensor],
                   z: Optional[torch.Tensor], state_batch_indices: Optional[torch.Tensor],
-                  snapshots: Optional[torch.Tensor], rows_per_cta: int = 0, variant: int = 0) -> torch.Tensor:
+                  snapshots: Optional[torch.Tensor], rows_per_cta: int = 0, variant: int = AUTO) -> torch.Tensor:
     """Conventional decode of T tokens per row; returns y like x.
 
     ``snapshots is None``: the state of each row's slot is updated in place (T = 1: one standard step).
@@ -284,7 +287,7 @@ def mamba2_decode(state: torch.Tensor, x: torch.Tensor, dt_raw: torch.Tensor, B:
 
 @mamba2_decode.register_fake
 def _mamba2_decode_fake(state, x, dt_raw, B, C, A, D, dt_bias, z, state_batch_indices, snapshots,
-                        rows_per_cta=0, variant=0):
+                        rows_per_cta=0, variant=AUTO):
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
@@ -293,14 +296,14 @@ def mamba2_decode_out(state: torch.Tensor, x: torch.Tensor, dt_raw: torch.Tensor
                       C: torch.Tensor, A: torch.Tensor, D: Optional[torch.Tensor], dt_bias: Optional[torch.Tensor],
                       z: Optional[torch.Tensor], state_batch_indices: Optional[torch.Tensor],
                       snapshots: Optional[torch.Tensor], y: torch.Tensor, rows_per_cta: int = 0,
-                      variant: int = 0) -> None:
+                      variant: int = AUTO) -> None:
     """:func:`mamba2_decode` writing into a preallocated ``y`` (shape/dtype of x, last dim contiguous)."""
     _decode_launch(state, x, dt_raw, B, C, A, D, dt_bias, z, state_batch_indices, snapshots, rows_per_cta, y, variant)
 
 
 @mamba2_decode_out.register_fake
 def _mamba2_decode_out_fake(state, x, dt_raw, B, C, A, D, dt_bias, z, state_batch_indices, snapshots, y,
-                            rows_per_cta=0, variant=0):
+                            rows_per_cta=0, variant=AUTO):
     return None
 
 
@@ -341,7 +344,7 @@ def validate_replay_args(state, ring_dt, ring_x, ring_B, ring_origin, ring_len, 
 
 
 def _replay_launch(state, ring_dt, ring_x, ring_B, ring_origin, ring_len, x, dt_raw, B, C, A, D, dt_bias, z,
-                   state_batch_indices, window, mode, rows_per_cta, y, variant=0):
+                   state_batch_indices, window, mode, rows_per_cta, y, variant=AUTO):
     (x4, dt4, B4, C4, z4, squeezed), (Bsz, T, H, P, G, N, S, Cap, mode_i) = validate_replay_args(
         state, ring_dt, ring_x, ring_B, ring_origin, ring_len, x, dt_raw, B, C, A, D, dt_bias, z,
         state_batch_indices, window, mode)
@@ -373,7 +376,7 @@ def mamba2_replay_decode(state: torch.Tensor, ring_dt: torch.Tensor, ring_x: tor
                          B: torch.Tensor, C: torch.Tensor, A: torch.Tensor, D: Optional[torch.Tensor],
                          dt_bias: Optional[torch.Tensor], z: Optional[torch.Tensor],
                          state_batch_indices: Optional[torch.Tensor], window: int, mode: int,
-                         rows_per_cta: int = 0, variant: int = 0) -> torch.Tensor:
+                         rows_per_cta: int = 0, variant: int = AUTO) -> torch.Tensor:
     """ReplaySSM decode step of one layer; returns y like x. Cursors are read, never written: run
     ``replay_commit`` once after all layers of the model step. Padding rows: y rows not written."""
     y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
@@ -384,7 +387,7 @@ def mamba2_replay_decode(state: torch.Tensor, ring_dt: torch.Tensor, ring_x: tor
 
 @mamba2_replay_decode.register_fake
 def _mamba2_replay_decode_fake(state, ring_dt, ring_x, ring_B, ring_origin, ring_len, x, dt_raw, B, C, A, D,
-                               dt_bias, z, state_batch_indices, window, mode, rows_per_cta=0, variant=0):
+                               dt_bias, z, state_batch_indices, window, mode, rows_per_cta=0, variant=AUTO):
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
@@ -395,7 +398,7 @@ def mamba2_replay_decode_out(state: torch.Tensor, ring_dt: torch.Tensor, ring_x:
                              x: torch.Tensor, dt_raw: torch.Tensor, B: torch.Tensor, C: torch.Tensor,
                              A: torch.Tensor, D: Optional[torch.Tensor], dt_bias: Optional[torch.Tensor],
                              z: Optional[torch.Tensor], state_batch_indices: Optional[torch.Tensor], window: int,
-                             mode: int, y: torch.Tensor, rows_per_cta: int = 0, variant: int = 0) -> None:
+                             mode: int, y: torch.Tensor, rows_per_cta: int = 0, variant: int = AUTO) -> None:
     """:func:`mamba2_replay_decode` writing into a preallocated ``y``."""
     _replay_launch(state, ring_dt, ring_x, ring_B, ring_origin, ring_len, x, dt_raw, B, C, A, D, dt_bias, z,
                    state_batch_indices, window, mode, rows_per_cta, y, variant)
@@ -403,5 +406,5 @@ def mamba2_replay_decode_out(state: torch.Tensor, ring_dt: torch.Tensor, ring_x:
 
 @mamba2_replay_decode_out.register_fake
 def _mamba2_replay_decode_out_fake(state, ring_dt, ring_x, ring_B, ring_origin, ring_len, x, dt_raw, B, C, A, D,
-                                   dt_bias, z, state_batch_indices, window, mode, y, rows_per_cta=0, variant=0):
+                                   dt_bias, z, state_batch_indices, window, mode, y, rows_per_cta=0, variant=AUTO):
     return None

@@ -481,3 +481,10 @@ def test_report_error_stats():
         worst = sorted(_stats, key=lambda s: -s[2])[:8]
         for name, mx, rr in worst:
             print(f"[mamba2 err] {name}: max abs {mx:.3e}, rel RMS {rr:.3e}")
+
+
+@pytest.mark.parametrize("B,sh", [(1, SUPER), (64, SMALL)], ids=["B1-super-stream", "B64-small-persistent"])
+def test_replay_auto_variant(B, sh):
+    """variant = -1 (the op default): the launcher's choice gives the same results as the reference."""
+    assert _run_replay(B, 8, 1, 0, sh, F32, BF16, 10, seed=41 + B, variant=-1) > 0
+    assert _run_replay(B, 8, 3, 1, sh, F32, BF16, 8, seed=43 + B, variant=-1) > 0

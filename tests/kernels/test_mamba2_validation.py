@@ -156,3 +156,23 @@ def test_fake_impls_trace():
             a["state"], a["ring_dt"], a["ring_x"], a["ring_B"], a["ring_origin"], a["ring_len"], a["x"],
             a["dt_raw"], a["B"], a["C"], a["A"], a["D"], a["dt_bias"], a["z"], a["state_batch_indices"], L, 1)
         assert y.shape == (Bsz, T, H, P) and y.dtype == torch.bfloat16
+
+
+def test_auto_variant_rule():
+    """RSSM_MAMBA2_VARIANT_AUTO (-1): the stream replay kernel (3) for dstate 128/256 when
+    batch x nheads <= 128, else the persistent kernel (2); conventional decode: 2. Host-only
+    functions of the kernel library (no GPU needed; skipped when the library is not built)."""
+    from replayssm_trtllm.ops import mamba2 as m2
+    from replayssm_trtllm.ops._lib import KernelLibraryError, load_library
+    try:
+        lib = load_library()
+    except (KernelLibraryError, OSError) as e:
+        pytest.skip(f"kernel library not available: {e}")
+    auto = lib.rssm_mamba2_replay_auto_variant
+    assert auto(1, 128, 128) == 3 and auto(1, 96, 256) == 3
+    assert auto(2, 128, 128) == 2 and auto(256, 128, 128) == 2
+    assert auto(1, 8, 64) == 2  # dstate 64: no stream kernel
+    assert lib.rssm_mamba2_decode_auto_variant(1, 128, 128) == 2
+    assert m2._check_variant("op", -1) == -1
+    with pytest.raises(ValueError, match=r"variant must be one of \(0, 1, 2, 3\) or -1 \(auto\); got 4"):
+        m2._check_variant("op", 4)

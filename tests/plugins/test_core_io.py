@@ -127,6 +127,7 @@ def test_workspace_formula_is_zero(core, plugin):
 def test_translate_mamba2(core, mamba_spec):
     ins = mamba2_inputs()
     p = mamba_spec.translate(ins, [("bf16", [B, T, H, P])])
+    assert p["variant"] == -1  # RSSM_MAMBA2_VARIANT_AUTO: the launcher picks the design
     assert (p["batch"], p["num_tokens"], p["nheads"], p["headdim"], p["dstate"], p["ngroups"]) == (B, T, H, P, N, G)
     assert (p["num_slots"], p["window"], p["ring_capacity"], p["mode"]) == (S, L, C, 1)
     assert (p["state_dtype"], p["act_dtype"], p["dt_dtype"]) == (0, 2, 0)

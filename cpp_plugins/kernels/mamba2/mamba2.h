@@ -50,6 +50,10 @@ extern "C" {
 //    Mamba2Decode refuses it.
 #define RSSM_MAMBA2_VARIANT_STREAM 3
 #define RSSM_MAMBA2_NUM_VARIANTS 4
+// -1: the launcher picks the fastest verified design (rssm_mamba2_*_auto_variant): replay 3 when
+//     dstate is 128/256 and batch x nheads <= 128 (one wave of CTAs or less), else 2; conventional 2.
+//     Variant 2 itself falls back to 0 when the token tensors are not 16-byte aligned.
+#define RSSM_MAMBA2_VARIANT_AUTO (-1)
 
 // Conventional decode / per-draft-snapshot verify.
 typedef struct Mamba2DecodeParams {
@@ -139,6 +143,9 @@ typedef struct Mamba2ReplayParams {
 } Mamba2ReplayParams;
 
 int rssm_mamba2_decode_launch(const Mamba2DecodeParams* p, cudaStream_t stream);
+// The variant RSSM_MAMBA2_VARIANT_AUTO resolves to (host-only, no CUDA call).
+int rssm_mamba2_replay_auto_variant(int32_t batch, int32_t nheads, int32_t dstate);
+int rssm_mamba2_decode_auto_variant(int32_t batch, int32_t nheads, int32_t dstate);
 int rssm_mamba2_replay_launch(const Mamba2ReplayParams* p, cudaStream_t stream);
 
 // P rows one CTA handles per chunk for a state dtype and N (the granularity of rows_per_cta);

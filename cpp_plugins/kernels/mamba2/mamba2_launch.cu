@@ -256,9 +256,21 @@ using rssm::setError;
 
 extern "C" int rssm_mamba2_row_chunk(int32_t state_dtype, int32_t dstate) { return rowChunk(state_dtype, dstate); }
 
-extern "C" int rssm_mamba2_decode_launch(const Mamba2DecodeParams* p, cudaStream_t stream) {
+extern "C" int rssm_mamba2_replay_auto_variant(int32_t batch, int32_t nheads, int32_t dstate) {
+    if ((dstate == 128 || dstate == 256) && (long long)batch * nheads <= 128) return RSSM_MAMBA2_VARIANT_STREAM;
+    return RSSM_MAMBA2_VARIANT_PERSISTENT_SMALL;
+}
+extern "C" int rssm_mamba2_decode_auto_variant(int32_t, int32_t, int32_t) {
+    return RSSM_MAMBA2_VARIANT_PERSISTENT_SMALL;
+}
+
+extern "C" int rssm_mamba2_decode_launch(const Mamba2DecodeParams* pIn, cudaStream_t stream) {
     const char* op = "Mamba2Decode";
-    if (!p) return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: params must not be NULL", op);
+    if (!pIn) return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: params must not be NULL", op);
+    Mamba2DecodeParams resolved = *pIn;
+    if (resolved.variant == RSSM_MAMBA2_VARIANT_AUTO)
+        resolved.variant = rssm_mamba2_decode_auto_variant(resolved.batch, resolved.nheads, resolved.dstate);
+    const Mamba2DecodeParams* p = &resolved;
     int st = checkCommon(op, p->batch, p->num_tokens, p->nheads, p->headdim, p->dstate, p->ngroups, p->num_slots,
                          p->state_dtype, p->act_dtype, p->dt_dtype, p->rows_per_cta, p->variant);
     if (st) return st;
@@ -311,9 +323,13 @@ extern "C" int rssm_mamba2_decode_launch(const Mamba2DecodeParams* p, cudaStream
     return launch(op, pick(false, q.state_dtype, q.dstate), grid, kThreads, smem, &q, stream);
 }
 
-extern "C" int rssm_mamba2_replay_launch(const Mamba2ReplayParams* p, cudaStream_t stream) {
+extern "C" int rssm_mamba2_replay_launch(const Mamba2ReplayParams* pIn, cudaStream_t stream) {
     const char* op = "Mamba2Replay";
-    if (!p) return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: params must not be NULL", op);
+    if (!pIn) return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: params must not be NULL", op);
+    Mamba2ReplayParams resolved = *pIn;
+    if (resolved.variant == RSSM_MAMBA2_VARIANT_AUTO)
+        resolved.variant = rssm_mamba2_replay_auto_variant(resolved.batch, resolved.nheads, resolved.dstate);
+    const Mamba2ReplayParams* p = &resolved;
     int st = checkCommon(op, p->batch, p->num_tokens, p->nheads, p->headdim, p->dstate, p->ngroups, p->num_slots,
                          p->state_dtype, p->act_dtype, p->dt_dtype, p->rows_per_cta, p->variant);
     if (st) return st;

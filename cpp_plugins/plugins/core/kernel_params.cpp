@@ -52,6 +52,8 @@ Mamba2ReplayParams toMamba2ReplayParams(Config const& cfg, TensorDesc const* in,
     p.act_dtype = rssmDtype(cfg.e("act_dtype"));
     p.dt_dtype = cfg.e("dt_dtype") == "fp32" ? RSSM_DTYPE_FP32 : p.act_dtype;
     p.rows_per_cta = 0;
+    // Kernel design: the launcher picks the fastest verified one (mamba2.h RSSM_MAMBA2_VARIANT_AUTO).
+    p.variant = RSSM_MAMBA2_VARIANT_AUTO;
     TensorDesc const& st = in[kIN_STATE];
     p.stride_state_slot = st.strides[0]; p.stride_state_head = st.strides[1]; p.stride_state_p = st.strides[2];
     p.stride_x_b = in[kIN_X].strides[0]; p.stride_x_t = in[kIN_X].strides[1]; p.stride_x_h = in[kIN_X].strides[2];
@@ -345,7 +347,7 @@ std::string describe(Mamba2ReplayParams const& p, void const* base) {
     Desc d{{}, base};
     RSSM_V(batch); RSSM_V(num_tokens); RSSM_V(nheads); RSSM_V(headdim); RSSM_V(dstate); RSSM_V(ngroups);
     RSSM_V(num_slots); RSSM_V(window); RSSM_V(ring_capacity); RSSM_V(mode); RSSM_V(state_dtype); RSSM_V(act_dtype);
-    RSSM_V(dt_dtype); RSSM_V(rows_per_cta);
+    RSSM_V(dt_dtype); RSSM_V(rows_per_cta); RSSM_V(variant);
     RSSM_V(stride_state_slot); RSSM_V(stride_state_head); RSSM_V(stride_state_p);
     RSSM_V(stride_x_b); RSSM_V(stride_x_t); RSSM_V(stride_x_h); RSSM_V(stride_dt_b); RSSM_V(stride_dt_t); RSSM_V(stride_dt_h);
     RSSM_V(stride_B_b); RSSM_V(stride_B_t); RSSM_V(stride_B_g); RSSM_V(stride_C_b); RSSM_V(stride_C_t); RSSM_V(stride_C_g);
