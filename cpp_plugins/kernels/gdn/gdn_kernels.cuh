@@ -106,6 +106,33 @@ __device__ __forceinline__ void storeRow(const float4 (&S)[8], ST* row, int l) {
     for (int q = 0; q < 8; ++q) StateIO<ST>::st(row + (q * TPR + l) * 4, S[q]);
 }
 
+// Coefficients of record r for draft s (all replay kernels): committed records r < h give the
+// decayed key / query dots; a draft record i = r - h enters strictly upper-triangular for the keys
+// and upper-triangular for the queries (Eq. 10 / 11). dk, dq: the raw dots times the key's inverse norm.
+template <int MAXT>
+__device__ __forceinline__ void putRecordCoef(float (*s_ck)[MAXT], float (*s_cq)[MAXT], const float* s_P, int h, int r,
+                                              int s, float Pr, float dk, float dq) {
+    const float gam = __expf(s_P[h + s + 1] - Pr);
+    float ck = gam * dk, cq = gam * dq;
+    if (r >= h) {  // draft i = r - h: strict upper for keys, upper for queries
+        const int di = r - h;
+        if (di >= s) ck = 0.f;
+        if (di > s) cq = 0.f;
+    }
+    s_ck[r][s] = ck;
+    s_cq[r][s] = cq;
+}
+// Decay of the checkpoint term per draft (s_D) and, on flush rows, the fold weights of the nf records
+// (s_fw) and of the checkpoint (s_fD). Called by all threads of the CTA.
+__device__ __forceinline__ void putDecayWeights(float* s_D, float* s_fw, float* s_fD, const float* s_P, int h, int T,
+                                                bool flush, int nf, int tid, int nt) {
+    if (tid < T) s_D[tid] = __expf(s_P[h + tid + 1]);
+    if (flush) {
+        for (int j = tid; j < nf; j += nt) s_fw[j] = __expf(s_P[nf] - s_P[j + 1]);
+        if (tid == 0) *s_fD = __expf(s_P[nf]);
+    }
+}
+
 // Normalizes one key/query vector (K elements, 16-bit act) with one warp; writes it scaled into
 // smem dst[K]. Returns sum of squares (all lanes).
 template <int K>
@@ -484,25 +511,13 @@ __global__ void __launch_bounds__(NT, 512 / NT) gdnReplayKernel(const GdnReplayP
 #pragma unroll
                 for (int s = 0; s < MAXT; ++s) {
                     if (s < T) {
-                        const float gam = __expf(s_P[h + s + 1] - Pr);
-                        float ck = gam * dk[s], cq = gam * dq[s];
-                        if (r >= h) {  // draft i = r - h: strict upper for keys, upper for queries
-                            const int di = r - h;
-                            if (di >= s) ck = 0.f;
-                            if (di > s) cq = 0.f;
-                        }
-                        s_ck[r][s] = ck;
-                        s_cq[r][s] = cq;
+                        putRecordCoef<MAXT>(s_ck, s_cq, s_P, h, r, s, Pr, dk[s], dq[s]);
                     }
                 }
             }
         }
     }
-    if (tid < T) s_D[tid] = __expf(s_P[h + tid + 1]);
-    if (flush) {
-        for (int j = tid; j < nf; j += NT) s_fw[j] = __expf(s_P[nf] - s_P[j + 1]);
-        if (tid == 0) s_fD = __expf(s_P[nf]);
-    }
+    putDecayWeights(s_D, s_fw, &s_fD, s_P, h, T, flush, nf, tid, NT);
     __syncthreads();
 
     // ---- main: rows ----

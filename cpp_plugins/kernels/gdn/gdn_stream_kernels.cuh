@@ -400,25 +400,11 @@ __global__ void __launch_bounds__(streamWarps(VAR) * 32, streamMinBlocks(VAR))
                     dk += __shfl_xor_sync(kFull, dk, m);
                     dq += __shfl_xor_sync(kFull, dq, m);
                 }
-                if (active && sl == 0) {
-                    const float gam = __expf(s_P[h + s + 1] - Pr);
-                    float ck = gam * dk * inv, cq = gam * dq * inv;
-                    if (!committed) {  // draft i = r - h: strict upper for keys, upper for queries
-                        const int di = r - h;
-                        if (di >= s) ck = 0.f;
-                        if (di > s) cq = 0.f;
-                    }
-                    s_ck[r][s] = ck;
-                    s_cq[r][s] = cq;
-                }
+                if (active && sl == 0) putRecordCoef<MAXT>(s_ck, s_cq, s_P, h, r, s, Pr, dk * inv, dq * inv);
             }
         }
     }
-    if (tid < T) s_D[tid] = __expf(s_P[h + tid + 1]);
-    if (flush) {
-        for (int j = tid; j < nf; j += NT) s_fw[j] = __expf(s_P[nf] - s_P[j + 1]);
-        if (tid == 0) s_fD = __expf(s_P[nf]);
-    }
+    putDecayWeights(s_D, s_fw, &s_fD, s_P, h, T, flush, nf, tid, NT);
     __syncthreads();  // (B)
 
     // ---- 5. row dots S_ckpt kn_s, S_ckpt qn_s (reduce-scatter: this lane ends with row rowL) ----

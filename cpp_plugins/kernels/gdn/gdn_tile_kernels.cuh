@@ -549,23 +549,11 @@ __global__ void __launch_bounds__(kTileThreads, kReplayTileMinBlocks) gdnReplayT
             dk = groupSum<TPR>(dk) * inv;
             dq = groupSum<TPR>(dq) * inv;
             if (active && l == 0) {
-                const float gam = __expf(s_P[h + s + 1] - Pr);
-                float ck = gam * dk, cq = gam * dq;
-                if (r >= h) {  // draft i = r - h: strict upper for keys, upper for queries
-                    const int di = r - h;
-                    if (di >= s) ck = 0.f;
-                    if (di > s) cq = 0.f;
-                }
-                s_ck[r][s] = ck;
-                s_cq[r][s] = cq;
+                putRecordCoef<MAXT>(s_ck, s_cq, s_P, h, r, s, Pr, dk, dq);
             }
         }
     }
-    if (tid < T) s_D[tid] = __expf(s_P[h + tid + 1]);
-    if (flush) {
-        for (int j = tid; j < nf; j += NT) s_fw[j] = __expf(s_P[nf] - s_P[j + 1]);
-        if (tid == 0) s_fD = __expf(s_P[nf]);
-    }
+    putDecayWeights(s_D, s_fw, &s_fD, s_P, h, T, flush, nf, tid, NT);
     __syncthreads();  // (C)
     if (bulk) mbarWait(&s_bar, 0);
 
