@@ -140,12 +140,14 @@ int checkState(const char* op, const char* name, const void* ptr, int stateDtype
     return RSSM_OK;
 }
 
-int launch(const char* op, const void* func, dim3 grid, int threads, size_t smem, void* params, cudaStream_t stream) {
+// Launches func(params) or, with `extra`, func(params, *extra) (the stream kernel's int argument).
+int launch(const char* op, const void* func, dim3 grid, int threads, size_t smem, void* params, cudaStream_t stream,
+           int* extra = nullptr) {
     if (!func) return setError(RSSM_ERR_UNSUPPORTED, "%s: no kernel for this combination", op);
     if (!allowSmem(func, smem))
         return setError(RSSM_ERR_UNSUPPORTED, "%s: needs %zu bytes of shared memory per CTA; the device allows %d "
                         "(lower rows_per_cta or the window)", op, smem, optinSmem());
-    void* args[] = {params};
+    void* args[] = {params, extra};
     cudaError_t e = cudaLaunchKernel(func, grid, dim3(threads), args, smem, stream);
     if (e == cudaSuccess) e = cudaGetLastError();
     if (e != cudaSuccess)
@@ -373,19 +375,10 @@ extern "C" int rssm_mamba2_replay_launch(const Mamba2ReplayParams* pIn, cudaStre
         const int maxT = q.mode == 0 ? 1 : (q.num_tokens <= 2 ? 2 : q.num_tokens <= 4 ? 4 : 8);
         int fullRing = ((long long)q.nheads * q.batch < 2LL * smCount() &&
                         q.ring_capacity <= RSSM_MAMBA2_MAX_WINDOW + maxT) ? 1 : 0;
-        const void* func = replayStreamKernel(q.state_dtype, q.dstate, q.mode, q.num_tokens);
         const size_t smem = replayStreamSmemBytes(fullRing ? q.ring_capacity : q.window, q.num_tokens, q.headdim,
                                                   q.dstate);
-        if (!func) return setError(RSSM_ERR_UNSUPPORTED, "%s: no kernel for this combination", op);
-        if (!allowSmem(func, smem))
-            return setError(RSSM_ERR_UNSUPPORTED, "%s: needs %zu bytes of shared memory per CTA; the device allows %d "
-                            "(lower the window)", op, smem, optinSmem());
-        void* args[] = {&q, &fullRing};
-        cudaError_t e = cudaLaunchKernel(func, grid, dim3(threads), args, smem, stream);
-        if (e == cudaSuccess) e = cudaGetLastError();
-        if (e != cudaSuccess)
-            return setError(RSSM_ERR_CUDA, "%s: kernel launch failed: %s", op, cudaGetErrorString(e));
-        return RSSM_OK;
+        return launch(op, replayStreamKernel(q.state_dtype, q.dstate, q.mode, q.num_tokens), grid, threads, smem, &q,
+                      stream, &fullRing);
     }
     if (q.variant != RSSM_MAMBA2_VARIANT_TILE) {
         const bool ok = bulkRows(q.x, q.stride_x_b, q.stride_x_t, q.stride_x_h) &&
