@@ -31,30 +31,31 @@ def _h(t):  # the fp16 value of an input, as the reference sees it
     return t.half().double()
 
 
-# per-step cursor phases: slots start at different h (continuous batching), plus one padding row
-def _schedule(S, window, mode, T):
-    return torch.tensor(list(range(S)) + [-1], dtype=torch.int32)
+def _active(S, step, stagger):
+    """Decode rows of one step: every slot plus a padding row; with `stagger`, slot s sits out the steps
+    where (step + s) % 3 == 0, so the slots' cursors drift apart (continuous batching)."""
+    rows = [s for s in range(S) if not (stagger and (step + s) % 3 == 0)] + [-1]
+    return torch.tensor(rows, dtype=torch.int32)
 
 
-@pytest.mark.parametrize("read_fmt", ["fp32", "fp16", "fp8_e4m3", "nvfp4"])
-@pytest.mark.parametrize("mode,T", [(0, 1), (1, 3)], ids=["standard", "spec-T3"])
-def test_mamba2_vs_reference(read_fmt, mode, T):
+def _run_mamba2(read_fmt, mode, T, S, H, P, G, L, steps, act=torch.float16, stagger=False, seed=3):
     from replayssm_trtllm.ops.dual_precision import Mamba2DualPrecisionCache
-    S, H, P, N, G, L, steps = 3, 4, 64, 128, 2, 4, 7
-    g = torch.Generator().manual_seed(3)
+    N = 128
+    g = torch.Generator().manual_seed(seed)
     layer = random_mamba2_layer(H, g)
     ref = Mamba2ReplayCacheRef(S, H, P, N, G, L, T, "speculative" if mode else "standard", two_precision=True,
                                quant_hp=lambda X: X.float().double(), quant_lp=_qlp(read_fmt))
-    dev = Mamba2DualPrecisionCache(S, H, P, G, L, T, mode, read_fmt, "fp32", act_dtype=torch.float16)
+    dev = Mamba2DualPrecisionCache(S, H, P, G, L, T, mode, read_fmt, "fp32", act_dtype=act)
     pre = random_state((S, H, P, N), g)
     ref.reset(list(range(S)), pre)
     dev.reset(pre.float().cuda())
-    sbi = _schedule(S, L, mode, T)
     A, D, dtb = (layer[k].float().cuda() for k in ("A", "D", "dt_bias"))
+    a = lambda t: t.to(act).double()  # the activation value as the kernel sees it
     for step in range(steps):
+        sbi = _active(S, step, stagger)
         inp = random_mamba2_inputs(sbi.shape[0], T, H, P, N, G, g)
-        x, dtr, Bm, Cm, z = (inp[k].half() for k in ("x", "dt_raw", "Bm", "Cm", "z"))
-        y_ref = ref.step(sbi, _h(x), dtr.float(), _h(Bm), _h(Cm), layer["A"], layer["D"], layer["dt_bias"], _h(z))
+        x, dtr, Bm, Cm, z = (inp[k].to(act) for k in ("x", "dt_raw", "Bm", "Cm", "z"))
+        y_ref = ref.step(sbi, a(x), dtr.float(), a(Bm), a(Cm), layer["A"], layer["D"], layer["dt_bias"], a(z))
         y = dev.step(sbi.cuda(), x.cuda(), dtr.float().cuda(), Bm.cuda(), Cm.cuda(), A, D, dtb, z.cuda())
         acc = torch.randint(1, T + 1, (sbi.shape[0],), generator=g, dtype=torch.int32) if mode else None
         ref.commit(sbi, acc)
@@ -63,30 +64,31 @@ def test_mamba2_vs_reference(read_fmt, mode, T):
         err = _rel_rms(y.cpu()[valid], y_ref[valid])
         assert err < OUT_TOL[read_fmt], f"step {step}: y rel RMS {err:.2e} >= {OUT_TOL[read_fmt]}"
     assert torch.equal(dev.ring_len.cpu().long(), ref.cursors.ring_len.long())
+    assert torch.equal(dev.ring_origin.cpu().long(), ref.cursors.ring_origin.long())
     err = _rel_rms(dev.read_state("hp").cpu(), ref.ckpt)
     assert err < STATE_TOL, f"recurrence checkpoint rel RMS {err:.2e}"
+    return dev
 
 
-@pytest.mark.parametrize("read_fmt", ["fp32", "fp16", "fp8_e4m3", "nvfp4"])
-@pytest.mark.parametrize("mode,T", [(0, 1), (1, 2)], ids=["standard", "spec-T2"])
-def test_gdn_vs_reference(read_fmt, mode, T):
+def _run_gdn(read_fmt, mode, T, S, H, HV, V, L, steps, act=torch.float16, stagger=False, seed=5):
     from replayssm_trtllm.ops.dual_precision import GdnDualPrecisionCache
-    S, H, HV, K, V, L, steps = 3, 2, 4, 128, 64, 3, 6
-    g = torch.Generator().manual_seed(5)
+    K = 128
+    g = torch.Generator().manual_seed(seed)
     layer = random_gdn_layer(HV, g)
     ref = GdnReplayCacheRef(S, H, HV, K, V, L, T, "speculative" if mode else "standard", two_precision=True,
                             u_round=cast_quantizer(torch.float16), quant_hp=lambda X: X.float().double(),
                             quant_lp=_qlp(read_fmt))
-    dev = GdnDualPrecisionCache(S, H, HV, V, L, T, mode, read_fmt, "fp32", act_dtype=torch.float16)
+    dev = GdnDualPrecisionCache(S, H, HV, V, L, T, mode, read_fmt, "fp32", act_dtype=act)
     pre = random_state((S, HV, V, K), g)
     ref.reset(list(range(S)), pre)
     dev.reset(pre.float().cuda())
-    sbi = _schedule(S, L, mode, T)
     A_log, dtb = layer["A_log"].float().cuda(), layer["dt_bias"].float().cuda()
+    c = lambda t: t.to(act).double()
     for step in range(steps):
+        sbi = _active(S, step, stagger)
         inp = random_gdn_inputs(sbi.shape[0], T, H, HV, K, V, g)
-        q, k, v, a, b = (inp[n].half() for n in ("q", "k", "v", "a", "b"))
-        o_ref = ref.step(sbi, _h(q), _h(k), _h(v), _h(a), _h(b), layer["A_log"], layer["dt_bias"])
+        q, k, v, a, b = (inp[n].to(act) for n in ("q", "k", "v", "a", "b"))
+        o_ref = ref.step(sbi, c(q), c(k), c(v), c(a), c(b), layer["A_log"], layer["dt_bias"])
         o = dev.step(sbi.cuda(), q.cuda(), k.cuda(), v.cuda(), a.cuda(), b.cuda(), A_log, dtb)
         acc = torch.randint(1, T + 1, (sbi.shape[0],), generator=g, dtype=torch.int32) if mode else None
         ref.commit(sbi, acc)
@@ -94,8 +96,42 @@ def test_gdn_vs_reference(read_fmt, mode, T):
         valid = sbi >= 0
         err = _rel_rms(o.cpu()[valid], o_ref[valid])
         assert err < OUT_TOL[read_fmt], f"step {step}: o rel RMS {err:.2e} >= {OUT_TOL[read_fmt]}"
+    assert torch.equal(dev.ring_len.cpu().long(), ref.cursors.ring_len.long())
     err = _rel_rms(dev.read_state("hp").cpu(), ref.ckpt)
     assert err < STATE_TOL, f"recurrence checkpoint rel RMS {err:.2e}"
+    return dev
+
+
+@pytest.mark.parametrize("read_fmt", ["fp32", "fp16", "fp8_e4m3", "nvfp4"])
+@pytest.mark.parametrize("mode,T", [(0, 1), (1, 3)], ids=["standard", "spec-T3"])
+def test_mamba2_vs_reference(read_fmt, mode, T):
+    _run_mamba2(read_fmt, mode, T, S=3, H=4, P=64, G=2, L=4, steps=7)
+
+
+@pytest.mark.parametrize("read_fmt", ["fp32", "fp16", "fp8_e4m3", "nvfp4"])
+@pytest.mark.parametrize("mode,T", [(0, 1), (1, 8)], ids=["standard", "spec-T8"])
+def test_mamba2_long_window_staggered(read_fmt, mode, T):
+    """Nemotron-3-Nano head dim 80 (several row tiles for fp32, a partial one), L = 16 over 40 steps
+    (ring wrap-around, several flushes per slot), staggered slots, bf16 activations, T up to 8."""
+    dev = _run_mamba2(read_fmt, mode, T, S=4, H=4, P=80, G=2, L=16, steps=40, act=torch.bfloat16, stagger=True,
+                      seed=17)
+    assert int(dev.ring_origin.cpu().max()) > 0, "the schedule never moved a ring origin (no flush exercised)"
+
+
+@pytest.mark.parametrize("read_fmt", ["fp32", "fp16", "fp8_e4m3", "nvfp4"])
+@pytest.mark.parametrize("mode,T", [(0, 1), (1, 2)], ids=["standard", "spec-T2"])
+def test_gdn_vs_reference(read_fmt, mode, T):
+    _run_gdn(read_fmt, mode, T, S=3, H=2, HV=4, V=64, L=3, steps=6)
+
+
+@pytest.mark.parametrize("read_fmt", ["fp32", "fp16", "fp8_e4m3", "nvfp4"])
+@pytest.mark.parametrize("mode,T", [(0, 1), (1, 8)], ids=["standard", "spec-T8"])
+def test_gdn_long_window_staggered(read_fmt, mode, T):
+    """head_v_dim 128 with GQA 1:2, L = 16 over 40 steps (wrap-around, repeated flushes), staggered
+    slots, bf16 activations, T up to 8."""
+    dev = _run_gdn(read_fmt, mode, T, S=4, H=2, HV=4, V=128, L=16, steps=40, act=torch.bfloat16, stagger=True,
+                   seed=19)
+    assert int(dev.ring_origin.cpu().max()) > 0, "the schedule never moved a ring origin (no flush exercised)"
 
 
 def _bits(t):

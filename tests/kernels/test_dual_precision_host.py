@@ -135,3 +135,44 @@ def test_bench_byte_model():
     nf4 = bp.step_bytes("mamba2", sh, 256, "nvfp4", 8)
     assert nf32 > 4 * (nf4 - 256 * 9 * bp.record_bytes("mamba2", sh)) > 0
     assert bp.state_bytes("nvfp4", 128, 64) == 128 * 64 * 128 * 9 // 16 + 4 * 128
+
+
+def _lib_or_skip():
+    from replayssm_trtllm.ops._lib import KernelLibraryError, load_library
+    try:
+        return load_library()
+    except (KernelLibraryError, OSError) as e:
+        pytest.skip(f"kernel library not available: {e}")
+
+
+@pytest.mark.parametrize("family", ["mamba2", "gdn"])
+def test_launchers_refuse_misaligned_ring_records(family):
+    """The decode and flush kernels stage ring records with 16-byte cp.async: the C launchers refuse a
+    misaligned ring pointer by name before anything runs (host-only path, no GPU needed)."""
+    import ctypes
+    _lib_or_skip()
+    from replayssm_trtllm.ops._lib import check_status
+    good, bad = 0x10000, 0x10002  # never dereferenced: validation fails first
+    mamba = family == "mamba2"
+    d = dp.DualPrecisionDecodeParams(
+        family=0 if mamba else 1, batch=1, num_tokens=1, num_slots=1, window=4, ring_capacity=4, mode=0, nheads=2,
+        headdim=64, dstate=128, ngroups=1, act_dtype=1, recurrence_dtype=0, read_dtype=1, dt_dtype=0,
+        stride_lp_slot=2 * 64 * 128, stride_lp_head=64 * 128, stride_lp_row=128)
+    for n in ("ckpt_lp", "ring_origin", "ring_len", "x", "dt_raw", "Bm", "Cm", "A", "ring_dt", "ring_x", "ring_B", "y",
+              "q", "k", "v", "a", "b", "A_log", "gdn_dt_bias", "ring_g", "ring_u", "ring_k", "o"):
+        setattr(d, n, good)
+    setattr(d, "ring_x" if mamba else "ring_u", bad)
+    with pytest.raises(RuntimeError, match=r"ring records \(ring_x, ring_B\)" if mamba
+                       else r"ring records \(ring_u, ring_k\)"):
+        check_status(dp._launcher("rssm_dual_precision_decode_launch", dp.DualPrecisionDecodeParams)(
+            ctypes.byref(d), None), "decode")
+    f = dp.DualPrecisionFlushParams(
+        family=0 if mamba else 1, batch=1, num_tokens=1, num_slots=1, window=4, ring_capacity=4, mode=0, nheads=2,
+        headdim=64, dstate=128, ngroups=1, act_dtype=1, recurrence_dtype=0, read_dtype=1, rounding=0)
+    for n in ("ckpt_hp", "ckpt_lp", "ring_origin", "ring_len", "A", "ring_dt", "ring_x", "ring_B", "ring_g", "ring_k",
+              "ring_beta", "ring_v"):
+        setattr(f, n, good)
+    setattr(f, "ring_B" if mamba else "ring_v", bad)
+    with pytest.raises(RuntimeError, match=r"ring records \(ring_x, ring_B\)" if mamba else r"ring records \(ring_v\)"):
+        check_status(dp._launcher("rssm_dual_precision_flush_launch", dp.DualPrecisionFlushParams)(
+            ctypes.byref(f), None), "flush")

@@ -11,5 +11,14 @@ namespace dp {
 int decodeTileRows(int readDtype, int headdim);
 void launchMamba2DpDecode(const DualPrecisionDecodeParams& p, int tileRows, cudaStream_t s);
 void launchGdnDpDecode(const DualPrecisionDecodeParams& p, int tileRows, cudaStream_t s);
+
+// Launch of one decode kernel instance with `smem` bytes of dynamic shared memory (opted in above the
+// 48 KB default when static + dynamic need it; the call is idempotent and capture-safe).
+template <typename Kernel>
+void launchDpDecode(Kernel kernel, dim3 grid, int smem, cudaStream_t s, const DualPrecisionDecodeParams& p,
+                    int tileRows) {
+    if (smem > 16 * 1024) cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    kernel<<<grid, 128, smem, s>>>(p, tileRows);
+}
 }  // namespace dp
 }  // namespace rssm

@@ -3,7 +3,14 @@
 // decided from the cursors; this step's records appended; outputs output-only (Eq. 6 / 11) from the
 // read copy (non-flush) or the recurrence copy (flush; exact decode, warp per row). No checkpoint
 // is written (the flush kernel does that). Internal header.
+//
+// Latency: right after the cursors, the CTA puts everything it reads in flight at once: the read-copy
+// tile (registers, ReadChunk), the committed ring records of its tile (cp.async into dynamic shared
+// memory: Mamba-2 x_j rows + B_j group rows, GDN u_j rows + k_j key rows; layout dpRingSmemBytes),
+// and this step's tokens. The rest of the CTA then works from shared memory: two dependent memory
+// round trips per CTA instead of one per record.
 #pragma once
+#include "common/cp_async.cuh"
 #include "dual_precision/dp_read_chunk.cuh"
 #include "dual_precision/dual_precision.h"
 
@@ -11,6 +18,30 @@ namespace rssm {
 namespace dp {
 
 constexpr int kMaxRecs = RSSM_DP_MAX_WINDOW + RSSM_DP_MAX_TOKENS;  // h + T <= L + T
+
+// Dynamic shared memory of the decode kernels: committed records h <= window, each a tile row
+// segment (tileRows 16-bit values: Mamba-2 x, GDN u) and a 128-wide 16-bit row (Mamba-2 B, GDN k).
+__host__ __device__ __forceinline__ int dpRingSmemBytes(int window, int tileRows) {
+    return window * (tileRows + kRowN) * 2;
+}
+
+// Issue cp.async of the committed records j < h of one row (ring slot base recBase = slot * Cap,
+// origin o) into sRow [h][tileRows] (the row segment at rowOff of a record of rowRecStride elements,
+// tileN % 8 == 0 values) and sVec [h][128] (the 128-wide row at vecOff of a record of vecRecStride).
+__device__ __forceinline__ void stageRecords(uint16_t* sRow, uint16_t* sVec, const uint16_t* gRow,
+                                             const uint16_t* gVec, int64_t recBase, int o, int Cap, int h,
+                                             int tileRows, int tileN, int64_t rowRecStride, int64_t rowOff,
+                                             int64_t vecRecStride, int64_t vecOff) {
+    const int vr = tileN >> 3;
+    for (int i = threadIdx.x; i < h * vr; i += kDecodeThreads) {
+        const int j = i / vr, v = i - j * vr;
+        async::copy16(sRow + j * tileRows + 8 * v, gRow + (recBase + (o + j) % Cap) * rowRecStride + rowOff + 8 * v);
+    }
+    for (int i = threadIdx.x; i < h * (kRowN / 8); i += kDecodeThreads) {
+        const int j = i / (kRowN / 8), v = i % (kRowN / 8);
+        async::copy16(sVec + j * kRowN + 8 * v, gVec + (recBase + (o + j) % Cap) * vecRecStride + vecOff + 8 * v);
+    }
+}
 
 __device__ __forceinline__ float actVal(const void* base, int64_t i, bool bf16) {
     const uint16_t r = static_cast<const uint16_t*>(base)[i];
@@ -74,7 +105,7 @@ __device__ __forceinline__ void warpPrefix(const float* sIn, float mul, float* s
 
 // ------------------------------------------------------------------------------------ Mamba-2
 template <int RF>
-__global__ void __launch_bounds__(kDecodeThreads, 4) mamba2DpDecodeKernel(const DualPrecisionDecodeParams p, int tileRows) {
+__global__ void __launch_bounds__(kDecodeThreads, ReadFmt<RF>::kMinBlocks) mamba2DpDecodeKernel(const DualPrecisionDecodeParams p, int tileRows) {
     constexpr int N = kRowN;
     const int b = blockIdx.z, head = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     RowPlan rp;
@@ -93,14 +124,20 @@ __global__ void __launch_bounds__(kDecodeThreads, 4) mamba2DpDecodeKernel(const 
     }
     const int slot = rp.slot, o = rp.o, h = rp.h, nrec = h + T;
     const bool useHp = rp.flush && p.ckpt_hp != nullptr;
+    const int grp = head / (H / G);
+    const int64_t slotRec = (int64_t)slot * Cap;
+    extern __shared__ __align__(16) unsigned char dpSmem[];
+    uint16_t* sXr = reinterpret_cast<uint16_t*>(dpSmem);  // [h][tileRows] committed x_j of the tile rows
+    uint16_t* sBr = sXr + p.window * tileRows;             // [h][N] committed B_j of the group
+    stageRecords(sXr, sBr, static_cast<const uint16_t*>(p.ring_x), static_cast<const uint16_t*>(p.ring_B),
+                 slotRec, o, Cap, h, tileRows, tileEnd - tile0, (int64_t)H * P, (int64_t)head * P + tile0,
+                 (int64_t)G * N, (int64_t)grp * N);
     ReadChunk<RF> chunk;
     if (!useHp) chunk.load(readCopy(p), slot, head, H, P, tile0, tileEnd);
 
     __shared__ __align__(16) float sC[RSSM_DP_MAX_TOKENS * N];
     __shared__ __align__(16) float sDot[RSSM_DP_MAX_TOKENS * 128];
     __shared__ float sDt[kMaxRecs], sCum[kMaxRecs], sCoef[RSSM_DP_MAX_TOKENS][kMaxRecs], sGam[RSSM_DP_MAX_TOKENS];
-    const int grp = head / (H / G);
-    const int64_t slotRec = (int64_t)slot * Cap;
     for (int i = tid; i < T * N; i += kDecodeThreads) {
         const int s = i / N, n = i - s * N;
         sC[i] = actVal(p.Cm, (((int64_t)b * T + s) * G + grp) * N + n, bf16);
@@ -119,6 +156,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 4) mamba2DpDecodeKernel(const 
         }
         sDt[j] = dt;
     }
+    async::waitAll();
     __syncthreads();
     // state part: sDot[s][row] = S0[row, :] . C_s
     if (!useHp) chunk.dots(sC, T, sDot, tileRows, tile0, tile0, tileEnd);
@@ -130,7 +168,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 4) mamba2DpDecodeKernel(const 
     for (int j = warp; j < nrec; j += kDecodeThreads / 32) {
         float4 Bj;
         if (j < h) {
-            Bj = actVal4(p.ring_B, ((slotRec + (o + j) % Cap) * G + grp) * N + 4 * lane, bf16);
+            Bj = actVal4(sBr, j * N + 4 * lane, bf16);
         } else {
             const int64_t src = (((int64_t)b * T + (j - h)) * G + grp) * N + 4 * lane;
             const uint2 bits = *reinterpret_cast<const uint2*>(static_cast<const uint16_t*>(p.Bm) + src);
@@ -156,7 +194,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 4) mamba2DpDecodeKernel(const 
         for (int j = 0; j < nrec; ++j) {
             float xj;
             if (j < h) {
-                xj = actVal(p.ring_x, ((slotRec + (o + j) % Cap) * H + head) * P + row, bf16);
+                xj = actVal(sXr, j * tileRows + row - tile0, bf16);
             } else {
                 const uint16_t bits = static_cast<const uint16_t*>(p.x)[(((int64_t)b * T + (j - h)) * H + head) * P + row];
                 static_cast<uint16_t*>(p.ring_x)[((slotRec + (o + j) % Cap) * H + head) * P + row] = bits;
@@ -182,7 +220,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 4) mamba2DpDecodeKernel(const 
 
 // ---------------------------------------------------------------------------------------- GDN
 template <int RF>
-__global__ void __launch_bounds__(kDecodeThreads, 4) gdnDpDecodeKernel(const DualPrecisionDecodeParams p, int tileRows) {
+__global__ void __launch_bounds__(kDecodeThreads, ReadFmt<RF>::kMinBlocks) gdnDpDecodeKernel(const DualPrecisionDecodeParams p, int tileRows) {
     constexpr int K = kRowN;
     const int b = blockIdx.z, head = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     RowPlan rp;
@@ -200,6 +238,14 @@ __global__ void __launch_bounds__(kDecodeThreads, 4) gdnDpDecodeKernel(const Dua
     }
     const int slot = rp.slot, o = rp.o, h = rp.h, nrec = h + T;
     const bool useHp = rp.flush && p.ckpt_hp != nullptr;
+    const int hk = head / (HV / HK);
+    const int64_t slotRec = (int64_t)slot * Cap;
+    extern __shared__ __align__(16) unsigned char dpSmem[];
+    uint16_t* sUr = reinterpret_cast<uint16_t*>(dpSmem);  // [h][tileRows] committed fp16 u_j of the tile rows
+    uint16_t* sKr = sUr + p.window * tileRows;             // [h][K] committed raw k_j of the key head
+    stageRecords(sUr, sKr, static_cast<const uint16_t*>(p.ring_u), static_cast<const uint16_t*>(p.ring_k),
+                 slotRec, o, Cap, h, tileRows, tileEnd - tile0, (int64_t)HV * V, (int64_t)head * V + tile0,
+                 (int64_t)HK * K, (int64_t)hk * K);
     ReadChunk<RF> chunk;
     if (!useHp) chunk.load(readCopy(p), slot, head, HV, V, tile0, tileEnd);
 
@@ -208,8 +254,6 @@ __global__ void __launch_bounds__(kDecodeThreads, 4) gdnDpDecodeKernel(const Dua
     __shared__ __align__(16) float sDot[2 * RSSM_DP_MAX_TOKENS * 128];
     __shared__ float sG[kMaxRecs], sCum[kMaxRecs], sBeta[RSSM_DP_MAX_TOKENS], sGam[RSSM_DP_MAX_TOKENS];
     __shared__ float sCK[RSSM_DP_MAX_TOKENS][kMaxRecs], sCQ[RSSM_DP_MAX_TOKENS][kMaxRecs];
-    const int hk = head / (HV / HK);
-    const int64_t slotRec = (int64_t)slot * Cap;
     const float qscale = p.scale > 0.f ? p.scale : rsqrtf((float)K);
     const bool writeK = (head % (HV / HK) == 0) && blockIdx.x == 0;
     for (int s = warp; s < T; s += kDecodeThreads / 32) {
@@ -243,6 +287,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 4) gdnDpDecodeKernel(const Dua
         }
         sG[j] = g;
     }
+    async::waitAll();
     __syncthreads();
     if (!useHp) chunk.dots(sVec, 2 * T, sDot, tileRows, tile0, tile0, tileEnd);
     else exactDots(recurrenceCopy(p), slot, head, HV, V, sVec, 2 * T, sDot, tileRows, tile0, tileEnd);
@@ -252,7 +297,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 4) gdnDpDecodeKernel(const Dua
     for (int j = warp; j < nrec; j += kDecodeThreads / 32) {
         float4 kn;
         if (j < h) {
-            const float4 k = actVal4(p.ring_k, ((slotRec + (o + j) % Cap) * HK + hk) * K + 4 * lane, bf16);
+            const float4 k = actVal4(sKr, j * K + 4 * lane, bf16);
             const float ik = 1.f / sqrtf(warpSumF(k.x * k.x + k.y * k.y + k.z * k.z + k.w * k.w) + 1e-6f);
             kn = make_float4(k.x * ik, k.y * ik, k.z * ik, k.w * ik);
         } else {
@@ -278,7 +323,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 4) gdnDpDecodeKernel(const Dua
 #pragma unroll
         for (int s = 0; s < RSSM_DP_MAX_TOKENS; ++s) accK[s] = accQ[s] = uD[s] = 0.f;
         for (int j = 0; j < h; ++j) {
-            const float uj = fp16Value(static_cast<const uint16_t*>(p.ring_u)[((slotRec + (o + j) % Cap) * HV + head) * V + row]);
+            const float uj = fp16Value(sUr[j * tileRows + row - tile0]);
 #pragma unroll
             for (int s = 0; s < RSSM_DP_MAX_TOKENS; ++s)
                 if (s < T) {

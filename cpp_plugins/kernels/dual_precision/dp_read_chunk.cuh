@@ -9,7 +9,7 @@
 namespace rssm {
 namespace dp {
 
-constexpr int kDecodeThreads = 128;
+constexpr int kDecodeThreads = 128;  // launchDpDecode (dp_decode_dispatch.h) launches 128 threads
 
 template <int F>
 struct ReadFmt {
@@ -20,6 +20,9 @@ struct ReadFmt {
     static constexpr int kRPP = kDecodeThreads / kLPR;         // rows per pass
     static constexpr int kVPT = kElems >= 16 ? 4 : 8;         // vectors per thread in flight
     static constexpr int kRows = kRPP * kVPT;                  // rows per chunk
+    // decode-kernel CTAs per SM the register budget is set for (5: 20 warps, no spills for the 16/32-bit
+    // formats; fp8 / nvfp4 hold more decode temporaries and would spill at 5)
+    static constexpr int kMinBlocks = kElems >= 16 ? 4 : 5;
 };
 
 __device__ __forceinline__ uint4 ldStream16(const void* p) { return __ldcs(reinterpret_cast<const uint4*>(p)); }
@@ -128,18 +131,29 @@ struct ReadChunk {
     }
 };
 
-// Flush-row path (rare): warp per row, exact decode of any stored format, same sDot layout.
+// Flush-row path (one row in L per step): warp per row, exact decode of any stored format, same sDot
+// layout. A warp puts kExactBatch rows in flight before it reduces them (one round trip per batch).
+constexpr int kExactBatch = 4;
 __device__ __forceinline__ void exactDots(const CopyRef& c, int slot, int head, int H, int P, const float* sVec, int NV,
                                           float* sDot, int tileRows, int tile0, int rowEnd) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = kDecodeThreads / 32;
-    for (int row = tile0 + warp; row < rowEnd; row += nw) {
-        const float4 v = loadRowExact(c, slot, head, row, H, P, lane);
+    for (int row0 = tile0 + warp; row0 < rowEnd; row0 += kExactBatch * nw) {
+        float4 v[kExactBatch];
+#pragma unroll
+        for (int r = 0; r < kExactBatch; ++r) {
+            const int row = row0 + r * nw;
+            v[r] = row < rowEnd ? loadRowExact(c, slot, head, row, H, P, lane) : make_float4(0.f, 0.f, 0.f, 0.f);
+        }
         for (int s = 0; s < NV; ++s) {
             const float4 q = *reinterpret_cast<const float4*>(sVec + s * kRowN + 4 * lane);
-            float d = v.x * q.x + v.y * q.y + v.z * q.z + v.w * q.w;
 #pragma unroll
-            for (int off = 16; off > 0; off >>= 1) d += __shfl_xor_sync(kFullMask, d, off);
-            if (lane == 0) sDot[s * tileRows + row - tile0] = d;
+            for (int r = 0; r < kExactBatch; ++r) {
+                float d = v[r].x * q.x + v[r].y * q.y + v[r].z * q.z + v[r].w * q.w;
+#pragma unroll
+                for (int off = 16; off > 0; off >>= 1) d += __shfl_xor_sync(kFullMask, d, off);
+                const int row = row0 + r * nw;
+                if (lane == 0 && row < rowEnd) sDot[s * tileRows + row - tile0] = d;
+            }
         }
     }
 }

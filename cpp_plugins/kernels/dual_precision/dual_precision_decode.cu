@@ -82,6 +82,10 @@ extern "C" int rssm_dual_precision_decode_launch(const DualPrecisionDecodeParams
             return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: gdn needs q, k, v, a, b, A_log, gdn_dt_bias, ring_g, ring_u, "
                             "ring_k and o", op);
     }
+    const auto misaligned = [](const void* q) { return (reinterpret_cast<uintptr_t>(q) % 16) != 0; };
+    if (mamba ? misaligned(p->ring_x) || misaligned(p->ring_B) : misaligned(p->ring_u) || misaligned(p->ring_k))
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: ring records (%s) must be 16-byte aligned", op,
+                        mamba ? "ring_x, ring_B" : "ring_u, ring_k");
     if (p->batch == 0) return RSSM_OK;
     const int tileRows = dp::decodeTileRows(p->read_dtype, p->headdim);
     if (mamba) dp::launchMamba2DpDecode(*p, tileRows, stream);

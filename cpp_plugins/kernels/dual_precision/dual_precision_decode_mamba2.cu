@@ -6,12 +6,13 @@ namespace rssm {
 namespace dp {
 void launchMamba2DpDecode(const DualPrecisionDecodeParams& p, int tileRows, cudaStream_t s) {
     const dim3 grid((p.headdim + tileRows - 1) / tileRows, p.nheads, p.batch);
+    const int smem = dpRingSmemBytes(p.window, tileRows);  // <= 64 * 256 * 2 = 32 KB
     switch (p.ckpt_lp ? p.read_dtype : RSSM_DTYPE_FP32) {
-        case RSSM_DTYPE_FP32: mamba2DpDecodeKernel<RSSM_DTYPE_FP32><<<grid, kDecodeThreads, 0, s>>>(p, tileRows); break;
-        case RSSM_DTYPE_FP16: mamba2DpDecodeKernel<RSSM_DTYPE_FP16><<<grid, kDecodeThreads, 0, s>>>(p, tileRows); break;
-        case RSSM_DTYPE_BF16: mamba2DpDecodeKernel<RSSM_DTYPE_BF16><<<grid, kDecodeThreads, 0, s>>>(p, tileRows); break;
-        case RSSM_DTYPE_FP8_E4M3: mamba2DpDecodeKernel<RSSM_DTYPE_FP8_E4M3><<<grid, kDecodeThreads, 0, s>>>(p, tileRows); break;
-        default: mamba2DpDecodeKernel<RSSM_DTYPE_NVFP4><<<grid, kDecodeThreads, 0, s>>>(p, tileRows); break;
+        case RSSM_DTYPE_FP32: launchDpDecode(&mamba2DpDecodeKernel<RSSM_DTYPE_FP32>, grid, smem, s, p, tileRows); break;
+        case RSSM_DTYPE_FP16: launchDpDecode(&mamba2DpDecodeKernel<RSSM_DTYPE_FP16>, grid, smem, s, p, tileRows); break;
+        case RSSM_DTYPE_BF16: launchDpDecode(&mamba2DpDecodeKernel<RSSM_DTYPE_BF16>, grid, smem, s, p, tileRows); break;
+        case RSSM_DTYPE_FP8_E4M3: launchDpDecode(&mamba2DpDecodeKernel<RSSM_DTYPE_FP8_E4M3>, grid, smem, s, p, tileRows); break;
+        default: launchDpDecode(&mamba2DpDecodeKernel<RSSM_DTYPE_NVFP4>, grid, smem, s, p, tileRows); break;
     }
 }
 }  // namespace dp

@@ -1,8 +1,11 @@
 // DualPrecisionFlush kernels (Algorithms 3 and 6, flush part) and the state codec launcher.
 // One CTA of 256 threads per (decode row, state head); warp w owns state rows w, w + 8, ...; lane l
-// holds columns 4l..4l+3 (N = 128). Non-flushing rows exit at once (paper App. D.2).
+// holds columns 4l..4l+3 (N = 128). Non-flushing rows exit at once (paper App. D.2). A flushing CTA
+// puts the folded records' 16-bit rows (Mamba-2 B_j and x_j, GDN v_j) in flight by cp.async into
+// dynamic shared memory together with its checkpoint rows, so the fold loop reads shared memory.
 #include <cuda_runtime.h>
 
+#include "common/cp_async.cuh"
 #include "dual_precision/dp_state_io.cuh"
 #include "dual_precision/dual_precision.h"
 #include "dual_precision/dual_precision_flush.h"
@@ -24,6 +27,31 @@ __device__ __forceinline__ float4 act4(const void* base, int64_t i, bool bf16) {
     if (bf16) return make_float4(bf16Value(w.x & 0xffffu), bf16Value(w.x >> 16), bf16Value(w.y & 0xffffu),
                                  bf16Value(w.y >> 16));
     return make_float4(fp16Value(w.x & 0xffffu), fp16Value(w.x >> 16), fp16Value(w.y & 0xffffu), fp16Value(w.y >> 16));
+}
+
+// Stage nf folded records' 16-bit rows into sDst [nf][len]: record j's row is at element
+// (recBase + (o + j) % Cap) * recStride + off of g. 16-byte cp.async when the rows allow it (len,
+// recStride and off multiples of 8; g 16-byte aligned, checked by the launcher), plain loads otherwise.
+__device__ __forceinline__ void stageRows(uint16_t* sDst, const uint16_t* g, int64_t recBase, int o, int Cap, int nf,
+                                          int len, int64_t recStride, int64_t off) {
+    if (((len | recStride | off) & 7) == 0) {
+        const int vr = len >> 3;
+        for (int i = threadIdx.x; i < nf * vr; i += kThreads) {
+            const int j = i / vr, v = i - j * vr;
+            async::copy16(sDst + j * len + 8 * v, g + (recBase + (o + j) % Cap) * recStride + off + 8 * v);
+        }
+    } else {
+        for (int i = threadIdx.x; i < nf * len; i += kThreads) {
+            const int j = i / len, c = i - j * len;
+            sDst[i] = g[(recBase + (o + j) % Cap) * recStride + off + c];
+        }
+    }
+}
+
+// Dynamic shared memory of the flush kernels: up to window + 1 folded records.
+int flushSmemBytes(int family, int window, int headdim) {
+    const int nf = window + 1;
+    return family == RSSM_FAMILY_MAMBA2 ? nf * (kRowN + headdim) * 2 : nf * headdim * 2;
 }
 
 struct FlushCopies {
@@ -109,6 +137,13 @@ __global__ void __launch_bounds__(kThreads) mamba2FlushKernel(const DualPrecisio
     const bool bf16 = p.act_dtype == RSSM_DTYPE_BF16;
     const FlushCopies cp = flushCopies(p);
     const CopyRef& src = cp.shared ? cp.lp : cp.hp;
+    extern __shared__ __align__(16) unsigned char flushSmem[];
+    uint16_t* sB = reinterpret_cast<uint16_t*>(flushSmem);  // [nf][128] B_j of the group
+    uint16_t* sX = sB + nf * kRowN;                          // [nf][P] x_j of the head
+    const int64_t recBase = (int64_t)slot * Cap;
+    stageRows(sB, static_cast<const uint16_t*>(p.ring_B), recBase, o, Cap, nf, kRowN, (int64_t)G * kRowN,
+              (int64_t)grp * kRowN);
+    stageRows(sX, static_cast<const uint16_t*>(p.ring_x), recBase, o, Cap, nf, P, (int64_t)H * P, (int64_t)head * P);
     float4 S[RPW];
 #pragma unroll
     for (int r = 0; r < RPW; ++r) {
@@ -143,19 +178,19 @@ __global__ void __launch_bounds__(kThreads) mamba2FlushKernel(const DualPrecisio
         }
         if (lane == 0) sGam = expf(last);
     }
+    async::waitAll();
     __syncthreads();
     const float gam = sGam;
 #pragma unroll
     for (int r = 0; r < RPW; ++r) S[r] = make_float4(S[r].x * gam, S[r].y * gam, S[r].z * gam, S[r].w * gam);
     for (int j = 0; j < nf; ++j) {
-        const int64_t rec = (int64_t)slot * Cap + (o + j) % Cap;
-        const float4 Bj = act4(p.ring_B, (rec * G + grp) * kRowN + 4 * lane, bf16);
+        const float4 Bj = act4(sB, j * kRowN + 4 * lane, bf16);
         const float fw = sFw[j];
 #pragma unroll
         for (int r = 0; r < RPW; ++r) {
             const int row = warp + kWarps * r;
             if (row < P) {
-                const float xw = fw * actF(p.ring_x, (rec * H + head) * P + row, bf16);
+                const float xw = fw * actF(sX, j * P + row, bf16);
                 S[r].x = fmaf(xw, Bj.x, S[r].x);
                 S[r].y = fmaf(xw, Bj.y, S[r].y);
                 S[r].z = fmaf(xw, Bj.z, S[r].z);
@@ -181,6 +216,10 @@ __global__ void __launch_bounds__(kThreads) gdnFlushKernel(const DualPrecisionFl
     const bool bf16 = p.act_dtype == RSSM_DTYPE_BF16;
     const FlushCopies cp = flushCopies(p);
     const CopyRef& src = cp.shared ? cp.lp : cp.hp;
+    extern __shared__ __align__(16) unsigned char flushSmem[];
+    uint16_t* sV = reinterpret_cast<uint16_t*>(flushSmem);  // [nf][V] raw v_j of the head
+    stageRows(sV, static_cast<const uint16_t*>(p.ring_v), (int64_t)slot * Cap, o, Cap, nf, V, (int64_t)HV * V,
+              (int64_t)head * V);
     float4 S[RPW];
 #pragma unroll
     for (int r = 0; r < RPW; ++r) {
@@ -201,10 +240,10 @@ __global__ void __launch_bounds__(kThreads) gdnFlushKernel(const DualPrecisionFl
             sBeta[j] = p.ring_beta[rec * HV + head];
         }
     }
+    async::waitAll();
     __syncthreads();
     // re-derive u_j = beta_j (v_j - alpha_j S_{j-1} kn_j) on the high-precision path, then fold
     for (int j = 0; j < nf; ++j) {
-        const int64_t rec = (int64_t)slot * Cap + (o + j) % Cap;
         const float4 kn = *reinterpret_cast<const float4*>(&sKn[j][4 * lane]);
         const float alpha = sAlpha[j], beta = sBeta[j];
         float dot[RPW];
@@ -218,7 +257,7 @@ __global__ void __launch_bounds__(kThreads) gdnFlushKernel(const DualPrecisionFl
         for (int r = 0; r < RPW; ++r) {
             const int row = warp + kWarps * r;
             if (row < V) {
-                const float v = actF(p.ring_v, (rec * HV + head) * V + row, bf16);
+                const float v = actF(sV, j * V + row, bf16);
                 const float u = beta * (v - alpha * dot[r]);
                 S[r].x = fmaf(alpha, S[r].x, u * kn.x);
                 S[r].y = fmaf(alpha, S[r].y, u * kn.y);
@@ -280,6 +319,14 @@ __global__ void __launch_bounds__(kThreads) codecKernel(const DualPrecisionCodec
         if (row >= P) break;
         storeRow(c, s, head, row, H, P, lane, S[r], sr, key, eHead + (uint32_t)row * kRowN + 4u * lane, g, finite);
     }
+}
+
+// Launch with `smem` bytes of dynamic shared memory, opted in where static + dynamic exceed 48 KB
+// (the GDN kernel holds 34 KB of normalized keys statically).
+template <typename Kernel>
+void launchFlush(Kernel kernel, dim3 grid, int smem, cudaStream_t stream, const DualPrecisionFlushParams& p) {
+    if (smem > 12 * 1024) cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    kernel<<<grid, kThreads, smem, stream>>>(p);
 }
 
 bool isStoredFmt(int f) {
@@ -347,15 +394,19 @@ extern "C" int rssm_dual_precision_flush_launch(const DualPrecisionFlushParams* 
                         "%s: gdn needs the two-precision records ring_g, ring_k, ring_beta and ring_v", op);
     if (!aligned(p->ckpt_lp, 16) || (!shared && !aligned(p->ckpt_hp, 16)))
         return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: checkpoint copies must be 16-byte aligned", op);
+    if (p->family == RSSM_FAMILY_MAMBA2 ? !aligned(p->ring_x, 16) || !aligned(p->ring_B, 16) : !aligned(p->ring_v, 16))
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: ring records (%s) must be 16-byte aligned", op,
+                        p->family == RSSM_FAMILY_MAMBA2 ? "ring_x, ring_B" : "ring_v");
     if (p->batch == 0) return RSSM_OK;
     const dim3 grid(p->nheads, p->batch);
     const bool small = p->headdim <= 64;
+    const int smem = flushSmemBytes(p->family, p->window, p->headdim);
     if (p->family == RSSM_FAMILY_MAMBA2) {
-        if (small) mamba2FlushKernel<8><<<grid, kThreads, 0, stream>>>(*p);
-        else mamba2FlushKernel<16><<<grid, kThreads, 0, stream>>>(*p);
+        if (small) launchFlush(&mamba2FlushKernel<8>, grid, smem, stream, *p);
+        else launchFlush(&mamba2FlushKernel<16>, grid, smem, stream, *p);
     } else {
-        if (small) gdnFlushKernel<8><<<grid, kThreads, 0, stream>>>(*p);
-        else gdnFlushKernel<16><<<grid, kThreads, 0, stream>>>(*p);
+        if (small) launchFlush(&gdnFlushKernel<8>, grid, smem, stream, *p);
+        else launchFlush(&gdnFlushKernel<16>, grid, smem, stream, *p);
     }
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return setError(RSSM_ERR_CUDA, "%s: launch failed: %s", op, cudaGetErrorString(e));
