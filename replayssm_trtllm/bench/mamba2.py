@@ -49,6 +49,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--full", action="store_true", help="the full grid of batches, windows and T")
     parser.add_argument("--quick", action="store_true", help="(default; kept for old command lines)")
     parser.add_argument("--no-sweep-rows", action="store_true", help="time rows_per_cta = 0 (auto) only")
+    parser.add_argument("--no-flashinfer", action="store_true",
+                        help="skip the FlashInfer peer (it JIT-compiles for minutes without a prebuilt cache)")
     parser.add_argument("--sweep-rows", action="store_true", help="(default; kept for old command lines)")
     parser.add_argument("--repeats", type=int, default=5, help="timed graph replays per case (median)")
     parser.add_argument("--l2-bytes", type=float, default=240e6, help="min checkpoint bytes across layer buffers")
@@ -353,7 +355,7 @@ def run(args) -> int:
     peers, peer_status = None, "not available"
     try:
         from replayssm_trtllm.bench import peers as _peers
-        ok, why = _peers.flashinfer_available()
+        ok, why = (False, "skipped (--no-flashinfer)") if args.no_flashinfer else _peers.flashinfer_available()
         peers, peer_status = (_peers, "available") if ok else (None, f"not available: {why}")
     except Exception as e:  # pragma: no cover - depends on the machine
         peer_status = f"not available: {type(e).__name__}: {e}"

@@ -51,6 +51,7 @@ def _run_mamba2(read_fmt, mode, T, S, H, P, G, L, steps, act=torch.float16, stag
     dev.reset(pre.float().cuda())
     A, D, dtb = (layer[k].float().cuda() for k in ("A", "D", "dt_bias"))
     a = lambda t: t.to(act).double()  # the activation value as the kernel sees it
+    flushes = 0  # slot flushes the reference performed (its ring length dropped)
     for step in range(steps):
         sbi = _active(S, step, stagger)
         inp = random_mamba2_inputs(sbi.shape[0], T, H, P, N, G, g)
@@ -58,16 +59,17 @@ def _run_mamba2(read_fmt, mode, T, S, H, P, G, L, steps, act=torch.float16, stag
         y_ref = ref.step(sbi, a(x), dtr.float(), a(Bm), a(Cm), layer["A"], layer["D"], layer["dt_bias"], a(z))
         y = dev.step(sbi.cuda(), x.cuda(), dtr.float().cuda(), Bm.cuda(), Cm.cuda(), A, D, dtb, z.cuda())
         acc = torch.randint(1, T + 1, (sbi.shape[0],), generator=g, dtype=torch.int32) if mode else None
+        before = ref.cursors.ring_len.clone()
         ref.commit(sbi, acc)
+        flushes += int((ref.cursors.ring_len < before).sum())
         dev.commit(sbi.cuda(), None if acc is None else acc.cuda(), T)
         valid = sbi >= 0
         err = _rel_rms(y.cpu()[valid], y_ref[valid])
         assert err < OUT_TOL[read_fmt], f"step {step}: y rel RMS {err:.2e} >= {OUT_TOL[read_fmt]}"
     assert torch.equal(dev.ring_len.cpu().long(), ref.cursors.ring_len.long())
-    assert torch.equal(dev.ring_origin.cpu().long(), ref.cursors.ring_origin.long())
     err = _rel_rms(dev.read_state("hp").cpu(), ref.ckpt)
     assert err < STATE_TOL, f"recurrence checkpoint rel RMS {err:.2e}"
-    return dev
+    return flushes
 
 
 def _run_gdn(read_fmt, mode, T, S, H, HV, V, L, steps, act=torch.float16, stagger=False, seed=5):
@@ -84,6 +86,7 @@ def _run_gdn(read_fmt, mode, T, S, H, HV, V, L, steps, act=torch.float16, stagge
     dev.reset(pre.float().cuda())
     A_log, dtb = layer["A_log"].float().cuda(), layer["dt_bias"].float().cuda()
     c = lambda t: t.to(act).double()
+    flushes = 0  # slot flushes the reference performed (its ring length dropped)
     for step in range(steps):
         sbi = _active(S, step, stagger)
         inp = random_gdn_inputs(sbi.shape[0], T, H, HV, K, V, g)
@@ -91,7 +94,9 @@ def _run_gdn(read_fmt, mode, T, S, H, HV, V, L, steps, act=torch.float16, stagge
         o_ref = ref.step(sbi, c(q), c(k), c(v), c(a), c(b), layer["A_log"], layer["dt_bias"])
         o = dev.step(sbi.cuda(), q.cuda(), k.cuda(), v.cuda(), a.cuda(), b.cuda(), A_log, dtb)
         acc = torch.randint(1, T + 1, (sbi.shape[0],), generator=g, dtype=torch.int32) if mode else None
+        before = ref.cursors.ring_len.clone()
         ref.commit(sbi, acc)
+        flushes += int((ref.cursors.ring_len < before).sum())
         dev.commit(sbi.cuda(), None if acc is None else acc.cuda(), T)
         valid = sbi >= 0
         err = _rel_rms(o.cpu()[valid], o_ref[valid])
@@ -99,7 +104,7 @@ def _run_gdn(read_fmt, mode, T, S, H, HV, V, L, steps, act=torch.float16, stagge
     assert torch.equal(dev.ring_len.cpu().long(), ref.cursors.ring_len.long())
     err = _rel_rms(dev.read_state("hp").cpu(), ref.ckpt)
     assert err < STATE_TOL, f"recurrence checkpoint rel RMS {err:.2e}"
-    return dev
+    return flushes
 
 
 @pytest.mark.parametrize("read_fmt", ["fp32", "fp16", "fp8_e4m3", "nvfp4"])
@@ -113,9 +118,9 @@ def test_mamba2_vs_reference(read_fmt, mode, T):
 def test_mamba2_long_window_staggered(read_fmt, mode, T):
     """Nemotron-3-Nano head dim 80 (several row tiles for fp32, a partial one), L = 16 over 40 steps
     (ring wrap-around, several flushes per slot), staggered slots, bf16 activations, T up to 8."""
-    dev = _run_mamba2(read_fmt, mode, T, S=4, H=4, P=80, G=2, L=16, steps=40, act=torch.bfloat16, stagger=True,
-                      seed=17)
-    assert int(dev.ring_origin.cpu().max()) > 0, "the schedule never moved a ring origin (no flush exercised)"
+    flushes = _run_mamba2(read_fmt, mode, T, S=4, H=4, P=80, G=2, L=16, steps=40, act=torch.bfloat16, stagger=True,
+                          seed=17)
+    assert flushes >= 4, f"only {flushes} slot flushes in 40 steps"
 
 
 @pytest.mark.parametrize("read_fmt", ["fp32", "fp16", "fp8_e4m3", "nvfp4"])
@@ -129,9 +134,9 @@ def test_gdn_vs_reference(read_fmt, mode, T):
 def test_gdn_long_window_staggered(read_fmt, mode, T):
     """head_v_dim 128 with GQA 1:2, L = 16 over 40 steps (wrap-around, repeated flushes), staggered
     slots, bf16 activations, T up to 8."""
-    dev = _run_gdn(read_fmt, mode, T, S=4, H=2, HV=4, V=128, L=16, steps=40, act=torch.bfloat16, stagger=True,
-                   seed=19)
-    assert int(dev.ring_origin.cpu().max()) > 0, "the schedule never moved a ring origin (no flush exercised)"
+    flushes = _run_gdn(read_fmt, mode, T, S=4, H=2, HV=4, V=128, L=16, steps=40, act=torch.bfloat16, stagger=True,
+                       seed=19)
+    assert flushes >= 4, f"only {flushes} slot flushes in 40 steps"
 
 
 def _bits(t):

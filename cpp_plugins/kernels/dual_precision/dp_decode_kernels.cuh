@@ -104,9 +104,19 @@ __device__ __forceinline__ void warpPrefix(const float* sIn, float mul, float* s
 }
 
 // ------------------------------------------------------------------------------------ Mamba-2
-template <int RF>
-__global__ void __launch_bounds__(kDecodeThreads, ReadFmt<RF>::kMinBlocks) mamba2DpDecodeKernel(const DualPrecisionDecodeParams p, int tileRows) {
+// CTAs per SM the decode kernels' register budget is set for (20-24 warps): the 16/32-bit formats
+// fit without spills (a few bytes at 6 for the T = 1 instance), fp8 / nvfp4 hold more decode
+// temporaries (nvfp4 spills ~230 B even at 4, ~390 B at 5).
+constexpr int decodeMinBlocks(int fmt, bool one) {
+    return fmt == RSSM_DTYPE_NVFP4 ? 4 : fmt == RSSM_DTYPE_FP8_E4M3 ? (one ? 5 : 4) : (one ? 6 : 5);
+}
+
+// ONE: instance for num_tokens == 1 (standard decode, and T = 1 verification): per-token arrays and
+// the unrolled per-token loops shrink to one entry (fewer instructions and less shared memory).
+template <int RF, bool ONE>
+__global__ void __launch_bounds__(kDecodeThreads, decodeMinBlocks(RF, ONE)) mamba2DpDecodeKernel(const DualPrecisionDecodeParams p, int tileRows) {
     constexpr int N = kRowN;
+    constexpr int kT = ONE ? 1 : RSSM_DP_MAX_TOKENS;
     const int b = blockIdx.z, head = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     RowPlan rp;
     if (!planRow(p, b, &rp)) return;
@@ -135,9 +145,9 @@ __global__ void __launch_bounds__(kDecodeThreads, ReadFmt<RF>::kMinBlocks) mamba
     ReadChunk<RF> chunk;
     if (!useHp) chunk.load(readCopy(p), slot, head, H, P, tile0, tileEnd);
 
-    __shared__ __align__(16) float sC[RSSM_DP_MAX_TOKENS * N];
-    __shared__ __align__(16) float sDot[RSSM_DP_MAX_TOKENS * 128];
-    __shared__ float sDt[kMaxRecs], sCum[kMaxRecs], sCoef[RSSM_DP_MAX_TOKENS][kMaxRecs], sGam[RSSM_DP_MAX_TOKENS];
+    __shared__ __align__(16) float sC[kT * N];
+    __shared__ __align__(16) float sDot[kT * 128];
+    __shared__ float sDt[kMaxRecs], sCum[kMaxRecs], sCoef[kT][kMaxRecs], sGam[kT];
     for (int i = tid; i < T * N; i += kDecodeThreads) {
         const int s = i / N, n = i - s * N;
         sC[i] = actVal(p.Cm, (((int64_t)b * T + s) * G + grp) * N + n, bf16);
@@ -188,9 +198,10 @@ __global__ void __launch_bounds__(kDecodeThreads, ReadFmt<RF>::kMinBlocks) mamba
     // ring part and outputs: one state row per thread
     const float Dh = p.D ? p.D[head] : 0.f;
     for (int row = tile0 + tid; row < tileEnd; row += kDecodeThreads) {
-        float acc[RSSM_DP_MAX_TOKENS];
+        float acc[kT];
 #pragma unroll
-        for (int s = 0; s < RSSM_DP_MAX_TOKENS; ++s) acc[s] = 0.f;
+        for (int s = 0; s < kT; ++s) acc[s] = 0.f;
+#pragma unroll 4
         for (int j = 0; j < nrec; ++j) {
             float xj;
             if (j < h) {
@@ -201,7 +212,7 @@ __global__ void __launch_bounds__(kDecodeThreads, ReadFmt<RF>::kMinBlocks) mamba
                 xj = bf16 ? bf16Value(bits) : fp16Value(bits);
             }
 #pragma unroll
-            for (int s = 0; s < RSSM_DP_MAX_TOKENS; ++s)
+            for (int s = 0; s < kT; ++s)
                 if (s < T && j <= h + s) acc[s] = fmaf(sCoef[s][j], xj, acc[s]);
         }
         for (int s = 0; s < T; ++s) {
@@ -219,9 +230,10 @@ __global__ void __launch_bounds__(kDecodeThreads, ReadFmt<RF>::kMinBlocks) mamba
 }
 
 // ---------------------------------------------------------------------------------------- GDN
-template <int RF>
-__global__ void __launch_bounds__(kDecodeThreads, ReadFmt<RF>::kMinBlocks) gdnDpDecodeKernel(const DualPrecisionDecodeParams p, int tileRows) {
+template <int RF, bool ONE>
+__global__ void __launch_bounds__(kDecodeThreads, decodeMinBlocks(RF, ONE)) gdnDpDecodeKernel(const DualPrecisionDecodeParams p, int tileRows) {
     constexpr int K = kRowN;
+    constexpr int kT = ONE ? 1 : RSSM_DP_MAX_TOKENS;
     const int b = blockIdx.z, head = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     RowPlan rp;
     if (!planRow(p, b, &rp)) return;
@@ -250,10 +262,10 @@ __global__ void __launch_bounds__(kDecodeThreads, ReadFmt<RF>::kMinBlocks) gdnDp
     if (!useHp) chunk.load(readCopy(p), slot, head, HV, V, tile0, tileEnd);
 
     // sVec rows 0..T-1: kn of the drafts; rows T..2T-1: qn_s * scale
-    __shared__ __align__(16) float sVec[2 * RSSM_DP_MAX_TOKENS * K];
-    __shared__ __align__(16) float sDot[2 * RSSM_DP_MAX_TOKENS * 128];
-    __shared__ float sG[kMaxRecs], sCum[kMaxRecs], sBeta[RSSM_DP_MAX_TOKENS], sGam[RSSM_DP_MAX_TOKENS];
-    __shared__ float sCK[RSSM_DP_MAX_TOKENS][kMaxRecs], sCQ[RSSM_DP_MAX_TOKENS][kMaxRecs];
+    __shared__ __align__(16) float sVec[2 * kT * K];
+    __shared__ __align__(16) float sDot[2 * kT * 128];
+    __shared__ float sG[kMaxRecs], sCum[kMaxRecs], sBeta[kT], sGam[kT];
+    __shared__ float sCK[kT][kMaxRecs], sCQ[kT][kMaxRecs];
     const float qscale = p.scale > 0.f ? p.scale : rsqrtf((float)K);
     const bool writeK = (head % (HV / HK) == 0) && blockIdx.x == 0;
     for (int s = warp; s < T; s += kDecodeThreads / 32) {
@@ -319,20 +331,21 @@ __global__ void __launch_bounds__(kDecodeThreads, ReadFmt<RF>::kMinBlocks) gdnDp
     __syncthreads();
     // per state row: committed sums, then the draft solve (Eq. 10) and outputs (Eq. 11)
     for (int row = tile0 + tid; row < tileEnd; row += kDecodeThreads) {
-        float accK[RSSM_DP_MAX_TOKENS], accQ[RSSM_DP_MAX_TOKENS], uD[RSSM_DP_MAX_TOKENS];
+        float accK[kT], accQ[kT], uD[kT];
 #pragma unroll
-        for (int s = 0; s < RSSM_DP_MAX_TOKENS; ++s) accK[s] = accQ[s] = uD[s] = 0.f;
+        for (int s = 0; s < kT; ++s) accK[s] = accQ[s] = uD[s] = 0.f;
+#pragma unroll 4
         for (int j = 0; j < h; ++j) {
             const float uj = fp16Value(sUr[j * tileRows + row - tile0]);
 #pragma unroll
-            for (int s = 0; s < RSSM_DP_MAX_TOKENS; ++s)
+            for (int s = 0; s < kT; ++s)
                 if (s < T) {
                     accK[s] = fmaf(sCK[s][j], uj, accK[s]);
                     accQ[s] = fmaf(sCQ[s][j], uj, accQ[s]);
                 }
         }
 #pragma unroll
-        for (int s = 0; s < RSSM_DP_MAX_TOKENS; ++s) {
+        for (int s = 0; s < kT; ++s) {
             if (s >= T) break;
             float kk = fmaf(sGam[s], sDot[s * tileRows + row - tile0], accK[s]);
 #pragma unroll

@@ -20,9 +20,6 @@ struct ReadFmt {
     static constexpr int kRPP = kDecodeThreads / kLPR;         // rows per pass
     static constexpr int kVPT = kElems >= 16 ? 4 : 8;         // vectors per thread in flight
     static constexpr int kRows = kRPP * kVPT;                  // rows per chunk
-    // decode-kernel CTAs per SM the register budget is set for (5: 20 warps, no spills for the 16/32-bit
-    // formats; fp8 / nvfp4 hold more decode temporaries and would spill at 5)
-    static constexpr int kMinBlocks = kElems >= 16 ? 4 : 5;
 };
 
 __device__ __forceinline__ uint4 ldStream16(const void* p) { return __ldcs(reinterpret_cast<const uint4*>(p)); }

@@ -4,16 +4,24 @@
 
 namespace rssm {
 namespace dp {
-void launchGdnDpDecode(const DualPrecisionDecodeParams& p, int tileRows, cudaStream_t s) {
+namespace {
+template <bool ONE>
+void launchRead(const DualPrecisionDecodeParams& p, int tileRows, cudaStream_t s) {
     const dim3 grid((p.headdim + tileRows - 1) / tileRows, p.nheads, p.batch);
     const int smem = dpRingSmemBytes(p.window, tileRows);  // <= 64 * 256 * 2 = 32 KB
     switch (p.ckpt_lp ? p.read_dtype : RSSM_DTYPE_FP32) {
-        case RSSM_DTYPE_FP32: launchDpDecode(&gdnDpDecodeKernel<RSSM_DTYPE_FP32>, grid, smem, s, p, tileRows); break;
-        case RSSM_DTYPE_FP16: launchDpDecode(&gdnDpDecodeKernel<RSSM_DTYPE_FP16>, grid, smem, s, p, tileRows); break;
-        case RSSM_DTYPE_BF16: launchDpDecode(&gdnDpDecodeKernel<RSSM_DTYPE_BF16>, grid, smem, s, p, tileRows); break;
-        case RSSM_DTYPE_FP8_E4M3: launchDpDecode(&gdnDpDecodeKernel<RSSM_DTYPE_FP8_E4M3>, grid, smem, s, p, tileRows); break;
-        default: launchDpDecode(&gdnDpDecodeKernel<RSSM_DTYPE_NVFP4>, grid, smem, s, p, tileRows); break;
+        case RSSM_DTYPE_FP32: launchDpDecode(&gdnDpDecodeKernel<RSSM_DTYPE_FP32, ONE>, grid, smem, s, p, tileRows); break;
+        case RSSM_DTYPE_FP16: launchDpDecode(&gdnDpDecodeKernel<RSSM_DTYPE_FP16, ONE>, grid, smem, s, p, tileRows); break;
+        case RSSM_DTYPE_BF16: launchDpDecode(&gdnDpDecodeKernel<RSSM_DTYPE_BF16, ONE>, grid, smem, s, p, tileRows); break;
+        case RSSM_DTYPE_FP8_E4M3: launchDpDecode(&gdnDpDecodeKernel<RSSM_DTYPE_FP8_E4M3, ONE>, grid, smem, s, p, tileRows); break;
+        default: launchDpDecode(&gdnDpDecodeKernel<RSSM_DTYPE_NVFP4, ONE>, grid, smem, s, p, tileRows); break;
     }
+}
+}  // namespace
+
+void launchGdnDpDecode(const DualPrecisionDecodeParams& p, int tileRows, cudaStream_t s) {
+    if (p.num_tokens == 1) launchRead<true>(p, tileRows, s);
+    else launchRead<false>(p, tileRows, s);
 }
 }  // namespace dp
 }  // namespace rssm
