@@ -1,12 +1,8 @@
 // DualPrecisionFlush kernels (Algorithms 3 and 6, flush part) and the state codec launcher.
-// Persistent grid (about one wave of CTAs of 256 threads): every CTA plans the batch rows from their
-// cursors (one pass of 256 rows at a time, in the same deterministic order in every CTA), compacts the
-// flushing rows, and takes the (flushing row, state head) items i with i % gridDim == blockIdx. Only
-// 1/L of the rows flush per step (paper App. D.2), so a CTA per (row, head) mostly launched CTAs that
-// read two cursors and exited (179 us of a 543 us Mamba-2 step at B = 256, ncu; third session).
-// Per item: warp w owns state rows w, w + 8, ...; lane l holds columns 4l..4l+3 (N = 128); the folded
-// records' 16-bit rows (Mamba-2 B_j and x_j, GDN v_j) go in flight by cp.async into dynamic shared
-// memory together with the checkpoint rows, so the fold loop reads shared memory.
+// One CTA of 256 threads per (decode row, state head); warp w owns state rows w, w + 8, ...; lane l
+// holds columns 4l..4l+3 (N = 128). Non-flushing rows exit at once (paper App. D.2). A flushing CTA
+// puts the folded records' 16-bit rows (Mamba-2 B_j and x_j, GDN v_j) in flight by cp.async into
+// dynamic shared memory together with its checkpoint rows, so the fold loop reads shared memory.
 #include <cuda_runtime.h>
 
 #include "common/cp_async.cuh"
@@ -73,50 +69,23 @@ __device__ __forceinline__ FlushCopies flushCopies(const DualPrecisionFlushParam
     return c;
 }
 
-// Flush predicate of row b from the pre-step cursors: the number of folded records, or -1 when the
-// row does not flush (state `*flag`: 1 flush, 0 no flush or invalid cursors, -1 padding row).
-__device__ __forceinline__ int rowPlan(const DualPrecisionFlushParams& p, int b, int* slotOut, int* originOut,
-                                       int* flag) {
+// Flush predicate of row b from the pre-step cursors; writes `flushed` (head 0 CTA). Returns the
+// number of folded records, or -1 when the row does not flush (or is padding / invalid).
+__device__ __forceinline__ int flushPlan(const DualPrecisionFlushParams& p, int b, int* slotOut, int* originOut) {
     const int slot = p.state_batch_indices ? p.state_batch_indices[b] : b;
+    const bool lead = blockIdx.x == 0 && threadIdx.x == 0;
     if (slot < 0 || slot >= p.num_slots) {
-        *flag = -1;
+        if (lead && p.flushed) p.flushed[b] = -1;
         return -1;
     }
     const int o = p.ring_origin[slot], h = p.ring_len[slot];
     const int T = p.num_tokens, L = p.window, Cap = p.ring_capacity;
     const bool valid = o >= 0 && o < Cap && h >= 0 && (p.mode == 0 ? h <= L - 1 : h <= L) && h + T <= Cap;
     const bool flush = valid && (p.mode == 0 ? h + 1 == L : h + T > L);
-    *flag = flush ? 1 : 0;
+    if (lead && p.flushed) p.flushed[b] = flush ? 1 : 0;
     *slotOut = slot;
     *originOut = o;
     return flush ? (p.mode == 0 ? h + 1 : h) : -1;
-}
-
-// One pass of the persistent loop: rows [base, base + kThreads) planned by one thread each, the
-// flushing ones compacted in row order into sItems (b, slot, origin, nf). Returns their count.
-struct FlushRow {
-    int b, slot, o, nf;
-};
-__device__ __forceinline__ int planPass(const DualPrecisionFlushParams& p, int base, FlushRow* sRows, int* sWarpCnt) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int b = base + threadIdx.x;
-    int slot = 0, o = 0, flag = 0, nf = -1;
-    if (b < p.batch) {
-        nf = rowPlan(p, b, &slot, &o, &flag);
-        if (blockIdx.x == 0 && p.flushed) p.flushed[b] = flag;
-    }
-    const unsigned m = __ballot_sync(kFullMask, nf >= 0);
-    if (lane == 0) sWarpCnt[warp] = __popc(m);
-    __syncthreads();
-    int off = 0, total = 0;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
-        off += w < warp ? sWarpCnt[w] : 0;
-        total += sWarpCnt[w];
-    }
-    if (nf >= 0) sRows[off + __popc(m & ((1u << lane) - 1u))] = FlushRow{b, slot, o, nf};
-    __syncthreads();
-    return total;
 }
 
 // Cast the fp32 accumulator rows S into both copies (independently) and store them.
@@ -154,8 +123,11 @@ __device__ __forceinline__ void castAndStore(const DualPrecisionFlushParams& p, 
 }
 
 template <int RPW>
-__device__ __forceinline__ void mamba2FlushItem(const DualPrecisionFlushParams& p, int b, int head, int slot, int o,
-                                                int nf) {
+__global__ void __launch_bounds__(kThreads) mamba2FlushKernel(const DualPrecisionFlushParams p) {
+    const int head = blockIdx.x, b = blockIdx.y;
+    int slot = 0, o = 0;
+    const int nf = flushPlan(p, b, &slot, &o);
+    if (nf < 0) return;
     __shared__ float sFw[kMaxRec];
     __shared__ float sScratch[32];
     __shared__ float sGam;
@@ -230,8 +202,11 @@ __device__ __forceinline__ void mamba2FlushItem(const DualPrecisionFlushParams& 
 }
 
 template <int RPW>
-__device__ __forceinline__ void gdnFlushItem(const DualPrecisionFlushParams& p, int b, int head, int slot, int o,
-                                             int nf) {
+__global__ void __launch_bounds__(kThreads) gdnFlushKernel(const DualPrecisionFlushParams p) {
+    const int head = blockIdx.x, b = blockIdx.y;
+    int slot = 0, o = 0;
+    const int nf = flushPlan(p, b, &slot, &o);
+    if (nf < 0) return;
     __shared__ __align__(16) float sKn[kMaxRec][kRowN];
     __shared__ float sAlpha[kMaxRec], sBeta[kMaxRec];
     __shared__ float sScratch[32];
@@ -294,28 +269,6 @@ __device__ __forceinline__ void gdnFlushItem(const DualPrecisionFlushParams& p, 
     castAndStore<RPW>(p, cp, slot, b, head, S, sScratch);
 }
 
-// Persistent flush kernel of one family (FAMILY: RSSM_FAMILY_MAMBA2 / RSSM_FAMILY_GDN).
-template <int FAMILY, int RPW>
-__global__ void __launch_bounds__(kThreads) flushKernel(const DualPrecisionFlushParams p) {
-    __shared__ FlushRow sRows[kThreads];
-    __shared__ int sWarpCnt[kWarps];
-    const int H = p.nheads, grid = gridDim.x;
-    int64_t itemBase = 0;  // items of the earlier passes (the same in every CTA)
-    for (int base = 0; base < p.batch; base += kThreads) {
-        const int n = planPass(p, base, sRows, sWarpCnt);
-        const int64_t items = (int64_t)n * H;
-        for (int64_t i = ((int64_t)blockIdx.x - itemBase % grid + grid) % grid; i < items; i += grid) {
-            const FlushRow r = sRows[i / H];
-            const int head = (int)(i % H);
-            if (FAMILY == RSSM_FAMILY_MAMBA2) mamba2FlushItem<RPW>(p, r.b, head, r.slot, r.o, r.nf);
-            else gdnFlushItem<RPW>(p, r.b, head, r.slot, r.o, r.nf);
-            __syncthreads();  // the item's shared memory is reused by the next one
-        }
-        itemBase += items;
-        __syncthreads();  // sRows is rewritten by the next pass
-    }
-}
-
 // ----------------------------------------------------------------------------------- codec
 template <int RPW>
 __global__ void __launch_bounds__(kThreads) codecKernel(const DualPrecisionCodecParams p) {
@@ -370,21 +323,10 @@ __global__ void __launch_bounds__(kThreads) codecKernel(const DualPrecisionCodec
 
 // Launch with `smem` bytes of dynamic shared memory, opted in where static + dynamic exceed 48 KB
 // (the GDN kernel holds 34 KB of normalized keys statically).
-// The persistent grid is one wave: resident CTAs per SM (occupancy of this kernel at `smem`) x SMs,
-// capped by the number of (row, head) items.
 template <typename Kernel>
-cudaError_t launchFlush(Kernel kernel, int smem, cudaStream_t stream, const DualPrecisionFlushParams& p) {
-    cudaError_t e = cudaSuccess;
-    if (smem > 12 * 1024) e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    int dev = 0, sms = 0, perSm = 0;
-    if (e == cudaSuccess) e = cudaGetDevice(&dev);
-    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-    if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, kernel, kThreads, smem);
-    if (e != cudaSuccess) return e;
-    const int64_t items = (int64_t)p.batch * p.nheads;
-    const int grid = (int)(items < (int64_t)sms * (perSm > 0 ? perSm : 1) ? items : (int64_t)sms * (perSm > 0 ? perSm : 1));
+void launchFlush(Kernel kernel, dim3 grid, int smem, cudaStream_t stream, const DualPrecisionFlushParams& p) {
+    if (smem > 12 * 1024) cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     kernel<<<grid, kThreads, smem, stream>>>(p);
-    return cudaGetLastError();
 }
 
 bool isStoredFmt(int f) {
@@ -456,15 +398,17 @@ extern "C" int rssm_dual_precision_flush_launch(const DualPrecisionFlushParams* 
         return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: ring records (%s) must be 16-byte aligned", op,
                         p->family == RSSM_FAMILY_MAMBA2 ? "ring_x, ring_B" : "ring_v");
     if (p->batch == 0) return RSSM_OK;
+    const dim3 grid(p->nheads, p->batch);
     const bool small = p->headdim <= 64;
     const int smem = flushSmemBytes(p->family, p->window, p->headdim);
-    cudaError_t e;
-    if (p->family == RSSM_FAMILY_MAMBA2)
-        e = small ? launchFlush(&flushKernel<RSSM_FAMILY_MAMBA2, 8>, smem, stream, *p)
-                  : launchFlush(&flushKernel<RSSM_FAMILY_MAMBA2, 16>, smem, stream, *p);
-    else
-        e = small ? launchFlush(&flushKernel<RSSM_FAMILY_GDN, 8>, smem, stream, *p)
-                  : launchFlush(&flushKernel<RSSM_FAMILY_GDN, 16>, smem, stream, *p);
+    if (p->family == RSSM_FAMILY_MAMBA2) {
+        if (small) launchFlush(&mamba2FlushKernel<8>, grid, smem, stream, *p);
+        else launchFlush(&mamba2FlushKernel<16>, grid, smem, stream, *p);
+    } else {
+        if (small) launchFlush(&gdnFlushKernel<8>, grid, smem, stream, *p);
+        else launchFlush(&gdnFlushKernel<16>, grid, smem, stream, *p);
+    }
+    const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return setError(RSSM_ERR_CUDA, "%s: launch failed: %s", op, cudaGetErrorString(e));
     return RSSM_OK;
 }
