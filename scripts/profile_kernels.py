@@ -35,12 +35,14 @@ def _run(name, fn):
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--cases", default="gdn,mamba2")
+    ap.add_argument("--cases", default="gdn,mamba2", help="comma list of gdn, mamba2, dp")
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--window", type=int, default=16)
     ap.add_argument("--gdn-variants", default="0,1")
     ap.add_argument("--mamba2-variants", default="0,2")
     ap.add_argument("--spec-tokens", default="4")
+    ap.add_argument("--dp-reads", default="fp16,nvfp4", help="read formats of the 'dp' case (dual-precision "
+                    "decode, non-flush step, h = L/2, the shapes of bench precision)")
     args = ap.parse_args()
     B, L = args.batch, args.window
     h0 = torch.arange(B, dtype=torch.int32, device="cuda") % L
@@ -68,7 +70,44 @@ def main() -> int:
             for T in spec:
                 ls.set_cursors(h0)
                 _run(f"m2_replay_spec_T{T}_v{v}", lambda: ls.replay_step(0, T, 1, variant=v))
+    if "dp" in args.cases:
+        _profile_dual_precision(B, L, [r for r in args.dp_reads.split(",") if r])
     return 0
+
+
+def _profile_dual_precision(B, L, reads):
+    from replayssm_trtllm.bench.precision import GDN_SHAPE, MAMBA2_SHAPE
+    from replayssm_trtllm.ops import dual_precision as dp
+    dev, act = "cuda", torch.bfloat16
+    g = torch.Generator(device=dev).manual_seed(0)
+    rnd = lambda *shape: torch.randn(*shape, device=dev, generator=g)  # noqa: E731
+    sbi = torch.arange(B, dtype=torch.int32, device=dev)
+    H, P, G = MAMBA2_SHAPE["H"], MAMBA2_SHAPE["P"], MAMBA2_SHAPE["G"]
+    x, z, dtr = rnd(B, 1, H, P).to(act), rnd(B, 1, H, P).to(act), (0.3 * rnd(B, 1, H)).to(act)
+    Bm, Cm = rnd(B, 1, G, 128).to(act), rnd(B, 1, G, 128).to(act)
+    A, D, dtb = -(0.5 + torch.rand(H, device=dev)), torch.rand(H, device=dev), torch.full((H,), -3.0, device=dev)
+    y = torch.empty_like(x)
+    HK, HV, V = GDN_SHAPE["HK"], GDN_SHAPE["HV"], GDN_SHAPE["V"]
+    q, k, v = rnd(B, 1, HK, 128).to(act), rnd(B, 1, HK, 128).to(act), rnd(B, 1, HV, V).to(act)
+    a, b = (0.3 * rnd(B, 1, HV)).to(act), rnd(B, 1, HV).to(act)
+    A_log, gdtb = torch.rand(HV, device=dev), torch.full((HV,), -3.0, device=dev)
+    o = torch.empty_like(v)
+    fl = torch.empty(B, dtype=torch.int32, device=dev)
+    stagger = (torch.arange(B, device=dev) % L).to(torch.int32)
+    for rf in reads:
+        c = dp.Mamba2DualPrecisionCache(B, H, P, G, L, 1, 0, rf, "fp32", "sr", act_dtype=act)
+        c.ring_len.fill_(L // 2)
+        _run(f"dp_m2_nonflush_{rf}", lambda: c.decode(sbi, x, dtr, Bm, Cm, A, D, dtb, z, y))
+        c.ring_len.copy_(stagger)  # 1/L of the rows flush: decode + flush of the window-amortized step
+        _run(f"dp_m2_stagger_decode_{rf}", lambda: c.decode(sbi, x, dtr, Bm, Cm, A, D, dtb, z, y))
+        _run(f"dp_m2_stagger_flush_{rf}", lambda: c.flush(sbi, A, 1, fl, False))
+        del c
+        c = dp.GdnDualPrecisionCache(B, HK, HV, V, L, 1, 0, rf, "fp32", "sr", act_dtype=act)
+        c.ring_len.fill_(L // 2)
+        _run(f"dp_gdn_nonflush_{rf}", lambda: c.decode(sbi, q, k, v, a, b, A_log, gdtb, None, o))
+        c.ring_len.copy_(stagger)
+        _run(f"dp_gdn_stagger_flush_{rf}", lambda: c.flush(sbi, 1, fl, False))
+        del c
 
 
 if __name__ == "__main__":
