@@ -6,7 +6,6 @@
 #include <cuda_runtime.h>
 
 #include "common/cp_async.cuh"
-#include "common/stream_rows.cuh"
 #include "dual_precision/dp_state_io.cuh"
 #include "dual_precision/dual_precision.h"
 #include "dual_precision/dual_precision_flush.h"
@@ -89,13 +88,10 @@ __device__ __forceinline__ int flushPlan(const DualPrecisionFlushParams& p, int 
     return flush ? (p.mode == 0 ? h + 1 : h) : -1;
 }
 
-// Cast the fp32 accumulator rows S into both copies (independently) and store them. Register slot r
-// of a lane holds state row warp + kWarps * (r ^ slotXor) (slotXor = 0: rows in slot order; the GDN
-// fold uses the XOR-permuted slots of common/stream_rows.cuh).
+// Cast the fp32 accumulator rows S into both copies (independently) and store them.
 template <int RPW>
 __device__ __forceinline__ void castAndStore(const DualPrecisionFlushParams& p, const FlushCopies& cp, int slot,
-                                             int b, int head, const float4 (&S)[RPW], float* sScratch,
-                                             int slotXor = 0) {
+                                             int b, int head, const float4 (&S)[RPW], float* sScratch) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int H = p.nheads, P = p.headdim;
     SrKey key;
@@ -111,15 +107,15 @@ __device__ __forceinline__ void castAndStore(const DualPrecisionFlushParams& p, 
         float a = 0.f;
 #pragma unroll
         for (int r = 0; r < RPW; ++r)
-            if (warp + kWarps * (r ^ slotXor) < P) a = amaxNan(a, amax4(S[r]));
+            if (warp + kWarps * r < P) a = amaxNan(a, amax4(S[r]));
         g = nvfp4Global(ctaAmaxNan(a, sScratch), &finite);
         if (threadIdx.x == 0) writeNvfp4Global(cp.lp, slot, head, H, g, finite);
     }
     const uint32_t eHead = (uint32_t)head * (uint32_t)P * kRowN;
 #pragma unroll
     for (int r = 0; r < RPW; ++r) {
-        const int row = warp + kWarps * (r ^ slotXor);
-        if (row >= P) continue;
+        const int row = warp + kWarps * r;
+        if (row >= P) break;  // warp-uniform
         const uint32_t e0 = eHead + (uint32_t)row * kRowN + 4u * lane;
         if (!cp.shared) storeRow(cp.hp, slot, head, row, H, P, lane, S[r], sr, key, e0, 1.f, true);
         storeRow(cp.lp, slot, head, row, H, P, lane, S[r], cp.shared ? sr : false, key, e0, g, finite);
@@ -224,15 +220,10 @@ __global__ void __launch_bounds__(kThreads) gdnFlushKernel(const DualPrecisionFl
     uint16_t* sV = reinterpret_cast<uint16_t*>(flushSmem);  // [nf][V] raw v_j of the head
     stageRows(sV, static_cast<const uint16_t*>(p.ring_v), (int64_t)slot * Cap, o, Cap, nf, V, (int64_t)HV * V,
               (int64_t)head * V);
-    // Rows in XOR-permuted register slots (common/stream_rows.cuh): slot r of a lane holds row
-    // warp + kWarps * (r ^ rl), so the per-record row dots reduce with a reduce-scatter (log2(RPW)
-    // levels of RPW / 2^l shuffles) instead of RPW full warp reductions.
-    using RS = stream::RowScatter<RPW>;
-    const int rl = RS::rowOf(lane);
     float4 S[RPW];
 #pragma unroll
     for (int r = 0; r < RPW; ++r) {
-        const int row = warp + kWarps * (r ^ rl);
+        const int row = warp + kWarps * r;
         S[r] = row < V ? loadRowExact(src, slot, head, row, HV, V, lane) : make_float4(0.f, 0.f, 0.f, 0.f);
     }
     // records: normalized keys, decays, betas (raw v is read per row below)
@@ -251,30 +242,31 @@ __global__ void __launch_bounds__(kThreads) gdnFlushKernel(const DualPrecisionFl
     }
     async::waitAll();
     __syncthreads();
-    // re-derive u_j = beta_j (v_j - alpha_j S_{j-1} kn_j) on the high-precision path, then fold:
-    // the lane owning row myRow after the reduce-scatter forms u for it, every slot fetches its row's u.
-    const int myRow = warp + kWarps * rl;
-    int srcLane[RPW];
-#pragma unroll
-    for (int r = 0; r < RPW; ++r) srcLane[r] = RS::laneOf(r ^ rl);
+    // re-derive u_j = beta_j (v_j - alpha_j S_{j-1} kn_j) on the high-precision path, then fold
     for (int j = 0; j < nf; ++j) {
         const float4 kn = *reinterpret_cast<const float4*>(&sKn[j][4 * lane]);
         const float alpha = sAlpha[j], beta = sBeta[j];
         float dot[RPW];
 #pragma unroll
         for (int r = 0; r < RPW; ++r) dot[r] = S[r].x * kn.x + S[r].y * kn.y + S[r].z * kn.z + S[r].w * kn.w;
-        const float full = RS::reduce(dot, lane);
-        const float uMine = myRow < V ? beta * (actF(sV, j * V + myRow, bf16) - alpha * full) : 0.f;
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1)
+#pragma unroll
+            for (int r = 0; r < RPW; ++r) dot[r] += __shfl_xor_sync(kFullMask, dot[r], off);
 #pragma unroll
         for (int r = 0; r < RPW; ++r) {
-            const float u = __shfl_sync(kFullMask, uMine, srcLane[r]);
-            S[r].x = fmaf(alpha, S[r].x, u * kn.x);
-            S[r].y = fmaf(alpha, S[r].y, u * kn.y);
-            S[r].z = fmaf(alpha, S[r].z, u * kn.z);
-            S[r].w = fmaf(alpha, S[r].w, u * kn.w);
+            const int row = warp + kWarps * r;
+            if (row < V) {
+                const float v = actF(sV, j * V + row, bf16);
+                const float u = beta * (v - alpha * dot[r]);
+                S[r].x = fmaf(alpha, S[r].x, u * kn.x);
+                S[r].y = fmaf(alpha, S[r].y, u * kn.y);
+                S[r].z = fmaf(alpha, S[r].z, u * kn.z);
+                S[r].w = fmaf(alpha, S[r].w, u * kn.w);
+            }
         }
     }
-    castAndStore<RPW>(p, cp, slot, b, head, S, sScratch, rl);
+    castAndStore<RPW>(p, cp, slot, b, head, S, sScratch);
 }
 
 // ----------------------------------------------------------------------------------- codec
