@@ -107,6 +107,7 @@ def _profile_dual_precision(B, L, reads):
         c.ring_len.fill_(L // 2)
         _run(f"dp_gdn_nonflush_{rf}", lambda: c.decode(sbi, q, k, v, a, b, A_log, gdtb, None, o))
         c.ring_len.copy_(stagger)
+        _run(f"dp_gdn_stagger_decode_{rf}", lambda: c.decode(sbi, q, k, v, a, b, A_log, gdtb, None, o))
         _run(f"dp_gdn_stagger_flush_{rf}", lambda: c.flush(sbi, 1, fl, False))
         del c
 
