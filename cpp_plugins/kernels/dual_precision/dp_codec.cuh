@@ -84,10 +84,16 @@ __device__ __forceinline__ uint32_t roundCode(float y, bool sr, uint32_t word, f
     else mag = finite ? mag : MAXCODE;
     return uint32_t(mag) | sign;
 }
+// RTN onto fp16 / bf16 is IEEE round-to-nearest-even with overflow to inf, which the hardware
+// conversion (cvt.rn) computes in one instruction; NaN maps to the formats' code 0x7FFF explicitly.
+// SR keeps the integer path. (The codec parity tests compare both against the torch reference, special
+// values included.)
 __device__ __forceinline__ uint32_t fp16Code(float y, bool sr, uint32_t w) {
+    if (!sr) return y != y ? 0x7FFFu : (uint32_t)__half_as_ushort(__float2half_rn(y));
     return roundCode<10, -14, 0x7BFF, true, 15, 0x7FFF>(y, sr, w, 65504.f);
 }
 __device__ __forceinline__ uint32_t bf16Code(float y, bool sr, uint32_t w) {
+    if (!sr) return y != y ? 0x7FFFu : (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(y));
     return roundCode<7, -126, 0x7F7F, true, 15, 0x7FFF>(y, sr, w, 3.38953139e38f);
 }
 __device__ __forceinline__ uint32_t e4m3Code(float y, bool sr, uint32_t w) {
