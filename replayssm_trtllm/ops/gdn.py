@@ -93,6 +93,7 @@ class GdnReplayParams(ctypes.Structure):
                                "ring_k_stride_slot", "ring_k_stride_rec", "ring_k_stride_head")]
         + [(n, _P) for n in ("state", "state_batch_indices", "ring_origin", "ring_len", "ring_g", "ring_u", "ring_k",
                              "q", "k", "v", "a", "b", "A_log", "dt_bias", "o")]
+        + [("skip_flush_rows", _I32), ("pad_dp", _I32), ("ring_beta", _P), ("ring_v", _P)]
     )
 
 

@@ -559,7 +559,8 @@ def test_ctypes_struct_sizes():
     import ctypes
     from replayssm_trtllm.ops import gdn as G
     assert ctypes.sizeof(G.GdnDecodeParams) == 304 and G.GdnDecodeParams.o.offset == 296
-    assert ctypes.sizeof(G.GdnReplayParams) == 400 and G.GdnReplayParams.o.offset == 392
+    assert ctypes.sizeof(G.GdnReplayParams) == 424 and G.GdnReplayParams.o.offset == 392
+    assert G.GdnReplayParams.skip_flush_rows.offset == 400 and G.GdnReplayParams.ring_v.offset == 416
     assert G.GdnDecodeParams.variant.offset == 52 and G.GdnReplayParams.variant.offset == 60
 
 

@@ -10,15 +10,16 @@ namespace dp {
 // Row tile (state rows per CTA) the kernels use for a read format: one chunk of 16-byte vectors.
 int decodeTileRows(int readDtype, int headdim);
 void launchMamba2DpDecode(const DualPrecisionDecodeParams& p, int tileRows, cudaStream_t s);
-void launchGdnDpDecode(const DualPrecisionDecodeParams& p, int tileRows, cudaStream_t s);
+// GDN: returns a status (RSSM_OK, or the GDN replay launcher's error on the stream path).
+int launchGdnDpDecode(const DualPrecisionDecodeParams& p, int tileRows, cudaStream_t s);
 
 // Launch of one decode kernel instance with `smem` bytes of dynamic shared memory (opted in above the
 // 48 KB default when static + dynamic need it; the call is idempotent and capture-safe).
 template <typename Kernel>
 void launchDpDecode(Kernel kernel, dim3 grid, int smem, cudaStream_t s, const DualPrecisionDecodeParams& p,
-                    int tileRows) {
+                    int tileRows, int flushOnly = 0) {
     if (smem > 16 * 1024) cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    kernel<<<grid, 128, smem, s>>>(p, tileRows);
+    kernel<<<grid, 128, smem, s>>>(p, tileRows, flushOnly);
 }
 }  // namespace dp
 }  // namespace rssm

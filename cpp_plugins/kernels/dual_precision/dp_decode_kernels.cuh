@@ -111,15 +111,18 @@ constexpr int decodeMinBlocks(int fmt, bool one) {
     return fmt == RSSM_DTYPE_NVFP4 ? 4 : fmt == RSSM_DTYPE_FP8_E4M3 ? (one ? 5 : 4) : (one ? 6 : 5);
 }
 
+// flushOnly = 1: only flushing rows and rows with invalid cursors are decoded here (the GDN stream
+// path: the replay stream kernel decodes the other rows straight from a 16-bit read copy).
 // ONE: instance for num_tokens == 1 (standard decode, and T = 1 verification): per-token arrays and
 // the unrolled per-token loops shrink to one entry (fewer instructions and less shared memory).
 template <int RF, bool ONE>
-__global__ void __launch_bounds__(kDecodeThreads, decodeMinBlocks(RF, ONE)) mamba2DpDecodeKernel(const DualPrecisionDecodeParams p, int tileRows) {
+__global__ void __launch_bounds__(kDecodeThreads, decodeMinBlocks(RF, ONE)) mamba2DpDecodeKernel(const DualPrecisionDecodeParams p, int tileRows, int flushOnly) {
     constexpr int N = kRowN;
     constexpr int kT = ONE ? 1 : RSSM_DP_MAX_TOKENS;
     const int b = blockIdx.z, head = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     RowPlan rp;
     if (!planRow(p, b, &rp)) return;
+    if (flushOnly && rp.valid && !rp.flush) return;  // a non-flush row another kernel decodes (stream path)
     const int H = p.nheads, P = p.headdim, G = p.ngroups, T = p.num_tokens, Cap = p.ring_capacity;
     const int tile0 = blockIdx.x * tileRows, tileEnd = min(P, tile0 + tileRows);
     const bool bf16 = p.act_dtype == RSSM_DTYPE_BF16;
@@ -231,12 +234,13 @@ __global__ void __launch_bounds__(kDecodeThreads, decodeMinBlocks(RF, ONE)) mamb
 
 // ---------------------------------------------------------------------------------------- GDN
 template <int RF, bool ONE>
-__global__ void __launch_bounds__(kDecodeThreads, decodeMinBlocks(RF, ONE)) gdnDpDecodeKernel(const DualPrecisionDecodeParams p, int tileRows) {
+__global__ void __launch_bounds__(kDecodeThreads, decodeMinBlocks(RF, ONE)) gdnDpDecodeKernel(const DualPrecisionDecodeParams p, int tileRows, int flushOnly) {
     constexpr int K = kRowN;
     constexpr int kT = ONE ? 1 : RSSM_DP_MAX_TOKENS;
     const int b = blockIdx.z, head = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     RowPlan rp;
     if (!planRow(p, b, &rp)) return;
+    if (flushOnly && rp.valid && !rp.flush) return;  // a non-flush row another kernel decodes (stream path)
     const int HV = p.nheads, V = p.headdim, HK = p.ngroups, T = p.num_tokens, Cap = p.ring_capacity;
     const int tile0 = blockIdx.x * tileRows, tileEnd = min(V, tile0 + tileRows);
     const bool bf16 = p.act_dtype == RSSM_DTYPE_BF16;

@@ -1,27 +1,113 @@
-// Instantiations of the gdn dual-precision decode kernel over the read format.
+// Instantiations of the gdn dual-precision decode kernel over the read format, and the stream path:
+// with a 16-bit read copy the GDN replay stream kernel (variant 4) decodes the non-flush rows
+// straight from the read copy (skip_flush_rows, appending beta and raw v for the flush), and this
+// kernel decodes only the flushing rows from the recurrence copy (docs/precision.md).
+#include <stdlib.h>
+#include <string.h>
+
 #include "dual_precision/dp_decode_dispatch.h"
 #include "dual_precision/dp_decode_kernels.cuh"
+#include "gdn/gdn.h"
 
 namespace rssm {
 namespace dp {
 namespace {
 template <bool ONE>
-void launchRead(const DualPrecisionDecodeParams& p, int tileRows, cudaStream_t s) {
+void launchRead(const DualPrecisionDecodeParams& p, int tileRows, cudaStream_t s, int flushOnly) {
     const dim3 grid((p.headdim + tileRows - 1) / tileRows, p.nheads, p.batch);
     const int smem = dpRingSmemBytes(p.window, tileRows);  // <= 64 * 256 * 2 = 32 KB
     switch (p.ckpt_lp ? p.read_dtype : RSSM_DTYPE_FP32) {
-        case RSSM_DTYPE_FP32: launchDpDecode(&gdnDpDecodeKernel<RSSM_DTYPE_FP32, ONE>, grid, smem, s, p, tileRows); break;
-        case RSSM_DTYPE_FP16: launchDpDecode(&gdnDpDecodeKernel<RSSM_DTYPE_FP16, ONE>, grid, smem, s, p, tileRows); break;
-        case RSSM_DTYPE_BF16: launchDpDecode(&gdnDpDecodeKernel<RSSM_DTYPE_BF16, ONE>, grid, smem, s, p, tileRows); break;
-        case RSSM_DTYPE_FP8_E4M3: launchDpDecode(&gdnDpDecodeKernel<RSSM_DTYPE_FP8_E4M3, ONE>, grid, smem, s, p, tileRows); break;
-        default: launchDpDecode(&gdnDpDecodeKernel<RSSM_DTYPE_NVFP4, ONE>, grid, smem, s, p, tileRows); break;
+        case RSSM_DTYPE_FP32: launchDpDecode(&gdnDpDecodeKernel<RSSM_DTYPE_FP32, ONE>, grid, smem, s, p, tileRows, flushOnly); break;
+        case RSSM_DTYPE_FP16: launchDpDecode(&gdnDpDecodeKernel<RSSM_DTYPE_FP16, ONE>, grid, smem, s, p, tileRows, flushOnly); break;
+        case RSSM_DTYPE_BF16: launchDpDecode(&gdnDpDecodeKernel<RSSM_DTYPE_BF16, ONE>, grid, smem, s, p, tileRows, flushOnly); break;
+        case RSSM_DTYPE_FP8_E4M3: launchDpDecode(&gdnDpDecodeKernel<RSSM_DTYPE_FP8_E4M3, ONE>, grid, smem, s, p, tileRows, flushOnly); break;
+        default: launchDpDecode(&gdnDpDecodeKernel<RSSM_DTYPE_NVFP4, ONE>, grid, smem, s, p, tileRows, flushOnly); break;
     }
+}
+
+// The stream path applies to a 16-bit read copy with slot indices (the replay launcher needs them);
+// RSSM_DP_DECODE_PATH=tile forces the single-kernel path (for A/B timing).
+bool useStreamPath(const DualPrecisionDecodeParams& p) {
+    const char* env = getenv("RSSM_DP_DECODE_PATH");
+    if (env && strcmp(env, "tile") == 0) return false;
+    return (p.read_dtype == RSSM_DTYPE_FP16 || p.read_dtype == RSSM_DTYPE_BF16) && p.state_batch_indices != nullptr;
+}
+
+// GdnReplayParams over the dual-precision decode's tensors (contiguous inputs and rings, the read
+// copy as the checkpoint), skipping flushing rows and appending the two-precision records.
+GdnReplayParams streamParams(const DualPrecisionDecodeParams& p) {
+    GdnReplayParams q;
+    memset(&q, 0, sizeof(q));
+    const int B = p.batch, T = p.num_tokens, HK = p.ngroups, HV = p.nheads, K = p.dstate, V = p.headdim;
+    const int C = p.ring_capacity;
+    q.batch = B;
+    q.num_tokens = T;
+    q.num_heads = HK;
+    q.num_v_heads = HV;
+    q.head_k = K;
+    q.head_v = V;
+    q.num_slots = p.num_slots;
+    q.window = p.window;
+    q.ring_capacity = C;
+    q.mode = p.mode == 0 ? GDN_REPLAY_STANDARD : GDN_REPLAY_SPECULATIVE;
+    q.state_dtype = p.read_dtype;
+    q.act_dtype = p.act_dtype;
+    q.u_dtype = RSSM_DTYPE_FP16;
+    q.rows_per_cta = 0;
+    q.scale = p.scale;
+    q.variant = 4;
+    q.state_stride_slot = p.stride_lp_slot;
+    q.state_stride_head = p.stride_lp_head;
+    q.state_stride_v = p.stride_lp_row;
+    q.q_stride_b = q.k_stride_b = (int64_t)T * HK * K;
+    q.q_stride_t = q.k_stride_t = (int64_t)HK * K;
+    q.q_stride_h = q.k_stride_h = K;
+    q.v_stride_b = q.o_stride_b = (int64_t)T * HV * V;
+    q.v_stride_t = q.o_stride_t = (int64_t)HV * V;
+    q.v_stride_h = q.o_stride_h = V;
+    q.a_stride_b = q.b_stride_b = (int64_t)T * HV;
+    q.a_stride_t = q.b_stride_t = HV;
+    q.ring_g_stride_slot = (int64_t)C * HV;
+    q.ring_g_stride_rec = HV;
+    q.ring_u_stride_slot = (int64_t)C * HV * V;
+    q.ring_u_stride_rec = (int64_t)HV * V;
+    q.ring_u_stride_head = V;
+    q.ring_k_stride_slot = (int64_t)C * HK * K;
+    q.ring_k_stride_rec = (int64_t)HK * K;
+    q.ring_k_stride_head = K;
+    q.state = const_cast<void*>(p.ckpt_lp);
+    q.state_batch_indices = p.state_batch_indices;
+    q.ring_origin = p.ring_origin;
+    q.ring_len = p.ring_len;
+    q.ring_g = p.ring_g;
+    q.ring_u = p.ring_u;
+    q.ring_k = p.ring_k;
+    q.q = p.q;
+    q.k = p.k;
+    q.v = p.v;
+    q.a = p.a;
+    q.b = p.b;
+    q.A_log = p.A_log;
+    q.dt_bias = p.gdn_dt_bias;
+    q.o = p.o;
+    q.skip_flush_rows = 1;
+    q.ring_beta = p.ring_beta;
+    q.ring_v = p.ring_v;
+    return q;
 }
 }  // namespace
 
-void launchGdnDpDecode(const DualPrecisionDecodeParams& p, int tileRows, cudaStream_t s) {
-    if (p.num_tokens == 1) launchRead<true>(p, tileRows, s);
-    else launchRead<false>(p, tileRows, s);
+int launchGdnDpDecode(const DualPrecisionDecodeParams& p, int tileRows, cudaStream_t s) {
+    int flushOnly = 0;
+    if (useStreamPath(p)) {
+        const GdnReplayParams q = streamParams(p);
+        const int st = rssm_gdn_replay_launch(&q, s);
+        if (st != RSSM_OK) return st;
+        flushOnly = 1;
+    }
+    if (p.num_tokens == 1) launchRead<true>(p, tileRows, s, flushOnly);
+    else launchRead<false>(p, tileRows, s, flushOnly);
+    return RSSM_OK;
 }
 }  // namespace dp
 }  // namespace rssm

@@ -135,6 +135,13 @@ typedef struct GdnReplayParams {
     const float* A_log;                 // [HV]
     const float* dt_bias;               // [HV]
     void* o;                            // [B, T, HV, V] act, out
+    // ---- dual-precision use (docs/precision.md; zero = the plain replay kernel) ----
+    int32_t skip_flush_rows;            // 1: rows whose flush predicate holds are left untouched (no
+                                        //    output, no append): the dual-precision decode handles
+                                        //    them from the recurrence copy. Stream variants 3-5 only.
+    int32_t pad_dp;
+    float* ring_beta;                   // NULL or [S, C, HV] fp32, ring_g's layout: beta_s appended
+    void* ring_v;                       // NULL or [S, C, HV, V] act, ring_u's layout: raw v_s appended
 } GdnReplayParams;
 
 // Conventional decode / per-draft-snapshot verify.

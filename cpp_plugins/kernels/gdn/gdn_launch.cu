@@ -265,6 +265,11 @@ extern "C" int rssm_gdn_replay_launch(const GdnReplayParams* pp, cudaStream_t st
     if (p.variant < 0 || p.variant >= GDN_NUM_VARIANTS)
         return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: variant must be in [0, %d]; got %d", op,
                         GDN_NUM_VARIANTS - 1, p.variant);
+    if (p.skip_flush_rows != 0 && p.skip_flush_rows != 1)
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: skip_flush_rows must be 0 or 1; got %d", op, p.skip_flush_rows);
+    if ((p.skip_flush_rows || p.ring_beta || p.ring_v) && p.variant < 3)
+        return setError(RSSM_ERR_UNSUPPORTED, "%s: skip_flush_rows / ring_beta / ring_v (dual-precision decode) "
+                        "need a stream variant (3, 4 or 5); got variant %d", op, p.variant);
     if (p.variant >= 3) {
         if ((st = checkStreamVariant(op, p.head_k, p.rows_per_cta)) != RSSM_OK) return st;
         if (!(p.scale > 0.f)) p.scale = 1.0f / sqrtf((float)p.head_k);

@@ -286,6 +286,10 @@ __global__ void __launch_bounds__(streamWarps(VAR) * 32, streamMinBlocks(VAR))
         return;
     }
     const bool flush = spec ? (h + T > p.window) : (h + 1 == p.window);
+    if (flush && p.skip_flush_rows) {  // dual-precision decode: this row is handled from the recurrence copy
+        cpAsyncWaitAll();
+        return;
+    }
     const int nf = spec ? h : h + 1;  // records folded by a flush
     const int nrec = h + T;
     if (!full_ring) issueRecords(h, o0);
@@ -333,6 +337,7 @@ __global__ void __launch_bounds__(streamWarps(VAR) * 32, streamMinBlocks(VAR))
                     int ri = o0 + j;
                     ri %= C;
                     p.ring_g[rg_base + (int64_t)ri * p.ring_g_stride_rec] = g;
+                    if (p.ring_beta) p.ring_beta[rg_base + (int64_t)ri * p.ring_g_stride_rec] = s_beta[s];
                 }
             }
 #pragma unroll
@@ -478,6 +483,9 @@ __global__ void __launch_bounds__(streamWarps(VAR) * 32, streamMinBlocks(VAR))
             if (v < p.head_v && (s % LPR) == sub) {
                 stAct(p.o, obase + s * p.o_stride_t + v, o, bf16);
                 stAct(p.ring_u, ru_base + (int64_t)((o0 + h + s) % C) * p.ring_u_stride_rec + v, ud[s], ubf16);
+                if (p.ring_v)  // raw v (act -> float -> act is exact)
+                    stAct(p.ring_v, ru_base + (int64_t)((o0 + h + s) % C) * p.ring_u_stride_rec + v, s_v[s * ROWS + vl],
+                          bf16);
             }
         }
     }
