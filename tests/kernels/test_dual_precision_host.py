@@ -176,3 +176,32 @@ def test_launchers_refuse_misaligned_ring_records(family):
     with pytest.raises(RuntimeError, match=r"ring records \(ring_x, ring_B\)" if mamba else r"ring records \(ring_v\)"):
         check_status(dp._launcher("rssm_dual_precision_flush_launch", dp.DualPrecisionFlushParams)(
             ctypes.byref(f), None), "flush")
+
+
+def test_gdn_replay_launcher_skip_flush_rows_rule():
+    """The dual-precision GDN stream path asks the replay launcher to skip flushing rows; only the stream
+    variants (3-5) implement it, so a tile variant is refused by name (host-only check, no GPU needed)."""
+    import ctypes
+    _lib_or_skip()
+    from replayssm_trtllm.ops import gdn as G
+    from replayssm_trtllm.ops._lib import check_status
+    good = 0x10000
+    g = G.GdnReplayParams(batch=1, num_tokens=1, num_heads=1, num_v_heads=2, head_k=128, head_v=64, num_slots=1,
+                          window=4, ring_capacity=4, mode=0, state_dtype=1, act_dtype=2, u_dtype=1, variant=1,
+                          state_stride_slot=2 * 64 * 128, state_stride_head=64 * 128, state_stride_v=128,
+                          q_stride_b=128, q_stride_t=128, q_stride_h=128, k_stride_b=128, k_stride_t=128,
+                          k_stride_h=128, v_stride_b=128, v_stride_t=128, v_stride_h=64, a_stride_b=2, a_stride_t=2,
+                          b_stride_b=2, b_stride_t=2, o_stride_b=128, o_stride_t=128, o_stride_h=64,
+                          ring_g_stride_slot=8, ring_g_stride_rec=2, ring_u_stride_slot=512, ring_u_stride_rec=128,
+                          ring_u_stride_head=64, ring_k_stride_slot=512, ring_k_stride_rec=128, ring_k_stride_head=128,
+                          skip_flush_rows=1)
+    for n in ("state", "state_batch_indices", "ring_origin", "ring_len", "ring_g", "ring_u", "ring_k", "q", "k", "v",
+              "a", "b", "A_log", "dt_bias", "o"):
+        setattr(g, n, good)
+    with pytest.raises(RuntimeError, match="need a stream variant \\(3, 4 or 5\\); got variant 1"):
+        check_status(G._launcher("rssm_gdn_replay_launch", G.GdnReplayParams)(ctypes.byref(g), None), "gdn")
+    g.skip_flush_rows = 2
+    g.variant = 4
+    with pytest.raises(RuntimeError, match="skip_flush_rows must be 0 or 1; got 2"):
+        check_status(G._launcher("rssm_gdn_replay_launch", G.GdnReplayParams)(ctypes.byref(g), None), "gdn")
+
