@@ -2,8 +2,9 @@
 # One call on a GPU machine: build the kernel library, run the GPU tests, optionally the
 # compute-sanitizer checks and the side-by-side benchmarks, and print a short table last.
 #
-#   scripts/gpu_run.sh [--tests] [--xdist N] [--test-select PATHS] [--sanitize] [--harness]
+#   scripts/gpu_run.sh [--tests] [--xdist N] [--test-select PATHS] [--test-k EXPR] [--sanitize] [--harness]
 #                      [--bench mamba2,gdn,precision] [--bench-args "..."] [--profile]
+# --test-k EXPR: pytest -k expression for the GPU tests (e.g. "v4 or dual").
 # --profile: Nsight Compute (ncu) on scripts/profile_kernels.py (PROFILE_ARGS), report in logs.tgz
 #            and the per-kernel headline numbers in the output.
 # TRT_INC=<TensorRT include dir> also builds the plugin library and the enqueue harness.
@@ -17,11 +18,12 @@ cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/out}"; mkdir -p "$OUT"
 LOG=/tmp/rssm-logs; rm -rf "$LOG"; mkdir -p "$LOG"   # only 8 files come back from $OUT: logs are tarred
 export PYTHONUNBUFFERED=1
-RUN_TESTS=0; RUN_SAN=0; RUN_HARNESS=0; RUN_PROFILE=0; XDIST=""; BENCH=""; BENCH_ARGS=""; TEST_SEL="tests/kernels"
+RUN_TESTS=0; RUN_SAN=0; RUN_HARNESS=0; RUN_PROFILE=0; XDIST=""; BENCH=""; BENCH_ARGS=""; TEST_SEL="tests/kernels"; TEST_K=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --tests) RUN_TESTS=1 ;;
     --test-select) TEST_SEL="$2"; shift ;;
+    --test-k) TEST_K="$2"; shift ;;
     --sanitize) RUN_SAN=1 ;;
     --harness) RUN_HARNESS=1 ;;
     --profile) RUN_PROFILE=1 ;;
@@ -80,7 +82,7 @@ fi
 
 if [ $RUN_TESTS -eq 1 ]; then
   t0=$(date +%s)
-  timeout ${TEST_TIMEOUT:-300} python3 -m pytest -q -m gpu $TEST_SEL -p no:cacheprovider $XDIST > "$LOG/gpu-tests.log" 2>&1
+  timeout ${TEST_TIMEOUT:-300} python3 -m pytest -q -m gpu $TEST_SEL ${TEST_K:+-k "$TEST_K"} -p no:cacheprovider $XDIST > "$LOG/gpu-tests.log" 2>&1
   rc=$?
   note "gpu tests ($TEST_SEL): rc=$rc, $(tail -1 "$LOG/gpu-tests.log") [$(( $(date +%s) - t0 ))s]"
   grep -E "^(FAILED|ERROR)" "$LOG/gpu-tests.log" | head -20
@@ -113,6 +115,12 @@ fi
 for fam in ${BENCH//,/ }; do
   t0=$(date +%s)
   args_var="BENCH_ARGS_${fam^^}"; fam_args="${!args_var:-$BENCH_ARGS}"
+  # FlashInfer JIT-compiles its modules for minutes without a prebuilt cache (.fi_cache/): skip the
+  # peer then, unless RSSM_BENCH_FLASHINFER=1 asks for the compile.
+  if [ "$fam" = mamba2 ] && [ ! -d .fi_cache ] && [ "${RSSM_BENCH_FLASHINFER:-0}" != 1 ] && [[ " $fam_args " != *" --no-flashinfer "* ]]; then
+    fam_args="$fam_args --no-flashinfer"
+    note "bench mamba2: no .fi_cache, FlashInfer peer skipped (RSSM_BENCH_FLASHINFER=1 compiles it)"
+  fi
   tmo_var="BENCH_TIMEOUT_${fam^^}"; tmo="${!tmo_var:-${BENCH_TIMEOUT:-240}}"
   timeout $tmo python3 -m replayssm_trtllm bench "$fam" $fam_args > "$LOG/bench-$fam.log" 2>&1
   rc=$?
