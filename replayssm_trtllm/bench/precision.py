@@ -9,7 +9,10 @@ Nemotron-3-Super Mamba-2 layer H=128 P=64 N=128 G=8; Qwen3.5-122B GDN layer HK=1
   and fp16+SR;
 * baselines: the conventional fp32 kernel (ops/mamba2.py, ops/gdn.py) and the fp32 ReplaySSM step
   (the existing replay kernel, and this kernel with an fp32 read copy; the faster of the two is the
-  "FP32-read replay" denominator of the non-flush targets).
+  "FP32-read replay" denominator of the non-flush targets);
+* for the 16-bit read copies, the non-flush step a second time through the single-kernel path
+  (RSSM_DP_DECODE_PATH=tile) next to the default stream path (GDN: the replay stream kernel on the
+  read copy + the dual-precision kernel on the flushing rows), unless --no-compare-paths.
 
 Writes bench/results/latest-precision.json (targets, rows, gpu, date, command, git_commit) and a
 section of docs/benchmarks.md through bench/common.py.
@@ -17,6 +20,8 @@ section of docs/benchmarks.md through bench/common.py.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 
 READS = ("fp32", "fp16", "fp8_e4m3", "nvfp4")
@@ -37,6 +42,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reps", type=int, default=30, help="timed graph replays per case")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-write", action="store_true", help="print only; do not write results")
+    parser.add_argument("--no-compare-paths", action="store_true",
+                        help="do not also time the single-kernel decode path (RSSM_DP_DECODE_PATH=tile) next to "
+                             "the stream path of the 16-bit read copies")
+
+
+@contextlib.contextmanager
+def decode_path(path):
+    """Set RSSM_DP_DECODE_PATH for the launches (and CUDA-graph captures) inside the block."""
+    old = os.environ.get("RSSM_DP_DECODE_PATH")
+    if path is None:
+        os.environ.pop("RSSM_DP_DECODE_PATH", None)
+    else:
+        os.environ["RSSM_DP_DECODE_PATH"] = path
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("RSSM_DP_DECODE_PATH", None)
+        else:
+            os.environ["RSSM_DP_DECODE_PATH"] = old
 
 
 def nonflush_ratio(t_fp32_candidates, t_read):
@@ -170,6 +195,13 @@ def _family_cases(family, args, torch, time_graph):
                 nb = step_bytes(family, sh, B, rf, h_mid)
                 rows.append({"family": family, "case": "non-flush step", "read": rf, "recurrence": "any",
                              "us": t_nf, "bytes": nb, "GB/s": nb / t_nf / 1e3})
+                if rf in ("fp16", "bf16") and not getattr(args, "no_compare_paths", False):
+                    with decode_path("tile"):  # the same step through the single dual-precision kernel
+                        t_tile = time_graph([dec(c)], reps=args.reps)["median_us"]
+                    res[("nonflush_tile", rf)] = t_tile
+                    rows.append({"family": family, "case": "non-flush step, single-kernel path", "read": rf,
+                                 "recurrence": "any", "us": t_tile, "bytes": nb, "GB/s": nb / t_tile / 1e3,
+                                 "x conv": res["conv"] / t_tile})
             c.ring_len.copy_(stagger)
             t_w = time_graph([step(c)], reps=args.reps)["median_us"]
             res[("window", rf, rec)] = t_w

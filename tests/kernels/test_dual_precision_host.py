@@ -127,6 +127,20 @@ def test_bench_arguments_and_ratio():
     assert bp.nonflush_ratio([None, 80.0], 40.0) == pytest.approx(2.0)
     assert bp.nonflush_ratio([None], 10.0) is None
     assert set(bp.NONFLUSH_GOALS) == {(f, r) for f in ("mamba2", "gdn") for r in ("fp16", "fp8_e4m3", "nvfp4")}
+    assert a.no_compare_paths is False and ap.parse_args(["--no-compare-paths"]).no_compare_paths
+
+
+def test_bench_decode_path_switch(monkeypatch):
+    """The A/B switch of the dual-precision decode path is set inside the block and restored after."""
+    import os
+    monkeypatch.setenv("RSSM_DP_DECODE_PATH", "stream-default")
+    with bp.decode_path("tile"):
+        assert os.environ["RSSM_DP_DECODE_PATH"] == "tile"
+    assert os.environ["RSSM_DP_DECODE_PATH"] == "stream-default"
+    monkeypatch.delenv("RSSM_DP_DECODE_PATH")
+    with bp.decode_path("tile"):
+        assert os.environ["RSSM_DP_DECODE_PATH"] == "tile"
+    assert "RSSM_DP_DECODE_PATH" not in os.environ
 
 
 def test_bench_byte_model():
