@@ -1,16 +1,25 @@
-// 16-byte asynchronous global -> shared copies (cp.async, sm_80+) for kernels that stage ring records
-// in shared memory: every copy of a CTA is issued at once, so the records are one memory round trip
-// away instead of one per record. Internal header.
+// Asynchronous global -> shared copies (cp.async, sm_80+), the one definition every kernel family uses
+// (the Mamba-2 and GDN headers keep their short names as aliases). Staging rows this way puts every
+// copy of a CTA in flight at once without holding registers. Internal header.
 #pragma once
 #include <cuda_runtime.h>
 
 namespace rssm {
 namespace async {
-// dst (shared) and src (global) 16-byte aligned.
-__device__ __forceinline__ void copy16(void* dst, const void* src) {
-    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(src) : "memory");
+__device__ __forceinline__ unsigned smemAddr(const void* p) {
+    return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
+// dst (shared) and src (global) aligned to the copy size; 16 bytes bypass L1 (.cg), 8 and 4 do not.
+__device__ __forceinline__ void copy16(void* dst, const void* src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smemAddr(dst)), "l"(src) : "memory");
+}
+__device__ __forceinline__ void copy8(void* dst, const void* src) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(smemAddr(dst)), "l"(src) : "memory");
+}
+__device__ __forceinline__ void copy4(void* dst, const void* src) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smemAddr(dst)), "l"(src) : "memory");
+}
+__device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 // Waits for every cp.async this thread issued (the caller then synchronizes the CTA).
 __device__ __forceinline__ void waitAll() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 }  // namespace async

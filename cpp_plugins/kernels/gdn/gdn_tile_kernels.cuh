@@ -16,6 +16,7 @@
 //   * Rows are read from shared memory with the quad order permuted per row group
 //     (q ^ (grp & kSwz)) so a warp's 16-byte (8-byte) reads of 2-8 rows hit distinct banks.
 #pragma once
+#include "common/cp_async.cuh"
 #include "gdn/gdn_kernels.cuh"
 
 namespace rssm {
@@ -32,19 +33,12 @@ constexpr int kDecodeTileMinBlocks = 6;
 // ---------------------------------------------------------------------------------------------
 // Asynchronous copies
 // ---------------------------------------------------------------------------------------------
-__device__ __forceinline__ uint32_t smemAddr(const void* p) {
-    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void cpAsync16(void* dst, const void* src) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smemAddr(dst)), "l"(src) : "memory");
-}
-__device__ __forceinline__ void cpAsync8(void* dst, const void* src) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(smemAddr(dst)), "l"(src) : "memory");
-}
-__device__ __forceinline__ void cpAsync4(void* dst, const void* src) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smemAddr(dst)), "l"(src) : "memory");
-}
-__device__ __forceinline__ void cpAsyncWaitAll() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+// (common/cp_async.cuh)
+using async::smemAddr;
+__device__ __forceinline__ void cpAsync16(void* dst, const void* src) { async::copy16(dst, src); }
+__device__ __forceinline__ void cpAsync8(void* dst, const void* src) { async::copy8(dst, src); }
+__device__ __forceinline__ void cpAsync4(void* dst, const void* src) { async::copy4(dst, src); }
+__device__ __forceinline__ void cpAsyncWaitAll() { async::waitAll(); }
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define RSSM_GDN_HAS_BULK 1

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "common/cp_async.cuh"
 #include "mamba2/mamba2.h"
 
 namespace rssm {
@@ -107,16 +108,11 @@ __device__ __forceinline__ float loadDt(const void* dtRaw, bool dtIsF32, bool ac
 
 // 16-byte asynchronous global -> shared copies (sm_80+): the whole state tile of a CTA is put in
 // flight at the start without holding registers, so the prologue overlaps the state stream.
-__device__ __forceinline__ void cpAsync16(void* smemPtr, const void* gmemPtr) {
-    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smemPtr));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmemPtr) : "memory");
-}
-__device__ __forceinline__ void cpAsync4(void* smemPtr, const void* gmemPtr) {
-    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smemPtr));
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(gmemPtr) : "memory");
-}
-__device__ __forceinline__ void cpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-__device__ __forceinline__ void cpAsyncWaitAll() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+// (common/cp_async.cuh)
+__device__ __forceinline__ void cpAsync16(void* smemPtr, const void* gmemPtr) { async::copy16(smemPtr, gmemPtr); }
+__device__ __forceinline__ void cpAsync4(void* smemPtr, const void* gmemPtr) { async::copy4(smemPtr, gmemPtr); }
+__device__ __forceinline__ void cpAsyncCommit() { async::commit(); }
+__device__ __forceinline__ void cpAsyncWaitAll() { async::waitAll(); }
 
 // Issue cp.async for rows [0, nRows) of a [rows, N] tile (row stride strideRow elements) into a dense
 // shared [rows][N] buffer; 16-bit or 32-bit elements.
