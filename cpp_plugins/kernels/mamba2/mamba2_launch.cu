@@ -249,6 +249,28 @@ int persistentGrid(const void* func, int threads, size_t smem, long long items) 
     return (int)(items < g ? items : g);
 }
 
+// Launches the persistent kernel (variants 1 / 2) of decode (replay = false) or replay when the inputs
+// allow it (tokensAligned: 16-byte rows for the bulk copies; a kernel for this dtype / N; the plan fits
+// the opt-in shared memory). Picks rows_per_cta when it is 0. Returns false when the caller must fall
+// back to variant 0; otherwise *status is the launch result.
+template <typename Params, typename PlanFn>
+bool launchPersistent(const char* op, bool replay, bool tokensAligned, PlanFn planBytes, Params& q,
+                      cudaStream_t stream, int* status) {
+    if (q.rows_per_cta == 0) q.rows_per_cta = autoRowsPersistent((long long)q.batch * q.nheads, q.headdim, planBytes);
+    const size_t smem = planBytes(q.rows_per_cta);
+    const void* func = pickPersistent(replay, q.state_dtype, q.dstate, consumerWarps(q.variant));
+    if (!(tokensAligned && func && persistentUsable(func) && smem <= (size_t)optinSmem())) return false;
+    const int threads = (consumerWarps(q.variant) + 1) * 32;
+    if (!allowSmem(func, smem)) {
+        *status = setError(RSSM_ERR_CUDA, "%s: cannot raise the shared-memory limit to %zu bytes", op, smem);
+        return true;
+    }
+    const long long items = (long long)q.batch * q.nheads * ((q.headdim + q.rows_per_cta - 1) / q.rows_per_cta);
+    const dim3 grid(persistentGrid(func, threads, smem, items));
+    *status = launch(op, func, grid, threads, smem, &q, stream);
+    return true;
+}
+
 }  // namespace
 }  // namespace mamba2
 }  // namespace rssm
@@ -304,17 +326,8 @@ extern "C" int rssm_mamba2_decode_launch(const Mamba2DecodeParams* pIn, cudaStre
                         (reinterpret_cast<uintptr_t>(q.dt_raw) & 3u) == 0;
         const int T = q.num_tokens, N = q.dstate;
         auto planBytes = [T, N, sb](int rows) { return decodePersistentPlan(T, N, rows, sb).total; };
-        if (q.rows_per_cta == 0) q.rows_per_cta = autoRowsPersistent((long long)q.batch * q.nheads, q.headdim, planBytes);
-        const size_t smem = planBytes(q.rows_per_cta);
-        const void* func = pickPersistent(false, q.state_dtype, N, consumerWarps(q.variant));
-        if (ok && func && persistentUsable(func) && smem <= (size_t)optinSmem()) {
-            const int threads = (consumerWarps(q.variant) + 1) * 32;
-            if (!allowSmem(func, smem))
-                return setError(RSSM_ERR_CUDA, "%s: cannot raise the shared-memory limit to %zu bytes", op, smem);
-            const long long items = (long long)q.batch * q.nheads * ((q.headdim + q.rows_per_cta - 1) / q.rows_per_cta);
-            const dim3 grid(persistentGrid(func, threads, smem, items));
-            return launch(op, func, grid, threads, smem, &q, stream);
-        }
+        int st = RSSM_OK;
+        if (launchPersistent(op, false, ok, planBytes, q, stream, &st)) return st;
         q.variant = RSSM_MAMBA2_VARIANT_TILE;  // documented fallback: same results, variant 0 kernel
         q.rows_per_cta = 0;
     }
@@ -389,17 +402,8 @@ extern "C" int rssm_mamba2_replay_launch(const Mamba2ReplayParams* pIn, cudaStre
                         (reinterpret_cast<uintptr_t>(q.ring_dt) & 3u) == 0;
         const int T = q.num_tokens, L = q.window, N = q.dstate;
         auto planBytes = [T, L, N, sb](int rows) { return replayPersistentPlan(T, L, N, rows, sb).total; };
-        if (q.rows_per_cta == 0) q.rows_per_cta = autoRowsPersistent((long long)q.batch * q.nheads, q.headdim, planBytes);
-        const size_t smem = planBytes(q.rows_per_cta);
-        const void* func = pickPersistent(true, q.state_dtype, N, consumerWarps(q.variant));
-        if (ok && func && persistentUsable(func) && smem <= (size_t)optinSmem()) {
-            const int threads = (consumerWarps(q.variant) + 1) * 32;
-            if (!allowSmem(func, smem))
-                return setError(RSSM_ERR_CUDA, "%s: cannot raise the shared-memory limit to %zu bytes", op, smem);
-            const long long items = (long long)q.batch * q.nheads * ((q.headdim + q.rows_per_cta - 1) / q.rows_per_cta);
-            const dim3 grid(persistentGrid(func, threads, smem, items));
-            return launch(op, func, grid, threads, smem, &q, stream);
-        }
+        int st = RSSM_OK;
+        if (launchPersistent(op, true, ok, planBytes, q, stream, &st)) return st;
         q.variant = RSSM_MAMBA2_VARIANT_TILE;  // documented fallback: same results, variant 0 kernel
         q.rows_per_cta = 0;
     }
