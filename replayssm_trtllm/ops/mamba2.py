@@ -72,7 +72,7 @@ class Mamba2ReplayParams(ctypes.Structure):
     _fields_ = (
         [(n, _i32) for n in ("batch", "num_tokens", "nheads", "headdim", "dstate", "ngroups", "num_slots",
                              "window", "ring_capacity", "mode", "state_dtype", "act_dtype", "dt_dtype",
-                             "rows_per_cta", "variant", "pad0")]
+                             "rows_per_cta", "variant", "skip_flush_rows")]
         + _strides("state", ("slot", "head", "p"))
         + _strides("x", "bth") + _strides("dt", "bth") + _strides("B", "btg") + _strides("C", "btg")
         + _strides("z", "bth") + _strides("y", "bth")

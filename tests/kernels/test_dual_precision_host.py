@@ -219,3 +219,24 @@ def test_gdn_replay_launcher_skip_flush_rows_rule():
     with pytest.raises(RuntimeError, match="skip_flush_rows must be 0 or 1; got 2"):
         check_status(G._launcher("rssm_gdn_replay_launch", G.GdnReplayParams)(ctypes.byref(g), None), "gdn")
 
+
+
+def test_mamba2_replay_launcher_skip_flush_rows_rules():
+    """The dual-precision Mamba-2 stream path asks the replay launcher to skip flushing rows; only the
+    persistent variants (1, 2) implement it, and a value other than 0 / 1 is refused by name (host-only
+    checks, no GPU needed)."""
+    import ctypes
+    _lib_or_skip()
+    from replayssm_trtllm.ops import mamba2 as M
+    from replayssm_trtllm.ops._lib import check_status
+    m = M.Mamba2ReplayParams(batch=1, num_tokens=1, nheads=2, headdim=64, dstate=128, ngroups=1, num_slots=1,
+                             window=4, ring_capacity=4, mode=0, state_dtype=1, act_dtype=2, dt_dtype=0)
+    run = lambda: check_status(M._fn("rssm_mamba2_replay_launch", M.Mamba2ReplayParams)(  # noqa: E731
+        ctypes.byref(m), None), "mamba2")
+    m.skip_flush_rows, m.variant = 2, 2
+    with pytest.raises(RuntimeError, match="skip_flush_rows must be 0 or 1; got 2"):
+        run()
+    for v in (0, 3):
+        m.skip_flush_rows, m.variant = 1, v
+        with pytest.raises(RuntimeError, match=f"needs a persistent variant \\(1 or 2\\); got variant {v}"):
+            run()

@@ -9,8 +9,8 @@ namespace rssm {
 namespace dp {
 // Row tile (state rows per CTA) the kernels use for a read format: one chunk of 16-byte vectors.
 int decodeTileRows(int readDtype, int headdim);
-void launchMamba2DpDecode(const DualPrecisionDecodeParams& p, int tileRows, cudaStream_t s);
-// GDN: returns a status (RSSM_OK, or the GDN replay launcher's error on the stream path).
+// Return a status: RSSM_OK, or the replay launcher's error on the stream path (16-bit read copies).
+int launchMamba2DpDecode(const DualPrecisionDecodeParams& p, int tileRows, cudaStream_t s);
 int launchGdnDpDecode(const DualPrecisionDecodeParams& p, int tileRows, cudaStream_t s);
 
 // Launch of one decode kernel instance with `smem` bytes of dynamic shared memory (opted in above the

@@ -88,12 +88,8 @@ extern "C" int rssm_dual_precision_decode_launch(const DualPrecisionDecodeParams
                         mamba ? "ring_x, ring_B" : "ring_u, ring_k");
     if (p->batch == 0) return RSSM_OK;
     const int tileRows = dp::decodeTileRows(p->read_dtype, p->headdim);
-    if (mamba) {
-        dp::launchMamba2DpDecode(*p, tileRows, stream);
-    } else {
-        const int st = dp::launchGdnDpDecode(*p, tileRows, stream);
-        if (st != RSSM_OK) return st;  // the GDN replay launcher's message (stream path) stands
-    }
+    const int st = mamba ? dp::launchMamba2DpDecode(*p, tileRows, stream) : dp::launchGdnDpDecode(*p, tileRows, stream);
+    if (st != RSSM_OK) return st;  // the replay launcher's message (stream path) stands
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return setError(RSSM_ERR_CUDA, "%s: launch failed: %s", op, cudaGetErrorString(e));
     return RSSM_OK;

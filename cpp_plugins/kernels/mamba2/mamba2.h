@@ -114,7 +114,9 @@ typedef struct Mamba2ReplayParams {
     int32_t dt_dtype;       // FP32 or act_dtype (dt_raw)
     int32_t rows_per_cta;   // 0 = auto (see Mamba2DecodeParams.rows_per_cta)
     int32_t variant;        // RSSM_MAMBA2_VARIANT_*; offset 56
-    int32_t pad0;           // offset 60, keep 0
+    int32_t skip_flush_rows;  // offset 60 (was pad0): 1 = rows whose flush predicate holds are left
+                              // untouched (no output, no append; the dual-precision decode handles
+                              // them from the recurrence copy). Persistent variants 1 / 2 only.
     // ---- int64 element strides (first at offset 64)
     int64_t stride_state_slot, stride_state_head, stride_state_p;  // checkpoint [S, H, P, N]
     int64_t stride_x_b, stride_x_t, stride_x_h;

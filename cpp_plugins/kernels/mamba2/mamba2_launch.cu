@@ -342,8 +342,16 @@ extern "C" int rssm_mamba2_replay_launch(const Mamba2ReplayParams* pIn, cudaStre
     const char* op = "Mamba2Replay";
     if (!pIn) return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: params must not be NULL", op);
     Mamba2ReplayParams resolved = *pIn;
-    if (resolved.variant == RSSM_MAMBA2_VARIANT_AUTO)
-        resolved.variant = rssm_mamba2_replay_auto_variant(resolved.batch, resolved.nheads, resolved.dstate);
+    if (resolved.skip_flush_rows != 0 && resolved.skip_flush_rows != 1)
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: skip_flush_rows must be 0 or 1; got %d", op,
+                        resolved.skip_flush_rows);
+    if (resolved.variant == RSSM_MAMBA2_VARIANT_AUTO)  // skip_flush_rows exists in the persistent kernels
+        resolved.variant = resolved.skip_flush_rows ? 2
+                                                    : rssm_mamba2_replay_auto_variant(resolved.batch, resolved.nheads,
+                                                                                      resolved.dstate);
+    if (resolved.skip_flush_rows && resolved.variant != 1 && resolved.variant != 2)
+        return setError(RSSM_ERR_UNSUPPORTED, "%s: skip_flush_rows (dual-precision decode) needs a persistent "
+                        "variant (1 or 2); got variant %d", op, resolved.variant);
     const Mamba2ReplayParams* p = &resolved;
     int st = checkCommon(op, p->batch, p->num_tokens, p->nheads, p->headdim, p->dstate, p->ngroups, p->num_slots,
                          p->state_dtype, p->act_dtype, p->dt_dtype, p->rows_per_cta, p->variant);
@@ -404,6 +412,9 @@ extern "C" int rssm_mamba2_replay_launch(const Mamba2ReplayParams* pIn, cudaStre
         auto planBytes = [T, L, N, sb](int rows) { return replayPersistentPlan(T, L, N, rows, sb).total; };
         int st = RSSM_OK;
         if (launchPersistent(op, true, ok, planBytes, q, stream, &st)) return st;
+        if (q.skip_flush_rows)
+            return setError(RSSM_ERR_UNSUPPORTED, "%s: skip_flush_rows needs the persistent kernel, which these "
+                            "inputs cannot use (unaligned rows, or too little shared memory)", op);
         q.variant = RSSM_MAMBA2_VARIANT_TILE;  // documented fallback: same results, variant 0 kernel
         q.rows_per_cta = 0;
     }

@@ -393,7 +393,10 @@ __global__ void __launch_bounds__((NC + 1) * 32, (NC >= 8 ? 2 : 3))
             int status = kItemSkip;
             if (slot >= 0 && slot < S) {
                 const bool valid = o >= 0 && o < Cap && h >= 0 && (p.mode == 0 ? h <= L - 1 : h <= L) && h + T <= Cap;
-                status = valid ? kItemActive : kItemInvalid;
+                // dual-precision decode: a flushing row is left to the kernel that reads the recurrence
+                // copy (part A already in flight completes the stage like an invalid row's)
+                const bool skipFlush = p.skip_flush_rows && (p.mode == 0 ? h + 1 == L : h + T > L);
+                status = valid ? (skipFlush ? kItemSkip : kItemActive) : kItemInvalid;
             }
             if (lane == 0) {
                 meta[kMetaStatus] = status;
