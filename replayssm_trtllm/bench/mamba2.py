@@ -41,7 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--window", default=None, help="comma list of replay windows L (default 16; --full: 8,16,32)")
     parser.add_argument("--tokens", default=None, help="comma list of verify lengths T (default 1,4,8; --full: 1,2,4,8)")
     parser.add_argument("--variants", default="0,1,2,3",
-                        help="comma list of kernel variants to time (mamba2.h; 3 = stream kernel, replay only)")
+                        help="comma list of kernel variants to time (mamba2.h; 3 = stream kernel, 4 = split kernels, "
+                             "both replay only)")
     parser.add_argument("--rows", default=None,
                         help="comma list of rows_per_cta to time for every variant (default: a per-variant sweep)")
     parser.add_argument("--state-dtype", default="fp32", choices=["fp32", "fp16", "bf16"])
@@ -203,8 +204,8 @@ def _check(ls, T, variant, rtol=2e-2, atol_frac=1e-2):
 
 def _rows_list(variant, sh, chunk, sweep, explicit):
     """rows_per_cta values timed for one variant (0 = the launcher's auto choice first)."""
-    if variant == 3:
-        return [0]  # the stream kernel picks its own rows
+    if variant in (3, 4):
+        return [0]  # the stream and split kernels pick their own rows
     if explicit:
         return explicit
     if not sweep:

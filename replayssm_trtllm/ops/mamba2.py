@@ -39,8 +39,11 @@ MAX_WINDOW = 64
 # 1 = persistent producer/consumer pipeline with 8 consumer warps, 2 = the same with 4. All compute the same
 # function; variants 1/2 fall back to 0 when the token tensors are not 16-byte aligned (see the header).
 # 3 = stream kernel (replay only: one CTA per (head, row), checkpoint rows in registers; dstate 128/256;
-# the conventional decode refuses it with an error).
-VARIANTS = (0, 1, 2, 3)
+# the conventional decode refuses it with an error). 4 = split kernels (replay only: a prep kernel writes
+# per-(row, head) coefficients and ring parts to a workspace the op allocates, a readout kernel streams the
+# checkpoint; dstate 128/256).
+VARIANTS = (0, 1, 2, 3, 4)
+SPLIT_VARIANT = 4
 
 DTYPE_CODE = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 STATE_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -78,6 +81,7 @@ class Mamba2ReplayParams(ctypes.Structure):
         + _strides("z", "bth") + _strides("y", "bth")
         + [(n, _ptr) for n in ("state_batch_indices", "ring_origin", "ring_len", "state", "ring_dt", "ring_x",
                                "ring_B", "x", "dt_raw", "Bm", "Cm", "z", "A", "D", "dt_bias", "y")]
+        + [("workspace", _ptr), ("workspace_bytes", _i64)]
     )
 
 
@@ -95,6 +99,16 @@ def _fn(name, struct):
         f.restype = ctypes.c_int
         _fns[name] = f
     return _fns[name]
+
+
+def replay_workspace_bytes(p: "Mamba2ReplayParams") -> int:
+    """Scratch bytes the replay launch of ``p`` needs (> 0 only for the split kernels, variant 4)."""
+    if "rssm_mamba2_replay_workspace_bytes" not in _fns:
+        f = load_library().rssm_mamba2_replay_workspace_bytes
+        f.argtypes = [ctypes.POINTER(Mamba2ReplayParams)]
+        f.restype = ctypes.c_int64
+        _fns["rssm_mamba2_replay_workspace_bytes"] = f
+    return int(_fns["rssm_mamba2_replay_workspace_bytes"](ctypes.byref(p)))
 
 
 def row_chunk(state_dtype: torch.dtype, dstate: int) -> int:
@@ -363,6 +377,11 @@ def _replay_launch(state, ring_dt, ring_x, ring_B, ring_origin, ring_len, x, dt_
     p.ring_origin, p.ring_len = ring_origin.data_ptr(), ring_len.data_ptr()
     p.state, p.ring_dt, p.ring_x, p.ring_B = state.data_ptr(), ring_dt.data_ptr(), ring_x.data_ptr(), ring_B.data_ptr()
     p.A, p.D, p.dt_bias = A.data_ptr(), _opt_ptr(D), _opt_ptr(dt_bias)
+    ws_bytes = replay_workspace_bytes(p)
+    workspace = None
+    if ws_bytes > 0:  # variant 4: per-step scratch from the caching allocator (graph-capture safe)
+        workspace = torch.empty(ws_bytes, dtype=torch.uint8, device=x.device)
+        p.workspace, p.workspace_bytes = workspace.data_ptr(), ws_bytes
     with torch.cuda.device(x.device):
         stream = torch.cuda.current_stream(x.device).cuda_stream
         check_status(_fn("rssm_mamba2_replay_launch", Mamba2ReplayParams)(ctypes.byref(p), ctypes.c_void_p(stream)),

@@ -18,9 +18,11 @@ from replayssm_trtllm.reference.testing import random_mamba2_inputs, random_mamb
 pytestmark = pytest.mark.gpu
 
 # Kernel designs (mamba2.h RSSM_MAMBA2_VARIANT_*): every test below runs every variant of its kernel
-# (conventional decode: 0-2; replay: 0-3, variant 3 = the stream kernel, dstate 128/256 only).
+# (conventional decode: 0-2; replay: 0-4, variant 3 = the stream kernel and variant 4 = the split
+# kernels, both dstate 128/256 only).
 VARIANTS = (0, 1, 2)
-REPLAY_VARIANTS = (0, 1, 2, 3)
+REPLAY_VARIANTS = (0, 1, 2, 3, 4)
+N128_ONLY = {3: "stream kernel", 4: "split kernels"}
 REFUSED = -1  # _run_replay: the variant refused the shape as documented (checked, nothing written)
 
 NANO = dict(H=96, P=80, N=128, G=8)
@@ -270,11 +272,12 @@ def _run_replay(B, L, T, mode, sh, st, act, steps, seed, staggered=True, padding
     D_ref = layr["D"] if use_D else torch.zeros_like(layr["D"])
     rt, at = Y_TOL[(act, st)]
     srt, sat = S_TOL[st]
-    if variant == 3 and N not in (128, 256):  # stream kernel: refused with a clear error, nothing written
+    if variant in N128_ONLY and N not in (128, 256):  # refused with a clear error, nothing written
         dev, _ = _inputs(B, T, sh, act, g, with_z=with_z, strided=strided)
         y = torch.full((B, T, H, P), float("nan"), dtype=act, device=d)
         before = cache["ckpt"].clone()
-        with pytest.raises(Exception, match=r"variant 3 \(stream kernel\) supports dstate 128 or 256; got 64"):
+        with pytest.raises(Exception, match=rf"variant {variant} \({N128_ONLY[variant]}\) supports dstate 128 or 256; "
+                                            r"got 64"):
             torch.ops.replayssm.mamba2_replay_decode_out(
                 cache["ckpt"], cache["ring_dt"], cache["ring_x"], cache["ring_B"], cache["ring_origin"],
                 cache["ring_len"], dev["x"], dev["dt_raw"], dev["Bm"], dev["Cm"], lay["A"], lay["D"], lay["dt_bias"],
@@ -367,7 +370,7 @@ def test_replay_decode(case, variant):
 def test_replay_decode_sanitize(variant):
     """Small cases for compute-sanitizer (memcheck / racecheck): standard and speculative, flushes."""
     assert _run_replay(3, 4, 1, 0, SMALL, F32, BF16, 6, seed=21, variant=variant) > 0
-    n64 = dict(H=4, P=32, N=64 if variant != 3 else 128, G=2)  # variant 3: dstate 128/256 only
+    n64 = dict(H=4, P=32, N=64 if variant not in N128_ONLY else 128, G=2)  # variants 3/4: dstate 128/256 only
     assert _run_replay(3, 4, 3, 1, n64, F32, F16, 5, seed=22, variant=variant) > 0
 
 
@@ -407,7 +410,7 @@ def test_replay_persistent_rows(rows, variant):
     _run_replay(5, 8, 2, 1, dict(H=8, P=80, N=64, G=8), BF16, F16, 6, seed=18, rows_per_cta=rows, variant=variant)
 
 
-@pytest.mark.parametrize("variant", VARIANTS, ids=[f"v{v}" for v in VARIANTS])
+@pytest.mark.parametrize("variant", VARIANTS + (4,), ids=[f"v{v}" for v in VARIANTS + (4,)])
 def test_replay_invalid_cursors_poison_row(variant):
     """A slot whose cursors break the invariants: its y rows are NaN, nothing else of it is written."""
     import replayssm_trtllm.ops.mamba2  # noqa: F401
@@ -488,3 +491,15 @@ def test_replay_auto_variant(B, sh):
     """variant = -1 (the op default): the launcher's choice gives the same results as the reference."""
     assert _run_replay(B, 8, 1, 0, sh, F32, BF16, 10, seed=41 + B, variant=-1) > 0
     assert _run_replay(B, 8, 3, 1, sh, F32, BF16, 8, seed=43 + B, variant=-1) > 0
+
+
+@pytest.mark.parametrize("sh", [NANO, dict(H=12, P=32, N=256, G=1)], ids=["nano", "H12-P32-N256-G1"])
+def test_replay_split_many_heads_per_group(sh):
+    """Variant 4: more than 16 heads per group (several prep CTAs per group; only the first appends
+    ring_B), head counts not a multiple of 16, staggered flushes over many steps with wrap-around."""
+    sh = dict(sh)
+    if sh["G"] == 8:
+        sh["G"] = 2  # Nano heads in 2 groups: 48 heads per group = 3 prep chunks
+    assert _run_replay(5, 8, 1, 0, sh, F32, BF16, 20, seed=51, variant=4) > 0
+    assert _run_replay(5, 8, 3, 1, sh, F32, F16, 12, seed=52, variant=4) > 0
+

@@ -128,7 +128,8 @@ def test_ctypes_struct_sizes():
     """Layouts checked against the C headers with offsetof on x86-64 (sizes 344 / 360 / 64)."""
     assert ctypes.sizeof(m2.Mamba2DecodeParams) == 344 and m2.Mamba2DecodeParams.y.offset == 336
     assert m2.Mamba2DecodeParams.variant.offset == 44
-    assert ctypes.sizeof(m2.Mamba2ReplayParams) == 360 and m2.Mamba2ReplayParams.y.offset == 352
+    assert ctypes.sizeof(m2.Mamba2ReplayParams) == 376 and m2.Mamba2ReplayParams.y.offset == 352
+    assert m2.Mamba2ReplayParams.workspace.offset == 360 and m2.Mamba2ReplayParams.workspace_bytes.offset == 368
     assert m2.Mamba2ReplayParams.variant.offset == 56 and m2.Mamba2ReplayParams.stride_state_slot.offset == 64
     assert ctypes.sizeof(commit_ops.ReplayCommitParams) == 64 and commit_ops.ReplayCommitParams.error_slot.offset == 56
 
@@ -174,5 +175,48 @@ def test_auto_variant_rule():
     assert auto(1, 8, 64) == 2  # dstate 64: no stream kernel
     assert lib.rssm_mamba2_decode_auto_variant(1, 128, 128) == 2
     assert m2._check_variant("op", -1) == -1
-    with pytest.raises(ValueError, match=r"variant must be one of \(0, 1, 2, 3\) or -1 \(auto\); got 4"):
-        m2._check_variant("op", 4)
+    with pytest.raises(ValueError, match=r"variant must be one of \(0, 1, 2, 3, 4\) or -1 \(auto\); got 5"):
+        m2._check_variant("op", 5)
+
+
+def test_split_variant_workspace_rules():
+    """Variant 4 (split kernels): the workspace size query and the launcher's refusals (no workspace,
+    too small a workspace, dstate 64, rows_per_cta != 0), all before anything is launched. Host-only
+    functions of the kernel library (skipped when it is not built)."""
+    from replayssm_trtllm.ops._lib import KernelLibraryError, check_status, load_library
+    try:
+        load_library()
+    except (KernelLibraryError, OSError) as e:
+        pytest.skip(f"kernel library not available: {e}")
+    p = m2.Mamba2ReplayParams(batch=2, num_tokens=1, nheads=8, headdim=64, dstate=128, ngroups=2, num_slots=2,
+                              window=8, ring_capacity=8, mode=0, state_dtype=0, act_dtype=2, dt_dtype=0, variant=4)
+    need = (2 * 8 * 96 + 2 * 1 * 8 * 64) * 4  # head records + ring parts, fp32
+    assert m2.replay_workspace_bytes(p) == need
+    p.variant = 2
+    assert m2.replay_workspace_bytes(p) == 0
+    p.variant = 4
+    fake = 1 << 20  # never dereferenced: every case below is refused on the host
+    for name in ("x", "dt_raw", "Bm", "Cm", "A", "y", "ring_origin", "ring_len", "ring_dt", "ring_x", "ring_B",
+                 "state"):
+        setattr(p, name, fake)
+    p.stride_state_slot, p.stride_state_head, p.stride_state_p = 8 * 64 * 128, 64 * 128, 128
+    p.stride_C_b, p.stride_C_t, p.stride_C_g = 256, 256, 128
+    run = lambda: check_status(m2._fn("rssm_mamba2_replay_launch", m2.Mamba2ReplayParams)(  # noqa: E731
+        ctypes.byref(p), None), "mamba2")
+    with pytest.raises(RuntimeError, match=f"variant 4 needs a workspace of {need} bytes"):
+        run()
+    p.workspace, p.workspace_bytes = fake, need - 4
+    with pytest.raises(RuntimeError, match=f"variant 4 needs a workspace of {need} bytes"):
+        run()
+    p.workspace = fake + 8
+    with pytest.raises(RuntimeError, match="workspace must be 16-byte aligned"):
+        run()
+    p.workspace, p.workspace_bytes, p.dstate = fake, need, 64
+    with pytest.raises(RuntimeError, match=r"variant 4 \(split kernels\) supports dstate 128 or 256; got 64"):
+        run()
+    p.dstate, p.rows_per_cta = 128, 16
+    with pytest.raises(RuntimeError, match="variant 4 picks its own rows; rows_per_cta must be 0; got 16"):
+        run()
+    p.rows_per_cta, p.stride_C_t = 0, 258
+    with pytest.raises(RuntimeError, match="variant 4 needs Cm rows 8-byte aligned"):
+        run()

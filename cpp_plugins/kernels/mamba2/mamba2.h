@@ -49,7 +49,14 @@ extern "C" {
 //    (column-per-lane layout of common/stream_rows.cuh), N in {128, 256}; rows_per_cta must be 0.
 //    Mamba2Decode refuses it.
 #define RSSM_MAMBA2_VARIANT_STREAM 3
-#define RSSM_MAMBA2_NUM_VARIANTS 4
+// 4  replay only ("split", fourth session): two kernels per step. A prep kernel per (row, group,
+//    <= 16 heads) appends the records and writes per-(row, head) output coefficients and ring parts
+//    to a workspace; a readout kernel streams the checkpoint rows (persistent warps, 8 rows per item,
+//    grid-strided) and folds the records on flush steps. Needs `workspace` of
+//    rssm_mamba2_replay_workspace_bytes() bytes, N in {128, 256}, 8-byte aligned Cm rows and
+//    16-byte aligned ring_x / ring_B; rows_per_cta must be 0. Mamba2Decode refuses it.
+#define RSSM_MAMBA2_VARIANT_SPLIT 4
+#define RSSM_MAMBA2_NUM_VARIANTS 5
 // -1: the launcher picks the fastest verified design (rssm_mamba2_*_auto_variant): replay 3 when
 //     dstate is 128/256 and batch x nheads <= 128 (one wave of CTAs or less), else 2; conventional 2.
 //     Variant 2 itself falls back to 0 when the token tensors are not 16-byte aligned.
@@ -142,6 +149,10 @@ typedef struct Mamba2ReplayParams {
     const float* D;         // or NULL
     const float* dt_bias;   // or NULL
     void* y;                // [B, T, H, P] act out; rows with invalid cursors get NaN
+    // ---- scratch (variant 4 only; NULL / 0 otherwise): 16-byte aligned device memory of at least
+    //      rssm_mamba2_replay_workspace_bytes(p) bytes, owned by the caller, reused every step
+    void* workspace;
+    int64_t workspace_bytes;
 } Mamba2ReplayParams;
 
 int rssm_mamba2_decode_launch(const Mamba2DecodeParams* p, cudaStream_t stream);
@@ -149,6 +160,9 @@ int rssm_mamba2_decode_launch(const Mamba2DecodeParams* p, cudaStream_t stream);
 int rssm_mamba2_replay_auto_variant(int32_t batch, int32_t nheads, int32_t dstate);
 int rssm_mamba2_decode_auto_variant(int32_t batch, int32_t nheads, int32_t dstate);
 int rssm_mamba2_replay_launch(const Mamba2ReplayParams* p, cudaStream_t stream);
+// Workspace bytes the launch of *p needs: > 0 for variant 4 (with the auto variant: when it would
+// pick variant 4 given a workspace), 0 otherwise. Host-only; reads only the size / variant fields.
+int64_t rssm_mamba2_replay_workspace_bytes(const Mamba2ReplayParams* p);
 
 // P rows one CTA handles per chunk for a state dtype and N (the granularity of rows_per_cta);
 // 0 for an unsupported combination. Exposed for benchmarks that sweep rows_per_cta.

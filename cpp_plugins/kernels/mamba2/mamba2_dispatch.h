@@ -21,5 +21,14 @@ const void* replayPersistentKernel_bf16(int dstate, int consumerWarps);
 const void* replayStreamKernel(int stateDtype, int dstate, int mode, int numTokens);
 int replayStreamRowsPerWarp(int dstate, int mode, int numTokens);
 size_t replayStreamSmemBytes(int window, int numTokens, int headdim, int dstate);
+// Variant 4 (split: prep kernel + readout kernel, replay only; mamba2_split.cu).
+const void* splitPrepKernel(int mode, int numTokens);
+const void* splitReadoutKernel(int stateDtype, int dstate, int mode, int numTokens);  // N 128 / 256, else NULL
+size_t splitWorkspaceBytes(int batch, int numTokens, int nheads, int headdim);
+size_t splitPrepSmemBytes(int window, int numTokens, int dstate);
+int splitHeadsPerPrep();
+int splitPrepThreads();
+int splitReadoutThreads();
+int splitRows();
 }  // namespace mamba2
 }  // namespace rssm

@@ -271,6 +271,43 @@ bool launchPersistent(const char* op, bool replay, bool tokensAligned, PlanFn pl
     return true;
 }
 
+// Variant 4 (split) input rules: N 128 / 256, rows_per_cta 0, a large enough workspace, 8-byte
+// aligned Cm rows (the readout loads 4 C values per lane), ring rows 16-byte aligned (prep cp.async).
+int checkSplit(const char* op, const Mamba2ReplayParams& p) {
+    if (p.dstate != 128 && p.dstate != 256)
+        return setError(RSSM_ERR_UNSUPPORTED, "%s: variant 4 (split kernels) supports dstate 128 or 256; got %d "
+                        "(use variant 0, 1 or 2)", op, p.dstate);
+    if (p.rows_per_cta != 0)
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: variant 4 picks its own rows; rows_per_cta must be 0; got %d",
+                        op, p.rows_per_cta);
+    const int64_t need = rssm_mamba2_replay_workspace_bytes(&p);
+    if (p.batch > 0 && (!p.workspace || p.workspace_bytes < need))
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: variant 4 needs a workspace of %lld bytes "
+                        "(rssm_mamba2_replay_workspace_bytes); got ptr=%p bytes=%lld", op, (long long)need,
+                        p.workspace, (long long)p.workspace_bytes);
+    if ((reinterpret_cast<uintptr_t>(p.Cm) & 7u) || p.stride_C_b % 4 || p.stride_C_t % 4 || p.stride_C_g % 4)
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: variant 4 needs Cm rows 8-byte aligned (pointer 8-byte "
+                        "aligned, strides multiples of 4 elements); got ptr=%p strides (b %lld, t %lld, g %lld)",
+                        op, p.Cm, (long long)p.stride_C_b, (long long)p.stride_C_t, (long long)p.stride_C_g);
+    if (p.headdim % 8)
+        return setError(RSSM_ERR_UNSUPPORTED, "%s: variant 4 needs headdim %% 8 == 0; got %d", op, p.headdim);
+    return RSSM_OK;
+}
+
+int launchSplit(const char* op, Mamba2ReplayParams& q, cudaStream_t stream) {
+    const int hpg = q.nheads / q.ngroups;
+    const dim3 prepGrid((hpg + splitHeadsPerPrep() - 1) / splitHeadsPerPrep(), q.ngroups, q.batch);
+    const size_t prepSmem = splitPrepSmemBytes(q.window, q.num_tokens, q.dstate);
+    int st = launch(op, splitPrepKernel(q.mode, q.num_tokens), prepGrid, splitPrepThreads(), prepSmem, &q, stream);
+    if (st) return st;
+    const void* readout = splitReadoutKernel(q.state_dtype, q.dstate, q.mode, q.num_tokens);
+    const long long items = (long long)q.batch * q.nheads * ((q.headdim + splitRows() - 1) / splitRows());
+    const int warpsPerCta = splitReadoutThreads() / 32;
+    const long long ctasNeeded = (items + warpsPerCta - 1) / warpsPerCta;
+    const int grid = readout ? persistentGrid(readout, splitReadoutThreads(), 0, ctasNeeded) : 1;
+    return launch(op, readout, dim3(grid), splitReadoutThreads(), 0, &q, stream);
+}
+
 }  // namespace
 }  // namespace mamba2
 }  // namespace rssm
@@ -283,6 +320,11 @@ extern "C" int rssm_mamba2_row_chunk(int32_t state_dtype, int32_t dstate) { retu
 extern "C" int rssm_mamba2_replay_auto_variant(int32_t batch, int32_t nheads, int32_t dstate) {
     if ((dstate == 128 || dstate == 256) && (long long)batch * nheads <= 128) return RSSM_MAMBA2_VARIANT_STREAM;
     return RSSM_MAMBA2_VARIANT_PERSISTENT_SMALL;
+}
+extern "C" int64_t rssm_mamba2_replay_workspace_bytes(const Mamba2ReplayParams* p) {
+    if (!p || p->variant != RSSM_MAMBA2_VARIANT_SPLIT) return 0;
+    if (p->batch <= 0 || p->num_tokens <= 0 || p->nheads <= 0 || p->headdim <= 0) return 0;
+    return (int64_t)splitWorkspaceBytes(p->batch, p->num_tokens, p->nheads, p->headdim);
 }
 extern "C" int rssm_mamba2_decode_auto_variant(int32_t, int32_t, int32_t) {
     return RSSM_MAMBA2_VARIANT_PERSISTENT_SMALL;
@@ -298,9 +340,10 @@ extern "C" int rssm_mamba2_decode_launch(const Mamba2DecodeParams* pIn, cudaStre
     int st = checkCommon(op, p->batch, p->num_tokens, p->nheads, p->headdim, p->dstate, p->ngroups, p->num_slots,
                          p->state_dtype, p->act_dtype, p->dt_dtype, p->rows_per_cta, p->variant);
     if (st) return st;
-    if (p->variant == RSSM_MAMBA2_VARIANT_STREAM)
-        return setError(RSSM_ERR_UNSUPPORTED, "%s: variant 3 (stream kernel) exists for Mamba2Replay only; "
-                        "conventional decode supports variants 0, 1 and 2", op);
+    if (p->variant == RSSM_MAMBA2_VARIANT_STREAM || p->variant == RSSM_MAMBA2_VARIANT_SPLIT)
+        return setError(RSSM_ERR_UNSUPPORTED, "%s: variant %d (%s kernel) exists for Mamba2Replay only; "
+                        "conventional decode supports variants 0, 1 and 2", op, p->variant,
+                        p->variant == RSSM_MAMBA2_VARIANT_STREAM ? "stream" : "split");
     if (!p->x || !p->dt_raw || !p->Bm || !p->Cm || !p->A || !p->y)
         return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: x, dt_raw, Bm, Cm, A and y must not be NULL", op);
     st = checkState(op, "state", p->state, p->state_dtype, p->stride_state_slot, p->stride_state_head,
@@ -379,9 +422,17 @@ extern "C" int rssm_mamba2_replay_launch(const Mamba2ReplayParams* pIn, cudaStre
     st = checkState(op, "state", p->state, p->state_dtype, p->stride_state_slot, p->stride_state_head,
                     p->stride_state_p);
     if (st) return st;
+    if (p->workspace_bytes < 0 || (p->workspace && !aligned16(p->workspace)))
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: workspace must be 16-byte aligned with workspace_bytes >= 0; "
+                        "got ptr=%p bytes=%lld", op, p->workspace, (long long)p->workspace_bytes);
+    if (p->variant == RSSM_MAMBA2_VARIANT_SPLIT) {
+        st = checkSplit(op, *p);
+        if (st) return st;
+    }
     if (p->batch == 0) return RSSM_OK;
     Mamba2ReplayParams q = *p;
     const int sb = stateBytes(q.state_dtype);
+    if (q.variant == RSSM_MAMBA2_VARIANT_SPLIT) return launchSplit(op, q, stream);
     if (q.variant == RSSM_MAMBA2_VARIANT_STREAM) {
         if (q.dstate != 128 && q.dstate != 256)
             return setError(RSSM_ERR_UNSUPPORTED, "%s: variant 3 (stream kernel) supports dstate 128 or 256; got %d "

@@ -1,0 +1,59 @@
+// Instantiations of the Mamba-2 split replay kernels (variant 4): prep kernel per token bucket
+// (MAXT = 1 standard, 2, 4, 8), readout kernel per state dtype (fp32 / fp16 / bf16) x N (128 / 256) x
+// token bucket.
+#include "mamba2/mamba2_dispatch.h"
+#include "mamba2/mamba2_split_kernel.cuh"
+
+namespace rssm {
+namespace mamba2 {
+namespace {
+int bucket(int mode, int T) { return mode == 0 ? 1 : (T <= 2 ? 2 : T <= 4 ? 4 : 8); }
+template <typename ST, int N>
+const void* readoutByTokens(int maxT) {
+    switch (maxT) {
+        case 1: return reinterpret_cast<const void*>(&mamba2SplitReadoutKernel<ST, N, 1>);
+        case 2: return reinterpret_cast<const void*>(&mamba2SplitReadoutKernel<ST, N, 2>);
+        case 4: return reinterpret_cast<const void*>(&mamba2SplitReadoutKernel<ST, N, 4>);
+        default: return reinterpret_cast<const void*>(&mamba2SplitReadoutKernel<ST, N, 8>);
+    }
+}
+template <typename ST>
+const void* readoutByN(int N, int maxT) {
+    switch (N) {
+        case 128: return readoutByTokens<ST, 128>(maxT);
+        case 256: return readoutByTokens<ST, 256>(maxT);
+        default: return nullptr;
+    }
+}
+}  // namespace
+
+const void* splitPrepKernel(int mode, int numTokens) {
+    switch (bucket(mode, numTokens)) {
+        case 1: return reinterpret_cast<const void*>(&mamba2SplitPrepKernel<1>);
+        case 2: return reinterpret_cast<const void*>(&mamba2SplitPrepKernel<2>);
+        case 4: return reinterpret_cast<const void*>(&mamba2SplitPrepKernel<4>);
+        default: return reinterpret_cast<const void*>(&mamba2SplitPrepKernel<8>);
+    }
+}
+const void* splitReadoutKernel(int stateDtype, int dstate, int mode, int numTokens) {
+    const int maxT = bucket(mode, numTokens);
+    switch (stateDtype) {
+        case RSSM_DTYPE_FP32: return readoutByN<float>(dstate, maxT);
+        case RSSM_DTYPE_FP16: return readoutByN<__half>(dstate, maxT);
+        case RSSM_DTYPE_BF16: return readoutByN<__nv_bfloat16>(dstate, maxT);
+        default: return nullptr;
+    }
+}
+size_t splitWorkspaceBytes(int batch, int numTokens, int nheads, int headdim) {
+    return splitWorkspaceBytesM2(batch, numTokens, nheads, headdim);
+}
+size_t splitPrepSmemBytes(int window, int numTokens, int dstate) {
+    return splitPrepSmemBytesM2(window, numTokens, dstate);
+}
+int splitHeadsPerPrep() { return kSplitHeadsPerPrep; }
+int splitPrepThreads() { return kSplitPrepThreads; }
+int splitReadoutThreads() { return kSplitReadoutThreads; }
+int splitRows() { return kSplitRows; }
+
+}  // namespace mamba2
+}  // namespace rssm
