@@ -1,6 +1,7 @@
 // Host side of the Mamba-2 families: field validation, tile-size choice, dispatch, launch.
 // Never syncs, allocates or throws; on error returns a status and sets rssm_last_error().
 #include <cuda_runtime.h>
+#include <stdlib.h>
 
 #include "mamba2/mamba2.h"
 #include "mamba2/mamba2_decode_kernel.cuh"
@@ -300,7 +301,11 @@ int launchSplit(const char* op, Mamba2ReplayParams& q, cudaStream_t stream) {
     const size_t prepSmem = splitPrepSmemBytes(q.window, q.num_tokens, q.dstate);
     int st = launch(op, splitPrepKernel(q.mode, q.num_tokens), prepGrid, splitPrepThreads(), prepSmem, &q, stream);
     if (st) return st;
-    const void* readout = splitReadoutKernel(q.state_dtype, q.dstate, q.mode, q.num_tokens);
+    static const bool pipe = [] {  // experiment switch, read once: RSSM_MAMBA2_SPLIT_PIPE=0
+        const char* e = getenv("RSSM_MAMBA2_SPLIT_PIPE");
+        return !(e && e[0] == '0');
+    }();
+    const void* readout = splitReadoutKernel(q.state_dtype, q.dstate, q.mode, q.num_tokens, pipe);
     const long long items = (long long)q.batch * q.nheads * ((q.headdim + splitRows() - 1) / splitRows());
     const int warpsPerCta = splitReadoutThreads() / 32;
     const long long ctasNeeded = (items + warpsPerCta - 1) / warpsPerCta;

@@ -8,20 +8,22 @@ namespace rssm {
 namespace mamba2 {
 namespace {
 int bucket(int mode, int T) { return mode == 0 ? 1 : (T <= 2 ? 2 : T <= 4 ? 4 : 8); }
-template <typename ST, int N>
+template <typename ST, int N, bool PIPE>
 const void* readoutByTokens(int maxT) {
     switch (maxT) {
-        case 1: return reinterpret_cast<const void*>(&mamba2SplitReadoutKernel<ST, N, 1>);
-        case 2: return reinterpret_cast<const void*>(&mamba2SplitReadoutKernel<ST, N, 2>);
-        case 4: return reinterpret_cast<const void*>(&mamba2SplitReadoutKernel<ST, N, 4>);
-        default: return reinterpret_cast<const void*>(&mamba2SplitReadoutKernel<ST, N, 8>);
+        case 1: return reinterpret_cast<const void*>(&mamba2SplitReadoutKernel<ST, N, 1, PIPE>);
+        case 2: return reinterpret_cast<const void*>(&mamba2SplitReadoutKernel<ST, N, 2, PIPE>);
+        case 4: return reinterpret_cast<const void*>(&mamba2SplitReadoutKernel<ST, N, 4, PIPE>);
+        default: return reinterpret_cast<const void*>(&mamba2SplitReadoutKernel<ST, N, 8, PIPE>);
     }
 }
+// N = 128: the pipelined readout (next item's loads in flight, 2 CTAs / SM) unless `pipe` is false;
+// N = 256 holds twice the state per item and runs unpipelined.
 template <typename ST>
-const void* readoutByN(int N, int maxT) {
+const void* readoutByN(int N, int maxT, bool pipe) {
     switch (N) {
-        case 128: return readoutByTokens<ST, 128>(maxT);
-        case 256: return readoutByTokens<ST, 256>(maxT);
+        case 128: return pipe ? readoutByTokens<ST, 128, true>(maxT) : readoutByTokens<ST, 128, false>(maxT);
+        case 256: return readoutByTokens<ST, 256, false>(maxT);
         default: return nullptr;
     }
 }
@@ -35,12 +37,12 @@ const void* splitPrepKernel(int mode, int numTokens) {
         default: return reinterpret_cast<const void*>(&mamba2SplitPrepKernel<8>);
     }
 }
-const void* splitReadoutKernel(int stateDtype, int dstate, int mode, int numTokens) {
+const void* splitReadoutKernel(int stateDtype, int dstate, int mode, int numTokens, bool pipe) {
     const int maxT = bucket(mode, numTokens);
     switch (stateDtype) {
-        case RSSM_DTYPE_FP32: return readoutByN<float>(dstate, maxT);
-        case RSSM_DTYPE_FP16: return readoutByN<__half>(dstate, maxT);
-        case RSSM_DTYPE_BF16: return readoutByN<__nv_bfloat16>(dstate, maxT);
+        case RSSM_DTYPE_FP32: return readoutByN<float>(dstate, maxT, pipe);
+        case RSSM_DTYPE_FP16: return readoutByN<__half>(dstate, maxT, pipe);
+        case RSSM_DTYPE_BF16: return readoutByN<__nv_bfloat16>(dstate, maxT, pipe);
         default: return nullptr;
     }
 }

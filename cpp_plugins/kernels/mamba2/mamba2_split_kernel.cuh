@@ -221,113 +221,179 @@ __global__ void __launch_bounds__(kSplitPrepThreads) mamba2SplitPrepKernel(const
 }
 
 // Readout: warp-granular items (row b, head, 8-row block), grid-strided over the warps of the grid so
-// that the flushing rows of a staggered batch spread over all warps.
+// that the flushing rows of a staggered batch spread over all warps. With PIPE the warp issues the
+// loads of its next item (state rows, head record, ring parts, z) before it computes the current
+// one, and the slot index two items ahead, so its state stream never waits on a dependent load.
 template <typename ST, int N, int MAXT>
-__global__ void __launch_bounds__(kSplitReadoutThreads, N == 128 ? 3 : 2) mamba2SplitReadoutKernel(const Mamba2ReplayParams p) {
+struct SplitItem {
+    static constexpr int QPL = N / 128;
+    float4 S[kSplitRows][QPL];
+    float rv[MAXT], zv[MAXT];
+    int b, head, vw, slot, nf;  // slot < 0: padding row (nothing to do)
+};
+
+template <typename ST, int N, int MAXT>
+__device__ __forceinline__ void splitIssue(SplitItem<ST, N, MAXT>& u, const Mamba2ReplayParams& p, long long it,
+                                           int slot, int nrb, int rl, int sub) {
+    constexpr int QPL = N / 128;
+    constexpr int LPR = stream::RowScatter<kSplitRows>::LPR;
+    const int H = p.nheads, P = p.headdim, T = p.num_tokens;
+    u.vw = (int)(it % nrb) * kSplitRows;
+    const long long bh = it / nrb;
+    u.head = (int)(bh % H);
+    u.b = (int)(bh / H);
+    u.slot = (slot < 0 || slot >= p.num_slots) ? -1 : slot;
+    if (u.slot < 0) return;
+    const ST* ckpt = static_cast<const ST*>(p.state) + (int64_t)u.slot * p.stride_state_slot +
+                     (int64_t)u.head * p.stride_state_head;
+    stream::loadWarpRows<kSplitRows, QPL, ST>(u.S, ckpt, p.stride_state_p, u.vw, P, rl, threadIdx.x & 31);
+    const float* hr = static_cast<const float*>(p.workspace) + ((int64_t)u.b * H + u.head) * kSplitHeadRec;
+    u.nf = __float_as_int(hr[9]);
+    const float* wsRing = static_cast<const float*>(p.workspace) + (int64_t)p.batch * H * kSplitHeadRec;
+    const int row = u.vw + rl;
+    const uint16_t* zg = p.z ? static_cast<const uint16_t*>(p.z) + (int64_t)u.b * p.stride_z_b +
+                                   (int64_t)u.head * p.stride_z_h + row
+                             : nullptr;
+#pragma unroll
+    for (int s = 0; s < MAXT; ++s) {
+        u.rv[s] = 0.f;
+        u.zv[s] = 0.f;
+        if (s < T && (s % LPR) == sub && row < P) {
+            u.rv[s] = wsRing[(((int64_t)u.b * T + s) * H + u.head) * P + row];
+            if (zg) u.zv[s] = __uint_as_float((uint32_t)zg[s * p.stride_z_t]);  // raw bits, converted later
+        }
+    }
+}
+
+template <typename ST, int N, int MAXT>
+__device__ __forceinline__ void splitProcess(SplitItem<ST, N, MAXT>& u, const Mamba2ReplayParams& p, int rl, int sub) {
     constexpr int QPL = N / 128;
     constexpr int RW = kSplitRows;
     using RS = stream::RowScatter<RW>;
     constexpr int LPR = RS::LPR;
+    if (u.slot < 0) return;  // padding row: untouched
     const int H = p.nheads, P = p.headdim, T = p.num_tokens, G = p.ngroups, Cap = p.ring_capacity;
-    const int hpg = H / G;
-    const int nrb = (P + RW - 1) / RW;
-    const long long items = (long long)p.batch * H * nrb;
+    const int hpg = H / G, g = u.head / hpg;
     const int lane = threadIdx.x & 31;
-    const long long gw = (long long)blockIdx.x * (kSplitReadoutThreads / 32) + (threadIdx.x >> 5);
-    const long long nwarps = (long long)gridDim.x * (kSplitReadoutThreads / 32);
     const bool actBf16 = p.act_dtype == RSSM_DTYPE_BF16;
-    const int rl = RS::rowOf(lane);
-    const int sub = lane & (LPR - 1);
-    const float* wsHeadAll = static_cast<const float*>(p.workspace);
-    const float* wsRing = wsHeadAll + (int64_t)p.batch * H * kSplitHeadRec;
-
-    for (long long it = gw; it < items; it += nwarps) {
-        const int rb = (int)(it % nrb);
-        const long long bh = it / nrb;
-        const int head = (int)(bh % H), b = (int)(bh / H);
-        const int slot = p.state_batch_indices ? p.state_batch_indices[b] : b;
-        if (slot < 0 || slot >= p.num_slots) continue;  // padding row: untouched
-        const int vw = rb * RW;
-        const int row = vw + rl;
-        const ST* ckpt = static_cast<const ST*>(p.state) + (int64_t)slot * p.stride_state_slot +
-                         (int64_t)head * p.stride_state_head;
-        float4 S[RW][QPL];
-        stream::loadWarpRows<RW, QPL, ST>(S, ckpt, p.stride_state_p, vw, P, rl, lane);
-        const float* hr = wsHeadAll + ((int64_t)b * H + head) * kSplitHeadRec;
-        const int nf = __float_as_int(hr[9]);
-        // this lane's epilogue operands (token s is finished by the lanes with s % LPR == sub)
-        float rv[MAXT], zv[MAXT];
-        const uint16_t* zg =
-            p.z ? static_cast<const uint16_t*>(p.z) + (int64_t)b * p.stride_z_b + (int64_t)head * p.stride_z_h + row
-                : nullptr;
+    const int row = u.vw + rl;
+    uint16_t* yg = static_cast<uint16_t*>(p.y) + (int64_t)u.b * p.stride_y_b + (int64_t)u.head * p.stride_y_h + row;
+    if (u.nf < 0) {  // invalid cursors: poison, touch nothing else
 #pragma unroll
-        for (int s = 0; s < MAXT; ++s) {
-            rv[s] = 0.f;
-            zv[s] = 1.f;
-            if (s < T && (s % LPR) == sub && row < P) {
-                rv[s] = wsRing[(((int64_t)b * T + s) * H + head) * P + row];
-                if (zg) zv[s] = actToFloat(zg[s * p.stride_z_t], actBf16);
+        for (int s = 0; s < MAXT; ++s)
+            if (s < T && (s % LPR) == sub && row < P) yg[s * p.stride_y_t] = floatToAct(__int_as_float(0x7fc00000), actBf16);
+        return;
+    }
+    const float* hr = static_cast<const float*>(p.workspace) + ((int64_t)u.b * H + u.head) * kSplitHeadRec;
+    const uint16_t* Cg = static_cast<const uint16_t*>(p.Cm) + (int64_t)u.b * p.stride_C_b + (int64_t)g * p.stride_C_g +
+                         lane * 4;
+#pragma unroll
+    for (int s = 0; s < MAXT; ++s) {
+        if (s < T) {
+            float4 cq[QPL];
+#pragma unroll
+            for (int i = 0; i < QPL; ++i)
+                cq[i] = stream::u2ToF4(*reinterpret_cast<const uint2*>(Cg + s * p.stride_C_t + 128 * i), actBf16);
+            float part[RW];
+#pragma unroll
+            for (int r = 0; r < RW; ++r) {
+                part[r] = stream::dot4(u.S[r][0], cq[0]);
+#pragma unroll
+                for (int i = 1; i < QPL; ++i) part[r] += stream::dot4(u.S[r][i], cq[i]);
+            }
+            const float Y = RS::reduce(part, lane) * hr[s];
+            if ((s % LPR) == sub && row < P) {
+                const float gate = p.z ? siluF(actToFloat((uint16_t)__float_as_uint(u.zv[s]), actBf16)) : 1.f;
+                yg[s * p.stride_y_t] = floatToAct((Y + u.rv[s]) * gate, actBf16);
             }
         }
-        uint16_t* yg = static_cast<uint16_t*>(p.y) + (int64_t)b * p.stride_y_b + (int64_t)head * p.stride_y_h + row;
-        if (nf < 0) {  // invalid cursors: poison, touch nothing else
+    }
+    if (u.nf > 0) {  // warp-uniform: fold the committed records into the rows, store them
+        const int nf = u.nf;
+        const float gf = hr[8];
+        const int o = __float_as_int(hr[10]);
 #pragma unroll
-            for (int s = 0; s < MAXT; ++s)
-                if (s < T && (s % LPR) == sub && row < P)
-                    yg[s * p.stride_y_t] = floatToAct(__int_as_float(0x7fc00000), actBf16);
-            continue;
-        }
-        const uint16_t* Cg = static_cast<const uint16_t*>(p.Cm) + (int64_t)b * p.stride_C_b +
-                             (int64_t)(head / hpg) * p.stride_C_g + lane * 4;
+        for (int r = 0; r < RW; ++r)
 #pragma unroll
-        for (int s = 0; s < MAXT; ++s) {
-            if (s < T) {
-                float4 cq[QPL];
+            for (int i = 0; i < QPL; ++i) u.S[r][i] = stream::scale4(u.S[r][i], gf);
+        const uint16_t* rB = static_cast<const uint16_t*>(p.ring_B) + ((int64_t)u.slot * Cap * G + g) * p.dstate + lane * 4;
+        // lane l reads x_j of block row (l & 7); slot r of this lane needs row r ^ rl: one shuffle each
+        const uint16_t* rX = static_cast<const uint16_t*>(p.ring_x) + ((int64_t)u.slot * Cap * H + u.head) * P + u.vw +
+                             (lane & 7);
+        const bool xIn = u.vw + (lane & 7) < P;
+        const int64_t strideB = (int64_t)G * p.dstate, strideX = (int64_t)H * P;
+        // two records in flight: the loads of record j + 1 are issued before record j is folded
+        int rr = o;
+        uint2 bNext[QPL];
+        uint16_t xNext = 0;
+        float fwNext = hr[kSplitFw];
 #pragma unroll
-                for (int i = 0; i < QPL; ++i)
-                    cq[i] = stream::u2ToF4(*reinterpret_cast<const uint2*>(Cg + s * p.stride_C_t + 128 * i), actBf16);
-                float part[RW];
+        for (int i = 0; i < QPL; ++i) bNext[i] = *reinterpret_cast<const uint2*>(rB + (int64_t)rr * strideB + 128 * i);
+        if (xIn) xNext = rX[(int64_t)rr * strideX];
+        for (int j = 0; j < nf; ++j) {
+            uint2 bCur[QPL];
 #pragma unroll
-                for (int r = 0; r < RW; ++r) {
-                    part[r] = stream::dot4(S[r][0], cq[0]);
-#pragma unroll
-                    for (int i = 1; i < QPL; ++i) part[r] += stream::dot4(S[r][i], cq[i]);
-                }
-                const float Y = RS::reduce(part, lane) * hr[s];
-                if ((s % LPR) == sub && row < P) {
-                    const float yv = (Y + rv[s]) * (zg ? siluF(zv[s]) : 1.f);
-                    yg[s * p.stride_y_t] = floatToAct(yv, actBf16);
-                }
-            }
-        }
-        if (nf > 0) {  // warp-uniform: fold the committed records into the rows, store them
-            const float gf = hr[8];
-            const int o = __float_as_int(hr[10]);
-            const int g = head / hpg;
-#pragma unroll
-            for (int r = 0; r < RW; ++r)
-#pragma unroll
-                for (int i = 0; i < QPL; ++i) S[r][i] = stream::scale4(S[r][i], gf);
-            const uint16_t* rB = static_cast<const uint16_t*>(p.ring_B) + ((int64_t)slot * Cap * G + g) * N + lane * 4;
-            const uint16_t* rX = static_cast<const uint16_t*>(p.ring_x) + ((int64_t)slot * Cap * H + head) * P + vw;
-            int rr = o;
-            for (int j = 0; j < nf; ++j) {
-                float4 bq[QPL];
-#pragma unroll
-                for (int i = 0; i < QPL; ++i)
-                    bq[i] = stream::u2ToF4(*reinterpret_cast<const uint2*>(rB + (int64_t)rr * G * N + 128 * i), actBf16);
-                const uint16_t* xj = rX + (int64_t)rr * H * P;
-                const float fw = hr[kSplitFw + j];
-#pragma unroll
-                for (int r = 0; r < RW; ++r) {
-                    const int rowR = r ^ rl;  // row (within the block) held in slot r
-                    const float xw = vw + rowR < P ? fw * actToFloat(xj[rowR], actBf16) : 0.f;
-#pragma unroll
-                    for (int i = 0; i < QPL; ++i) S[r][i] = stream::fma4s(S[r][i], xw, bq[i]);
-                }
+            for (int i = 0; i < QPL; ++i) bCur[i] = bNext[i];
+            const uint16_t xCur = xNext;
+            const float fw = fwNext;
+            if (j + 1 < nf) {
                 rr = rr + 1 == Cap ? 0 : rr + 1;
+#pragma unroll
+                for (int i = 0; i < QPL; ++i) bNext[i] = *reinterpret_cast<const uint2*>(rB + (int64_t)rr * strideB + 128 * i);
+                if (xIn) xNext = rX[(int64_t)rr * strideX];
+                fwNext = hr[kSplitFw + j + 1];
             }
-            stream::storeWarpRows<RW, QPL, ST>(S, const_cast<ST*>(ckpt), p.stride_state_p, vw, P, rl, lane);
+            const float xw = fw * actToFloat(xCur, actBf16);
+            float4 bq[QPL];
+#pragma unroll
+            for (int i = 0; i < QPL; ++i) bq[i] = stream::u2ToF4(bCur[i], actBf16);
+#pragma unroll
+            for (int r = 0; r < RW; ++r) {
+                const float xr = __shfl_sync(stream::kFull, xw, r ^ rl);  // rows past P: xIn false -> 0
+#pragma unroll
+                for (int i = 0; i < QPL; ++i) u.S[r][i] = stream::fma4s(u.S[r][i], xr, bq[i]);
+            }
+        }
+        ST* ckpt = static_cast<ST*>(p.state) + (int64_t)u.slot * p.stride_state_slot + (int64_t)u.head * p.stride_state_head;
+        stream::storeWarpRows<RW, QPL, ST>(u.S, ckpt, p.stride_state_p, u.vw, P, rl, lane);
+    }
+}
+
+template <typename ST, int N, int MAXT, bool PIPE>
+__global__ void __launch_bounds__(kSplitReadoutThreads, PIPE ? 2 : (N == 128 ? 3 : 2))
+    mamba2SplitReadoutKernel(const Mamba2ReplayParams p) {
+    using RS = stream::RowScatter<kSplitRows>;
+    const int nrb = (p.headdim + kSplitRows - 1) / kSplitRows;
+    const long long items = (long long)p.batch * p.nheads * nrb;
+    const int lane = threadIdx.x & 31;
+    const long long nw = (long long)gridDim.x * (kSplitReadoutThreads / 32);
+    long long it = (long long)blockIdx.x * (kSplitReadoutThreads / 32) + (threadIdx.x >> 5);
+    const int rl = RS::rowOf(lane);
+    const int sub = lane & (RS::LPR - 1);
+    auto slotOf = [&](long long i) {
+        if (i >= items) return -1;
+        const int b = (int)(i / ((long long)nrb * p.nheads));
+        return p.state_batch_indices ? p.state_batch_indices[b] : b;
+    };
+    if constexpr (PIPE) {
+        if (it >= items) return;
+        SplitItem<ST, N, MAXT> cur, nxt;
+        splitIssue(nxt, p, it, slotOf(it), nrb, rl, sub);
+        int slot2 = slotOf(it + nw);
+        for (; it < items; it += nw) {
+            cur = nxt;
+            if (it + nw < items) {
+                const int s1 = slot2;
+                slot2 = slotOf(it + 2 * nw);
+                splitIssue(nxt, p, it + nw, s1, nrb, rl, sub);
+            }
+            splitProcess(cur, p, rl, sub);
+        }
+    } else {
+        for (; it < items; it += nw) {
+            SplitItem<ST, N, MAXT> cur;
+            splitIssue(cur, p, it, slotOf(it), nrb, rl, sub);
+            splitProcess(cur, p, rl, sub);
         }
     }
 }
