@@ -64,10 +64,12 @@ def main() -> int:
         sh = bm2.SHAPES["super"]
         ls = bm2._Layerset(sh, B, L, Tmax, torch.float32, torch.bfloat16, 1, 0, token_list=[1] + spec)
         for v in [int(x) for x in args.mamba2_variants.split(",")]:
-            if v != 3:  # variant 3 (stream) is replay-only
+            if v not in (3, 4):  # variants 3 (stream) and 4 (split) are replay-only
                 _run(f"m2_conv_v{v}", lambda: ls.conv_step(0, 1, variant=v))
             ls.set_cursors(h0)
             _run(f"m2_replay_std_v{v}", lambda: ls.replay_step(0, 1, 0, variant=v))
+            ls.set_cursors(torch.full_like(h0, L - 1))  # in phase, every row flushes
+            _run(f"m2_replay_std_allflush_v{v}", lambda: ls.replay_step(0, 1, 0, variant=v))
             for T in spec:
                 ls.set_cursors(h0)
                 _run(f"m2_replay_spec_T{T}_v{v}", lambda: ls.replay_step(0, T, 1, variant=v))
