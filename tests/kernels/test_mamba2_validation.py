@@ -190,7 +190,7 @@ def test_split_variant_workspace_rules():
         pytest.skip(f"kernel library not available: {e}")
     p = m2.Mamba2ReplayParams(batch=2, num_tokens=1, nheads=8, headdim=64, dstate=128, ngroups=2, num_slots=2,
                               window=8, ring_capacity=8, mode=0, state_dtype=0, act_dtype=2, dt_dtype=0, variant=4)
-    need = (2 * 8 * 96 + 2 * 1 * 8 * 64) * 4  # head records + ring parts, fp32
+    need = 2 * 8 * ((16 + 2 * 9 + 3) // 4 * 4) * 4  # head records of 16 + (T + 1)(L + T) words, 16-byte rounded
     assert m2.replay_workspace_bytes(p) == need
     p.variant = 2
     assert m2.replay_workspace_bytes(p) == 0
@@ -219,4 +219,8 @@ def test_split_variant_workspace_rules():
         run()
     p.rows_per_cta, p.stride_C_t = 0, 258
     with pytest.raises(RuntimeError, match="variant 4 needs Cm rows 8-byte aligned"):
+        run()
+    p.stride_C_t, p.mode, p.num_tokens, p.window, p.ring_capacity = 256, 1, 4, 30, 34
+    p.workspace_bytes = m2.replay_workspace_bytes(p)
+    with pytest.raises(RuntimeError, match=r"at most 32 records per step .* got 34"):
         run()

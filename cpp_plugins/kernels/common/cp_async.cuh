@@ -22,5 +22,7 @@ __device__ __forceinline__ void copy4(void* dst, const void* src) {
 __device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 // Waits for every cp.async this thread issued (the caller then synchronizes the CTA).
 __device__ __forceinline__ void waitAll() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+// Waits until at most one of this thread's committed groups is still in flight (double buffering).
+__device__ __forceinline__ void waitAllButOne() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
 }  // namespace async
 }  // namespace rssm

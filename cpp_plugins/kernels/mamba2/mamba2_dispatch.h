@@ -25,7 +25,9 @@ size_t replayStreamSmemBytes(int window, int numTokens, int headdim, int dstate)
 const void* splitPrepKernel(int mode, int numTokens);
 // N 128 / 256, else NULL; pipe: the pipelined readout for N = 128 (RSSM_MAMBA2_SPLIT_PIPE=0 turns it off)
 const void* splitReadoutKernel(int stateDtype, int dstate, int mode, int numTokens, bool pipe);
-size_t splitWorkspaceBytes(int batch, int numTokens, int nheads, int headdim);
+size_t splitWorkspaceBytes(int batch, int numTokens, int nheads, int window);
+size_t splitReadoutSmemBytes(int dstate);
+int splitMaxRecords();
 size_t splitPrepSmemBytes(int window, int numTokens, int dstate);
 int splitHeadsPerPrep();
 int splitPrepThreads();

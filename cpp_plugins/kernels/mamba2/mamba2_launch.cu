@@ -292,6 +292,11 @@ int checkSplit(const char* op, const Mamba2ReplayParams& p) {
                         op, p.Cm, (long long)p.stride_C_b, (long long)p.stride_C_t, (long long)p.stride_C_g);
     if (p.headdim % 8)
         return setError(RSSM_ERR_UNSUPPORTED, "%s: variant 4 needs headdim %% 8 == 0; got %d", op, p.headdim);
+    const int records = p.mode == 0 ? p.window : p.window + p.num_tokens;
+    if (records > splitMaxRecords())
+        return setError(RSSM_ERR_UNSUPPORTED, "%s: variant 4 (split kernels) handles at most %d records per step "
+                        "(standard: window <= %d; speculative: window + num_tokens <= %d); got %d (use variant 0, 1, "
+                        "2 or 3)", op, splitMaxRecords(), splitMaxRecords(), splitMaxRecords(), records);
     return RSSM_OK;
 }
 
@@ -309,8 +314,10 @@ int launchSplit(const char* op, Mamba2ReplayParams& q, cudaStream_t stream) {
     const long long items = (long long)q.batch * q.nheads * ((q.headdim + splitRows() - 1) / splitRows());
     const int warpsPerCta = splitReadoutThreads() / 32;
     const long long ctasNeeded = (items + warpsPerCta - 1) / warpsPerCta;
-    const int grid = readout ? persistentGrid(readout, splitReadoutThreads(), 0, ctasNeeded) : 1;
-    return launch(op, readout, dim3(grid), splitReadoutThreads(), 0, &q, stream);
+    if (readout && !allowSmem(readout, splitReadoutSmemBytes(q.dstate)))
+        return setError(RSSM_ERR_CUDA, "%s: cannot raise the shared-memory limit of the split readout kernel", op);
+    const int grid = readout ? persistentGrid(readout, splitReadoutThreads(), splitReadoutSmemBytes(q.dstate), ctasNeeded) : 1;
+    return launch(op, readout, dim3(grid), splitReadoutThreads(), splitReadoutSmemBytes(q.dstate), &q, stream);
 }
 
 }  // namespace
@@ -329,7 +336,8 @@ extern "C" int rssm_mamba2_replay_auto_variant(int32_t batch, int32_t nheads, in
 extern "C" int64_t rssm_mamba2_replay_workspace_bytes(const Mamba2ReplayParams* p) {
     if (!p || p->variant != RSSM_MAMBA2_VARIANT_SPLIT) return 0;
     if (p->batch <= 0 || p->num_tokens <= 0 || p->nheads <= 0 || p->headdim <= 0) return 0;
-    return (int64_t)splitWorkspaceBytes(p->batch, p->num_tokens, p->nheads, p->headdim);
+    if (p->window <= 0) return 0;
+    return (int64_t)splitWorkspaceBytes(p->batch, p->num_tokens, p->nheads, p->window);
 }
 extern "C" int rssm_mamba2_decode_auto_variant(int32_t, int32_t, int32_t) {
     return RSSM_MAMBA2_VARIANT_PERSISTENT_SMALL;

@@ -8,22 +8,24 @@ namespace rssm {
 namespace mamba2 {
 namespace {
 int bucket(int mode, int T) { return mode == 0 ? 1 : (T <= 2 ? 2 : T <= 4 ? 4 : 8); }
-template <typename ST, int N, bool PIPE>
+template <typename ST, int N>
 const void* readoutByTokens(int maxT) {
     switch (maxT) {
-        case 1: return reinterpret_cast<const void*>(&mamba2SplitReadoutKernel<ST, N, 1, PIPE>);
-        case 2: return reinterpret_cast<const void*>(&mamba2SplitReadoutKernel<ST, N, 2, PIPE>);
-        case 4: return reinterpret_cast<const void*>(&mamba2SplitReadoutKernel<ST, N, 4, PIPE>);
-        default: return reinterpret_cast<const void*>(&mamba2SplitReadoutKernel<ST, N, 8, PIPE>);
+        case 1: return reinterpret_cast<const void*>(&mamba2SplitReadoutKernel<ST, N, 1, false>);
+        case 2: return reinterpret_cast<const void*>(&mamba2SplitReadoutKernel<ST, N, 2, false>);
+        case 4: return reinterpret_cast<const void*>(&mamba2SplitReadoutKernel<ST, N, 4, false>);
+        default: return reinterpret_cast<const void*>(&mamba2SplitReadoutKernel<ST, N, 8, false>);
     }
 }
-// N = 128: the pipelined readout (next item's loads in flight, 2 CTAs / SM) unless `pipe` is false;
-// N = 256 holds twice the state per item and runs unpipelined.
+// The pipelined readout (next item's loads in flight, 2 CTAs / SM) for N = 128 and one token (standard
+// mode) unless `pipe` is false; more tokens or N = 256 hold too many registers for two items.
 template <typename ST>
 const void* readoutByN(int N, int maxT, bool pipe) {
     switch (N) {
-        case 128: return pipe ? readoutByTokens<ST, 128, true>(maxT) : readoutByTokens<ST, 128, false>(maxT);
-        case 256: return readoutByTokens<ST, 256, false>(maxT);
+        case 128:
+            return pipe && maxT == 1 ? reinterpret_cast<const void*>(&mamba2SplitReadoutKernel<ST, 128, 1, true>)
+                                     : readoutByTokens<ST, 128>(maxT);
+        case 256: return readoutByTokens<ST, 256>(maxT);
         default: return nullptr;
     }
 }
@@ -46,9 +48,11 @@ const void* splitReadoutKernel(int stateDtype, int dstate, int mode, int numToke
         default: return nullptr;
     }
 }
-size_t splitWorkspaceBytes(int batch, int numTokens, int nheads, int headdim) {
-    return splitWorkspaceBytesM2(batch, numTokens, nheads, headdim);
+size_t splitWorkspaceBytes(int batch, int numTokens, int nheads, int window) {
+    return splitWorkspaceBytesM2(batch, numTokens, nheads, window);
 }
+size_t splitReadoutSmemBytes(int dstate) { return splitReadoutSmemBytesM2(dstate); }
+int splitMaxRecords() { return kSplitMaxRecords; }
 size_t splitPrepSmemBytes(int window, int numTokens, int dstate) {
     return splitPrepSmemBytesM2(window, numTokens, dstate);
 }

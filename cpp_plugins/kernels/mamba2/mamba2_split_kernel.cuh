@@ -1,16 +1,23 @@
 // ReplaySSM Mamba-2 decode, variant 4 ("split"): two kernels per step, so that the state stream runs
-// without a per-head preamble in its way.
+// without a per-head preamble in its way. With la_j = dt_j A and cum_k = sum_{i<=k} la_i:
 //
 //   1. Prep kernel, one CTA per (row b, group g, chunk of <= 16 heads of the group): reads the cursors,
 //      appends this step's records (dt, x, B) to the ring, forms the record dots B_j . C_s once per
-//      group, the prefix sums of dt_j A per head and from them, per (row, head), into the workspace:
+//      group and the prefix sums per head, and writes one head record per (row, head) to the workspace:
 //        gamma_s = exp(cum_{h+s}),
-//        ring_s[p] = sum_{j <= h+s} exp(cum_{h+s} - cum_j) dt_j (B_j . C_s) x_j[p] + D x_s[p],
-//        and on a flush step the fold weights fw_j = exp(cum_{nf-1} - cum_j) dt_j, gfold = exp(cum_{nf-1}).
-//   2. Readout kernel, persistent warps over items of 8 state rows of one (row b, head): loads the rows
-//      (the only dependency is the slot index), y_s[p] = (gamma_s (S[p,:] . C_s) + ring_s[p]) * silu(z_s[p]);
-//      on a flush step the warp folds the committed records into its rows and stores them:
-//        S <- gfold S + sum_{j < nf} fw_j x_j B_j^T.
+//        coef_{s,j} = exp(cum_{h+s} - cum_j) dt_j (B_j . C_s) for j <= h + s, plus D at j = h + s,
+//        on a flush step fw_j = exp(cum_{nf-1} - cum_j) dt_j and gfold = exp(cum_{nf-1}),
+//        and the cursors (nf, o, h).
+//   2. Readout kernel, persistent warps over items of 8 state rows of one (row b, head), grid-strided.
+//      Lane j of a warp loads x_j[8 rows] of record j (one 16-byte load) and its coefficients, so
+//        y_s[p] = (sum over lanes of gamma_s S[p, lane cols] . C_s[lane cols] + coef_{s,lane} x_lane[p])
+//                 * silu(z_s[p])
+//      is one reduce-scatter per token. The next item's loads (state rows, x_j, coefficients, z, C) are
+//      issued before the current item is computed; the slot and the head record's cursors two items
+//      ahead. On a flush step the warp stages B_j in shared memory (two chunks of 8 records in flight)
+//      and folds S <- gfold S + sum_{j < nf} fw_j x_j B_j^T into its rows, then stores them.
+// Records per step R = h + T <= 32 (one record per lane): standard mode L <= 32, speculative L + T <= 32
+// (the launcher refuses larger windows for this variant).
 // Same function, records, appends and skip rules as the other variants (mamba2_stream_kernel.cuh):
 // padding rows untouched, invalid cursors -> NaN outputs and nothing written.
 #pragma once
@@ -20,26 +27,29 @@
 namespace rssm {
 namespace mamba2 {
 
-// Workspace layout (fp32 words): head records [B][H][kSplitHeadRec], then ring parts [B][T][H][P].
-// Head record: [0, 8) gamma_s; [8] gfold; [9] nf as int bits (-1: invalid cursors); [10] ring origin
-// o as int bits; [16, 16 + nf) fold weights.
-constexpr int kSplitHeadRec = 96;
-constexpr int kSplitFw = 16;
 constexpr int kSplitHeadsPerPrep = 16;
 constexpr int kSplitPrepThreads = 256;
 constexpr int kSplitReadoutThreads = 256;
-constexpr int kSplitRows = 8;  // state rows per readout item (one warp)
-static_assert(kSplitFw + RSSM_MAMBA2_MAX_WINDOW + RSSM_MAMBA2_MAX_TOKENS <= kSplitHeadRec, "head record size");
+constexpr int kSplitRows = 8;        // state rows per readout item (one warp)
+constexpr int kSplitMaxRecords = 32;  // records per step (one per lane)
+constexpr int kSplitFoldChunk = 8;    // records per staged B chunk (fold)
+constexpr int kSplitCoef = 16;        // head record: first coefficient word
 
-__host__ __device__ inline size_t splitWorkspaceBytesM2(int B, int T, int H, int P) {
-    return ((size_t)B * H * kSplitHeadRec + (size_t)B * T * H * P) * sizeof(float);
+// Head record (fp32 words, one per (row b, head)): [0, 8) gamma_s; [8] gfold; [9] nf (int bits, -1:
+// invalid cursors); [10] o (int bits); [11] h (int bits); [16 + s * (L + T) + j] coef_{s,j};
+// [16 + T * (L + T) + j] fw_j. Rounded up to 4 words (16-byte aligned records).
+__host__ __device__ inline int splitRecordWordsM2(int L, int T) { return (kSplitCoef + (T + 1) * (L + T) + 3) / 4 * 4; }
+__host__ __device__ inline size_t splitWorkspaceBytesM2(int B, int T, int H, int L) {
+    return (size_t)B * H * splitRecordWordsM2(L, T) * sizeof(float);
 }
-// Prep kernel dynamic shared memory: B_j bits [R][N], C_s [T][N] fp32, dots [T][R], dt / cum [16][R],
-// coefficients [16][T][R] with R = h + T <= L + T records.
+// Prep kernel dynamic shared memory: B_j bits [R][N], C_s [T][N] fp32, dots [T][R], dt / cum [16][R].
 __host__ __device__ inline size_t splitPrepSmemBytesM2(int L, int T, int N) {
     const size_t R = (size_t)L + T;
-    return R * N * 2 + (size_t)T * N * 4 + (size_t)T * R * 4 + 2 * (size_t)kSplitHeadsPerPrep * R * 4 +
-           (size_t)kSplitHeadsPerPrep * T * R * 4;
+    return R * N * 2 + (size_t)T * N * 4 + (size_t)T * R * 4 + 2 * (size_t)kSplitHeadsPerPrep * R * 4;
+}
+// Readout kernel dynamic shared memory: per warp two chunks of kSplitFoldChunk B_j rows (16-bit).
+__host__ __device__ inline size_t splitReadoutSmemBytesM2(int N) {
+    return (size_t)(kSplitReadoutThreads / 32) * 2 * kSplitFoldChunk * N * 2;
 }
 
 template <int MAXT>
@@ -56,15 +66,15 @@ __global__ void __launch_bounds__(kSplitPrepThreads) mamba2SplitPrepKernel(const
     const bool dtF32 = p.dt_dtype == RSSM_DTYPE_FP32;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     constexpr int NW = kSplitPrepThreads / 32;
+    const int RM = L + T, RW = splitRecordWordsM2(L, T);
 
-    float* wsHead = static_cast<float*>(p.workspace) + ((int64_t)b * H + h0) * kSplitHeadRec;
-    float* wsRing = static_cast<float*>(p.workspace) + (int64_t)p.batch * H * kSplitHeadRec;
+    float* ws = static_cast<float*>(p.workspace) + ((int64_t)b * H + h0) * RW;  // head record of head h0
 
     const int o = p.ring_origin[slot];
     const int h = p.ring_len[slot];
     const bool valid = o >= 0 && o < Cap && h >= 0 && (p.mode == 0 ? h <= L - 1 : h <= L) && h + T <= Cap;
     if (!valid) {  // the readout poisons these rows' outputs; nothing is appended
-        if (tid < nh) wsHead[tid * kSplitHeadRec + 9] = __int_as_float(-1);
+        if (tid < nh) ws[tid * RW + 9] = __int_as_float(-1);
         return;
     }
     const bool flush = p.mode == 0 ? (h + 1 == L) : (h + T > L);
@@ -73,12 +83,11 @@ __global__ void __launch_bounds__(kSplitPrepThreads) mamba2SplitPrepKernel(const
     const int64_t ringRowSlot = (int64_t)slot * Cap;
 
     extern __shared__ __align__(16) unsigned char smemSplit[];
-    uint16_t* sB = reinterpret_cast<uint16_t*>(smemSplit);                 // [R][N] B_j bits
-    float* sC = reinterpret_cast<float*>(sB + (size_t)R * N);              // [T][N]
-    float* sDot = sC + T * N;                                               // [T][R]
-    float* sDt = sDot + T * R;                                              // [16][R]
-    float* sCum = sDt + kSplitHeadsPerPrep * R;                             // [16][R]
-    float* sCoef = sCum + kSplitHeadsPerPrep * R;                           // [16][T][R]
+    uint16_t* sB = reinterpret_cast<uint16_t*>(smemSplit);     // [R][N] B_j bits
+    float* sC = reinterpret_cast<float*>(sB + (size_t)R * N);  // [T][N]
+    float* sDot = sC + T * N;                                   // [T][R]
+    float* sDt = sDot + T * R;                                  // [16][R]
+    float* sCum = sDt + kSplitHeadsPerPrep * R;                 // [16][R]
 
     // ---- committed B_j of the group (cp.async), this step's B_s / C_s (+ ring_B append, chunk 0 only)
     const uint16_t* rB = static_cast<const uint16_t*>(p.ring_B);
@@ -101,7 +110,7 @@ __global__ void __launch_bounds__(kSplitPrepThreads) mamba2SplitPrepKernel(const
             if (writeB) wB[((ringRowSlot + (o + h + s) % Cap) * G + g) * N + n] = bb;
         }
     }
-    // ---- dt: committed (ring) and this step's (computed, appended)
+    // ---- dt: committed (ring) and this step's (computed, appended); x append
     for (int i = tid; i < h * nh; i += kSplitPrepThreads) {
         const int j = i / nh, hl = i - j * nh;  // consecutive heads are contiguous in the ring
         sDt[hl * R + j] = p.ring_dt[(ringRowSlot + (o + j) % Cap) * H + h0 + hl];
@@ -113,6 +122,15 @@ __global__ void __launch_bounds__(kSplitPrepThreads) mamba2SplitPrepKernel(const
                                 p.dt_bias, h0 + hl);
         sDt[hl * R + h + s] = dt;
         p.ring_dt[(ringRowSlot + (o + h + s) % Cap) * H + h0 + hl] = dt;
+    }
+    {
+        uint16_t* wX = static_cast<uint16_t*>(p.ring_x);
+        const uint16_t* xg = static_cast<const uint16_t*>(p.x) + (int64_t)b * p.stride_x_b;
+        for (int i = tid; i < T * nh * P; i += kSplitPrepThreads) {
+            const int s = i / (nh * P), r = i - s * nh * P, hl = r / P, row = r - hl * P;
+            wX[((ringRowSlot + (o + h + s) % Cap) * H + h0 + hl) * P + row] =
+                xg[(int64_t)s * p.stride_x_t + (int64_t)(h0 + hl) * p.stride_x_h + row];
+        }
     }
     cpAsyncWaitAll();
     __syncthreads();
@@ -156,124 +174,141 @@ __global__ void __launch_bounds__(kSplitPrepThreads) mamba2SplitPrepKernel(const
     }
     __syncthreads();
 
-    // ---- coefficients, gammas, fold weights -> shared memory / head records
+    // ---- head records: gammas, coefficients (D at j = h + s), fold weights, cursors
     for (int i = tid; i < nh * T * R; i += kSplitPrepThreads) {
         const int hl = i / (T * R), r = i - hl * T * R, s = r / R, j = r - s * R;
         const float* cum = sCum + hl * R;
-        sCoef[i] = j <= h + s ? __expf(cum[h + s] - cum[j]) * sDt[hl * R + j] * sDot[s * R + j] : 0.f;
+        float c = j <= h + s ? __expf(cum[h + s] - cum[j]) * sDt[hl * R + j] * sDot[s * R + j] : 0.f;
+        if (j == h + s && p.D) c += p.D[h0 + hl];
+        ws[hl * RW + kSplitCoef + s * RM + j] = c;
     }
     for (int i = tid; i < nh * T; i += kSplitPrepThreads) {
         const int hl = i / T, s = i - hl * T;
-        wsHead[hl * kSplitHeadRec + s] = __expf(sCum[hl * R + h + s]);
+        ws[hl * RW + s] = __expf(sCum[hl * R + h + s]);
     }
     if (tid < nh) {
-        wsHead[tid * kSplitHeadRec + 8] = nf > 0 ? __expf(sCum[tid * R + nf - 1]) : 1.f;
-        wsHead[tid * kSplitHeadRec + 9] = __int_as_float(nf);
-        wsHead[tid * kSplitHeadRec + 10] = __int_as_float(o);
+        ws[tid * RW + 8] = nf > 0 ? __expf(sCum[tid * R + nf - 1]) : 1.f;
+        ws[tid * RW + 9] = __int_as_float(nf);
+        ws[tid * RW + 10] = __int_as_float(o);
+        ws[tid * RW + 11] = __int_as_float(h);
     }
     for (int i = tid; i < nh * nf; i += kSplitPrepThreads) {
         const int hl = i / nf, j = i - hl * nf;
-        wsHead[hl * kSplitHeadRec + kSplitFw + j] = __expf(sCum[hl * R + nf - 1] - sCum[hl * R + j]) * sDt[hl * R + j];
-    }
-    __syncthreads();
-
-    // ---- ring parts (+ D x_s) per (head, p), and the x append of this step's records
-    const uint16_t* rX = static_cast<const uint16_t*>(p.ring_x);
-    uint16_t* wX = static_cast<uint16_t*>(p.ring_x);
-    for (int i = tid; i < nh * P; i += kSplitPrepThreads) {
-        const int hl = i / P, row = i - hl * P, head = h0 + hl;
-        const float Dh = p.D ? p.D[head] : 0.f;
-        const float* coef = sCoef + hl * T * R;
-        float acc[MAXT];
-#pragma unroll
-        for (int s = 0; s < MAXT; ++s) acc[s] = 0.f;
-        const uint16_t* xr = rX + (ringRowSlot * H + head) * P + row;  // record in ring row r: xr[r * H * P]
-        const int64_t rowStride = (int64_t)H * P;
-        int r = o;
-#pragma unroll 4
-        for (int j = 0; j < h; ++j) {
-            const float xv = actToFloat(xr[r * rowStride], actBf16);
-#pragma unroll
-            for (int s = 0; s < MAXT; ++s)
-                if (s < T) acc[s] = fmaf(coef[s * R + j], xv, acc[s]);
-            r = r + 1 == Cap ? 0 : r + 1;
-        }
-        const uint16_t* xg = static_cast<const uint16_t*>(p.x) + (int64_t)b * p.stride_x_b + (int64_t)head * p.stride_x_h + row;
-        float xs[MAXT];
-#pragma unroll
-        for (int s = 0; s < MAXT; ++s) {
-            xs[s] = 0.f;
-            if (s < T) {
-                const uint16_t bits = xg[s * p.stride_x_t];
-                wX[((ringRowSlot + (o + h + s) % Cap) * H + head) * P + row] = bits;
-                xs[s] = actToFloat(bits, actBf16);
-            }
-        }
-#pragma unroll
-        for (int s = 0; s < MAXT; ++s)
-#pragma unroll
-            for (int k = 0; k < MAXT; ++k)
-                if (s < T && k <= s) acc[s] = fmaf(coef[s * R + h + k], xs[k], acc[s]);
-#pragma unroll
-        for (int s = 0; s < MAXT; ++s)
-            if (s < T) wsRing[(((int64_t)b * T + s) * H + head) * P + row] = fmaf(Dh, xs[s], acc[s]);
+        ws[hl * RW + kSplitCoef + T * RM + j] = __expf(sCum[hl * R + nf - 1] - sCum[hl * R + j]) * sDt[hl * R + j];
     }
 }
 
-// Readout: warp-granular items (row b, head, 8-row block), grid-strided over the warps of the grid so
-// that the flushing rows of a staggered batch spread over all warps. With PIPE the warp issues the
-// loads of its next item (state rows, head record, ring parts, z) before it computes the current
-// one, and the slot index two items ahead, so its state stream never waits on a dependent load.
+// 8 packed 16-bit values (element k in word k / 2, half k % 2) -> element r of the result is element
+// r ^ rl of q (the XOR-permuted register slots of stream::RowScatter<8>).
+__device__ __forceinline__ uint4 xorPermute8(uint4 q, int rl) {
+    const unsigned sel = (rl & 1) ? 0x1032u : 0x3210u;
+    q.x = __byte_perm(q.x, 0u, sel);
+    q.y = __byte_perm(q.y, 0u, sel);
+    q.z = __byte_perm(q.z, 0u, sel);
+    q.w = __byte_perm(q.w, 0u, sel);
+    if (rl & 2) {
+        const unsigned t0 = q.x, t1 = q.z;
+        q.x = q.y; q.y = t0;
+        q.z = q.w; q.w = t1;
+    }
+    if (rl & 4) {
+        const unsigned t0 = q.x, t1 = q.y;
+        q.x = q.z; q.y = q.w;
+        q.z = t0; q.w = t1;
+    }
+    return q;
+}
+__device__ __forceinline__ void unpack8(uint4 q, bool bf16, float (&f)[8]) {
+    const float4 a = stream::u2ToF4(make_uint2(q.x, q.y), bf16), c = stream::u2ToF4(make_uint2(q.z, q.w), bf16);
+    f[0] = a.x; f[1] = a.y; f[2] = a.z; f[3] = a.w;
+    f[4] = c.x; f[5] = c.y; f[6] = c.z; f[7] = c.w;
+}
+
 template <typename ST, int N, int MAXT>
 struct SplitItem {
     static constexpr int QPL = N / 128;
     float4 S[kSplitRows][QPL];
-    float rv[MAXT], zv[MAXT];
-    int b, head, vw, slot, nf;  // slot < 0: padding row (nothing to do)
+    uint2 cq[MAXT][QPL];  // C_s bits of this lane's columns
+    uint4 xq;             // x_j[vw .. vw + 7] of record j = lane, natural order (0 past the records)
+    float coef[MAXT];     // coef_{s, lane}
+    float fw;             // fw_lane (flush items)
+    float gam[MAXT];
+    float zv[MAXT];       // z_s[row] bits (the lanes that finish token s)
+    float gf;
+    int b, head, vw, slot, nf, o;  // slot < 0: padding row
 };
+
+// Per-item cursors from the head record, loaded two items ahead: (gfold bits, nf, o, h).
+__device__ __forceinline__ int4 splitMeta(const Mamba2ReplayParams& p, long long it, long long items, int nrb, int RW) {
+    if (it >= items) return make_int4(0, -1, 0, 0);
+    const long long bh = it / nrb;
+    return *reinterpret_cast<const int4*>(static_cast<const float*>(p.workspace) + bh * RW + 8);
+}
 
 template <typename ST, int N, int MAXT>
 __device__ __forceinline__ void splitIssue(SplitItem<ST, N, MAXT>& u, const Mamba2ReplayParams& p, long long it,
-                                           int slot, int nrb, int rl, int sub) {
+                                           int slot, int4 meta, int nrb, int rl, int sub) {
     constexpr int QPL = N / 128;
     constexpr int LPR = stream::RowScatter<kSplitRows>::LPR;
-    const int H = p.nheads, P = p.headdim, T = p.num_tokens;
+    const int H = p.nheads, P = p.headdim, T = p.num_tokens, Cap = p.ring_capacity;
+    const int lane = threadIdx.x & 31;
+    const bool actBf16 = p.act_dtype == RSSM_DTYPE_BF16;
     u.vw = (int)(it % nrb) * kSplitRows;
     const long long bh = it / nrb;
     u.head = (int)(bh % H);
     u.b = (int)(bh / H);
     u.slot = (slot < 0 || slot >= p.num_slots) ? -1 : slot;
-    if (u.slot < 0) return;
+    u.nf = meta.y;
+    u.o = meta.z;
+    u.gf = __int_as_float(meta.x);
+    if (u.slot < 0 || u.nf < 0) return;
     const ST* ckpt = static_cast<const ST*>(p.state) + (int64_t)u.slot * p.stride_state_slot +
                      (int64_t)u.head * p.stride_state_head;
-    stream::loadWarpRows<kSplitRows, QPL, ST>(u.S, ckpt, p.stride_state_p, u.vw, P, rl, threadIdx.x & 31);
-    const float* hr = static_cast<const float*>(p.workspace) + ((int64_t)u.b * H + u.head) * kSplitHeadRec;
-    u.nf = __float_as_int(hr[9]);
-    const float* wsRing = static_cast<const float*>(p.workspace) + (int64_t)p.batch * H * kSplitHeadRec;
+    stream::loadWarpRows<kSplitRows, QPL, ST>(u.S, ckpt, p.stride_state_p, u.vw, P, rl, lane);
+    const int R = meta.w + T;
+    const int RW = splitRecordWordsM2(p.window, T), RM = p.window + T;
+    const float* hr = static_cast<const float*>(p.workspace) + bh * RW;
+    u.xq = make_uint4(0u, 0u, 0u, 0u);
+    u.fw = 0.f;
+    if (lane < R) {
+        int rr = u.o + lane;
+        rr = rr >= Cap ? rr - Cap : rr;
+        u.xq = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.ring_x) +
+                                                (((int64_t)u.slot * Cap + rr) * H + u.head) * P + u.vw);
+        if (lane < u.nf) u.fw = hr[kSplitCoef + T * RM + lane];
+    }
+    const int g = u.head / (H / p.ngroups);
+    const uint16_t* Cg = static_cast<const uint16_t*>(p.Cm) + (int64_t)u.b * p.stride_C_b + (int64_t)g * p.stride_C_g +
+                         lane * 4;
     const int row = u.vw + rl;
     const uint16_t* zg = p.z ? static_cast<const uint16_t*>(p.z) + (int64_t)u.b * p.stride_z_b +
                                    (int64_t)u.head * p.stride_z_h + row
                              : nullptr;
 #pragma unroll
     for (int s = 0; s < MAXT; ++s) {
-        u.rv[s] = 0.f;
+        u.coef[s] = 0.f;
+        u.gam[s] = 0.f;
         u.zv[s] = 0.f;
-        if (s < T && (s % LPR) == sub && row < P) {
-            u.rv[s] = wsRing[(((int64_t)u.b * T + s) * H + u.head) * P + row];
-            if (zg) u.zv[s] = __uint_as_float((uint32_t)zg[s * p.stride_z_t]);  // raw bits, converted later
+        if (s < T) {
+            if (lane < R) u.coef[s] = hr[kSplitCoef + s * RM + lane];
+            u.gam[s] = hr[s];
+#pragma unroll
+            for (int i = 0; i < QPL; ++i) u.cq[s][i] = *reinterpret_cast<const uint2*>(Cg + s * p.stride_C_t + 128 * i);
+            if (zg && (s % LPR) == sub && row < P) u.zv[s] = __uint_as_float((uint32_t)zg[s * p.stride_z_t]);
         }
     }
+    (void)actBf16;
 }
 
 template <typename ST, int N, int MAXT>
-__device__ __forceinline__ void splitProcess(SplitItem<ST, N, MAXT>& u, const Mamba2ReplayParams& p, int rl, int sub) {
+__device__ __forceinline__ void splitProcess(SplitItem<ST, N, MAXT>& u, const Mamba2ReplayParams& p, int rl, int sub,
+                                             uint16_t* sFold) {
     constexpr int QPL = N / 128;
-    constexpr int RW = kSplitRows;
-    using RS = stream::RowScatter<RW>;
+    constexpr int RWS = kSplitRows;
+    using RS = stream::RowScatter<RWS>;
     constexpr int LPR = RS::LPR;
     if (u.slot < 0) return;  // padding row: untouched
     const int H = p.nheads, P = p.headdim, T = p.num_tokens, G = p.ngroups, Cap = p.ring_capacity;
-    const int hpg = H / G, g = u.head / hpg;
     const int lane = threadIdx.x & 31;
     const bool actBf16 = p.act_dtype == RSSM_DTYPE_BF16;
     const int row = u.vw + rl;
@@ -284,88 +319,101 @@ __device__ __forceinline__ void splitProcess(SplitItem<ST, N, MAXT>& u, const Ma
             if (s < T && (s % LPR) == sub && row < P) yg[s * p.stride_y_t] = floatToAct(__int_as_float(0x7fc00000), actBf16);
         return;
     }
-    const float* hr = static_cast<const float*>(p.workspace) + ((int64_t)u.b * H + u.head) * kSplitHeadRec;
-    const uint16_t* Cg = static_cast<const uint16_t*>(p.Cm) + (int64_t)u.b * p.stride_C_b + (int64_t)g * p.stride_C_g +
-                         lane * 4;
+    float xf[RWS];  // x_lane of the rows in this lane's register slots
+    unpack8(xorPermute8(u.xq, rl), actBf16, xf);
 #pragma unroll
     for (int s = 0; s < MAXT; ++s) {
         if (s < T) {
-            float4 cq[QPL];
+            float4 c4[QPL];
 #pragma unroll
-            for (int i = 0; i < QPL; ++i)
-                cq[i] = stream::u2ToF4(*reinterpret_cast<const uint2*>(Cg + s * p.stride_C_t + 128 * i), actBf16);
-            float part[RW];
+            for (int i = 0; i < QPL; ++i) c4[i] = stream::u2ToF4(u.cq[s][i], actBf16);
+            float part[RWS];
 #pragma unroll
-            for (int r = 0; r < RW; ++r) {
-                part[r] = stream::dot4(u.S[r][0], cq[0]);
+            for (int r = 0; r < RWS; ++r) {
+                float d = stream::dot4(u.S[r][0], c4[0]);
 #pragma unroll
-                for (int i = 1; i < QPL; ++i) part[r] += stream::dot4(u.S[r][i], cq[i]);
+                for (int i = 1; i < QPL; ++i) d += stream::dot4(u.S[r][i], c4[i]);
+                part[r] = fmaf(u.gam[s], d, u.coef[s] * xf[r]);
             }
-            const float Y = RS::reduce(part, lane) * hr[s];
+            const float Y = RS::reduce(part, lane);
             if ((s % LPR) == sub && row < P) {
                 const float gate = p.z ? siluF(actToFloat((uint16_t)__float_as_uint(u.zv[s]), actBf16)) : 1.f;
-                yg[s * p.stride_y_t] = floatToAct((Y + u.rv[s]) * gate, actBf16);
+                yg[s * p.stride_y_t] = floatToAct(Y * gate, actBf16);
             }
         }
     }
     if (u.nf > 0) {  // warp-uniform: fold the committed records into the rows, store them
-        const int nf = u.nf;
-        const float gf = hr[8];
-        const int o = __float_as_int(hr[10]);
+        const int nf = u.nf, g = u.head / (H / G);
 #pragma unroll
-        for (int r = 0; r < RW; ++r)
+        for (int r = 0; r < RWS; ++r)
 #pragma unroll
-            for (int i = 0; i < QPL; ++i) u.S[r][i] = stream::scale4(u.S[r][i], gf);
-        const uint16_t* rB = static_cast<const uint16_t*>(p.ring_B) + ((int64_t)u.slot * Cap * G + g) * p.dstate + lane * 4;
-        // lane l reads x_j of block row (l & 7); slot r of this lane needs row r ^ rl: one shuffle each
-        const uint16_t* rX = static_cast<const uint16_t*>(p.ring_x) + ((int64_t)u.slot * Cap * H + u.head) * P + u.vw +
-                             (lane & 7);
-        const bool xIn = u.vw + (lane & 7) < P;
-        const int64_t strideB = (int64_t)G * p.dstate, strideX = (int64_t)H * P;
-        // two records in flight: the loads of record j + 1 are issued before record j is folded
-        int rr = o;
-        uint2 bNext[QPL];
-        uint16_t xNext = 0;
-        float fwNext = hr[kSplitFw];
-#pragma unroll
-        for (int i = 0; i < QPL; ++i) bNext[i] = *reinterpret_cast<const uint2*>(rB + (int64_t)rr * strideB + 128 * i);
-        if (xIn) xNext = rX[(int64_t)rr * strideX];
-        for (int j = 0; j < nf; ++j) {
-            uint2 bCur[QPL];
-#pragma unroll
-            for (int i = 0; i < QPL; ++i) bCur[i] = bNext[i];
-            const uint16_t xCur = xNext;
-            const float fw = fwNext;
-            if (j + 1 < nf) {
-                rr = rr + 1 == Cap ? 0 : rr + 1;
-#pragma unroll
-                for (int i = 0; i < QPL; ++i) bNext[i] = *reinterpret_cast<const uint2*>(rB + (int64_t)rr * strideB + 128 * i);
-                if (xIn) xNext = rX[(int64_t)rr * strideX];
-                fwNext = hr[kSplitFw + j + 1];
+            for (int i = 0; i < QPL; ++i) u.S[r][i] = stream::scale4(u.S[r][i], u.gf);
+        const uint16_t* rB = static_cast<const uint16_t*>(p.ring_B) + ((int64_t)u.slot * Cap * G + g) * N;
+        constexpr int kVecPerRec = N / 8;
+        auto stage = [&](int c) {  // B_j of records 8c .. 8c + 7 into buffer c & 1
+            uint16_t* dst = sFold + (c & 1) * kSplitFoldChunk * N;
+            const int n = min(kSplitFoldChunk, nf - c * kSplitFoldChunk);
+            for (int i = lane; i < n * kVecPerRec; i += 32) {
+                const int jj = i / kVecPerRec, v = i - jj * kVecPerRec;
+                int rr = u.o + c * kSplitFoldChunk + jj;
+                rr = rr >= Cap ? rr - Cap : rr;
+                cpAsync16(dst + jj * N + v * 8, rB + (int64_t)rr * G * N + v * 8);
             }
-            const float xw = fw * actToFloat(xCur, actBf16);
-            float4 bq[QPL];
-#pragma unroll
-            for (int i = 0; i < QPL; ++i) bq[i] = stream::u2ToF4(bCur[i], actBf16);
-#pragma unroll
-            for (int r = 0; r < RW; ++r) {
-                const float xr = __shfl_sync(stream::kFull, xw, r ^ rl);  // rows past P: xIn false -> 0
-#pragma unroll
-                for (int i = 0; i < QPL; ++i) u.S[r][i] = stream::fma4s(u.S[r][i], xr, bq[i]);
+            cpAsyncCommit();
+        };
+        const int nchunks = (nf + kSplitFoldChunk - 1) / kSplitFoldChunk;
+        stage(0);
+        for (int c = 0; c < nchunks; ++c) {
+            if (c + 1 < nchunks) {
+                stage(c + 1);
+                async::waitAllButOne();
+            } else {
+                cpAsyncWaitAll();
             }
+            __syncwarp();
+            const uint16_t* buf = sFold + (c & 1) * kSplitFoldChunk * N;
+            const int n = min(kSplitFoldChunk, nf - c * kSplitFoldChunk);
+            for (int jj = 0; jj < n; ++jj) {
+                const int j = c * kSplitFoldChunk + jj;
+                uint4 xn;
+                xn.x = __shfl_sync(stream::kFull, u.xq.x, j);
+                xn.y = __shfl_sync(stream::kFull, u.xq.y, j);
+                xn.z = __shfl_sync(stream::kFull, u.xq.z, j);
+                xn.w = __shfl_sync(stream::kFull, u.xq.w, j);
+                const float fwj = __shfl_sync(stream::kFull, u.fw, j);
+                float xw[RWS];
+                unpack8(xorPermute8(xn, rl), actBf16, xw);
+                float4 bq[QPL];
+#pragma unroll
+                for (int i = 0; i < QPL; ++i)
+                    bq[i] = stream::u2ToF4(*reinterpret_cast<const uint2*>(buf + jj * N + lane * 4 + 128 * i), actBf16);
+#pragma unroll
+                for (int r = 0; r < RWS; ++r) {
+                    const float w = fwj * xw[r];
+#pragma unroll
+                    for (int i = 0; i < QPL; ++i) u.S[r][i] = stream::fma4s(u.S[r][i], w, bq[i]);
+                }
+            }
+            __syncwarp();  // buffer c & 1 is restaged by chunk c + 2
         }
         ST* ckpt = static_cast<ST*>(p.state) + (int64_t)u.slot * p.stride_state_slot + (int64_t)u.head * p.stride_state_head;
-        stream::storeWarpRows<RW, QPL, ST>(u.S, ckpt, p.stride_state_p, u.vw, P, rl, lane);
+        stream::storeWarpRows<RWS, QPL, ST>(u.S, ckpt, p.stride_state_p, u.vw, P, rl, lane);
     }
 }
 
+// Readout: warp-granular items (row b, head, 8-row block), grid-strided over the warps of the grid so
+// that the flushing rows of a staggered batch spread over all warps. With PIPE the warp issues the
+// loads of its next item before it computes the current one.
 template <typename ST, int N, int MAXT, bool PIPE>
-__global__ void __launch_bounds__(kSplitReadoutThreads, PIPE ? 2 : (N == 128 ? 3 : 2))
+__global__ void __launch_bounds__(kSplitReadoutThreads, PIPE ? 2 : ((N == 128 && MAXT == 1) ? 3 : 2))
     mamba2SplitReadoutKernel(const Mamba2ReplayParams p) {
     using RS = stream::RowScatter<kSplitRows>;
+    extern __shared__ __align__(16) unsigned char smemSplitReadout[];
+    uint16_t* sFold = reinterpret_cast<uint16_t*>(smemSplitReadout) + (threadIdx.x >> 5) * 2 * kSplitFoldChunk * N;
     const int nrb = (p.headdim + kSplitRows - 1) / kSplitRows;
     const long long items = (long long)p.batch * p.nheads * nrb;
     const int lane = threadIdx.x & 31;
+    const int RW = splitRecordWordsM2(p.window, p.num_tokens);
     const long long nw = (long long)gridDim.x * (kSplitReadoutThreads / 32);
     long long it = (long long)blockIdx.x * (kSplitReadoutThreads / 32) + (threadIdx.x >> 5);
     const int rl = RS::rowOf(lane);
@@ -378,22 +426,25 @@ __global__ void __launch_bounds__(kSplitReadoutThreads, PIPE ? 2 : (N == 128 ? 3
     if constexpr (PIPE) {
         if (it >= items) return;
         SplitItem<ST, N, MAXT> cur, nxt;
-        splitIssue(nxt, p, it, slotOf(it), nrb, rl, sub);
+        splitIssue(nxt, p, it, slotOf(it), splitMeta(p, it, items, nrb, RW), nrb, rl, sub);
         int slot2 = slotOf(it + nw);
+        int4 meta2 = splitMeta(p, it + nw, items, nrb, RW);
         for (; it < items; it += nw) {
             cur = nxt;
             if (it + nw < items) {
                 const int s1 = slot2;
+                const int4 m1 = meta2;
                 slot2 = slotOf(it + 2 * nw);
-                splitIssue(nxt, p, it + nw, s1, nrb, rl, sub);
+                meta2 = splitMeta(p, it + 2 * nw, items, nrb, RW);
+                splitIssue(nxt, p, it + nw, s1, m1, nrb, rl, sub);
             }
-            splitProcess(cur, p, rl, sub);
+            splitProcess(cur, p, rl, sub, sFold);
         }
     } else {
         for (; it < items; it += nw) {
             SplitItem<ST, N, MAXT> cur;
-            splitIssue(cur, p, it, slotOf(it), nrb, rl, sub);
-            splitProcess(cur, p, rl, sub);
+            splitIssue(cur, p, it, slotOf(it), splitMeta(p, it, items, nrb, RW), nrb, rl, sub);
+            splitProcess(cur, p, rl, sub, sFold);
         }
     }
 }
