@@ -14,8 +14,8 @@
 //                 * silu(z_s[p])
 //      is one reduce-scatter per token. The next item's loads (state rows, x_j, coefficients, z, C) are
 //      issued before the current item is computed; the slot and the head record's cursors two items
-//      ahead. On a flush step the warp stages B_j in shared memory (two chunks of 8 records in flight)
-//      and folds S <- gfold S + sum_{j < nf} fw_j x_j B_j^T into its rows, then stores them.
+//      ahead. On a flush step the warp stages B_j and fw_j x_j in shared memory (two chunks of 8 records
+//      in flight) and folds S <- gfold S + sum_{j < nf} fw_j x_j B_j^T into its rows, then stores them.
 // Records per step R = h + T <= 32 (one record per lane): standard mode L <= 32, speculative L + T <= 32
 // (the launcher refuses larger windows for this variant).
 // Same function, records, appends and skip rules as the other variants (mamba2_stream_kernel.cuh):
@@ -42,14 +42,19 @@ __host__ __device__ inline int splitRecordWordsM2(int L, int T) { return (kSplit
 __host__ __device__ inline size_t splitWorkspaceBytesM2(int B, int T, int H, int L) {
     return (size_t)B * H * splitRecordWordsM2(L, T) * sizeof(float);
 }
-// Prep kernel dynamic shared memory: B_j bits [R][N], C_s [T][N] fp32, dots [T][R], dt / cum [16][R].
+// Prep kernel dynamic shared memory: B_j bits [R][N], C_s [T][N] fp32, dots [T][R].
 __host__ __device__ inline size_t splitPrepSmemBytesM2(int L, int T, int N) {
     const size_t R = (size_t)L + T;
-    return R * N * 2 + (size_t)T * N * 4 + (size_t)T * R * 4 + 2 * (size_t)kSplitHeadsPerPrep * R * 4;
+    return R * N * 2 + (size_t)T * N * 4 + (size_t)T * R * 4;
 }
-// Readout kernel dynamic shared memory: per warp two chunks of kSplitFoldChunk B_j rows (16-bit).
+static_assert(kSplitHeadsPerPrep % (kSplitPrepThreads / 32) == 0, "heads per prep warp");
+// Readout kernel dynamic shared memory: per warp two chunks of kSplitFoldChunk B_j rows (16-bit) and
+// their fold weights times x (fp32 [8 records][8 rows]).
+__host__ __device__ inline size_t splitReadoutWarpSmemBytesM2(int N) {
+    return 2 * (size_t)kSplitFoldChunk * N * 2 + 2 * (size_t)kSplitFoldChunk * kSplitRows * 4;
+}
 __host__ __device__ inline size_t splitReadoutSmemBytesM2(int N) {
-    return (size_t)(kSplitReadoutThreads / 32) * 2 * kSplitFoldChunk * N * 2;
+    return (size_t)(kSplitReadoutThreads / 32) * splitReadoutWarpSmemBytesM2(N);
 }
 
 template <int MAXT>
@@ -66,6 +71,7 @@ __global__ void __launch_bounds__(kSplitPrepThreads) mamba2SplitPrepKernel(const
     const bool dtF32 = p.dt_dtype == RSSM_DTYPE_FP32;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     constexpr int NW = kSplitPrepThreads / 32;
+    constexpr int HPW = kSplitHeadsPerPrep / NW;  // heads per warp (2)
     const int RM = L + T, RW = splitRecordWordsM2(L, T);
 
     float* ws = static_cast<float*>(p.workspace) + ((int64_t)b * H + h0) * RW;  // head record of head h0
@@ -79,22 +85,22 @@ __global__ void __launch_bounds__(kSplitPrepThreads) mamba2SplitPrepKernel(const
     }
     const bool flush = p.mode == 0 ? (h + 1 == L) : (h + T > L);
     const int nf = flush ? (p.mode == 0 ? h + 1 : h) : 0;
-    const int R = h + T;  // records seen this step
+    const int R = h + T;  // records seen this step (<= 32: one per lane)
     const int64_t ringRowSlot = (int64_t)slot * Cap;
+    int rrLane = o + lane;  // ring row of record `lane`
+    rrLane = rrLane >= Cap ? rrLane - Cap : rrLane;
 
     extern __shared__ __align__(16) unsigned char smemSplit[];
     uint16_t* sB = reinterpret_cast<uint16_t*>(smemSplit);     // [R][N] B_j bits
     float* sC = reinterpret_cast<float*>(sB + (size_t)R * N);  // [T][N]
     float* sDot = sC + T * N;                                   // [T][R]
-    float* sDt = sDot + T * R;                                  // [16][R]
-    float* sCum = sDt + kSplitHeadsPerPrep * R;                 // [16][R]
 
-    // ---- committed B_j of the group (cp.async), this step's B_s / C_s (+ ring_B append, chunk 0 only)
+    // ---- committed B_j of the group (cp.async; one warp per record), this step's B_s / C_s
     const uint16_t* rB = static_cast<const uint16_t*>(p.ring_B);
-    const int nbv = N / 8;
-    for (int i = tid; i < h * nbv; i += kSplitPrepThreads) {
-        const int j = i / nbv, v = i - j * nbv;
-        cpAsync16(sB + j * N + v * 8, rB + ((ringRowSlot + (o + j) % Cap) * G + g) * N + v * 8);
+    for (int j = warp; j < h; j += NW) {
+        int rr = o + j;
+        rr = rr >= Cap ? rr - Cap : rr;
+        for (int v = lane; v < N / 8; v += 32) cpAsync16(sB + j * N + v * 8, rB + ((ringRowSlot + rr) * G + g) * N + v * 8);
     }
     cpAsyncCommit();
     {
@@ -102,40 +108,49 @@ __global__ void __launch_bounds__(kSplitPrepThreads) mamba2SplitPrepKernel(const
         const uint16_t* Cg = static_cast<const uint16_t*>(p.Cm) + (int64_t)b * p.stride_C_b + (int64_t)g * p.stride_C_g;
         uint16_t* wB = static_cast<uint16_t*>(p.ring_B);
         const bool writeB = blockIdx.x == 0;
-        for (int i = tid; i < T * N; i += kSplitPrepThreads) {
-            const int s = i / N, n = i - s * N;
-            const uint16_t bb = Bg[s * p.stride_B_t + n];
-            sB[(h + s) * N + n] = bb;
-            sC[s * N + n] = actToFloat(Cg[s * p.stride_C_t + n], actBf16);
-            if (writeB) wB[((ringRowSlot + (o + h + s) % Cap) * G + g) * N + n] = bb;
+        for (int s = 0; s < T; ++s) {
+            int rr = o + h + s;
+            rr = rr >= Cap ? rr - Cap : rr;
+            for (int n = tid; n < N; n += kSplitPrepThreads) {
+                const uint16_t bb = Bg[s * p.stride_B_t + n];
+                sB[(h + s) * N + n] = bb;
+                sC[s * N + n] = actToFloat(Cg[s * p.stride_C_t + n], actBf16);
+                if (writeB) wB[((ringRowSlot + rr) * G + g) * N + n] = bb;
+            }
         }
     }
-    // ---- dt: committed (ring) and this step's (computed, appended); x append
-    for (int i = tid; i < h * nh; i += kSplitPrepThreads) {
-        const int j = i / nh, hl = i - j * nh;  // consecutive heads are contiguous in the ring
-        sDt[hl * R + j] = p.ring_dt[(ringRowSlot + (o + j) % Cap) * H + h0 + hl];
-    }
-    for (int i = tid; i < T * nh; i += kSplitPrepThreads) {
-        const int s = i / nh, hl = i - s * nh;
-        const float dt = loadDt(p.dt_raw, dtF32, actBf16,
-                                (int64_t)b * p.stride_dt_b + (int64_t)s * p.stride_dt_t + (int64_t)(h0 + hl) * p.stride_dt_h,
-                                p.dt_bias, h0 + hl);
-        sDt[hl * R + h + s] = dt;
-        p.ring_dt[(ringRowSlot + (o + h + s) % Cap) * H + h0 + hl] = dt;
-    }
-    {
-        uint16_t* wX = static_cast<uint16_t*>(p.ring_x);
-        const uint16_t* xg = static_cast<const uint16_t*>(p.x) + (int64_t)b * p.stride_x_b;
-        for (int i = tid; i < T * nh * P; i += kSplitPrepThreads) {
-            const int s = i / (nh * P), r = i - s * nh * P, hl = r / P, row = r - hl * P;
-            wX[((ringRowSlot + (o + h + s) % Cap) * H + h0 + hl) * P + row] =
-                xg[(int64_t)s * p.stride_x_t + (int64_t)(h0 + hl) * p.stride_x_h + row];
+    // ---- per head (a warp owns heads warp + NW k): dt_j of record j = lane (ring or this step's,
+    //      appended), and the x append of this step's records
+    float dtj[HPW];
+#pragma unroll
+    for (int k = 0; k < HPW; ++k) {
+        const int hl = warp + NW * k;
+        dtj[k] = 0.f;
+        if (hl < nh) {
+            const int head = h0 + hl;
+            if (lane < h) {
+                dtj[k] = p.ring_dt[(ringRowSlot + rrLane) * H + head];
+            } else if (lane < R) {
+                const int s = lane - h;
+                dtj[k] = loadDt(p.dt_raw, dtF32, actBf16,
+                                (int64_t)b * p.stride_dt_b + (int64_t)s * p.stride_dt_t + (int64_t)head * p.stride_dt_h,
+                                p.dt_bias, head);
+                p.ring_dt[(ringRowSlot + rrLane) * H + head] = dtj[k];
+            }
+            uint16_t* wX = static_cast<uint16_t*>(p.ring_x);
+            const uint16_t* xg = static_cast<const uint16_t*>(p.x) + (int64_t)b * p.stride_x_b + (int64_t)head * p.stride_x_h;
+            for (int s = 0; s < T; ++s) {
+                int rr = o + h + s;
+                rr = rr >= Cap ? rr - Cap : rr;
+                for (int row = lane; row < P; row += 32)
+                    wX[((ringRowSlot + rr) * H + head) * P + row] = xg[(int64_t)s * p.stride_x_t + row];
+            }
         }
     }
     cpAsyncWaitAll();
     __syncthreads();
 
-    // ---- record dots B_j . C_s (a warp per record; token s sees records j <= h + s), prefix sums
+    // ---- record dots B_j . C_s (a warp per record; token s sees records j <= h + s)
     for (int j = warp; j < R; j += NW) {
         float acc[MAXT];
 #pragma unroll
@@ -156,45 +171,43 @@ __global__ void __launch_bounds__(kSplitPrepThreads) mamba2SplitPrepKernel(const
             }
         }
     }
-    for (int hl = warp; hl < nh; hl += NW) {
-        const float Ah = p.A[h0 + hl];
-        float carry = 0.f;
-        for (int base = 0; base < R; base += 32) {
-            const int j = base + lane;
-            float v = j < R ? sDt[hl * R + j] * Ah : 0.f;
-#pragma unroll
-            for (int off = 1; off < 32; off <<= 1) {
-                const float t = __shfl_up_sync(stream::kFull, v, off);
-                if (lane >= off) v += t;
-            }
-            v += carry;
-            if (j < R) sCum[hl * R + j] = v;
-            carry = __shfl_sync(stream::kFull, v, 31);
-        }
-    }
     __syncthreads();
 
-    // ---- head records: gammas, coefficients (D at j = h + s), fold weights, cursors
-    for (int i = tid; i < nh * T * R; i += kSplitPrepThreads) {
-        const int hl = i / (T * R), r = i - hl * T * R, s = r / R, j = r - s * R;
-        const float* cum = sCum + hl * R;
-        float c = j <= h + s ? __expf(cum[h + s] - cum[j]) * sDt[hl * R + j] * sDot[s * R + j] : 0.f;
-        if (j == h + s && p.D) c += p.D[h0 + hl];
-        ws[hl * RW + kSplitCoef + s * RM + j] = c;
-    }
-    for (int i = tid; i < nh * T; i += kSplitPrepThreads) {
-        const int hl = i / T, s = i - hl * T;
-        ws[hl * RW + s] = __expf(sCum[hl * R + h + s]);
-    }
-    if (tid < nh) {
-        ws[tid * RW + 8] = nf > 0 ? __expf(sCum[tid * R + nf - 1]) : 1.f;
-        ws[tid * RW + 9] = __int_as_float(nf);
-        ws[tid * RW + 10] = __int_as_float(o);
-        ws[tid * RW + 11] = __int_as_float(h);
-    }
-    for (int i = tid; i < nh * nf; i += kSplitPrepThreads) {
-        const int hl = i / nf, j = i - hl * nf;
-        ws[hl * RW + kSplitCoef + T * RM + j] = __expf(sCum[hl * R + nf - 1] - sCum[hl * R + j]) * sDt[hl * R + j];
+    // ---- head records: lane j = record j. Prefix sums of dt_j A, gammas, coefficients (D at
+    //      j = h + s), fold weights, cursors
+#pragma unroll
+    for (int k = 0; k < HPW; ++k) {
+        const int hl = warp + NW * k;
+        if (hl >= nh) break;
+        const int head = h0 + hl;
+        float cum = lane < R ? dtj[k] * p.A[head] : 0.f;
+#pragma unroll
+        for (int off = 1; off < 32; off <<= 1) {
+            const float t = __shfl_up_sync(stream::kFull, cum, off);
+            if (lane >= off) cum += t;
+        }
+        float* rec = ws + hl * RW;
+        const float Dh = p.D ? p.D[head] : 0.f;
+#pragma unroll
+        for (int s = 0; s < MAXT; ++s) {
+            if (s < T) {
+                const float cs = __shfl_sync(stream::kFull, cum, h + s);
+                if (lane < R) {
+                    float c = lane <= h + s ? __expf(cs - cum) * dtj[k] * sDot[s * R + lane] : 0.f;
+                    if (lane == h + s) c += Dh;
+                    rec[kSplitCoef + s * RM + lane] = c;
+                }
+                if (lane == 0) rec[s] = __expf(cs);
+            }
+        }
+        const float cl = __shfl_sync(stream::kFull, cum, nf > 0 ? nf - 1 : 0);
+        if (lane < nf) rec[kSplitCoef + T * RM + lane] = __expf(cl - cum) * dtj[k];
+        if (lane == 0) {
+            rec[8] = nf > 0 ? __expf(cl) : 1.f;
+            rec[9] = __int_as_float(nf);
+            rec[10] = __int_as_float(o);
+            rec[11] = __int_as_float(h);
+        }
     }
 }
 
@@ -350,7 +363,8 @@ __device__ __forceinline__ void splitProcess(SplitItem<ST, N, MAXT>& u, const Ma
             for (int i = 0; i < QPL; ++i) u.S[r][i] = stream::scale4(u.S[r][i], u.gf);
         const uint16_t* rB = static_cast<const uint16_t*>(p.ring_B) + ((int64_t)u.slot * Cap * G + g) * N;
         constexpr int kVecPerRec = N / 8;
-        auto stage = [&](int c) {  // B_j of records 8c .. 8c + 7 into buffer c & 1
+        float* wFold = reinterpret_cast<float*>(sFold + 2 * kSplitFoldChunk * N);  // [2][8 records][8 rows]
+        auto stage = [&](int c) {  // B_j of records 8c .. 8c + 7 into buffer c & 1, and fw_j x_j[k]
             uint16_t* dst = sFold + (c & 1) * kSplitFoldChunk * N;
             const int n = min(kSplitFoldChunk, nf - c * kSplitFoldChunk);
             for (int i = lane; i < n * kVecPerRec; i += 32) {
@@ -360,6 +374,14 @@ __device__ __forceinline__ void splitProcess(SplitItem<ST, N, MAXT>& u, const Ma
                 cpAsync16(dst + jj * N + v * 8, rB + (int64_t)rr * G * N + v * 8);
             }
             cpAsyncCommit();
+            const int jj = lane - c * kSplitFoldChunk;  // lane j holds record j's x block and fw_j
+            if (jj >= 0 && jj < n) {
+                float xv[RWS];
+                unpack8(u.xq, actBf16, xv);
+                float4* w4 = reinterpret_cast<float4*>(wFold + ((c & 1) * kSplitFoldChunk + jj) * RWS);
+                w4[0] = make_float4(u.fw * xv[0], u.fw * xv[1], u.fw * xv[2], u.fw * xv[3]);
+                w4[1] = make_float4(u.fw * xv[4], u.fw * xv[5], u.fw * xv[6], u.fw * xv[7]);
+            }
         };
         const int nchunks = (nf + kSplitFoldChunk - 1) / kSplitFoldChunk;
         stage(0);
@@ -372,26 +394,21 @@ __device__ __forceinline__ void splitProcess(SplitItem<ST, N, MAXT>& u, const Ma
             }
             __syncwarp();
             const uint16_t* buf = sFold + (c & 1) * kSplitFoldChunk * N;
+            const float* wb = wFold + (c & 1) * kSplitFoldChunk * RWS;
             const int n = min(kSplitFoldChunk, nf - c * kSplitFoldChunk);
+#pragma unroll 1
             for (int jj = 0; jj < n; ++jj) {
-                const int j = c * kSplitFoldChunk + jj;
-                uint4 xn;
-                xn.x = __shfl_sync(stream::kFull, u.xq.x, j);
-                xn.y = __shfl_sync(stream::kFull, u.xq.y, j);
-                xn.z = __shfl_sync(stream::kFull, u.xq.z, j);
-                xn.w = __shfl_sync(stream::kFull, u.xq.w, j);
-                const float fwj = __shfl_sync(stream::kFull, u.fw, j);
-                float xw[RWS];
-                unpack8(xorPermute8(xn, rl), actBf16, xw);
-                float4 bq[QPL];
+                {
+                    float4 bq[QPL];
 #pragma unroll
-                for (int i = 0; i < QPL; ++i)
-                    bq[i] = stream::u2ToF4(*reinterpret_cast<const uint2*>(buf + jj * N + lane * 4 + 128 * i), actBf16);
+                    for (int i = 0; i < QPL; ++i)
+                        bq[i] = stream::u2ToF4(*reinterpret_cast<const uint2*>(buf + jj * N + lane * 4 + 128 * i), actBf16);
 #pragma unroll
-                for (int r = 0; r < RWS; ++r) {
-                    const float w = fwj * xw[r];
+                    for (int r = 0; r < RWS; ++r) {
+                        const float w = wb[jj * RWS + (r ^ rl)];  // fw_j x_j of the row in slot r
 #pragma unroll
-                    for (int i = 0; i < QPL; ++i) u.S[r][i] = stream::fma4s(u.S[r][i], w, bq[i]);
+                        for (int i = 0; i < QPL; ++i) u.S[r][i] = stream::fma4s(u.S[r][i], w, bq[i]);
+                    }
                 }
             }
             __syncwarp();  // buffer c & 1 is restaged by chunk c + 2
@@ -409,7 +426,7 @@ __global__ void __launch_bounds__(kSplitReadoutThreads, PIPE ? 2 : ((N == 128 &&
     mamba2SplitReadoutKernel(const Mamba2ReplayParams p) {
     using RS = stream::RowScatter<kSplitRows>;
     extern __shared__ __align__(16) unsigned char smemSplitReadout[];
-    uint16_t* sFold = reinterpret_cast<uint16_t*>(smemSplitReadout) + (threadIdx.x >> 5) * 2 * kSplitFoldChunk * N;
+    uint16_t* sFold = reinterpret_cast<uint16_t*>(smemSplitReadout + (threadIdx.x >> 5) * splitReadoutWarpSmemBytesM2(N));
     const int nrb = (p.headdim + kSplitRows - 1) / kSplitRows;
     const long long items = (long long)p.batch * p.nheads * nrb;
     const int lane = threadIdx.x & 31;
