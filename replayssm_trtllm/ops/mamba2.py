@@ -379,7 +379,7 @@ def _replay_launch(state, ring_dt, ring_x, ring_B, ring_origin, ring_len, x, dt_
     p.A, p.D, p.dt_bias = A.data_ptr(), _opt_ptr(D), _opt_ptr(dt_bias)
     ws_bytes = replay_workspace_bytes(p)
     workspace = None
-    if ws_bytes > 0:  # variant 4: per-step scratch from the caching allocator (graph-capture safe)
+    if ws_bytes > 0:  # variant 4 (or auto picking it): per-step scratch from the caching allocator (graph-capture safe)
         workspace = torch.empty(ws_bytes, dtype=torch.uint8, device=x.device)
         p.workspace, p.workspace_bytes = workspace.data_ptr(), ws_bytes
     with torch.cuda.device(x.device):

@@ -488,11 +488,14 @@ def test_report_error_stats():
             print(f"[mamba2 err] {name}: max abs {mx:.3e}, rel RMS {rr:.3e}")
 
 
-@pytest.mark.parametrize("B,sh", [(1, SUPER), (64, SMALL)], ids=["B1-super-stream", "B64-small-persistent"])
-def test_replay_auto_variant(B, sh):
-    """variant = -1 (the op default): the launcher's choice gives the same results as the reference."""
-    assert _run_replay(B, 8, 1, 0, sh, F32, BF16, 10, seed=41 + B, variant=-1) > 0
-    assert _run_replay(B, 8, 3, 1, sh, F32, BF16, 8, seed=43 + B, variant=-1) > 0
+@pytest.mark.parametrize("B,sh,L", [(1, SUPER, 8), (64, SMALL, 8), (64, SMALL, 40)],
+                         ids=["B1-super-stream", "B64-small-split", "B64-small-L40-persistent"])
+def test_replay_auto_variant(B, sh, L):
+    """variant = -1 (the op default): the launcher's choice (stream kernel for one wave of CTAs, the split
+    kernels with the op's workspace above it, the persistent kernel past 32 records per step) gives the
+    same results as the reference."""
+    assert _run_replay(B, L, 1, 0, sh, F32, BF16, 10, seed=41 + B, variant=-1) > 0
+    assert _run_replay(B, L, 3, 1, sh, F32, BF16, 8, seed=43 + B, variant=-1) > 0
 
 
 @pytest.mark.parametrize("sh", [NANO, dict(H=12, P=32, N=256, G=1)], ids=["nano", "H12-P32-N256-G1"])

@@ -194,7 +194,13 @@ def test_split_variant_workspace_rules():
     assert m2.replay_workspace_bytes(p) == need
     p.variant = 2
     assert m2.replay_workspace_bytes(p) == 0
-    p.variant = 4
+    p.variant = -1  # auto: batch x nheads = 16 <= 128 -> the stream kernel, no workspace
+    assert m2.replay_workspace_bytes(p) == 0
+    p.batch = 64  # -> variant 4 given a workspace (the torch op allocates it)
+    assert m2.replay_workspace_bytes(p) == 64 * 8 * ((16 + 2 * 9 + 3) // 4 * 4) * 4
+    p.window, p.ring_capacity = 40, 40  # more than 32 records: the persistent kernel, no workspace
+    assert m2.replay_workspace_bytes(p) == 0
+    p.batch, p.window, p.ring_capacity, p.variant = 2, 8, 8, 4
     fake = 1 << 20  # never dereferenced: every case below is refused on the host
     for name in ("x", "dt_raw", "Bm", "Cm", "A", "y", "ring_origin", "ring_len", "ring_dt", "ring_x", "ring_B",
                  "state"):

@@ -58,7 +58,10 @@ extern "C" {
 #define RSSM_MAMBA2_VARIANT_SPLIT 4
 #define RSSM_MAMBA2_NUM_VARIANTS 5
 // -1: the launcher picks the fastest verified design (rssm_mamba2_*_auto_variant): replay 3 when
-//     dstate is 128/256 and batch x nheads <= 128 (one wave of CTAs or less), else 2; conventional 2.
+//     dstate is 128/256 and batch x nheads <= 128 (one wave of CTAs or less), else 2; with a workspace
+//     of rssm_mamba2_replay_workspace_bytes() bytes (which is > 0 exactly then) variant 4 where the
+//     rule says 2 and the split kernels run the sizes (dstate 128/256, <= 32 records per step);
+//     conventional 2.
 //     Variant 2 itself falls back to 0 when the token tensors are not 16-byte aligned.
 #define RSSM_MAMBA2_VARIANT_AUTO (-1)
 
@@ -160,8 +163,8 @@ int rssm_mamba2_decode_launch(const Mamba2DecodeParams* p, cudaStream_t stream);
 int rssm_mamba2_replay_auto_variant(int32_t batch, int32_t nheads, int32_t dstate);
 int rssm_mamba2_decode_auto_variant(int32_t batch, int32_t nheads, int32_t dstate);
 int rssm_mamba2_replay_launch(const Mamba2ReplayParams* p, cudaStream_t stream);
-// Workspace bytes the launch of *p needs: > 0 for variant 4 (with the auto variant: when it would
-// pick variant 4 given a workspace), 0 otherwise. Host-only; reads only the size / variant fields.
+// Workspace bytes the launch of *p needs: > 0 for variant 4, and for the auto variant when it would
+// pick variant 4 given that workspace; 0 otherwise. Host-only; reads only size / mode / variant fields.
 int64_t rssm_mamba2_replay_workspace_bytes(const Mamba2ReplayParams* p);
 
 // P rows one CTA handles per chunk for a state dtype and N (the granularity of rows_per_cta);

@@ -333,10 +333,22 @@ extern "C" int rssm_mamba2_replay_auto_variant(int32_t batch, int32_t nheads, in
     if ((dstate == 128 || dstate == 256) && (long long)batch * nheads <= 128) return RSSM_MAMBA2_VARIANT_STREAM;
     return RSSM_MAMBA2_VARIANT_PERSISTENT_SMALL;
 }
+// Variant 4 can run these sizes (dstate 128 / 256, <= 32 records per step, headdim % 8 == 0).
+static bool splitSizesOk(const Mamba2ReplayParams* p) {
+    const int records = p->mode == 0 ? p->window : p->window + p->num_tokens;
+    return (p->dstate == 128 || p->dstate == 256) && records <= splitMaxRecords() && p->headdim % 8 == 0 &&
+           p->rows_per_cta == 0 && !p->skip_flush_rows;
+}
+// The automatic choice with a workspace: variant 4 where the rule picks the persistent kernel (2) and
+// the split kernels can run the sizes.
+static bool autoPicksSplit(const Mamba2ReplayParams* p) {
+    return rssm_mamba2_replay_auto_variant(p->batch, p->nheads, p->dstate) == RSSM_MAMBA2_VARIANT_PERSISTENT_SMALL &&
+           splitSizesOk(p);
+}
 extern "C" int64_t rssm_mamba2_replay_workspace_bytes(const Mamba2ReplayParams* p) {
-    if (!p || p->variant != RSSM_MAMBA2_VARIANT_SPLIT) return 0;
-    if (p->batch <= 0 || p->num_tokens <= 0 || p->nheads <= 0 || p->headdim <= 0) return 0;
-    if (p->window <= 0) return 0;
+    if (!p) return 0;
+    const bool split = p->variant == RSSM_MAMBA2_VARIANT_SPLIT || (p->variant == RSSM_MAMBA2_VARIANT_AUTO && autoPicksSplit(p));
+    if (!split || p->batch <= 0 || p->num_tokens <= 0 || p->nheads <= 0 || p->window <= 0) return 0;
     return (int64_t)splitWorkspaceBytes(p->batch, p->num_tokens, p->nheads, p->window);
 }
 extern "C" int rssm_mamba2_decode_auto_variant(int32_t, int32_t, int32_t) {
@@ -401,10 +413,15 @@ extern "C" int rssm_mamba2_replay_launch(const Mamba2ReplayParams* pIn, cudaStre
     if (resolved.skip_flush_rows != 0 && resolved.skip_flush_rows != 1)
         return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: skip_flush_rows must be 0 or 1; got %d", op,
                         resolved.skip_flush_rows);
-    if (resolved.variant == RSSM_MAMBA2_VARIANT_AUTO)  // skip_flush_rows exists in the persistent kernels
-        resolved.variant = resolved.skip_flush_rows ? 2
-                                                    : rssm_mamba2_replay_auto_variant(resolved.batch, resolved.nheads,
-                                                                                      resolved.dstate);
+    if (resolved.variant == RSSM_MAMBA2_VARIANT_AUTO) {  // skip_flush_rows exists in the persistent kernels
+        const int64_t need = rssm_mamba2_replay_workspace_bytes(&resolved);  // > 0: auto would pick variant 4
+        if (need > 0 && resolved.workspace && resolved.workspace_bytes >= need)
+            resolved.variant = RSSM_MAMBA2_VARIANT_SPLIT;
+        else
+            resolved.variant = resolved.skip_flush_rows ? 2
+                                                        : rssm_mamba2_replay_auto_variant(resolved.batch, resolved.nheads,
+                                                                                          resolved.dstate);
+    }
     if (resolved.skip_flush_rows && resolved.variant != 1 && resolved.variant != 2)
         return setError(RSSM_ERR_UNSUPPORTED, "%s: skip_flush_rows (dual-precision decode) needs a persistent "
                         "variant (1 or 2); got variant %d", op, resolved.variant);
