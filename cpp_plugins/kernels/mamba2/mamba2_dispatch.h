@@ -23,7 +23,7 @@ int replayStreamRowsPerWarp(int dstate, int mode, int numTokens);
 size_t replayStreamSmemBytes(int window, int numTokens, int headdim, int dstate);
 // Variant 4 (split: prep kernel + readout kernel, replay only; mamba2_split.cu).
 const void* splitPrepKernel(int mode, int numTokens);
-// N 128 / 256, else NULL; pipe: the pipelined readout for N = 128 (RSSM_MAMBA2_SPLIT_PIPE=0 turns it off)
+// N 128 / 256, else NULL; pipe: the pipelined readout for N = 128, T = 1 (RSSM_MAMBA2_SPLIT_PIPE=1; off by default)
 const void* splitReadoutKernel(int stateDtype, int dstate, int mode, int numTokens, bool pipe);
 size_t splitWorkspaceBytes(int batch, int numTokens, int nheads, int window);
 size_t splitReadoutSmemBytes(int dstate);

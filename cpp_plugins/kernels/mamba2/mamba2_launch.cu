@@ -306,9 +306,12 @@ int launchSplit(const char* op, Mamba2ReplayParams& q, cudaStream_t stream) {
     const size_t prepSmem = splitPrepSmemBytes(q.window, q.num_tokens, q.dstate);
     int st = launch(op, splitPrepKernel(q.mode, q.num_tokens), prepGrid, splitPrepThreads(), prepSmem, &q, stream);
     if (st) return st;
-    static const bool pipe = [] {  // experiment switch, read once: RSSM_MAMBA2_SPLIT_PIPE=0
+    // The unpipelined readout (3 CTAs / SM) measured faster than the pipelined one (2 CTAs / SM):
+    // Super B = 256 339.9 vs 386.3 us (docs/benchmarks.md, fourth session). RSSM_MAMBA2_SPLIT_PIPE=1
+    // selects the pipelined one (read once).
+    static const bool pipe = [] {
         const char* e = getenv("RSSM_MAMBA2_SPLIT_PIPE");
-        return !(e && e[0] == '0');
+        return e && e[0] == '1';
     }();
     const void* readout = splitReadoutKernel(q.state_dtype, q.dstate, q.mode, q.num_tokens, pipe);
     const long long items = (long long)q.batch * q.nheads * ((q.headdim + splitRows() - 1) / splitRows());
