@@ -272,15 +272,23 @@ bool launchPersistent(const char* op, bool replay, bool tokensAligned, PlanFn pl
     return true;
 }
 
-// Variant 4 (split) input rules: N 128 / 256, rows_per_cta 0, a large enough workspace, 8-byte
-// aligned Cm rows (the readout loads 4 C values per lane), ring rows 16-byte aligned (prep cp.async).
+// Rules of the variants that lay out their own rows over N = 128-column quads (3: stream kernel,
+// 4: split kernels): dstate 128 / 256 and rows_per_cta 0.
+int checkOwnRowsVariant(const char* op, int variant, const char* name, int dstate, int rowsPerCta) {
+    if (dstate != 128 && dstate != 256)
+        return setError(RSSM_ERR_UNSUPPORTED, "%s: variant %d (%s) supports dstate 128 or 256; got %d "
+                        "(use variant 0, 1 or 2)", op, variant, name, dstate);
+    if (rowsPerCta != 0)
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: variant %d picks its own rows; rows_per_cta must be 0; got %d",
+                        op, variant, rowsPerCta);
+    return RSSM_OK;
+}
+
+// Variant 4 (split) input rules: those above, a large enough workspace, 8-byte aligned Cm rows (the
+// readout loads 4 C values per lane), headdim % 8 == 0 and <= 32 records per step.
 int checkSplit(const char* op, const Mamba2ReplayParams& p) {
-    if (p.dstate != 128 && p.dstate != 256)
-        return setError(RSSM_ERR_UNSUPPORTED, "%s: variant 4 (split kernels) supports dstate 128 or 256; got %d "
-                        "(use variant 0, 1 or 2)", op, p.dstate);
-    if (p.rows_per_cta != 0)
-        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: variant 4 picks its own rows; rows_per_cta must be 0; got %d",
-                        op, p.rows_per_cta);
+    const int st = checkOwnRowsVariant(op, RSSM_MAMBA2_VARIANT_SPLIT, "split kernels", p.dstate, p.rows_per_cta);
+    if (st) return st;
     const int64_t need = rssm_mamba2_replay_workspace_bytes(&p);
     if (p.batch > 0 && (!p.workspace || p.workspace_bytes < need))
         return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: variant 4 needs a workspace of %lld bytes "
@@ -467,12 +475,8 @@ extern "C" int rssm_mamba2_replay_launch(const Mamba2ReplayParams* pIn, cudaStre
     const int sb = stateBytes(q.state_dtype);
     if (q.variant == RSSM_MAMBA2_VARIANT_SPLIT) return launchSplit(op, q, stream);
     if (q.variant == RSSM_MAMBA2_VARIANT_STREAM) {
-        if (q.dstate != 128 && q.dstate != 256)
-            return setError(RSSM_ERR_UNSUPPORTED, "%s: variant 3 (stream kernel) supports dstate 128 or 256; got %d "
-                            "(use variant 0, 1 or 2)", op, q.dstate);
-        if (q.rows_per_cta != 0)
-            return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: variant 3 picks its own rows; rows_per_cta must be 0; got %d",
-                            op, q.rows_per_cta);
+        st = checkOwnRowsVariant(op, RSSM_MAMBA2_VARIANT_STREAM, "stream kernel", q.dstate, q.rows_per_cta);
+        if (st) return st;
         const int rw = replayStreamRowsPerWarp(q.dstate, q.mode, q.num_tokens);
         const int threads = (q.headdim + rw - 1) / rw * 32;
         const dim3 grid(1, q.nheads, q.batch);

@@ -265,7 +265,6 @@ __device__ __forceinline__ void splitIssue(SplitItem<ST, N, MAXT>& u, const Mamb
     constexpr int LPR = stream::RowScatter<kSplitRows>::LPR;
     const int H = p.nheads, P = p.headdim, T = p.num_tokens, Cap = p.ring_capacity;
     const int lane = threadIdx.x & 31;
-    const bool actBf16 = p.act_dtype == RSSM_DTYPE_BF16;
     u.vw = (int)(it % nrb) * kSplitRows;
     const long long bh = it / nrb;
     u.head = (int)(bh % H);
@@ -310,7 +309,6 @@ __device__ __forceinline__ void splitIssue(SplitItem<ST, N, MAXT>& u, const Mamb
             if (zg && (s % LPR) == sub && row < P) u.zv[s] = __uint_as_float((uint32_t)zg[s * p.stride_z_t]);
         }
     }
-    (void)actBf16;
 }
 
 template <typename ST, int N, int MAXT>
