@@ -11,6 +11,7 @@
 // round trips per CTA instead of one per record.
 #pragma once
 #include "common/cp_async.cuh"
+#include "common/warp_scan.cuh"
 #include "dual_precision/dp_read_chunk.cuh"
 #include "dual_precision/dual_precision.h"
 
@@ -85,23 +86,6 @@ __device__ __forceinline__ CopyRef recurrenceCopy(const DualPrecisionDecodeParam
     return CopyRef{p.recurrence_dtype, const_cast<void*>(p.ckpt_hp), p.stride_hp_slot, p.stride_hp_head,
                    p.stride_hp_row, const_cast<float*>(p.ckpt_hp_scale), nullptr};
 }
-// Inclusive prefix sum of sIn[0..n) * mul into sOut by warp 0 (n <= 96).
-__device__ __forceinline__ void warpPrefix(const float* sIn, float mul, float* sOut, int n) {
-    const int lane = threadIdx.x & 31;
-    float carry = 0.f;
-    for (int base = 0; base < n; base += 32) {
-        const int j = base + lane;
-        float v = j < n ? sIn[j] * mul : 0.f;
-#pragma unroll
-        for (int off = 1; off < 32; off <<= 1) {
-            const float t = __shfl_up_sync(kFullMask, v, off);
-            if (lane >= off) v += t;
-        }
-        v += carry;
-        if (j < n) sOut[j] = v;
-        carry = __shfl_sync(kFullMask, v, 31);
-    }
-}
 
 // ------------------------------------------------------------------------------------ Mamba-2
 // CTAs per SM the decode kernels' register budget is set for (20-24 warps): the 16/32-bit formats
@@ -174,7 +158,7 @@ __global__ void __launch_bounds__(kDecodeThreads, decodeMinBlocks(RF, ONE)) mamb
     // state part: sDot[s][row] = S0[row, :] . C_s
     if (!useHp) chunk.dots(sC, T, sDot, tileRows, tile0, tile0, tileEnd);
     else exactDots(recurrenceCopy(p), slot, head, H, P, sC, T, sDot, tileRows, tile0, tileEnd);
-    if (warp == 0) warpPrefix(sDt, p.A[head], sCum, nrec);
+    if (warp == 0) scan::warpPrefixScaled(sDt, p.A[head], sCum, nrec);
     __syncthreads();
     // B_j . C_s (warp per record) -> coefficients exp(cum_{h+s} - cum_j) dt_j (B_j . C_s), j <= h + s
     const bool writeB = (head % (H / G) == 0) && blockIdx.x == 0;
@@ -307,7 +291,7 @@ __global__ void __launch_bounds__(kDecodeThreads, decodeMinBlocks(RF, ONE)) gdnD
     __syncthreads();
     if (!useHp) chunk.dots(sVec, 2 * T, sDot, tileRows, tile0, tile0, tileEnd);
     else exactDots(recurrenceCopy(p), slot, head, HV, V, sVec, 2 * T, sDot, tileRows, tile0, tileEnd);
-    if (warp == 0) warpPrefix(sG, 1.f, sCum, nrec);
+    if (warp == 0) scan::warpPrefixScaled(sG, 1.f, sCum, nrec);
     __syncthreads();
     // coefficients: CK[s][j] = exp(cum_{h+s} - cum_j) kn_j . kn_{h+s} (j < h+s), CQ[s][j] (j <= h+s) with qn_s
     for (int j = warp; j < nrec; j += kDecodeThreads / 32) {

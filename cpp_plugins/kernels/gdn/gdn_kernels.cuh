@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "common/stream_rows.cuh"
+#include "common/warp_scan.cuh"
 #include "gdn/gdn.h"
 
 namespace rssm {
@@ -417,11 +418,7 @@ __global__ void __launch_bounds__(NT, 512 / NT) gdnReplayKernel(const GdnReplayP
                                      (int64_t)((o0 + j) % C) * p.ring_g_stride_rec + hv]
                           : s_gd[j - h];
             }
-#pragma unroll
-            for (int o = 1; o < 32; o <<= 1) {
-                const float n = __shfl_up_sync(kFull, g, o);
-                if (lane >= o) g += n;
-            }
+            g = scan::warpInclusiveSum(g, lane);
             g += carry;
             if (j < nrec) s_P[j + 1] = g;
             carry = __shfl_sync(kFull, g, 31);

@@ -340,11 +340,7 @@ __global__ void __launch_bounds__(streamWarps(VAR) * 32, streamMinBlocks(VAR))
                     if (p.ring_beta) p.ring_beta[rg_base + (int64_t)ri * p.ring_g_stride_rec] = s_beta[s];
                 }
             }
-#pragma unroll
-            for (int o = 1; o < 32; o <<= 1) {
-                const float n = __shfl_up_sync(kFull, g, o);
-                if (lane >= o) g += n;
-            }
+            g = scan::warpInclusiveSum(g, lane);
             g += carry;
             if (j < nrec) s_P[j + 1] = g;
             carry = __shfl_sync(kFull, g, 31);

@@ -495,11 +495,7 @@ __global__ void __launch_bounds__(kTileThreads, kReplayTileMinBlocks) gdnReplayT
             const int j = base + lane;
             float g = 0.f;
             if (j < nrec) g = j < h ? s_g[urow(j)] : s_gd[j - h];
-#pragma unroll
-            for (int o = 1; o < 32; o <<= 1) {
-                const float n = __shfl_up_sync(kFull, g, o);
-                if (lane >= o) g += n;
-            }
+            g = scan::warpInclusiveSum(g, lane);
             g += carry;
             if (j < nrec) s_P[j + 1] = g;
             carry = __shfl_sync(kFull, g, 31);

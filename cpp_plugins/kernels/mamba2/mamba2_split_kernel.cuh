@@ -22,6 +22,7 @@
 // padding rows untouched, invalid cursors -> NaN outputs and nothing written.
 #pragma once
 #include "common/stream_rows.cuh"
+#include "common/warp_scan.cuh"
 #include "mamba2/mamba2_common.cuh"
 
 namespace rssm {
@@ -180,12 +181,7 @@ __global__ void __launch_bounds__(kSplitPrepThreads) mamba2SplitPrepKernel(const
         const int hl = warp + NW * k;
         if (hl >= nh) break;
         const int head = h0 + hl;
-        float cum = lane < R ? dtj[k] * p.A[head] : 0.f;
-#pragma unroll
-        for (int off = 1; off < 32; off <<= 1) {
-            const float t = __shfl_up_sync(stream::kFull, cum, off);
-            if (lane >= off) cum += t;
-        }
+        const float cum = scan::warpInclusiveSum(lane < R ? dtj[k] * p.A[head] : 0.f, lane);
         float* rec = ws + hl * RW;
         const float Dh = p.D ? p.D[head] : 0.f;
 #pragma unroll
