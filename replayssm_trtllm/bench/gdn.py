@@ -16,7 +16,7 @@ Each kernel's outputs are checked against the conventional kernel on the same in
 Kernel variants (``--variants``, default all of ops/gdn.py ``VARIANTS``): every kernel is timed
 once per variant side by side in the same run (same buffers, same graphs shape); each line names
 its variant (``v0`` register kernels, ``v1`` tile kernels with the per-batch tile choice, ``v2``
-the other tile choice, ``v3``-``v5`` stream kernels), a ``best`` line follows per case, and the targets use the best variant of
+the other tile choice, ``v3``-``v5`` stream kernels, ``v6`` split kernels, replay only), a ``best`` line follows per case, and the targets use the best variant of
 each kernel (the conventional baseline included, so the ratios are conservative).
 """
 from __future__ import annotations
@@ -50,7 +50,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-layers", type=int, default=64, help="cap on layer buffers per case")
     parser.add_argument("--out", default="bench/results/latest-gdn.json")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--variants", default="0,1,2,3,4,5", help="comma list of kernel variants to time side by side")
+    parser.add_argument("--variants", default="0,1,2,3,4,5,6",
+                        help="comma list of kernel variants to time side by side (6, the split kernels, is replay "
+                             "only: the conventional and per-draft lines skip it)")
 
 
 # ------------------------------------------------------------------------------------------ utils
@@ -214,6 +216,7 @@ def _check(ls, T, variants=(0,)):
     """Replay (h = 0 rows), conventional and per-draft outputs of every variant vs the variant-0
     conventional kernel on the same inputs and state. Returns the relative errors."""
     import torch
+    from replayssm_trtllm.ops.gdn import DECODE_VARIANTS
     errs = {}
     mode = 0 if T == 1 else 1
     start = ls.ckpt[0].clone()
@@ -225,6 +228,8 @@ def _check(ls, T, variants=(0,)):
         ls.set_cursors(torch.zeros_like(ls.length))
         ls.replay_step(0, T, mode, var)
         errs[f"replay_v{var}_vs_conv"] = _rel(ls.inputs[T]["o"], o_c)
+        if var not in DECODE_VARIANTS:  # replay-only design (split kernels)
+            continue
         if var != 0:
             ls.conv[0].copy_(start)
             ls.conv_step(0, T, var)
@@ -256,7 +261,7 @@ def run(args) -> int:
     tokens = [int(t) for t in args.tokens.split(",")]
     accepts = [a.strip() for a in args.accept.split(",") if a.strip()]
     variants = [int(v) for v in args.variants.split(",") if v.strip()]
-    from replayssm_trtllm.ops.gdn import VARIANTS
+    from replayssm_trtllm.ops.gdn import DECODE_VARIANTS, VARIANTS
     for v in variants:
         if v not in VARIANTS:
             print(f"bench gdn: unknown variant {v}; choose from {list(VARIANTS)}", file=sys.stderr)
@@ -307,7 +312,7 @@ def run(args) -> int:
                 case0 = f"{shape} B={B} L={L}"
                 # ---- conventional standard, every variant; the best is the baseline
                 t_conv = None
-                for var in variants:
+                for var in [v for v in variants if v in DECODE_VARIANTS]:
                     t_v = _time_graph(lambda: [ls.conv_step(l_, 1, var) for l_ in range(nl)], args.repeats) / nl
                     gbps = 2 * B * state_slot / t_v
                     results.append(dict(shape=shape, B=B, L=L, T=1, kernel="conventional", variant=var,
@@ -378,7 +383,7 @@ def run(args) -> int:
                     t_pd = None
                     if ls.snap is not None:
                         acc_pd = torch.full((B,), 1, dtype=torch.int32, device="cuda")
-                        for var in usable:
+                        for var in [v for v in usable if v in DECODE_VARIANTS]:
                             t_v = _time_graph(lambda: [ls.snap_step(l_, T, acc_pd, var) for l_ in range(nl)],
                                               args.repeats) / nl
                             results.append(dict(shape=shape, B=B, L=L, T=T, kernel="conventional_perdraft",

@@ -34,7 +34,8 @@ from ._lib import check_status, load_library
 
 __all__ = [
     "GdnDecodeParams", "GdnReplayParams", "gdn_decode", "gdn_replay", "GdnReplayStateCache",
-    "MODE_STANDARD", "MODE_SPECULATIVE", "MAX_TOKENS", "MAX_WINDOW", "VARIANTS", "default_replay_variant",
+    "MODE_STANDARD", "MODE_SPECULATIVE", "MAX_TOKENS", "MAX_WINDOW", "VARIANTS", "DECODE_VARIANTS",
+    "VARIANT_SPLIT", "default_replay_variant", "replay_workspace_bytes",
 ]
 
 MODE_STANDARD = 0
@@ -46,9 +47,13 @@ MAX_WINDOW = 64
 # batch size (small-batch route included), 2 = tile kernels with the other tile choice (conventional:
 # 32-row tiles at K = 128; replay: one whole head per CTA), 3, 4, 5 = stream kernels (rows in
 # registers, column-per-lane layout; 8 warps x 16 rows, 4 x 16, 4 x 8 per CTA at K = 128; head_k 128
-# or 256 only, K = 64 is refused with an error).
+# or 256 only, K = 64 is refused with an error), 6 = split kernels, replay only (a prep kernel writes
+# per-(row, value head) coefficients to a workspace the op allocates, a readout kernel streams the
+# checkpoint; head_k 128 / 256, head_v % 8 == 0, at most 32 records per step).
 # docs/kernels-gdn.md, "Variants".
-VARIANTS = (0, 1, 2, 3, 4, 5)
+VARIANTS = (0, 1, 2, 3, 4, 5, 6)
+DECODE_VARIANTS = (0, 1, 2, 3, 4, 5)
+VARIANT_SPLIT = 6
 _HEAD_K = (64, 128, 256)
 
 
@@ -94,7 +99,19 @@ class GdnReplayParams(ctypes.Structure):
         + [(n, _P) for n in ("state", "state_batch_indices", "ring_origin", "ring_len", "ring_g", "ring_u", "ring_k",
                              "q", "k", "v", "a", "b", "A_log", "dt_bias", "o")]
         + [("skip_flush_rows", _I32), ("pad_dp", _I32), ("ring_beta", _P), ("ring_v", _P)]
+        + [("workspace", _P), ("workspace_bytes", _I64)]
     )
+
+
+def replay_workspace_bytes(p: "GdnReplayParams") -> int:
+    """Workspace bytes the replay launch of ``p`` needs (> 0 for the split variant 6, else 0)."""
+    fn = _launchers.get("rssm_gdn_replay_workspace_bytes")
+    if fn is None:
+        fn = load_library().rssm_gdn_replay_workspace_bytes
+        fn.argtypes = [ctypes.POINTER(GdnReplayParams)]
+        fn.restype = ctypes.c_int64
+        _launchers["rssm_gdn_replay_workspace_bytes"] = fn
+    return int(fn(ctypes.byref(p)))
 
 
 _launchers = {}
@@ -193,9 +210,9 @@ def _fill_act(p, q, k, v, a, b, o):
     p.q, p.k, p.v, p.a, p.b, p.o = (t.data_ptr() for t in (q, k, v, a, b, o))
 
 
-def _check_variant(op, variant) -> int:
-    if int(variant) not in VARIANTS:
-        raise ValueError(f"{op}: variant must be one of {VARIANTS}; got {variant!r}")
+def _check_variant(op, variant, allowed=VARIANTS) -> int:
+    if int(variant) not in allowed:
+        raise ValueError(f"{op}: variant must be one of {allowed}; got {variant!r}")
     return int(variant)
 
 
@@ -242,7 +259,7 @@ def _gdn_decode_op(state: torch.Tensor, state_indices: torch.Tensor, num_accepte
     p.head_k, p.head_v, p.num_slots = sizes["K"], sizes["V"], sizes["S"]
     p.snapshot, p.indices_cols = int(bool(snapshot)), cols
     p.state_dtype, p.act_dtype = _DTYPE_CODE[state.dtype], _DTYPE_CODE[q.dtype]
-    p.rows_per_cta, p.scale, p.variant = 0, float(scale), _check_variant("gdn_decode", variant)
+    p.rows_per_cta, p.scale, p.variant = 0, float(scale), _check_variant("gdn_decode", variant, DECODE_VARIANTS)
     p.state_stride_slot, p.state_stride_head, p.state_stride_v = state.stride()[:3]
     p.indices_stride_b = state_indices.stride(0) if state_indices.dim() == 2 else 1
     _fill_act(p, q, k, v, a, b, o)
@@ -325,7 +342,13 @@ def _gdn_replay_op(state: torch.Tensor, state_batch_indices: torch.Tensor, ring_
     p.ring_origin, p.ring_len = ring_origin.data_ptr(), ring_len.data_ptr()
     p.ring_g, p.ring_u, p.ring_k = ring_g.data_ptr(), ring_u.data_ptr(), ring_k.data_ptr()
     p.A_log, p.dt_bias = A_log.data_ptr(), dt_bias.data_ptr()
+    ws_bytes = replay_workspace_bytes(p)
+    workspace = None
+    if ws_bytes > 0:  # split kernels: per-step scratch from the caching allocator (graph-capture safe)
+        workspace = torch.empty(ws_bytes, dtype=torch.uint8, device=q.device)
+        p.workspace, p.workspace_bytes = workspace.data_ptr(), ws_bytes
     _call("rssm_gdn_replay_launch", GdnReplayParams, p, dev, "gdn_replay")
+    del workspace  # the caching allocator keeps it valid for the work queued on this stream
 
 
 @_gdn_replay_op.register_fake

@@ -32,6 +32,14 @@ DEV = "cuda"
 # Kernel designs (ops/gdn.py VARIANTS): every GPU test runs on each, correctness is proven per variant.
 VARIANTS = [0, 1, 2, 3, 4, 5]
 VARIANT_IDS = [f"v{v}" for v in VARIANTS]
+# Replay tests also run the split kernels (variant 6, replay only).
+REPLAY_VARIANTS = VARIANTS + [6]
+REPLAY_VARIANT_IDS = [f"v{v}" for v in REPLAY_VARIANTS]
+SPLIT_MAX_RECORDS = 32  # variant 6: h + T <= 32 (standard window <= 32, speculative window + T <= 32)
+
+
+def _split_refuses(variant, mode, L, T):
+    return variant == 6 and (L if mode == 0 else L + T) > SPLIT_MAX_RECORDS
 _REPORT = os.environ.get("RSSM_GDN_REPORT")  # file to append accuracy lines to
 
 
@@ -283,7 +291,7 @@ STD_CASES = [  # shape, B, L, staggered
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape,B,L,stag", STD_CASES, ids=[f"{s}-B{b}-L{l}-{'stag' if t else 'phase'}"
                                                            for s, b, l, t in STD_CASES])
-@pytest.mark.parametrize("variant", VARIANTS, ids=VARIANT_IDS)
+@pytest.mark.parametrize("variant", REPLAY_VARIANTS, ids=REPLAY_VARIANT_IDS)
 def test_replay_standard(shape, B, L, stag, variant):
     seq = _Seq(shape, B, L, 0, 1, seed=B * 100 + L, variant=variant)
     join = [(r * 5) % L if stag else 0 for r in range(B)]
@@ -309,9 +317,16 @@ SPEC_CASES = [  # shape, B, L, T, acceptance
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape,B,L,T,accept", SPEC_CASES,
                          ids=[f"{s}-B{b}-L{l}-T{t}-{a}" for s, b, l, t, a in SPEC_CASES])
-@pytest.mark.parametrize("variant", VARIANTS, ids=VARIANT_IDS)
+@pytest.mark.parametrize("variant", REPLAY_VARIANTS, ids=REPLAY_VARIANT_IDS)
 def test_replay_speculative(shape, B, L, T, accept, variant):
     seq = _Seq(shape, B, L, 1, T, seed=B * 1000 + L * 10 + T, variant=variant)
+    if _split_refuses(variant, 1, L, T):  # more than 32 records per step: refused, checkpoint untouched
+        before = seq.ckpt.clone()
+        with pytest.raises(Exception, match="variant 6 .*at most 32 records per step"):
+            seq.step(torch.ones(B, dtype=torch.bool), [T] * B)
+        torch.cuda.synchronize()
+        assert torch.equal(seq.ckpt, before)
+        return
     join = [(r * 3) % 5 for r in range(B)]
     steps = 40
     for t in range(steps):
@@ -333,12 +348,12 @@ def test_replay_speculative(shape, B, L, T, accept, variant):
 @pytest.mark.gpu
 @pytest.mark.parametrize("K,V", [(64, 64), (256, 256), (128, 96)])
 @pytest.mark.parametrize("mode,T", [(0, 1), (1, 3)])
-@pytest.mark.parametrize("variant", VARIANTS, ids=VARIANT_IDS)
+@pytest.mark.parametrize("variant", REPLAY_VARIANTS, ids=REPLAY_VARIANT_IDS)
 def test_replay_head_dims(K, V, mode, T, variant):
     seq = _Seq("q35-4b", 3, 8, mode, T, K=K, V=V, seed=K + V + T, variant=variant)
     if variant >= 3 and K == 64:  # refused by the launcher, checkpoint untouched
         before = seq.ckpt.clone()
-        with pytest.raises(Exception, match="variants 3-5 .*head_k 128 or 256; got 64"):
+        with pytest.raises(Exception, match=r"(variants 3-5|variant 6) .*head_k 128 or 256; got 64"):
             seq.step(torch.ones(3, dtype=torch.bool), None if mode == 0 else [T, 1, 2 if T > 1 else 1])
         torch.cuda.synchronize()
         assert torch.equal(seq.ckpt, before)
@@ -350,7 +365,7 @@ def test_replay_head_dims(K, V, mode, T, variant):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("state_dtype", [torch.float16, torch.bfloat16])
-@pytest.mark.parametrize("variant", VARIANTS, ids=VARIANT_IDS)
+@pytest.mark.parametrize("variant", REPLAY_VARIANTS, ids=REPLAY_VARIANT_IDS)
 def test_replay_low_precision_ckpt_runs(state_dtype, variant):
     """fp16/bf16 checkpoints are accepted (accuracy bounded by the checkpoint format)."""
     seq = _Seq("q35-4b", 3, 8, 0, 1, seed=5, state_dtype=state_dtype, variant=variant)
@@ -361,7 +376,7 @@ def test_replay_low_precision_ckpt_runs(state_dtype, variant):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("T", [2, 4, 8])
-@pytest.mark.parametrize("variant", VARIANTS, ids=VARIANT_IDS)
+@pytest.mark.parametrize("variant", REPLAY_VARIANTS, ids=REPLAY_VARIANT_IDS)
 def test_speculative_all_accepted_matches_standard(T, variant):
     """T drafts per step, all accepted == T standard steps == the conventional float64 recurrence."""
     G = _ops()
@@ -404,7 +419,7 @@ def test_speculative_all_accepted_matches_standard(T, variant):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("act", [torch.bfloat16, torch.float16], ids=["bf16act", "fp16act"])
-@pytest.mark.parametrize("variant", VARIANTS, ids=VARIANT_IDS)
+@pytest.mark.parametrize("variant", REPLAY_VARIANTS, ids=REPLAY_VARIANT_IDS)
 def test_accuracy_u_fp16_vs_bf16(act, variant):
     """Accuracy over 96 steps (L=16: 6 flushes per row) against the exact float64 recurrence (no
     rounding of u in the reference): FP16-u (the contract) and BF16-u, FP32 checkpoint."""
@@ -426,7 +441,7 @@ def test_accuracy_u_fp16_vs_bf16(act, variant):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("variant", VARIANTS, ids=VARIANT_IDS)
+@pytest.mark.parametrize("variant", REPLAY_VARIANTS, ids=REPLAY_VARIANT_IDS)
 def test_replay_cuda_graph(variant):
     """One captured graph (speculative step + commit) replayed over whole flush cycles equals eager."""
     G = _ops()
@@ -517,7 +532,7 @@ def test_sanitize_conventional(variant, snapshot):
 @pytest.mark.gpu
 @pytest.mark.sanitize
 @pytest.mark.parametrize("mode,T", [(0, 1), (1, 3)], ids=["standard", "speculative-T3"])
-@pytest.mark.parametrize("variant", VARIANTS, ids=VARIANT_IDS)
+@pytest.mark.parametrize("variant", REPLAY_VARIANTS, ids=REPLAY_VARIANT_IDS)
 def test_sanitize_replay(variant, mode, T):
     """Replay step, tiny batch, L = 4: flushes, wrap-around and padding rows within 10 steps."""
     seq = _Seq("q35-4b", 3, 4, mode, T, seed=31 + T, variant=variant)
@@ -559,16 +574,19 @@ def test_ctypes_struct_sizes():
     import ctypes
     from replayssm_trtllm.ops import gdn as G
     assert ctypes.sizeof(G.GdnDecodeParams) == 304 and G.GdnDecodeParams.o.offset == 296
-    assert ctypes.sizeof(G.GdnReplayParams) == 424 and G.GdnReplayParams.o.offset == 392
+    assert ctypes.sizeof(G.GdnReplayParams) == 440 and G.GdnReplayParams.o.offset == 392
     assert G.GdnReplayParams.skip_flush_rows.offset == 400 and G.GdnReplayParams.ring_v.offset == 416
+    assert G.GdnReplayParams.workspace.offset == 424 and G.GdnReplayParams.workspace_bytes.offset == 432
     assert G.GdnDecodeParams.variant.offset == 52 and G.GdnReplayParams.variant.offset == 60
 
 
 def test_variant_validation():
     from replayssm_trtllm.ops import gdn as G
-    assert G._check_variant("gdn_replay", 2) == 2 and G._check_variant("gdn_replay", 5) == 5
-    with pytest.raises(ValueError, match=r"variant must be one of \(0, 1, 2, 3, 4, 5\); got 6"):
-        G._check_variant("gdn_replay", 6)
+    assert G._check_variant("gdn_replay", 2) == 2 and G._check_variant("gdn_replay", 6) == 6
+    with pytest.raises(ValueError, match=r"variant must be one of \(0, 1, 2, 3, 4, 5, 6\); got 7"):
+        G._check_variant("gdn_replay", 7)
+    with pytest.raises(ValueError, match=r"gdn_decode: variant must be one of \(0, 1, 2, 3, 4, 5\); got 6"):
+        G._check_variant("gdn_decode", 6, G.DECODE_VARIANTS)
     assert G.default_replay_variant(128) == 4 and G.default_replay_variant(256) == 4
     assert G.default_replay_variant(64) == 1
 
@@ -630,3 +648,73 @@ def test_gdn_replay_state_cache():
     cache.check_errors()
     assert not torch.isnan(o1.float()).any()
     del ckpt
+
+
+def test_split_variant_workspace_rules():
+    """Variant 6 (split kernels): the workspace size query and the launcher's refusals (no workspace, too small
+    or misaligned a workspace, K = 64, head_v % 8 != 0, more than 32 records, misaligned ring_u rows, the
+    conventional decode), all on the host before anything is launched. Host-only functions of the kernel
+    library (skipped when it is not built)."""
+    import ctypes
+    from replayssm_trtllm.ops import gdn as G
+    from replayssm_trtllm.ops._lib import KernelLibraryError, check_status, load_library
+    try:
+        load_library()
+    except (KernelLibraryError, OSError) as e:
+        pytest.skip(f"kernel library not available: {e}")
+    B, T, H, HV, K, V, L = 2, 1, 2, 4, 128, 16, 8
+    p = G.GdnReplayParams(batch=B, num_tokens=T, num_heads=H, num_v_heads=HV, head_k=K, head_v=V, num_slots=2,
+                          window=L, ring_capacity=L, mode=0, state_dtype=0, act_dtype=2, u_dtype=1, variant=6)
+    words = (32 + (2 * T + 1) * (L + T) + 3) // 4 * 4  # head record: 32 + (2T + 1)(L + T) words, 16-byte rounded
+    need = B * HV * words * 4
+    assert G.replay_workspace_bytes(p) == need
+    p.variant = 4
+    assert G.replay_workspace_bytes(p) == 0
+    p.variant = 6
+    fake = 1 << 20  # never dereferenced: every case below is refused on the host
+    for name in ("state", "state_batch_indices", "ring_origin", "ring_len", "ring_g", "ring_u", "ring_k", "q", "k",
+                 "v", "a", "b", "A_log", "dt_bias", "o"):
+        setattr(p, name, fake)
+    p.state_stride_slot, p.state_stride_head, p.state_stride_v = HV * V * K, V * K, K
+    p.q_stride_b, p.q_stride_t, p.q_stride_h = H * K, H * K, K
+    p.k_stride_b, p.k_stride_t, p.k_stride_h = H * K, H * K, K
+    p.ring_u_stride_slot, p.ring_u_stride_rec, p.ring_u_stride_head = L * HV * V, HV * V, V
+    p.ring_k_stride_slot, p.ring_k_stride_rec, p.ring_k_stride_head = L * H * K, H * K, K
+
+    def run():
+        check_status(G._launcher("rssm_gdn_replay_launch", G.GdnReplayParams)(ctypes.byref(p), None), "gdn_replay")
+
+    with pytest.raises(RuntimeError, match=f"variant 6 needs a workspace of {need} bytes"):
+        run()
+    p.workspace, p.workspace_bytes = fake, need - 4
+    with pytest.raises(RuntimeError, match=f"variant 6 needs a workspace of {need} bytes"):
+        run()
+    p.workspace = fake + 8
+    with pytest.raises(RuntimeError, match="workspace must be 16-byte aligned"):
+        run()
+    p.workspace, p.workspace_bytes = fake, need
+    p.ring_u_stride_head = 12
+    with pytest.raises(RuntimeError, match="variant 6 needs 16-byte aligned 'ring_u' rows"):
+        run()
+    p.ring_u_stride_head = V
+    p.head_v = 12
+    with pytest.raises(RuntimeError, match=r"variant 6 needs head_v % 8 == 0; got 12"):
+        run()
+    p.head_v = V
+    p.window = p.ring_capacity = 40
+    with pytest.raises(RuntimeError, match=r"variant 6 \(split kernels\) handles at most 32 records per step"):
+        run()
+    p.window = p.ring_capacity = L
+    p.mode, p.num_tokens, p.ring_capacity = 1, 8, 40
+    p.window = 32  # speculative: window + T = 40 records
+    with pytest.raises(RuntimeError, match="at most 32 records per step"):
+        run()
+    p.mode, p.num_tokens, p.window, p.ring_capacity = 0, 1, L, L
+    p.head_k = 64
+    p.state_stride_slot, p.state_stride_head, p.state_stride_v = HV * V * 64, V * 64, 64
+    with pytest.raises(RuntimeError, match=r"variant 6 \(split kernels\) supports head_k 128 or 256; got 64"):
+        run()
+    d = G.GdnDecodeParams(batch=B, num_tokens=1, num_heads=H, num_v_heads=HV, head_k=K, head_v=V, num_slots=2,
+                          snapshot=0, indices_cols=1, state_dtype=0, act_dtype=2, variant=6)
+    with pytest.raises(RuntimeError, match=r"variant 6 \(split kernels\) exists for GdnReplay only"):
+        check_status(G._launcher("rssm_gdn_decode_launch", G.GdnDecodeParams)(ctypes.byref(d), None), "gdn_decode")

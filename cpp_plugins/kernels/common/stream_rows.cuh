@@ -166,5 +166,31 @@ __device__ __forceinline__ void storeWarpRows(const float4 (&S)[RW][QPL], ST* ba
     }
 }
 
+// 8 packed 16-bit values (element k in word k / 2, half k % 2) -> element r of the result is element
+// r ^ rl of q (the XOR-permuted register slots of stream::RowScatter<8>).
+__device__ __forceinline__ uint4 xorPermute8(uint4 q, int rl) {
+    const unsigned sel = (rl & 1) ? 0x1032u : 0x3210u;
+    q.x = __byte_perm(q.x, 0u, sel);
+    q.y = __byte_perm(q.y, 0u, sel);
+    q.z = __byte_perm(q.z, 0u, sel);
+    q.w = __byte_perm(q.w, 0u, sel);
+    if (rl & 2) {
+        const unsigned t0 = q.x, t1 = q.z;
+        q.x = q.y; q.y = t0;
+        q.z = q.w; q.w = t1;
+    }
+    if (rl & 4) {
+        const unsigned t0 = q.x, t1 = q.y;
+        q.x = q.z; q.y = q.w;
+        q.z = t0; q.w = t1;
+    }
+    return q;
+}
+__device__ __forceinline__ void unpack8(uint4 q, bool bf16, float (&f)[8]) {
+    const float4 a = stream::u2ToF4(make_uint2(q.x, q.y), bf16), c = stream::u2ToF4(make_uint2(q.z, q.w), bf16);
+    f[0] = a.x; f[1] = a.y; f[2] = a.z; f[3] = a.w;
+    f[4] = c.x; f[5] = c.y; f[6] = c.z; f[7] = c.w;
+}
+
 }  // namespace stream
 }  // namespace rssm

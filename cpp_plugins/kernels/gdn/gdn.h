@@ -36,7 +36,8 @@ enum GdnReplayMode {
 
 #define GDN_MAX_TOKENS 8   // T (draft tokens per verify step) at most
 #define GDN_MAX_WINDOW 64  // L (replay window) at most
-#define GDN_NUM_VARIANTS 6 // variant field of both params structs: 0 .. GDN_NUM_VARIANTS - 1
+#define GDN_NUM_VARIANTS 7 // variant field of both params structs: 0 .. GDN_NUM_VARIANTS - 1
+#define GDN_VARIANT_SPLIT 6 // replay only: prep + readout kernels with a workspace (gdn_split_kernels.cuh)
 
 typedef struct GdnDecodeParams {
     // ---- sizes ----
@@ -108,6 +109,10 @@ typedef struct GdnReplayParams {
                             // 3, 4, 5 = stream kernels: rows in registers, column-per-lane
                             //     layout (8 warps x 16 rows, 4 x 16, 4 x 8 at K = 128), K in
                             //     {128, 256} only; rows_per_cta must be 0
+                            // 6 = split kernels (prep + readout, docs/kernels-gdn.md "Variant 6"): K in
+                            //     {128, 256}, head_v % 8 == 0, h + T <= 32 records per step (standard
+                            //     window <= 32, speculative window + T <= 32), 16-byte aligned ring_u /
+                            //     ring_k rows, a workspace of rssm_gdn_replay_workspace_bytes() bytes
     // ---- int64 element strides ----
     int64_t state_stride_slot, state_stride_head, state_stride_v;  // ckpt [S, HV, V, K]
     int64_t q_stride_b, q_stride_t, q_stride_h;                     // q [B, T, H, K]
@@ -142,12 +147,17 @@ typedef struct GdnReplayParams {
     int32_t pad_dp;
     float* ring_beta;                   // NULL or [S, C, HV] fp32, ring_g's layout: beta_s appended
     void* ring_v;                       // NULL or [S, C, HV, V] act, ring_u's layout: raw v_s appended
+    // ---- variant 6 (kernel ABI 5) ----
+    void* workspace;                    // 16-byte aligned device scratch of workspace_bytes, or NULL
+    int64_t workspace_bytes;            // >= rssm_gdn_replay_workspace_bytes(p) for variant 6
 } GdnReplayParams;
 
 // Conventional decode / per-draft-snapshot verify.
 int rssm_gdn_decode_launch(const GdnDecodeParams* p, cudaStream_t stream);
 // ReplaySSM standard decode / speculative verify.
 int rssm_gdn_replay_launch(const GdnReplayParams* p, cudaStream_t stream);
+// Workspace bytes the replay step of *p needs: > 0 for variant 6 (split kernels), 0 otherwise.
+int64_t rssm_gdn_replay_workspace_bytes(const GdnReplayParams* p);
 
 #ifdef __cplusplus
 }  // extern "C"

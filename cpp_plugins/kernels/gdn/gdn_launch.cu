@@ -5,6 +5,7 @@
 #include "common/rssm_common.h"
 #include "gdn/gdn.h"
 #include "gdn/gdn_dispatch.cuh"
+#include "gdn/gdn_split.h"
 
 namespace rssm {
 namespace gdn {
@@ -133,7 +134,55 @@ int finish(const char* op, cudaError_t e) {
     return RSSM_OK;
 }
 
+bool aligned16Rows(const void* ptr, int64_t a, int64_t b, int64_t c) {
+    return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0 && a % 8 == 0 && b % 8 == 0 && c % 8 == 0;
+}
+
+// Variant 6 (split kernels) input rules: K 128 / 256, rows_per_cta 0, head_v % 8 == 0, at most 32 records
+// per step, 16-byte ring_u / ring_k rows (8-element loads and copies), a large enough workspace.
+int checkSplit(const char* op, const GdnReplayParams& p) {
+    const int v = GDN_VARIANT_SPLIT;
+    if (p.head_k != 128 && p.head_k != 256)
+        return setError(RSSM_ERR_UNSUPPORTED, "%s: variant %d (split kernels) supports head_k 128 or 256; got %d "
+                        "(use variant 0, 1 or 2)", op, v, p.head_k);
+    if (p.rows_per_cta != 0)
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: variant %d picks its own rows; rows_per_cta must be 0; got %d",
+                        op, v, p.rows_per_cta);
+    if (p.head_v % rssm::gdn::splitRows() != 0)
+        return setError(RSSM_ERR_UNSUPPORTED, "%s: variant %d needs head_v %% %d == 0; got %d (use variants 0-5)", op, v,
+                        rssm::gdn::splitRows(), p.head_v);
+    const int records = p.mode == GDN_REPLAY_STANDARD ? p.window : p.window + p.num_tokens;
+    if (records > rssm::gdn::splitMaxRecords())
+        return setError(RSSM_ERR_UNSUPPORTED, "%s: variant %d (split kernels) handles at most %d records per step "
+                        "(standard: window <= %d; speculative: window + num_tokens <= %d); got %d (use variants 0-5)",
+                        op, v, rssm::gdn::splitMaxRecords(), rssm::gdn::splitMaxRecords(), rssm::gdn::splitMaxRecords(),
+                        records);
+    if (!aligned16Rows(p.ring_u, p.ring_u_stride_slot, p.ring_u_stride_rec, p.ring_u_stride_head))
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: variant %d needs 16-byte aligned 'ring_u' rows (base 16-byte "
+                        "aligned, strides multiples of 8 elements); got %p, strides (%lld, %lld, %lld)", op, v, p.ring_u,
+                        (long long)p.ring_u_stride_slot, (long long)p.ring_u_stride_rec,
+                        (long long)p.ring_u_stride_head);
+    if (!aligned16Rows(p.ring_k, p.ring_k_stride_slot, p.ring_k_stride_rec, p.ring_k_stride_head))
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: variant %d needs 16-byte aligned 'ring_k' rows (base 16-byte "
+                        "aligned, strides multiples of 8 elements); got %p, strides (%lld, %lld, %lld)", op, v, p.ring_k,
+                        (long long)p.ring_k_stride_slot, (long long)p.ring_k_stride_rec,
+                        (long long)p.ring_k_stride_head);
+    const int64_t need = rssm_gdn_replay_workspace_bytes(&p);
+    if (p.batch > 0 && (!p.workspace || p.workspace_bytes < need))
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: variant %d needs a workspace of %lld bytes "
+                        "(rssm_gdn_replay_workspace_bytes); got ptr=%p bytes=%lld", op, v, (long long)need, p.workspace,
+                        (long long)p.workspace_bytes);
+    return RSSM_OK;
+}
+
 }  // namespace
+
+extern "C" int64_t rssm_gdn_replay_workspace_bytes(const GdnReplayParams* p) {
+    if (!p || p->variant != GDN_VARIANT_SPLIT || p->batch <= 0 || p->num_tokens <= 0 || p->num_v_heads <= 0 ||
+        p->window <= 0)
+        return 0;
+    return (int64_t)rssm::gdn::splitWorkspaceBytes(p->batch, p->num_tokens, p->num_v_heads, p->window);
+}
 
 extern "C" int rssm_gdn_decode_launch(const GdnDecodeParams* pp, cudaStream_t stream) {
     const char* op = "GdnDecode";
@@ -142,6 +191,9 @@ extern "C" int rssm_gdn_decode_launch(const GdnDecodeParams* pp, cudaStream_t st
     int st = checkShapes(op, p.batch, p.num_tokens, p.num_heads, p.num_v_heads, p.head_k, p.head_v,
                          p.num_slots, p.state_dtype, p.act_dtype);
     if (st != RSSM_OK) return st;
+    if (p.variant == GDN_VARIANT_SPLIT)
+        return setError(RSSM_ERR_UNSUPPORTED, "%s: variant %d (split kernels) exists for GdnReplay only; conventional "
+                        "decode supports variants 0-5", op, p.variant);
     if (p.snapshot != 0 && p.snapshot != 1)
         return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: snapshot must be 0 or 1; got %d", op, p.snapshot);
     if (p.snapshot ? p.indices_cols < p.num_tokens : p.indices_cols < 1)
@@ -267,9 +319,18 @@ extern "C" int rssm_gdn_replay_launch(const GdnReplayParams* pp, cudaStream_t st
                         GDN_NUM_VARIANTS - 1, p.variant);
     if (p.skip_flush_rows != 0 && p.skip_flush_rows != 1)
         return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: skip_flush_rows must be 0 or 1; got %d", op, p.skip_flush_rows);
-    if ((p.skip_flush_rows || p.ring_beta || p.ring_v) && p.variant < 3)
+    if ((p.skip_flush_rows || p.ring_beta || p.ring_v) && (p.variant < 3 || p.variant == GDN_VARIANT_SPLIT))
         return setError(RSSM_ERR_UNSUPPORTED, "%s: skip_flush_rows / ring_beta / ring_v (dual-precision decode) "
                         "need a stream variant (3, 4 or 5); got variant %d", op, p.variant);
+    if (p.workspace_bytes < 0 || (reinterpret_cast<uintptr_t>(p.workspace) & 15u) != 0)
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: workspace must be 16-byte aligned with workspace_bytes >= 0; "
+                        "got ptr=%p bytes=%lld", op, p.workspace, (long long)p.workspace_bytes);
+    if (p.variant == GDN_VARIANT_SPLIT) {
+        if ((st = checkSplit(op, p)) != RSSM_OK) return st;
+        if (p.batch == 0) return RSSM_OK;
+        if (!(p.scale > 0.f)) p.scale = 1.0f / sqrtf((float)p.head_k);
+        return finish(op, rssm::gdn::launchSplit(p, smCount(), stream));
+    }
     if (p.variant >= 3) {
         if ((st = checkStreamVariant(op, p.head_k, p.rows_per_cta)) != RSSM_OK) return st;
         if (!(p.scale > 0.f)) p.scale = 1.0f / sqrtf((float)p.head_k);

@@ -1,0 +1,20 @@
+// Host interface of the GDN split replay kernels (variant 6, gdn_split.cu): sizes and the launch. The
+// launcher in gdn_launch.cu validates the inputs first (checkSplit).
+#pragma once
+#include <cuda_runtime_api.h>
+#include <stddef.h>
+
+#include "gdn/gdn.h"
+
+namespace rssm {
+namespace gdn {
+// Workspace bytes of one step (a head record per (row, value head)).
+size_t splitWorkspaceBytes(int batch, int numTokens, int numVHeads, int window);
+// Records per step the kernels handle (one per lane): h + T <= this.
+int splitMaxRecords();
+// Value rows per readout item: head_v must be a multiple.
+int splitRows();
+// Prep kernel (grid (H, B)) then readout kernel (persistent grid of `smCount` x occupancy CTAs at most).
+cudaError_t launchSplit(const GdnReplayParams& p, int smCount, cudaStream_t stream);
+}  // namespace gdn
+}  // namespace rssm

@@ -1,0 +1,407 @@
+// ReplaySSM Gated DeltaNet decode, variant 6 ("split"): the design of Mamba-2 variant 4
+// (mamba2/mamba2_split_kernel.cuh) for GDN. Two kernels per step, so that the state stream runs without a
+// per-head preamble in its way. Math as in gdn_kernels.cuh ("ReplaySSM math as implemented"): with P the
+// prefix sums of the log-decays of the records (committed j < h from ring_g, then this step's drafts) and
+// cum_j = P[j + 1]:
+//
+//   1. Prep kernel, one CTA per (row b, key head): reads the cursors, appends this step's raw keys (once per
+//      key head) and log-decays, normalizes the drafts' keys and queries, forms the record dots
+//      kn_j . kn_s and kn_j . qn_s once per key head, and per value head (a warp, lane = record) the prefix
+//      sums and one head record in the workspace:
+//        gk_s = exp(cum_{h+s}) / |k_s|, gq_s = exp(cum_{h+s}) scale / |q_s|, beta_s,
+//        ck_{s,j} = exp(cum_{h+s} - cum_j) kn_j . kn_s (j < h + s),
+//        cq_{s,j} = exp(cum_{h+s} - cum_j) kn_j . qn_s (j <= h + s),
+//        on a flush step fw_j = exp(cum_{nf-1} - cum_j) / |k_j| and gfold = exp(cum_{nf-1}),
+//        and the cursors (nf, o, h).
+//   2. Readout kernel, persistent warps over items of 8 value rows of one (row b, value head), grid-strided.
+//      Lane j loads u_j[8 rows] of committed record j (one 16-byte load) and its coefficients, so
+//        X_s[v] = gk_s S[v, :] . k_s + sum_{j<h} ck_{s,j} u_j[v]      (= alpha_s S_{t_s - 1} kn_s, committed part)
+//        Y_s[v] = gq_s S[v, :] . q_s + sum_{j<h} cq_{s,j} u_j[v]
+//      are two reduce-scatters per token (raw k_s, q_s: the norms are in gk, gq). The row's lanes finish
+//      the drafts by forward substitution (Eq. 10 / 11):
+//        u_s = beta_s (v_s - X_s - sum_{i<s} ck_{s,h+i} u_{h+i}),  o_s = Y_s + sum_{i<=s} cq_{s,h+i} u_{h+i},
+//      store o_s and append u_s (fp16) to the ring: the readout appends u, because u depends on the state.
+//      On a flush step the warp stages the raw keys k_j (ring_k, two chunks of 8 records in flight) and
+//      fw_j u_j[v] in shared memory and folds S <- gfold S + sum_{j < nf} fw_j u_j k_j^T into its rows, then
+//      stores them. In standard mode the current token's (unrounded) u comes from the row lanes through
+//      shuffles, its raw key from the ring row the prep kernel appended.
+// Committed records per step h <= 32 and records h + T <= 32 (one per lane): standard mode L <= 32,
+// speculative L + T <= 32 (the launcher refuses larger windows for this variant). K in {128, 256}, V % 8 == 0.
+// Same function, records, appends and skip rules as the other variants: padding rows and rows with invalid
+// cursors are untouched (nothing of theirs is written).
+#pragma once
+#include "common/cp_async.cuh"
+#include "common/stream_rows.cuh"
+#include "common/warp_scan.cuh"
+#include "gdn/gdn_kernels.cuh"
+
+namespace rssm {
+namespace gdn {
+
+constexpr int kSplitPrepThreads = 128;
+constexpr int kSplitReadoutThreads = 256;
+constexpr int kSplitRows = 8;         // value rows per readout item (one warp)
+constexpr int kSplitMaxRecords = 32;  // records per step (one per lane)
+constexpr int kSplitFoldChunk = 8;    // records per staged key chunk (fold)
+constexpr int kSplitCoef = 32;        // head record: first coefficient word
+
+// Head record (fp32 words, one per (row b, value head)), RM = L + T:
+//   [0, 8) gk_s; [8] gfold; [9] nf (int bits; -1: invalid cursors); [10] o (int bits); [11] h (int bits);
+//   [16, 24) gq_s; [24, 32) beta_s; [32 + s RM + j] ck_{s,j}; [32 + (T + s) RM + j] cq_{s,j};
+//   [32 + 2 T RM + j] fw_j. Rounded up to 4 words (16-byte aligned records).
+__host__ __device__ inline int splitRecordWordsGdn(int L, int T) {
+    return (kSplitCoef + (2 * T + 1) * (L + T) + 3) / 4 * 4;
+}
+__host__ __device__ inline size_t splitWorkspaceBytesGdn(int B, int T, int HV, int L) {
+    return (size_t)B * HV * splitRecordWordsGdn(L, T) * sizeof(float);
+}
+// Prep kernel dynamic shared memory: raw committed keys [L][K] (16-bit), normalized draft keys and
+// queries [T][K] each (fp32), dots [2][T][L + T] and inverse key norms [L + T] (fp32).
+__host__ __device__ inline size_t splitPrepSmemBytesGdn(int L, int T, int K) {
+    const size_t R = (size_t)L + T;
+    return (size_t)L * K * 2 + 2 * (size_t)T * K * 4 + 2 * (size_t)T * R * 4 + R * 4;
+}
+// Readout kernel dynamic shared memory: per warp two chunks of kSplitFoldChunk raw key rows (16-bit) and
+// their fold weights times u (fp32 [8 records][8 rows]).
+__host__ __device__ inline size_t splitReadoutWarpSmemBytesGdn(int K) {
+    return 2 * (size_t)kSplitFoldChunk * K * 2 + 2 * (size_t)kSplitFoldChunk * kSplitRows * 4;
+}
+__host__ __device__ inline size_t splitReadoutSmemBytesGdn(int K) {
+    return (size_t)(kSplitReadoutThreads / 32) * splitReadoutWarpSmemBytesGdn(K);
+}
+
+template <int K, int MAXT>
+__global__ void __launch_bounds__(kSplitPrepThreads) gdnSplitPrepKernel(const GdnReplayParams p) {
+    constexpr int NW = kSplitPrepThreads / 32;
+    constexpr int QL = K / 128;  // quads per lane of a K-vector
+    const int hk = blockIdx.x, b = blockIdx.y;
+    const int slot = p.state_batch_indices[b];
+    if (slot < 0 || slot >= p.num_slots) return;  // padding row: untouched
+    const int HV = p.num_v_heads, group = HV / p.num_heads;
+    const int T = p.num_tokens, L = p.window, C = p.ring_capacity;
+    const int RM = L + T, RW = splitRecordWordsGdn(L, T);
+    const bool bf16 = p.act_dtype == RSSM_DTYPE_BF16;
+    const bool spec = p.mode == GDN_REPLAY_SPECULATIVE;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    float* ws = static_cast<float*>(p.workspace) + ((int64_t)b * HV + (int64_t)hk * group) * RW;
+
+    const int o = p.ring_origin[slot];
+    const int h = p.ring_len[slot];
+    // Cursor invariants (design.md 3.2): a violating row is skipped by both kernels.
+    if (h < 0 || h > L || o < 0 || o >= C || (!spec && h >= L)) {
+        for (int w = tid; w < group; w += kSplitPrepThreads) ws[w * RW + 9] = __int_as_float(-1);
+        return;
+    }
+    const bool flush = spec ? (h + T > L) : (h + 1 == L);
+    const int nf = flush ? (spec ? h : h + 1) : 0;
+    const int R = h + T;  // records seen this step (<= 32: one per lane)
+
+    extern __shared__ __align__(16) unsigned char smemGdnSplitPrep[];
+    uint16_t* sKr = reinterpret_cast<uint16_t*>(smemGdnSplitPrep);  // [L][K] raw committed keys
+    float* sKd = reinterpret_cast<float*>(sKr + (size_t)L * K);     // [T][K] normalized draft keys
+    float* sQd = sKd + T * K;                                        // [T][K] normalized, scaled queries
+    float* sDk = sQd + T * K;                                        // [T][RM] kn_j . kn_s
+    float* sDq = sDk + T * RM;                                       // [T][RM] kn_j . qn_s
+    float* sInv = sDq + T * RM;                                      // [RM] 1 / |k_j|
+    __shared__ float sKinv[MAXT], sQinv[MAXT];
+
+    // ---- committed raw keys of the key head (cp.async), this step's drafts (a warp per draft): normalize,
+    //      append the raw keys to the ring
+    const uint16_t* ringK = static_cast<const uint16_t*>(p.ring_k);
+    const int64_t rkBase = (int64_t)slot * p.ring_k_stride_slot + (int64_t)hk * p.ring_k_stride_head;
+    constexpr int KCH = K / 8;
+    for (int i = tid; i < h * KCH; i += kSplitPrepThreads) {
+        const int j = i / KCH, c = i - j * KCH;
+        int rr = o + j;
+        rr = rr >= C ? rr - C : rr;
+        async::copy16(sKr + j * K + c * 8, ringK + rkBase + (int64_t)rr * p.ring_k_stride_rec + c * 8);
+    }
+    async::commit();
+    for (int s = warp; s < T; s += NW) {
+        const int64_t kOff = (int64_t)b * p.k_stride_b + (int64_t)s * p.k_stride_t + (int64_t)hk * p.k_stride_h;
+        const int64_t qOff = (int64_t)b * p.q_stride_b + (int64_t)s * p.q_stride_t + (int64_t)hk * p.q_stride_h;
+        const float ssk = warpNormalizeInto<K>(static_cast<const uint16_t*>(p.k) + kOff, bf16, 1.f, sKd + s * K, lane);
+        const float ssq = warpNormalizeInto<K>(static_cast<const uint16_t*>(p.q) + qOff, bf16, p.scale, sQd + s * K, lane);
+        if (lane == 0) {
+            sKinv[s] = rsqrtf(ssk + kL2Eps);
+            sQinv[s] = rsqrtf(ssq + kL2Eps) * p.scale;
+        }
+        int rr = o + h + s;
+        rr = rr >= C ? rr - C : rr;
+        for (int c = lane; c < K / 4; c += 32)
+            stRaw4(p.ring_k, rkBase + (int64_t)rr * p.ring_k_stride_rec + c * 4, ldRaw4(p.k, kOff + c * 4));
+    }
+    async::waitAll();
+    __syncthreads();
+
+    // ---- record dots (a warp per record): kn_j . kn_s and kn_j . qn_s for every draft s
+    for (int j = warp; j < R; j += NW) {
+        float4 kr[QL];
+        float inv;
+        if (j < h) {
+            float ss = 0.f;
+#pragma unroll
+            for (int i = 0; i < QL; ++i) {
+                kr[i] = stream::u2ToF4(*reinterpret_cast<const uint2*>(sKr + j * K + (lane + 32 * i) * 4), bf16);
+                ss += dot4(kr[i], kr[i]);
+            }
+            inv = rsqrtf(warpSum(ss) + kL2Eps);
+#pragma unroll
+            for (int i = 0; i < QL; ++i) kr[i] = scale4(kr[i], inv);
+        } else {
+#pragma unroll
+            for (int i = 0; i < QL; ++i) kr[i] = ld4s(sKd + (j - h) * K + (lane + 32 * i) * 4);
+            inv = sKinv[j - h];
+        }
+        if (lane == 0) sInv[j] = inv;
+#pragma unroll
+        for (int s = 0; s < MAXT; ++s) {
+            if (s < T) {
+                float dk = 0.f, dq = 0.f;
+#pragma unroll
+                for (int i = 0; i < QL; ++i) {
+                    dk += dot4(kr[i], ld4s(sKd + s * K + (lane + 32 * i) * 4));
+                    dq += dot4(kr[i], ld4s(sQd + s * K + (lane + 32 * i) * 4));
+                }
+                dk = warpSum(dk);
+                dq = warpSum(dq);
+                if (lane == 0) {
+                    sDk[s * RM + j] = dk;
+                    sDq[s * RM + j] = dq;
+                }
+            }
+        }
+    }
+    __syncthreads();
+
+    // ---- head records, a warp per value head of the key head (lane j = record j): log-decays (ring or
+    //      this step's, appended), prefix sums, coefficients, fold weights, cursors
+    for (int w = warp; w < group; w += NW) {
+        const int hv = hk * group + w;
+        float* rec = ws + w * RW;
+        const int64_t rgBase = (int64_t)slot * p.ring_g_stride_slot + hv;
+        int rr = o + lane;
+        rr = rr >= C ? rr - C : rr;
+        float g = 0.f;
+        if (lane < h) {
+            g = p.ring_g[rgBase + (int64_t)rr * p.ring_g_stride_rec];
+        } else if (lane < R) {
+            const int s = lane - h;
+            const float a = ldAct(p.a, (int64_t)b * p.a_stride_b + (int64_t)s * p.a_stride_t + hv, bf16);
+            const float bb = ldAct(p.b, (int64_t)b * p.b_stride_b + (int64_t)s * p.b_stride_t + hv, bf16);
+            g = gdnLogDecay(a, p.A_log[hv], p.dt_bias[hv]);
+            p.ring_g[rgBase + (int64_t)rr * p.ring_g_stride_rec] = g;
+            rec[24 + s] = sigmoidf(bb);
+        }
+        const float cum = scan::warpInclusiveSum(g, lane);
+#pragma unroll
+        for (int s = 0; s < MAXT; ++s) {
+            if (s < T) {
+                const float cs = __shfl_sync(kFull, cum, h + s);
+                if (lane < R) {
+                    const float e = expf(cs - cum);  // only used where lane <= h + s (cum_j >= cs there)
+                    rec[kSplitCoef + s * RM + lane] = lane < h + s ? e * sDk[s * RM + lane] : 0.f;
+                    rec[kSplitCoef + (T + s) * RM + lane] = lane <= h + s ? e * sDq[s * RM + lane] : 0.f;
+                }
+                if (lane == 0) {
+                    const float gam = expf(cs);
+                    rec[s] = gam * sKinv[s];
+                    rec[16 + s] = gam * sQinv[s];
+                }
+            }
+        }
+        const float cl = __shfl_sync(kFull, cum, nf > 0 ? nf - 1 : 0);
+        if (lane < nf) rec[kSplitCoef + 2 * T * RM + lane] = expf(cl - cum) * sInv[lane];
+        if (lane == 0) {
+            rec[8] = nf > 0 ? expf(cl) : 1.f;
+            rec[9] = __int_as_float(nf);
+            rec[10] = __int_as_float(o);
+            rec[11] = __int_as_float(h);
+        }
+    }
+}
+
+using stream::unpack8;
+using stream::xorPermute8;
+
+// Readout: warp-granular items (row b, value head, 8-row block), grid-strided over the warps of the grid
+// so that the flushing rows of a staggered batch spread over all warps.
+// MINB: CTAs per SM the register budget is cut for (3: 80 registers, a few bytes of spills at K = 128, T = 1;
+// 2: 128 registers).
+template <typename ST, int K, int MAXT, int MINB>
+__global__ void __launch_bounds__(kSplitReadoutThreads, MINB) gdnSplitReadoutKernel(const GdnReplayParams p) {
+    using RS = stream::RowScatter<kSplitRows>;
+    constexpr int QPL = K / 128;
+    constexpr int RWS = kSplitRows;
+    constexpr int LPR = RS::LPR;
+    constexpr int kVecPerRec = K / 8;
+    extern __shared__ __align__(16) unsigned char smemGdnSplitReadout[];
+    uint16_t* sFold =
+        reinterpret_cast<uint16_t*>(smemGdnSplitReadout + (threadIdx.x >> 5) * splitReadoutWarpSmemBytesGdn(K));
+    float* wFold = reinterpret_cast<float*>(sFold + 2 * kSplitFoldChunk * K);  // [2][8 records][8 rows]
+    const int HV = p.num_v_heads, V = p.head_v, T = p.num_tokens, C = p.ring_capacity;
+    const int group = HV / p.num_heads;
+    const bool spec = p.mode == GDN_REPLAY_SPECULATIVE;
+    const bool bf16 = p.act_dtype == RSSM_DTYPE_BF16;
+    const bool ubf16 = p.u_dtype == RSSM_DTYPE_BF16;
+    const int nrb = V / kSplitRows;
+    const long long items = (long long)p.batch * HV * nrb;
+    const int lane = threadIdx.x & 31;
+    const int RW = splitRecordWordsGdn(p.window, T), RM = p.window + T;
+    const int rl = RS::rowOf(lane);
+    const int sub = lane & (LPR - 1);
+    const long long nw = (long long)gridDim.x * (kSplitReadoutThreads / 32);
+    const uint16_t* ringU = static_cast<const uint16_t*>(p.ring_u);
+    const uint16_t* ringK = static_cast<const uint16_t*>(p.ring_k);
+#pragma unroll 1
+    for (long long it = (long long)blockIdx.x * (kSplitReadoutThreads / 32) + (threadIdx.x >> 5); it < items;
+         it += nw) {
+        const int vw = (int)(it % nrb) * kSplitRows;
+        const long long bh = it / nrb;
+        const int hv = (int)(bh % HV);
+        const int b = (int)(bh / HV);
+        const int slot = p.state_batch_indices[b];
+        if (slot < 0 || slot >= p.num_slots) continue;  // padding row: untouched
+        const float* rec = static_cast<const float*>(p.workspace) + bh * RW;
+        ST* ckpt = static_cast<ST*>(p.state) + (int64_t)slot * p.state_stride_slot + (int64_t)hv * p.state_stride_head;
+        float4 S[RWS][QPL];
+        stream::loadWarpRows<RWS, QPL, ST>(S, ckpt, p.state_stride_v, vw, V, rl, lane);
+        const int4 meta = *reinterpret_cast<const int4*>(rec + 8);
+        const int nf = meta.y, o = meta.z, h = meta.w;
+        if (nf < 0) continue;  // invalid cursors: nothing written
+        const int64_t ruBase = (int64_t)slot * p.ring_u_stride_slot + (int64_t)hv * p.ring_u_stride_head;
+        // u_j[vw .. vw + 7] of committed record j = lane, natural order (zero past the committed records)
+        auto loadU = [&]() {
+            uint4 q = make_uint4(0u, 0u, 0u, 0u);
+            if (lane < h) {
+                int rr = o + lane;
+                rr = rr >= C ? rr - C : rr;
+                q = *reinterpret_cast<const uint4*>(ringU + ruBase + (int64_t)rr * p.ring_u_stride_rec + vw);
+            }
+            return q;
+        };
+        float uf[RWS];  // u_lane of the rows in this lane's register slots
+        unpack8(xorPermute8(loadU(), rl), ubf16, uf);
+        const int hk = hv / group;
+        const int row = vw + rl;
+        const int64_t kBase = (int64_t)b * p.k_stride_b + (int64_t)hk * p.k_stride_h + lane * 4;
+        const int64_t qBase = (int64_t)b * p.q_stride_b + (int64_t)hk * p.q_stride_h + lane * 4;
+        const int64_t vOff = (int64_t)b * p.v_stride_b + (int64_t)hv * p.v_stride_h + row;
+        const int64_t oOff = (int64_t)b * p.o_stride_b + (int64_t)hv * p.o_stride_h + row;
+        float ud[MAXT];
+#pragma unroll
+        for (int s = 0; s < MAXT; ++s) {
+            ud[s] = 0.f;
+            if (s < T) {
+                float4 kk[QPL], qq[QPL];
+#pragma unroll
+                for (int i = 0; i < QPL; ++i) {
+                    kk[i] = ldAct4(p.k, kBase + (int64_t)s * p.k_stride_t + 128 * i, bf16);
+                    qq[i] = ldAct4(p.q, qBase + (int64_t)s * p.q_stride_t + 128 * i, bf16);
+                }
+                const float vv = ldAct(p.v, vOff + (int64_t)s * p.v_stride_t, bf16);
+                const float ck = lane < h ? rec[kSplitCoef + s * RM + lane] : 0.f;
+                const float cq = lane < h ? rec[kSplitCoef + (T + s) * RM + lane] : 0.f;
+                const float gk = rec[s], gq = rec[16 + s];
+                float part[RWS];
+#pragma unroll
+                for (int r = 0; r < RWS; ++r) {
+                    float d = dot4(S[r][0], kk[0]);
+#pragma unroll
+                    for (int i = 1; i < QPL; ++i) d += dot4(S[r][i], kk[i]);
+                    part[r] = fmaf(gk, d, ck * uf[r]);
+                }
+                float X = RS::reduce(part, lane);
+#pragma unroll
+                for (int r = 0; r < RWS; ++r) {
+                    float d = dot4(S[r][0], qq[0]);
+#pragma unroll
+                    for (int i = 1; i < QPL; ++i) d += dot4(S[r][i], qq[i]);
+                    part[r] = fmaf(gq, d, cq * uf[r]);
+                }
+                float Y = RS::reduce(part, lane);
+                // drafts before s (forward substitution, Eq. 10 / 11)
+#pragma unroll
+                for (int i = 0; i < s; ++i) {
+                    X = fmaf(rec[kSplitCoef + s * RM + h + i], ud[i], X);
+                    Y = fmaf(rec[kSplitCoef + (T + s) * RM + h + i], ud[i], Y);
+                }
+                ud[s] = rec[24 + s] * (vv - X);
+                Y = fmaf(rec[kSplitCoef + (T + s) * RM + h + s], ud[s], Y);
+                if ((s % LPR) == sub && row < V) {
+                    int rr = o + h + s;
+                    rr = rr >= C ? rr - C : rr;
+                    stAct(p.o, oOff + (int64_t)s * p.o_stride_t, Y, bf16);
+                    stAct(p.ring_u, ruBase + (int64_t)rr * p.ring_u_stride_rec + row, ud[s], ubf16);
+                }
+            }
+        }
+        if (nf > 0) {  // warp-uniform: fold the records into the rows, store them
+            const float gf = __int_as_float(meta.x);
+#pragma unroll
+            for (int r = 0; r < RWS; ++r)
+#pragma unroll
+                for (int i = 0; i < QPL; ++i) S[r][i] = scale4(S[r][i], gf);
+            const float fw = lane < nf ? rec[kSplitCoef + 2 * T * RM + lane] : 0.f;
+            float un[RWS];  // u_lane[vw + k], natural order (reloaded: not held over the token loop)
+            unpack8(loadU(), ubf16, un);
+            if (!spec) {  // standard mode: the current token (record h) with its unrounded u from the row lanes
+#pragma unroll
+                for (int r = 0; r < RWS; ++r) {
+                    const float t = __shfl_sync(kFull, ud[0], RS::laneOf(r));
+                    if (lane == h) un[r] = t;
+                }
+            }
+            const uint16_t* rK = ringK + (int64_t)slot * p.ring_k_stride_slot + (int64_t)hk * p.ring_k_stride_head;
+            auto stage = [&](int c) {  // raw k_j of records 8c .. 8c + 7 into buffer c & 1, and fw_j u_j[k]
+                uint16_t* dst = sFold + (c & 1) * kSplitFoldChunk * K;
+                const int n = min(kSplitFoldChunk, nf - c * kSplitFoldChunk);
+                for (int i = lane; i < n * kVecPerRec; i += 32) {
+                    const int jj = i / kVecPerRec, v = i - jj * kVecPerRec;
+                    int rr = o + c * kSplitFoldChunk + jj;
+                    rr = rr >= C ? rr - C : rr;
+                    async::copy16(dst + jj * K + v * 8, rK + (int64_t)rr * p.ring_k_stride_rec + v * 8);
+                }
+                async::commit();
+                const int jj = lane - c * kSplitFoldChunk;  // lane j holds record j's u block and fw_j
+                if (jj >= 0 && jj < n) {
+                    float4* w4 = reinterpret_cast<float4*>(wFold + ((c & 1) * kSplitFoldChunk + jj) * RWS);
+                    w4[0] = make_float4(fw * un[0], fw * un[1], fw * un[2], fw * un[3]);
+                    w4[1] = make_float4(fw * un[4], fw * un[5], fw * un[6], fw * un[7]);
+                }
+            };
+            const int nchunks = (nf + kSplitFoldChunk - 1) / kSplitFoldChunk;
+            stage(0);
+            for (int c = 0; c < nchunks; ++c) {
+                if (c + 1 < nchunks) {
+                    stage(c + 1);
+                    async::waitAllButOne();
+                } else {
+                    async::waitAll();
+                }
+                __syncwarp();
+                const uint16_t* buf = sFold + (c & 1) * kSplitFoldChunk * K;
+                const float* wb = wFold + (c & 1) * kSplitFoldChunk * RWS;
+                const int n = min(kSplitFoldChunk, nf - c * kSplitFoldChunk);
+#pragma unroll 1
+                for (int jj = 0; jj < n; ++jj) {
+                    float4 kq[QPL];
+#pragma unroll
+                    for (int i = 0; i < QPL; ++i)
+                        kq[i] = stream::u2ToF4(*reinterpret_cast<const uint2*>(buf + jj * K + lane * 4 + 128 * i), bf16);
+#pragma unroll
+                    for (int r = 0; r < RWS; ++r) {
+                        const float w = wb[jj * RWS + (r ^ rl)];  // fw_j u_j of the row in slot r
+#pragma unroll
+                        for (int i = 0; i < QPL; ++i) S[r][i] = stream::fma4s(S[r][i], w, kq[i]);
+                    }
+                }
+                __syncwarp();  // buffer c & 1 is restaged by chunk c + 2
+            }
+            stream::storeWarpRows<RWS, QPL, ST>(S, ckpt, p.state_stride_v, vw, V, rl, lane);
+        }
+    }
+}
+
+}  // namespace gdn
+}  // namespace rssm
