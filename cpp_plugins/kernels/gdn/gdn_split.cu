@@ -4,6 +4,7 @@
 #include "gdn/gdn_split.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "gdn/gdn_split_kernels.cuh"
 
@@ -19,22 +20,49 @@ cudaError_t allowDynamicSmem(F* kernel, size_t smem) {
 
 // Resident CTAs per SM of the readout (cached per kernel: a host query, no stream work).
 template <typename F>
-int readoutOccupancy(F* kernel, size_t smem) {
+int readoutOccupancy(F* kernel, int threads, size_t smem) {
     struct Entry { const void* f; int dev; int occ; };
-    static Entry cache[32] = {};
+    static Entry cache[64] = {};
     int dev = 0;
     cudaGetDevice(&dev);
     for (const Entry& e : cache)
         if (e.f == reinterpret_cast<const void*>(kernel) && e.dev == dev) return e.occ;
     int occ = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kernel, kSplitReadoutThreads, smem) != cudaSuccess ||
-        occ < 1) {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kernel, threads, smem) != cudaSuccess || occ < 1) {
         cudaGetLastError();
         occ = 1;
     }
     for (Entry& e : cache)
         if (e.f == nullptr) { e = Entry{reinterpret_cast<const void*>(kernel), dev, occ}; break; }
     return occ;
+}
+
+// Readout configuration (threads per CTA x CTAs per SM of the register budget): RSSM_GDN_SPLIT_CFG (read
+// once) = "256x3" (80 registers), "256x2" (128 registers) or "128x5" (96 registers); default 256x3 at
+// K = 128 with one token, 256x2 otherwise.
+int readoutConfig() {
+    static const int cfg = [] {
+        const char* e = getenv("RSSM_GDN_SPLIT_CFG");
+        if (!e) return 0;
+        if (!strcmp(e, "256x2")) return 2;
+        if (!strcmp(e, "128x5")) return 5;
+        return 0;
+    }();
+    return cfg;
+}
+
+template <typename ST, int K, int MAXT, int NT, int MINB>
+cudaError_t launchReadout(const GdnReplayParams& p, int smCount, cudaStream_t s) {
+    auto* readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB>;
+    const size_t smem = splitReadoutSmemBytesGdn(K, NT);
+    cudaError_t e = allowDynamicSmem(readout, smem);
+    if (e != cudaSuccess) return e;
+    const long long items = (long long)p.batch * p.num_v_heads * (p.head_v / kSplitRows);
+    const long long ctasNeeded = (items + NT / 32 - 1) / (NT / 32);
+    const long long resident = (long long)readoutOccupancy(readout, NT, smem) * smCount;
+    const int grid = (int)(ctasNeeded < resident ? ctasNeeded : resident);
+    readout<<<grid, NT, smem, s>>>(p);
+    return cudaGetLastError();
 }
 
 template <typename ST, int K, int MAXT>
@@ -45,24 +73,14 @@ cudaError_t launchSplitKT(const GdnReplayParams& p, int smCount, cudaStream_t s)
     if (e != cudaSuccess) return e;
     prep<<<dim3(p.num_heads, p.batch), kSplitPrepThreads, prepSmem, s>>>(p);
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
-    // Standard mode at K = 128: 3 CTAs / SM (80 registers) unless RSSM_GDN_SPLIT_MINB=2 (read once) asks
-    // for 2 (128 registers, no spills); everything else 2.
-    static const bool two = [] {
-        const char* e = getenv("RSSM_GDN_SPLIT_MINB");
-        return e && e[0] == '2';
-    }();
-    void (*readout)(GdnReplayParams) = gdnSplitReadoutKernel<ST, K, MAXT, 2>;
     if constexpr (K == 128 && MAXT == 1) {
-        if (!two) readout = gdnSplitReadoutKernel<ST, K, MAXT, 3>;
+        switch (readoutConfig()) {
+            case 2: return launchReadout<ST, K, MAXT, 256, 2>(p, smCount, s);
+            case 5: return launchReadout<ST, K, MAXT, 128, 5>(p, smCount, s);
+            default: return launchReadout<ST, K, MAXT, 256, 3>(p, smCount, s);
+        }
     }
-    const size_t smem = splitReadoutSmemBytesGdn(K);
-    if ((e = allowDynamicSmem(readout, smem)) != cudaSuccess) return e;
-    const long long items = (long long)p.batch * p.num_v_heads * (p.head_v / kSplitRows);
-    const long long ctasNeeded = (items + kSplitReadoutThreads / 32 - 1) / (kSplitReadoutThreads / 32);
-    const long long resident = (long long)readoutOccupancy(readout, smem) * smCount;
-    const int grid = (int)(ctasNeeded < resident ? ctasNeeded : resident);
-    readout<<<grid, kSplitReadoutThreads, smem, s>>>(p);
-    return cudaGetLastError();
+    return launchReadout<ST, K, MAXT, 256, 2>(p, smCount, s);
 }
 template <typename ST, int K>
 cudaError_t launchSplitK(const GdnReplayParams& p, int smCount, cudaStream_t s) {

@@ -39,7 +39,6 @@ namespace rssm {
 namespace gdn {
 
 constexpr int kSplitPrepThreads = 128;
-constexpr int kSplitReadoutThreads = 256;
 constexpr int kSplitRows = 8;         // value rows per readout item (one warp)
 constexpr int kSplitMaxRecords = 32;  // records per step (one per lane)
 constexpr int kSplitFoldChunk = 8;    // records per staged key chunk (fold)
@@ -66,8 +65,8 @@ __host__ __device__ inline size_t splitPrepSmemBytesGdn(int L, int T, int K) {
 __host__ __device__ inline size_t splitReadoutWarpSmemBytesGdn(int K) {
     return 2 * (size_t)kSplitFoldChunk * K * 2 + 2 * (size_t)kSplitFoldChunk * kSplitRows * 4;
 }
-__host__ __device__ inline size_t splitReadoutSmemBytesGdn(int K) {
-    return (size_t)(kSplitReadoutThreads / 32) * splitReadoutWarpSmemBytesGdn(K);
+__host__ __device__ inline size_t splitReadoutSmemBytesGdn(int K, int threads) {
+    return (size_t)(threads / 32) * splitReadoutWarpSmemBytesGdn(K);
 }
 
 template <int K, int MAXT>
@@ -226,10 +225,11 @@ using stream::xorPermute8;
 
 // Readout: warp-granular items (row b, value head, 8-row block), grid-strided over the warps of the grid
 // so that the flushing rows of a staggered batch spread over all warps.
-// MINB: CTAs per SM the register budget is cut for (3: 80 registers, a few bytes of spills at K = 128, T = 1;
-// 2: 128 registers).
-template <typename ST, int K, int MAXT, int MINB>
-__global__ void __launch_bounds__(kSplitReadoutThreads, MINB) gdnSplitReadoutKernel(const GdnReplayParams p) {
+// NT threads per CTA, MINB CTAs per SM the register budget is cut for (256 x 3: 80 registers, some spills at
+// K = 128; 256 x 2: 128 registers; 128 x 5: 96 registers). Dynamic shared memory:
+// (NT / 32) x splitReadoutWarpSmemBytesGdn(K).
+template <typename ST, int K, int MAXT, int NT, int MINB>
+__global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnReplayParams p) {
     using RS = stream::RowScatter<kSplitRows>;
     constexpr int QPL = K / 128;
     constexpr int RWS = kSplitRows;
@@ -250,25 +250,36 @@ __global__ void __launch_bounds__(kSplitReadoutThreads, MINB) gdnSplitReadoutKer
     const int RW = splitRecordWordsGdn(p.window, T), RM = p.window + T;
     const int rl = RS::rowOf(lane);
     const int sub = lane & (LPR - 1);
-    const long long nw = (long long)gridDim.x * (kSplitReadoutThreads / 32);
+    const long long nw = (long long)gridDim.x * (NT / 32);
     const uint16_t* ringU = static_cast<const uint16_t*>(p.ring_u);
     const uint16_t* ringK = static_cast<const uint16_t*>(p.ring_k);
+    // The slot and the head record's cursors (gfold bits, nf, o, h) of an item: loaded one item ahead, so
+    // that an item's state rows, ring rows and coefficients are all issued at once.
+    auto slotOf = [&](long long i) { return i < items ? p.state_batch_indices[(int)(i / ((long long)nrb * HV))] : -1; };
+    auto metaOf = [&](long long i) {
+        return i < items ? *reinterpret_cast<const int4*>(static_cast<const float*>(p.workspace) + (i / nrb) * RW + 8)
+                         : make_int4(0, -1, 0, 0);
+    };
+    long long it = (long long)blockIdx.x * (NT / 32) + (threadIdx.x >> 5);
+    int slotNext = slotOf(it);
+    int4 metaNext = metaOf(it);
 #pragma unroll 1
-    for (long long it = (long long)blockIdx.x * (kSplitReadoutThreads / 32) + (threadIdx.x >> 5); it < items;
-         it += nw) {
+    for (; it < items; it += nw) {
+        const int slot = slotNext;
+        const int4 meta = metaNext;
+        slotNext = slotOf(it + nw);
+        metaNext = metaOf(it + nw);
         const int vw = (int)(it % nrb) * kSplitRows;
         const long long bh = it / nrb;
         const int hv = (int)(bh % HV);
         const int b = (int)(bh / HV);
-        const int slot = p.state_batch_indices[b];
         if (slot < 0 || slot >= p.num_slots) continue;  // padding row: untouched
+        const int nf = meta.y, o = meta.z, h = meta.w;
+        if (nf < 0) continue;  // invalid cursors: nothing written
         const float* rec = static_cast<const float*>(p.workspace) + bh * RW;
         ST* ckpt = static_cast<ST*>(p.state) + (int64_t)slot * p.state_stride_slot + (int64_t)hv * p.state_stride_head;
         float4 S[RWS][QPL];
         stream::loadWarpRows<RWS, QPL, ST>(S, ckpt, p.state_stride_v, vw, V, rl, lane);
-        const int4 meta = *reinterpret_cast<const int4*>(rec + 8);
-        const int nf = meta.y, o = meta.z, h = meta.w;
-        if (nf < 0) continue;  // invalid cursors: nothing written
         const int64_t ruBase = (int64_t)slot * p.ring_u_stride_slot + (int64_t)hv * p.ring_u_stride_head;
         // u_j[vw .. vw + 7] of committed record j = lane, natural order (zero past the committed records)
         auto loadU = [&]() {
