@@ -19,6 +19,7 @@ import replayssm_trtllm.ops.mamba2  # noqa: F401  (registers torch.ops.replayssm
 import replayssm_trtllm.ops.commit  # noqa: F401
 from replayssm_trtllm.bench import gdn as bgdn
 from replayssm_trtllm.bench import mamba2 as bm2
+from replayssm_trtllm.ops.gdn import DECODE_VARIANTS
 
 
 def _run(name, fn):
@@ -52,7 +53,8 @@ def main() -> int:
         ls = bgdn._Layers(bgdn.SHAPES["q35-4b"], B, L, Tmax, torch.float32, torch.bfloat16, 1, 0, False,
                           token_list=[1] + spec)
         for v in [int(x) for x in args.gdn_variants.split(",")]:
-            _run(f"gdn_conv_v{v}", lambda: ls.conv_step(0, 1, v))
+            if v in DECODE_VARIANTS:  # variant 6 (split) is replay-only
+                _run(f"gdn_conv_v{v}", lambda: ls.conv_step(0, 1, v))
             ls.set_cursors(h0)
             _run(f"gdn_replay_std_v{v}", lambda: ls.replay_step(0, 1, 0, v))
             for T in spec:

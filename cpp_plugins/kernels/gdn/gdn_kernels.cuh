@@ -49,6 +49,10 @@ __device__ __forceinline__ void stAct(void* base, int64_t off, float x, bool bf1
     else r = __half_as_ushort(__float2half_rn(x));
     static_cast<uint16_t*>(base)[off] = r;
 }
+// One 16-bit value (bf16 or fp16 bits) as float.
+__device__ __forceinline__ float u16ToF(uint16_t r, bool bf16) {
+    return bf16 ? __bfloat162float(__ushort_as_bfloat16(r)) : __half2float(__ushort_as_half(r));
+}
 // Round a correction to the ring_u storage format (fp16, or bf16 for the accuracy study).
 __device__ __forceinline__ float roundU(float x, bool bf16) {
     if (bf16) return __bfloat162float(__float2bfloat16_rn(x));

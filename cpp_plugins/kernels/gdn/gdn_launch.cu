@@ -151,6 +151,9 @@ int checkSplit(const char* op, const GdnReplayParams& p) {
     if (p.head_v % rssm::gdn::splitRows() != 0)
         return setError(RSSM_ERR_UNSUPPORTED, "%s: variant %d needs head_v %% %d == 0; got %d (use variants 0-5)", op, v,
                         rssm::gdn::splitRows(), p.head_v);
+    if ((long long)p.batch * p.num_v_heads * (p.head_v / rssm::gdn::splitRows()) >= (1LL << 31))
+        return setError(RSSM_ERR_UNSUPPORTED, "%s: variant %d needs batch x num_v_heads x head_v / %d < 2^31; got "
+                        "%d x %d x %d", op, v, rssm::gdn::splitRows(), p.batch, p.num_v_heads, p.head_v);
     const int records = p.mode == GDN_REPLAY_STANDARD ? p.window : p.window + p.num_tokens;
     if (records > rssm::gdn::splitMaxRecords())
         return setError(RSSM_ERR_UNSUPPORTED, "%s: variant %d (split kernels) handles at most %d records per step "

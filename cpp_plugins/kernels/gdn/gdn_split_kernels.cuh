@@ -223,6 +223,13 @@ __global__ void __launch_bounds__(kSplitPrepThreads) gdnSplitPrepKernel(const Gd
 using stream::unpack8;
 using stream::xorPermute8;
 
+// Element r (compile-time after unrolling) of 8 packed 16-bit values, as float.
+__device__ __forceinline__ float u16At(uint4 q, int r, bool bf16) {
+    const unsigned w = r < 2 ? q.x : r < 4 ? q.y : r < 6 ? q.z : q.w;
+    const uint16_t bits = (uint16_t)((r & 1) ? (w >> 16) : (w & 0xffffu));
+    return u16ToF(bits, bf16);
+}
+
 // Readout: warp-granular items (row b, value head, 8-row block), grid-strided over the warps of the grid
 // so that the flushing rows of a staggered batch spread over all warps.
 // NT threads per CTA, MINB CTAs per SM the register budget is cut for (256 x 3: 80 registers, some spills at
@@ -245,22 +252,25 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
     const bool bf16 = p.act_dtype == RSSM_DTYPE_BF16;
     const bool ubf16 = p.u_dtype == RSSM_DTYPE_BF16;
     const int nrb = V / kSplitRows;
-    const long long items = (long long)p.batch * HV * nrb;
+    // 32-bit item arithmetic (the launcher keeps B x HV x V / 8 below 2^31): 64-bit divisions are emulated.
+    const unsigned items = (unsigned)p.batch * HV * nrb;
     const int lane = threadIdx.x & 31;
     const int RW = splitRecordWordsGdn(p.window, T), RM = p.window + T;
     const int rl = RS::rowOf(lane);
     const int sub = lane & (LPR - 1);
-    const long long nw = (long long)gridDim.x * (NT / 32);
+    const unsigned nw = gridDim.x * (NT / 32);
     const uint16_t* ringU = static_cast<const uint16_t*>(p.ring_u);
     const uint16_t* ringK = static_cast<const uint16_t*>(p.ring_k);
     // The slot and the head record's cursors (gfold bits, nf, o, h) of an item: loaded one item ahead, so
     // that an item's state rows, ring rows and coefficients are all issued at once.
-    auto slotOf = [&](long long i) { return i < items ? p.state_batch_indices[(int)(i / ((long long)nrb * HV))] : -1; };
-    auto metaOf = [&](long long i) {
-        return i < items ? *reinterpret_cast<const int4*>(static_cast<const float*>(p.workspace) + (i / nrb) * RW + 8)
+    const unsigned rowItems = (unsigned)nrb * HV;  // items per batch row
+    auto slotOf = [&](unsigned i) { return i < items ? p.state_batch_indices[i / rowItems] : -1; };
+    auto metaOf = [&](unsigned i) {
+        return i < items ? *reinterpret_cast<const int4*>(static_cast<const float*>(p.workspace) +
+                                                          (size_t)(i / (unsigned)nrb) * RW + 8)
                          : make_int4(0, -1, 0, 0);
     };
-    long long it = (long long)blockIdx.x * (NT / 32) + (threadIdx.x >> 5);
+    unsigned it = blockIdx.x * (NT / 32) + (threadIdx.x >> 5);
     int slotNext = slotOf(it);
     int4 metaNext = metaOf(it);
 #pragma unroll 1
@@ -269,14 +279,14 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
         const int4 meta = metaNext;
         slotNext = slotOf(it + nw);
         metaNext = metaOf(it + nw);
-        const int vw = (int)(it % nrb) * kSplitRows;
-        const long long bh = it / nrb;
-        const int hv = (int)(bh % HV);
-        const int b = (int)(bh / HV);
+        const unsigned bh = it / (unsigned)nrb;
+        const int vw = (int)(it - bh * (unsigned)nrb) * kSplitRows;
+        const int b = (int)(bh / (unsigned)HV);
+        const int hv = (int)(bh - (unsigned)b * HV);
         if (slot < 0 || slot >= p.num_slots) continue;  // padding row: untouched
         const int nf = meta.y, o = meta.z, h = meta.w;
         if (nf < 0) continue;  // invalid cursors: nothing written
-        const float* rec = static_cast<const float*>(p.workspace) + bh * RW;
+        const float* rec = static_cast<const float*>(p.workspace) + (size_t)bh * RW;
         ST* ckpt = static_cast<ST*>(p.state) + (int64_t)slot * p.state_stride_slot + (int64_t)hv * p.state_stride_head;
         float4 S[RWS][QPL];
         stream::loadWarpRows<RWS, QPL, ST>(S, ckpt, p.state_stride_v, vw, V, rl, lane);
@@ -291,8 +301,7 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
             }
             return q;
         };
-        float uf[RWS];  // u_lane of the rows in this lane's register slots
-        unpack8(xorPermute8(loadU(), rl), ubf16, uf);
+        const uint4 uperm = xorPermute8(loadU(), rl);  // u_lane of the rows in this lane's register slots (packed)
         const int hk = hv / group;
         const int row = vw + rl;
         const int64_t kBase = (int64_t)b * p.k_stride_b + (int64_t)hk * p.k_stride_h + lane * 4;
@@ -320,7 +329,7 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
                     float d = dot4(S[r][0], kk[0]);
 #pragma unroll
                     for (int i = 1; i < QPL; ++i) d += dot4(S[r][i], kk[i]);
-                    part[r] = fmaf(gk, d, ck * uf[r]);
+                    part[r] = fmaf(gk, d, ck * u16At(uperm, r, ubf16));
                 }
                 float X = RS::reduce(part, lane);
 #pragma unroll
@@ -328,7 +337,7 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
                     float d = dot4(S[r][0], qq[0]);
 #pragma unroll
                     for (int i = 1; i < QPL; ++i) d += dot4(S[r][i], qq[i]);
-                    part[r] = fmaf(gq, d, cq * uf[r]);
+                    part[r] = fmaf(gq, d, cq * u16At(uperm, r, ubf16));
                 }
                 float Y = RS::reduce(part, lane);
                 // drafts before s (forward substitution, Eq. 10 / 11)

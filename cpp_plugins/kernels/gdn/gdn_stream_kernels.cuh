@@ -46,9 +46,6 @@ using stream::loadWarpRows;
 using stream::RowScatter;
 using stream::storeWarpRows;
 
-__device__ __forceinline__ float u16ToF(uint16_t r, bool bf16) {
-    return bf16 ? __bfloat162float(__ushort_as_bfloat16(r)) : __half2float(__ushort_as_half(r));
-}
 using stream::fma4s;
 
 // =============================================================================================
