@@ -38,14 +38,14 @@ int readoutOccupancy(F* kernel, int threads, size_t smem) {
 }
 
 // Readout configuration (threads per CTA x CTAs per SM of the register budget): RSSM_GDN_SPLIT_CFG (read
-// once) = "256x3" (80 registers), "256x2" (128 registers) or "128x5" (96 registers); default 256x3 at
-// K = 128 with one token, 256x2 otherwise.
+// once) = "256x3" (80 registers, spills), "256x2" (128 registers) or "128x5" (96 registers); default 128x5
+// at K = 128 with one token (measured fastest: docs/kernels-gdn.md "Variant 6"), 256x2 otherwise.
 int readoutConfig() {
     static const int cfg = [] {
         const char* e = getenv("RSSM_GDN_SPLIT_CFG");
         if (!e) return 0;
         if (!strcmp(e, "256x2")) return 2;
-        if (!strcmp(e, "128x5")) return 5;
+        if (!strcmp(e, "256x3")) return 3;
         return 0;
     }();
     return cfg;
@@ -53,7 +53,9 @@ int readoutConfig() {
 
 template <typename ST, int K, int MAXT, int NT, int MINB>
 cudaError_t launchReadout(const GdnReplayParams& p, int smCount, cudaStream_t s) {
-    auto* readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB>;
+    const bool serving = p.act_dtype == RSSM_DTYPE_BF16 && p.u_dtype == RSSM_DTYPE_FP16;
+    auto* readout = serving ? gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U>
+                            : gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtRuntime>;
     const size_t smem = splitReadoutSmemBytesGdn(K, NT);
     cudaError_t e = allowDynamicSmem(readout, smem);
     if (e != cudaSuccess) return e;
@@ -76,8 +78,8 @@ cudaError_t launchSplitKT(const GdnReplayParams& p, int smCount, cudaStream_t s)
     if constexpr (K == 128 && MAXT == 1) {
         switch (readoutConfig()) {
             case 2: return launchReadout<ST, K, MAXT, 256, 2>(p, smCount, s);
-            case 5: return launchReadout<ST, K, MAXT, 128, 5>(p, smCount, s);
-            default: return launchReadout<ST, K, MAXT, 256, 3>(p, smCount, s);
+            case 3: return launchReadout<ST, K, MAXT, 256, 3>(p, smCount, s);
+            default: return launchReadout<ST, K, MAXT, 128, 5>(p, smCount, s);
         }
     }
     return launchReadout<ST, K, MAXT, 256, 2>(p, smCount, s);

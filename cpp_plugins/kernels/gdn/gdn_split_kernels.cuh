@@ -232,10 +232,20 @@ __device__ __forceinline__ float u16At(uint4 q, int r, bool bf16) {
 
 // Readout: warp-granular items (row b, value head, 8-row block), grid-strided over the warps of the grid
 // so that the flushing rows of a staggered batch spread over all warps.
+// Readout item (row b, value head hv, 8-row block blk).
+struct ItemCursor {
+    int b, hv, blk;
+};
+
+// Activation / u formats of the readout: kDtRuntime reads p.act_dtype / p.u_dtype; kDtBf16ActFp16U is the
+// serving combination (bf16 activations, fp16 u) with the conversions fixed at compile time.
+constexpr int kDtRuntime = 0;
+constexpr int kDtBf16ActFp16U = 1;
+
 // NT threads per CTA, MINB CTAs per SM the register budget is cut for (256 x 3: 80 registers, some spills at
 // K = 128; 256 x 2: 128 registers; 128 x 5: 96 registers). Dynamic shared memory:
 // (NT / 32) x splitReadoutWarpSmemBytesGdn(K).
-template <typename ST, int K, int MAXT, int NT, int MINB>
+template <typename ST, int K, int MAXT, int NT, int MINB, int DT>
 __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnReplayParams p) {
     using RS = stream::RowScatter<kSplitRows>;
     constexpr int QPL = K / 128;
@@ -249,44 +259,65 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
     const int HV = p.num_v_heads, V = p.head_v, T = p.num_tokens, C = p.ring_capacity;
     const int group = HV / p.num_heads;
     const bool spec = p.mode == GDN_REPLAY_SPECULATIVE;
-    const bool bf16 = p.act_dtype == RSSM_DTYPE_BF16;
-    const bool ubf16 = p.u_dtype == RSSM_DTYPE_BF16;
+    const bool bf16 = DT == kDtBf16ActFp16U ? true : p.act_dtype == RSSM_DTYPE_BF16;
+    const bool ubf16 = DT == kDtBf16ActFp16U ? false : p.u_dtype == RSSM_DTYPE_BF16;
     const int nrb = V / kSplitRows;
-    // 32-bit item arithmetic (the launcher keeps B x HV x V / 8 below 2^31): 64-bit divisions are emulated.
-    const unsigned items = (unsigned)p.batch * HV * nrb;
     const int lane = threadIdx.x & 31;
     const int RW = splitRecordWordsGdn(p.window, T), RM = p.window + T;
     const int rl = RS::rowOf(lane);
     const int sub = lane & (LPR - 1);
-    const unsigned nw = gridDim.x * (NT / 32);
     const uint16_t* ringU = static_cast<const uint16_t*>(p.ring_u);
     const uint16_t* ringK = static_cast<const uint16_t*>(p.ring_k);
+    // Items it = (b HV + hv) nrb + blk, grid-strided by the warps of the grid: the warp's first item and the
+    // stride are split into (b, hv, blk) once (32-bit: the launcher keeps B x HV x V / 8 below 2^31), then
+    // advanced without divisions.
+    const unsigned rowItems = (unsigned)nrb * HV;
+    const unsigned it0 = blockIdx.x * (NT / 32) + (threadIdx.x >> 5);
+    const unsigned nw = gridDim.x * (NT / 32);
+    ItemCursor cur;
+    cur.b = (int)(it0 / rowItems);
+    {
+        const unsigned rem = it0 - (unsigned)cur.b * rowItems;
+        cur.hv = (int)(rem / (unsigned)nrb);
+        cur.blk = (int)(rem - (unsigned)cur.hv * nrb);
+    }
+    const int stepB = (int)(nw / rowItems);
+    const unsigned stepRem = nw - (unsigned)stepB * rowItems;
+    const int stepHv = (int)(stepRem / (unsigned)nrb);
+    const int stepBlk = (int)(stepRem - (unsigned)stepHv * nrb);
+    auto advance = [&](ItemCursor c) {
+        c.blk += stepBlk;
+        c.hv += stepHv;
+        if (c.blk >= nrb) { c.blk -= nrb; ++c.hv; }
+        c.b += stepB;
+        if (c.hv >= HV) { c.hv -= HV; ++c.b; }
+        return c;
+    };
     // The slot and the head record's cursors (gfold bits, nf, o, h) of an item: loaded one item ahead, so
     // that an item's state rows, ring rows and coefficients are all issued at once.
-    const unsigned rowItems = (unsigned)nrb * HV;  // items per batch row
-    auto slotOf = [&](unsigned i) { return i < items ? p.state_batch_indices[i / rowItems] : -1; };
-    auto metaOf = [&](unsigned i) {
-        return i < items ? *reinterpret_cast<const int4*>(static_cast<const float*>(p.workspace) +
-                                                          (size_t)(i / (unsigned)nrb) * RW + 8)
-                         : make_int4(0, -1, 0, 0);
+    auto slotOf = [&](const ItemCursor& c) { return c.b < p.batch ? p.state_batch_indices[c.b] : -1; };
+    auto metaOf = [&](const ItemCursor& c) {
+        return c.b < p.batch ? *reinterpret_cast<const int4*>(static_cast<const float*>(p.workspace) +
+                                                              ((size_t)c.b * HV + c.hv) * RW + 8)
+                             : make_int4(0, -1, 0, 0);
     };
-    unsigned it = blockIdx.x * (NT / 32) + (threadIdx.x >> 5);
-    int slotNext = slotOf(it);
-    int4 metaNext = metaOf(it);
+    int slotNext = slotOf(cur);
+    int4 metaNext = metaOf(cur);
 #pragma unroll 1
-    for (; it < items; it += nw) {
+    for (; cur.b < p.batch; cur = advance(cur)) {
         const int slot = slotNext;
         const int4 meta = metaNext;
-        slotNext = slotOf(it + nw);
-        metaNext = metaOf(it + nw);
-        const unsigned bh = it / (unsigned)nrb;
-        const int vw = (int)(it - bh * (unsigned)nrb) * kSplitRows;
-        const int b = (int)(bh / (unsigned)HV);
-        const int hv = (int)(bh - (unsigned)b * HV);
+        {
+            const ItemCursor nx = advance(cur);
+            slotNext = slotOf(nx);
+            metaNext = metaOf(nx);
+        }
+        const int b = cur.b, hv = cur.hv, vw = cur.blk * kSplitRows;
+        const size_t bh = (size_t)b * HV + hv;
         if (slot < 0 || slot >= p.num_slots) continue;  // padding row: untouched
         const int nf = meta.y, o = meta.z, h = meta.w;
         if (nf < 0) continue;  // invalid cursors: nothing written
-        const float* rec = static_cast<const float*>(p.workspace) + (size_t)bh * RW;
+        const float* rec = static_cast<const float*>(p.workspace) + bh * RW;
         ST* ckpt = static_cast<ST*>(p.state) + (int64_t)slot * p.state_stride_slot + (int64_t)hv * p.state_stride_head;
         float4 S[RWS][QPL];
         stream::loadWarpRows<RWS, QPL, ST>(S, ckpt, p.state_stride_v, vw, V, rl, lane);
