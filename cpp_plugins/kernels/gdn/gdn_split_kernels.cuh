@@ -130,6 +130,28 @@ __global__ void __launch_bounds__(kSplitPrepThreads) gdnSplitPrepKernel(const Gd
         for (int c = lane; c < K / 4; c += 32)
             stRaw4(p.ring_k, rkBase + (int64_t)rr * p.ring_k_stride_rec + c * 4, ldRaw4(p.k, kOff + c * 4));
     }
+    // Log-decay of record j = lane for value head hk * group + w (ring, or this step's: appended, with beta
+    // into the head record). The warp's first value head is done here, before the barrier, so its ring_g
+    // loads overlap the key copies.
+    auto logDecayOf = [&](int w) {
+        const int hv = hk * group + w;
+        const int64_t rgBase = (int64_t)slot * p.ring_g_stride_slot + hv;
+        int rr = o + lane;
+        rr = rr >= C ? rr - C : rr;
+        float g = 0.f;
+        if (lane < h) {
+            g = p.ring_g[rgBase + (int64_t)rr * p.ring_g_stride_rec];
+        } else if (lane < R) {
+            const int s = lane - h;
+            const float a = ldAct(p.a, (int64_t)b * p.a_stride_b + (int64_t)s * p.a_stride_t + hv, bf16);
+            const float bb = ldAct(p.b, (int64_t)b * p.b_stride_b + (int64_t)s * p.b_stride_t + hv, bf16);
+            g = gdnLogDecay(a, p.A_log[hv], p.dt_bias[hv]);
+            p.ring_g[rgBase + (int64_t)rr * p.ring_g_stride_rec] = g;
+            ws[w * RW + 24 + s] = sigmoidf(bb);
+        }
+        return g;
+    };
+    const float gFirst = warp < group ? logDecayOf(warp) : 0.f;
     async::waitAll();
     __syncthreads();
 
@@ -176,22 +198,8 @@ __global__ void __launch_bounds__(kSplitPrepThreads) gdnSplitPrepKernel(const Gd
     // ---- head records, a warp per value head of the key head (lane j = record j): log-decays (ring or
     //      this step's, appended), prefix sums, coefficients, fold weights, cursors
     for (int w = warp; w < group; w += NW) {
-        const int hv = hk * group + w;
         float* rec = ws + w * RW;
-        const int64_t rgBase = (int64_t)slot * p.ring_g_stride_slot + hv;
-        int rr = o + lane;
-        rr = rr >= C ? rr - C : rr;
-        float g = 0.f;
-        if (lane < h) {
-            g = p.ring_g[rgBase + (int64_t)rr * p.ring_g_stride_rec];
-        } else if (lane < R) {
-            const int s = lane - h;
-            const float a = ldAct(p.a, (int64_t)b * p.a_stride_b + (int64_t)s * p.a_stride_t + hv, bf16);
-            const float bb = ldAct(p.b, (int64_t)b * p.b_stride_b + (int64_t)s * p.b_stride_t + hv, bf16);
-            g = gdnLogDecay(a, p.A_log[hv], p.dt_bias[hv]);
-            p.ring_g[rgBase + (int64_t)rr * p.ring_g_stride_rec] = g;
-            rec[24 + s] = sigmoidf(bb);
-        }
+        const float g = w == warp ? gFirst : logDecayOf(w);
         const float cum = scan::warpInclusiveSum(g, lane);
 #pragma unroll
         for (int s = 0; s < MAXT; ++s) {
