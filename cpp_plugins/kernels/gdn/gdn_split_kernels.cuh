@@ -60,13 +60,18 @@ __host__ __device__ inline size_t splitPrepSmemBytesGdn(int L, int T, int K) {
     const size_t R = (size_t)L + T;
     return (size_t)L * K * 2 + 2 * (size_t)T * K * 4 + 2 * (size_t)T * R * 4 + R * 4;
 }
-// Readout kernel dynamic shared memory: per warp two chunks of kSplitFoldChunk raw key rows (16-bit) and
-// their fold weights times u (fp32 [8 records][8 rows]).
-__host__ __device__ inline size_t splitReadoutWarpSmemBytesGdn(int K) {
-    return 2 * (size_t)kSplitFoldChunk * K * 2 + 2 * (size_t)kSplitFoldChunk * kSplitRows * 4;
+// Readout kernel dynamic shared memory, per warp: the fold buffer (two chunks of kSplitFoldChunk raw key rows,
+// 16-bit) or, with `stages` = 2 (fp32 state, K = 128), two state stage buffers of 8 rows x 32 lanes x 16 bytes
+// (the current item's doubles as its fold buffer: the same 4 KB); then the fold weights times u (fp32
+// [2][8 records][8 rows]).
+__host__ __device__ inline size_t splitReadoutStageBytesGdn(int K, int stages) {
+    return stages == 0 ? 2 * (size_t)kSplitFoldChunk * K * 2 : (size_t)stages * kSplitRows * 32 * 16;
 }
-__host__ __device__ inline size_t splitReadoutSmemBytesGdn(int K, int threads) {
-    return (size_t)(threads / 32) * splitReadoutWarpSmemBytesGdn(K);
+__host__ __device__ inline size_t splitReadoutWarpSmemBytesGdn(int K, int stages) {
+    return splitReadoutStageBytesGdn(K, stages) + 2 * (size_t)kSplitFoldChunk * kSplitRows * 4;
+}
+__host__ __device__ inline size_t splitReadoutSmemBytesGdn(int K, int threads, int stages) {
+    return (size_t)(threads / 32) * splitReadoutWarpSmemBytesGdn(K, stages);
 }
 
 template <int K, int MAXT>
@@ -252,8 +257,9 @@ constexpr int kDtBf16ActFp16U = 1;
 
 // NT threads per CTA, MINB CTAs per SM the register budget is cut for (256 x 3: 80 registers, some spills at
 // K = 128; 256 x 2: 128 registers; 128 x 5: 96 registers). Dynamic shared memory:
-// (NT / 32) x splitReadoutWarpSmemBytesGdn(K).
-template <typename ST, int K, int MAXT, int NT, int MINB, int DT>
+// (NT / 32) x splitReadoutWarpSmemBytesGdn(K, STAGES). STAGES: 0 = the state rows loaded into registers at
+// the start of each item; 2 = cp.async double buffering in shared memory (fp32 state, K = 128 only).
+template <typename ST, int K, int MAXT, int NT, int MINB, int DT, int STAGES>
 __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnReplayParams p) {
     using RS = stream::RowScatter<kSplitRows>;
     constexpr int QPL = K / 128;
@@ -261,9 +267,12 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
     constexpr int LPR = RS::LPR;
     constexpr int kVecPerRec = K / 8;
     extern __shared__ __align__(16) unsigned char smemGdnSplitReadout[];
-    uint16_t* sFold =
-        reinterpret_cast<uint16_t*>(smemGdnSplitReadout + (threadIdx.x >> 5) * splitReadoutWarpSmemBytesGdn(K));
-    float* wFold = reinterpret_cast<float*>(sFold + 2 * kSplitFoldChunk * K);  // [2][8 records][8 rows]
+    // Per warp: the fold buffers (2 chunks x 8 records x K 16-bit raw keys; with STAGES = 2 the two state stage
+    // buffers, the current item's doubling as its fold buffer) then the fold weights [2][8 records][8 rows] fp32.
+    uint16_t* sFoldWarp = reinterpret_cast<uint16_t*>(smemGdnSplitReadout +
+                                                      (threadIdx.x >> 5) * splitReadoutWarpSmemBytesGdn(K, STAGES));
+    float* wFold = reinterpret_cast<float*>(smemGdnSplitReadout + (threadIdx.x >> 5) * splitReadoutWarpSmemBytesGdn(K, STAGES) +
+                                            splitReadoutStageBytesGdn(K, STAGES));
     const int HV = p.num_v_heads, V = p.head_v, T = p.num_tokens, C = p.ring_capacity;
     const int group = HV / p.num_heads;
     const bool spec = p.mode == GDN_REPLAY_SPECULATIVE;
@@ -309,26 +318,15 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
                                                               ((size_t)c.b * HV + c.hv) * RW + 8)
                              : make_int4(0, -1, 0, 0);
     };
-    int slotNext = slotOf(cur);
-    int4 metaNext = metaOf(cur);
-#pragma unroll 1
-    for (; cur.b < p.batch; cur = advance(cur)) {
-        const int slot = slotNext;
-        const int4 meta = metaNext;
-        {
-            const ItemCursor nx = advance(cur);
-            slotNext = slotOf(nx);
-            metaNext = metaOf(nx);
-        }
-        const int b = cur.b, hv = cur.hv, vw = cur.blk * kSplitRows;
+    // One item: the state rows S (already loaded), the ring terms, outputs and appends, and on a flush step the
+    // fold (raw keys staged in foldBuf: 2 chunks of 8 records x K 16-bit values) and the row stores.
+    auto process = [&](const ItemCursor& c, int slot, int4 meta, float4 (&S)[RWS][QPL], uint16_t* foldBuf) {
+        const int b = c.b, hv = c.hv, vw = c.blk * kSplitRows;
         const size_t bh = (size_t)b * HV + hv;
-        if (slot < 0 || slot >= p.num_slots) continue;  // padding row: untouched
         const int nf = meta.y, o = meta.z, h = meta.w;
-        if (nf < 0) continue;  // invalid cursors: nothing written
         const float* rec = static_cast<const float*>(p.workspace) + bh * RW;
         ST* ckpt = static_cast<ST*>(p.state) + (int64_t)slot * p.state_stride_slot + (int64_t)hv * p.state_stride_head;
-        float4 S[RWS][QPL];
-        stream::loadWarpRows<RWS, QPL, ST>(S, ckpt, p.state_stride_v, vw, V, rl, lane);
+        uint16_t* sFold = foldBuf;
         const int64_t ruBase = (int64_t)slot * p.ring_u_stride_slot + (int64_t)hv * p.ring_u_stride_head;
         // u_j[vw .. vw + 7] of committed record j = lane, natural order (zero past the committed records)
         auto loadU = [&]() {
@@ -459,6 +457,75 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
             }
             stream::storeWarpRows<RWS, QPL, ST>(S, ckpt, p.state_stride_v, vw, V, rl, lane);
         }
+    };
+    auto valid = [&](int slot, int4 meta) { return slot >= 0 && slot < p.num_slots && meta.y >= 0; };
+    auto vw0Ok = [&](const ItemCursor& c, int r) { return c.blk * kSplitRows + (r ^ rl) < V; };
+    if constexpr (STAGES == 0) {
+        int slotNext = slotOf(cur);
+        int4 metaNext = metaOf(cur);
+#pragma unroll 1
+        for (; cur.b < p.batch; cur = advance(cur)) {
+            const int slot = slotNext;
+            const int4 meta = metaNext;
+            {
+                const ItemCursor nx = advance(cur);
+                slotNext = slotOf(nx);
+                metaNext = metaOf(nx);
+            }
+            // padding rows and invalid cursors: nothing written
+            if (!valid(slot, meta)) continue;
+            float4 S[RWS][QPL];
+            const ST* ckpt =
+                static_cast<const ST*>(p.state) + (int64_t)slot * p.state_stride_slot + (int64_t)cur.hv * p.state_stride_head;
+            stream::loadWarpRows<RWS, QPL, ST>(S, ckpt, p.state_stride_v, cur.blk * kSplitRows, V, rl, lane);
+            process(cur, slot, meta, S, sFoldWarp);
+        }
+    } else {
+        // Two-stage cp.async pipeline (fp32 state, K = 128): the rows of the next item are copied into the warp's
+        // other stage buffer while the current item is computed; each lane reads back only what it copied.
+        static_assert(STAGES == 2 && K == 128 && sizeof(ST) == 4, "staged readout: fp32 state, K = 128");
+        float4* stageBuf = reinterpret_cast<float4*>(sFoldWarp);  // [2][RWS][32]
+        auto issueRows = [&](const ItemCursor& c, int slot, int4 meta, int st) {
+            if (c.b < p.batch && valid(slot, meta)) {
+                const int vw = c.blk * kSplitRows;
+                const float* base = static_cast<const float*>(p.state) + (int64_t)slot * p.state_stride_slot +
+                                    (int64_t)c.hv * p.state_stride_head + (int64_t)vw * p.state_stride_v + lane * 4;
+#pragma unroll
+                for (int r = 0; r < RWS; ++r)
+                    if (vw + (r ^ rl) < V)
+                        async::copy16(stageBuf + (st * RWS + r) * 32 + lane, base + (int64_t)(r ^ rl) * p.state_stride_v);
+            }
+            async::commit();
+        };
+        int slotCur = slotOf(cur);
+        int4 metaCur = metaOf(cur);
+        issueRows(cur, slotCur, metaCur, 0);
+        ItemCursor nx = advance(cur);
+        int slotNx = slotOf(nx);
+        int stage = 0;
+#pragma unroll 1
+        for (; cur.b < p.batch; stage ^= 1) {
+            const int4 metaNx = metaOf(nx);
+            issueRows(nx, slotNx, metaNx, stage ^ 1);
+            const ItemCursor nn = advance(nx);
+            const int slotNn = slotOf(nn);
+            async::waitAllButOne();
+            if (valid(slotCur, metaCur)) {
+                float4 S[RWS][QPL];
+#pragma unroll
+                for (int r = 0; r < RWS; ++r)
+                    S[r][0] = vw0Ok(cur, r) ? stageBuf[(stage * RWS + r) * 32 + lane] : make_float4(0.f, 0.f, 0.f, 0.f);
+                __syncwarp();  // every lane's rows are in registers before the buffer is reused for the fold
+                process(cur, slotCur, metaCur, S, reinterpret_cast<uint16_t*>(stageBuf + stage * RWS * 32));
+                __syncwarp();  // fold reads done before the buffer is refilled
+            }
+            cur = nx;
+            slotCur = slotNx;
+            metaCur = metaNx;
+            nx = nn;
+            slotNx = slotNn;
+        }
+        async::waitAll();
     }
 }
 
