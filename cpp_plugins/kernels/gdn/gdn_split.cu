@@ -38,8 +38,7 @@ int readoutOccupancy(F* kernel, int threads, size_t smem) {
 }
 
 // Readout configuration (threads per CTA x CTAs per SM of the register budget): RSSM_GDN_SPLIT_CFG (read
-// once) = "256x3" (80 registers, spills), "256x2" (128 registers), "128x5" (96 registers) or "128x5s" (96
-// registers, state rows double-buffered in shared memory with cp.async, fp32 state only); default 128x5
+// once) = "256x3" (80 registers, spills), "256x2" (128 registers) or "128x5" (96 registers); default 128x5
 // at K = 128 with one token (measured fastest: docs/kernels-gdn.md "Variant 6"), 256x2 otherwise.
 int readoutConfig() {
     static const int cfg = [] {
@@ -47,18 +46,17 @@ int readoutConfig() {
         if (!e) return 0;
         if (!strcmp(e, "256x2")) return 2;
         if (!strcmp(e, "256x3")) return 3;
-        if (!strcmp(e, "128x5s")) return 4;
         return 0;
     }();
     return cfg;
 }
 
-template <typename ST, int K, int MAXT, int NT, int MINB, int STAGES = 0>
+template <typename ST, int K, int MAXT, int NT, int MINB>
 cudaError_t launchReadout(const GdnReplayParams& p, int smCount, cudaStream_t s) {
     const bool serving = p.act_dtype == RSSM_DTYPE_BF16 && p.u_dtype == RSSM_DTYPE_FP16;
-    auto* readout = serving ? gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, STAGES>
-                            : gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtRuntime, STAGES>;
-    const size_t smem = splitReadoutSmemBytesGdn(K, NT, STAGES);
+    auto* readout = serving ? gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U>
+                            : gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtRuntime>;
+    const size_t smem = splitReadoutSmemBytesGdn(K, NT);
     cudaError_t e = allowDynamicSmem(readout, smem);
     if (e != cudaSuccess) return e;
     const long long items = (long long)p.batch * p.num_v_heads * (p.head_v / kSplitRows);
@@ -81,9 +79,6 @@ cudaError_t launchSplitKT(const GdnReplayParams& p, int smCount, cudaStream_t s)
         switch (readoutConfig()) {
             case 2: return launchReadout<ST, K, MAXT, 256, 2>(p, smCount, s);
             case 3: return launchReadout<ST, K, MAXT, 256, 3>(p, smCount, s);
-            case 4:
-                if constexpr (sizeof(ST) == 4) return launchReadout<ST, K, MAXT, 128, 5, 2>(p, smCount, s);
-                break;
             default: break;
         }
         return launchReadout<ST, K, MAXT, 128, 5>(p, smCount, s);

@@ -60,18 +60,14 @@ __host__ __device__ inline size_t splitPrepSmemBytesGdn(int L, int T, int K) {
     const size_t R = (size_t)L + T;
     return (size_t)L * K * 2 + 2 * (size_t)T * K * 4 + 2 * (size_t)T * R * 4 + R * 4;
 }
-// Readout kernel dynamic shared memory, per warp: the fold buffer (two chunks of kSplitFoldChunk raw key rows,
-// 16-bit) or, with `stages` = 2 (fp32 state, K = 128), two state stage buffers of 8 rows x 32 lanes x 16 bytes
-// (the current item's doubles as its fold buffer: the same 4 KB); then the fold weights times u (fp32
-// [2][8 records][8 rows]).
-__host__ __device__ inline size_t splitReadoutStageBytesGdn(int K, int stages) {
-    return stages == 0 ? 2 * (size_t)kSplitFoldChunk * K * 2 : (size_t)stages * kSplitRows * 32 * 16;
+// Readout kernel dynamic shared memory: per warp two chunks of kSplitFoldChunk raw key rows (16-bit) and
+// their fold weights times u (fp32 [2][8 records][8 rows]).
+__host__ __device__ inline size_t splitReadoutFoldBytesGdn(int K) { return 2 * (size_t)kSplitFoldChunk * K * 2; }
+__host__ __device__ inline size_t splitReadoutWarpSmemBytesGdn(int K) {
+    return splitReadoutFoldBytesGdn(K) + 2 * (size_t)kSplitFoldChunk * kSplitRows * 4;
 }
-__host__ __device__ inline size_t splitReadoutWarpSmemBytesGdn(int K, int stages) {
-    return splitReadoutStageBytesGdn(K, stages) + 2 * (size_t)kSplitFoldChunk * kSplitRows * 4;
-}
-__host__ __device__ inline size_t splitReadoutSmemBytesGdn(int K, int threads, int stages) {
-    return (size_t)(threads / 32) * splitReadoutWarpSmemBytesGdn(K, stages);
+__host__ __device__ inline size_t splitReadoutSmemBytesGdn(int K, int threads) {
+    return (size_t)(threads / 32) * splitReadoutWarpSmemBytesGdn(K);
 }
 
 template <int K, int MAXT>
@@ -257,9 +253,9 @@ constexpr int kDtBf16ActFp16U = 1;
 
 // NT threads per CTA, MINB CTAs per SM the register budget is cut for (256 x 3: 80 registers, some spills at
 // K = 128; 256 x 2: 128 registers; 128 x 5: 96 registers). Dynamic shared memory:
-// (NT / 32) x splitReadoutWarpSmemBytesGdn(K, STAGES). STAGES: 0 = the state rows loaded into registers at
-// the start of each item; 2 = cp.async double buffering in shared memory (fp32 state, K = 128 only).
-template <typename ST, int K, int MAXT, int NT, int MINB, int DT, int STAGES>
+// (NT / 32) x splitReadoutWarpSmemBytesGdn(K). (A two-stage cp.async state pipeline in shared memory measured
+// slower: 4B B = 256 215 vs 186 us, more instructions; docs/kernels-gdn.md "Variant 6".)
+template <typename ST, int K, int MAXT, int NT, int MINB, int DT>
 __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnReplayParams p) {
     using RS = stream::RowScatter<kSplitRows>;
     constexpr int QPL = K / 128;
@@ -267,12 +263,10 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
     constexpr int LPR = RS::LPR;
     constexpr int kVecPerRec = K / 8;
     extern __shared__ __align__(16) unsigned char smemGdnSplitReadout[];
-    // Per warp: the fold buffers (2 chunks x 8 records x K 16-bit raw keys; with STAGES = 2 the two state stage
-    // buffers, the current item's doubling as its fold buffer) then the fold weights [2][8 records][8 rows] fp32.
-    uint16_t* sFoldWarp = reinterpret_cast<uint16_t*>(smemGdnSplitReadout +
-                                                      (threadIdx.x >> 5) * splitReadoutWarpSmemBytesGdn(K, STAGES));
-    float* wFold = reinterpret_cast<float*>(smemGdnSplitReadout + (threadIdx.x >> 5) * splitReadoutWarpSmemBytesGdn(K, STAGES) +
-                                            splitReadoutStageBytesGdn(K, STAGES));
+    uint16_t* sFoldWarp =
+        reinterpret_cast<uint16_t*>(smemGdnSplitReadout + (threadIdx.x >> 5) * splitReadoutWarpSmemBytesGdn(K));
+    float* wFold = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(sFoldWarp) +
+                                            splitReadoutFoldBytesGdn(K));  // [2][8 records][8 rows]
     const int HV = p.num_v_heads, V = p.head_v, T = p.num_tokens, C = p.ring_capacity;
     const int group = HV / p.num_heads;
     const bool spec = p.mode == GDN_REPLAY_SPECULATIVE;
@@ -356,10 +350,19 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
                     kk[i] = ldAct4(p.k, kBase + (int64_t)s * p.k_stride_t + 128 * i, bf16);
                     qq[i] = ldAct4(p.q, qBase + (int64_t)s * p.q_stride_t + 128 * i, bf16);
                 }
+                // Every coefficient of token s is loaded here, before the row dots, so that none of them is a
+                // dependent round trip after the reductions (the compiler does not hoist loads over shuffles).
                 const float vv = ldAct(p.v, vOff + (int64_t)s * p.v_stride_t, bf16);
-                const float ck = lane < h ? rec[kSplitCoef + s * RM + lane] : 0.f;
-                const float cq = lane < h ? rec[kSplitCoef + (T + s) * RM + lane] : 0.f;
-                const float gk = rec[s], gq = rec[16 + s];
+                const float ck = lane < h ? __ldg(rec + kSplitCoef + s * RM + lane) : 0.f;
+                const float cq = lane < h ? __ldg(rec + kSplitCoef + (T + s) * RM + lane) : 0.f;
+                const float gk = __ldg(rec + s), gq = __ldg(rec + 16 + s);
+                const float beta = __ldg(rec + 24 + s);
+                float ckd[MAXT], cqd[MAXT];  // draft coefficients: ck_{s, h+i} (i < s), cq_{s, h+i} (i <= s)
+#pragma unroll
+                for (int i = 0; i < MAXT; ++i) {
+                    ckd[i] = i < s ? __ldg(rec + kSplitCoef + s * RM + h + i) : 0.f;
+                    cqd[i] = i <= s ? __ldg(rec + kSplitCoef + (T + s) * RM + h + i) : 0.f;
+                }
                 float part[RWS];
 #pragma unroll
                 for (int r = 0; r < RWS; ++r) {
@@ -380,11 +383,11 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
                 // drafts before s (forward substitution, Eq. 10 / 11)
 #pragma unroll
                 for (int i = 0; i < s; ++i) {
-                    X = fmaf(rec[kSplitCoef + s * RM + h + i], ud[i], X);
-                    Y = fmaf(rec[kSplitCoef + (T + s) * RM + h + i], ud[i], Y);
+                    X = fmaf(ckd[i], ud[i], X);
+                    Y = fmaf(cqd[i], ud[i], Y);
                 }
-                ud[s] = rec[24 + s] * (vv - X);
-                Y = fmaf(rec[kSplitCoef + (T + s) * RM + h + s], ud[s], Y);
+                ud[s] = beta * (vv - X);
+                Y = fmaf(cqd[s], ud[s], Y);
                 if ((s % LPR) == sub && row < V) {
                     int rr = o + h + s;
                     rr = rr >= C ? rr - C : rr;
@@ -459,8 +462,7 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
         }
     };
     auto valid = [&](int slot, int4 meta) { return slot >= 0 && slot < p.num_slots && meta.y >= 0; };
-    auto vw0Ok = [&](const ItemCursor& c, int r) { return c.blk * kSplitRows + (r ^ rl) < V; };
-    if constexpr (STAGES == 0) {
+    {
         int slotNext = slotOf(cur);
         int4 metaNext = metaOf(cur);
 #pragma unroll 1
@@ -480,52 +482,6 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
             stream::loadWarpRows<RWS, QPL, ST>(S, ckpt, p.state_stride_v, cur.blk * kSplitRows, V, rl, lane);
             process(cur, slot, meta, S, sFoldWarp);
         }
-    } else {
-        // Two-stage cp.async pipeline (fp32 state, K = 128): the rows of the next item are copied into the warp's
-        // other stage buffer while the current item is computed; each lane reads back only what it copied.
-        static_assert(STAGES == 2 && K == 128 && sizeof(ST) == 4, "staged readout: fp32 state, K = 128");
-        float4* stageBuf = reinterpret_cast<float4*>(sFoldWarp);  // [2][RWS][32]
-        auto issueRows = [&](const ItemCursor& c, int slot, int4 meta, int st) {
-            if (c.b < p.batch && valid(slot, meta)) {
-                const int vw = c.blk * kSplitRows;
-                const float* base = static_cast<const float*>(p.state) + (int64_t)slot * p.state_stride_slot +
-                                    (int64_t)c.hv * p.state_stride_head + (int64_t)vw * p.state_stride_v + lane * 4;
-#pragma unroll
-                for (int r = 0; r < RWS; ++r)
-                    if (vw + (r ^ rl) < V)
-                        async::copy16(stageBuf + (st * RWS + r) * 32 + lane, base + (int64_t)(r ^ rl) * p.state_stride_v);
-            }
-            async::commit();
-        };
-        int slotCur = slotOf(cur);
-        int4 metaCur = metaOf(cur);
-        issueRows(cur, slotCur, metaCur, 0);
-        ItemCursor nx = advance(cur);
-        int slotNx = slotOf(nx);
-        int stage = 0;
-#pragma unroll 1
-        for (; cur.b < p.batch; stage ^= 1) {
-            const int4 metaNx = metaOf(nx);
-            issueRows(nx, slotNx, metaNx, stage ^ 1);
-            const ItemCursor nn = advance(nx);
-            const int slotNn = slotOf(nn);
-            async::waitAllButOne();
-            if (valid(slotCur, metaCur)) {
-                float4 S[RWS][QPL];
-#pragma unroll
-                for (int r = 0; r < RWS; ++r)
-                    S[r][0] = vw0Ok(cur, r) ? stageBuf[(stage * RWS + r) * 32 + lane] : make_float4(0.f, 0.f, 0.f, 0.f);
-                __syncwarp();  // every lane's rows are in registers before the buffer is reused for the fold
-                process(cur, slotCur, metaCur, S, reinterpret_cast<uint16_t*>(stageBuf + stage * RWS * 32));
-                __syncwarp();  // fold reads done before the buffer is refilled
-            }
-            cur = nx;
-            slotCur = slotNx;
-            metaCur = metaNx;
-            nx = nn;
-            slotNx = slotNn;
-        }
-        async::waitAll();
     }
 }
 
