@@ -70,10 +70,15 @@ cudaError_t launchReadout(const GdnReplayParams& p, int smCount, cudaStream_t s)
 template <typename ST, int K, int MAXT>
 cudaError_t launchSplitKT(const GdnReplayParams& p, int smCount, cudaStream_t s) {
     auto* prep = gdnSplitPrepKernel<K, MAXT>;
-    const size_t prepSmem = splitPrepSmemBytesGdn(p.window, p.num_tokens, K);
+    // Warps (one (row, key head) pair each) per prep CTA: 4, fewer when their shared memory would pass 64 KB.
+    const size_t warpSmem = splitPrepWarpSmemBytesGdn(p.window, p.num_tokens, K);
+    int warps = kSplitPrepMaxThreads / 32;
+    while (warps > 1 && warps * warpSmem > 64 * 1024) --warps;
+    const size_t prepSmem = warps * warpSmem;
     cudaError_t e = allowDynamicSmem(prep, prepSmem);
     if (e != cudaSuccess) return e;
-    prep<<<dim3(p.num_heads, p.batch), kSplitPrepThreads, prepSmem, s>>>(p);
+    const long long pairs = (long long)p.batch * p.num_heads;
+    prep<<<(unsigned)((pairs + warps - 1) / warps), warps * 32, prepSmem, s>>>(p);
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
     if constexpr (K == 128 && MAXT == 1) {
         switch (readoutConfig()) {

@@ -38,7 +38,7 @@
 namespace rssm {
 namespace gdn {
 
-constexpr int kSplitPrepThreads = 128;
+constexpr int kSplitPrepMaxThreads = 128;  // prep CTA: at most 4 warps, one (row, key head) each
 constexpr int kSplitRows = 8;         // value rows per readout item (one warp)
 constexpr int kSplitMaxRecords = 32;  // records per step (one per lane)
 constexpr int kSplitFoldChunk = 8;    // records per staged key chunk (fold)
@@ -54,11 +54,12 @@ __host__ __device__ inline int splitRecordWordsGdn(int L, int T) {
 __host__ __device__ inline size_t splitWorkspaceBytesGdn(int B, int T, int HV, int L) {
     return (size_t)B * HV * splitRecordWordsGdn(L, T) * sizeof(float);
 }
-// Prep kernel dynamic shared memory: raw committed keys [L][K] (16-bit), normalized draft keys and
-// queries [T][K] each (fp32), dots [2][T][L + T] and inverse key norms [L + T] (fp32).
-__host__ __device__ inline size_t splitPrepSmemBytesGdn(int L, int T, int K) {
+// Prep kernel dynamic shared memory per warp: raw committed keys [L][K] (16-bit), normalized draft keys and
+// queries [T][K] each (fp32), dots [2][T][L + T], inverse key norms [L + T] and query scales [T] (fp32);
+// rounded up to 16 bytes.
+__host__ __device__ inline size_t splitPrepWarpSmemBytesGdn(int L, int T, int K) {
     const size_t R = (size_t)L + T;
-    return (size_t)L * K * 2 + 2 * (size_t)T * K * 4 + 2 * (size_t)T * R * 4 + R * 4;
+    return ((size_t)L * K * 2 + 2 * (size_t)T * K * 4 + 2 * (size_t)T * R * 4 + R * 4 + (size_t)T * 4 + 15) / 16 * 16;
 }
 // Readout kernel dynamic shared memory: per warp two chunks of kSplitFoldChunk raw key rows (16-bit) and
 // their fold weights times u (fp32 [2][8 records][8 rows]).
@@ -70,11 +71,16 @@ __host__ __device__ inline size_t splitReadoutSmemBytesGdn(int K, int threads) {
     return (size_t)(threads / 32) * splitReadoutWarpSmemBytesGdn(K);
 }
 
+// Prep kernel: one warp per (row b, key head hk), no CTA barriers (the CTA's warps handle consecutive pairs
+// independently), so that the whole batch is one wave: B x H warps. Grid ceil(B H / warps), block warps x 32,
+// dynamic shared memory warps x splitPrepWarpSmemBytesGdn(L, T, K).
 template <int K, int MAXT>
-__global__ void __launch_bounds__(kSplitPrepThreads) gdnSplitPrepKernel(const GdnReplayParams p) {
-    constexpr int NW = kSplitPrepThreads / 32;
+__global__ void __launch_bounds__(kSplitPrepMaxThreads) gdnSplitPrepKernel(const GdnReplayParams p) {
     constexpr int QL = K / 128;  // quads per lane of a K-vector
-    const int hk = blockIdx.x, b = blockIdx.y;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int pair = blockIdx.x * (blockDim.x >> 5) + warp;
+    if (pair >= p.batch * p.num_heads) return;
+    const int b = pair / p.num_heads, hk = pair - b * p.num_heads;
     const int slot = p.state_batch_indices[b];
     if (slot < 0 || slot >= p.num_slots) return;  // padding row: untouched
     const int HV = p.num_v_heads, group = HV / p.num_heads;
@@ -82,14 +88,13 @@ __global__ void __launch_bounds__(kSplitPrepThreads) gdnSplitPrepKernel(const Gd
     const int RM = L + T, RW = splitRecordWordsGdn(L, T);
     const bool bf16 = p.act_dtype == RSSM_DTYPE_BF16;
     const bool spec = p.mode == GDN_REPLAY_SPECULATIVE;
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     float* ws = static_cast<float*>(p.workspace) + ((int64_t)b * HV + (int64_t)hk * group) * RW;
 
     const int o = p.ring_origin[slot];
     const int h = p.ring_len[slot];
     // Cursor invariants (design.md 3.2): a violating row is skipped by both kernels.
     if (h < 0 || h > L || o < 0 || o >= C || (!spec && h >= L)) {
-        for (int w = tid; w < group; w += kSplitPrepThreads) ws[w * RW + 9] = __int_as_float(-1);
+        for (int w = lane; w < group; w += 32) ws[w * RW + 9] = __int_as_float(-1);
         return;
     }
     const bool flush = spec ? (h + T > L) : (h + 1 == L);
@@ -97,43 +102,28 @@ __global__ void __launch_bounds__(kSplitPrepThreads) gdnSplitPrepKernel(const Gd
     const int R = h + T;  // records seen this step (<= 32: one per lane)
 
     extern __shared__ __align__(16) unsigned char smemGdnSplitPrep[];
-    uint16_t* sKr = reinterpret_cast<uint16_t*>(smemGdnSplitPrep);  // [L][K] raw committed keys
-    float* sKd = reinterpret_cast<float*>(sKr + (size_t)L * K);     // [T][K] normalized draft keys
-    float* sQd = sKd + T * K;                                        // [T][K] normalized, scaled queries
-    float* sDk = sQd + T * K;                                        // [T][RM] kn_j . kn_s
-    float* sDq = sDk + T * RM;                                       // [T][RM] kn_j . qn_s
-    float* sInv = sDq + T * RM;                                      // [RM] 1 / |k_j|
-    __shared__ float sKinv[MAXT], sQinv[MAXT];
+    uint16_t* sKr = reinterpret_cast<uint16_t*>(smemGdnSplitPrep + warp * splitPrepWarpSmemBytesGdn(L, T, K));
+    float* sKd = reinterpret_cast<float*>(sKr + (size_t)L * K);  // [T][K] normalized draft keys
+    float* sQd = sKd + T * K;                                     // [T][K] normalized, scaled queries
+    float* sDk = sQd + T * K;                                     // [T][RM] kn_j . kn_s
+    float* sDq = sDk + T * RM;                                    // [T][RM] kn_j . qn_s
+    float* sInv = sDq + T * RM;                                   // [RM] 1 / |k_j| (drafts included)
+    float* sQinv = sInv + RM;                                     // [T] scale / |q_s|
 
-    // ---- committed raw keys of the key head (cp.async), this step's drafts (a warp per draft): normalize,
-    //      append the raw keys to the ring
+    // ---- committed raw keys of the key head (cp.async)
     const uint16_t* ringK = static_cast<const uint16_t*>(p.ring_k);
     const int64_t rkBase = (int64_t)slot * p.ring_k_stride_slot + (int64_t)hk * p.ring_k_stride_head;
     constexpr int KCH = K / 8;
-    for (int i = tid; i < h * KCH; i += kSplitPrepThreads) {
+    for (int i = lane; i < h * KCH; i += 32) {
         const int j = i / KCH, c = i - j * KCH;
         int rr = o + j;
         rr = rr >= C ? rr - C : rr;
         async::copy16(sKr + j * K + c * 8, ringK + rkBase + (int64_t)rr * p.ring_k_stride_rec + c * 8);
     }
     async::commit();
-    for (int s = warp; s < T; s += NW) {
-        const int64_t kOff = (int64_t)b * p.k_stride_b + (int64_t)s * p.k_stride_t + (int64_t)hk * p.k_stride_h;
-        const int64_t qOff = (int64_t)b * p.q_stride_b + (int64_t)s * p.q_stride_t + (int64_t)hk * p.q_stride_h;
-        const float ssk = warpNormalizeInto<K>(static_cast<const uint16_t*>(p.k) + kOff, bf16, 1.f, sKd + s * K, lane);
-        const float ssq = warpNormalizeInto<K>(static_cast<const uint16_t*>(p.q) + qOff, bf16, p.scale, sQd + s * K, lane);
-        if (lane == 0) {
-            sKinv[s] = rsqrtf(ssk + kL2Eps);
-            sQinv[s] = rsqrtf(ssq + kL2Eps) * p.scale;
-        }
-        int rr = o + h + s;
-        rr = rr >= C ? rr - C : rr;
-        for (int c = lane; c < K / 4; c += 32)
-            stRaw4(p.ring_k, rkBase + (int64_t)rr * p.ring_k_stride_rec + c * 4, ldRaw4(p.k, kOff + c * 4));
-    }
     // Log-decay of record j = lane for value head hk * group + w (ring, or this step's: appended, with beta
-    // into the head record). The warp's first value head is done here, before the barrier, so its ring_g
-    // loads overlap the key copies.
+    // into the head record). The first value head's is loaded here, so that its ring_g loads overlap the
+    // key copies.
     auto logDecayOf = [&](int w) {
         const int hv = hk * group + w;
         const int64_t rgBase = (int64_t)slot * p.ring_g_stride_slot + hv;
@@ -152,14 +142,28 @@ __global__ void __launch_bounds__(kSplitPrepThreads) gdnSplitPrepKernel(const Gd
         }
         return g;
     };
-    const float gFirst = warp < group ? logDecayOf(warp) : 0.f;
+    const float gFirst = logDecayOf(0);
+    // ---- this step's drafts: normalize, append the raw keys to the ring
+    for (int s = 0; s < T; ++s) {
+        const int64_t kOff = (int64_t)b * p.k_stride_b + (int64_t)s * p.k_stride_t + (int64_t)hk * p.k_stride_h;
+        const int64_t qOff = (int64_t)b * p.q_stride_b + (int64_t)s * p.q_stride_t + (int64_t)hk * p.q_stride_h;
+        const float ssk = warpNormalizeInto<K>(static_cast<const uint16_t*>(p.k) + kOff, bf16, 1.f, sKd + s * K, lane);
+        const float ssq = warpNormalizeInto<K>(static_cast<const uint16_t*>(p.q) + qOff, bf16, p.scale, sQd + s * K, lane);
+        if (lane == 0) {
+            sInv[h + s] = rsqrtf(ssk + kL2Eps);
+            sQinv[s] = rsqrtf(ssq + kL2Eps) * p.scale;
+        }
+        int rr = o + h + s;
+        rr = rr >= C ? rr - C : rr;
+        for (int c = lane; c < K / 4; c += 32)
+            stRaw4(p.ring_k, rkBase + (int64_t)rr * p.ring_k_stride_rec + c * 4, ldRaw4(p.k, kOff + c * 4));
+    }
     async::waitAll();
-    __syncthreads();
+    __syncwarp();
 
-    // ---- record dots (a warp per record): kn_j . kn_s and kn_j . qn_s for every draft s
-    for (int j = warp; j < R; j += NW) {
+    // ---- record dots: kn_j . kn_s and kn_j . qn_s for every draft s
+    for (int j = 0; j < R; ++j) {
         float4 kr[QL];
-        float inv;
         if (j < h) {
             float ss = 0.f;
 #pragma unroll
@@ -167,15 +171,14 @@ __global__ void __launch_bounds__(kSplitPrepThreads) gdnSplitPrepKernel(const Gd
                 kr[i] = stream::u2ToF4(*reinterpret_cast<const uint2*>(sKr + j * K + (lane + 32 * i) * 4), bf16);
                 ss += dot4(kr[i], kr[i]);
             }
-            inv = rsqrtf(warpSum(ss) + kL2Eps);
+            const float inv = rsqrtf(warpSum(ss) + kL2Eps);
 #pragma unroll
             for (int i = 0; i < QL; ++i) kr[i] = scale4(kr[i], inv);
+            if (lane == 0) sInv[j] = inv;
         } else {
 #pragma unroll
             for (int i = 0; i < QL; ++i) kr[i] = ld4s(sKd + (j - h) * K + (lane + 32 * i) * 4);
-            inv = sKinv[j - h];
         }
-        if (lane == 0) sInv[j] = inv;
 #pragma unroll
         for (int s = 0; s < MAXT; ++s) {
             if (s < T) {
@@ -194,13 +197,13 @@ __global__ void __launch_bounds__(kSplitPrepThreads) gdnSplitPrepKernel(const Gd
             }
         }
     }
-    __syncthreads();
+    __syncwarp();
 
-    // ---- head records, a warp per value head of the key head (lane j = record j): log-decays (ring or
-    //      this step's, appended), prefix sums, coefficients, fold weights, cursors
-    for (int w = warp; w < group; w += NW) {
+    // ---- head records, one value head at a time (lane j = record j): prefix sums, coefficients, fold
+    //      weights, cursors
+    for (int w = 0; w < group; ++w) {
         float* rec = ws + w * RW;
-        const float g = w == warp ? gFirst : logDecayOf(w);
+        const float g = w == 0 ? gFirst : logDecayOf(w);
         const float cum = scan::warpInclusiveSum(g, lane);
 #pragma unroll
         for (int s = 0; s < MAXT; ++s) {
@@ -213,7 +216,7 @@ __global__ void __launch_bounds__(kSplitPrepThreads) gdnSplitPrepKernel(const Gd
                 }
                 if (lane == 0) {
                     const float gam = expf(cs);
-                    rec[s] = gam * sKinv[s];
+                    rec[s] = gam * sInv[h + s];
                     rec[16 + s] = gam * sQinv[s];
                 }
             }
