@@ -76,7 +76,6 @@ __host__ __device__ inline size_t splitReadoutSmemBytesGdn(int K, int threads) {
 // dynamic shared memory warps x splitPrepWarpSmemBytesGdn(L, T, K).
 template <int K, int MAXT>
 __global__ void __launch_bounds__(kSplitPrepMaxThreads) gdnSplitPrepKernel(const GdnReplayParams p) {
-    constexpr int QL = K / 128;  // quads per lane of a K-vector
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int pair = blockIdx.x * (blockDim.x >> 5) + warp;
     if (pair >= p.batch * p.num_heads) return;
