@@ -55,11 +55,11 @@ __host__ __device__ inline size_t splitWorkspaceBytesGdn(int B, int T, int HV, i
     return (size_t)B * HV * splitRecordWordsGdn(L, T) * sizeof(float);
 }
 // Prep kernel dynamic shared memory per warp: raw committed keys [L][K] (16-bit), normalized draft keys and
-// queries [T][K] each (fp32), draft inverse key norms [L + T] and query scales [T] (fp32); rounded up to 16
-// bytes.
+// queries [T][K] each (fp32), dots [2][T][L + T], inverse key norms [L + T] and query scales [T] (fp32);
+// rounded up to 16 bytes.
 __host__ __device__ inline size_t splitPrepWarpSmemBytesGdn(int L, int T, int K) {
     const size_t R = (size_t)L + T;
-    return ((size_t)L * K * 2 + 2 * (size_t)T * K * 4 + R * 4 + (size_t)T * 4 + 15) / 16 * 16;
+    return ((size_t)L * K * 2 + 2 * (size_t)T * K * 4 + 2 * (size_t)T * R * 4 + R * 4 + (size_t)T * 4 + 15) / 16 * 16;
 }
 // Readout kernel dynamic shared memory: per warp two chunks of kSplitFoldChunk raw key rows (16-bit) and
 // their fold weights times u (fp32 [2][8 records][8 rows]).
@@ -76,6 +76,7 @@ __host__ __device__ inline size_t splitReadoutSmemBytesGdn(int K, int threads) {
 // dynamic shared memory warps x splitPrepWarpSmemBytesGdn(L, T, K).
 template <int K, int MAXT>
 __global__ void __launch_bounds__(kSplitPrepMaxThreads) gdnSplitPrepKernel(const GdnReplayParams p) {
+    constexpr int QL = K / 128;  // quads per lane of a K-vector
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int pair = blockIdx.x * (blockDim.x >> 5) + warp;
     if (pair >= p.batch * p.num_heads) return;
@@ -104,7 +105,9 @@ __global__ void __launch_bounds__(kSplitPrepMaxThreads) gdnSplitPrepKernel(const
     uint16_t* sKr = reinterpret_cast<uint16_t*>(smemGdnSplitPrep + warp * splitPrepWarpSmemBytesGdn(L, T, K));
     float* sKd = reinterpret_cast<float*>(sKr + (size_t)L * K);  // [T][K] normalized draft keys
     float* sQd = sKd + T * K;                                     // [T][K] normalized, scaled queries
-    float* sInv = sQd + T * K;                                    // [RM] 1 / |k_s| of the drafts (at h + s)
+    float* sDk = sQd + T * K;                                     // [T][RM] kn_j . kn_s
+    float* sDq = sDk + T * RM;                                    // [T][RM] kn_j . qn_s
+    float* sInv = sDq + T * RM;                                   // [RM] 1 / |k_j| (drafts included)
     float* sQinv = sInv + RM;                                     // [T] scale / |q_s|
 
     // ---- committed raw keys of the key head (cp.async)
@@ -158,41 +161,43 @@ __global__ void __launch_bounds__(kSplitPrepMaxThreads) gdnSplitPrepKernel(const
     async::waitAll();
     __syncwarp();
 
-    // ---- record dots, lane j = record j: kn_j . kn_s and kn_j . qn_s for every draft s, over the K columns in
-    //      a lane-rotated order (column chunk (c + j) mod K/4) so that the lanes' shared-memory rows spread
-    //      over the banks. No shuffles: the dots stay in the lane that writes record j's coefficients.
-    float dk[MAXT], dq[MAXT];
+    // ---- record dots: kn_j . kn_s and kn_j . qn_s for every draft s
+    for (int j = 0; j < R; ++j) {
+        float4 kr[QL];
+        if (j < h) {
+            float ss = 0.f;
 #pragma unroll
-    for (int s = 0; s < MAXT; ++s) dk[s] = dq[s] = 0.f;
-    float invLane = 1.f;
-    if (lane < R) {
-        constexpr int KQ = K / 4;
-        const bool committed = lane < h;
-        const uint16_t* rawRow = sKr + lane * K;
-        const float* draftRow = sKd + (lane - h) * K;
-        float ss = 0.f;
-#pragma unroll 4
-        for (int c = 0; c < KQ; ++c) {
-            int cc = c + lane;
-            cc = cc >= KQ ? cc - KQ : cc;
-            const float4 x = committed ? stream::u2ToF4(*reinterpret_cast<const uint2*>(rawRow + cc * 4), bf16)
-                                       : ld4s(draftRow + cc * 4);
-            ss += dot4(x, x);
+            for (int i = 0; i < QL; ++i) {
+                kr[i] = stream::u2ToF4(*reinterpret_cast<const uint2*>(sKr + j * K + (lane + 32 * i) * 4), bf16);
+                ss += dot4(kr[i], kr[i]);
+            }
+            const float inv = rsqrtf(warpSum(ss) + kL2Eps);
 #pragma unroll
-            for (int s = 0; s < MAXT; ++s) {
-                if (s < T) {
-                    dk[s] += dot4(x, ld4s(sKd + s * K + cc * 4));
-                    dq[s] += dot4(x, ld4s(sQd + s * K + cc * 4));
+            for (int i = 0; i < QL; ++i) kr[i] = scale4(kr[i], inv);
+            if (lane == 0) sInv[j] = inv;
+        } else {
+#pragma unroll
+            for (int i = 0; i < QL; ++i) kr[i] = ld4s(sKd + (j - h) * K + (lane + 32 * i) * 4);
+        }
+#pragma unroll
+        for (int s = 0; s < MAXT; ++s) {
+            if (s < T) {
+                float dk = 0.f, dq = 0.f;
+#pragma unroll
+                for (int i = 0; i < QL; ++i) {
+                    dk += dot4(kr[i], ld4s(sKd + s * K + (lane + 32 * i) * 4));
+                    dq += dot4(kr[i], ld4s(sQd + s * K + (lane + 32 * i) * 4));
+                }
+                dk = warpSum(dk);
+                dq = warpSum(dq);
+                if (lane == 0) {
+                    sDk[s * RM + j] = dk;
+                    sDq[s * RM + j] = dq;
                 }
             }
         }
-        invLane = committed ? rsqrtf(ss + kL2Eps) : sInv[lane];
-#pragma unroll
-        for (int s = 0; s < MAXT; ++s) {
-            dk[s] *= invLane;
-            dq[s] *= invLane;
-        }
     }
+    __syncwarp();
 
     // ---- head records, one value head at a time (lane j = record j): prefix sums, coefficients, fold
     //      weights, cursors
@@ -206,8 +211,8 @@ __global__ void __launch_bounds__(kSplitPrepMaxThreads) gdnSplitPrepKernel(const
                 const float cs = __shfl_sync(kFull, cum, h + s);
                 if (lane < R) {
                     const float e = expf(cs - cum);  // only used where lane <= h + s (cum_j >= cs there)
-                    rec[kSplitCoef + s * RM + lane] = lane < h + s ? e * dk[s] : 0.f;
-                    rec[kSplitCoef + (T + s) * RM + lane] = lane <= h + s ? e * dq[s] : 0.f;
+                    rec[kSplitCoef + s * RM + lane] = lane < h + s ? e * sDk[s * RM + lane] : 0.f;
+                    rec[kSplitCoef + (T + s) * RM + lane] = lane <= h + s ? e * sDq[s * RM + lane] : 0.f;
                 }
                 if (lane == 0) {
                     const float gam = expf(cs);
@@ -217,7 +222,7 @@ __global__ void __launch_bounds__(kSplitPrepMaxThreads) gdnSplitPrepKernel(const
             }
         }
         const float cl = __shfl_sync(kFull, cum, nf > 0 ? nf - 1 : 0);
-        if (lane < nf) rec[kSplitCoef + 2 * T * RM + lane] = expf(cl - cum) * invLane;
+        if (lane < nf) rec[kSplitCoef + 2 * T * RM + lane] = expf(cl - cum) * sInv[lane];
         if (lane == 0) {
             rec[8] = nf > 0 ? expf(cl) : 1.f;
             rec[9] = __int_as_float(nf);
@@ -252,9 +257,8 @@ constexpr int kDtBf16ActFp16U = 1;
 // NT threads per CTA, MINB CTAs per SM the register budget is cut for (256 x 3: 80 registers, some spills at
 // K = 128; 256 x 2: 128 registers; 128 x 5: 96 registers). Dynamic shared memory:
 // (NT / 32) x splitReadoutWarpSmemBytesGdn(K). (A two-stage cp.async state pipeline in shared memory measured
-// slower: 4B B = 256 215 vs 186 us, more instructions; docs/kernels-gdn.md "Variant 6".) PIPE: the next item's
-// state rows are loaded into a second register set while the current item is computed (128 registers).
-template <typename ST, int K, int MAXT, int NT, int MINB, int DT, bool PIPE = false>
+// slower: 4B B = 256 215 vs 186 us, more instructions; docs/kernels-gdn.md "Variant 6".)
+template <typename ST, int K, int MAXT, int NT, int MINB, int DT>
 __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnReplayParams p) {
     using RS = stream::RowScatter<kSplitRows>;
     constexpr int QPL = K / 128;
@@ -461,12 +465,7 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
         }
     };
     auto valid = [&](int slot, int4 meta) { return slot >= 0 && slot < p.num_slots && meta.y >= 0; };
-    auto loadRows = [&](const ItemCursor& c, int slot, float4 (&S)[RWS][QPL]) {
-        const ST* ckpt =
-            static_cast<const ST*>(p.state) + (int64_t)slot * p.state_stride_slot + (int64_t)c.hv * p.state_stride_head;
-        stream::loadWarpRows<RWS, QPL, ST>(S, ckpt, p.state_stride_v, c.blk * kSplitRows, V, rl, lane);
-    };
-    if constexpr (!PIPE) {
+    {
         int slotNext = slotOf(cur);
         int4 metaNext = metaOf(cur);
 #pragma unroll 1
@@ -481,35 +480,10 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
             // padding rows and invalid cursors: nothing written
             if (!valid(slot, meta)) continue;
             float4 S[RWS][QPL];
-            loadRows(cur, slot, S);
+            const ST* ckpt =
+                static_cast<const ST*>(p.state) + (int64_t)slot * p.state_stride_slot + (int64_t)cur.hv * p.state_stride_head;
+            stream::loadWarpRows<RWS, QPL, ST>(S, ckpt, p.state_stride_v, cur.blk * kSplitRows, V, rl, lane);
             process(cur, slot, meta, S, sFoldWarp);
-        }
-    } else {
-        // The next item's state rows are loaded (into the other register set) before the current item is
-        // computed; the loop is unrolled by two so that the two sets swap roles without register moves.
-        float4 S0[RWS][QPL], S1[RWS][QPL];
-        int slotCur = slotOf(cur);
-        int4 metaCur = metaOf(cur);
-        if (cur.b < p.batch && valid(slotCur, metaCur)) loadRows(cur, slotCur, S0);
-        ItemCursor nx = advance(cur);
-        int slotNx = slotOf(nx);
-        auto stepItem = [&](float4 (&Sc)[RWS][QPL], float4 (&Sn)[RWS][QPL]) {
-            const int4 metaNx = metaOf(nx);
-            if (nx.b < p.batch && valid(slotNx, metaNx)) loadRows(nx, slotNx, Sn);
-            const ItemCursor nn = advance(nx);
-            const int slotNn = slotOf(nn);
-            if (valid(slotCur, metaCur)) process(cur, slotCur, metaCur, Sc, sFoldWarp);
-            cur = nx;
-            slotCur = slotNx;
-            metaCur = metaNx;
-            nx = nn;
-            slotNx = slotNn;
-        };
-#pragma unroll 1
-        while (cur.b < p.batch) {
-            stepItem(S0, S1);
-            if (cur.b >= p.batch) break;
-            stepItem(S1, S0);
         }
     }
 }
