@@ -300,6 +300,9 @@ int checkSplit(const char* op, const Mamba2ReplayParams& p) {
                         op, p.Cm, (long long)p.stride_C_b, (long long)p.stride_C_t, (long long)p.stride_C_g);
     if (p.headdim % 8)
         return setError(RSSM_ERR_UNSUPPORTED, "%s: variant 4 needs headdim %% 8 == 0; got %d", op, p.headdim);
+    if ((long long)p.batch * p.nheads * ((p.headdim + splitRows() - 1) / splitRows()) >= (1LL << 31))
+        return setError(RSSM_ERR_UNSUPPORTED, "%s: variant 4 needs batch x nheads x headdim / %d < 2^31; got %d x %d x %d",
+                        op, splitRows(), p.batch, p.nheads, p.headdim);
     const int records = p.mode == 0 ? p.window : p.window + p.num_tokens;
     if (records > splitMaxRecords())
         return setError(RSSM_ERR_UNSUPPORTED, "%s: variant 4 (split kernels) handles at most %d records per step "

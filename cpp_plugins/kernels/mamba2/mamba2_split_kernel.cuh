@@ -225,21 +225,21 @@ struct SplitItem {
 };
 
 // Per-item cursors from the head record, loaded two items ahead: (gfold bits, nf, o, h).
-__device__ __forceinline__ int4 splitMeta(const Mamba2ReplayParams& p, long long it, long long items, int nrb, int RW) {
+__device__ __forceinline__ int4 splitMeta(const Mamba2ReplayParams& p, unsigned it, unsigned items, int nrb, int RW) {
     if (it >= items) return make_int4(0, -1, 0, 0);
-    const long long bh = it / nrb;
-    return *reinterpret_cast<const int4*>(static_cast<const float*>(p.workspace) + bh * RW + 8);
+    const unsigned bh = it / (unsigned)nrb;
+    return *reinterpret_cast<const int4*>(static_cast<const float*>(p.workspace) + (size_t)bh * RW + 8);
 }
 
 template <typename ST, int N, int MAXT>
-__device__ __forceinline__ void splitIssue(SplitItem<ST, N, MAXT>& u, const Mamba2ReplayParams& p, long long it,
+__device__ __forceinline__ void splitIssue(SplitItem<ST, N, MAXT>& u, const Mamba2ReplayParams& p, unsigned it,
                                            int slot, int4 meta, int nrb, int rl, int sub) {
     constexpr int QPL = N / 128;
     constexpr int LPR = stream::RowScatter<kSplitRows>::LPR;
     const int H = p.nheads, P = p.headdim, T = p.num_tokens, Cap = p.ring_capacity;
     const int lane = threadIdx.x & 31;
-    u.vw = (int)(it % nrb) * kSplitRows;
-    const long long bh = it / nrb;
+    const unsigned bh = it / (unsigned)nrb;
+    u.vw = (int)(it - bh * (unsigned)nrb) * kSplitRows;
     u.head = (int)(bh % H);
     u.b = (int)(bh / H);
     u.slot = (slot < 0 || slot >= p.num_slots) ? -1 : slot;
@@ -252,7 +252,7 @@ __device__ __forceinline__ void splitIssue(SplitItem<ST, N, MAXT>& u, const Mamb
     stream::loadWarpRows<kSplitRows, QPL, ST>(u.S, ckpt, p.stride_state_p, u.vw, P, rl, lane);
     const int R = meta.w + T;
     const int RW = splitRecordWordsM2(p.window, T), RM = p.window + T;
-    const float* hr = static_cast<const float*>(p.workspace) + bh * RW;
+    const float* hr = static_cast<const float*>(p.workspace) + (size_t)bh * RW;
     u.xq = make_uint4(0u, 0u, 0u, 0u);
     u.fw = 0.f;
     if (lane < R) {
@@ -399,16 +399,17 @@ __global__ void __launch_bounds__(kSplitReadoutThreads, PIPE ? 2 : ((N == 128 &&
     extern __shared__ __align__(16) unsigned char smemSplitReadout[];
     uint16_t* sFold = reinterpret_cast<uint16_t*>(smemSplitReadout + (threadIdx.x >> 5) * splitReadoutWarpSmemBytesM2(N));
     const int nrb = (p.headdim + kSplitRows - 1) / kSplitRows;
-    const long long items = (long long)p.batch * p.nheads * nrb;
+    // 32-bit item arithmetic (the launcher keeps B x H x ceil(P / 8) below 2^31): 64-bit divisions are emulated.
+    const unsigned items = (unsigned)p.batch * p.nheads * nrb;
     const int lane = threadIdx.x & 31;
     const int RW = splitRecordWordsM2(p.window, p.num_tokens);
-    const long long nw = (long long)gridDim.x * (kSplitReadoutThreads / 32);
-    long long it = (long long)blockIdx.x * (kSplitReadoutThreads / 32) + (threadIdx.x >> 5);
+    const unsigned nw = gridDim.x * (kSplitReadoutThreads / 32);
+    unsigned it = blockIdx.x * (kSplitReadoutThreads / 32) + (threadIdx.x >> 5);
     const int rl = RS::rowOf(lane);
     const int sub = lane & (RS::LPR - 1);
-    auto slotOf = [&](long long i) {
+    auto slotOf = [&](unsigned i) {
         if (i >= items) return -1;
-        const int b = (int)(i / ((long long)nrb * p.nheads));
+        const int b = (int)(i / ((unsigned)nrb * p.nheads));
         return p.state_batch_indices ? p.state_batch_indices[b] : b;
     };
     if constexpr (PIPE) {
