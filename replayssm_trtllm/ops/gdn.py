@@ -57,12 +57,34 @@ VARIANT_SPLIT = 6
 _HEAD_K = (64, 128, 256)
 
 
-def default_replay_variant(head_k: int) -> int:
-    """Kernel design used when the caller does not pick one: the fastest design verified on the
-    H200 (docs/kernels-gdn.md, "Variant 3-5"): stream kernel 4 for head_k 128/256, tile kernel 1 for
-    head_k 64 (the stream kernels need head_k % 128 == 0). The TensorRT plugins use the same rule
-    (cpp_plugins/plugins/core/kernel_params.cpp)."""
-    return 4 if int(head_k) in (128, 256) else 1
+# B x HV at or above which the split kernels (variant 6) are the default: measured 1.60-1.70x the fastest
+# conventional kernel at B = 256 on both Qwen3.5 shapes (32 and 64 value heads) and slower than variant 5 at
+# B = 1 (docs/kernels-gdn.md "Variant 6"); batches in between are not measured yet, so the rule only moves
+# where it was measured.
+SPLIT_MIN_BATCH_HEADS = 256 * 32
+SPLIT_MAX_RECORDS = 32
+
+
+def default_replay_variant(head_k: int, batch: Optional[int] = None, num_v_heads: Optional[int] = None,
+                           head_v: Optional[int] = None, window: Optional[int] = None, mode: int = MODE_STANDARD,
+                           num_tokens: int = 1) -> int:
+    """Kernel design used when the caller does not pick one: the fastest design measured on the H200
+    (docs/kernels-gdn.md "Variants"). With only ``head_k``: stream kernel 4 for head_k 128/256, tile kernel 1
+    for head_k 64 (the stream kernels need head_k % 128 == 0); the TensorRT plugins use this rule
+    (cpp_plugins/plugins/core/kernel_params.cpp; they pass no workspace). Given the step's sizes, the split
+    kernels (variant 6, a workspace the op allocates) where they can run them and
+    ``batch * num_v_heads >= SPLIT_MIN_BATCH_HEADS``."""
+    k = int(head_k)
+    base = 4 if k in (128, 256) else 1
+    if batch is None or num_v_heads is None or head_v is None or window is None:
+        return base
+    records = int(window) + (int(num_tokens) if int(mode) == MODE_SPECULATIVE else 0)
+    if (k in (128, 256) and int(head_v) % 8 == 0 and records <= SPLIT_MAX_RECORDS
+            and int(batch) * int(num_v_heads) >= SPLIT_MIN_BATCH_HEADS):
+        return VARIANT_SPLIT
+    return base
+
+
 _DTYPE_CODE = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 _I32, _I64, _F32, _P = ctypes.c_int32, ctypes.c_int64, ctypes.c_float, ctypes.c_void_p
 
@@ -361,9 +383,11 @@ def gdn_replay(state, state_batch_indices, ring_origin, ring_len, ring_g, ring_u
                dt_bias, window: int, mode: int = MODE_STANDARD, scale: Optional[float] = None,
                out: Optional[torch.Tensor] = None, variant: Optional[int] = None) -> torch.Tensor:
     """ReplaySSM GDN step (standard or speculative); returns ``o`` [B, T, HV, V]. See the module doc;
-    ``variant`` picks the kernel design (``VARIANTS``; None = ``default_replay_variant(K)``)."""
+    ``variant`` picks the kernel design (``VARIANTS``; None = ``default_replay_variant`` for this step's
+    sizes)."""
     if variant is None:
-        variant = default_replay_variant(q.shape[-1])
+        variant = default_replay_variant(q.shape[-1], batch=q.shape[0], num_v_heads=v.shape[2], head_v=v.shape[3],
+                                         window=window, mode=mode, num_tokens=q.shape[1])
     if out is None:
         out = torch.empty(v.shape, dtype=q.dtype, device=q.device)
     scale = float(q.shape[-1]) ** -0.5 if scale is None else float(scale)
@@ -387,7 +411,8 @@ class GdnReplayStateCache(_cursor_base()):
     Tensors (design.md 3), each one allocation with a leading layer dim:
     ``ckpt [nl, S, HV, V, K]`` (state_dtype), ``ring_g [nl, S, C, HV]`` fp32,
     ``ring_u [nl, S, C, HV, V]`` fp16 (``u_dtype``; bf16 only for accuracy studies),
-    ``ring_k [nl, S, C, H, K]`` act dtype.
+    ``ring_k [nl, S, C, H, K]`` act dtype. ``variant`` None picks :func:`default_replay_variant` for each
+    step's sizes (the split kernels at large batches).
     """
 
     def __init__(self, num_layers: int, num_slots: int, H: int, HV: int, K: int, V: int, window: int,
@@ -396,8 +421,6 @@ class GdnReplayStateCache(_cursor_base()):
                  variant: Optional[int] = None):
         super().__init__(num_slots, window, max_verify, mode, device)
         op = "GdnReplayStateCache"
-        if variant is None:
-            variant = default_replay_variant(K)
         if K not in _HEAD_K:
             raise ValueError(f"{op}: K must be one of {_HEAD_K}; got {K}")
         if H < 1 or HV % H:
@@ -410,7 +433,8 @@ class GdnReplayStateCache(_cursor_base()):
             raise ValueError(f"{op}: unsupported dtypes state={state_dtype}, act={act_dtype}, u={u_dtype}")
         self.num_layers, self.H, self.HV, self.K, self.V = num_layers, H, HV, K, V
         self.state_dtype, self.act_dtype, self.u_dtype = state_dtype, act_dtype, u_dtype
-        self.variant = _check_variant(op, variant)
+        # None: default_replay_variant for each step's batch size (the split kernels at large batches)
+        self.variant = None if variant is None else _check_variant(op, variant)
         S, C, d = num_slots, self.capacity, self.device
         self.ckpt = torch.zeros(num_layers, S, HV, V, K, dtype=state_dtype, device=d)
         self.ring_g = torch.zeros(num_layers, S, C, HV, dtype=torch.float32, device=d)

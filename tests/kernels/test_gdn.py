@@ -589,6 +589,16 @@ def test_variant_validation():
         G._check_variant("gdn_decode", 6, G.DECODE_VARIANTS)
     assert G.default_replay_variant(128) == 4 and G.default_replay_variant(256) == 4
     assert G.default_replay_variant(64) == 1
+    # given the step's sizes: the split kernels (6) where measured faster (B x HV >= 256 x 32) and runnable
+    big = dict(batch=256, num_v_heads=32, head_v=128, window=16)
+    assert G.default_replay_variant(128, **big) == 6 and G.default_replay_variant(256, **big) == 6
+    assert G.default_replay_variant(128, **dict(big, batch=1)) == 4                 # B = 1: variant 5/4 faster
+    assert G.default_replay_variant(128, **dict(big, batch=128, num_v_heads=64)) == 6
+    assert G.default_replay_variant(128, **dict(big, window=40)) == 4               # > 32 records per step
+    assert G.default_replay_variant(128, **dict(big, window=28), mode=1, num_tokens=4) == 6
+    assert G.default_replay_variant(128, **dict(big, window=30), mode=1, num_tokens=4) == 4
+    assert G.default_replay_variant(128, **dict(big, head_v=12)) == 4               # head_v % 8 != 0
+    assert G.default_replay_variant(64, **big) == 1
 
 
 def test_validation_heads_and_dtype():
