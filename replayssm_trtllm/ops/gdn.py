@@ -35,7 +35,8 @@ from ._lib import check_status, load_library
 __all__ = [
     "GdnDecodeParams", "GdnReplayParams", "gdn_decode", "gdn_replay", "GdnReplayStateCache",
     "MODE_STANDARD", "MODE_SPECULATIVE", "MAX_TOKENS", "MAX_WINDOW", "VARIANTS", "DECODE_VARIANTS",
-    "VARIANT_SPLIT", "default_replay_variant", "replay_workspace_bytes",
+    "VARIANT_SPLIT", "VARIANT_AUTO", "REPLAY_VARIANTS", "default_replay_variant", "replay_workspace_bytes",
+    "replay_auto_variant",
 ]
 
 MODE_STANDARD = 0
@@ -57,32 +58,17 @@ VARIANT_SPLIT = 6
 _HEAD_K = (64, 128, 256)
 
 
-# B x HV at or above which the split kernels (variant 6) are the default: measured 1.60-1.70x the fastest
-# conventional kernel at B = 256 on both Qwen3.5 shapes (32 and 64 value heads) and slower than variant 5 at
-# B = 1 (docs/kernels-gdn.md "Variant 6"); batches in between are not measured yet, so the rule only moves
-# where it was measured.
-SPLIT_MIN_BATCH_HEADS = 256 * 32
-SPLIT_MAX_RECORDS = 32
+VARIANT_AUTO = -1  # replay only: the C library's automatic choice (GDN_VARIANT_AUTO in gdn.h)
+REPLAY_VARIANTS = (VARIANT_AUTO,) + VARIANTS
 
 
-def default_replay_variant(head_k: int, batch: Optional[int] = None, num_v_heads: Optional[int] = None,
-                           head_v: Optional[int] = None, window: Optional[int] = None, mode: int = MODE_STANDARD,
-                           num_tokens: int = 1) -> int:
-    """Kernel design used when the caller does not pick one: the fastest design measured on the H200
-    (docs/kernels-gdn.md "Variants"). With only ``head_k``: stream kernel 4 for head_k 128/256, tile kernel 1
-    for head_k 64 (the stream kernels need head_k % 128 == 0); the TensorRT plugins use this rule
-    (cpp_plugins/plugins/core/kernel_params.cpp; they pass no workspace). Given the step's sizes, the split
-    kernels (variant 6, a workspace the op allocates) where they can run them and
-    ``batch * num_v_heads >= SPLIT_MIN_BATCH_HEADS``."""
-    k = int(head_k)
-    base = 4 if k in (128, 256) else 1
-    if batch is None or num_v_heads is None or head_v is None or window is None:
-        return base
-    records = int(window) + (int(num_tokens) if int(mode) == MODE_SPECULATIVE else 0)
-    if (k in (128, 256) and int(head_v) % 8 == 0 and records <= SPLIT_MAX_RECORDS
-            and int(batch) * int(num_v_heads) >= SPLIT_MIN_BATCH_HEADS):
-        return VARIANT_SPLIT
-    return base
+def default_replay_variant(head_k: int) -> int:
+    """The fixed kernel design for ``head_k`` when no workspace can be given (the TensorRT plugins,
+    cpp_plugins/plugins/core/kernel_params.cpp): stream kernel 4 for head_k 128/256, tile kernel 1 for
+    head_k 64 (the stream kernels need head_k % 128 == 0). The torch ops default to ``VARIANT_AUTO``: the
+    C library picks the split kernels (6, with a workspace the op allocates) where they run the sizes and
+    B x HV >= 8192 (measured faster there, slower at B = 1; docs/kernels-gdn.md "Variant 6"), else this."""
+    return 4 if int(head_k) in (128, 256) else 1
 
 
 _DTYPE_CODE = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
@@ -123,6 +109,17 @@ class GdnReplayParams(ctypes.Structure):
         + [("skip_flush_rows", _I32), ("pad_dp", _I32), ("ring_beta", _P), ("ring_v", _P)]
         + [("workspace", _P), ("workspace_bytes", _I64)]
     )
+
+
+def replay_auto_variant(p: "GdnReplayParams", has_workspace: bool = True) -> int:
+    """The kernel design ``VARIANT_AUTO`` resolves to for ``p`` (the C library's rule, host-only)."""
+    fn = _launchers.get("rssm_gdn_replay_auto_variant")
+    if fn is None:
+        fn = load_library().rssm_gdn_replay_auto_variant
+        fn.argtypes = [ctypes.POINTER(GdnReplayParams), ctypes.c_int]
+        fn.restype = ctypes.c_int
+        _launchers["rssm_gdn_replay_auto_variant"] = fn
+    return int(fn(ctypes.byref(p), int(bool(has_workspace))))
 
 
 def replay_workspace_bytes(p: "GdnReplayParams") -> int:
@@ -354,7 +351,7 @@ def _gdn_replay_op(state: torch.Tensor, state_batch_indices: torch.Tensor, ring_
     p.head_k, p.head_v, p.num_slots = sizes["K"], sizes["V"], sizes["S"]
     p.window, p.ring_capacity, p.mode = int(window), sizes["C"], int(mode)
     p.state_dtype, p.act_dtype, p.u_dtype = _DTYPE_CODE[state.dtype], _DTYPE_CODE[q.dtype], _DTYPE_CODE[ring_u.dtype]
-    p.rows_per_cta, p.scale, p.variant = 0, float(scale), _check_variant("gdn_replay", variant)
+    p.rows_per_cta, p.scale, p.variant = 0, float(scale), _check_variant("gdn_replay", variant, REPLAY_VARIANTS)
     p.state_stride_slot, p.state_stride_head, p.state_stride_v = state.stride()[:3]
     _fill_act(p, q, k, v, a, b, o)
     p.ring_g_stride_slot, p.ring_g_stride_rec = ring_g.stride()[:2]
@@ -383,11 +380,10 @@ def gdn_replay(state, state_batch_indices, ring_origin, ring_len, ring_g, ring_u
                dt_bias, window: int, mode: int = MODE_STANDARD, scale: Optional[float] = None,
                out: Optional[torch.Tensor] = None, variant: Optional[int] = None) -> torch.Tensor:
     """ReplaySSM GDN step (standard or speculative); returns ``o`` [B, T, HV, V]. See the module doc;
-    ``variant`` picks the kernel design (``VARIANTS``; None = ``default_replay_variant`` for this step's
-    sizes)."""
+    ``variant`` picks the kernel design (``REPLAY_VARIANTS``; None = ``VARIANT_AUTO``, the library's choice for
+    this step's sizes)."""
     if variant is None:
-        variant = default_replay_variant(q.shape[-1], batch=q.shape[0], num_v_heads=v.shape[2], head_v=v.shape[3],
-                                         window=window, mode=mode, num_tokens=q.shape[1])
+        variant = VARIANT_AUTO
     if out is None:
         out = torch.empty(v.shape, dtype=q.dtype, device=q.device)
     scale = float(q.shape[-1]) ** -0.5 if scale is None else float(scale)
@@ -411,8 +407,8 @@ class GdnReplayStateCache(_cursor_base()):
     Tensors (design.md 3), each one allocation with a leading layer dim:
     ``ckpt [nl, S, HV, V, K]`` (state_dtype), ``ring_g [nl, S, C, HV]`` fp32,
     ``ring_u [nl, S, C, HV, V]`` fp16 (``u_dtype``; bf16 only for accuracy studies),
-    ``ring_k [nl, S, C, H, K]`` act dtype. ``variant`` None picks :func:`default_replay_variant` for each
-    step's sizes (the split kernels at large batches).
+    ``ring_k [nl, S, C, H, K]`` act dtype. ``variant`` None is ``VARIANT_AUTO``: the library picks the
+    kernel design for each step's sizes (the split kernels at large batches).
     """
 
     def __init__(self, num_layers: int, num_slots: int, H: int, HV: int, K: int, V: int, window: int,
@@ -433,8 +429,8 @@ class GdnReplayStateCache(_cursor_base()):
             raise ValueError(f"{op}: unsupported dtypes state={state_dtype}, act={act_dtype}, u={u_dtype}")
         self.num_layers, self.H, self.HV, self.K, self.V = num_layers, H, HV, K, V
         self.state_dtype, self.act_dtype, self.u_dtype = state_dtype, act_dtype, u_dtype
-        # None: default_replay_variant for each step's batch size (the split kernels at large batches)
-        self.variant = None if variant is None else _check_variant(op, variant)
+        # None: the library's automatic choice for each step's sizes (the split kernels at large batches)
+        self.variant = VARIANT_AUTO if variant is None else _check_variant(op, variant, REPLAY_VARIANTS)
         S, C, d = num_slots, self.capacity, self.device
         self.ckpt = torch.zeros(num_layers, S, HV, V, K, dtype=state_dtype, device=d)
         self.ring_g = torch.zeros(num_layers, S, C, HV, dtype=torch.float32, device=d)

@@ -589,16 +589,7 @@ def test_variant_validation():
         G._check_variant("gdn_decode", 6, G.DECODE_VARIANTS)
     assert G.default_replay_variant(128) == 4 and G.default_replay_variant(256) == 4
     assert G.default_replay_variant(64) == 1
-    # given the step's sizes: the split kernels (6) where measured faster (B x HV >= 256 x 32) and runnable
-    big = dict(batch=256, num_v_heads=32, head_v=128, window=16)
-    assert G.default_replay_variant(128, **big) == 6 and G.default_replay_variant(256, **big) == 6
-    assert G.default_replay_variant(128, **dict(big, batch=1)) == 4                 # B = 1: variant 5/4 faster
-    assert G.default_replay_variant(128, **dict(big, batch=128, num_v_heads=64)) == 6
-    assert G.default_replay_variant(128, **dict(big, window=40)) == 4               # > 32 records per step
-    assert G.default_replay_variant(128, **dict(big, window=28), mode=1, num_tokens=4) == 6
-    assert G.default_replay_variant(128, **dict(big, window=30), mode=1, num_tokens=4) == 4
-    assert G.default_replay_variant(128, **dict(big, head_v=12)) == 4               # head_v % 8 != 0
-    assert G.default_replay_variant(64, **big) == 1
+    assert G._check_variant("gdn_replay", -1, G.REPLAY_VARIANTS) == -1
 
 
 def test_validation_heads_and_dtype():
@@ -728,3 +719,64 @@ def test_split_variant_workspace_rules():
                           snapshot=0, indices_cols=1, state_dtype=0, act_dtype=2, variant=6)
     with pytest.raises(RuntimeError, match=r"variant 6 \(split kernels\) exists for GdnReplay only"):
         check_status(G._launcher("rssm_gdn_decode_launch", G.GdnDecodeParams)(ctypes.byref(d), None), "gdn_decode")
+
+
+def test_auto_variant_rule():
+    """GDN_VARIANT_AUTO (-1, the torch ops' default): the split kernels (6) where they run the sizes and
+    B x HV >= 8192 and a workspace is given, else 4 (K 128 / 256) or 1 (K 64); the workspace query is > 0
+    exactly when auto would pick 6; the plugins' bound at maximum shapes covers every smaller step.
+    Host-only functions of the kernel library (skipped when it is not built)."""
+    import ctypes
+    from replayssm_trtllm.ops import gdn as G
+    from replayssm_trtllm.ops._lib import KernelLibraryError, load_library
+    try:
+        load_library()
+    except (KernelLibraryError, OSError) as e:
+        pytest.skip(f"kernel library not available: {e}")
+
+    def params(**kw):
+        d = dict(batch=256, num_tokens=1, num_heads=16, num_v_heads=32, head_k=128, head_v=128, num_slots=300,
+                 window=16, ring_capacity=16, mode=0, state_dtype=0, act_dtype=2, u_dtype=1, variant=-1)
+        d.update(kw)
+        return G.GdnReplayParams(**d)
+
+    big = params()
+    assert G.replay_auto_variant(big) == 6 and G.replay_workspace_bytes(big) > 0
+    assert G.replay_auto_variant(big, has_workspace=False) == 4
+    assert G.replay_auto_variant(params(head_k=256)) == 6
+    assert G.replay_auto_variant(params(batch=128, num_v_heads=64)) == 6   # q35-122b heads, B = 128
+    for small in (params(batch=1), params(batch=255), params(window=40, ring_capacity=40),
+                  params(head_v=12), params(mode=1, num_tokens=4, window=30, ring_capacity=34)):
+        assert G.replay_auto_variant(small) == 4 and G.replay_workspace_bytes(small) == 0
+    assert G.replay_auto_variant(params(mode=1, num_tokens=4, window=28, ring_capacity=32)) == 6
+    assert G.replay_auto_variant(params(head_k=64)) == 1
+    assert G.replay_workspace_bytes(params(variant=4)) == 0
+    # the bound a TensorRT plugin requests at a profile's maximum shapes covers every smaller step
+    bound = load_library().rssm_gdn_replay_workspace_bound
+    bound.argtypes, bound.restype = [ctypes.POINTER(G.GdnReplayParams)], ctypes.c_int64
+    spec_max = params(mode=1, num_tokens=8, window=24, ring_capacity=32)            # 32 records at T = 8
+    b = bound(ctypes.byref(spec_max))
+    words = (32 + (2 * 8 + 1) * (24 + 8) + 3) // 4 * 4
+    assert b == 256 * 32 * words * 4
+    for B_, T_ in ((256, 1), (256, 4), (256, 8), (1, 8)):
+        need = G.replay_workspace_bytes(params(mode=1, num_tokens=T_, window=24, ring_capacity=32, batch=B_))
+        assert need <= b and (need > 0) == (B_ == 256)
+    assert bound(ctypes.byref(params(mode=1, num_tokens=8, window=32, ring_capacity=40))) == 0  # L + 1 > 32
+    assert bound(ctypes.byref(params(batch=255))) == 0                            # never large enough
+    assert bound(ctypes.byref(params(mode=1, num_tokens=8, window=30, ring_capacity=38))) > 0  # T <= 2 can
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape,B,L,mode,T", [("q35-4b", 256, 16, 0, 1), ("q35-122b", 128, 16, 1, 3),
+                                              ("q35-4b", 3, 8, 0, 1)],
+                         ids=["q35-4b-B256-std", "q35-122b-B128-T3", "q35-4b-B3-std"])
+def test_replay_auto_variant(shape, B, L, mode, T):
+    """variant=None (GDN_VARIANT_AUTO): the split kernels at large batches, variant 4 at small ones, same
+    results as the float64 reference over flushes."""
+    seq = _Seq(shape, B, L, mode, T, seed=B + L + T, variant=None)
+    join = [(r * 5) % L for r in range(B)]
+    for t in range(L + 12):
+        seq.step(_active(B, t, join, seq.gen, 0.1), None if mode == 0 else
+                 torch.randint(1, T + 1, (B,), generator=seq.gen).tolist())
+    seq.compare_buffers()
+    assert seq.flushes > 0

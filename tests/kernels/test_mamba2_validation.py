@@ -200,6 +200,21 @@ def test_split_variant_workspace_rules():
     assert m2.replay_workspace_bytes(p) == 64 * 8 * ((16 + 2 * 9 + 3) // 4 * 4) * 4
     p.window, p.ring_capacity = 40, 40  # more than 32 records: the persistent kernel, no workspace
     assert m2.replay_workspace_bytes(p) == 0
+    # the bound a TensorRT plugin requests at a profile's maximum shapes covers every smaller launch
+    bound = load_library().rssm_mamba2_replay_workspace_bound
+    bound.argtypes, bound.restype = [ctypes.POINTER(m2.Mamba2ReplayParams)], ctypes.c_int64
+    q = m2.Mamba2ReplayParams(batch=64, num_tokens=4, nheads=8, headdim=64, dstate=128, ngroups=2, num_slots=64,
+                              window=16, ring_capacity=20, mode=1, state_dtype=0, act_dtype=2, dt_dtype=0, variant=-1)
+    b = bound(ctypes.byref(q))
+    assert b == 64 * 8 * ((16 + 5 * 20 + 3) // 4 * 4) * 4
+    for B_, T_ in ((64, 1), (64, 4), (2, 4)):
+        step = m2.Mamba2ReplayParams(batch=B_, num_tokens=T_, nheads=8, headdim=64, dstate=128, ngroups=2,
+                                     num_slots=64, window=16, ring_capacity=20, mode=1, state_dtype=0, act_dtype=2,
+                                     dt_dtype=0, variant=-1)
+        n_step = m2.replay_workspace_bytes(step)
+        assert n_step <= b and (n_step > 0) == (B_ == 64)
+    q.window, q.ring_capacity = 32, 36  # 33 records even at T = 1: never the split kernels
+    assert bound(ctypes.byref(q)) == 0
     p.batch, p.window, p.ring_capacity, p.variant = 2, 8, 8, 4
     fake = 1 << 20  # never dereferenced: every case below is refused on the host
     for name in ("x", "dt_raw", "Bm", "Cm", "A", "y", "ring_origin", "ring_len", "ring_dt", "ring_x", "ring_B",

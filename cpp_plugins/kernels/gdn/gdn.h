@@ -38,6 +38,11 @@ enum GdnReplayMode {
 #define GDN_MAX_WINDOW 64  // L (replay window) at most
 #define GDN_NUM_VARIANTS 7 // variant field of both params structs: 0 .. GDN_NUM_VARIANTS - 1
 #define GDN_VARIANT_SPLIT 6 // replay only: prep + readout kernels with a workspace (gdn_split_kernels.cuh)
+#define GDN_VARIANT_AUTO (-1) // replay only: GDN_VARIANT_SPLIT where it can run the sizes, batch x num_v_heads >=
+                              // GDN_SPLIT_MIN_BATCH_HEADS and a large enough workspace is given; otherwise 4
+                              // (head_k 128 / 256) or 1 (head_k 64)
+#define GDN_SPLIT_MIN_BATCH_HEADS 8192 // measured faster than variants 0-5 at B = 256 x 32 / 64 value heads,
+                                       // slower at B = 1 (docs/kernels-gdn.md "Variant 6")
 
 typedef struct GdnDecodeParams {
     // ---- sizes ----
@@ -103,7 +108,8 @@ typedef struct GdnReplayParams {
     int32_t u_dtype;        // ring_u: RSSM_DTYPE_FP16 (the contract) | BF16 (accuracy study only)
     int32_t rows_per_cta;   // 0 = automatic
     float scale;            // <= 0 means K^-0.5
-    int32_t variant;        // kernel design (same results): 0 = register kernel (verified first),
+    int32_t variant;        // kernel design (same results): GDN_VARIANT_AUTO (-1) = automatic,
+                            // 0 = register kernel (verified first),
                             // 1 = shared-memory tile kernel, tile picked per batch size,
                             // 2 = tile kernel, one whole head per CTA (docs/kernels-gdn.md)
                             // 3, 4, 5 = stream kernels: rows in registers, column-per-lane
@@ -156,8 +162,18 @@ typedef struct GdnReplayParams {
 int rssm_gdn_decode_launch(const GdnDecodeParams* p, cudaStream_t stream);
 // ReplaySSM standard decode / speculative verify.
 int rssm_gdn_replay_launch(const GdnReplayParams* p, cudaStream_t stream);
-// Workspace bytes the replay step of *p needs: > 0 for variant 6 (split kernels), 0 otherwise.
+// Workspace bytes the replay step of *p needs: > 0 for variant 6 (split kernels) and for GDN_VARIANT_AUTO
+// when it would pick variant 6 given a workspace; 0 otherwise.
 int64_t rssm_gdn_replay_workspace_bytes(const GdnReplayParams* p);
+// Workspace bytes that cover every step up to the sizes of *p (batch and num_tokens are maxima, e.g. a
+// TensorRT profile's): the automatic choice picks the split kernels only where the batch is large and the
+// records per step fit, both monotone in the sizes, so the predicate is taken at the maximum batch with one
+// token and the size at the maximum tokens. rssm_gdn_replay_workspace_bytes() of any step with smaller or
+// equal sizes is at most this; 0 when no such step can use a workspace. Host-only.
+int64_t rssm_gdn_replay_workspace_bound(const GdnReplayParams* p);
+// The variant GDN_VARIANT_AUTO resolves to for *p (host-only, no CUDA call); `has_workspace`: whether a
+// workspace of rssm_gdn_replay_workspace_bytes(p) bytes is given.
+int rssm_gdn_replay_auto_variant(const GdnReplayParams* p, int has_workspace);
 
 #ifdef __cplusplus
 }  // extern "C"

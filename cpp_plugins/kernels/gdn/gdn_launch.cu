@@ -180,11 +180,36 @@ int checkSplit(const char* op, const GdnReplayParams& p) {
 
 }  // namespace
 
+// The split kernels can run these sizes (the rules of checkSplit that do not concern pointers or strides).
+static bool splitSizesOk(const GdnReplayParams* p) {
+    const int records = p->mode == GDN_REPLAY_STANDARD ? p->window : p->window + p->num_tokens;
+    return (p->head_k == 128 || p->head_k == 256) && p->head_v > 0 && p->head_v % rssm::gdn::splitRows() == 0 &&
+           records <= rssm::gdn::splitMaxRecords() && p->rows_per_cta == 0 && !p->skip_flush_rows && !p->ring_beta &&
+           !p->ring_v && (long long)p->batch * p->num_v_heads * (p->head_v / rssm::gdn::splitRows()) < (1LL << 31);
+}
+static bool autoPicksSplit(const GdnReplayParams* p) {
+    return splitSizesOk(p) && (long long)p->batch * p->num_v_heads >= GDN_SPLIT_MIN_BATCH_HEADS;
+}
 extern "C" int64_t rssm_gdn_replay_workspace_bytes(const GdnReplayParams* p) {
-    if (!p || p->variant != GDN_VARIANT_SPLIT || p->batch <= 0 || p->num_tokens <= 0 || p->num_v_heads <= 0 ||
-        p->window <= 0)
-        return 0;
+    if (!p) return 0;
+    const bool split = p->variant == GDN_VARIANT_SPLIT || (p->variant == GDN_VARIANT_AUTO && autoPicksSplit(p));
+    if (!split || p->batch <= 0 || p->num_tokens <= 0 || p->num_v_heads <= 0 || p->window <= 0) return 0;
     return (int64_t)rssm::gdn::splitWorkspaceBytes(p->batch, p->num_tokens, p->num_v_heads, p->window);
+}
+extern "C" int64_t rssm_gdn_replay_workspace_bound(const GdnReplayParams* p) {
+    if (!p) return 0;
+    GdnReplayParams q = *p;
+    q.variant = GDN_VARIANT_AUTO;
+    q.num_tokens = 1;
+    if (rssm_gdn_replay_workspace_bytes(&q) <= 0) return 0;
+    q.num_tokens = p->num_tokens;
+    q.variant = GDN_VARIANT_SPLIT;
+    return rssm_gdn_replay_workspace_bytes(&q);
+}
+extern "C" int rssm_gdn_replay_auto_variant(const GdnReplayParams* p, int has_workspace) {
+    if (!p) return 4;
+    if (has_workspace && autoPicksSplit(p)) return GDN_VARIANT_SPLIT;
+    return (p->head_k == 128 || p->head_k == 256) ? 4 : 1;
 }
 
 extern "C" int rssm_gdn_decode_launch(const GdnDecodeParams* pp, cudaStream_t stream) {
@@ -270,6 +295,10 @@ extern "C" int rssm_gdn_replay_launch(const GdnReplayParams* pp, cudaStream_t st
     const char* op = "GdnReplay";
     if (pp == nullptr) return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: params must not be NULL", op);
     GdnReplayParams p = *pp;
+    if (p.variant == GDN_VARIANT_AUTO) {
+        const int64_t need = rssm_gdn_replay_workspace_bytes(&p);  // > 0: auto picks the split kernels
+        p.variant = rssm_gdn_replay_auto_variant(&p, need > 0 && p.workspace && p.workspace_bytes >= need);
+    }
     int st = checkShapes(op, p.batch, p.num_tokens, p.num_heads, p.num_v_heads, p.head_k, p.head_v,
                          p.num_slots, p.state_dtype, p.act_dtype);
     if (st != RSSM_OK) return st;

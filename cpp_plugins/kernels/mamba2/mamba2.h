@@ -166,6 +166,12 @@ int rssm_mamba2_replay_launch(const Mamba2ReplayParams* p, cudaStream_t stream);
 // Workspace bytes the launch of *p needs: > 0 for variant 4, and for the auto variant when it would
 // pick variant 4 given that workspace; 0 otherwise. Host-only; reads only size / mode / variant fields.
 int64_t rssm_mamba2_replay_workspace_bytes(const Mamba2ReplayParams* p);
+// Workspace bytes that cover every launch up to the sizes of *p (batch and num_tokens are maxima, e.g. a
+// TensorRT profile's): the automatic choice picks variant 4 only where the batch is large and the records
+// per step fit, both monotone in the sizes, so the predicate is taken at the maximum batch with one token
+// and the size at the maximum tokens. rssm_mamba2_replay_workspace_bytes() of any launch with smaller or
+// equal sizes is at most this; 0 when no such launch can use a workspace. Host-only.
+int64_t rssm_mamba2_replay_workspace_bound(const Mamba2ReplayParams* p);
 
 // P rows one CTA handles per chunk for a state dtype and N (the granularity of rows_per_cta);
 // 0 for an unsupported combination. Exposed for benchmarks that sweep rows_per_cta.

@@ -351,7 +351,8 @@ extern "C" int rssm_mamba2_replay_auto_variant(int32_t batch, int32_t nheads, in
 static bool splitSizesOk(const Mamba2ReplayParams* p) {
     const int records = p->mode == 0 ? p->window : p->window + p->num_tokens;
     return (p->dstate == 128 || p->dstate == 256) && records <= splitMaxRecords() && p->headdim % 8 == 0 &&
-           p->rows_per_cta == 0 && !p->skip_flush_rows;
+           p->rows_per_cta == 0 && !p->skip_flush_rows &&
+           (long long)p->batch * p->nheads * ((p->headdim + splitRows() - 1) / splitRows()) < (1LL << 31);
 }
 // The automatic choice with a workspace: variant 4 where the rule picks the persistent kernel (2) and
 // the split kernels can run the sizes.
@@ -364,6 +365,16 @@ extern "C" int64_t rssm_mamba2_replay_workspace_bytes(const Mamba2ReplayParams* 
     const bool split = p->variant == RSSM_MAMBA2_VARIANT_SPLIT || (p->variant == RSSM_MAMBA2_VARIANT_AUTO && autoPicksSplit(p));
     if (!split || p->batch <= 0 || p->num_tokens <= 0 || p->nheads <= 0 || p->window <= 0) return 0;
     return (int64_t)splitWorkspaceBytes(p->batch, p->num_tokens, p->nheads, p->window);
+}
+extern "C" int64_t rssm_mamba2_replay_workspace_bound(const Mamba2ReplayParams* p) {
+    if (!p) return 0;
+    Mamba2ReplayParams q = *p;
+    q.variant = RSSM_MAMBA2_VARIANT_AUTO;
+    q.num_tokens = 1;
+    if (rssm_mamba2_replay_workspace_bytes(&q) <= 0) return 0;
+    q.num_tokens = p->num_tokens;
+    q.variant = RSSM_MAMBA2_VARIANT_SPLIT;
+    return rssm_mamba2_replay_workspace_bytes(&q);
 }
 extern "C" int rssm_mamba2_decode_auto_variant(int32_t, int32_t, int32_t) {
     return RSSM_MAMBA2_VARIANT_PERSISTENT_SMALL;

@@ -15,7 +15,7 @@ namespace rssm {
 namespace plugin {
 
 int32_t ReplayDecodePlugin::launch(core::TensorDesc const* in, int32_t nbInputs, core::TensorDesc const* out,
-                                   int32_t nbOutputs, void*, cudaStream_t stream) {
+                                   int32_t nbOutputs, void* workspace, cudaStream_t stream) {
     if (config().e("read_dtype") != "none") {
         DualPrecisionDecodeParams const p = core::toDualPrecisionDecodeParams(config(), in, nbInputs, out, nbOutputs);
 #ifdef RSSM_HAVE_DUAL_PRECISION_FLUSH_KERNEL
@@ -28,12 +28,32 @@ int32_t ReplayDecodePlugin::launch(core::TensorDesc const* in, int32_t nbInputs,
                               "does not have (cpp_plugins/kernels/dual_precision/*.cu absent)");
 #endif
     }
+    // The workspace TensorRT hands over holds at least kernelWorkspaceSize() at the profile's maximum shapes,
+    // which bounds the need at these shapes; with no workspace the automatic choice stays off the split kernels.
     if (config().e("family") == "mamba2") {
-        Mamba2ReplayParams const p = core::toMamba2ReplayParams(config(), in, nbInputs, out, nbOutputs);
+        Mamba2ReplayParams p = core::toMamba2ReplayParams(config(), in, nbInputs, out, nbOutputs);
+        if (workspace) {
+            p.workspace = workspace;
+            p.workspace_bytes = rssm_mamba2_replay_workspace_bytes(&p);
+        }
         return rssm_mamba2_replay_launch(&p, stream);
     }
-    GdnReplayParams const p = core::toGdnReplayParams(config(), in, nbInputs, out, nbOutputs);
+    GdnReplayParams p = core::toGdnReplayParams(config(), in, nbInputs, out, nbOutputs);
+    if (workspace) {
+        p.workspace = workspace;
+        p.workspace_bytes = rssm_gdn_replay_workspace_bytes(&p);
+    }
     return rssm_gdn_replay_launch(&p, stream);
+}
+
+size_t ReplayDecodePlugin::kernelWorkspaceSize(core::TensorDesc const* in, int32_t nbInputs) const {
+    if (config().e("read_dtype") != "none") return 0;  // the dual-precision decode uses no workspace
+    if (config().e("family") == "mamba2") {
+        Mamba2ReplayParams const p = core::mamba2ReplaySizes(config(), in, nbInputs);
+        return static_cast<size_t>(rssm_mamba2_replay_workspace_bound(&p));
+    }
+    GdnReplayParams const p = core::gdnReplaySizes(config(), in, nbInputs);
+    return static_cast<size_t>(rssm_gdn_replay_workspace_bound(&p));
 }
 
 }  // namespace plugin

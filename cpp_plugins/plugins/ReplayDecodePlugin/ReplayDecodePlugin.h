@@ -13,6 +13,7 @@ public:
 protected:
     int32_t launch(core::TensorDesc const* in, int32_t nbInputs, core::TensorDesc const* out, int32_t nbOutputs,
                    void* workspace, cudaStream_t stream) override;
+    size_t kernelWorkspaceSize(core::TensorDesc const* in, int32_t nbInputs) const override;
     RssmPluginBase* cloneImpl() const override { return new ReplayDecodePlugin(config(), pluginNamespaceString()); }
 };
 

@@ -83,6 +83,16 @@ std::vector<core::TensorDesc> convert(DynamicPluginTensorDesc const* d, int32_t 
     for (int32_t i = 0; i < n; ++i) r[i] = toCore(d[i].desc, nullptr);
     return r;
 }
+// The profile's maximum shapes (the workspace is sized for them).
+std::vector<core::TensorDesc> convertMax(DynamicPluginTensorDesc const* d, int32_t n) {
+    std::vector<core::TensorDesc> r(static_cast<size_t>(n));
+    for (int32_t i = 0; i < n; ++i) {
+        PluginTensorDesc m = d[i].desc;
+        m.dims = d[i].max;
+        r[i] = toCore(m, nullptr);
+    }
+    return r;
+}
 }  // namespace
 
 core::TensorDesc toCore(PluginTensorDesc const& d, void const* data) noexcept {
@@ -257,7 +267,8 @@ size_t RssmPluginBase::getWorkspaceSize(DynamicPluginTensorDesc const* inputs, i
                                         DynamicPluginTensorDesc const*, int32_t) const noexcept {
     try {
         auto d = convert(inputs, nbInputs);
-        return core::workspaceSize(mConfig, d.data(), nbInputs);
+        auto dMax = convertMax(inputs, nbInputs);
+        return core::workspaceSize(mConfig, d.data(), nbInputs) + kernelWorkspaceSize(dMax.data(), nbInputs);
     } catch (std::exception const& e) {
         logError(e.what());
     } catch (...) {

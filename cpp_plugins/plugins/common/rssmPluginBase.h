@@ -74,6 +74,13 @@ protected:
     // RssmStatus (0 = ok); throws core::Error on a descriptor problem. No sync, no allocation.
     virtual int32_t launch(core::TensorDesc const* in, int32_t nbInputs, core::TensorDesc const* out, int32_t nbOutputs,
                            void* workspace, cudaStream_t stream) = 0;
+    // Scratch bytes the kernel launcher can use at the input shapes `in` (getWorkspaceSize passes the
+    // profile's maximum shapes): the split replay kernels' head records. 0 by default.
+    virtual size_t kernelWorkspaceSize(core::TensorDesc const* in, int32_t nbInputs) const {
+        (void) in;
+        (void) nbInputs;
+        return 0;
+    }
     virtual RssmPluginBase* cloneImpl() const = 0;
 
     std::string const& pluginNamespaceString() const noexcept { return mNamespace; }

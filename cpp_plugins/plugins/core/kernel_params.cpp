@@ -28,14 +28,11 @@ void checkOutputs(Config const& cfg, TensorDesc const* out, int32_t nbOutputs) {
 }
 }  // namespace
 
-Mamba2ReplayParams toMamba2ReplayParams(Config const& cfg, TensorDesc const* in, int32_t nbInputs,
-                                        TensorDesc const* out, int32_t nbOutputs) {
-    using namespace decode_mamba2;
+Mamba2ReplayParams mamba2ReplaySizes(Config const& cfg, TensorDesc const* in, int32_t nbInputs) {
     if (cfg.kind != PluginKind::kReplayDecode || cfg.e("family") != "mamba2" || hasReadCopy(cfg))
         throw Error(std::string(opName(cfg.kind)) +
                     ": toMamba2ReplayParams needs ReplayDecode with family 'mamba2' and read_dtype 'none'");
     Symbols s = checkInputsSymbols(cfg, in, nbInputs);
-    checkOutputs(cfg, out, nbOutputs);
     Mamba2ReplayParams p;
     std::memset(&p, 0, sizeof(p));
     p.batch = i32(s.at("B"));
@@ -54,6 +51,14 @@ Mamba2ReplayParams toMamba2ReplayParams(Config const& cfg, TensorDesc const* in,
     p.rows_per_cta = 0;
     // Kernel design: the launcher picks the fastest verified one (mamba2.h RSSM_MAMBA2_VARIANT_AUTO).
     p.variant = RSSM_MAMBA2_VARIANT_AUTO;
+    return p;
+}
+
+Mamba2ReplayParams toMamba2ReplayParams(Config const& cfg, TensorDesc const* in, int32_t nbInputs,
+                                        TensorDesc const* out, int32_t nbOutputs) {
+    using namespace decode_mamba2;
+    Mamba2ReplayParams p = mamba2ReplaySizes(cfg, in, nbInputs);
+    checkOutputs(cfg, out, nbOutputs);
     TensorDesc const& st = in[kIN_STATE];
     p.stride_state_slot = st.strides[0]; p.stride_state_head = st.strides[1]; p.stride_state_p = st.strides[2];
     p.stride_x_b = in[kIN_X].strides[0]; p.stride_x_t = in[kIN_X].strides[1]; p.stride_x_h = in[kIN_X].strides[2];
@@ -88,15 +93,12 @@ Mamba2ReplayParams toMamba2ReplayParams(Config const& cfg, TensorDesc const* in,
     return p;
 }
 
-GdnReplayParams toGdnReplayParams(Config const& cfg, TensorDesc const* in, int32_t nbInputs,
-                                  TensorDesc const* out, int32_t nbOutputs) {
-    using namespace gdn_io;
+GdnReplayParams gdnReplaySizes(Config const& cfg, TensorDesc const* in, int32_t nbInputs) {
     bool const verify = cfg.kind == PluginKind::kGdnVerify;
     if (!verify && !(cfg.kind == PluginKind::kReplayDecode && cfg.e("family") == "gdn" && !hasReadCopy(cfg)))
         throw Error(std::string(opName(cfg.kind)) +
                     ": toGdnReplayParams needs GdnVerify or ReplayDecode with family 'gdn' and read_dtype 'none'");
     Symbols s = checkInputsSymbols(cfg, in, nbInputs);
-    checkOutputs(cfg, out, nbOutputs);
     GdnReplayParams p;
     std::memset(&p, 0, sizeof(p));
     p.batch = i32(s.at("B"));
@@ -113,10 +115,19 @@ GdnReplayParams toGdnReplayParams(Config const& cfg, TensorDesc const* in, int32
     p.act_dtype = rssmDtype(cfg.e("act_dtype"));
     p.u_dtype = rssmDtype(cfg.e("u_dtype"));
     p.rows_per_cta = 0;
-    // Kernel design: the fastest one verified on the H200 (docs/kernels-gdn.md): stream kernel 4 for
-    // K = 128 / 256, tile kernel 1 for K = 64 (same rule as ops/gdn.py default_replay_variant).
-    p.variant = (p.head_k == 128 || p.head_k == 256) ? 4 : 1;
+    // Kernel design: the launcher's automatic choice (gdn.h GDN_VARIANT_AUTO): the split kernels (6) when the
+    // adapter passes a large enough workspace and the batch is large, else stream kernel 4 (K = 128 / 256)
+    // or tile kernel 1 (K = 64), the designs measured fastest on the H200 (docs/kernels-gdn.md).
+    p.variant = GDN_VARIANT_AUTO;
     p.scale = static_cast<float>(cfg.f("scale"));  // 0 -> kernel uses K^-0.5
+    return p;
+}
+
+GdnReplayParams toGdnReplayParams(Config const& cfg, TensorDesc const* in, int32_t nbInputs,
+                                  TensorDesc const* out, int32_t nbOutputs) {
+    using namespace gdn_io;
+    GdnReplayParams p = gdnReplaySizes(cfg, in, nbInputs);
+    checkOutputs(cfg, out, nbOutputs);
     TensorDesc const& st = in[kIN_STATE];
     p.state_stride_slot = st.strides[0]; p.state_stride_head = st.strides[1]; p.state_stride_v = st.strides[2];
     p.q_stride_b = in[kIN_Q].strides[0]; p.q_stride_t = in[kIN_Q].strides[1]; p.q_stride_h = in[kIN_Q].strides[2];

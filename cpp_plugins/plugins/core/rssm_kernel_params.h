@@ -22,6 +22,11 @@ Mamba2ReplayParams toMamba2ReplayParams(Config const& cfg, TensorDesc const* in,
 // ReplayDecode family gdn (mode standard, read_dtype 'none') and GdnVerify (mode speculative) -> rssm_gdn_replay_launch.
 GdnReplayParams toGdnReplayParams(Config const& cfg, TensorDesc const* in, int32_t nbInputs,
                                   TensorDesc const* out, int32_t nbOutputs);
+// The size fields (and mode, dtypes, variant) of the two structs above from the input descriptors alone:
+// strides, pointers and the workspace stay zero. For the adapters' workspace query at the maximum shapes
+// (rssm_mamba2_replay_workspace_bytes / rssm_gdn_replay_workspace_bytes); checks the inputs, not the outputs.
+Mamba2ReplayParams mamba2ReplaySizes(Config const& cfg, TensorDesc const* in, int32_t nbInputs);
+GdnReplayParams gdnReplaySizes(Config const& cfg, TensorDesc const* in, int32_t nbInputs);
 // ReplayCommit -> rssm_replay_commit_launch. error_slot points at output 0 (the adapter sets it to
 // -1 with one cudaMemsetAsync before the launch; the kernel records the first violating slot).
 ReplayCommitParams toReplayCommitParams(Config const& cfg, TensorDesc const* in, int32_t nbInputs,
