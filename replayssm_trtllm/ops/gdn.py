@@ -15,7 +15,9 @@ Ops (all mutate their outputs in place and return nothing; the Python wrappers b
         Reads the cursors, appends this step's records at (origin + h + s) % C, flushes rows whose
         cursors say so (design.md 3.1). Never writes cursors: call ``replay_commit`` once per model
         step after all layers.
-    ``variant`` (both ops): kernel design, same results (``VARIANTS``; docs/kernels-gdn.md "Variants").
+    ``variant`` (both ops): kernel design, same results (``VARIANTS``; docs/kernels-gdn.md "Variants");
+    the replay op also takes ``VARIANT_AUTO`` (-1, the wrappers' default: the library picks, the split kernels
+    at large batches, with a workspace the op allocates).
 
 Shapes: q, k [B, T, H, K]; v [B, T, HV, V]; a, b [B, T, HV] (bf16 or fp16, one dtype for all,
 last dim contiguous, q/k 8-byte aligned); A_log, dt_bias [HV] fp32; state [S, HV, V, K] fp32 (or

@@ -302,11 +302,15 @@ void runMamba2(bool speculative) {
 }
 
 // ---- GDN: ReplayDecode (family gdn, T = 1) or GdnVerify (T > 1, all drafts accepted) + ReplayCommit
-// K = 64 runs the tile kernel (variant 1), K = 128 the stream kernel (variant 4): the plugin core's
-// design choice (kernel_params.cpp).
-void runGdn(bool verify, int const K) {
-    int const B = 2, S = 3, H = 2, HV = 4, V = 32, L = 3, T = verify ? 3 : 1, Tmax = T, C = L + Tmax, steps = 6;
-    std::printf("%s gdn B%d H%d HV%d K%d V%d L%d T%d\n", verify ? "GdnVerify" : "ReplayDecode", B, H, HV, K, V, L, T);
+// The plugin core asks for the automatic design (GDN_VARIANT_AUTO): at B = 2, K = 64 runs the tile kernel
+// (variant 1) and K = 128 the stream kernel (variant 4). `large` (B = 256, HV = 32: B x HV = 8192) queries
+// getWorkspaceSize, expects the split kernels' workspace (> 0), hands it to enqueue, so the automatic choice
+// runs the split kernels (variant 6) inside the plugin.
+void runGdn(bool verify, int const K, bool large = false) {
+    int const B = large ? 256 : 2, S = B + 1, H = large ? 16 : 2, HV = large ? 32 : 4, V = 32, L = 3, T = verify ? 3 : 1,
+              Tmax = T, C = L + Tmax, steps = 6;
+    std::printf("%s gdn B%d H%d HV%d K%d V%d L%d T%d%s\n", verify ? "GdnVerify" : "ReplayDecode", B, H, HV, K, V, L, T,
+                large ? " (workspace)" : "");
     Fields f;
     if (verify) f.i("window", L).i("max_verify", Tmax).s("act_dtype", "fp16").s("state_dtype", "fp32").s("u_dtype", "fp16");
     else f.s("family", "gdn").i("window", L).i("max_verify", 1).s("mode", "standard").s("act_dtype", "fp16").s("state_dtype", "fp32").s("u_dtype", "fp16");
@@ -320,7 +324,8 @@ void runGdn(bool verify, int const K) {
     auto rnd = [&](size_t n, double s) { std::vector<double> v(n); for (auto& x : v) x = s * U(rng); return v; };
     auto f32 = [](std::vector<double> const& v) { return std::vector<float>(v.begin(), v.end()); };
     std::vector<double> Alog = rnd(HV, 0.5), dtb = rnd(HV, 0.5);
-    std::vector<int32_t> slots = {1, 2};
+    std::vector<int32_t> slots(B);
+    for (int b = 0; b < B; ++b) slots[b] = b + 1;
     std::vector<double> ref = rnd(size_t(S) * HV * V * K, 0.2);
     Dev dState(ref.size() * 4), dG(size_t(S) * C * HV * 4), dU(size_t(S) * C * HV * V * 2), dRK(size_t(S) * C * H * K * 2),
         dOrigin(S * 4), dLen(S * 4), dSlots(B * 4), dAlog(HV * 4), dDtb(HV * 4), dQ(size_t(B) * T * H * K * 2),
@@ -336,6 +341,14 @@ void runGdn(bool verify, int const K) {
     std::vector<PluginTensorDesc> out = {desc(DataType::kHALF, {B, T, HV, V})};
     checkFormats("GDN decode/verify", dec, in, out);
     CHECK(dec.rt->onShapeChange(in.data(), 14, out.data(), 1) == 0, "gdn onShapeChange");
+    // Workspace as TensorRT sizes it: getWorkspaceSize at the (here static) maximum shapes.
+    std::vector<DynamicPluginTensorDesc> dynIn, dynOut;
+    for (auto const& d : in) { DynamicPluginTensorDesc x{}; x.desc = d; x.min = x.opt = x.max = d.dims; dynIn.push_back(x); }
+    for (auto const& d : out) { DynamicPluginTensorDesc x{}; x.desc = d; x.min = x.opt = x.max = d.dims; dynOut.push_back(x); }
+    size_t const wsBytes = dec.build->getWorkspaceSize(dynIn.data(), 14, dynOut.data(), 1);
+    std::printf("  getWorkspaceSize: %zu bytes\n", wsBytes);
+    CHECK(large ? wsBytes > 0 : wsBytes == 0, "gdn getWorkspaceSize %zu bytes (expected %s)", wsBytes, large ? "> 0" : "0");
+    Dev dWs(wsBytes > 0 ? wsBytes : 16);
     std::vector<PluginTensorDesc> cin = {out[0], desc(DataType::kINT32, {B}), desc(DataType::kINT32, {S}), desc(DataType::kINT32, {S})};
     std::vector<PluginTensorDesc> cout = {desc(DataType::kINT32, {1})};
     cudaStream_t st;
@@ -348,7 +361,8 @@ void runGdn(bool verify, int const K) {
         dQ.up(toHalf(q)); dK.up(toHalf(k)); dV.up(toHalf(v)); dAa.up(toHalf(a)); dBb.up(toHalf(bb));
         void const* ins[14] = {dQ.p, dK.p, dV.p, dAa.p, dBb.p, dAlog.p, dDtb.p, dSlots.p, dState.p, dG.p, dU.p, dRK.p, dOrigin.p, dLen.p};
         void* outs[1] = {dO.p};
-        CHECK(dec.rt->enqueue(in.data(), out.data(), ins, outs, nullptr, st) == 0, "gdn enqueue step %d", step);
+        CHECK(dec.rt->enqueue(in.data(), out.data(), ins, outs, wsBytes > 0 ? dWs.p : nullptr, st) == 0,
+              "gdn enqueue step %d", step);
         void const* cins[4] = {dO.p, dSlots.p, dOrigin.p, dLen.p};
         void* couts[1] = {dErr.p};
         CHECK(com.rt->enqueue(cin.data(), cout.data(), cins, couts, nullptr, st) == 0, "commit enqueue step %d", step);
@@ -671,6 +685,8 @@ int main() {
     runGdn(true, 64);
     runGdn(false, 128);
     runGdn(true, 128);
+    runGdn(false, 128, true);
+    runGdn(true, 128, true);
 #ifdef RSSM_HAVE_DUAL_PRECISION_FLUSH_KERNEL
     runDualPrecision(false);
     runDualPrecision(true);
