@@ -51,8 +51,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="bench/results/latest-gdn.json")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--variants", default="0,1,2,3,4,5,6",
-                        help="comma list of kernel variants to time side by side (6, the split kernels, is replay "
-                             "only: the conventional and per-draft lines skip it)")
+                        help="comma list of kernel variants to time side by side (6, the split kernels, and -1, the "
+                             "library's automatic choice, are replay only: the conventional and per-draft lines "
+                             "skip them)")
 
 
 # ------------------------------------------------------------------------------------------ utils
@@ -261,10 +262,10 @@ def run(args) -> int:
     tokens = [int(t) for t in args.tokens.split(",")]
     accepts = [a.strip() for a in args.accept.split(",") if a.strip()]
     variants = [int(v) for v in args.variants.split(",") if v.strip()]
-    from replayssm_trtllm.ops.gdn import DECODE_VARIANTS, VARIANTS
+    from replayssm_trtllm.ops.gdn import DECODE_VARIANTS, REPLAY_VARIANTS
     for v in variants:
-        if v not in VARIANTS:
-            print(f"bench gdn: unknown variant {v}; choose from {list(VARIANTS)}", file=sys.stderr)
+        if v not in REPLAY_VARIANTS:
+            print(f"bench gdn: unknown variant {v}; choose from {list(REPLAY_VARIANTS)}", file=sys.stderr)
             return 2
     if args.quick:
         batches, windows, tokens = [256, 1], [16], [1, 4, 8]
