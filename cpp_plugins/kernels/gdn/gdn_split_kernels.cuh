@@ -4,9 +4,9 @@
 // prefix sums of the log-decays of the records (committed j < h from ring_g, then this step's drafts) and
 // cum_j = P[j + 1]:
 //
-//   1. Prep kernel, one CTA per (row b, key head): reads the cursors, appends this step's raw keys (once per
-//      key head) and log-decays, normalizes the drafts' keys and queries, forms the record dots
-//      kn_j . kn_s and kn_j . qn_s once per key head, and per value head (a warp, lane = record) the prefix
+//   1. Prep kernel, one warp per (row b, key head), no CTA barriers: reads the cursors, appends this step's
+//      raw keys (once per key head) and log-decays, normalizes the drafts' keys and queries, forms the record
+//      dots kn_j . kn_s and kn_j . qn_s once per key head, and per value head (lane = record) the prefix
 //      sums and one head record in the workspace:
 //        gk_s = exp(cum_{h+s}) / |k_s|, gq_s = exp(cum_{h+s}) scale / |q_s|, beta_s,
 //        ck_{s,j} = exp(cum_{h+s} - cum_j) kn_j . kn_s (j < h + s),
@@ -242,8 +242,6 @@ __device__ __forceinline__ float u16At(uint4 q, int r, bool bf16) {
     return u16ToF(bits, bf16);
 }
 
-// Readout: warp-granular items (row b, value head, 8-row block), grid-strided over the warps of the grid
-// so that the flushing rows of a staggered batch spread over all warps.
 // Readout item (row b, value head hv, 8-row block blk).
 struct ItemCursor {
     int b, hv, blk;
@@ -254,6 +252,8 @@ struct ItemCursor {
 constexpr int kDtRuntime = 0;
 constexpr int kDtBf16ActFp16U = 1;
 
+// Readout: warp-granular items (row b, value head, 8-row block), grid-strided over the warps of the grid
+// so that the flushing rows of a staggered batch spread over all warps.
 // NT threads per CTA, MINB CTAs per SM the register budget is cut for (256 x 3: 80 registers, some spills at
 // K = 128; 256 x 2: 128 registers; 128 x 5: 96 registers). Dynamic shared memory:
 // (NT / 32) x splitReadoutWarpSmemBytesGdn(K). (A two-stage cp.async state pipeline in shared memory measured
