@@ -98,3 +98,17 @@ def expect_trailing(op: str, name: str, t, tail: Sequence, sizes: Dict[str, int]
         raise ValueError(f"{op}: '{name}' must be a floating-point tensor of shape [..., "
                          f"{_fmt_dims(tail, sizes)[1:-1]}]; got {describe(t)}")
     return expect_tensor(op, name, t, list(t.shape[:t.dim() - len(tail)]) + list(tail), sizes)
+
+
+def expect_step_shape(op: str, heads: int, heads_name: str, groups: int, groups_name: str, mode: int, T: int,
+                      h: int, L: int) -> None:
+    """The shape rules of one replay step of a row: ``heads % groups == 0``; standard mode (0) needs T == 1 and
+    h <= L - 1 (a flush step folds the h records and the token), speculative mode (1) needs h <= L."""
+    if groups < 1 or heads % groups:
+        raise ValueError(f"{op}: {heads_name}={heads} must be a multiple of {groups_name}={groups}")
+    if mode == 0 and (T != 1 or h > L - 1):
+        raise ValueError(f"{op}: standard mode needs T == 1 and h <= L - 1; got T={T}, h={h}, L={L}")
+    if mode == 1 and h > L:
+        raise ValueError(f"{op}: speculative mode needs h <= L; got h={h}, L={L}")
+    if mode not in (0, 1):
+        raise ValueError(f"{op}: mode must be 0 (standard) or 1 (speculative); got {mode}")

@@ -21,7 +21,7 @@ from typing import Optional, Tuple
 
 import torch
 
-from ._validate import expect_tensor, f64
+from ._validate import expect_step_shape, expect_tensor, f64
 from .gdn import L2NORM_EPS, default_scale, gdn_gates
 
 
@@ -52,12 +52,7 @@ def gdn_split_step(state: torch.Tensor, ring_g: torch.Tensor, ring_u: torch.Tens
     expect_tensor(op, "ring_u", ring_u, ["h", "HV", "V"], sz)
     expect_tensor(op, "ring_k", ring_k, ["h", "H", "K"], sz)
     T, H, HV, h, L = sz["T"], sz["H"], sz["HV"], sz["h"], int(window)
-    if HV % H:
-        raise ValueError(f"{op}: HV={HV} must be a multiple of H={H}")
-    if mode == 0 and (T != 1 or h > L - 1):
-        raise ValueError(f"{op}: standard mode needs T == 1 and h <= L - 1; got T={T}, h={h}, L={L}")
-    if mode == 1 and h > L:
-        raise ValueError(f"{op}: speculative mode needs h <= L; got h={h}, L={L}")
+    expect_step_shape(op, HV, "HV", H, "H", mode, T, h, L)
     scale = default_scale(sz["K"]) if scale is None else float(scale)
     rep = HV // H
     S = f64(state)

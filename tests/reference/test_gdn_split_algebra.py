@@ -74,3 +74,8 @@ def test_split_algebra_refuses_bad_cursors():
         gdn_split_step(*args, 3, 0)
     with pytest.raises(ValueError, match="speculative mode needs h <= L; got h=3, L=2"):
         gdn_split_step(*args, 2, 1)
+    with pytest.raises(ValueError, match="mode must be 0 \\(standard\\) or 1 \\(speculative\\); got 2"):
+        gdn_split_step(*args, 4, 2)
+    with pytest.raises(ValueError, match="HV=3 must be a multiple of H=2"):
+        gdn_split_step(z(3, V, K), z(3, 3), z(3, 3, V), z(3, 2, K), z(1, 2, K), z(1, 2, K), z(1, 3, V), z(1, 3),
+                       z(1, 3), z(3), z(3), 4, 1)
