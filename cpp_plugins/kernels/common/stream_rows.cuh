@@ -192,5 +192,26 @@ __device__ __forceinline__ void unpack8(uint4 q, bool bf16, float (&f)[8]) {
     f[4] = c.x; f[5] = c.y; f[6] = c.z; f[7] = c.w;
 }
 
+// Fold of n records staged in shared memory into the warp's rows (the split readouts' flush): record j is a
+// 16-bit row of `stride` elements at buf + j * stride (this lane's quads lane + 32 i), w[j * RW + row] its
+// weight for each of the warp's rows; S[r] += w[j][row of slot r] * record j.
+template <int RW, int QPL>
+__device__ __forceinline__ void foldStagedRecords(float4 (&S)[RW][QPL], const uint16_t* buf, int stride, const float* w,
+                                                  int n, int rl, int lane, bool bf16) {
+#pragma unroll 1
+    for (int jj = 0; jj < n; ++jj) {
+        float4 vq[QPL];
+#pragma unroll
+        for (int i = 0; i < QPL; ++i)
+            vq[i] = u2ToF4(*reinterpret_cast<const uint2*>(buf + jj * stride + lane * 4 + 128 * i), bf16);
+#pragma unroll
+        for (int r = 0; r < RW; ++r) {
+            const float wr = w[jj * RW + (r ^ rl)];
+#pragma unroll
+            for (int i = 0; i < QPL; ++i) S[r][i] = fma4s(S[r][i], wr, vq[i]);
+        }
+    }
+}
+
 }  // namespace stream
 }  // namespace rssm

@@ -197,14 +197,7 @@ extern "C" int64_t rssm_gdn_replay_workspace_bytes(const GdnReplayParams* p) {
     return (int64_t)rssm::gdn::splitWorkspaceBytes(p->batch, p->num_tokens, p->num_v_heads, p->window);
 }
 extern "C" int64_t rssm_gdn_replay_workspace_bound(const GdnReplayParams* p) {
-    if (!p) return 0;
-    GdnReplayParams q = *p;
-    q.variant = GDN_VARIANT_AUTO;
-    q.num_tokens = 1;
-    if (rssm_gdn_replay_workspace_bytes(&q) <= 0) return 0;
-    q.num_tokens = p->num_tokens;
-    q.variant = GDN_VARIANT_SPLIT;
-    return rssm_gdn_replay_workspace_bytes(&q);
+    return rssm::splitWorkspaceBound(p, GDN_VARIANT_AUTO, GDN_VARIANT_SPLIT, rssm_gdn_replay_workspace_bytes);
 }
 extern "C" int rssm_gdn_replay_auto_variant(const GdnReplayParams* p, int has_workspace) {
     if (!p) return 4;

@@ -366,23 +366,20 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
                     ckd[i] = i < s ? __ldg(rec + kSplitCoef + s * RM + h + i) : 0.f;
                     cqd[i] = i <= s ? __ldg(rec + kSplitCoef + (T + s) * RM + h + i) : 0.f;
                 }
-                float part[RWS];
+                // g (S[row] . vec) + c u_lane[row], summed over the warp: the full value of row rl in this lane
+                auto rowTerm = [&](const float4 (&vec)[QPL], float g, float c) {
+                    float part[RWS];
 #pragma unroll
-                for (int r = 0; r < RWS; ++r) {
-                    float d = dot4(S[r][0], kk[0]);
+                    for (int r = 0; r < RWS; ++r) {
+                        float d = dot4(S[r][0], vec[0]);
 #pragma unroll
-                    for (int i = 1; i < QPL; ++i) d += dot4(S[r][i], kk[i]);
-                    part[r] = fmaf(gk, d, ck * u16At(uperm, r, ubf16));
-                }
-                float X = RS::reduce(part, lane);
-#pragma unroll
-                for (int r = 0; r < RWS; ++r) {
-                    float d = dot4(S[r][0], qq[0]);
-#pragma unroll
-                    for (int i = 1; i < QPL; ++i) d += dot4(S[r][i], qq[i]);
-                    part[r] = fmaf(gq, d, cq * u16At(uperm, r, ubf16));
-                }
-                float Y = RS::reduce(part, lane);
+                        for (int i = 1; i < QPL; ++i) d += dot4(S[r][i], vec[i]);
+                        part[r] = fmaf(g, d, c * u16At(uperm, r, ubf16));
+                    }
+                    return RS::reduce(part, lane);
+                };
+                float X = rowTerm(kk, gk, ck);
+                float Y = rowTerm(qq, gq, cq);
                 // drafts before s (forward substitution, Eq. 10 / 11)
 #pragma unroll
                 for (int i = 0; i < s; ++i) {
@@ -446,19 +443,7 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
                 const uint16_t* buf = sFold + (c & 1) * kSplitFoldChunk * K;
                 const float* wb = wFold + (c & 1) * kSplitFoldChunk * RWS;
                 const int n = min(kSplitFoldChunk, nf - c * kSplitFoldChunk);
-#pragma unroll 1
-                for (int jj = 0; jj < n; ++jj) {
-                    float4 kq[QPL];
-#pragma unroll
-                    for (int i = 0; i < QPL; ++i)
-                        kq[i] = stream::u2ToF4(*reinterpret_cast<const uint2*>(buf + jj * K + lane * 4 + 128 * i), bf16);
-#pragma unroll
-                    for (int r = 0; r < RWS; ++r) {
-                        const float w = wb[jj * RWS + (r ^ rl)];  // fw_j u_j of the row in slot r
-#pragma unroll
-                        for (int i = 0; i < QPL; ++i) S[r][i] = stream::fma4s(S[r][i], w, kq[i]);
-                    }
-                }
+                stream::foldStagedRecords<RWS, QPL>(S, buf, K, wb, n, rl, lane, bf16);  // raw k_j, fw_j u_j
                 __syncwarp();  // buffer c & 1 is restaged by chunk c + 2
             }
             stream::storeWarpRows<RWS, QPL, ST>(S, ckpt, p.state_stride_v, vw, V, rl, lane);

@@ -367,14 +367,8 @@ extern "C" int64_t rssm_mamba2_replay_workspace_bytes(const Mamba2ReplayParams* 
     return (int64_t)splitWorkspaceBytes(p->batch, p->num_tokens, p->nheads, p->window);
 }
 extern "C" int64_t rssm_mamba2_replay_workspace_bound(const Mamba2ReplayParams* p) {
-    if (!p) return 0;
-    Mamba2ReplayParams q = *p;
-    q.variant = RSSM_MAMBA2_VARIANT_AUTO;
-    q.num_tokens = 1;
-    if (rssm_mamba2_replay_workspace_bytes(&q) <= 0) return 0;
-    q.num_tokens = p->num_tokens;
-    q.variant = RSSM_MAMBA2_VARIANT_SPLIT;
-    return rssm_mamba2_replay_workspace_bytes(&q);
+    return rssm::splitWorkspaceBound(p, RSSM_MAMBA2_VARIANT_AUTO, RSSM_MAMBA2_VARIANT_SPLIT,
+                                     rssm_mamba2_replay_workspace_bytes);
 }
 extern "C" int rssm_mamba2_decode_auto_variant(int32_t, int32_t, int32_t) {
     return RSSM_MAMBA2_VARIANT_PERSISTENT_SMALL;

@@ -367,21 +367,7 @@ __device__ __forceinline__ void splitProcess(SplitItem<ST, N, MAXT>& u, const Ma
             const uint16_t* buf = sFold + (c & 1) * kSplitFoldChunk * N;
             const float* wb = wFold + (c & 1) * kSplitFoldChunk * RWS;
             const int n = min(kSplitFoldChunk, nf - c * kSplitFoldChunk);
-#pragma unroll 1
-            for (int jj = 0; jj < n; ++jj) {
-                {
-                    float4 bq[QPL];
-#pragma unroll
-                    for (int i = 0; i < QPL; ++i)
-                        bq[i] = stream::u2ToF4(*reinterpret_cast<const uint2*>(buf + jj * N + lane * 4 + 128 * i), actBf16);
-#pragma unroll
-                    for (int r = 0; r < RWS; ++r) {
-                        const float w = wb[jj * RWS + (r ^ rl)];  // fw_j x_j of the row in slot r
-#pragma unroll
-                        for (int i = 0; i < QPL; ++i) u.S[r][i] = stream::fma4s(u.S[r][i], w, bq[i]);
-                    }
-                }
-            }
+            stream::foldStagedRecords<RWS, QPL>(u.S, buf, N, wb, n, rl, lane, actBf16);  // B_j, fw_j x_j
             __syncwarp();  // buffer c & 1 is restaged by chunk c + 2
         }
         ST* ckpt = static_cast<ST*>(p.state) + (int64_t)u.slot * p.stride_state_slot + (int64_t)u.head * p.stride_state_head;
