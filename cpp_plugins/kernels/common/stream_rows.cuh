@@ -213,5 +213,15 @@ __device__ __forceinline__ void foldStagedRecords(float4 (&S)[RW][QPL], const ui
     }
 }
 
+// Cursor words of a split kernel's head record (Mamba-2 variant 4 and GDN variant 6 share the layout): [8] the
+// fold's checkpoint decay, [9] nf (int bits; -1 marks invalid cursors), [10] o, [11] h (int bits). The readout
+// reads them as one int4 at rec + 8. One lane calls it.
+__device__ __forceinline__ void putSplitRecordCursors(float* rec, float gfold, int nf, int o, int h) {
+    rec[8] = gfold;
+    rec[9] = __int_as_float(nf);
+    rec[10] = __int_as_float(o);
+    rec[11] = __int_as_float(h);
+}
+
 }  // namespace stream
 }  // namespace rssm

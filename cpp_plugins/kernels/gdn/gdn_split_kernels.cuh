@@ -223,12 +223,7 @@ __global__ void __launch_bounds__(kSplitPrepMaxThreads) gdnSplitPrepKernel(const
         }
         const float cl = __shfl_sync(kFull, cum, nf > 0 ? nf - 1 : 0);
         if (lane < nf) rec[kSplitCoef + 2 * T * RM + lane] = expf(cl - cum) * sInv[lane];
-        if (lane == 0) {
-            rec[8] = nf > 0 ? expf(cl) : 1.f;
-            rec[9] = __int_as_float(nf);
-            rec[10] = __int_as_float(o);
-            rec[11] = __int_as_float(h);
-        }
+        if (lane == 0) stream::putSplitRecordCursors(rec, nf > 0 ? expf(cl) : 1.f, nf, o, h);
     }
 }
 

@@ -198,12 +198,7 @@ __global__ void __launch_bounds__(kSplitPrepThreads) mamba2SplitPrepKernel(const
         }
         const float cl = __shfl_sync(stream::kFull, cum, nf > 0 ? nf - 1 : 0);
         if (lane < nf) rec[kSplitCoef + T * RM + lane] = __expf(cl - cum) * dtj[k];
-        if (lane == 0) {
-            rec[8] = nf > 0 ? __expf(cl) : 1.f;
-            rec[9] = __int_as_float(nf);
-            rec[10] = __int_as_float(o);
-            rec[11] = __int_as_float(h);
-        }
+        if (lane == 0) stream::putSplitRecordCursors(rec, nf > 0 ? __expf(cl) : 1.f, nf, o, h);
     }
 }
 
