@@ -10,9 +10,10 @@ Nemotron-3-Super Mamba-2 layer H=128 P=64 N=128 G=8; Qwen3.5-122B GDN layer HK=1
 * baselines: the conventional fp32 kernel (ops/mamba2.py, ops/gdn.py) and the fp32 ReplaySSM step
   (the existing replay kernel, and this kernel with an fp32 read copy; the faster of the two is the
   "FP32-read replay" denominator of the non-flush targets);
-* for the 16-bit read copies, the non-flush step a second time through the single-kernel path
-  (RSSM_DP_DECODE_PATH=tile) next to the default stream path (GDN: the replay stream kernel on the
-  read copy + the dual-precision kernel on the flushing rows), unless --no-compare-paths.
+* the non-flush step again through the read paths other than the launcher's default
+  (RSSM_DP_DECODE_PATH: "stream" for 16-bit read copies, "tile" for every format; the default at
+  B = 256 is "split" where a family has it: the replay split kernels on the read copy + the
+  dual-precision kernel on the flushing rows), unless --no-compare-paths.
 
 Writes bench/results/latest-precision.json (targets, rows, gpu, date, command, git_commit) and a
 section of docs/benchmarks.md through bench/common.py.
@@ -33,6 +34,10 @@ NONFLUSH_GOALS = {("mamba2", "fp16"): 1.6, ("gdn", "fp16"): 1.6, ("mamba2", "fp8
 WINDOW_GOAL = 2.8  # Mamba-2, nvfp4 read + fp16+SR recurrence, over the conventional fp32 kernel
 
 
+# Read paths timed next to the default one (RSSM_DP_DECODE_PATH), for 16-bit read copies and for the others.
+ALT_PATHS = {True: ("stream", "tile"), False: ("tile",)}
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--window", type=int, default=16)
@@ -43,8 +48,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-write", action="store_true", help="print only; do not write results")
     parser.add_argument("--no-compare-paths", action="store_true",
-                        help="do not also time the single-kernel decode path (RSSM_DP_DECODE_PATH=tile) next to "
-                             "the stream path of the 16-bit read copies")
+                        help="do not also time the non-default decode paths (RSSM_DP_DECODE_PATH=stream / tile) "
+                             "next to the default one")
 
 
 @contextlib.contextmanager
@@ -195,13 +200,15 @@ def _family_cases(family, args, torch, time_graph):
                 nb = step_bytes(family, sh, B, rf, h_mid)
                 rows.append({"family": family, "case": "non-flush step", "read": rf, "recurrence": "any",
                              "us": t_nf, "bytes": nb, "GB/s": nb / t_nf / 1e3})
-                if rf in ("fp16", "bf16") and not getattr(args, "no_compare_paths", False):
-                    with decode_path("tile"):  # the same step through the single dual-precision kernel
-                        t_tile = time_graph([dec(c)], reps=args.reps)["median_us"]
-                    res[("nonflush_tile", rf)] = t_tile
-                    rows.append({"family": family, "case": "non-flush step, single-kernel path", "read": rf,
-                                 "recurrence": "any", "us": t_tile, "bytes": nb, "GB/s": nb / t_tile / 1e3,
-                                 "x conv": res["conv"] / t_tile})
+                if not getattr(args, "no_compare_paths", False):
+                    # the same step through the other read paths (the default above is the launcher's rule)
+                    for path in ALT_PATHS[rf in ("fp16", "bf16")]:
+                        with decode_path(path):
+                            t_alt = time_graph([dec(c)], reps=args.reps)["median_us"]
+                        res[("nonflush_" + path, rf)] = t_alt
+                        rows.append({"family": family, "case": f"non-flush step, {path} path", "read": rf,
+                                     "recurrence": "any", "us": t_alt, "bytes": nb, "GB/s": nb / t_alt / 1e3,
+                                     "x conv": res["conv"] / t_alt})
             c.ring_len.copy_(stagger)
             t_w = time_graph([step(c)], reps=args.reps)["median_us"]
             res[("window", rf, rec)] = t_w

@@ -82,6 +82,7 @@ class DualPrecisionDecodeParams(ctypes.Structure):
                              "x", "dt_raw", "Bm", "Cm", "z", "A", "D", "dt_bias", "ring_dt", "ring_x", "ring_B", "y",
                              "q", "k", "v", "a", "b", "A_log", "gdn_dt_bias", "ring_g", "ring_u", "ring_k", "ring_beta",
                              "ring_v", "o")]
+        + [("workspace", _P), ("workspace_bytes", _I64)]
     )
 
 
@@ -105,6 +106,28 @@ def _launcher(name: str, struct):
         fn.restype = ctypes.c_int
         _fns[name] = fn
     return fn
+
+
+def decode_workspace_bytes(p: "DualPrecisionDecodeParams") -> int:
+    """Bytes of the split path's workspace for these sizes (0: the path cannot run them); host-only."""
+    fn = _fns.get("rssm_dual_precision_decode_workspace_bytes")
+    if fn is None:
+        fn = load_library().rssm_dual_precision_decode_workspace_bytes
+        fn.argtypes, fn.restype = [ctypes.POINTER(DualPrecisionDecodeParams)], ctypes.c_int64
+        _fns["rssm_dual_precision_decode_workspace_bytes"] = fn
+    return int(fn(ctypes.byref(p)))
+
+
+def _call_decode(p, dev, op):
+    """Decode launch with the split path's workspace (allocated here on the current stream; the caching
+    allocator keeps it valid for the queued work, and CUDA-graph capture takes it from the graph pool)."""
+    ws_bytes = decode_workspace_bytes(p)
+    workspace = None
+    if ws_bytes > 0:
+        workspace = torch.empty(ws_bytes, dtype=torch.uint8, device=dev)
+        p.workspace, p.workspace_bytes = workspace.data_ptr(), ws_bytes
+    _call("rssm_dual_precision_decode_launch", DualPrecisionDecodeParams, p, dev, op)
+    del workspace
 
 
 def _call(name, struct, p, dev, op):
@@ -337,7 +360,7 @@ def dp_mamba2_decode(ckpt_hp: Optional[torch.Tensor], ckpt_hp_scale: Optional[to
     p.x, p.dt_raw, p.Bm, p.Cm, p.z = x.data_ptr(), dt_raw.data_ptr(), B.data_ptr(), C.data_ptr(), _ptr(z)
     p.A, p.D, p.dt_bias = A.data_ptr(), _ptr(D), _ptr(dt_bias)
     p.ring_dt, p.ring_x, p.ring_B, p.y = ring_dt.data_ptr(), ring_x.data_ptr(), ring_B.data_ptr(), y.data_ptr()
-    _call("rssm_dual_precision_decode_launch", DualPrecisionDecodeParams, p, dev, op)
+    _call_decode(p, dev, op)
 
 
 @dp_mamba2_decode.register_fake
@@ -395,7 +418,7 @@ def dp_gdn_decode(ckpt_hp: Optional[torch.Tensor], ckpt_hp_scale: Optional[torch
     p.A_log, p.gdn_dt_bias = A_log.data_ptr(), dt_bias.data_ptr()
     p.ring_g, p.ring_u, p.ring_k = ring_g.data_ptr(), ring_u.data_ptr(), ring_k.data_ptr()
     p.ring_beta, p.ring_v = _ptr(ring_beta), _ptr(ring_v)
-    _call("rssm_dual_precision_decode_launch", DualPrecisionDecodeParams, p, dev, op)
+    _call_decode(p, dev, op)
 
 
 @dp_gdn_decode.register_fake

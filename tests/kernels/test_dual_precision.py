@@ -107,15 +107,33 @@ def _run_gdn(read_fmt, mode, T, S, H, HV, V, L, steps, act=torch.float16, stagge
     return flushes
 
 
+# Read path of the non-flush rows (RSSM_DP_DECODE_PATH): "auto" is the launcher's rule (at these small
+# sizes the stream path for 16-bit read copies, else the tile kernel); "split" forces the replay split
+# kernels (Mamba-2 variant 4 with the read copy's row format, flushing rows skipped).
+PATHS = {"mamba2": ["auto", "split"], "gdn": ["auto"]}
+
+
+@pytest.fixture
+def decode_path(request, monkeypatch):
+    path = request.param
+    if path == "auto":
+        monkeypatch.delenv("RSSM_DP_DECODE_PATH", raising=False)
+    else:
+        monkeypatch.setenv("RSSM_DP_DECODE_PATH", path)
+    return path
+
+
+@pytest.mark.parametrize("decode_path", PATHS["mamba2"], indirect=True)
 @pytest.mark.parametrize("read_fmt", ["fp32", "fp16", "fp8_e4m3", "nvfp4"])
 @pytest.mark.parametrize("mode,T", [(0, 1), (1, 3)], ids=["standard", "spec-T3"])
-def test_mamba2_vs_reference(read_fmt, mode, T):
+def test_mamba2_vs_reference(read_fmt, mode, T, decode_path):
     _run_mamba2(read_fmt, mode, T, S=3, H=4, P=64, G=2, L=4, steps=7)
 
 
+@pytest.mark.parametrize("decode_path", PATHS["mamba2"], indirect=True)
 @pytest.mark.parametrize("read_fmt", ["fp32", "fp16", "fp8_e4m3", "nvfp4"])
 @pytest.mark.parametrize("mode,T", [(0, 1), (1, 8)], ids=["standard", "spec-T8"])
-def test_mamba2_long_window_staggered(read_fmt, mode, T):
+def test_mamba2_long_window_staggered(read_fmt, mode, T, decode_path):
     """Nemotron-3-Nano head dim 80 (several row tiles for fp32, a partial one), L = 16 over 40 steps
     (ring wrap-around, several flushes per slot), staggered slots, bf16 activations, T up to 8."""
     flushes = _run_mamba2(read_fmt, mode, T, S=4, H=4, P=80, G=2, L=16, steps=40, act=torch.bfloat16, stagger=True,
@@ -123,15 +141,28 @@ def test_mamba2_long_window_staggered(read_fmt, mode, T):
     assert flushes >= 4, f"only {flushes} slot flushes in 40 steps"
 
 
+@pytest.mark.parametrize("read_fmt", ["fp16", "fp8_e4m3", "nvfp4"])
+@pytest.mark.parametrize("mode,T", [(0, 1), (1, 4)], ids=["standard", "spec-T4"])
+def test_mamba2_split_path_by_rule_at_nano_shape(read_fmt, mode, T, monkeypatch):
+    """Nemotron-3-Nano heads (96 x 80, 8 groups) with 3 slots: 3 x 96 (row, head) pairs exceed one wave, so
+    the launcher's own rule takes the split path (no override); L = 16 over 24 steps with flushes."""
+    monkeypatch.delenv("RSSM_DP_DECODE_PATH", raising=False)
+    flushes = _run_mamba2(read_fmt, mode, T, S=3, H=96, P=80, G=8, L=16, steps=24, act=torch.bfloat16, stagger=True,
+                          seed=23)
+    assert flushes >= 2, f"only {flushes} slot flushes in 24 steps"
+
+
+@pytest.mark.parametrize("decode_path", PATHS["gdn"], indirect=True)
 @pytest.mark.parametrize("read_fmt", ["fp32", "fp16", "fp8_e4m3", "nvfp4"])
 @pytest.mark.parametrize("mode,T", [(0, 1), (1, 2)], ids=["standard", "spec-T2"])
-def test_gdn_vs_reference(read_fmt, mode, T):
+def test_gdn_vs_reference(read_fmt, mode, T, decode_path):
     _run_gdn(read_fmt, mode, T, S=3, H=2, HV=4, V=64, L=3, steps=6)
 
 
+@pytest.mark.parametrize("decode_path", PATHS["gdn"], indirect=True)
 @pytest.mark.parametrize("read_fmt", ["fp32", "fp16", "fp8_e4m3", "nvfp4"])
 @pytest.mark.parametrize("mode,T", [(0, 1), (1, 8)], ids=["standard", "spec-T8"])
-def test_gdn_long_window_staggered(read_fmt, mode, T):
+def test_gdn_long_window_staggered(read_fmt, mode, T, decode_path):
     """head_v_dim 128 with GQA 1:2, L = 16 over 40 steps (wrap-around, repeated flushes), staggered
     slots, bf16 activations, T up to 8."""
     flushes = _run_gdn(read_fmt, mode, T, S=4, H=2, HV=4, V=128, L=16, steps=40, act=torch.bfloat16, stagger=True,

@@ -40,7 +40,8 @@ def test_abi_sizes():
     # checked against g++ sizeof / offsetof of the headers (x86-64)
     import ctypes
     assert ctypes.sizeof(dp.DualPrecisionFlushParams) == 264
-    assert ctypes.sizeof(dp.DualPrecisionDecodeParams) == 376
+    assert ctypes.sizeof(dp.DualPrecisionDecodeParams) == 392  # ABI 6: + workspace, workspace_bytes
+    assert dp.DualPrecisionDecodeParams.workspace.offset == 376
     assert ctypes.sizeof(dp.DualPrecisionCodecParams) == 88
 
 
@@ -238,5 +239,61 @@ def test_mamba2_replay_launcher_skip_flush_rows_rules():
         run()
     for v in (0, 3):
         m.skip_flush_rows, m.variant = 1, v
-        with pytest.raises(RuntimeError, match=f"needs a persistent variant \\(1 or 2\\); got variant {v}"):
+        with pytest.raises(RuntimeError, match=f"needs a persistent variant \\(1 or 2\\) or the split kernels "
+                                               f"\\(4\\); got variant {v}"):
             run()
+
+
+def _decode_params(family, batch, nheads, headdim, window, mode=0, num_tokens=1, read_dtype=1):
+    return dp.DualPrecisionDecodeParams(
+        family=family, batch=batch, num_tokens=num_tokens, num_slots=batch, window=window,
+        ring_capacity=window + (num_tokens if mode else 0), mode=mode, nheads=nheads, headdim=headdim, dstate=128,
+        ngroups=8 if family == 0 else 16, act_dtype=2, recurrence_dtype=0, read_dtype=read_dtype, dt_dtype=0,
+        stride_lp_slot=nheads * headdim * 128, stride_lp_head=headdim * 128, stride_lp_row=128)
+
+
+def test_decode_split_workspace_rules():
+    """Split-path workspace (ABI 6): Mamba-2 head records of the split kernels (B x H x record words x 4 bytes,
+    record words = 16 + (T + 1)(L + T) rounded to 4), monotone in batch and tokens; 0 where the split kernels
+    cannot run the sizes (more than 32 records per step, dstate != 128) and, for now, for GDN."""
+    _lib_or_skip()
+    ws = dp.decode_workspace_bytes
+    words = lambda L, T: (16 + (T + 1) * (L + T) + 3) // 4 * 4  # noqa: E731
+    assert ws(_decode_params(0, 256, 128, 64, 16)) == 256 * 128 * words(16, 1) * 4
+    assert ws(_decode_params(0, 3, 96, 80, 8, mode=1, num_tokens=4)) == 3 * 96 * words(8, 4) * 4
+    assert ws(_decode_params(0, 256, 128, 64, 16)) > ws(_decode_params(0, 64, 128, 64, 16)) > 0
+    assert ws(_decode_params(0, 8, 128, 64, 30, mode=1, num_tokens=2)) > 0            # 32 records
+    assert ws(_decode_params(0, 8, 128, 64, 30, mode=1, num_tokens=3)) == 0           # 33 records
+    assert ws(_decode_params(0, 8, 128, 64, 33)) == 0
+    p = _decode_params(0, 8, 128, 64, 16)
+    p.dstate = 64
+    assert ws(p) == 0
+    assert ws(_decode_params(1, 256, 32, 128, 16)) == 0
+
+
+def test_decode_path_switch_rules(monkeypatch):
+    """RSSM_DP_DECODE_PATH: an unknown value and a forced split path without its workspace are refused by
+    name before anything runs (host-only, no GPU needed)."""
+    import ctypes
+    _lib_or_skip()
+    from replayssm_trtllm.ops._lib import check_status
+    good = 0x10000
+    d = _decode_params(0, 4, 128, 64, 16)
+    for n in ("ckpt_lp", "ring_origin", "ring_len", "x", "dt_raw", "Bm", "Cm", "A", "ring_dt", "ring_x", "ring_B",
+              "y"):
+        setattr(d, n, good)
+    run = lambda: check_status(dp._launcher("rssm_dual_precision_decode_launch", dp.DualPrecisionDecodeParams)(  # noqa
+        ctypes.byref(d), None), "decode")
+    monkeypatch.setenv("RSSM_DP_DECODE_PATH", "fast")
+    with pytest.raises(RuntimeError, match="RSSM_DP_DECODE_PATH must be tile, stream or split; got 'fast'"):
+        run()
+    monkeypatch.setenv("RSSM_DP_DECODE_PATH", "split")
+    need = dp.decode_workspace_bytes(d)
+    with pytest.raises(RuntimeError, match=f"RSSM_DP_DECODE_PATH=split needs a workspace of {need} bytes"):
+        run()
+    d.workspace, d.workspace_bytes = good, need - 16
+    with pytest.raises(RuntimeError, match=f"needs a workspace of {need} bytes"):
+        run()
+    d.workspace, d.workspace_bytes = good + 8, need
+    with pytest.raises(RuntimeError, match="workspace must be 16-byte aligned"):
+        run()

@@ -12,6 +12,15 @@ int decodeTileRows(int readDtype, int headdim);
 // Return a status: RSSM_OK, or the replay launcher's error on the stream path (16-bit read copies).
 int launchMamba2DpDecode(const DualPrecisionDecodeParams& p, int tileRows, cudaStream_t s);
 int launchGdnDpDecode(const DualPrecisionDecodeParams& p, int tileRows, cudaStream_t s);
+// Split-path workspace bytes per family (0: the path cannot run these sizes).
+int64_t mamba2DpSplitWorkspaceBytes(const DualPrecisionDecodeParams& p);
+int64_t gdnDpSplitWorkspaceBytes(const DualPrecisionDecodeParams& p);
+
+// Read path of the non-flush rows: RSSM_DP_DECODE_PATH = tile | stream | split forces one (stream: 16-bit
+// read copies only, else tile; split: an error without a large enough workspace); otherwise split where
+// a workspace is given and the family's rule picks it, stream for 16-bit read copies, else tile.
+enum class DecodePath { kTile, kStream, kSplit };
+const char* forcedPathName();  // the RSSM_DP_DECODE_PATH value, or NULL
 
 // Launch of one decode kernel instance with `smem` bytes of dynamic shared memory (opted in above the
 // 48 KB default when static + dynamic need it; the call is idempotent and capture-safe).

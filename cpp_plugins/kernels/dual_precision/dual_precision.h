@@ -92,6 +92,10 @@ typedef struct DualPrecisionDecodeParams {
     float* ring_beta;                    // or NULL
     void* ring_v;                        // or NULL
     void* o;                             // [B, T, HV, V] act out
+    // ---- split path (ABI 6): rssm_dual_precision_decode_workspace_bytes(p) bytes owned by the caller,
+    //      reused every step, or NULL (the split path is then not taken; results are the same).
+    void* workspace;
+    int64_t workspace_bytes;
 } DualPrecisionDecodeParams;
 
 // Encode (direction 0: x fp32 -> data/scale/gscale) or decode (direction 1: -> x fp32) of
@@ -117,6 +121,11 @@ typedef struct DualPrecisionCodecParams {
 } DualPrecisionCodecParams;
 
 int rssm_dual_precision_decode_launch(const DualPrecisionDecodeParams* p, cudaStream_t stream);
+// Workspace of the split path for these sizes (family, batch, num_tokens, nheads, headdim, window, mode;
+// the path runs the non-flush rows of a large batch on the replay split kernels: Mamba-2 variant 4,
+// docs/precision.md), 0 where that path cannot run them. Monotone in batch and num_tokens, so the value
+// at the largest sizes bounds every smaller launch. Host-only.
+int64_t rssm_dual_precision_decode_workspace_bytes(const DualPrecisionDecodeParams* p);
 int rssm_dual_precision_codec_launch(const DualPrecisionCodecParams* p, cudaStream_t stream);
 
 #ifdef __cplusplus

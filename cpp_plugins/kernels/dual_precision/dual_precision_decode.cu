@@ -1,4 +1,7 @@
 // rssm_dual_precision_decode_launch: host validation and dispatch (dual_precision.h).
+#include <stdlib.h>
+#include <string.h>
+
 #include "dual_precision/dp_decode_dispatch.h"
 #include "dual_precision/dp_read_chunk.cuh"
 #include "dual_precision/dual_precision_flush.h"
@@ -16,10 +19,24 @@ int decodeTileRows(int readDtype, int headdim) {
     }
     return rows < headdim ? rows : headdim;
 }
+const char* forcedPathName() {
+    const char* env = getenv("RSSM_DP_DECODE_PATH");
+    return env && env[0] ? env : nullptr;
+}
 }  // namespace dp
 }  // namespace rssm
 
 using namespace rssm;
+
+extern "C" int64_t rssm_dual_precision_decode_workspace_bytes(const DualPrecisionDecodeParams* p) {
+    if (!p || p->dstate != dp::kRowN || p->headdim < 8 || p->headdim > 128 || p->headdim % 8 || p->nheads < 1 ||
+        p->ngroups < 1 || p->nheads % p->ngroups || p->window < 1 || p->window > RSSM_DP_MAX_WINDOW ||
+        (p->mode != 0 && p->mode != 1))
+        return 0;
+    if (p->family == RSSM_FAMILY_MAMBA2) return dp::mamba2DpSplitWorkspaceBytes(*p);
+    if (p->family == RSSM_FAMILY_GDN) return dp::gdnDpSplitWorkspaceBytes(*p);
+    return 0;
+}
 
 extern "C" int rssm_dual_precision_decode_launch(const DualPrecisionDecodeParams* p, cudaStream_t stream) {
     const char* op = "DualPrecisionDecode";
@@ -86,6 +103,13 @@ extern "C" int rssm_dual_precision_decode_launch(const DualPrecisionDecodeParams
     if (mamba ? misaligned(p->ring_x) || misaligned(p->ring_B) : misaligned(p->ring_u) || misaligned(p->ring_k))
         return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: ring records (%s) must be 16-byte aligned", op,
                         mamba ? "ring_x, ring_B" : "ring_u, ring_k");
+    if (p->workspace_bytes < 0 || (p->workspace && misaligned(p->workspace)))
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: workspace must be 16-byte aligned with workspace_bytes >= 0; "
+                        "got ptr=%p bytes=%lld", op, p->workspace, (long long)p->workspace_bytes);
+    if (const char* forced = dp::forcedPathName())
+        if (strcmp(forced, "tile") != 0 && strcmp(forced, "stream") != 0 && strcmp(forced, "split") != 0)
+            return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: RSSM_DP_DECODE_PATH must be tile, stream or split; got '%s'",
+                            op, forced);
     if (p->batch == 0) return RSSM_OK;
     const int tileRows = dp::decodeTileRows(p->read_dtype, p->headdim);
     const int st = mamba ? dp::launchMamba2DpDecode(*p, tileRows, stream) : dp::launchGdnDpDecode(*p, tileRows, stream);

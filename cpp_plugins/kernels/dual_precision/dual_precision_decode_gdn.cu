@@ -97,6 +97,8 @@ GdnReplayParams streamParams(const DualPrecisionDecodeParams& p) {
 }
 }  // namespace
 
+int64_t gdnDpSplitWorkspaceBytes(const DualPrecisionDecodeParams&) { return 0; }  // no GDN split path yet
+
 int launchGdnDpDecode(const DualPrecisionDecodeParams& p, int tileRows, cudaStream_t s) {
     int flushOnly = 0;
     if (useStreamPath(p)) {

@@ -1,13 +1,17 @@
-// Instantiations of the mamba2 dual-precision decode kernel over the read format, and the stream path:
-// with a 16-bit read copy the persistent Mamba-2 replay kernel (variant 2) decodes the non-flush rows
-// straight from the read copy (skip_flush_rows), and this kernel decodes only the flushing rows from the
-// recurrence copy (docs/precision.md).
+// Instantiations of the mamba2 dual-precision decode kernel over the read format, and the paths that
+// decode the non-flush rows straight from the read copy with a replay kernel (skip_flush_rows) while this
+// kernel decodes only the flushing rows from the recurrence copy (docs/precision.md):
+//   split: the Mamba-2 split kernels (variant 4), any read format (fp8 / nvfp4 through their scaled row
+//          loads), with a workspace and above one wave of (row, head) pairs;
+//   stream: the persistent replay kernel (variant 2), 16-bit read copies.
 #include <stdlib.h>
 #include <string.h>
 
 #include "dual_precision/dp_decode_dispatch.h"
 #include "dual_precision/dp_decode_kernels.cuh"
+#include "common/read_rows.cuh"
 #include "mamba2/mamba2.h"
+#include "mamba2/mamba2_dispatch.h"
 
 namespace rssm {
 namespace dp {
@@ -23,13 +27,6 @@ void launchRead(const DualPrecisionDecodeParams& p, int tileRows, cudaStream_t s
         case RSSM_DTYPE_FP8_E4M3: launchDpDecode(&mamba2DpDecodeKernel<RSSM_DTYPE_FP8_E4M3, ONE>, grid, smem, s, p, tileRows, flushOnly); break;
         default: launchDpDecode(&mamba2DpDecodeKernel<RSSM_DTYPE_NVFP4, ONE>, grid, smem, s, p, tileRows, flushOnly); break;
     }
-}
-
-// RSSM_DP_DECODE_PATH=tile forces the single-kernel path (for A/B timing).
-bool useStreamPath(const DualPrecisionDecodeParams& p) {
-    const char* env = getenv("RSSM_DP_DECODE_PATH");
-    if (env && strcmp(env, "tile") == 0) return false;
-    return p.read_dtype == RSSM_DTYPE_FP16 || p.read_dtype == RSSM_DTYPE_BF16;
 }
 
 // Mamba2ReplayParams over the dual-precision decode's tensors (contiguous inputs and rings, the read
@@ -84,13 +81,59 @@ Mamba2ReplayParams streamParams(const DualPrecisionDecodeParams& p) {
     q.y = p.y;
     return q;
 }
+bool splitSizesFit(const DualPrecisionDecodeParams& p) {
+    const int records = p.mode == 0 ? p.window : p.window + p.num_tokens;
+    return records <= 32 && p.dstate == 128 && p.headdim % 8 == 0 &&
+           (long long)p.batch * p.nheads * ((p.headdim + 7) / 8) < (1LL << 31);
+}
+
+// Non-flush rows on the split kernels (variant 4) from the read copy, flushing rows skipped.
+int launchSplitPath(const DualPrecisionDecodeParams& p, cudaStream_t s) {
+    Mamba2ReplayParams q = streamParams(p);
+    q.variant = RSSM_MAMBA2_VARIANT_SPLIT;
+    q.workspace = p.workspace;
+    q.workspace_bytes = p.workspace_bytes;
+    if (p.read_dtype == RSSM_DTYPE_FP8_E4M3 || p.read_dtype == RSSM_DTYPE_NVFP4) {
+        stream::ReadCopyScales rc;
+        rc.scale = p.ckpt_lp_scale;
+        rc.gscale = p.ckpt_lp_gscale;
+        rc.nheads = p.nheads;
+        rc.headdim = p.headdim;
+        return mamba2::replaySplitReadCopy(q, rc, s);
+    }
+    return rssm_mamba2_replay_launch(&q, s);
+}
 }  // namespace
 
+int64_t mamba2DpSplitWorkspaceBytes(const DualPrecisionDecodeParams& p) {
+    if (!splitSizesFit(p) || p.batch <= 0 || p.num_tokens <= 0) return 0;
+    Mamba2ReplayParams q = streamParams(p);
+    q.variant = RSSM_MAMBA2_VARIANT_SPLIT;
+    return rssm_mamba2_replay_workspace_bytes(&q);
+}
+
 int launchMamba2DpDecode(const DualPrecisionDecodeParams& p, int tileRows, cudaStream_t s) {
+    const bool wide = p.read_dtype == RSSM_DTYPE_FP16 || p.read_dtype == RSSM_DTYPE_BF16;
+    const int64_t need = mamba2DpSplitWorkspaceBytes(p);
+    const bool haveWs = need > 0 && p.workspace && p.workspace_bytes >= need;
+    DecodePath path = wide ? DecodePath::kStream : DecodePath::kTile;
+    if (const char* forced = forcedPathName()) {
+        if (strcmp(forced, "tile") == 0) path = DecodePath::kTile;
+        else if (strcmp(forced, "split") == 0) path = DecodePath::kSplit;
+    } else if (haveWs && rssm_mamba2_replay_auto_variant(p.batch, p.nheads, p.dstate) ==
+                             RSSM_MAMBA2_VARIANT_PERSISTENT_SMALL) {  // the replay rule: split above one wave
+        path = DecodePath::kSplit;
+    }
+    if (path == DecodePath::kSplit && !haveWs)
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "DualPrecisionDecode: RSSM_DP_DECODE_PATH=split needs a workspace of "
+                        "%lld bytes (rssm_dual_precision_decode_workspace_bytes; 0 = these sizes cannot use it); got "
+                        "ptr=%p bytes=%lld", (long long)need, p.workspace, (long long)p.workspace_bytes);
     int flushOnly = 0;
-    if (useStreamPath(p)) {
-        const Mamba2ReplayParams q = streamParams(p);
-        const int st = rssm_mamba2_replay_launch(&q, s);
+    if (path != DecodePath::kTile) {
+        const int st = path == DecodePath::kSplit ? launchSplitPath(p, s) : [&] {
+            const Mamba2ReplayParams q = streamParams(p);
+            return rssm_mamba2_replay_launch(&q, s);
+        }();
         if (st != RSSM_OK) return st;
         flushOnly = 1;
     }

@@ -2,7 +2,14 @@
 #pragma once
 #include <stddef.h>
 
+#include <cuda_runtime.h>
+
+#include "mamba2/mamba2.h"
+
 namespace rssm {
+namespace stream {
+struct ReadCopyScales;  // common/read_rows.cuh
+}
 namespace mamba2 {
 const void* decodeKernel_fp32(int dstate);
 const void* decodeKernel_fp16(int dstate);
@@ -25,6 +32,11 @@ size_t replayStreamSmemBytes(int window, int numTokens, int headdim, int dstate)
 const void* splitPrepKernel(int mode, int numTokens);
 // N 128 / 256, else NULL; pipe: the pipelined readout for N = 128, T = 1 (RSSM_MAMBA2_SPLIT_PIPE=1; off by default)
 const void* splitReadoutKernel(int stateDtype, int dstate, int mode, int numTokens, bool pipe);
+// Variant 4 on a read-only dual-precision read copy in a scaled format: q.state_dtype FP8_E4M3 / NVFP4,
+// q.state the payload (byte strides), rc its scale tensors, q.variant 4 and q.skip_flush_rows 1 (the
+// flushing rows are decoded by the dual-precision kernel from the recurrence copy). Validates like
+// rssm_mamba2_replay_launch; returns its status.
+int replaySplitReadCopy(const Mamba2ReplayParams& q, const stream::ReadCopyScales& rc, cudaStream_t s);
 size_t splitWorkspaceBytes(int batch, int numTokens, int nheads, int window);
 size_t splitReadoutSmemBytes(int dstate);
 int splitMaxRecords();

@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 #include <stdlib.h>
 
+#include "common/read_rows.cuh"
 #include "mamba2/mamba2.h"
 #include "mamba2/mamba2_decode_kernel.cuh"
 #include "mamba2/mamba2_dispatch.h"
@@ -141,9 +142,10 @@ int checkState(const char* op, const char* name, const void* ptr, int stateDtype
     return RSSM_OK;
 }
 
-// Launches func(params) or, with `extra`, func(params, *extra) (the stream kernel's int argument).
+// Launches func(params) or, with `extra`, func(params, *extra) (the stream kernel's int argument, the
+// split readout's read-copy scales).
 int launch(const char* op, const void* func, dim3 grid, int threads, size_t smem, void* params, cudaStream_t stream,
-           int* extra = nullptr) {
+           void* extra = nullptr) {
     if (!func) return setError(RSSM_ERR_UNSUPPORTED, "%s: no kernel for this combination", op);
     if (!allowSmem(func, smem))
         return setError(RSSM_ERR_UNSUPPORTED, "%s: needs %zu bytes of shared memory per CTA; the device allows %d "
@@ -311,7 +313,7 @@ int checkSplit(const char* op, const Mamba2ReplayParams& p) {
     return RSSM_OK;
 }
 
-int launchSplit(const char* op, Mamba2ReplayParams& q, cudaStream_t stream) {
+int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc, cudaStream_t stream) {
     const int hpg = q.nheads / q.ngroups;
     const dim3 prepGrid((hpg + splitHeadsPerPrep() - 1) / splitHeadsPerPrep(), q.ngroups, q.batch);
     const size_t prepSmem = splitPrepSmemBytes(q.window, q.num_tokens, q.dstate);
@@ -331,7 +333,7 @@ int launchSplit(const char* op, Mamba2ReplayParams& q, cudaStream_t stream) {
     if (readout && !allowSmem(readout, splitReadoutSmemBytes(q.dstate)))
         return setError(RSSM_ERR_CUDA, "%s: cannot raise the shared-memory limit of the split readout kernel", op);
     const int grid = readout ? persistentGrid(readout, splitReadoutThreads(), splitReadoutSmemBytes(q.dstate), ctasNeeded) : 1;
-    return launch(op, readout, dim3(grid), splitReadoutThreads(), splitReadoutSmemBytes(q.dstate), &q, stream);
+    return launch(op, readout, dim3(grid), splitReadoutThreads(), splitReadoutSmemBytes(q.dstate), &q, stream, &rc);
 }
 
 }  // namespace
@@ -351,7 +353,7 @@ extern "C" int rssm_mamba2_replay_auto_variant(int32_t batch, int32_t nheads, in
 static bool splitSizesOk(const Mamba2ReplayParams* p) {
     const int records = p->mode == 0 ? p->window : p->window + p->num_tokens;
     return (p->dstate == 128 || p->dstate == 256) && records <= splitMaxRecords() && p->headdim % 8 == 0 &&
-           p->rows_per_cta == 0 && !p->skip_flush_rows &&
+           p->rows_per_cta == 0 &&
            (long long)p->batch * p->nheads * ((p->headdim + splitRows() - 1) / splitRows()) < (1LL << 31);
 }
 // The automatic choice with a workspace: variant 4 where the rule picks the persistent kernel (2) and
@@ -425,10 +427,8 @@ extern "C" int rssm_mamba2_decode_launch(const Mamba2DecodeParams* pIn, cudaStre
     return launch(op, pick(false, q.state_dtype, q.dstate), grid, kThreads, smem, &q, stream);
 }
 
-extern "C" int rssm_mamba2_replay_launch(const Mamba2ReplayParams* pIn, cudaStream_t stream) {
-    const char* op = "Mamba2Replay";
-    if (!pIn) return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: params must not be NULL", op);
-    Mamba2ReplayParams resolved = *pIn;
+// Checks of a replay launch (variant resolved in place); RSSM_OK when `resolved` can be dispatched.
+static int replayValidate(const char* op, Mamba2ReplayParams& resolved) {
     if (resolved.skip_flush_rows != 0 && resolved.skip_flush_rows != 1)
         return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: skip_flush_rows must be 0 or 1; got %d", op,
                         resolved.skip_flush_rows);
@@ -441,9 +441,10 @@ extern "C" int rssm_mamba2_replay_launch(const Mamba2ReplayParams* pIn, cudaStre
                                                         : rssm_mamba2_replay_auto_variant(resolved.batch, resolved.nheads,
                                                                                           resolved.dstate);
     }
-    if (resolved.skip_flush_rows && resolved.variant != 1 && resolved.variant != 2)
+    if (resolved.skip_flush_rows && resolved.variant != 1 && resolved.variant != 2 &&
+        resolved.variant != RSSM_MAMBA2_VARIANT_SPLIT)
         return setError(RSSM_ERR_UNSUPPORTED, "%s: skip_flush_rows (dual-precision decode) needs a persistent "
-                        "variant (1 or 2); got variant %d", op, resolved.variant);
+                        "variant (1 or 2) or the split kernels (4); got variant %d", op, resolved.variant);
     const Mamba2ReplayParams* p = &resolved;
     int st = checkCommon(op, p->batch, p->num_tokens, p->nheads, p->headdim, p->dstate, p->ngroups, p->num_slots,
                          p->state_dtype, p->act_dtype, p->dt_dtype, p->rows_per_cta, p->variant);
@@ -478,10 +479,18 @@ extern "C" int rssm_mamba2_replay_launch(const Mamba2ReplayParams* pIn, cudaStre
         st = checkSplit(op, *p);
         if (st) return st;
     }
-    if (p->batch == 0) return RSSM_OK;
-    Mamba2ReplayParams q = *p;
+    return RSSM_OK;
+}
+
+extern "C" int rssm_mamba2_replay_launch(const Mamba2ReplayParams* pIn, cudaStream_t stream) {
+    const char* op = "Mamba2Replay";
+    if (!pIn) return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: params must not be NULL", op);
+    Mamba2ReplayParams q = *pIn;
+    int st = replayValidate(op, q);
+    if (st) return st;
+    if (q.batch == 0) return RSSM_OK;
     const int sb = stateBytes(q.state_dtype);
-    if (q.variant == RSSM_MAMBA2_VARIANT_SPLIT) return launchSplit(op, q, stream);
+    if (q.variant == RSSM_MAMBA2_VARIANT_SPLIT) return launchSplit(op, q, rssm::stream::ReadCopyScales{}, stream);
     if (q.variant == RSSM_MAMBA2_VARIANT_STREAM) {
         st = checkOwnRowsVariant(op, RSSM_MAMBA2_VARIANT_STREAM, "stream kernel", q.dstate, q.rows_per_cta);
         if (st) return st;
@@ -519,4 +528,31 @@ extern "C" int rssm_mamba2_replay_launch(const Mamba2ReplayParams* pIn, cudaStre
     const size_t smem = replaySmemPlan(q.num_tokens, q.window, q.dstate, q.rows_per_cta, sb).bytes;
     const dim3 grid((q.headdim + q.rows_per_cta - 1) / q.rows_per_cta, q.nheads, q.batch);
     return launch(op, pick(true, q.state_dtype, q.dstate), grid, kThreads, smem, &q, stream);
+}
+
+// Variant 4 on a read-only dual-precision read copy in a scaled format (mamba2_dispatch.h).
+int rssm::mamba2::replaySplitReadCopy(const Mamba2ReplayParams& in, const rssm::stream::ReadCopyScales& rc,
+                                      cudaStream_t stream) {
+    const char* op = "Mamba2Replay (read copy)";
+    const int fmt = in.state_dtype;
+    if (fmt != RSSM_DTYPE_FP8_E4M3 && fmt != RSSM_DTYPE_NVFP4)
+        return setError(RSSM_ERR_UNSUPPORTED, "%s: the read format must be FP8_E4M3 (%d) or NVFP4 (%d); got %d", op,
+                        RSSM_DTYPE_FP8_E4M3, RSSM_DTYPE_NVFP4, fmt);
+    if (in.variant != RSSM_MAMBA2_VARIANT_SPLIT || in.skip_flush_rows != 1)
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: a read-only copy runs on the split kernels (variant 4) with "
+                        "skip_flush_rows = 1 (flushing rows are never written here); got variant %d, skip_flush_rows %d",
+                        op, in.variant, in.skip_flush_rows);
+    if (in.dstate != 128)
+        return setError(RSSM_ERR_UNSUPPORTED, "%s: scaled read formats need dstate 128; got %d", op, in.dstate);
+    if (!rc.scale || (fmt == RSSM_DTYPE_NVFP4 && !rc.gscale) || rc.nheads != in.nheads || rc.headdim != in.headdim)
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: the read copy's scale tensors (scale %p, gscale %p) must be "
+                        "given for [S, %d, %d] states; got layout [S, %d, %d]", op, rc.scale, (const void*)rc.gscale,
+                        in.nheads, in.headdim, rc.nheads, rc.headdim);
+    Mamba2ReplayParams q = in;
+    q.state_dtype = RSSM_DTYPE_FP16;  // the shared checks (the caller checked the payload's byte strides)
+    const int st = replayValidate(op, q);
+    if (st) return st;
+    if (q.batch == 0) return RSSM_OK;
+    q.state_dtype = fmt;
+    return launchSplit(op, q, rc, stream);
 }

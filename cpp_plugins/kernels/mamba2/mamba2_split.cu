@@ -1,6 +1,6 @@
 // Instantiations of the Mamba-2 split replay kernels (variant 4): prep kernel per token bucket
 // (MAXT = 1 standard, 2, 4, 8), readout kernel per state dtype (fp32 / fp16 / bf16) x N (128 / 256) x
-// token bucket.
+// token bucket, and per read-only dual-precision read format (fp8_e4m3 / nvfp4, N = 128) x token bucket.
 #include "mamba2/mamba2_dispatch.h"
 #include "mamba2/mamba2_split_kernel.cuh"
 
@@ -25,7 +25,9 @@ const void* readoutByN(int N, int maxT, bool pipe) {
         case 128:
             return pipe && maxT == 1 ? reinterpret_cast<const void*>(&mamba2SplitReadoutKernel<ST, 128, 1, true>)
                                      : readoutByTokens<ST, 128>(maxT);
-        case 256: return readoutByTokens<ST, 256>(maxT);
+        case 256:
+            if constexpr (stream::RowQuad<ST>::kScaled) return nullptr;  // scaled read formats: N = 128 only
+            else return readoutByTokens<ST, 256>(maxT);
         default: return nullptr;
     }
 }
@@ -45,6 +47,8 @@ const void* splitReadoutKernel(int stateDtype, int dstate, int mode, int numToke
         case RSSM_DTYPE_FP32: return readoutByN<float>(dstate, maxT, pipe);
         case RSSM_DTYPE_FP16: return readoutByN<__half>(dstate, maxT, pipe);
         case RSSM_DTYPE_BF16: return readoutByN<__nv_bfloat16>(dstate, maxT, pipe);
+        case RSSM_DTYPE_FP8_E4M3: return dstate == 128 ? readoutByN<stream::Fp8Rows>(128, maxT, pipe) : nullptr;
+        case RSSM_DTYPE_NVFP4: return dstate == 128 ? readoutByN<stream::Nvfp4Rows>(128, maxT, pipe) : nullptr;
         default: return nullptr;
     }
 }

@@ -21,6 +21,7 @@
 // Same function, records, appends and skip rules as the other variants (mamba2_stream_kernel.cuh):
 // padding rows untouched, invalid cursors -> NaN outputs and nothing written.
 #pragma once
+#include "common/read_rows.cuh"
 #include "common/stream_rows.cuh"
 #include "common/warp_scan.cuh"
 #include "mamba2/mamba2_common.cuh"
@@ -35,6 +36,7 @@ constexpr int kSplitRows = 8;        // state rows per readout item (one warp)
 constexpr int kSplitMaxRecords = 32;  // records per step (one per lane)
 constexpr int kSplitFoldChunk = 8;    // records per staged B chunk (fold)
 constexpr int kSplitCoef = 16;        // head record: first coefficient word
+constexpr int kSplitSkipRow = -2;     // head record nf: a flushing row under skip_flush_rows (readout: untouched)
 
 // Head record (fp32 words, one per (row b, head)): [0, 8) gamma_s; [8] gfold; [9] nf (int bits, -1:
 // invalid cursors); [10] o (int bits); [11] h (int bits); [16 + s * (L + T) + j] coef_{s,j};
@@ -85,6 +87,10 @@ __global__ void __launch_bounds__(kSplitPrepThreads) mamba2SplitPrepKernel(const
         return;
     }
     const bool flush = p.mode == 0 ? (h + 1 == L) : (h + T > L);
+    if (flush && p.skip_flush_rows) {  // the dual-precision decode handles this row (outputs and appends)
+        if (tid < nh) ws[tid * RW + 9] = __int_as_float(kSplitSkipRow);
+        return;
+    }
     const int nf = flush ? (p.mode == 0 ? h + 1 : h) : 0;
     const int R = h + T;  // records seen this step (<= 32: one per lane)
     const int64_t ringRowSlot = (int64_t)slot * Cap;
@@ -208,7 +214,7 @@ using stream::xorPermute8;
 template <typename ST, int N, int MAXT>
 struct SplitItem {
     static constexpr int QPL = N / 128;
-    float4 S[kSplitRows][QPL];
+    stream::WarpRows<kSplitRows, QPL, ST> S;  // raw checkpoint rows (decoded in splitProcess)
     uint2 cq[MAXT][QPL];  // C_s bits of this lane's columns
     uint4 xq;             // x_j[vw .. vw + 7] of record j = lane, natural order (0 past the records)
     float coef[MAXT];     // coef_{s, lane}
@@ -227,8 +233,9 @@ __device__ __forceinline__ int4 splitMeta(const Mamba2ReplayParams& p, unsigned 
 }
 
 template <typename ST, int N, int MAXT>
-__device__ __forceinline__ void splitIssue(SplitItem<ST, N, MAXT>& u, const Mamba2ReplayParams& p, unsigned it,
-                                           int slot, int4 meta, int nrb, int rl, int sub) {
+__device__ __forceinline__ void splitIssue(SplitItem<ST, N, MAXT>& u, const Mamba2ReplayParams& p,
+                                           const stream::ReadCopyScales& rc, unsigned it, int slot, int4 meta, int nrb,
+                                           int rl, int sub) {
     constexpr int QPL = N / 128;
     constexpr int LPR = stream::RowScatter<kSplitRows>::LPR;
     const int H = p.nheads, P = p.headdim, T = p.num_tokens, Cap = p.ring_capacity;
@@ -242,9 +249,10 @@ __device__ __forceinline__ void splitIssue(SplitItem<ST, N, MAXT>& u, const Mamb
     u.o = meta.z;
     u.gf = __int_as_float(meta.x);
     if (u.slot < 0 || u.nf < 0) return;
-    const ST* ckpt = static_cast<const ST*>(p.state) + (int64_t)u.slot * p.stride_state_slot +
-                     (int64_t)u.head * p.stride_state_head;
-    stream::loadWarpRows<kSplitRows, QPL, ST>(u.S, ckpt, p.stride_state_p, u.vw, P, rl, lane);
+    const int64_t ckptOff = (int64_t)u.slot * p.stride_state_slot + (int64_t)u.head * p.stride_state_head;
+    const void* ckpt = stream::RowQuad<ST>::kScaled ? static_cast<const void*>(static_cast<const uint8_t*>(p.state) + ckptOff)
+                                                    : static_cast<const void*>(static_cast<const ST*>(p.state) + ckptOff);
+    u.S.load(ckpt, p.stride_state_p, u.vw, P, rl, lane, rc, (int64_t)u.slot * rc.nheads + u.head);
     const int R = meta.w + T;
     const int RW = splitRecordWordsM2(p.window, T), RM = p.window + T;
     const float* hr = static_cast<const float*>(p.workspace) + (size_t)bh * RW;
@@ -279,14 +287,15 @@ __device__ __forceinline__ void splitIssue(SplitItem<ST, N, MAXT>& u, const Mamb
     }
 }
 
+// S: the item's rows as fp32 (float / 16-bit checkpoints: u.S.raw itself, updated in place by a flush).
 template <typename ST, int N, int MAXT>
-__device__ __forceinline__ void splitProcess(SplitItem<ST, N, MAXT>& u, const Mamba2ReplayParams& p, int rl, int sub,
-                                             uint16_t* sFold) {
+__device__ __forceinline__ void splitProcessRows(SplitItem<ST, N, MAXT>& u, float4 (&S)[kSplitRows][N / 128],
+                                                 const Mamba2ReplayParams& p, int rl, int sub, uint16_t* sFold) {
     constexpr int QPL = N / 128;
     constexpr int RWS = kSplitRows;
     using RS = stream::RowScatter<RWS>;
     constexpr int LPR = RS::LPR;
-    if (u.slot < 0) return;  // padding row: untouched
+    if (u.slot < 0 || u.nf == kSplitSkipRow) return;  // padding row / skipped flushing row: untouched
     const int H = p.nheads, P = p.headdim, T = p.num_tokens, G = p.ngroups, Cap = p.ring_capacity;
     const int lane = threadIdx.x & 31;
     const bool actBf16 = p.act_dtype == RSSM_DTYPE_BF16;
@@ -309,9 +318,10 @@ __device__ __forceinline__ void splitProcess(SplitItem<ST, N, MAXT>& u, const Ma
             float part[RWS];
 #pragma unroll
             for (int r = 0; r < RWS; ++r) {
-                float d = stream::dot4(u.S[r][0], c4[0]);
+                float d = stream::dot4(S[r][0], c4[0]);
 #pragma unroll
-                for (int i = 1; i < QPL; ++i) d += stream::dot4(u.S[r][i], c4[i]);
+                for (int i = 1; i < QPL; ++i) d += stream::dot4(S[r][i], c4[i]);
+                if constexpr (stream::RowQuad<ST>::kScaled) d *= u.S.factor(r);
                 part[r] = fmaf(u.gam[s], d, u.coef[s] * xf[r]);
             }
             const float Y = RS::reduce(part, lane);
@@ -321,12 +331,14 @@ __device__ __forceinline__ void splitProcess(SplitItem<ST, N, MAXT>& u, const Ma
             }
         }
     }
-    if (u.nf > 0) {  // warp-uniform: fold the committed records into the rows, store them
+    if constexpr (!stream::RowQuad<ST>::kWritable) {
+        return;  // read-only copies run with skip_flush_rows (launcher rule): no flush items here
+    } else if (u.nf > 0) {  // warp-uniform: fold the committed records into the rows, store them
         const int nf = u.nf, g = u.head / (H / G);
 #pragma unroll
         for (int r = 0; r < RWS; ++r)
 #pragma unroll
-            for (int i = 0; i < QPL; ++i) u.S[r][i] = stream::scale4(u.S[r][i], u.gf);
+            for (int i = 0; i < QPL; ++i) S[r][i] = stream::scale4(S[r][i], u.gf);
         const uint16_t* rB = static_cast<const uint16_t*>(p.ring_B) + ((int64_t)u.slot * Cap * G + g) * N;
         constexpr int kVecPerRec = N / 8;
         float* wFold = reinterpret_cast<float*>(sFold + 2 * kSplitFoldChunk * N);  // [2][8 records][8 rows]
@@ -362,11 +374,23 @@ __device__ __forceinline__ void splitProcess(SplitItem<ST, N, MAXT>& u, const Ma
             const uint16_t* buf = sFold + (c & 1) * kSplitFoldChunk * N;
             const float* wb = wFold + (c & 1) * kSplitFoldChunk * RWS;
             const int n = min(kSplitFoldChunk, nf - c * kSplitFoldChunk);
-            stream::foldStagedRecords<RWS, QPL>(u.S, buf, N, wb, n, rl, lane, actBf16);  // B_j, fw_j x_j
+            stream::foldStagedRecords<RWS, QPL>(S, buf, N, wb, n, rl, lane, actBf16);  // B_j, fw_j x_j
             __syncwarp();  // buffer c & 1 is restaged by chunk c + 2
         }
         ST* ckpt = static_cast<ST*>(p.state) + (int64_t)u.slot * p.stride_state_slot + (int64_t)u.head * p.stride_state_head;
-        stream::storeWarpRows<RWS, QPL, ST>(u.S, ckpt, p.stride_state_p, u.vw, P, rl, lane);
+        stream::storeWarpRows<RWS, QPL, ST>(S, ckpt, p.stride_state_p, u.vw, P, rl, lane);
+    }
+}
+
+template <typename ST, int N, int MAXT>
+__device__ __forceinline__ void splitProcess(SplitItem<ST, N, MAXT>& u, const Mamba2ReplayParams& p, int rl, int sub,
+                                             uint16_t* sFold) {
+    if constexpr (stream::RowQuad<ST>::kScaled) {
+        float4 S[kSplitRows][N / 128];
+        u.S.decode(S);
+        splitProcessRows(u, S, p, rl, sub, sFold);
+    } else {
+        splitProcessRows(u, u.S.raw, p, rl, sub, sFold);
     }
 }
 
@@ -375,7 +399,7 @@ __device__ __forceinline__ void splitProcess(SplitItem<ST, N, MAXT>& u, const Ma
 // loads of its next item before it computes the current one.
 template <typename ST, int N, int MAXT, bool PIPE>
 __global__ void __launch_bounds__(kSplitReadoutThreads, PIPE ? 2 : ((N == 128 && MAXT == 1) ? 3 : 2))
-    mamba2SplitReadoutKernel(const Mamba2ReplayParams p) {
+    mamba2SplitReadoutKernel(const Mamba2ReplayParams p, const stream::ReadCopyScales rc) {
     using RS = stream::RowScatter<kSplitRows>;
     extern __shared__ __align__(16) unsigned char smemSplitReadout[];
     uint16_t* sFold = reinterpret_cast<uint16_t*>(smemSplitReadout + (threadIdx.x >> 5) * splitReadoutWarpSmemBytesM2(N));
@@ -396,7 +420,7 @@ __global__ void __launch_bounds__(kSplitReadoutThreads, PIPE ? 2 : ((N == 128 &&
     if constexpr (PIPE) {
         if (it >= items) return;
         SplitItem<ST, N, MAXT> cur, nxt;
-        splitIssue(nxt, p, it, slotOf(it), splitMeta(p, it, items, nrb, RW), nrb, rl, sub);
+        splitIssue(nxt, p, rc, it, slotOf(it), splitMeta(p, it, items, nrb, RW), nrb, rl, sub);
         int slot2 = slotOf(it + nw);
         int4 meta2 = splitMeta(p, it + nw, items, nrb, RW);
         for (; it < items; it += nw) {
@@ -406,14 +430,14 @@ __global__ void __launch_bounds__(kSplitReadoutThreads, PIPE ? 2 : ((N == 128 &&
                 const int4 m1 = meta2;
                 slot2 = slotOf(it + 2 * nw);
                 meta2 = splitMeta(p, it + 2 * nw, items, nrb, RW);
-                splitIssue(nxt, p, it + nw, s1, m1, nrb, rl, sub);
+                splitIssue(nxt, p, rc, it + nw, s1, m1, nrb, rl, sub);
             }
             splitProcess(cur, p, rl, sub, sFold);
         }
     } else {
         for (; it < items; it += nw) {
             SplitItem<ST, N, MAXT> cur;
-            splitIssue(cur, p, it, slotOf(it), splitMeta(p, it, items, nrb, RW), nrb, rl, sub);
+            splitIssue(cur, p, rc, it, slotOf(it), splitMeta(p, it, items, nrb, RW), nrb, rl, sub);
             splitProcess(cur, p, rl, sub, sFold);
         }
     }
