@@ -109,7 +109,8 @@ def _run_gdn(read_fmt, mode, T, S, H, HV, V, L, steps, act=torch.float16, stagge
 
 # Read path of the non-flush rows (RSSM_DP_DECODE_PATH): "auto" is the launcher's rule (at these small
 # sizes the stream path for 16-bit read copies, else the tile kernel); "split" forces the replay split
-# kernels (Mamba-2 variant 4 with the read copy's row format, flushing rows skipped).
+# kernels (Mamba-2 variant 4 with the read copy's row format, flushing rows skipped; 16-row read-copy
+# items where the head dim allows, fp32 read copies on the 8-row readout).
 PATHS = {"mamba2": ["auto", "split"], "gdn": ["auto"]}
 
 
@@ -150,6 +151,17 @@ def test_mamba2_split_path_by_rule_at_nano_shape(read_fmt, mode, T, monkeypatch)
     flushes = _run_mamba2(read_fmt, mode, T, S=3, H=96, P=80, G=8, L=16, steps=24, act=torch.bfloat16, stagger=True,
                           seed=23)
     assert flushes >= 2, f"only {flushes} slot flushes in 24 steps"
+
+
+@pytest.mark.parametrize("read_fmt", ["fp16", "fp8_e4m3", "nvfp4"])
+@pytest.mark.parametrize("P,rows_env", [(24, None), (64, "8")], ids=["P24", "P64-READ_ROWS-8"])
+def test_mamba2_split_path_8_row_items(read_fmt, P, rows_env, monkeypatch):
+    """The split path's 8-row readout items on read copies: head dims that are not a multiple of 16 (the
+    16-row read-copy readout needs one), and RSSM_MAMBA2_READ_ROWS=8 (the A/B switch) at P = 64."""
+    monkeypatch.setenv("RSSM_DP_DECODE_PATH", "split")
+    if rows_env:
+        monkeypatch.setenv("RSSM_MAMBA2_READ_ROWS", rows_env)
+    _run_mamba2(read_fmt, 1, 3, S=3, H=4, P=P, G=2, L=6, steps=12, stagger=True, seed=29)
 
 
 @pytest.mark.parametrize("decode_path", PATHS["gdn"], indirect=True)

@@ -135,5 +135,82 @@ struct WarpRows {
     }
 };
 
+// ---- Read-only rows kept as raw bits until use (the read-copy readout: 16 rows per item, N = 128, one
+//      quad per lane and row). 16-bit formats stay packed (uint2) instead of decoded at load.
+template <typename ST>
+struct RawQuad : RowQuad<ST> {};  // Fp8Rows, Nvfp4Rows
+template <>
+struct RawQuad<__half> {
+    static constexpr bool kScaled = false;
+    using Raw = uint2;
+    static __device__ __forceinline__ float4 decode(uint2 r) { return u2ToF4(r, false); }
+    static __device__ __forceinline__ float factor(uint32_t, float) { return 1.f; }
+};
+template <>
+struct RawQuad<__nv_bfloat16> {
+    static constexpr bool kScaled = false;
+    using Raw = uint2;
+    static __device__ __forceinline__ float4 decode(uint2 r) { return u2ToF4(r, true); }
+    static __device__ __forceinline__ float factor(uint32_t, float) { return 1.f; }
+};
+
+template <int RW, typename ST>
+struct RawWarpRows {
+    using RQ = RawQuad<ST>;
+    static constexpr bool kFp8 = std::is_same<ST, Fp8Rows>::value;
+    static constexpr bool kNvfp4 = std::is_same<ST, Nvfp4Rows>::value;
+    static constexpr int kLaneBytes = kNvfp4 ? 2 : kFp8 ? 4 : 8;  // 4 elements
+    static constexpr int kUnitBytes = RQ::kScaled ? 1 : 2;         // payload stride unit (bytes / elements)
+    typename RQ::Raw raw[RW];
+    uint32_t sc[RQ::kScaled ? RW : 1];
+    float g;
+
+    // Rows vw + (r ^ rl) of the state at `base` (its row 0; strideRow in payload units), all in range.
+    __device__ __forceinline__ void load(const void* base, int64_t strideRow, int vw, int rl, int lane,
+                                         const ReadCopyScales& rs, int64_t state) {
+        const int64_t sb = strideRow * kUnitBytes;
+        const uint8_t* rp = static_cast<const uint8_t*>(base) + (int64_t)vw * sb + lane * kLaneBytes;
+        const int64_t row0 = state * rs.headdim + vw;
+#pragma unroll
+        for (int r = 0; r < RW; ++r) {
+            const int row = r ^ rl;
+            const uint8_t* q = rp + (int64_t)row * sb;
+            if constexpr (kNvfp4) {
+                raw[r] = __ldcs(reinterpret_cast<const unsigned short*>(q));
+                sc[r] = __ldg(static_cast<const uint8_t*>(rs.scale) + (row0 + row) * 8 + (lane >> 2));
+            } else if constexpr (kFp8) {
+                raw[r] = __ldcs(reinterpret_cast<const unsigned int*>(q));
+                sc[r] = __float_as_uint(__ldg(static_cast<const float*>(rs.scale) + row0 + row));
+            } else {
+                raw[r] = __ldcs(reinterpret_cast<const uint2*>(q));
+            }
+        }
+        g = kNvfp4 ? __ldg(rs.gscale + state) : 1.f;
+    }
+    __device__ __forceinline__ float4 decode(int r) const { return RQ::decode(raw[r]); }
+    __device__ __forceinline__ float factor(int r) const {
+        if constexpr (RQ::kScaled) return RQ::factor(sc[r], g);
+        else return 1.f;
+    }
+};
+
+// 16 packed 16-bit values of rows vw .. vw + 15 (lo: 0-7, hi: 8-15) -> f[r] = value of row r ^ rl (the
+// XOR-permuted register slots of RowScatter<16>).
+__device__ __forceinline__ void unpack16Permuted(uint4 lo, uint4 hi, int rl, bool bf16, float (&f)[16]) {
+    if (rl & 8) {
+        const uint4 t = lo;
+        lo = hi;
+        hi = t;
+    }
+    float a[8], c[8];
+    unpack8(xorPermute8(lo, rl & 7), bf16, a);
+    unpack8(xorPermute8(hi, rl & 7), bf16, c);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        f[i] = a[i];
+        f[8 + i] = c[i];
+    }
+}
+
 }  // namespace stream
 }  // namespace rssm

@@ -37,6 +37,10 @@ const void* splitReadoutKernel(int stateDtype, int dstate, int mode, int numToke
 // flushing rows are decoded by the dual-precision kernel from the recurrence copy). Validates like
 // rssm_mamba2_replay_launch; returns its status.
 int replaySplitReadCopy(const Mamba2ReplayParams& q, const stream::ReadCopyScales& rc, cudaStream_t s);
+// Read-copy readout (16 rows per item, read-only; skip_flush_rows, N = 128, headdim % 16 == 0): 16-bit,
+// FP8_E4M3 and NVFP4 rows; NULL for other dtypes.
+const void* splitReadCopyKernel(int stateDtype, int mode, int numTokens);
+int splitReadRows();
 size_t splitWorkspaceBytes(int batch, int numTokens, int nheads, int window);
 size_t splitReadoutSmemBytes(int dstate);
 int splitMaxRecords();

@@ -2,6 +2,7 @@
 // Never syncs, allocates or throws; on error returns a status and sets rssm_last_error().
 #include <cuda_runtime.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/read_rows.cuh"
 #include "mamba2/mamba2.h"
@@ -326,6 +327,18 @@ int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc
         const char* e = getenv("RSSM_MAMBA2_SPLIT_PIPE");
         return e && e[0] == '1';
     }();
+    // Read-only rows (skip_flush_rows: no flush items) narrower than fp32 run on the 16-row read-copy readout
+    // unless RSSM_MAMBA2_READ_ROWS=8 (A/B timing; read per launch).
+    const char* rr = getenv("RSSM_MAMBA2_READ_ROWS");
+    if (q.skip_flush_rows && q.dstate == 128 && q.headdim % splitReadRows() == 0 && !(rr && strcmp(rr, "8") == 0)) {
+        const void* rk = splitReadCopyKernel(q.state_dtype, q.mode, q.num_tokens);
+        if (rk) {
+            const long long items16 = (long long)q.batch * q.nheads * (q.headdim / splitReadRows());
+            const int warps = splitReadoutThreads() / 32;
+            const int g = persistentGrid(rk, splitReadoutThreads(), 0, (items16 + warps - 1) / warps);
+            return launch(op, rk, dim3(g), splitReadoutThreads(), 0, &q, stream, &rc);
+        }
+    }
     const void* readout = splitReadoutKernel(q.state_dtype, q.dstate, q.mode, q.num_tokens, pipe);
     const long long items = (long long)q.batch * q.nheads * ((q.headdim + splitRows() - 1) / splitRows());
     const int warpsPerCta = splitReadoutThreads() / 32;

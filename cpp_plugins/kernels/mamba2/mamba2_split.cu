@@ -52,6 +52,26 @@ const void* splitReadoutKernel(int stateDtype, int dstate, int mode, int numToke
         default: return nullptr;
     }
 }
+const void* splitReadCopyKernel(int stateDtype, int mode, int numTokens) {
+    const int maxT = bucket(mode, numTokens);
+    auto byT = [maxT](auto tag) -> const void* {
+        using ST = decltype(tag);
+        switch (maxT) {
+            case 1: return reinterpret_cast<const void*>(&mamba2SplitReadCopyKernel<ST, 1>);
+            case 2: return reinterpret_cast<const void*>(&mamba2SplitReadCopyKernel<ST, 2>);
+            case 4: return reinterpret_cast<const void*>(&mamba2SplitReadCopyKernel<ST, 4>);
+            default: return reinterpret_cast<const void*>(&mamba2SplitReadCopyKernel<ST, 8>);
+        }
+    };
+    switch (stateDtype) {
+        case RSSM_DTYPE_FP16: return byT(__half{});
+        case RSSM_DTYPE_BF16: return byT(__nv_bfloat16{});
+        case RSSM_DTYPE_FP8_E4M3: return byT(stream::Fp8Rows{});
+        case RSSM_DTYPE_NVFP4: return byT(stream::Nvfp4Rows{});
+        default: return nullptr;
+    }
+}
+int splitReadRows() { return kReadRows; }
 size_t splitWorkspaceBytes(int batch, int numTokens, int nheads, int window) {
     return splitWorkspaceBytesM2(batch, numTokens, nheads, window);
 }

@@ -443,5 +443,136 @@ __global__ void __launch_bounds__(kSplitReadoutThreads, PIPE ? 2 : ((N == 128 &&
     }
 }
 
+// ---- Read-copy readout: the split readout for a read-only checkpoint under skip_flush_rows (the
+//      dual-precision decode's non-flush rows: 16-bit / fp8 / nvfp4 read copies, N = 128, headdim % 16 == 0).
+//      No flush items reach it (the prep marks flushing rows kSplitSkipRow), so there is no fold and an item
+//      can hold 16 rows: the per-item work (cursors, head record, C_s, x_j, the reduction) is amortized over
+//      twice the state of the 8-row items, which matters once the rows are 2-8x narrower than fp32. The state
+//      rows stay raw bits in registers and are decoded at the dot products. Items (row b, head, 16-row block)
+//      are walked with a division-free cursor; the next item's slot and cursors are loaded one item ahead.
+constexpr int kReadRows = 16;
+
+template <typename ST, int MAXT>
+__global__ void __launch_bounds__(kSplitReadoutThreads, MAXT == 1 ? 3 : 2)
+    mamba2SplitReadCopyKernel(const Mamba2ReplayParams p, const stream::ReadCopyScales rc) {
+    using RS = stream::RowScatter<kReadRows>;
+    constexpr int RWS = kReadRows;
+    constexpr int LPR = RS::LPR;
+    constexpr bool kScaled = stream::RawQuad<ST>::kScaled;
+    const int H = p.nheads, P = p.headdim, T = p.num_tokens, Cap = p.ring_capacity;
+    const int hpg = H / p.ngroups;
+    const int nrb = P / RWS;
+    const unsigned rowItems = (unsigned)H * nrb;
+    const unsigned items = (unsigned)p.batch * rowItems;  // < 2^31 (launcher)
+    const int lane = threadIdx.x & 31;
+    const int RW = splitRecordWordsM2(p.window, T), RM = p.window + T;
+    const int rl = RS::rowOf(lane);
+    const int sub = lane & (LPR - 1);
+    const bool actBf16 = p.act_dtype == RSSM_DTYPE_BF16;
+    const float* ws = static_cast<const float*>(p.workspace);
+    const unsigned nw = gridDim.x * (kSplitReadoutThreads / 32);
+    const unsigned it0 = blockIdx.x * (kSplitReadoutThreads / 32) + (threadIdx.x >> 5);
+    if (it0 >= items) return;
+    // (b, head, blk) of the warp's first item and of the grid stride, split once; then advanced by carries
+    int b = (int)(it0 / rowItems), head, blk;
+    {
+        const unsigned rem = it0 - (unsigned)b * rowItems;
+        head = (int)(rem / (unsigned)nrb);
+        blk = (int)(rem - (unsigned)head * nrb);
+    }
+    const int stepB = (int)(nw / rowItems);
+    const unsigned stepRem = nw - (unsigned)stepB * rowItems;
+    const int stepHead = (int)(stepRem / (unsigned)nrb);
+    const int stepBlk = (int)(stepRem - (unsigned)stepHead * nrb);
+    auto slotOf = [&](int bb) { return p.state_batch_indices ? p.state_batch_indices[bb] : bb; };
+    auto metaOf = [&](int bb, int hh) {
+        return *reinterpret_cast<const int4*>(ws + ((size_t)bb * H + hh) * RW + 8);
+    };
+    int slot = slotOf(b);
+    int4 meta = metaOf(b, head);
+    for (unsigned it = it0; it < items; it += nw) {
+        // next item: cursor, slot and head-record cursors in flight before this item's loads
+        int nb = b + stepB, nh = head + stepHead, nblk = blk + stepBlk;
+        if (nblk >= nrb) { nblk -= nrb; ++nh; }
+        if (nh >= H) { nh -= H; ++nb; }
+        int nslot = -1;
+        int4 nmeta = make_int4(0, -1, 0, 0);
+        if (it + nw < items) {
+            nslot = slotOf(nb);
+            nmeta = metaOf(nb, nh);
+        }
+        const int nf = meta.y;
+        if (slot >= 0 && slot < p.num_slots && nf != kSplitSkipRow) {  // else padding / skipped: untouched
+            const int vw = blk * RWS, row = vw + rl;
+            uint16_t* yg = static_cast<uint16_t*>(p.y) + (int64_t)b * p.stride_y_b + (int64_t)head * p.stride_y_h + row;
+            if (nf < 0) {  // invalid cursors: poison, touch nothing else
+#pragma unroll
+                for (int s = 0; s < MAXT; ++s)
+                    if (s < T && (s % LPR) == sub) yg[s * p.stride_y_t] = floatToAct(__int_as_float(0x7fc00000), actBf16);
+            } else {  // nf == 0: the launcher runs this kernel only with skip_flush_rows
+                const int o = meta.z, R = meta.w + T;
+                stream::RawWarpRows<RWS, ST> rows;
+                const int64_t unit = kScaled ? 1 : 2;
+                const uint8_t* ckpt = static_cast<const uint8_t*>(p.state) +
+                                      ((int64_t)slot * p.stride_state_slot + (int64_t)head * p.stride_state_head) * unit;
+                rows.load(ckpt, p.stride_state_p, vw, rl, lane, rc, (int64_t)slot * rc.nheads + head);
+                uint4 xlo = make_uint4(0u, 0u, 0u, 0u), xhi = xlo;
+                if (lane < R) {
+                    int rr = o + lane;
+                    rr = rr >= Cap ? rr - Cap : rr;
+                    const uint4* xp = reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.ring_x) +
+                                                                     (((int64_t)slot * Cap + rr) * H + head) * P + vw);
+                    xlo = xp[0];
+                    xhi = xp[1];
+                }
+                const float* hr = ws + ((size_t)b * H + head) * RW;
+                const uint16_t* Cg = static_cast<const uint16_t*>(p.Cm) + (int64_t)b * p.stride_C_b +
+                                     (int64_t)(head / hpg) * p.stride_C_g + lane * 4;
+                const uint16_t* zg = p.z ? static_cast<const uint16_t*>(p.z) + (int64_t)b * p.stride_z_b +
+                                               (int64_t)head * p.stride_z_h + row
+                                         : nullptr;
+                float coef[MAXT], gam[MAXT], zv[MAXT];
+                uint2 cq[MAXT];
+#pragma unroll
+                for (int s = 0; s < MAXT; ++s) {
+                    coef[s] = gam[s] = zv[s] = 0.f;
+                    cq[s] = make_uint2(0u, 0u);
+                    if (s < T) {
+                        if (lane < R) coef[s] = hr[kSplitCoef + s * RM + lane];
+                        gam[s] = hr[s];
+                        cq[s] = *reinterpret_cast<const uint2*>(Cg + s * p.stride_C_t);
+                        if (zg && (s % LPR) == sub) zv[s] = actToFloat(zg[s * p.stride_z_t], actBf16);
+                    }
+                }
+                float xf[RWS];  // x_lane of the rows in this lane's register slots
+                stream::unpack16Permuted(xlo, xhi, rl, actBf16, xf);
+#pragma unroll
+                for (int s = 0; s < MAXT; ++s) {
+                    if (s < T) {
+                        const float4 c4 = stream::u2ToF4(cq[s], actBf16);
+                        float part[RWS];
+#pragma unroll
+                        for (int r = 0; r < RWS; ++r) {
+                            float d = stream::dot4(rows.decode(r), c4);
+                            if constexpr (kScaled) d *= rows.factor(r);
+                            part[r] = fmaf(gam[s], d, coef[s] * xf[r]);
+                        }
+                        const float Y = RS::reduce(part, lane);
+                        if ((s % LPR) == sub) {
+                            const float gate = zg ? siluF(zv[s]) : 1.f;
+                            yg[s * p.stride_y_t] = floatToAct(Y * gate, actBf16);
+                        }
+                    }
+                }
+            }
+        }
+        b = nb;
+        head = nh;
+        blk = nblk;
+        slot = nslot;
+        meta = nmeta;
+    }
+}
+
 }  // namespace mamba2
 }  // namespace rssm
