@@ -154,14 +154,20 @@ def test_mamba2_split_path_by_rule_at_nano_shape(read_fmt, mode, T, monkeypatch)
 
 
 @pytest.mark.parametrize("read_fmt", ["fp16", "fp8_e4m3", "nvfp4"])
-@pytest.mark.parametrize("P,rows_env", [(24, None), (64, "8")], ids=["P24", "P64-READ_ROWS-8"])
-def test_mamba2_split_path_8_row_items(read_fmt, P, rows_env, monkeypatch):
-    """The split path's 8-row readout items on read copies: head dims that are not a multiple of 16 (the
-    16-row read-copy readout needs one), and RSSM_MAMBA2_READ_ROWS=8 (the A/B switch) at P = 64."""
+def test_mamba2_split_path_8_row_items(read_fmt, monkeypatch):
+    """The split path's 8-row readout items on read copies (RSSM_MAMBA2_READ_ROWS=8, the A/B switch; every
+    replay head dim is a multiple of 16, so the 16-row read-copy readout is the default)."""
     monkeypatch.setenv("RSSM_DP_DECODE_PATH", "split")
-    if rows_env:
-        monkeypatch.setenv("RSSM_MAMBA2_READ_ROWS", rows_env)
-    _run_mamba2(read_fmt, 1, 3, S=3, H=4, P=P, G=2, L=6, steps=12, stagger=True, seed=29)
+    monkeypatch.setenv("RSSM_MAMBA2_READ_ROWS", "8")
+    _run_mamba2(read_fmt, 1, 3, S=3, H=4, P=64, G=2, L=6, steps=12, stagger=True, seed=29)
+
+
+@pytest.mark.parametrize("read_fmt", ["fp16", "nvfp4"])
+def test_mamba2_head_dim_outside_replay_kernels(read_fmt, monkeypatch):
+    """Head dim 24 (a multiple of 8 the dual-precision kernel takes, but not a replay-kernel head dim): the
+    launcher's rule keeps such layers on the tile kernel (the stream and split paths would refuse them)."""
+    monkeypatch.delenv("RSSM_DP_DECODE_PATH", raising=False)
+    _run_mamba2(read_fmt, 0, 1, S=3, H=96, P=24, G=8, L=5, steps=8, seed=31)
 
 
 @pytest.mark.parametrize("decode_path", PATHS["gdn"], indirect=True)

@@ -268,6 +268,7 @@ def test_decode_split_workspace_rules():
     p = _decode_params(0, 8, 128, 64, 16)
     p.dstate = 64
     assert ws(p) == 0
+    assert ws(_decode_params(0, 256, 128, 24, 16)) == 0                                 # not a replay head dim
     assert ws(_decode_params(1, 256, 32, 128, 16)) == 0
 
 

@@ -81,9 +81,12 @@ Mamba2ReplayParams streamParams(const DualPrecisionDecodeParams& p) {
     q.y = p.y;
     return q;
 }
+// Head dims of the Mamba-2 replay kernels (the stream and split paths run them); others take the tile path.
+bool replayHeaddim(int P) { return P == 32 || P == 64 || P == 80 || P == 128; }
+
 bool splitSizesFit(const DualPrecisionDecodeParams& p) {
     const int records = p.mode == 0 ? p.window : p.window + p.num_tokens;
-    return records <= 32 && p.dstate == 128 && p.headdim % 8 == 0 &&
+    return records <= 32 && p.dstate == 128 && replayHeaddim(p.headdim) &&
            (long long)p.batch * p.nheads * ((p.headdim + 7) / 8) < (1LL << 31);
 }
 
@@ -116,7 +119,7 @@ int launchMamba2DpDecode(const DualPrecisionDecodeParams& p, int tileRows, cudaS
     const bool wide = p.read_dtype == RSSM_DTYPE_FP16 || p.read_dtype == RSSM_DTYPE_BF16;
     const int64_t need = mamba2DpSplitWorkspaceBytes(p);
     const bool haveWs = need > 0 && p.workspace && p.workspace_bytes >= need;
-    DecodePath path = wide ? DecodePath::kStream : DecodePath::kTile;
+    DecodePath path = wide && replayHeaddim(p.headdim) ? DecodePath::kStream : DecodePath::kTile;
     if (const char* forced = forcedPathName()) {
         if (strcmp(forced, "tile") == 0) path = DecodePath::kTile;
         else if (strcmp(forced, "split") == 0) path = DecodePath::kSplit;
