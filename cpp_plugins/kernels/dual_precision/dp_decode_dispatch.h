@@ -26,9 +26,9 @@ const char* forcedPathName();  // the RSSM_DP_DECODE_PATH value, or NULL
 // 48 KB default when static + dynamic need it; the call is idempotent and capture-safe).
 template <typename Kernel>
 void launchDpDecode(Kernel kernel, dim3 grid, int smem, cudaStream_t s, const DualPrecisionDecodeParams& p,
-                    int tileRows, int flushOnly = 0) {
+                    int tileRows) {
     if (smem > 16 * 1024) cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    kernel<<<grid, 128, smem, s>>>(p, tileRows, flushOnly);
+    kernel<<<grid, 128, smem, s>>>(p, tileRows);
 }
 }  // namespace dp
 }  // namespace rssm

@@ -16,17 +16,22 @@
 namespace rssm {
 namespace dp {
 namespace {
-template <bool ONE>
-void launchRead(const DualPrecisionDecodeParams& p, int tileRows, cudaStream_t s, int flushOnly) {
-    const dim3 grid((p.headdim + tileRows - 1) / tileRows, p.nheads, p.batch);
+template <bool ONE, bool FO>
+void launchReadAs(const DualPrecisionDecodeParams& p, int tileRows, cudaStream_t s) {
+    const dim3 grid((p.headdim + tileRows - 1) / tileRows, p.nheads, FO ? (p.batch + kFlushGroup - 1) / kFlushGroup : p.batch);
     const int smem = dpRingSmemBytes(p.window, tileRows);  // <= 64 * 256 * 2 = 32 KB
     switch (p.ckpt_lp ? p.read_dtype : RSSM_DTYPE_FP32) {
-        case RSSM_DTYPE_FP32: launchDpDecode(&mamba2DpDecodeKernel<RSSM_DTYPE_FP32, ONE>, grid, smem, s, p, tileRows, flushOnly); break;
-        case RSSM_DTYPE_FP16: launchDpDecode(&mamba2DpDecodeKernel<RSSM_DTYPE_FP16, ONE>, grid, smem, s, p, tileRows, flushOnly); break;
-        case RSSM_DTYPE_BF16: launchDpDecode(&mamba2DpDecodeKernel<RSSM_DTYPE_BF16, ONE>, grid, smem, s, p, tileRows, flushOnly); break;
-        case RSSM_DTYPE_FP8_E4M3: launchDpDecode(&mamba2DpDecodeKernel<RSSM_DTYPE_FP8_E4M3, ONE>, grid, smem, s, p, tileRows, flushOnly); break;
-        default: launchDpDecode(&mamba2DpDecodeKernel<RSSM_DTYPE_NVFP4, ONE>, grid, smem, s, p, tileRows, flushOnly); break;
+        case RSSM_DTYPE_FP32: launchDpDecode(&mamba2DpDecodeKernel<RSSM_DTYPE_FP32, ONE, FO>, grid, smem, s, p, tileRows); break;
+        case RSSM_DTYPE_FP16: launchDpDecode(&mamba2DpDecodeKernel<RSSM_DTYPE_FP16, ONE, FO>, grid, smem, s, p, tileRows); break;
+        case RSSM_DTYPE_BF16: launchDpDecode(&mamba2DpDecodeKernel<RSSM_DTYPE_BF16, ONE, FO>, grid, smem, s, p, tileRows); break;
+        case RSSM_DTYPE_FP8_E4M3: launchDpDecode(&mamba2DpDecodeKernel<RSSM_DTYPE_FP8_E4M3, ONE, FO>, grid, smem, s, p, tileRows); break;
+        default: launchDpDecode(&mamba2DpDecodeKernel<RSSM_DTYPE_NVFP4, ONE, FO>, grid, smem, s, p, tileRows); break;
     }
+}
+template <bool ONE>
+void launchRead(const DualPrecisionDecodeParams& p, int tileRows, cudaStream_t s, int flushOnly) {
+    if (flushOnly) launchReadAs<ONE, true>(p, tileRows, s);
+    else launchReadAs<ONE, false>(p, tileRows, s);
 }
 
 // Mamba2ReplayParams over the dual-precision decode's tensors (contiguous inputs and rings, the read
