@@ -110,8 +110,9 @@ def _run_gdn(read_fmt, mode, T, S, H, HV, V, L, steps, act=torch.float16, stagge
 # Read path of the non-flush rows (RSSM_DP_DECODE_PATH): "auto" is the launcher's rule (at these small
 # sizes the stream path for 16-bit read copies, else the tile kernel); "split" forces the replay split
 # kernels (Mamba-2 variant 4 with the read copy's row format, flushing rows skipped; 16-row read-copy
-# items where the head dim allows, fp32 read copies on the 8-row readout).
-PATHS = {"mamba2": ["auto", "split"], "gdn": ["auto"]}
+# items where the head dim allows, fp32 read copies on the 8-row readout; GDN variant 6 with the read
+# copy's row format, appending raw beta and v for the flush).
+PATHS = {"mamba2": ["auto", "split"], "gdn": ["auto", "split"]}
 
 
 @pytest.fixture

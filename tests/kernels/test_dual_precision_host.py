@@ -213,7 +213,8 @@ def test_gdn_replay_launcher_skip_flush_rows_rule():
     for n in ("state", "state_batch_indices", "ring_origin", "ring_len", "ring_g", "ring_u", "ring_k", "q", "k", "v",
               "a", "b", "A_log", "dt_bias", "o"):
         setattr(g, n, good)
-    with pytest.raises(RuntimeError, match="need a stream variant \\(3, 4 or 5\\); got variant 1"):
+    with pytest.raises(RuntimeError, match="need a stream variant \\(3, 4 or 5\\) or the split kernels \\(6\\); "
+                                           "got variant 1"):
         check_status(G._launcher("rssm_gdn_replay_launch", G.GdnReplayParams)(ctypes.byref(g), None), "gdn")
     g.skip_flush_rows = 2
     g.variant = 4
@@ -255,7 +256,8 @@ def _decode_params(family, batch, nheads, headdim, window, mode=0, num_tokens=1,
 def test_decode_split_workspace_rules():
     """Split-path workspace (ABI 6): Mamba-2 head records of the split kernels (B x H x record words x 4 bytes,
     record words = 16 + (T + 1)(L + T) rounded to 4), monotone in batch and tokens; 0 where the split kernels
-    cannot run the sizes (more than 32 records per step, dstate != 128) and, for now, for GDN."""
+    cannot run the sizes (more than 32 records per step, dstate != 128); GDN: the variant-6 head records
+    (32 + (2T + 1)(L + T) words)."""
     _lib_or_skip()
     ws = dp.decode_workspace_bytes
     words = lambda L, T: (16 + (T + 1) * (L + T) + 3) // 4 * 4  # noqa: E731
@@ -269,7 +271,10 @@ def test_decode_split_workspace_rules():
     p.dstate = 64
     assert ws(p) == 0
     assert ws(_decode_params(0, 256, 128, 24, 16)) == 0                                 # not a replay head dim
-    assert ws(_decode_params(1, 256, 32, 128, 16)) == 0
+    gwords = lambda L, T: (32 + (2 * T + 1) * (L + T) + 3) // 4 * 4  # noqa: E731  (GDN head record)
+    assert ws(_decode_params(1, 256, 32, 128, 16)) == 256 * 32 * gwords(16, 1) * 4
+    assert ws(_decode_params(1, 4, 64, 128, 12, mode=1, num_tokens=4)) == 4 * 64 * gwords(12, 4) * 4
+    assert ws(_decode_params(1, 4, 64, 128, 30, mode=1, num_tokens=3)) == 0           # 33 records
 
 
 def test_decode_path_switch_rules(monkeypatch):

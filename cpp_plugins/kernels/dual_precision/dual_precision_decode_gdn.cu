@@ -1,13 +1,18 @@
-// Instantiations of the gdn dual-precision decode kernel over the read format, and the stream path:
-// with a 16-bit read copy the GDN replay stream kernel (variant 4) decodes the non-flush rows
-// straight from the read copy (skip_flush_rows, appending beta and raw v for the flush), and this
-// kernel decodes only the flushing rows from the recurrence copy (docs/precision.md).
+// Instantiations of the gdn dual-precision decode kernel over the read format, and the paths that decode
+// the non-flush rows straight from the read copy with a replay kernel (skip_flush_rows, appending beta and
+// raw v for the flush) while this kernel decodes only the flushing rows from the recurrence copy
+// (docs/precision.md):
+//   split: the GDN split kernels (variant 6), any read format (fp8 / nvfp4 through their scaled row loads),
+//          with slot indices and a workspace, at B x HV >= GDN_SPLIT_MIN_BATCH_HEADS (the replay rule);
+//   stream: the replay stream kernel (variant 4), 16-bit read copies with slot indices.
 #include <stdlib.h>
 #include <string.h>
 
 #include "dual_precision/dp_decode_dispatch.h"
 #include "dual_precision/dp_decode_kernels.cuh"
+#include "common/read_rows.cuh"
 #include "gdn/gdn.h"
+#include "gdn/gdn_split.h"
 
 namespace rssm {
 namespace dp {
@@ -28,14 +33,6 @@ template <bool ONE>
 void launchRead(const DualPrecisionDecodeParams& p, int tileRows, cudaStream_t s, int flushOnly) {
     if (flushOnly) launchReadAs<ONE, true>(p, tileRows, s);
     else launchReadAs<ONE, false>(p, tileRows, s);
-}
-
-// The stream path applies to a 16-bit read copy with slot indices (the replay launcher needs them);
-// RSSM_DP_DECODE_PATH=tile forces the single-kernel path (for A/B timing).
-bool useStreamPath(const DualPrecisionDecodeParams& p) {
-    const char* env = getenv("RSSM_DP_DECODE_PATH");
-    if (env && strcmp(env, "tile") == 0) return false;
-    return (p.read_dtype == RSSM_DTYPE_FP16 || p.read_dtype == RSSM_DTYPE_BF16) && p.state_batch_indices != nullptr;
 }
 
 // GdnReplayParams over the dual-precision decode's tensors (contiguous inputs and rings, the read
@@ -102,13 +99,53 @@ GdnReplayParams streamParams(const DualPrecisionDecodeParams& p) {
 }
 }  // namespace
 
-int64_t gdnDpSplitWorkspaceBytes(const DualPrecisionDecodeParams&) { return 0; }  // no GDN split path yet
+int64_t gdnDpSplitWorkspaceBytes(const DualPrecisionDecodeParams& p) {
+    const int records = p.mode == 0 ? p.window : p.window + p.num_tokens;
+    if (p.batch <= 0 || p.num_tokens <= 0 || p.dstate != 128 || p.headdim % 8 || records > 32 ||
+        (long long)p.batch * p.nheads * (p.headdim / 8) >= (1LL << 31))
+        return 0;
+    GdnReplayParams q = streamParams(p);
+    q.variant = GDN_VARIANT_SPLIT;
+    return rssm_gdn_replay_workspace_bytes(&q);
+}
 
 int launchGdnDpDecode(const DualPrecisionDecodeParams& p, int tileRows, cudaStream_t s) {
+    const bool wide = p.read_dtype == RSSM_DTYPE_FP16 || p.read_dtype == RSSM_DTYPE_BF16;
+    const int64_t need = gdnDpSplitWorkspaceBytes(p);
+    const bool haveWs = need > 0 && p.workspace && p.workspace_bytes >= need && p.state_batch_indices != nullptr;
+    DecodePath path = wide && p.state_batch_indices ? DecodePath::kStream : DecodePath::kTile;
+    if (const char* forced = forcedPathName()) {
+        if (strcmp(forced, "tile") == 0) path = DecodePath::kTile;
+        else if (strcmp(forced, "split") == 0) path = DecodePath::kSplit;
+    } else if (haveWs && (long long)p.batch * p.nheads >= GDN_SPLIT_MIN_BATCH_HEADS) {  // the replay rule
+        path = DecodePath::kSplit;
+    }
+    if (path == DecodePath::kSplit && !haveWs)
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "DualPrecisionDecode: RSSM_DP_DECODE_PATH=split needs slot indices and "
+                        "a workspace of %lld bytes (rssm_dual_precision_decode_workspace_bytes; 0 = these sizes cannot "
+                        "use it); got state_batch_indices=%p workspace=%p bytes=%lld", (long long)need,
+                        (const void*)p.state_batch_indices, p.workspace, (long long)p.workspace_bytes);
     int flushOnly = 0;
-    if (useStreamPath(p)) {
-        const GdnReplayParams q = streamParams(p);
-        const int st = rssm_gdn_replay_launch(&q, s);
+    if (path != DecodePath::kTile) {
+        GdnReplayParams q = streamParams(p);
+        int st;
+        if (path == DecodePath::kSplit) {
+            q.variant = GDN_VARIANT_SPLIT;
+            q.workspace = p.workspace;
+            q.workspace_bytes = p.workspace_bytes;
+            if (p.read_dtype == RSSM_DTYPE_FP8_E4M3 || p.read_dtype == RSSM_DTYPE_NVFP4) {
+                stream::ReadCopyScales rc;
+                rc.scale = p.ckpt_lp_scale;
+                rc.gscale = p.ckpt_lp_gscale;
+                rc.nheads = p.nheads;
+                rc.headdim = p.headdim;
+                st = gdn::replaySplitReadCopy(q, rc, s);
+            } else {
+                st = rssm_gdn_replay_launch(&q, s);
+            }
+        } else {
+            st = rssm_gdn_replay_launch(&q, s);
+        }
         if (st != RSSM_OK) return st;
         flushOnly = 1;
     }

@@ -5,6 +5,7 @@
 #include "common/rssm_common.h"
 #include "gdn/gdn.h"
 #include "gdn/gdn_dispatch.cuh"
+#include "common/read_rows.cuh"
 #include "gdn/gdn_split.h"
 
 namespace rssm {
@@ -184,8 +185,8 @@ int checkSplit(const char* op, const GdnReplayParams& p) {
 static bool splitSizesOk(const GdnReplayParams* p) {
     const int records = p->mode == GDN_REPLAY_STANDARD ? p->window : p->window + p->num_tokens;
     return (p->head_k == 128 || p->head_k == 256) && p->head_v > 0 && p->head_v % rssm::gdn::splitRows() == 0 &&
-           records <= rssm::gdn::splitMaxRecords() && p->rows_per_cta == 0 && !p->skip_flush_rows && !p->ring_beta &&
-           !p->ring_v && (long long)p->batch * p->num_v_heads * (p->head_v / rssm::gdn::splitRows()) < (1LL << 31);
+           records <= rssm::gdn::splitMaxRecords() && p->rows_per_cta == 0 &&
+           (long long)p->batch * p->num_v_heads * (p->head_v / rssm::gdn::splitRows()) < (1LL << 31);
 }
 static bool autoPicksSplit(const GdnReplayParams* p) {
     return splitSizesOk(p) && (long long)p->batch * p->num_v_heads >= GDN_SPLIT_MIN_BATCH_HEADS;
@@ -284,10 +285,12 @@ extern "C" int rssm_gdn_decode_launch(const GdnDecodeParams* pp, cudaStream_t st
     return finish(op, e);
 }
 
-extern "C" int rssm_gdn_replay_launch(const GdnReplayParams* pp, cudaStream_t stream) {
-    const char* op = "GdnReplay";
-    if (pp == nullptr) return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: params must not be NULL", op);
-    GdnReplayParams p = *pp;
+// readFmt: 0, or FP8_E4M3 / NVFP4 for a read-only dual-precision read copy (rc its scales; the shared
+// checks run with the fp16 row rules, the caller checked the payload's byte strides).
+static int replayLaunchImpl(const char* op, GdnReplayParams p, int readFmt, const rssm::stream::ReadCopyScales& rc,
+                            cudaStream_t stream) {
+    const int userRows = p.rows_per_cta;  // as given (the tile variants halve their own choice only)
+    if (readFmt) p.state_dtype = RSSM_DTYPE_FP16;
     if (p.variant == GDN_VARIANT_AUTO) {
         const int64_t need = rssm_gdn_replay_workspace_bytes(&p);  // > 0: auto picks the split kernels
         p.variant = rssm_gdn_replay_auto_variant(&p, need > 0 && p.workspace && p.workspace_bytes >= need);
@@ -344,9 +347,12 @@ extern "C" int rssm_gdn_replay_launch(const GdnReplayParams* pp, cudaStream_t st
                         GDN_NUM_VARIANTS - 1, p.variant);
     if (p.skip_flush_rows != 0 && p.skip_flush_rows != 1)
         return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: skip_flush_rows must be 0 or 1; got %d", op, p.skip_flush_rows);
-    if ((p.skip_flush_rows || p.ring_beta || p.ring_v) && (p.variant < 3 || p.variant == GDN_VARIANT_SPLIT))
+    if ((p.skip_flush_rows || p.ring_beta || p.ring_v) && p.variant < 3)
         return setError(RSSM_ERR_UNSUPPORTED, "%s: skip_flush_rows / ring_beta / ring_v (dual-precision decode) "
-                        "need a stream variant (3, 4 or 5); got variant %d", op, p.variant);
+                        "need a stream variant (3, 4 or 5) or the split kernels (6); got variant %d", op, p.variant);
+    if (readFmt && (p.variant != GDN_VARIANT_SPLIT || !p.skip_flush_rows))
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: a read-only copy runs on the split kernels (variant 6) with "
+                        "skip_flush_rows = 1; got variant %d, skip_flush_rows %d", op, p.variant, p.skip_flush_rows);
     if (p.workspace_bytes < 0 || (reinterpret_cast<uintptr_t>(p.workspace) & 15u) != 0)
         return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: workspace must be 16-byte aligned with workspace_bytes >= 0; "
                         "got ptr=%p bytes=%lld", op, p.workspace, (long long)p.workspace_bytes);
@@ -354,7 +360,8 @@ extern "C" int rssm_gdn_replay_launch(const GdnReplayParams* pp, cudaStream_t st
         if ((st = checkSplit(op, p)) != RSSM_OK) return st;
         if (p.batch == 0) return RSSM_OK;
         if (!(p.scale > 0.f)) p.scale = 1.0f / sqrtf((float)p.head_k);
-        return finish(op, rssm::gdn::launchSplit(p, smCount(), stream));
+        if (readFmt) p.state_dtype = readFmt;
+        return finish(op, rssm::gdn::launchSplit(p, smCount(), stream, rc));
     }
     if (p.variant >= 3) {
         if ((st = checkStreamVariant(op, p.head_k, p.rows_per_cta)) != RSSM_OK) return st;
@@ -391,7 +398,7 @@ extern "C" int rssm_gdn_replay_launch(const GdnReplayParams* pp, cudaStream_t st
             return rssm::gdn::replayTileSmemBytes(p.head_k, stBytes, tile, full_ring ? p.ring_capacity : p.window,
                                                   p.num_tokens);
         };
-        while (smemOf(p.rows_per_cta) > limit && p.rows_per_cta > batchRows && pp->rows_per_cta == 0)
+        while (smemOf(p.rows_per_cta) > limit && p.rows_per_cta > batchRows && userRows == 0)
             p.rows_per_cta = roundUp(p.rows_per_cta / 2, batchRows);
         const int smem = smemOf(p.rows_per_cta);
         if (smem > limit)
@@ -424,4 +431,26 @@ extern "C" int rssm_gdn_replay_launch(const GdnReplayParams* pp, cudaStream_t st
         default: e = rssm::gdn::launchReplay<__nv_bfloat16>(p, stream); break;
     }
     return finish(op, e);
+}
+
+extern "C" int rssm_gdn_replay_launch(const GdnReplayParams* pp, cudaStream_t stream) {
+    const char* op = "GdnReplay";
+    if (pp == nullptr) return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: params must not be NULL", op);
+    return replayLaunchImpl(op, *pp, 0, rssm::stream::ReadCopyScales{}, stream);
+}
+
+int rssm::gdn::replaySplitReadCopy(const GdnReplayParams& q, const rssm::stream::ReadCopyScales& rc,
+                                   cudaStream_t stream) {
+    const char* op = "GdnReplay (read copy)";
+    const int fmt = q.state_dtype;
+    if (fmt != RSSM_DTYPE_FP8_E4M3 && fmt != RSSM_DTYPE_NVFP4)
+        return setError(RSSM_ERR_UNSUPPORTED, "%s: the read format must be FP8_E4M3 (%d) or NVFP4 (%d); got %d", op,
+                        RSSM_DTYPE_FP8_E4M3, RSSM_DTYPE_NVFP4, fmt);
+    if (q.head_k != 128)
+        return setError(RSSM_ERR_UNSUPPORTED, "%s: scaled read formats need head_k 128; got %d", op, q.head_k);
+    if (!rc.scale || (fmt == RSSM_DTYPE_NVFP4 && !rc.gscale) || rc.nheads != q.num_v_heads || rc.headdim != q.head_v)
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: the read copy's scale tensors (scale %p, gscale %p) must be "
+                        "given for [S, %d, %d] states; got layout [S, %d, %d]", op, rc.scale, (const void*)rc.gscale,
+                        q.num_v_heads, q.head_v, rc.nheads, rc.headdim);
+    return replayLaunchImpl(op, q, fmt, rc, stream);
 }

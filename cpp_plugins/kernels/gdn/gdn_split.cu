@@ -1,6 +1,6 @@
 // Instantiations and launch of the GDN split replay kernels (variant 6): prep kernel per K (128 / 256) x
 // token bucket (MAXT = 1 standard, 2, 4, 8), readout kernel per state dtype (fp32 / fp16 / bf16) x K x
-// token bucket.
+// token bucket, and per read-only dual-precision read format (fp8_e4m3 / nvfp4, K = 128) x token bucket.
 #include "gdn/gdn_split.h"
 
 #include <stdlib.h>
@@ -52,7 +52,7 @@ int readoutConfig() {
 }
 
 template <typename ST, int K, int MAXT, int NT, int MINB>
-cudaError_t launchReadout(const GdnReplayParams& p, int smCount, cudaStream_t s) {
+cudaError_t launchReadout(const GdnReplayParams& p, int smCount, cudaStream_t s, const stream::ReadCopyScales& rc) {
     const bool serving = p.act_dtype == RSSM_DTYPE_BF16 && p.u_dtype == RSSM_DTYPE_FP16;
     auto* readout = serving ? gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U>
                             : gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtRuntime>;
@@ -63,12 +63,12 @@ cudaError_t launchReadout(const GdnReplayParams& p, int smCount, cudaStream_t s)
     const long long ctasNeeded = (items + NT / 32 - 1) / (NT / 32);
     const long long resident = (long long)readoutOccupancy(readout, NT, smem) * smCount;
     const int grid = (int)(ctasNeeded < resident ? ctasNeeded : resident);
-    readout<<<grid, NT, smem, s>>>(p);
+    readout<<<grid, NT, smem, s>>>(p, rc);
     return cudaGetLastError();
 }
 
 template <typename ST, int K, int MAXT>
-cudaError_t launchSplitKT(const GdnReplayParams& p, int smCount, cudaStream_t s) {
+cudaError_t launchSplitKT(const GdnReplayParams& p, int smCount, cudaStream_t s, const stream::ReadCopyScales& rc) {
     auto* prep = gdnSplitPrepKernel<K, MAXT>;
     // Warps (one (row, key head) pair each) per prep CTA: 4, fewer when their shared memory would pass 64 KB.
     const size_t warpSmem = splitPrepWarpSmemBytesGdn(p.window, p.num_tokens, K);
@@ -82,24 +82,25 @@ cudaError_t launchSplitKT(const GdnReplayParams& p, int smCount, cudaStream_t s)
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
     if constexpr (K == 128 && MAXT == 1) {
         switch (readoutConfig()) {
-            case 2: return launchReadout<ST, K, MAXT, 256, 2>(p, smCount, s);
-            case 3: return launchReadout<ST, K, MAXT, 256, 3>(p, smCount, s);
+            case 2: return launchReadout<ST, K, MAXT, 256, 2>(p, smCount, s, rc);
+            case 3: return launchReadout<ST, K, MAXT, 256, 3>(p, smCount, s, rc);
             default: break;
         }
-        return launchReadout<ST, K, MAXT, 128, 5>(p, smCount, s);
+        return launchReadout<ST, K, MAXT, 128, 5>(p, smCount, s, rc);
     }
-    return launchReadout<ST, K, MAXT, 256, 2>(p, smCount, s);
+    return launchReadout<ST, K, MAXT, 256, 2>(p, smCount, s, rc);
 }
 template <typename ST, int K>
-cudaError_t launchSplitK(const GdnReplayParams& p, int smCount, cudaStream_t s) {
-    if (p.mode == GDN_REPLAY_STANDARD) return launchSplitKT<ST, K, 1>(p, smCount, s);
-    if (p.num_tokens <= 2) return launchSplitKT<ST, K, 2>(p, smCount, s);
-    if (p.num_tokens <= 4) return launchSplitKT<ST, K, 4>(p, smCount, s);
-    return launchSplitKT<ST, K, 8>(p, smCount, s);
+cudaError_t launchSplitK(const GdnReplayParams& p, int smCount, cudaStream_t s, const stream::ReadCopyScales& rc) {
+    if (p.mode == GDN_REPLAY_STANDARD) return launchSplitKT<ST, K, 1>(p, smCount, s, rc);
+    if (p.num_tokens <= 2) return launchSplitKT<ST, K, 2>(p, smCount, s, rc);
+    if (p.num_tokens <= 4) return launchSplitKT<ST, K, 4>(p, smCount, s, rc);
+    return launchSplitKT<ST, K, 8>(p, smCount, s, rc);
 }
 template <typename ST>
-cudaError_t launchSplitST(const GdnReplayParams& p, int smCount, cudaStream_t s) {
-    return p.head_k == 128 ? launchSplitK<ST, 128>(p, smCount, s) : launchSplitK<ST, 256>(p, smCount, s);
+cudaError_t launchSplitST(const GdnReplayParams& p, int smCount, cudaStream_t s, const stream::ReadCopyScales& rc) {
+    if constexpr (stream::RowQuad<ST>::kScaled) return launchSplitK<ST, 128>(p, smCount, s, rc);  // K = 128 only
+    else return p.head_k == 128 ? launchSplitK<ST, 128>(p, smCount, s, rc) : launchSplitK<ST, 256>(p, smCount, s, rc);
 }
 }  // namespace
 
@@ -109,11 +110,13 @@ size_t splitWorkspaceBytes(int batch, int numTokens, int numVHeads, int window) 
 int splitMaxRecords() { return kSplitMaxRecords; }
 int splitRows() { return kSplitRows; }
 
-cudaError_t launchSplit(const GdnReplayParams& p, int smCount, cudaStream_t s) {
+cudaError_t launchSplit(const GdnReplayParams& p, int smCount, cudaStream_t s, const stream::ReadCopyScales& rc) {
     switch (p.state_dtype) {
-        case RSSM_DTYPE_FP32: return launchSplitST<float>(p, smCount, s);
-        case RSSM_DTYPE_FP16: return launchSplitST<__half>(p, smCount, s);
-        default: return launchSplitST<__nv_bfloat16>(p, smCount, s);
+        case RSSM_DTYPE_FP32: return launchSplitST<float>(p, smCount, s, rc);
+        case RSSM_DTYPE_FP16: return launchSplitST<__half>(p, smCount, s, rc);
+        case RSSM_DTYPE_FP8_E4M3: return launchSplitST<stream::Fp8Rows>(p, smCount, s, rc);
+        case RSSM_DTYPE_NVFP4: return launchSplitST<stream::Nvfp4Rows>(p, smCount, s, rc);
+        default: return launchSplitST<__nv_bfloat16>(p, smCount, s, rc);
     }
 }
 

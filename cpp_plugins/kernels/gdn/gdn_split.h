@@ -7,6 +7,9 @@
 #include "gdn/gdn.h"
 
 namespace rssm {
+namespace stream {
+struct ReadCopyScales;  // common/read_rows.cuh
+}
 namespace gdn {
 // Workspace bytes of one step (a head record per (row, value head)).
 size_t splitWorkspaceBytes(int batch, int numTokens, int numVHeads, int window);
@@ -15,6 +18,11 @@ int splitMaxRecords();
 // Value rows per readout item: head_v must be a multiple.
 int splitRows();
 // Prep kernel (grid (H, B)) then readout kernel (persistent grid of `smCount` x occupancy CTAs at most).
-cudaError_t launchSplit(const GdnReplayParams& p, int smCount, cudaStream_t stream);
+// p.state_dtype FP8_E4M3 / NVFP4: a read-only dual-precision read copy (skip_flush_rows; byte strides) with
+// its scale tensors in rc; rc is unused for the other dtypes.
+cudaError_t launchSplit(const GdnReplayParams& p, int smCount, cudaStream_t stream, const stream::ReadCopyScales& rc);
+// Variant 6 on a read-only dual-precision read copy in a scaled format: q.state_dtype FP8_E4M3 / NVFP4,
+// q.variant 6, q.skip_flush_rows 1. Validates like rssm_gdn_replay_launch; returns its status.
+int replaySplitReadCopy(const GdnReplayParams& q, const stream::ReadCopyScales& rc, cudaStream_t stream);
 }  // namespace gdn
 }  // namespace rssm

@@ -31,6 +31,7 @@
 // cursors are untouched (nothing of theirs is written).
 #pragma once
 #include "common/cp_async.cuh"
+#include "common/read_rows.cuh"
 #include "common/stream_rows.cuh"
 #include "common/warp_scan.cuh"
 #include "gdn/gdn_kernels.cuh"
@@ -43,6 +44,7 @@ constexpr int kSplitRows = 8;         // value rows per readout item (one warp)
 constexpr int kSplitMaxRecords = 32;  // records per step (one per lane)
 constexpr int kSplitFoldChunk = 8;    // records per staged key chunk (fold)
 constexpr int kSplitCoef = 32;        // head record: first coefficient word
+constexpr int kSplitSkipRow = -2;     // head record nf: a flushing row under skip_flush_rows (readout: untouched)
 
 // Head record (fp32 words, one per (row b, value head)), RM = L + T:
 //   [0, 8) gk_s; [8] gfold; [9] nf (int bits; -1: invalid cursors); [10] o (int bits); [11] h (int bits);
@@ -98,6 +100,10 @@ __global__ void __launch_bounds__(kSplitPrepMaxThreads) gdnSplitPrepKernel(const
         return;
     }
     const bool flush = spec ? (h + T > L) : (h + 1 == L);
+    if (flush && p.skip_flush_rows) {  // the dual-precision decode handles this row (outputs and appends)
+        for (int w = lane; w < group; w += 32) ws[w * RW + 9] = __int_as_float(kSplitSkipRow);
+        return;
+    }
     const int nf = flush ? (spec ? h : h + 1) : 0;
     const int R = h + T;  // records seen this step (<= 32: one per lane)
 
@@ -138,10 +144,27 @@ __global__ void __launch_bounds__(kSplitPrepMaxThreads) gdnSplitPrepKernel(const
             const float bb = ldAct(p.b, (int64_t)b * p.b_stride_b + (int64_t)s * p.b_stride_t + hv, bf16);
             g = gdnLogDecay(a, p.A_log[hv], p.dt_bias[hv]);
             p.ring_g[rgBase + (int64_t)rr * p.ring_g_stride_rec] = g;
-            ws[w * RW + 24 + s] = sigmoidf(bb);
+            const float beta = sigmoidf(bb);
+            ws[w * RW + 24 + s] = beta;
+            if (p.ring_beta) p.ring_beta[rgBase + (int64_t)rr * p.ring_g_stride_rec] = beta;  // two-precision record
         }
         return g;
     };
+    // Two-precision records (dual-precision decode): this step's raw v_s of the group's value heads, bit copies.
+    if (p.ring_v) {
+        for (int w = 0; w < group; ++w) {
+            const int hv = hk * group + w;
+            for (int s = 0; s < T; ++s) {
+                int rr = o + h + s;
+                rr = rr >= C ? rr - C : rr;
+                const uint16_t* vs = static_cast<const uint16_t*>(p.v) + (int64_t)b * p.v_stride_b +
+                                     (int64_t)s * p.v_stride_t + (int64_t)hv * p.v_stride_h;
+                uint16_t* vd = static_cast<uint16_t*>(p.ring_v) + (int64_t)slot * p.ring_u_stride_slot +
+                               (int64_t)rr * p.ring_u_stride_rec + (int64_t)hv * p.ring_u_stride_head;
+                for (int e = lane; e < p.head_v; e += 32) vd[e] = vs[e];
+            }
+        }
+    }
     const float gFirst = logDecayOf(0);
     // ---- this step's drafts: normalize, append the raw keys to the ring
     for (int s = 0; s < T; ++s) {
@@ -254,7 +277,9 @@ constexpr int kDtBf16ActFp16U = 1;
 // (NT / 32) x splitReadoutWarpSmemBytesGdn(K). (A two-stage cp.async state pipeline in shared memory measured
 // slower: 4B B = 256 215 vs 186 us, more instructions; docs/kernels-gdn.md "Variant 6".)
 template <typename ST, int K, int MAXT, int NT, int MINB, int DT>
-__global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnReplayParams p) {
+__global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnReplayParams p,
+                                                                   const stream::ReadCopyScales rc) {
+    constexpr bool kScaled = stream::RowQuad<ST>::kScaled;  // read-only fp8 / nvfp4 rows (skip_flush_rows)
     using RS = stream::RowScatter<kSplitRows>;
     constexpr int QPL = K / 128;
     constexpr int RWS = kSplitRows;
@@ -312,7 +337,9 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
     };
     // One item: the state rows S (already loaded), the ring terms, outputs and appends, and on a flush step the
     // fold (raw keys staged in foldBuf: 2 chunks of 8 records x K 16-bit values) and the row stores.
-    auto process = [&](const ItemCursor& c, int slot, int4 meta, float4 (&S)[RWS][QPL], uint16_t* foldBuf) {
+    // fac: the rows' dot-product multipliers (scaled read formats; unused otherwise).
+    auto process = [&](const ItemCursor& c, int slot, int4 meta, float4 (&S)[RWS][QPL], const float (&fac)[RWS],
+                       uint16_t* foldBuf) {
         const int b = c.b, hv = c.hv, vw = c.blk * kSplitRows;
         const size_t bh = (size_t)b * HV + hv;
         const int nf = meta.y, o = meta.z, h = meta.w;
@@ -369,6 +396,7 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
                         float d = dot4(S[r][0], vec[0]);
 #pragma unroll
                         for (int i = 1; i < QPL; ++i) d += dot4(S[r][i], vec[i]);
+                        if constexpr (kScaled) d *= fac[r];
                         part[r] = fmaf(g, d, c * u16At(uperm, r, ubf16));
                     }
                     return RS::reduce(part, lane);
@@ -391,7 +419,9 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
                 }
             }
         }
-        if (nf > 0) {  // warp-uniform: fold the records into the rows, store them
+        if constexpr (!stream::RowQuad<ST>::kWritable) {
+            return;  // read-only copies run with skip_flush_rows (launcher rule): no flush items here
+        } else if (nf > 0) {  // warp-uniform: fold the records into the rows, store them
             const float gf = __int_as_float(meta.x);
 #pragma unroll
             for (int r = 0; r < RWS; ++r)
@@ -460,10 +490,21 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
             // padding rows and invalid cursors: nothing written
             if (!valid(slot, meta)) continue;
             float4 S[RWS][QPL];
-            const ST* ckpt =
-                static_cast<const ST*>(p.state) + (int64_t)slot * p.state_stride_slot + (int64_t)cur.hv * p.state_stride_head;
-            stream::loadWarpRows<RWS, QPL, ST>(S, ckpt, p.state_stride_v, cur.blk * kSplitRows, V, rl, lane);
-            process(cur, slot, meta, S, sFoldWarp);
+            float fac[RWS];
+            if constexpr (kScaled) {
+                stream::WarpRows<RWS, QPL, ST> wr;
+                const uint8_t* ck = static_cast<const uint8_t*>(p.state) + (int64_t)slot * p.state_stride_slot +
+                                    (int64_t)cur.hv * p.state_stride_head;
+                wr.load(ck, p.state_stride_v, cur.blk * kSplitRows, V, rl, lane, rc, (int64_t)slot * rc.nheads + cur.hv);
+                wr.decode(S);
+#pragma unroll
+                for (int r = 0; r < RWS; ++r) fac[r] = wr.factor(r);
+            } else {
+                const ST* ckpt = static_cast<const ST*>(p.state) + (int64_t)slot * p.state_stride_slot +
+                                 (int64_t)cur.hv * p.state_stride_head;
+                stream::loadWarpRows<RWS, QPL, ST>(S, ckpt, p.state_stride_v, cur.blk * kSplitRows, V, rl, lane);
+            }
+            process(cur, slot, meta, S, fac, sFoldWarp);
         }
     }
 }
