@@ -111,7 +111,7 @@ def _run_gdn(read_fmt, mode, T, S, H, HV, V, L, steps, act=torch.float16, stagge
 # sizes the stream path for 16-bit read copies, else the tile kernel); "split" forces the replay split
 # kernels (Mamba-2 variant 4 with the read copy's row format, flushing rows skipped; 16-row read-copy
 # items where the head dim allows, fp32 read copies on the 8-row readout; GDN variant 6 with the read
-# copy's row format, appending raw beta and v for the flush).
+# copy's row format, appending raw beta and v for the flush; 16-row read-copy items where head_v allows).
 PATHS = {"mamba2": ["auto", "split"], "gdn": ["auto", "split"]}
 
 
@@ -161,6 +161,16 @@ def test_mamba2_split_path_8_row_items(read_fmt, monkeypatch):
     monkeypatch.setenv("RSSM_DP_DECODE_PATH", "split")
     monkeypatch.setenv("RSSM_MAMBA2_READ_ROWS", "8")
     _run_mamba2(read_fmt, 1, 3, S=3, H=4, P=64, G=2, L=6, steps=12, stagger=True, seed=29)
+
+
+@pytest.mark.parametrize("read_fmt", ["fp16", "fp8_e4m3", "nvfp4"])
+@pytest.mark.parametrize("mode,T", [(0, 1), (1, 3)], ids=["standard", "spec-T3"])
+def test_gdn_split_path_8_row_items(read_fmt, mode, T, monkeypatch):
+    """The GDN split path's 8-row readout items on read copies (RSSM_GDN_READ_ROWS=8, the A/B switch; the
+    16-row read-copy readout is the default for head_v % 16 == 0, covered by the 'split' cases above)."""
+    monkeypatch.setenv("RSSM_DP_DECODE_PATH", "split")
+    monkeypatch.setenv("RSSM_GDN_READ_ROWS", "8")
+    _run_gdn(read_fmt, mode, T, S=3, H=2, HV=4, V=64, L=6, steps=12, stagger=True, seed=37)
 
 
 @pytest.mark.parametrize("read_fmt", ["fp16", "nvfp4"])

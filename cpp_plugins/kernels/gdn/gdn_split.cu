@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <type_traits>
+
 #include "gdn/gdn_split_kernels.cuh"
 
 namespace rssm {
@@ -67,6 +69,31 @@ cudaError_t launchReadout(const GdnReplayParams& p, int smCount, cudaStream_t s,
     return cudaGetLastError();
 }
 
+// Read-only rows narrower than fp32 with K = 128 and head_v % 16 == 0 run on the 16-row read-copy readout
+// (skip_flush_rows) unless RSSM_GDN_READ_ROWS=8 (A/B timing; read per launch). Configuration as the 8-row
+// readout's default where the registers allow (see launchSplitKT).
+template <typename ST, int MAXT, int NT, int MINB>
+cudaError_t launchReadCopy(const GdnReplayParams& p, int smCount, cudaStream_t s, const stream::ReadCopyScales& rc) {
+    const bool serving = p.act_dtype == RSSM_DTYPE_BF16 && p.u_dtype == RSSM_DTYPE_FP16;
+    auto* readout = serving ? gdnSplitReadCopyKernel<ST, MAXT, NT, MINB, kDtBf16ActFp16U>
+                            : gdnSplitReadCopyKernel<ST, MAXT, NT, MINB, kDtRuntime>;
+    const long long items = (long long)p.batch * p.num_v_heads * (p.head_v / kReadRows);
+    const long long ctasNeeded = (items + NT / 32 - 1) / (NT / 32);
+    const long long resident = (long long)readoutOccupancy(readout, NT, 0) * smCount;
+    const int grid = (int)(ctasNeeded < resident ? ctasNeeded : resident);
+    readout<<<grid, NT, 0, s>>>(p, rc);
+    return cudaGetLastError();
+}
+template <typename ST>
+bool useReadCopy(const GdnReplayParams& p) {
+    if constexpr (std::is_same<ST, float>::value) {
+        return false;
+    } else {
+        const char* e = getenv("RSSM_GDN_READ_ROWS");
+        return p.skip_flush_rows && p.head_k == 128 && p.head_v % kReadRows == 0 && !(e && strcmp(e, "8") == 0);
+    }
+}
+
 template <typename ST, int K, int MAXT>
 cudaError_t launchSplitKT(const GdnReplayParams& p, int smCount, cudaStream_t s, const stream::ReadCopyScales& rc) {
     auto* prep = gdnSplitPrepKernel<K, MAXT>;
@@ -80,6 +107,14 @@ cudaError_t launchSplitKT(const GdnReplayParams& p, int smCount, cudaStream_t s,
     const long long pairs = (long long)p.batch * p.num_heads;
     prep<<<(unsigned)((pairs + warps - 1) / warps), warps * 32, prepSmem, s>>>(p);
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
+    if constexpr (K == 128 && !std::is_same<ST, float>::value) {
+        if (useReadCopy<ST>(p)) {
+            // 16-bit rows with one token fit 96 registers (128 x 5); fp8 / nvfp4 rows (their scale words) and
+            // more tokens take 128 (256 x 2) without spills
+            if constexpr (MAXT == 1 && !stream::RawQuad<ST>::kScaled) return launchReadCopy<ST, MAXT, 128, 5>(p, smCount, s, rc);
+            else return launchReadCopy<ST, MAXT, 256, 2>(p, smCount, s, rc);
+        }
+    }
     if constexpr (K == 128 && MAXT == 1) {
         switch (readoutConfig()) {
             case 2: return launchReadout<ST, K, MAXT, 256, 2>(p, smCount, s, rc);

@@ -509,5 +509,150 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
     }
 }
 
+// ---- Read-copy readout: the split readout for a read-only checkpoint under skip_flush_rows (the
+//      dual-precision decode's non-flush rows: 16-bit / fp8 / nvfp4 read copies, K = 128, head_v % 16 == 0).
+//      No flush items reach it (the prep marks flushing rows kSplitSkipRow), so there is no fold and an item
+//      holds 16 value rows: the per-item work (cursors, head record, k_s / q_s, the coefficients) is amortized
+//      over twice the state of the 8-row items. The rows stay raw bits in registers and are decoded at the
+//      dots; u_j of 16 rows comes in two 16-byte loads per record lane. Same outputs and u appends as the
+//      8-row readout (forward substitution of the drafts in the row lanes).
+constexpr int kReadRows = 16;
+
+template <typename ST, int MAXT, int NT, int MINB, int DT>
+__global__ void __launch_bounds__(NT, MINB) gdnSplitReadCopyKernel(const GdnReplayParams p,
+                                                                    const stream::ReadCopyScales rc) {
+    using RS = stream::RowScatter<kReadRows>;
+    constexpr int RWS = kReadRows;
+    constexpr int LPR = RS::LPR;
+    constexpr bool kScaled = stream::RawQuad<ST>::kScaled;
+    const int HV = p.num_v_heads, V = p.head_v, T = p.num_tokens, C = p.ring_capacity;
+    const int group = HV / p.num_heads;
+    const bool bf16 = DT == kDtBf16ActFp16U ? true : p.act_dtype == RSSM_DTYPE_BF16;
+    const bool ubf16 = DT == kDtBf16ActFp16U ? false : p.u_dtype == RSSM_DTYPE_BF16;
+    const int nrb = V / RWS;
+    const int lane = threadIdx.x & 31;
+    const int RW = splitRecordWordsGdn(p.window, T), RM = p.window + T;
+    const int rl = RS::rowOf(lane);
+    const int sub = lane & (LPR - 1);
+    const uint16_t* ringU = static_cast<const uint16_t*>(p.ring_u);
+    const float* ws = static_cast<const float*>(p.workspace);
+    const unsigned rowItems = (unsigned)HV * nrb;
+    const unsigned items = (unsigned)p.batch * rowItems;  // < 2^31 (launcher)
+    const unsigned nw = gridDim.x * (NT / 32);
+    const unsigned it0 = blockIdx.x * (NT / 32) + (threadIdx.x >> 5);
+    if (it0 >= items) return;
+    ItemCursor cur;
+    cur.b = (int)(it0 / rowItems);
+    {
+        const unsigned rem = it0 - (unsigned)cur.b * rowItems;
+        cur.hv = (int)(rem / (unsigned)nrb);
+        cur.blk = (int)(rem - (unsigned)cur.hv * nrb);
+    }
+    const int stepB = (int)(nw / rowItems);
+    const unsigned stepRem = nw - (unsigned)stepB * rowItems;
+    const int stepHv = (int)(stepRem / (unsigned)nrb);
+    const int stepBlk = (int)(stepRem - (unsigned)stepHv * nrb);
+    auto advance = [&](ItemCursor c) {
+        c.blk += stepBlk;
+        c.hv += stepHv;
+        if (c.blk >= nrb) { c.blk -= nrb; ++c.hv; }
+        c.b += stepB;
+        if (c.hv >= HV) { c.hv -= HV; ++c.b; }
+        return c;
+    };
+    auto slotOf = [&](const ItemCursor& c) { return c.b < p.batch ? p.state_batch_indices[c.b] : -1; };
+    auto metaOf = [&](const ItemCursor& c) {
+        return c.b < p.batch ? *reinterpret_cast<const int4*>(ws + ((size_t)c.b * HV + c.hv) * RW + 8)
+                             : make_int4(0, -1, 0, 0);
+    };
+    int slotNext = slotOf(cur);
+    int4 metaNext = metaOf(cur);
+#pragma unroll 1
+    for (; cur.b < p.batch; cur = advance(cur)) {
+        const int slot = slotNext;
+        const int4 meta = metaNext;
+        {
+            const ItemCursor nx = advance(cur);
+            slotNext = slotOf(nx);
+            metaNext = metaOf(nx);
+        }
+        // padding rows, invalid cursors and skipped (flushing) rows: nothing written here. nf > 0 cannot
+        // occur: the launcher runs this kernel only with skip_flush_rows.
+        if (slot < 0 || slot >= p.num_slots || meta.y < 0) continue;
+        const int b = cur.b, hv = cur.hv, vw = cur.blk * RWS, row = vw + rl;
+        const int o = meta.z, h = meta.w;
+        const float* rec = ws + ((size_t)b * HV + hv) * RW;
+        stream::RawWarpRows<RWS, ST> rows;
+        const int64_t unit = kScaled ? 1 : 2;
+        rows.load(static_cast<const uint8_t*>(p.state) +
+                      ((int64_t)slot * p.state_stride_slot + (int64_t)hv * p.state_stride_head) * unit,
+                  p.state_stride_v, vw, rl, lane, rc, (int64_t)slot * rc.nheads + hv);
+        const int64_t ruBase = (int64_t)slot * p.ring_u_stride_slot + (int64_t)hv * p.ring_u_stride_head;
+        uint4 ulo = make_uint4(0u, 0u, 0u, 0u), uhi = ulo;
+        if (lane < h) {  // u_j[vw .. vw + 15] of committed record j = lane
+            int rr = o + lane;
+            rr = rr >= C ? rr - C : rr;
+            const uint4* up = reinterpret_cast<const uint4*>(ringU + ruBase + (int64_t)rr * p.ring_u_stride_rec + vw);
+            ulo = up[0];
+            uhi = up[1];
+        }
+        const int hk = hv / group;
+        const int64_t kBase = (int64_t)b * p.k_stride_b + (int64_t)hk * p.k_stride_h + lane * 4;
+        const int64_t qBase = (int64_t)b * p.q_stride_b + (int64_t)hk * p.q_stride_h + lane * 4;
+        const int64_t vOff = (int64_t)b * p.v_stride_b + (int64_t)hv * p.v_stride_h + row;
+        const int64_t oOff = (int64_t)b * p.o_stride_b + (int64_t)hv * p.o_stride_h + row;
+        float uf[RWS];  // u_lane of the rows in this lane's register slots
+        stream::unpack16Permuted(ulo, uhi, rl, ubf16, uf);
+        float ud[MAXT];
+#pragma unroll
+        for (int s = 0; s < MAXT; ++s) {
+            ud[s] = 0.f;
+            if (s < T) {
+                const float4 kk = ldAct4(p.k, kBase + (int64_t)s * p.k_stride_t, bf16);
+                const float4 qq = ldAct4(p.q, qBase + (int64_t)s * p.q_stride_t, bf16);
+                const float vv = ldAct(p.v, vOff + (int64_t)s * p.v_stride_t, bf16);
+                const float ck = lane < h ? __ldg(rec + kSplitCoef + s * RM + lane) : 0.f;
+                const float cq = lane < h ? __ldg(rec + kSplitCoef + (T + s) * RM + lane) : 0.f;
+                const float gk = __ldg(rec + s), gq = __ldg(rec + 16 + s);
+                const float beta = __ldg(rec + 24 + s);
+                float ckd[MAXT], cqd[MAXT];  // draft coefficients: ck_{s, h+i} (i < s), cq_{s, h+i} (i <= s)
+#pragma unroll
+                for (int i = 0; i < MAXT; ++i) {
+                    ckd[i] = i < s ? __ldg(rec + kSplitCoef + s * RM + h + i) : 0.f;
+                    cqd[i] = i <= s ? __ldg(rec + kSplitCoef + (T + s) * RM + h + i) : 0.f;
+                }
+                float pk[RWS], pq[RWS];
+#pragma unroll
+                for (int r = 0; r < RWS; ++r) {
+                    const float4 sr = rows.decode(r);
+                    float dk = dot4(sr, kk), dq = dot4(sr, qq);
+                    if constexpr (kScaled) {
+                        const float f = rows.factor(r);
+                        dk *= f;
+                        dq *= f;
+                    }
+                    pk[r] = fmaf(gk, dk, ck * uf[r]);
+                    pq[r] = fmaf(gq, dq, cq * uf[r]);
+                }
+                float X = RS::reduce(pk, lane);
+                float Y = RS::reduce(pq, lane);
+#pragma unroll
+                for (int i = 0; i < s; ++i) {  // drafts before s (forward substitution, Eq. 10 / 11)
+                    X = fmaf(ckd[i], ud[i], X);
+                    Y = fmaf(cqd[i], ud[i], Y);
+                }
+                ud[s] = beta * (vv - X);
+                Y = fmaf(cqd[s], ud[s], Y);
+                if ((s % LPR) == sub) {
+                    int rr = o + h + s;
+                    rr = rr >= C ? rr - C : rr;
+                    stAct(p.o, oOff + (int64_t)s * p.o_stride_t, Y, bf16);
+                    stAct(p.ring_u, ruBase + (int64_t)rr * p.ring_u_stride_rec + row, ud[s], ubf16);
+                }
+            }
+        }
+    }
+}
+
 }  // namespace gdn
 }  // namespace rssm
