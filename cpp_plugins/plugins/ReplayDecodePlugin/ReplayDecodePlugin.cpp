@@ -17,11 +17,16 @@ namespace plugin {
 int32_t ReplayDecodePlugin::launch(core::TensorDesc const* in, int32_t nbInputs, core::TensorDesc const* out,
                                    int32_t nbOutputs, void* workspace, cudaStream_t stream) {
     if (config().e("read_dtype") != "none") {
-        DualPrecisionDecodeParams const p = core::toDualPrecisionDecodeParams(config(), in, nbInputs, out, nbOutputs);
+        DualPrecisionDecodeParams p = core::toDualPrecisionDecodeParams(config(), in, nbInputs, out, nbOutputs);
 #ifdef RSSM_HAVE_DUAL_PRECISION_FLUSH_KERNEL
+        if (workspace) {  // the split path's head records (bounded by kernelWorkspaceSize at the maximum shapes)
+            p.workspace = workspace;
+            p.workspace_bytes = rssm_dual_precision_decode_workspace_bytes(&p);
+        }
         return rssm_dual_precision_decode_launch(&p, stream);
 #else
         (void) p;
+        (void) workspace;
         (void) stream;
         return rssm::setError(RSSM_ERR_UNSUPPORTED,
                               "ReplayDecode: read_dtype needs the dual-precision decode kernel, which this build "
@@ -47,7 +52,15 @@ int32_t ReplayDecodePlugin::launch(core::TensorDesc const* in, int32_t nbInputs,
 }
 
 size_t ReplayDecodePlugin::kernelWorkspaceSize(core::TensorDesc const* in, int32_t nbInputs) const {
-    if (config().e("read_dtype") != "none") return 0;  // the dual-precision decode uses no workspace
+    if (config().e("read_dtype") != "none") {
+#ifdef RSSM_HAVE_DUAL_PRECISION_FLUSH_KERNEL
+        // the dual-precision decode's split path (monotone in batch and tokens: the maximum shapes bound it)
+        DualPrecisionDecodeParams const p = core::dualPrecisionDecodeSizes(config(), in, nbInputs);
+        return static_cast<size_t>(rssm_dual_precision_decode_workspace_bytes(&p));
+#else
+        return 0;
+#endif
+    }
     if (config().e("family") == "mamba2") {
         Mamba2ReplayParams const p = core::mamba2ReplaySizes(config(), in, nbInputs);
         return static_cast<size_t>(rssm_mamba2_replay_workspace_bound(&p));

@@ -189,18 +189,12 @@ ReplayCommitParams toReplayCommitParams(Config const& cfg, TensorDesc const* in,
     return p;
 }
 
-DualPrecisionDecodeParams toDualPrecisionDecodeParams(Config const& cfg, TensorDesc const* in, int32_t nbInputs,
-                                                      TensorDesc const* out, int32_t nbOutputs) {
+DualPrecisionDecodeParams dualPrecisionDecodeSizes(Config const& cfg, TensorDesc const* in, int32_t nbInputs) {
     if (!hasReadCopy(cfg))
         throw Error(std::string(opName(cfg.kind)) +
                     ": toDualPrecisionDecodeParams needs ReplayDecode with read_dtype fp16 / fp8_e4m3 / nvfp4");
     Symbols s = checkInputsSymbols(cfg, in, nbInputs);
-    checkOutputs(cfg, out, nbOutputs);
     bool const mamba = cfg.e("family") == "mamba2";
-    auto opt = [&](char const* name) -> void* {
-        int32_t idx = inputIndex(cfg, name);
-        return idx < 0 ? nullptr : mut(in[idx]);
-    };
     DualPrecisionDecodeParams p;
     std::memset(&p, 0, sizeof(p));
     p.family = mamba ? RSSM_FAMILY_MAMBA2 : RSSM_FAMILY_GDN;
@@ -219,6 +213,18 @@ DualPrecisionDecodeParams toDualPrecisionDecodeParams(Config const& cfg, TensorD
     p.read_dtype = rssmDtype(cfg.e("read_dtype"));
     p.dt_dtype = mamba ? (cfg.e("dt_dtype") == "fp32" ? RSSM_DTYPE_FP32 : p.act_dtype) : RSSM_DTYPE_FP32;
     p.scale = mamba ? 0.f : static_cast<float>(cfg.f("scale"));  // 0 -> kernel uses K^-0.5
+    return p;
+}
+
+DualPrecisionDecodeParams toDualPrecisionDecodeParams(Config const& cfg, TensorDesc const* in, int32_t nbInputs,
+                                                      TensorDesc const* out, int32_t nbOutputs) {
+    DualPrecisionDecodeParams p = dualPrecisionDecodeSizes(cfg, in, nbInputs);
+    checkOutputs(cfg, out, nbOutputs);
+    bool const mamba = cfg.e("family") == "mamba2";
+    auto opt = [&](char const* name) -> void* {
+        int32_t idx = inputIndex(cfg, name);
+        return idx < 0 ? nullptr : mut(in[idx]);
+    };
     TensorDesc const& hp = in[decode_mamba2::kIN_CKPT_HP];  // same position in both families
     TensorDesc const& lp = in[inputIndex(cfg, "ckpt_lp")];
     p.stride_hp_slot = hp.strides[0]; p.stride_hp_head = hp.strides[1]; p.stride_hp_row = hp.strides[2];

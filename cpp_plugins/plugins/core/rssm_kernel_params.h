@@ -36,6 +36,9 @@ ReplayCommitParams toReplayCommitParams(Config const& cfg, TensorDesc const* in,
 // passes the two-precision records ring_beta / ring_v (the GDN flush needs them).
 DualPrecisionDecodeParams toDualPrecisionDecodeParams(Config const& cfg, TensorDesc const* in, int32_t nbInputs,
                                                       TensorDesc const* out, int32_t nbOutputs);
+// Its size, mode and dtype fields from the input descriptors alone (strides, pointers and the workspace
+// zero): the adapter's workspace query at the maximum shapes (rssm_dual_precision_decode_workspace_bytes).
+DualPrecisionDecodeParams dualPrecisionDecodeSizes(Config const& cfg, TensorDesc const* in, int32_t nbInputs);
 // DualPrecisionFlush -> rssm_dual_precision_flush_launch.
 DualPrecisionFlushParams toDualPrecisionFlushParams(Config const& cfg, TensorDesc const* in, int32_t nbInputs,
                                                     TensorDesc const* out, int32_t nbOutputs);

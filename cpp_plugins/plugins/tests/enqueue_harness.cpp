@@ -488,6 +488,16 @@ void runDualPrecision(bool gdn) {
     CHECK(nIn == (gdn ? 17 : 16), "dual-precision ReplayDecode input count %d", nIn);
     checkFormats("ReplayDecode (read copy)", dec, in, out);
     CHECK(dec.rt->onShapeChange(in.data(), nIn, out.data(), 1) == 0, "ReplayDecode (read copy) onShapeChange");
+    // Workspace as TensorRT sizes it (getWorkspaceSize at the maximum shapes): the dual-precision decode's
+    // split path (kernel ABI 6) declares its head records; handed to every enqueue (at B = 3 the launcher's
+    // rule keeps the stream path, so this checks the declaration and the hand-over, not the split kernels).
+    std::vector<DynamicPluginTensorDesc> dynIn, dynOut;
+    for (auto const& d : in) { DynamicPluginTensorDesc x{}; x.desc = d; x.min = x.opt = x.max = d.dims; dynIn.push_back(x); }
+    for (auto const& d : out) { DynamicPluginTensorDesc x{}; x.desc = d; x.min = x.opt = x.max = d.dims; dynOut.push_back(x); }
+    size_t const wsBytes = dec.build->getWorkspaceSize(dynIn.data(), nIn, dynOut.data(), 1);
+    std::printf("  ReplayDecode (read copy) getWorkspaceSize: %zu bytes\n", wsBytes);
+    CHECK(wsBytes > 0, "dual-precision ReplayDecode getWorkspaceSize %zu bytes (expected > 0)", wsBytes);
+    Dev dWs(wsBytes > 0 ? wsBytes : 16);
     checkFormats("DualPrecisionFlush", fl, fin, fout);
     CHECK(fl.rt->onShapeChange(fin.data(), nFin, fout.data(), 1) == 0, "DualPrecisionFlush onShapeChange");
     std::vector<PluginTensorDesc> cin = {outDesc, desc(I32, {B}), desc(I32, {S}), desc(I32, {S})};
@@ -558,7 +568,7 @@ void runDualPrecision(bool gdn) {
             }
         }
         void* outs[1] = {dOut.p};
-        CHECK(dec.rt->enqueue(in.data(), out.data(), ins.data(), outs, nullptr, st) == 0,
+        CHECK(dec.rt->enqueue(in.data(), out.data(), ins.data(), outs, dWs.p, st) == 0,
               "ReplayDecode (read copy) enqueue step %d", step);
         void* fouts[1] = {dFlushed.p};
         CHECK(fl.rt->enqueue(fin.data(), fout.data(), fins.data(), fouts, nullptr, st) == 0,
