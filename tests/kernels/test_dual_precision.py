@@ -282,3 +282,20 @@ def test_small_shared_mode_sanitize(family):
             c.commit(sbi)
     torch.cuda.synchronize()
     assert torch.isfinite(y[0].float()).all() and torch.isfinite(y[2].float()).all()
+
+
+@pytest.mark.sanitize
+@pytest.mark.parametrize("family", ["mamba2", "gdn"])
+@pytest.mark.parametrize("rows", ["16", "8"])
+def test_split_path_sanitize(family, rows, monkeypatch):
+    """The split path (forced) on small shapes, for compute-sanitizer: every read format, standard and
+    speculative, 16- and 8-row read-copy items, a padding row, flushes (the flushing rows go to the grouped
+    flush-only dual-precision kernel); outputs checked against the float64 reference as in the tests above."""
+    monkeypatch.setenv("RSSM_DP_DECODE_PATH", "split")
+    monkeypatch.setenv("RSSM_MAMBA2_READ_ROWS" if family == "mamba2" else "RSSM_GDN_READ_ROWS", rows)
+    for read_fmt in ("fp16", "fp8_e4m3", "nvfp4"):
+        for mode, T in ((0, 1), (1, 3)):
+            if family == "mamba2":
+                _run_mamba2(read_fmt, mode, T, S=3, H=4, P=32, G=2, L=4, steps=6, stagger=True, seed=41)
+            else:
+                _run_gdn(read_fmt, mode, T, S=3, H=2, HV=4, V=32, L=4, steps=6, stagger=True, seed=43)
