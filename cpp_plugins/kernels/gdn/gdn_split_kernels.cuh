@@ -127,45 +127,72 @@ __global__ void __launch_bounds__(kSplitPrepMaxThreads) gdnSplitPrepKernel(const
         async::copy16(sKr + j * K + c * 8, ringK + rkBase + (int64_t)rr * p.ring_k_stride_rec + c * 8);
     }
     async::commit();
-    // Log-decay of record j = lane for value head hk * group + w (ring, or this step's: appended, with beta
-    // into the head record). The first value head's is loaded here, so that its ring_g loads overlap the
-    // key copies.
-    auto logDecayOf = [&](int w) {
+    // Log-decay of record j = lane for value head hk * group + w (ring, or this step's: with beta). Loads and
+    // stores are separate steps, so that the next value head's loads go out before this one's appends (a
+    // store between two loads would order them: one round trip per value head).
+    auto loadDecay = [&](int w, float& g, float& beta) {
         const int hv = hk * group + w;
-        const int64_t rgBase = (int64_t)slot * p.ring_g_stride_slot + hv;
         int rr = o + lane;
         rr = rr >= C ? rr - C : rr;
-        float g = 0.f;
+        g = 0.f;
+        beta = 0.f;
         if (lane < h) {
-            g = p.ring_g[rgBase + (int64_t)rr * p.ring_g_stride_rec];
+            g = p.ring_g[(int64_t)slot * p.ring_g_stride_slot + hv + (int64_t)rr * p.ring_g_stride_rec];
         } else if (lane < R) {
             const int s = lane - h;
             const float a = ldAct(p.a, (int64_t)b * p.a_stride_b + (int64_t)s * p.a_stride_t + hv, bf16);
             const float bb = ldAct(p.b, (int64_t)b * p.b_stride_b + (int64_t)s * p.b_stride_t + hv, bf16);
             g = gdnLogDecay(a, p.A_log[hv], p.dt_bias[hv]);
-            p.ring_g[rgBase + (int64_t)rr * p.ring_g_stride_rec] = g;
-            const float beta = sigmoidf(bb);
-            ws[w * RW + 24 + s] = beta;
-            if (p.ring_beta) p.ring_beta[rgBase + (int64_t)rr * p.ring_g_stride_rec] = beta;  // two-precision record
+            beta = sigmoidf(bb);
         }
-        return g;
     };
-    // Two-precision records (dual-precision decode): this step's raw v_s of the group's value heads, bit copies.
+    auto storeDecay = [&](int w, float g, float beta) {  // this step's records: appended, beta into the head record
+        if (lane >= h && lane < R) {
+            const int hv = hk * group + w, s = lane - h;
+            int rr = o + lane;
+            rr = rr >= C ? rr - C : rr;
+            const int64_t gi = (int64_t)slot * p.ring_g_stride_slot + hv + (int64_t)rr * p.ring_g_stride_rec;
+            p.ring_g[gi] = g;
+            ws[w * RW + 24 + s] = beta;
+            if (p.ring_beta) p.ring_beta[gi] = beta;  // two-precision record
+        }
+    };
+    float gCur, betaCur;  // value head 0's, loaded here so that they overlap the key copies
+    loadDecay(0, gCur, betaCur);
+    // Two-precision records (dual-precision decode): this step's raw v_s of the group's value heads, bit copies
+    // (loads of up to 4 value heads x 128 elements first, then the stores).
     if (p.ring_v) {
-        for (int w = 0; w < group; ++w) {
-            const int hv = hk * group + w;
-            for (int s = 0; s < T; ++s) {
-                int rr = o + h + s;
-                rr = rr >= C ? rr - C : rr;
-                const uint16_t* vs = static_cast<const uint16_t*>(p.v) + (int64_t)b * p.v_stride_b +
-                                     (int64_t)s * p.v_stride_t + (int64_t)hv * p.v_stride_h;
-                uint16_t* vd = static_cast<uint16_t*>(p.ring_v) + (int64_t)slot * p.ring_u_stride_slot +
-                               (int64_t)rr * p.ring_u_stride_rec + (int64_t)hv * p.ring_u_stride_head;
-                for (int e = lane; e < p.head_v; e += 32) vd[e] = vs[e];
+        constexpr int kVW = 4, kVE = 4;  // value heads x elements per lane per batch
+        for (int s = 0; s < T; ++s) {
+            int rr = o + h + s;
+            rr = rr >= C ? rr - C : rr;
+            for (int w0 = 0; w0 < group; w0 += kVW) {
+                for (int e0 = 0; e0 < p.head_v; e0 += 32 * kVE) {
+                    uint16_t vv[kVW][kVE];
+#pragma unroll
+                    for (int w = 0; w < kVW; ++w) {
+                        const uint16_t* vs = static_cast<const uint16_t*>(p.v) + (int64_t)b * p.v_stride_b +
+                                             (int64_t)s * p.v_stride_t + (int64_t)(hk * group + w0 + w) * p.v_stride_h;
+#pragma unroll
+                        for (int i = 0; i < kVE; ++i) {
+                            const int e = e0 + lane + 32 * i;
+                            vv[w][i] = (w0 + w < group && e < p.head_v) ? vs[e] : (uint16_t)0;
+                        }
+                    }
+#pragma unroll
+                    for (int w = 0; w < kVW; ++w) {
+                        uint16_t* vd = static_cast<uint16_t*>(p.ring_v) + (int64_t)slot * p.ring_u_stride_slot +
+                                       (int64_t)rr * p.ring_u_stride_rec + (int64_t)(hk * group + w0 + w) * p.ring_u_stride_head;
+#pragma unroll
+                        for (int i = 0; i < kVE; ++i) {
+                            const int e = e0 + lane + 32 * i;
+                            if (w0 + w < group && e < p.head_v) vd[e] = vv[w][i];
+                        }
+                    }
+                }
             }
         }
     }
-    const float gFirst = logDecayOf(0);
     // ---- this step's drafts: normalize, append the raw keys to the ring
     for (int s = 0; s < T; ++s) {
         const int64_t kOff = (int64_t)b * p.k_stride_b + (int64_t)s * p.k_stride_t + (int64_t)hk * p.k_stride_h;
@@ -226,7 +253,14 @@ __global__ void __launch_bounds__(kSplitPrepMaxThreads) gdnSplitPrepKernel(const
     //      weights, cursors
     for (int w = 0; w < group; ++w) {
         float* rec = ws + w * RW;
-        const float g = w == 0 ? gFirst : logDecayOf(w);
+        const float g = gCur;
+        {
+            float gNext = 0.f, betaNext = 0.f;
+            if (w + 1 < group) loadDecay(w + 1, gNext, betaNext);  // in flight before this head's stores
+            storeDecay(w, gCur, betaCur);
+            gCur = gNext;
+            betaCur = betaNext;
+        }
         const float cum = scan::warpInclusiveSum(g, lane);
 #pragma unroll
         for (int s = 0; s < MAXT; ++s) {

@@ -127,8 +127,11 @@ __global__ void __launch_bounds__(kSplitPrepThreads) mamba2SplitPrepKernel(const
         }
     }
     // ---- per head (a warp owns heads warp + NW k): dt_j of record j = lane (ring or this step's,
-    //      appended), and the x append of this step's records
+    //      appended), and the x append of this step's records. Every load of the warp's heads and tokens
+    //      first, then the stores: a store between two loads would order them (one round trip each).
+    constexpr int kXPerLane = 4;  // headdim <= 128
     float dtj[HPW];
+    uint16_t xv[HPW][MAXT][kXPerLane];
 #pragma unroll
     for (int k = 0; k < HPW; ++k) {
         const int hl = warp + NW * k;
@@ -142,15 +145,35 @@ __global__ void __launch_bounds__(kSplitPrepThreads) mamba2SplitPrepKernel(const
                 dtj[k] = loadDt(p.dt_raw, dtF32, actBf16,
                                 (int64_t)b * p.stride_dt_b + (int64_t)s * p.stride_dt_t + (int64_t)head * p.stride_dt_h,
                                 p.dt_bias, head);
-                p.ring_dt[(ringRowSlot + rrLane) * H + head] = dtj[k];
             }
-            uint16_t* wX = static_cast<uint16_t*>(p.ring_x);
             const uint16_t* xg = static_cast<const uint16_t*>(p.x) + (int64_t)b * p.stride_x_b + (int64_t)head * p.stride_x_h;
-            for (int s = 0; s < T; ++s) {
-                int rr = o + h + s;
-                rr = rr >= Cap ? rr - Cap : rr;
-                for (int row = lane; row < P; row += 32)
-                    wX[((ringRowSlot + rr) * H + head) * P + row] = xg[(int64_t)s * p.stride_x_t + row];
+#pragma unroll
+            for (int s = 0; s < MAXT; ++s)
+#pragma unroll
+                for (int i = 0; i < kXPerLane; ++i) {
+                    const int row = lane + 32 * i;
+                    xv[k][s][i] = (s < T && row < P) ? xg[(int64_t)s * p.stride_x_t + row] : (uint16_t)0;
+                }
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < HPW; ++k) {
+        const int hl = warp + NW * k;
+        if (hl < nh) {
+            const int head = h0 + hl;
+            if (lane >= h && lane < R) p.ring_dt[(ringRowSlot + rrLane) * H + head] = dtj[k];
+            uint16_t* wX = static_cast<uint16_t*>(p.ring_x);
+#pragma unroll
+            for (int s = 0; s < MAXT; ++s) {
+                if (s < T) {
+                    int rr = o + h + s;
+                    rr = rr >= Cap ? rr - Cap : rr;
+#pragma unroll
+                    for (int i = 0; i < kXPerLane; ++i) {
+                        const int row = lane + 32 * i;
+                        if (row < P) wX[((ringRowSlot + rr) * H + head) * P + row] = xv[k][s][i];
+                    }
+                }
             }
         }
     }
