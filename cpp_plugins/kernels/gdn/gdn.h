@@ -149,7 +149,8 @@ typedef struct GdnReplayParams {
     // ---- dual-precision use (docs/precision.md; zero = the plain replay kernel) ----
     int32_t skip_flush_rows;            // 1: rows whose flush predicate holds are left untouched (no
                                         //    output, no append): the dual-precision decode handles
-                                        //    them from the recurrence copy. Stream variants 3-5 only.
+                                        //    them from the recurrence copy. Stream variants 3-5 and
+                                        //    the split kernels (6; 16-row read-copy items for 16-bit rows).
     int32_t pad_dp;
     float* ring_beta;                   // NULL or [S, C, HV] fp32, ring_g's layout: beta_s appended
     void* ring_v;                       // NULL or [S, C, HV, V] act, ring_u's layout: raw v_s appended

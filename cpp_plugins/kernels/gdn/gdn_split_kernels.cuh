@@ -28,7 +28,10 @@
 // Committed records per step h <= 32 and records h + T <= 32 (one per lane): standard mode L <= 32,
 // speculative L + T <= 32 (the launcher refuses larger windows for this variant). K in {128, 256}, V % 8 == 0.
 // Same function, records, appends and skip rules as the other variants: padding rows and rows with invalid
-// cursors are untouched (nothing of theirs is written).
+// cursors are untouched (nothing of theirs is written); with skip_flush_rows the prep marks flushing rows
+// (kSplitSkipRow) and appends the two-precision records (raw beta, v) of the others. The readout also reads
+// read-only fp8 / nvfp4 rows; the read-copy readout at the end of this file is the 16-row variant for
+// read-only rows (docs/precision.md, sixth session).
 #pragma once
 #include "common/cp_async.cuh"
 #include "common/read_rows.cuh"

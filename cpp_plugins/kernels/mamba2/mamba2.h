@@ -126,7 +126,8 @@ typedef struct Mamba2ReplayParams {
     int32_t variant;        // RSSM_MAMBA2_VARIANT_*; offset 56
     int32_t skip_flush_rows;  // offset 60 (was pad0): 1 = rows whose flush predicate holds are left
                               // untouched (no output, no append; the dual-precision decode handles
-                              // them from the recurrence copy). Persistent variants 1 / 2 only.
+                              // them from the recurrence copy). Persistent variants 1 / 2 and the split
+                              // kernels (4; read-only rows narrower than fp32 then use 16-row items).
     // ---- int64 element strides (first at offset 64)
     int64_t stride_state_slot, stride_state_head, stride_state_p;  // checkpoint [S, H, P, N]
     int64_t stride_x_b, stride_x_t, stride_x_h;

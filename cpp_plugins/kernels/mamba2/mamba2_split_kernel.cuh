@@ -19,7 +19,10 @@
 // Records per step R = h + T <= 32 (one record per lane): standard mode L <= 32, speculative L + T <= 32
 // (the launcher refuses larger windows for this variant).
 // Same function, records, appends and skip rules as the other variants (mamba2_stream_kernel.cuh):
-// padding rows untouched, invalid cursors -> NaN outputs and nothing written.
+// padding rows untouched, invalid cursors -> NaN outputs and nothing written; with skip_flush_rows the prep
+// marks flushing rows (kSplitSkipRow) and neither kernel touches them (the dual-precision decode does).
+// The readout also reads read-only fp8 / nvfp4 rows (common/read_rows.cuh); the read-copy readout at the
+// end of this file is the 16-row variant for read-only rows (docs/precision.md, sixth session).
 #pragma once
 #include "common/read_rows.cuh"
 #include "common/stream_rows.cuh"
