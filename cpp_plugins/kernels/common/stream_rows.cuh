@@ -213,6 +213,41 @@ __device__ __forceinline__ void foldStagedRecords(float4 (&S)[RW][QPL], const ui
     }
 }
 
+// Warp-granular items it = (b H + head) nrb + blk (row b, head, row block) walked grid-strided without a
+// division in the loop: the warp's first item and the grid stride are split into (b, head, blk) once, then
+// items advance by carries. 32-bit: the launchers keep B x H x nrb below 2^31. Split readouts of both
+// families.
+struct ItemCursor {
+    int b, head, blk;
+};
+struct ItemWalker {
+    int H, nrb, stepB, stepHead, stepBlk;
+    __device__ __forceinline__ ItemWalker(int heads, int blocks, unsigned stride) : H(heads), nrb(blocks) {
+        const unsigned rowItems = (unsigned)heads * blocks;
+        stepB = (int)(stride / rowItems);
+        const unsigned rem = stride - (unsigned)stepB * rowItems;
+        stepHead = (int)(rem / (unsigned)blocks);
+        stepBlk = (int)(rem - (unsigned)stepHead * blocks);
+    }
+    __device__ __forceinline__ ItemCursor at(unsigned it) const {
+        const unsigned rowItems = (unsigned)H * nrb;
+        ItemCursor c;
+        c.b = (int)(it / rowItems);
+        const unsigned rem = it - (unsigned)c.b * rowItems;
+        c.head = (int)(rem / (unsigned)nrb);
+        c.blk = (int)(rem - (unsigned)c.head * nrb);
+        return c;
+    }
+    __device__ __forceinline__ ItemCursor next(ItemCursor c) const {
+        c.blk += stepBlk;
+        c.head += stepHead;
+        if (c.blk >= nrb) { c.blk -= nrb; ++c.head; }
+        c.b += stepB;
+        if (c.head >= H) { c.head -= H; ++c.b; }
+        return c;
+    }
+};
+
 // Cursor words of a split kernel's head record (Mamba-2 variant 4 and GDN variant 6 share the layout): [8] the
 // fold's checkpoint decay, [9] nf (int bits; -1 marks invalid cursors), [10] o, [11] h (int bits). The readout
 // reads them as one int4 at rec + 8. One lane calls it.

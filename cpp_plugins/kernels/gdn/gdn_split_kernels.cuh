@@ -297,10 +297,8 @@ __device__ __forceinline__ float u16At(uint4 q, int r, bool bf16) {
     return u16ToF(bits, bf16);
 }
 
-// Readout item (row b, value head hv, 8-row block blk).
-struct ItemCursor {
-    int b, hv, blk;
-};
+// Readout items (row b, value head, row block): stream::ItemCursor / ItemWalker.
+using stream::ItemCursor;
 
 // Activation / u formats of the readout: kDtRuntime reads p.act_dtype / p.u_dtype; kDtBf16ActFp16U is the
 // serving combination (bf16 activations, fp16 u) with the conversions fixed at compile time.
@@ -339,37 +337,17 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
     const int sub = lane & (LPR - 1);
     const uint16_t* ringU = static_cast<const uint16_t*>(p.ring_u);
     const uint16_t* ringK = static_cast<const uint16_t*>(p.ring_k);
-    // Items it = (b HV + hv) nrb + blk, grid-strided by the warps of the grid: the warp's first item and the
-    // stride are split into (b, hv, blk) once (32-bit: the launcher keeps B x HV x V / 8 below 2^31), then
-    // advanced without divisions.
-    const unsigned rowItems = (unsigned)nrb * HV;
-    const unsigned it0 = blockIdx.x * (NT / 32) + (threadIdx.x >> 5);
-    const unsigned nw = gridDim.x * (NT / 32);
-    ItemCursor cur;
-    cur.b = (int)(it0 / rowItems);
-    {
-        const unsigned rem = it0 - (unsigned)cur.b * rowItems;
-        cur.hv = (int)(rem / (unsigned)nrb);
-        cur.blk = (int)(rem - (unsigned)cur.hv * nrb);
-    }
-    const int stepB = (int)(nw / rowItems);
-    const unsigned stepRem = nw - (unsigned)stepB * rowItems;
-    const int stepHv = (int)(stepRem / (unsigned)nrb);
-    const int stepBlk = (int)(stepRem - (unsigned)stepHv * nrb);
-    auto advance = [&](ItemCursor c) {
-        c.blk += stepBlk;
-        c.hv += stepHv;
-        if (c.blk >= nrb) { c.blk -= nrb; ++c.hv; }
-        c.b += stepB;
-        if (c.hv >= HV) { c.hv -= HV; ++c.b; }
-        return c;
-    };
+    // Items it = (b HV + hv) nrb + blk, grid-strided by the warps of the grid (stream::ItemWalker; 32-bit: the
+    // launcher keeps B x HV x V / 8 below 2^31).
+    const stream::ItemWalker walk(HV, nrb, gridDim.x * (NT / 32));
+    ItemCursor cur = walk.at(blockIdx.x * (NT / 32) + (threadIdx.x >> 5));
+    auto advance = [&](ItemCursor c) { return walk.next(c); };
     // The slot and the head record's cursors (gfold bits, nf, o, h) of an item: loaded one item ahead, so
     // that an item's state rows, ring rows and coefficients are all issued at once.
     auto slotOf = [&](const ItemCursor& c) { return c.b < p.batch ? p.state_batch_indices[c.b] : -1; };
     auto metaOf = [&](const ItemCursor& c) {
         return c.b < p.batch ? *reinterpret_cast<const int4*>(static_cast<const float*>(p.workspace) +
-                                                              ((size_t)c.b * HV + c.hv) * RW + 8)
+                                                              ((size_t)c.b * HV + c.head) * RW + 8)
                              : make_int4(0, -1, 0, 0);
     };
     // One item: the state rows S (already loaded), the ring terms, outputs and appends, and on a flush step the
@@ -377,7 +355,7 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
     // fac: the rows' dot-product multipliers (scaled read formats; unused otherwise).
     auto process = [&](const ItemCursor& c, int slot, int4 meta, float4 (&S)[RWS][QPL], const float (&fac)[RWS],
                        uint16_t* foldBuf) {
-        const int b = c.b, hv = c.hv, vw = c.blk * kSplitRows;
+        const int b = c.b, hv = c.head, vw = c.blk * kSplitRows;
         const size_t bh = (size_t)b * HV + hv;
         const int nf = meta.y, o = meta.z, h = meta.w;
         const float* rec = static_cast<const float*>(p.workspace) + bh * RW;
@@ -531,14 +509,14 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
             if constexpr (kScaled) {
                 stream::WarpRows<RWS, QPL, ST> wr;
                 const uint8_t* ck = static_cast<const uint8_t*>(p.state) + (int64_t)slot * p.state_stride_slot +
-                                    (int64_t)cur.hv * p.state_stride_head;
-                wr.load(ck, p.state_stride_v, cur.blk * kSplitRows, V, rl, lane, rc, (int64_t)slot * rc.nheads + cur.hv);
+                                    (int64_t)cur.head * p.state_stride_head;
+                wr.load(ck, p.state_stride_v, cur.blk * kSplitRows, V, rl, lane, rc, (int64_t)slot * rc.nheads + cur.head);
                 wr.decode(S);
 #pragma unroll
                 for (int r = 0; r < RWS; ++r) fac[r] = wr.factor(r);
             } else {
                 const ST* ckpt = static_cast<const ST*>(p.state) + (int64_t)slot * p.state_stride_slot +
-                                 (int64_t)cur.hv * p.state_stride_head;
+                                 (int64_t)cur.head * p.state_stride_head;
                 stream::loadWarpRows<RWS, QPL, ST>(S, ckpt, p.state_stride_v, cur.blk * kSplitRows, V, rl, lane);
             }
             process(cur, slot, meta, S, fac, sFoldWarp);
@@ -573,33 +551,15 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadCopyKernel(const GdnRepl
     const int sub = lane & (LPR - 1);
     const uint16_t* ringU = static_cast<const uint16_t*>(p.ring_u);
     const float* ws = static_cast<const float*>(p.workspace);
-    const unsigned rowItems = (unsigned)HV * nrb;
-    const unsigned items = (unsigned)p.batch * rowItems;  // < 2^31 (launcher)
-    const unsigned nw = gridDim.x * (NT / 32);
+    const unsigned items = (unsigned)p.batch * HV * nrb;  // < 2^31 (launcher)
     const unsigned it0 = blockIdx.x * (NT / 32) + (threadIdx.x >> 5);
     if (it0 >= items) return;
-    ItemCursor cur;
-    cur.b = (int)(it0 / rowItems);
-    {
-        const unsigned rem = it0 - (unsigned)cur.b * rowItems;
-        cur.hv = (int)(rem / (unsigned)nrb);
-        cur.blk = (int)(rem - (unsigned)cur.hv * nrb);
-    }
-    const int stepB = (int)(nw / rowItems);
-    const unsigned stepRem = nw - (unsigned)stepB * rowItems;
-    const int stepHv = (int)(stepRem / (unsigned)nrb);
-    const int stepBlk = (int)(stepRem - (unsigned)stepHv * nrb);
-    auto advance = [&](ItemCursor c) {
-        c.blk += stepBlk;
-        c.hv += stepHv;
-        if (c.blk >= nrb) { c.blk -= nrb; ++c.hv; }
-        c.b += stepB;
-        if (c.hv >= HV) { c.hv -= HV; ++c.b; }
-        return c;
-    };
+    const stream::ItemWalker walk(HV, nrb, gridDim.x * (NT / 32));
+    ItemCursor cur = walk.at(it0);
+    auto advance = [&](ItemCursor c) { return walk.next(c); };
     auto slotOf = [&](const ItemCursor& c) { return c.b < p.batch ? p.state_batch_indices[c.b] : -1; };
     auto metaOf = [&](const ItemCursor& c) {
-        return c.b < p.batch ? *reinterpret_cast<const int4*>(ws + ((size_t)c.b * HV + c.hv) * RW + 8)
+        return c.b < p.batch ? *reinterpret_cast<const int4*>(ws + ((size_t)c.b * HV + c.head) * RW + 8)
                              : make_int4(0, -1, 0, 0);
     };
     int slotNext = slotOf(cur);
@@ -616,7 +576,7 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadCopyKernel(const GdnRepl
         // padding rows, invalid cursors and skipped (flushing) rows: nothing written here. nf > 0 cannot
         // occur: the launcher runs this kernel only with skip_flush_rows.
         if (slot < 0 || slot >= p.num_slots || meta.y < 0) continue;
-        const int b = cur.b, hv = cur.hv, vw = cur.blk * RWS, row = vw + rl;
+        const int b = cur.b, hv = cur.head, vw = cur.blk * RWS, row = vw + rl;
         const int o = meta.z, h = meta.w;
         const float* rec = ws + ((size_t)b * HV + hv) * RW;
         stream::RawWarpRows<RWS, ST> rows;

@@ -488,8 +488,7 @@ __global__ void __launch_bounds__(kSplitReadoutThreads, MAXT == 1 ? 3 : 2)
     const int H = p.nheads, P = p.headdim, T = p.num_tokens, Cap = p.ring_capacity;
     const int hpg = H / p.ngroups;
     const int nrb = P / RWS;
-    const unsigned rowItems = (unsigned)H * nrb;
-    const unsigned items = (unsigned)p.batch * rowItems;  // < 2^31 (launcher)
+    const unsigned items = (unsigned)p.batch * H * nrb;  // < 2^31 (launcher)
     const int lane = threadIdx.x & 31;
     const int RW = splitRecordWordsM2(p.window, T), RM = p.window + T;
     const int rl = RS::rowOf(lane);
@@ -499,17 +498,15 @@ __global__ void __launch_bounds__(kSplitReadoutThreads, MAXT == 1 ? 3 : 2)
     const unsigned nw = gridDim.x * (kSplitReadoutThreads / 32);
     const unsigned it0 = blockIdx.x * (kSplitReadoutThreads / 32) + (threadIdx.x >> 5);
     if (it0 >= items) return;
-    // (b, head, blk) of the warp's first item and of the grid stride, split once; then advanced by carries
-    int b = (int)(it0 / rowItems), head, blk;
+    // (b, head, blk) of the warp's first item, advanced by carries (stream::ItemWalker)
+    const stream::ItemWalker walk(H, nrb, nw);
+    int b, head, blk;
     {
-        const unsigned rem = it0 - (unsigned)b * rowItems;
-        head = (int)(rem / (unsigned)nrb);
-        blk = (int)(rem - (unsigned)head * nrb);
+        const stream::ItemCursor c0 = walk.at(it0);
+        b = c0.b;
+        head = c0.head;
+        blk = c0.blk;
     }
-    const int stepB = (int)(nw / rowItems);
-    const unsigned stepRem = nw - (unsigned)stepB * rowItems;
-    const int stepHead = (int)(stepRem / (unsigned)nrb);
-    const int stepBlk = (int)(stepRem - (unsigned)stepHead * nrb);
     auto slotOf = [&](int bb) { return p.state_batch_indices ? p.state_batch_indices[bb] : bb; };
     auto metaOf = [&](int bb, int hh) {
         return *reinterpret_cast<const int4*>(ws + ((size_t)bb * H + hh) * RW + 8);
@@ -518,9 +515,8 @@ __global__ void __launch_bounds__(kSplitReadoutThreads, MAXT == 1 ? 3 : 2)
     int4 meta = metaOf(b, head);
     for (unsigned it = it0; it < items; it += nw) {
         // next item: cursor, slot and head-record cursors in flight before this item's loads
-        int nb = b + stepB, nh = head + stepHead, nblk = blk + stepBlk;
-        if (nblk >= nrb) { nblk -= nrb; ++nh; }
-        if (nh >= H) { nh -= H; ++nb; }
+        const stream::ItemCursor nc = walk.next(stream::ItemCursor{b, head, blk});
+        const int nb = nc.b, nh = nc.head, nblk = nc.blk;
         int nslot = -1;
         int4 nmeta = make_int4(0, -1, 0, 0);
         if (it + nw < items) {
