@@ -390,5 +390,40 @@ __global__ void __launch_bounds__(kDecodeThreads, decodeMinBlocks(RF, ONE))
     dpDecodeRows<FO>(p, [&](int b, const RowPlan& rp) { gdnDpDecodeRow<RF, ONE>(p, tileRows, b, rp); });
 }
 
+// ---- host: the decode kernel of a family for the read format, token count and flush-only mode
+struct Mamba2DpKernels {
+    template <int RF, bool ONE, bool FO>
+    static auto kernel() { return &mamba2DpDecodeKernel<RF, ONE, FO>; }
+};
+struct GdnDpKernels {
+    template <int RF, bool ONE, bool FO>
+    static auto kernel() { return &gdnDpDecodeKernel<RF, ONE, FO>; }
+};
+template <typename Family, bool ONE, bool FO>
+void launchDpDecodeAs(const DualPrecisionDecodeParams& p, int tileRows, cudaStream_t s) {
+    const dim3 grid((p.headdim + tileRows - 1) / tileRows, p.nheads,
+                    FO ? (p.batch + kFlushGroup - 1) / kFlushGroup : p.batch);
+    const int smem = dpRingSmemBytes(p.window, tileRows);  // <= 64 * 256 * 2 = 32 KB
+    switch (p.ckpt_lp ? p.read_dtype : RSSM_DTYPE_FP32) {
+        case RSSM_DTYPE_FP32: launchDpDecode(Family::template kernel<RSSM_DTYPE_FP32, ONE, FO>(), grid, smem, s, p, tileRows); break;
+        case RSSM_DTYPE_FP16: launchDpDecode(Family::template kernel<RSSM_DTYPE_FP16, ONE, FO>(), grid, smem, s, p, tileRows); break;
+        case RSSM_DTYPE_BF16: launchDpDecode(Family::template kernel<RSSM_DTYPE_BF16, ONE, FO>(), grid, smem, s, p, tileRows); break;
+        case RSSM_DTYPE_FP8_E4M3: launchDpDecode(Family::template kernel<RSSM_DTYPE_FP8_E4M3, ONE, FO>(), grid, smem, s, p, tileRows); break;
+        default: launchDpDecode(Family::template kernel<RSSM_DTYPE_NVFP4, ONE, FO>(), grid, smem, s, p, tileRows); break;
+    }
+}
+// The decode launch of a family: T = 1 instances for one token, flush-only instances when another kernel
+// decoded the non-flush rows.
+template <typename Family>
+void launchDpDecodeRows(const DualPrecisionDecodeParams& p, int tileRows, cudaStream_t s, bool flushOnly) {
+    if (p.num_tokens == 1) {
+        if (flushOnly) launchDpDecodeAs<Family, true, true>(p, tileRows, s);
+        else launchDpDecodeAs<Family, true, false>(p, tileRows, s);
+    } else {
+        if (flushOnly) launchDpDecodeAs<Family, false, true>(p, tileRows, s);
+        else launchDpDecodeAs<Family, false, false>(p, tileRows, s);
+    }
+}
+
 }  // namespace dp
 }  // namespace rssm

@@ -17,23 +17,6 @@
 namespace rssm {
 namespace dp {
 namespace {
-template <bool ONE, bool FO>
-void launchReadAs(const DualPrecisionDecodeParams& p, int tileRows, cudaStream_t s) {
-    const dim3 grid((p.headdim + tileRows - 1) / tileRows, p.nheads, FO ? (p.batch + kFlushGroup - 1) / kFlushGroup : p.batch);
-    const int smem = dpRingSmemBytes(p.window, tileRows);  // <= 64 * 256 * 2 = 32 KB
-    switch (p.ckpt_lp ? p.read_dtype : RSSM_DTYPE_FP32) {
-        case RSSM_DTYPE_FP32: launchDpDecode(&gdnDpDecodeKernel<RSSM_DTYPE_FP32, ONE, FO>, grid, smem, s, p, tileRows); break;
-        case RSSM_DTYPE_FP16: launchDpDecode(&gdnDpDecodeKernel<RSSM_DTYPE_FP16, ONE, FO>, grid, smem, s, p, tileRows); break;
-        case RSSM_DTYPE_BF16: launchDpDecode(&gdnDpDecodeKernel<RSSM_DTYPE_BF16, ONE, FO>, grid, smem, s, p, tileRows); break;
-        case RSSM_DTYPE_FP8_E4M3: launchDpDecode(&gdnDpDecodeKernel<RSSM_DTYPE_FP8_E4M3, ONE, FO>, grid, smem, s, p, tileRows); break;
-        default: launchDpDecode(&gdnDpDecodeKernel<RSSM_DTYPE_NVFP4, ONE, FO>, grid, smem, s, p, tileRows); break;
-    }
-}
-template <bool ONE>
-void launchRead(const DualPrecisionDecodeParams& p, int tileRows, cudaStream_t s, int flushOnly) {
-    if (flushOnly) launchReadAs<ONE, true>(p, tileRows, s);
-    else launchReadAs<ONE, false>(p, tileRows, s);
-}
 
 // GdnReplayParams over the dual-precision decode's tensors (contiguous inputs and rings, the read
 // copy as the checkpoint), skipping flushing rows and appending the two-precision records.
@@ -149,8 +132,7 @@ int launchGdnDpDecode(const DualPrecisionDecodeParams& p, int tileRows, cudaStre
         if (st != RSSM_OK) return st;
         flushOnly = 1;
     }
-    if (p.num_tokens == 1) launchRead<true>(p, tileRows, s, flushOnly);
-    else launchRead<false>(p, tileRows, s, flushOnly);
+    launchDpDecodeRows<GdnDpKernels>(p, tileRows, s, flushOnly != 0);
     return RSSM_OK;
 }
 }  // namespace dp
