@@ -11,6 +11,7 @@
 // round trips per CTA instead of one per record.
 #pragma once
 #include "common/cp_async.cuh"
+#include "common/read_rows.cuh"
 #include "common/warp_scan.cuh"
 #include "dual_precision/dp_read_chunk.cuh"
 #include "dual_precision/dual_precision.h"
@@ -388,6 +389,16 @@ template <int RF, bool ONE, bool FO>
 __global__ void __launch_bounds__(kDecodeThreads, decodeMinBlocks(RF, ONE))
     gdnDpDecodeKernel(const DualPrecisionDecodeParams p, int tileRows) {
     dpDecodeRows<FO>(p, [&](int b, const RowPlan& rp) { gdnDpDecodeRow<RF, ONE>(p, tileRows, b, rp); });
+}
+
+// ---- host: the read copy's scale tensors as the split readouts take them (fp8 / nvfp4 read copies)
+inline stream::ReadCopyScales readCopyScales(const DualPrecisionDecodeParams& p) {
+    stream::ReadCopyScales rc;
+    rc.scale = p.ckpt_lp_scale;
+    rc.gscale = p.ckpt_lp_gscale;
+    rc.nheads = p.nheads;
+    rc.headdim = p.headdim;
+    return rc;
 }
 
 // ---- host: the decode kernel of a family for the read format, token count and flush-only mode

@@ -117,12 +117,7 @@ int launchGdnDpDecode(const DualPrecisionDecodeParams& p, int tileRows, cudaStre
             q.workspace = p.workspace;
             q.workspace_bytes = p.workspace_bytes;
             if (p.read_dtype == RSSM_DTYPE_FP8_E4M3 || p.read_dtype == RSSM_DTYPE_NVFP4) {
-                stream::ReadCopyScales rc;
-                rc.scale = p.ckpt_lp_scale;
-                rc.gscale = p.ckpt_lp_gscale;
-                rc.nheads = p.nheads;
-                rc.headdim = p.headdim;
-                st = gdn::replaySplitReadCopy(q, rc, s);
+                st = gdn::replaySplitReadCopy(q, readCopyScales(p), s);
             } else {
                 st = rssm_gdn_replay_launch(&q, s);
             }

@@ -85,12 +85,7 @@ int launchSplitPath(const DualPrecisionDecodeParams& p, cudaStream_t s) {
     q.workspace = p.workspace;
     q.workspace_bytes = p.workspace_bytes;
     if (p.read_dtype == RSSM_DTYPE_FP8_E4M3 || p.read_dtype == RSSM_DTYPE_NVFP4) {
-        stream::ReadCopyScales rc;
-        rc.scale = p.ckpt_lp_scale;
-        rc.gscale = p.ckpt_lp_gscale;
-        rc.nheads = p.nheads;
-        rc.headdim = p.headdim;
-        return mamba2::replaySplitReadCopy(q, rc, s);
+        return mamba2::replaySplitReadCopy(q, readCopyScales(p), s);
     }
     return rssm_mamba2_replay_launch(&q, s);
 }
