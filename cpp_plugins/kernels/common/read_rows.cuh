@@ -16,6 +16,7 @@
 
 #include <type_traits>
 
+#include "common/rssm_common.h"
 #include "common/stream_rows.cuh"
 
 namespace rssm {
@@ -32,6 +33,22 @@ struct ReadCopyScales {
     int32_t nheads;       // H of the scale tensors' layout
     int32_t headdim;      // P (rows per state)
 };
+
+// Launcher rule of a scaled read copy (host): format FP8_E4M3 / NVFP4, state row length 128 (`rowLen`: Mamba-2
+// dstate, GDN head_k), scale tensors given for [S, heads, headdim] states. RSSM_OK or the error, named by op.
+inline int checkReadCopy(const char* op, int fmt, const char* rowName, int rowLen, const ReadCopyScales& rc, int heads,
+                         int headdim) {
+    if (fmt != RSSM_DTYPE_FP8_E4M3 && fmt != RSSM_DTYPE_NVFP4)
+        return setError(RSSM_ERR_UNSUPPORTED, "%s: the read format must be FP8_E4M3 (%d) or NVFP4 (%d); got %d", op,
+                        RSSM_DTYPE_FP8_E4M3, RSSM_DTYPE_NVFP4, fmt);
+    if (rowLen != 128)
+        return setError(RSSM_ERR_UNSUPPORTED, "%s: scaled read formats need %s 128; got %d", op, rowName, rowLen);
+    if (!rc.scale || (fmt == RSSM_DTYPE_NVFP4 && !rc.gscale) || rc.nheads != heads || rc.headdim != headdim)
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: the read copy's scale tensors (scale %p, gscale %p) must be "
+                        "given for [S, %d, %d] states; got layout [S, %d, %d]", op, rc.scale, (const void*)rc.gscale,
+                        heads, headdim, rc.nheads, rc.headdim);
+    return RSSM_OK;
+}
 
 template <typename ST>
 struct RowQuad {  // float / __half / __nv_bfloat16: decoded at load (StateRow4), as the float4 itself
@@ -139,20 +156,17 @@ struct WarpRows {
 //      quad per lane and row). 16-bit formats stay packed (uint2) instead of decoded at load.
 template <typename ST>
 struct RawQuad : RowQuad<ST> {};  // Fp8Rows, Nvfp4Rows
-template <>
-struct RawQuad<__half> {
+template <bool BF16>
+struct RawQuad16 {  // 4 packed 16-bit values, decoded at use
     static constexpr bool kScaled = false;
     using Raw = uint2;
-    static __device__ __forceinline__ float4 decode(uint2 r) { return u2ToF4(r, false); }
+    static __device__ __forceinline__ float4 decode(uint2 r) { return u2ToF4(r, BF16); }
     static __device__ __forceinline__ float factor(uint32_t, float) { return 1.f; }
 };
 template <>
-struct RawQuad<__nv_bfloat16> {
-    static constexpr bool kScaled = false;
-    using Raw = uint2;
-    static __device__ __forceinline__ float4 decode(uint2 r) { return u2ToF4(r, true); }
-    static __device__ __forceinline__ float factor(uint32_t, float) { return 1.f; }
-};
+struct RawQuad<__half> : RawQuad16<false> {};
+template <>
+struct RawQuad<__nv_bfloat16> : RawQuad16<true> {};
 
 template <int RW, typename ST>
 struct RawWarpRows {

@@ -442,15 +442,6 @@ extern "C" int rssm_gdn_replay_launch(const GdnReplayParams* pp, cudaStream_t st
 int rssm::gdn::replaySplitReadCopy(const GdnReplayParams& q, const rssm::stream::ReadCopyScales& rc,
                                    cudaStream_t stream) {
     const char* op = "GdnReplay (read copy)";
-    const int fmt = q.state_dtype;
-    if (fmt != RSSM_DTYPE_FP8_E4M3 && fmt != RSSM_DTYPE_NVFP4)
-        return setError(RSSM_ERR_UNSUPPORTED, "%s: the read format must be FP8_E4M3 (%d) or NVFP4 (%d); got %d", op,
-                        RSSM_DTYPE_FP8_E4M3, RSSM_DTYPE_NVFP4, fmt);
-    if (q.head_k != 128)
-        return setError(RSSM_ERR_UNSUPPORTED, "%s: scaled read formats need head_k 128; got %d", op, q.head_k);
-    if (!rc.scale || (fmt == RSSM_DTYPE_NVFP4 && !rc.gscale) || rc.nheads != q.num_v_heads || rc.headdim != q.head_v)
-        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: the read copy's scale tensors (scale %p, gscale %p) must be "
-                        "given for [S, %d, %d] states; got layout [S, %d, %d]", op, rc.scale, (const void*)rc.gscale,
-                        q.num_v_heads, q.head_v, rc.nheads, rc.headdim);
-    return replayLaunchImpl(op, q, fmt, rc, stream);
+    const int st = rssm::stream::checkReadCopy(op, q.state_dtype, "head_k", q.head_k, rc, q.num_v_heads, q.head_v);
+    return st != RSSM_OK ? st : replayLaunchImpl(op, q, q.state_dtype, rc, stream);
 }

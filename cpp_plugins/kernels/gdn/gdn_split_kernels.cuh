@@ -297,6 +297,25 @@ __device__ __forceinline__ float u16At(uint4 q, int r, bool bf16) {
     return u16ToF(bits, bf16);
 }
 
+// Head-record coefficients of token s for record `lane` (zero past the committed records) and the drafts'
+// coefficients ckd[i] = ck_{s, h+i} (i < s), cqd[i] = cq_{s, h+i} (i <= s). Both readouts load them before the
+// row dots, so that none is a dependent round trip after the reductions (the compiler does not hoist loads
+// over shuffles).
+template <int MAXT>
+__device__ __forceinline__ void loadTokenCoefs(const float* rec, int s, int T, int RM, int h, int lane, float& ck,
+                                               float& cq, float& gk, float& gq, float& beta, float (&ckd)[MAXT],
+                                               float (&cqd)[MAXT]) {
+    ck = lane < h ? __ldg(rec + kSplitCoef + s * RM + lane) : 0.f;
+    cq = lane < h ? __ldg(rec + kSplitCoef + (T + s) * RM + lane) : 0.f;
+    gk = __ldg(rec + s), gq = __ldg(rec + 16 + s);
+    beta = __ldg(rec + 24 + s);
+#pragma unroll
+    for (int i = 0; i < MAXT; ++i) {
+        ckd[i] = i < s ? __ldg(rec + kSplitCoef + s * RM + h + i) : 0.f;
+        cqd[i] = i <= s ? __ldg(rec + kSplitCoef + (T + s) * RM + h + i) : 0.f;
+    }
+}
+
 // Readout items (row b, value head, row block): stream::ItemCursor / ItemWalker.
 using stream::ItemCursor;
 
@@ -393,16 +412,8 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
                 // Every coefficient of token s is loaded here, before the row dots, so that none of them is a
                 // dependent round trip after the reductions (the compiler does not hoist loads over shuffles).
                 const float vv = ldAct(p.v, vOff + (int64_t)s * p.v_stride_t, bf16);
-                const float ck = lane < h ? __ldg(rec + kSplitCoef + s * RM + lane) : 0.f;
-                const float cq = lane < h ? __ldg(rec + kSplitCoef + (T + s) * RM + lane) : 0.f;
-                const float gk = __ldg(rec + s), gq = __ldg(rec + 16 + s);
-                const float beta = __ldg(rec + 24 + s);
-                float ckd[MAXT], cqd[MAXT];  // draft coefficients: ck_{s, h+i} (i < s), cq_{s, h+i} (i <= s)
-#pragma unroll
-                for (int i = 0; i < MAXT; ++i) {
-                    ckd[i] = i < s ? __ldg(rec + kSplitCoef + s * RM + h + i) : 0.f;
-                    cqd[i] = i <= s ? __ldg(rec + kSplitCoef + (T + s) * RM + h + i) : 0.f;
-                }
+                float ck, cq, gk, gq, beta, ckd[MAXT], cqd[MAXT];
+                loadTokenCoefs<MAXT>(rec, s, T, RM, h, lane, ck, cq, gk, gq, beta, ckd, cqd);
                 // g (S[row] . vec) + c u_lane[row], summed over the warp: the full value of row rl in this lane
                 auto rowTerm = [&](const float4 (&vec)[QPL], float g, float c) {
                     float part[RWS];
@@ -608,16 +619,8 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadCopyKernel(const GdnRepl
                 const float4 kk = ldAct4(p.k, kBase + (int64_t)s * p.k_stride_t, bf16);
                 const float4 qq = ldAct4(p.q, qBase + (int64_t)s * p.q_stride_t, bf16);
                 const float vv = ldAct(p.v, vOff + (int64_t)s * p.v_stride_t, bf16);
-                const float ck = lane < h ? __ldg(rec + kSplitCoef + s * RM + lane) : 0.f;
-                const float cq = lane < h ? __ldg(rec + kSplitCoef + (T + s) * RM + lane) : 0.f;
-                const float gk = __ldg(rec + s), gq = __ldg(rec + 16 + s);
-                const float beta = __ldg(rec + 24 + s);
-                float ckd[MAXT], cqd[MAXT];  // draft coefficients: ck_{s, h+i} (i < s), cq_{s, h+i} (i <= s)
-#pragma unroll
-                for (int i = 0; i < MAXT; ++i) {
-                    ckd[i] = i < s ? __ldg(rec + kSplitCoef + s * RM + h + i) : 0.f;
-                    cqd[i] = i <= s ? __ldg(rec + kSplitCoef + (T + s) * RM + h + i) : 0.f;
-                }
+                float ck, cq, gk, gq, beta, ckd[MAXT], cqd[MAXT];
+                loadTokenCoefs<MAXT>(rec, s, T, RM, h, lane, ck, cq, gk, gq, beta, ckd, cqd);
                 float pk[RWS], pq[RWS];
 #pragma unroll
                 for (int r = 0; r < RWS; ++r) {

@@ -548,19 +548,12 @@ int rssm::mamba2::replaySplitReadCopy(const Mamba2ReplayParams& in, const rssm::
                                       cudaStream_t stream) {
     const char* op = "Mamba2Replay (read copy)";
     const int fmt = in.state_dtype;
-    if (fmt != RSSM_DTYPE_FP8_E4M3 && fmt != RSSM_DTYPE_NVFP4)
-        return setError(RSSM_ERR_UNSUPPORTED, "%s: the read format must be FP8_E4M3 (%d) or NVFP4 (%d); got %d", op,
-                        RSSM_DTYPE_FP8_E4M3, RSSM_DTYPE_NVFP4, fmt);
+    const int chk = rssm::stream::checkReadCopy(op, fmt, "dstate", in.dstate, rc, in.nheads, in.headdim);
+    if (chk != RSSM_OK) return chk;
     if (in.variant != RSSM_MAMBA2_VARIANT_SPLIT || in.skip_flush_rows != 1)
         return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: a read-only copy runs on the split kernels (variant 4) with "
                         "skip_flush_rows = 1 (flushing rows are never written here); got variant %d, skip_flush_rows %d",
                         op, in.variant, in.skip_flush_rows);
-    if (in.dstate != 128)
-        return setError(RSSM_ERR_UNSUPPORTED, "%s: scaled read formats need dstate 128; got %d", op, in.dstate);
-    if (!rc.scale || (fmt == RSSM_DTYPE_NVFP4 && !rc.gscale) || rc.nheads != in.nheads || rc.headdim != in.headdim)
-        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: the read copy's scale tensors (scale %p, gscale %p) must be "
-                        "given for [S, %d, %d] states; got layout [S, %d, %d]", op, rc.scale, (const void*)rc.gscale,
-                        in.nheads, in.headdim, rc.nheads, rc.headdim);
     Mamba2ReplayParams q = in;
     q.state_dtype = RSSM_DTYPE_FP16;  // the shared checks (the caller checked the payload's byte strides)
     const int st = replayValidate(op, q);
