@@ -32,7 +32,8 @@ from replayssm_trtllm.bench.common import command_line, git_commit
 SHAPES = {"nano": dict(H=96, P=80, N=128, G=8), "super": dict(H=128, P=64, N=128, G=8)}
 
 
-CONV_VARIANTS = (0, 1, 2)  # the conventional decode kernels (variant 3 exists for the replay only)
+CONV_VARIANTS = (0, 1, 2, 4)  # the conventional decode kernels (variant 3 exists for the replay only; 4 is the
+# split kernels in the replay and the warp-item kernel in the conventional decode)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -205,7 +206,7 @@ def _check(ls, T, variant, rtol=2e-2, atol_frac=1e-2):
 def _rows_list(variant, sh, chunk, sweep, explicit):
     """rows_per_cta values timed for one variant (0 = the launcher's auto choice first)."""
     if variant in (3, 4):
-        return [0]  # the stream and split kernels pick their own rows
+        return [0]  # the stream, split and warp-item kernels pick their own rows
     if explicit:
         return explicit
     if not sweep:

@@ -41,7 +41,8 @@ MAX_WINDOW = 64
 # 3 = stream kernel (replay only: one CTA per (head, row), checkpoint rows in registers; dstate 128/256;
 # the conventional decode refuses it with an error). 4 = split kernels (replay only: a prep kernel writes
 # per-(row, head) coefficients and ring parts to a workspace the op allocates, a readout kernel streams the
-# checkpoint; dstate 128/256).
+# checkpoint; dstate 128/256); in the conventional decode 4 = the warp-item kernel (persistent warps over
+# 8-row items, dstate 128/256, 16-byte aligned token rows; otherwise it runs variant 2).
 VARIANTS = (0, 1, 2, 3, 4)
 SPLIT_VARIANT = 4
 

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.gpu
 # Kernel designs (mamba2.h RSSM_MAMBA2_VARIANT_*): every test below runs every variant of its kernel
 # (conventional decode: 0-2; replay: 0-4, variant 3 = the stream kernel and variant 4 = the split
 # kernels, both dstate 128/256 only).
-VARIANTS = (0, 1, 2)
+VARIANTS = (0, 1, 2, 4)  # 4: the warp-item decode (falls back to 2 for dstate 64 / unaligned token rows)
 REPLAY_VARIANTS = (0, 1, 2, 3, 4)
 N128_ONLY = {3: "stream kernel", 4: "split kernels"}
 REFUSED = -1  # _run_replay: the variant refused the shape as documented (checked, nothing written)
@@ -144,6 +144,25 @@ def test_conventional_padded_state_and_misaligned_x(variant):
     fall back to variant 0): same results."""
     _run_conventional((4, 1, SMALL, F32, BF16, False, True, False), variant, state_pad=4)
     _run_conventional((4, 2, SMALL, F32, BF16, True, True, False), variant, state_pad=4, misalign_x=True)
+
+
+def test_conventional_warp_items_rows_refused():
+    """Variant 4 of the conventional decode runs 8-row warp items: any other rows_per_cta is refused by name
+    and nothing is written."""
+    import replayssm_trtllm.ops.mamba2  # noqa: F401
+    g = torch.Generator().manual_seed(6)
+    B, T, sh = 3, 1, SMALL
+    state = random_state((B, sh["H"], sh["P"], sh["N"]), g).to(F32).cuda()
+    before = state.clone()
+    dev, _ = _inputs(B, T, sh, BF16, g, with_z=True, strided=False)
+    lay, _ = _layer(sh["H"], g)
+    y = torch.full((B, T, sh["H"], sh["P"]), float("nan"), dtype=BF16, device="cuda")
+    with pytest.raises(Exception, match=r"variant 4 \(warp items of 8 rows\) takes rows_per_cta 0 or 8; got 16"):
+        torch.ops.replayssm.mamba2_decode_out(state, dev["x"], dev["dt_raw"], dev["Bm"], dev["Cm"], lay["A"], lay["D"],
+                                              lay["dt_bias"], dev["z"], torch.arange(B, dtype=torch.int32,
+                                                                                     device="cuda"), None, y, 16, 4)
+    torch.cuda.synchronize()
+    assert torch.equal(state, before) and torch.isnan(y.float()).all()
 
 
 def test_conventional_decode_refuses_v3():

@@ -54,8 +54,13 @@ extern "C" {
 //    to a workspace; a readout kernel streams the checkpoint rows (persistent warps, 8 rows per item,
 //    grid-strided) and folds the records on flush steps. Needs `workspace` of
 //    rssm_mamba2_replay_workspace_bytes() bytes, N in {128, 256}, 8-byte aligned Cm rows and
-//    16-byte aligned ring_x / ring_B; rows_per_cta must be 0. Mamba2Decode refuses it.
+//    16-byte aligned ring_x / ring_B; rows_per_cta must be 0.
 #define RSSM_MAMBA2_VARIANT_SPLIT 4
+// 4  in Mamba2Decode (seventh session): the warp-item kernel, the split readout's row layout as one
+//    conventional kernel: persistent warps over items of 8 state rows of one (row, head), grid-strided,
+//    rows in registers, 16-byte streaming loads / stores, no shared memory. N in {128, 256}, 16-byte
+//    aligned x / z / Bm / Cm rows; rows_per_cta 0 or 8. Otherwise the launcher runs variant 2.
+#define RSSM_MAMBA2_VARIANT_WARP_ITEMS 4
 #define RSSM_MAMBA2_NUM_VARIANTS 5
 // -1: the launcher picks the fastest verified design (rssm_mamba2_*_auto_variant): replay 3 when
 //     dstate is 128/256 and batch x nheads <= 128 (one wave of CTAs or less), else 2; with a workspace

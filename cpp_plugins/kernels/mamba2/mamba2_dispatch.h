@@ -49,5 +49,9 @@ int splitHeadsPerPrep();
 int splitPrepThreads();
 int splitReadoutThreads();
 int splitRows();
+// Variant 4 of the conventional decode (warp items, mamba2_warp_decode.cu): N 128 / 256, else NULL.
+const void* warpDecodeKernel(int stateDtype, int dstate, int numTokens);
+int warpDecodeThreads();
+int warpDecodeRows();
 }  // namespace mamba2
 }  // namespace rssm

@@ -399,10 +399,12 @@ extern "C" int rssm_mamba2_decode_launch(const Mamba2DecodeParams* pIn, cudaStre
     int st = checkCommon(op, p->batch, p->num_tokens, p->nheads, p->headdim, p->dstate, p->ngroups, p->num_slots,
                          p->state_dtype, p->act_dtype, p->dt_dtype, p->rows_per_cta, p->variant);
     if (st) return st;
-    if (p->variant == RSSM_MAMBA2_VARIANT_STREAM || p->variant == RSSM_MAMBA2_VARIANT_SPLIT)
-        return setError(RSSM_ERR_UNSUPPORTED, "%s: variant %d (%s kernel) exists for Mamba2Replay only; "
-                        "conventional decode supports variants 0, 1 and 2", op, p->variant,
-                        p->variant == RSSM_MAMBA2_VARIANT_STREAM ? "stream" : "split");
+    if (p->variant == RSSM_MAMBA2_VARIANT_STREAM)
+        return setError(RSSM_ERR_UNSUPPORTED, "%s: variant %d (stream kernel) exists for Mamba2Replay only; "
+                        "conventional decode supports variants 0, 1, 2 and 4", op, p->variant);
+    if (p->variant == RSSM_MAMBA2_VARIANT_WARP_ITEMS && p->rows_per_cta != 0 && p->rows_per_cta != warpDecodeRows())
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: variant 4 (warp items of %d rows) takes rows_per_cta 0 or %d; "
+                        "got %d", op, warpDecodeRows(), warpDecodeRows(), p->rows_per_cta);
     if (!p->x || !p->dt_raw || !p->Bm || !p->Cm || !p->A || !p->y)
         return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: x, dt_raw, Bm, Cm, A and y must not be NULL", op);
     st = checkState(op, "state", p->state, p->state_dtype, p->stride_state_slot, p->stride_state_head,
@@ -420,6 +422,24 @@ extern "C" int rssm_mamba2_decode_launch(const Mamba2DecodeParams* pIn, cudaStre
     if (p->batch == 0) return RSSM_OK;
     Mamba2DecodeParams q = *p;
     const int sb = stateBytes(q.state_dtype);
+    if (q.variant == RSSM_MAMBA2_VARIANT_WARP_ITEMS) {
+        // Warp-item kernel: 16-byte x / z rows and B / C rows (as the persistent kernels), headdim % 8 == 0,
+        // 32-bit item arithmetic. Otherwise the documented fallback: variant 2 (same results).
+        const void* k = warpDecodeKernel(q.state_dtype, q.dstate, q.num_tokens);
+        const long long items = (long long)q.batch * q.nheads * (q.headdim / warpDecodeRows());
+        const bool ok = k && q.headdim % warpDecodeRows() == 0 && items < (1LL << 31) &&
+                        bulkRows(q.x, q.stride_x_b, q.stride_x_t, q.stride_x_h) &&
+                        bulkRows(q.z, q.stride_z_b, q.stride_z_t, q.stride_z_h) &&
+                        bulkRows(q.Bm, q.stride_B_b, q.stride_B_t, q.stride_B_g) &&
+                        bulkRows(q.Cm, q.stride_C_b, q.stride_C_t, q.stride_C_g);
+        if (ok) {
+            const int warps = warpDecodeThreads() / 32;
+            const int grid = persistentGrid(k, warpDecodeThreads(), 0, (items + warps - 1) / warps);
+            return launch(op, k, dim3(grid), warpDecodeThreads(), 0, &q, stream);
+        }
+        q.variant = RSSM_MAMBA2_VARIANT_PERSISTENT_SMALL;
+        q.rows_per_cta = 0;
+    }
     if (q.variant != RSSM_MAMBA2_VARIANT_TILE) {
         const bool ok = bulkRows(q.x, q.stride_x_b, q.stride_x_t, q.stride_x_h) &&
                         bulkRows(q.z, q.stride_z_b, q.stride_z_t, q.stride_z_h) &&

@@ -1,0 +1,33 @@
+// Instantiations of the conventional Mamba-2 warp-item decode (variant 4 of Mamba2Decode): state fp32 /
+// fp16 / bf16 x N = 128 / 256 x {one token, 1..8 tokens} (mamba2_warp_decode_kernel.cuh).
+#include "mamba2/mamba2_dispatch.h"
+#include "mamba2/mamba2_warp_decode_kernel.cuh"
+
+namespace rssm {
+namespace mamba2 {
+namespace {
+template <typename ST, bool ONE>
+const void* warpDecodeByN(int N) {
+    switch (N) {
+        case 128: return reinterpret_cast<const void*>(&mamba2WarpDecodeKernel<ST, 128, ONE>);
+        case 256: return reinterpret_cast<const void*>(&mamba2WarpDecodeKernel<ST, 256, ONE>);
+        default: return nullptr;
+    }
+}
+template <typename ST>
+const void* warpDecodeByT(int N, int T) { return T == 1 ? warpDecodeByN<ST, true>(N) : warpDecodeByN<ST, false>(N); }
+}  // namespace
+
+const void* warpDecodeKernel(int stateDtype, int dstate, int numTokens) {
+    switch (stateDtype) {
+        case RSSM_DTYPE_FP32: return warpDecodeByT<float>(dstate, numTokens);
+        case RSSM_DTYPE_FP16: return warpDecodeByT<__half>(dstate, numTokens);
+        case RSSM_DTYPE_BF16: return warpDecodeByT<__nv_bfloat16>(dstate, numTokens);
+        default: return nullptr;
+    }
+}
+int warpDecodeThreads() { return kWarpDecodeThreads; }
+int warpDecodeRows() { return kWarpDecodeRows; }
+
+}  // namespace mamba2
+}  // namespace rssm

@@ -1,0 +1,124 @@
+// Conventional Mamba-2 decode, variant 4 ("warp items"): the layout of the split readout
+// (mamba2_split_kernel.cuh) for the conventional recurrence. Persistent warps walk items of 8 state rows
+// of one (row b, head), grid-strided; a lane holds the quads lane + 32 i of each of its warp's rows
+// (stream::loadWarpRows, XOR-permuted register slots), so per token
+//
+//   dt = softplus(dt_raw + dt_bias),  S[p, :] <- exp(dt A) S[p, :] + dt x[p] B,
+//   y[p] = (C . S[p, :] + D x[p]) * silu(z[p])
+//
+// is one reduce-scatter of 8 row dots (stream::RowScatter<8>), and the rows go back with 16-byte
+// streaming stores (in place, or to snapshot [slot, s] after token s in per-draft mode). No shared memory,
+// no barriers: the next item's slot index is loaded one item ahead, so each item is one dependent round
+// trip (its rows and token inputs, issued together). Padding rows (slot < 0 or >= num_slots) are untouched.
+// Limits (launcher falls back to variant 2 otherwise): N in {128, 256}, headdim % 8 == 0, 16-byte aligned
+// x / z rows, 8-byte aligned B / C rows, B x H x headdim / 8 < 2^31.
+#pragma once
+#include "common/stream_rows.cuh"
+#include "mamba2/mamba2_common.cuh"
+
+namespace rssm {
+namespace mamba2 {
+
+constexpr int kWarpDecodeThreads = 256;
+constexpr int kWarpDecodeRows = 8;
+
+template <typename ST, int N, bool ONE>
+__device__ __forceinline__ void warpDecodeItem(const Mamba2DecodeParams& p, int b, int head, int vw, int slot, int rl,
+                                               int lane) {
+    using RS = stream::RowScatter<kWarpDecodeRows>;
+    constexpr int QPL = N / 128, RWS = kWarpDecodeRows, LPR = RS::LPR;
+    const int P = p.headdim, T = ONE ? 1 : p.num_tokens;
+    const int g = head / (p.nheads / p.ngroups);
+    const bool actBf16 = p.act_dtype == RSSM_DTYPE_BF16, dtF32 = p.dt_dtype == RSSM_DTYPE_FP32;
+    const int sub = lane & (LPR - 1), row = vw + rl;
+    ST* st = static_cast<ST*>(p.state) + (int64_t)slot * p.stride_state_slot + (int64_t)head * p.stride_state_head;
+    float4 S[RWS][QPL];
+    stream::loadWarpRows<RWS, QPL, ST>(S, st, p.stride_state_p, vw, P, rl, lane);
+    const float A = p.A[head], D = p.D ? p.D[head] : 0.f;
+    for (int s = 0; s < T; ++s) {
+        // This token's inputs (issued with the rows for s = 0).
+        const uint4 xq = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.x) + (int64_t)b * p.stride_x_b +
+                                                         (int64_t)s * p.stride_x_t + (int64_t)head * p.stride_x_h + vw);
+        const int64_t tokOff = (int64_t)b * p.stride_dt_b + (int64_t)s * p.stride_dt_t + (int64_t)head * p.stride_dt_h;
+        const float dt = loadDt(p.dt_raw, dtF32, actBf16, tokOff, p.dt_bias, head);
+        const uint16_t* Bg = static_cast<const uint16_t*>(p.Bm) + (int64_t)b * p.stride_B_b + (int64_t)s * p.stride_B_t +
+                             (int64_t)g * p.stride_B_g + lane * 4;
+        const uint16_t* Cg = static_cast<const uint16_t*>(p.Cm) + (int64_t)b * p.stride_C_b + (int64_t)s * p.stride_C_t +
+                             (int64_t)g * p.stride_C_g + lane * 4;
+        uint2 bq[QPL], cq[QPL];
+#pragma unroll
+        for (int i = 0; i < QPL; ++i) {
+            bq[i] = *reinterpret_cast<const uint2*>(Bg + 128 * i);
+            cq[i] = *reinterpret_cast<const uint2*>(Cg + 128 * i);
+        }
+        uint16_t zb = 0;
+        const bool writer = (s % LPR) == sub && row < P;
+        if (p.z && writer)
+            zb = static_cast<const uint16_t*>(p.z)[(int64_t)b * p.stride_z_b + (int64_t)s * p.stride_z_t +
+                                                   (int64_t)head * p.stride_z_h + row];
+        const float dA = __expf(dt * A);
+        float xf[RWS];  // x of the row in each register slot (slot r: row vw + (r ^ rl))
+        stream::unpack8(stream::xorPermute8(xq, rl), actBf16, xf);
+        float4 b4[QPL], c4[QPL];
+#pragma unroll
+        for (int i = 0; i < QPL; ++i) {
+            b4[i] = stream::u2ToF4(bq[i], actBf16);
+            c4[i] = stream::u2ToF4(cq[i], actBf16);
+        }
+        float part[RWS];
+#pragma unroll
+        for (int r = 0; r < RWS; ++r) {
+            const float w = dt * xf[r];
+            float d = 0.f;
+#pragma unroll
+            for (int i = 0; i < QPL; ++i) {
+                S[r][i] = stream::fma4s(stream::scale4(S[r][i], dA), w, b4[i]);
+                d += stream::dot4(S[r][i], c4[i]);
+            }
+            part[r] = d;
+        }
+        if (p.snapshots) {
+            ST* sn = static_cast<ST*>(p.snapshots) + (int64_t)slot * p.stride_snap_slot + (int64_t)s * p.stride_snap_tok +
+                     (int64_t)head * p.stride_snap_head;
+            stream::storeWarpRows<RWS, QPL, ST>(S, sn, p.stride_snap_p, vw, P, rl, lane);
+        } else if (s + 1 == T) {
+            stream::storeWarpRows<RWS, QPL, ST>(S, st, p.stride_state_p, vw, P, rl, lane);
+        }
+        const float Y = RS::reduce(part, lane);  // row vw + rl
+        if (writer) {
+            float y = fmaf(D, xf[0], Y);  // slot 0 holds row vw + rl
+            if (p.z) y *= siluF(actToFloat(zb, actBf16));
+            static_cast<uint16_t*>(p.y)[(int64_t)b * p.stride_y_b + (int64_t)s * p.stride_y_t +
+                                        (int64_t)head * p.stride_y_h + row] = floatToAct(y, actBf16);
+        }
+    }
+}
+
+// ONE: one token per row (standard decode; T is a compile-time 1), else 1..8 tokens (per-draft snapshots).
+template <typename ST, int N, bool ONE>
+__global__ void __launch_bounds__(kWarpDecodeThreads, ONE && N == 128 ? 3 : 2) mamba2WarpDecodeKernel(const Mamba2DecodeParams p) {
+    const int nrb = p.headdim / kWarpDecodeRows;
+    const unsigned items = (unsigned)p.batch * p.nheads * nrb;  // < 2^31 (launcher)
+    const int lane = threadIdx.x & 31;
+    const int rl = stream::RowScatter<kWarpDecodeRows>::rowOf(lane);
+    const unsigned nw = gridDim.x * (kWarpDecodeThreads / 32);
+    unsigned it = blockIdx.x * (kWarpDecodeThreads / 32) + (threadIdx.x >> 5);
+    if (it >= items) return;
+    const stream::ItemWalker walk(p.nheads, nrb, nw);
+    auto slotOf = [&](int b) {
+        const int s = p.state_batch_indices ? p.state_batch_indices[b] : b;
+        return (s < 0 || s >= p.num_slots) ? -1 : s;
+    };
+    stream::ItemCursor c = walk.at(it);
+    int slot = slotOf(c.b);
+    for (; it < items; it += nw) {
+        const stream::ItemCursor nc = walk.next(c);
+        const int nslot = it + nw < items ? slotOf(nc.b) : -1;  // one item ahead
+        if (slot >= 0) warpDecodeItem<ST, N, ONE>(p, c.b, c.head, c.blk * kWarpDecodeRows, slot, rl, lane);
+        c = nc;
+        slot = nslot;
+    }
+}
+
+}  // namespace mamba2
+}  // namespace rssm
