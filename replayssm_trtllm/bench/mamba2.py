@@ -111,6 +111,21 @@ def copy_bandwidth(nbytes: int = 2 << 30, repeats: int = 5) -> float:
     return 2 * nbytes / t
 
 
+def inplace_bandwidth(nbytes: int = 2 << 30, repeats: int = 5) -> float:
+    """In-place read-modify-write bandwidth in bytes/s (bytes read + written) of an SM kernel
+    (``torch.mul(buf, 1.0, out=buf)``): the access pattern of a conventional decode step, which updates
+    the state in place. A reference beside the copy figure (the targets stay against the copy)."""
+    import torch
+    buf = torch.empty(nbytes // 4, dtype=torch.float32, device="cuda")
+    buf.fill_(1.0)
+    for _ in range(20):
+        torch.mul(buf, 1.0, out=buf)
+    t = _time_graph(lambda: torch.mul(buf, 1.0, out=buf), repeats, inner=10)
+    del buf
+    torch.cuda.empty_cache()
+    return 2 * nbytes / t
+
+
 class _Layerset:
     """nl layer buffers of one shape: conventional states, replay checkpoints + rings, inputs."""
 
@@ -365,6 +380,9 @@ def run(args) -> int:
 
     copy_bw = copy_bandwidth()
     print(f"device-to-device copy: {copy_bw / 1e12:.3f} TB/s (read + write)")
+    rmw_bw = inplace_bandwidth()
+    print(f"in-place read-modify-write (torch.mul(buf, 1, out=buf)): {rmw_bw / 1e12:.3f} TB/s "
+          f"({rmw_bw / copy_bw:.1%} of copy; the access pattern of a conventional step)")
     print(f"variants {variants}; rows_per_cta sweep {'on' if sweep else 'off'}")
     rows_out, targets, best_rows = [], {}, []
     gen = torch.Generator().manual_seed(args.seed)
@@ -547,7 +565,7 @@ def run(args) -> int:
     result = dict(
         gpu=torch.cuda.get_device_name(), date=datetime.datetime.now().isoformat(timespec="seconds"),
         command=command_line(), git_commit=git_commit(), copy_bandwidth_Bps=copy_bw,
-        copy_bandwidth_end_Bps=copy_bw2, variants=variants,
+        copy_bandwidth_end_Bps=copy_bw2, inplace_rmw_bandwidth_Bps=rmw_bw, variants=variants,
         state_dtype=args.state_dtype, act_dtype=args.act_dtype, peers=peer_status, targets=targets, rows=rows_out,
         best=best_rows)
     out = Path(args.out)

@@ -434,7 +434,11 @@ extern "C" int rssm_mamba2_decode_launch(const Mamba2DecodeParams* pIn, cudaStre
                         bulkRows(q.Cm, q.stride_C_b, q.stride_C_t, q.stride_C_g);
         if (ok) {
             const int warps = warpDecodeThreads() / 32;
-            const int grid = persistentGrid(k, warpDecodeThreads(), 0, (items + warps - 1) / warps);
+            // RSSM_MAMBA2_WARP_DECODE_GRID=full (read per launch, for A/B timing): one item per warp instead of the
+            // persistent grid (resident CTAs x SMs, items grid-strided).
+            const char* ge = getenv("RSSM_MAMBA2_WARP_DECODE_GRID");
+            const long long ctas = (items + warps - 1) / warps;
+            const int grid = ge && strcmp(ge, "full") == 0 ? (int)ctas : persistentGrid(k, warpDecodeThreads(), 0, ctas);
             return launch(op, k, dim3(grid), warpDecodeThreads(), 0, &q, stream);
         }
         q.variant = RSSM_MAMBA2_VARIANT_PERSISTENT_SMALL;
