@@ -7,6 +7,7 @@
 #include "common/read_rows.cuh"
 #include "mamba2/mamba2.h"
 #include "mamba2/mamba2_decode_kernel.cuh"
+#include "common/warp_item_grid.h"
 #include "mamba2/mamba2_dispatch.h"
 #include "mamba2/mamba2_persistent.cuh"
 #include "mamba2/mamba2_replay_kernel.cuh"
@@ -314,6 +315,9 @@ int checkSplit(const char* op, const Mamba2ReplayParams& p) {
     return RSSM_OK;
 }
 
+// Readout grid: persistent unless RSSM_SPLIT_GRID=full (read per launch, A/B timing).
+WarpItemGrid splitGrid() { return warpItemGridChoice("RSSM_SPLIT_GRID", WarpItemGrid::kPersistent); }
+
 int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc, cudaStream_t stream) {
     const int hpg = q.nheads / q.ngroups;
     const dim3 prepGrid((hpg + splitHeadsPerPrep() - 1) / splitHeadsPerPrep(), q.ngroups, q.batch);
@@ -335,7 +339,8 @@ int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc
         if (rk) {
             const long long items16 = (long long)q.batch * q.nheads * (q.headdim / splitReadRows());
             const int warps = splitReadoutThreads() / 32;
-            const int g = persistentGrid(rk, splitReadoutThreads(), 0, (items16 + warps - 1) / warps);
+            const long long ctas16 = (items16 + warps - 1) / warps;
+            const int g = splitGrid() == WarpItemGrid::kFull ? (int)ctas16 : persistentGrid(rk, splitReadoutThreads(), 0, ctas16);
             return launch(op, rk, dim3(g), splitReadoutThreads(), 0, &q, stream, &rc);
         }
     }
@@ -345,7 +350,10 @@ int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc
     const long long ctasNeeded = (items + warpsPerCta - 1) / warpsPerCta;
     if (readout && !allowSmem(readout, splitReadoutSmemBytes(q.dstate)))
         return setError(RSSM_ERR_CUDA, "%s: cannot raise the shared-memory limit of the split readout kernel", op);
-    const int grid = readout ? persistentGrid(readout, splitReadoutThreads(), splitReadoutSmemBytes(q.dstate), ctasNeeded) : 1;
+    const int grid = !readout ? 1
+                     : splitGrid() == WarpItemGrid::kFull
+                         ? (int)ctasNeeded
+                         : persistentGrid(readout, splitReadoutThreads(), splitReadoutSmemBytes(q.dstate), ctasNeeded);
     return launch(op, readout, dim3(grid), splitReadoutThreads(), splitReadoutSmemBytes(q.dstate), &q, stream, &rc);
 }
 
@@ -433,13 +441,16 @@ extern "C" int rssm_mamba2_decode_launch(const Mamba2DecodeParams* pIn, cudaStre
                         bulkRows(q.Bm, q.stride_B_b, q.stride_B_t, q.stride_B_g) &&
                         bulkRows(q.Cm, q.stride_C_b, q.stride_C_t, q.stride_C_g);
         if (ok) {
-            const int warps = warpDecodeThreads() / 32;
-            // RSSM_MAMBA2_WARP_DECODE_GRID=full (read per launch, for A/B timing): one item per warp instead of the
-            // persistent grid (resident CTAs x SMs, items grid-strided).
-            const char* ge = getenv("RSSM_MAMBA2_WARP_DECODE_GRID");
+            // RSSM_MAMBA2_WARP_DECODE_THREADS=128 (read per launch, A/B timing): 4-warp CTAs instead of 8.
+            const char* te = getenv("RSSM_MAMBA2_WARP_DECODE_THREADS");
+            const int threads = te && strcmp(te, "128") == 0 ? 128 : warpDecodeThreads();
+            const int warps = threads / 32;
+            // One item per warp (full grid) by default: 87.6% of copy vs 79.7% persistent (Super, B = 256; seventh
+            // session). RSSM_MAMBA2_WARP_DECODE_GRID=persistent|full overrides (read per launch, A/B timing).
             const long long ctas = (items + warps - 1) / warps;
-            const int grid = ge && strcmp(ge, "full") == 0 ? (int)ctas : persistentGrid(k, warpDecodeThreads(), 0, ctas);
-            return launch(op, k, dim3(grid), warpDecodeThreads(), 0, &q, stream);
+            const rssm::WarpItemGrid gc = rssm::warpItemGridChoice("RSSM_MAMBA2_WARP_DECODE_GRID", rssm::WarpItemGrid::kFull);
+            const int grid = gc == rssm::WarpItemGrid::kFull ? (int)ctas : persistentGrid(k, threads, 0, ctas);
+            return launch(op, k, dim3(grid), threads, 0, &q, stream);
         }
         q.variant = RSSM_MAMBA2_VARIANT_PERSISTENT_SMALL;
         q.rows_per_cta = 0;

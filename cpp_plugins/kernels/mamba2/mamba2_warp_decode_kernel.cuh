@@ -101,8 +101,9 @@ __global__ void __launch_bounds__(kWarpDecodeThreads, ONE && N == 128 ? 3 : 2) m
     const unsigned items = (unsigned)p.batch * p.nheads * nrb;  // < 2^31 (launcher)
     const int lane = threadIdx.x & 31;
     const int rl = stream::RowScatter<kWarpDecodeRows>::rowOf(lane);
-    const unsigned nw = gridDim.x * (kWarpDecodeThreads / 32);
-    unsigned it = blockIdx.x * (kWarpDecodeThreads / 32) + (threadIdx.x >> 5);
+    const unsigned wpc = blockDim.x >> 5;  // warps per CTA (the launcher may run fewer than kWarpDecodeThreads)
+    const unsigned nw = gridDim.x * wpc;
+    unsigned it = blockIdx.x * wpc + (threadIdx.x >> 5);
     if (it >= items) return;
     const stream::ItemWalker walk(p.nheads, nrb, nw);
     auto slotOf = [&](int b) {
