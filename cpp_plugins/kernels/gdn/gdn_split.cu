@@ -8,7 +8,6 @@
 
 #include <type_traits>
 
-#include "common/warp_item_grid.h"
 #include "gdn/gdn_split_kernels.cuh"
 
 namespace rssm {
@@ -54,9 +53,6 @@ int readoutConfig() {
     return cfg;
 }
 
-// Readout grid: persistent unless RSSM_SPLIT_GRID=full (read per launch, A/B timing).
-WarpItemGrid splitGrid() { return warpItemGridChoice("RSSM_SPLIT_GRID", WarpItemGrid::kPersistent); }
-
 template <typename ST, int K, int MAXT, int NT, int MINB>
 cudaError_t launchReadout(const GdnReplayParams& p, int smCount, cudaStream_t s, const stream::ReadCopyScales& rc) {
     const bool serving = p.act_dtype == RSSM_DTYPE_BF16 && p.u_dtype == RSSM_DTYPE_FP16;
@@ -68,7 +64,7 @@ cudaError_t launchReadout(const GdnReplayParams& p, int smCount, cudaStream_t s,
     const long long items = (long long)p.batch * p.num_v_heads * (p.head_v / kSplitRows);
     const long long ctasNeeded = (items + NT / 32 - 1) / (NT / 32);
     const long long resident = (long long)readoutOccupancy(readout, NT, smem) * smCount;
-    const int grid = warpItemGridSize(splitGrid(), ctasNeeded, resident);
+    const int grid = (int)(ctasNeeded < resident ? ctasNeeded : resident);
     readout<<<grid, NT, smem, s>>>(p, rc);
     return cudaGetLastError();
 }
@@ -84,7 +80,7 @@ cudaError_t launchReadCopy(const GdnReplayParams& p, int smCount, cudaStream_t s
     const long long items = (long long)p.batch * p.num_v_heads * (p.head_v / kReadRows);
     const long long ctasNeeded = (items + NT / 32 - 1) / (NT / 32);
     const long long resident = (long long)readoutOccupancy(readout, NT, 0) * smCount;
-    const int grid = warpItemGridSize(splitGrid(), ctasNeeded, resident);
+    const int grid = (int)(ctasNeeded < resident ? ctasNeeded : resident);
     readout<<<grid, NT, 0, s>>>(p, rc);
     return cudaGetLastError();
 }

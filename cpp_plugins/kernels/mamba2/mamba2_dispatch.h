@@ -30,8 +30,9 @@ int replayStreamRowsPerWarp(int dstate, int mode, int numTokens);
 size_t replayStreamSmemBytes(int window, int numTokens, int headdim, int dstate);
 // Variant 4 (split: prep kernel + readout kernel, replay only; mamba2_split.cu).
 const void* splitPrepKernel(int mode, int numTokens);
-// N 128 / 256, else NULL; pipe: the pipelined readout for N = 128, T = 1 (RSSM_MAMBA2_SPLIT_PIPE=1; off by default)
-const void* splitReadoutKernel(int stateDtype, int dstate, int mode, int numTokens, bool pipe);
+// N 128 / 256, else NULL; pipe (N = 128, T = 1): 0 plain, 1 pipelined, 2 next item's cursors ahead
+// (RSSM_MAMBA2_SPLIT_PIPE, mamba2_launch.cu)
+const void* splitReadoutKernel(int stateDtype, int dstate, int mode, int numTokens, int pipe);
 // Variant 4 on a read-only dual-precision read copy in a scaled format: q.state_dtype FP8_E4M3 / NVFP4,
 // q.state the payload (byte strides), rc its scale tensors, q.variant 4 and q.skip_flush_rows 1 (the
 // flushing rows are decoded by the dual-precision kernel from the recurrence copy). Validates like
@@ -49,8 +50,9 @@ int splitHeadsPerPrep();
 int splitPrepThreads();
 int splitReadoutThreads();
 int splitRows();
-// Variant 4 of the conventional decode (warp items, mamba2_warp_decode.cu): N 128 / 256, else NULL.
-const void* warpDecodeKernel(int stateDtype, int dstate, int numTokens);
+// Variant 4 of the conventional decode (warp items, mamba2_warp_decode.cu): N 128 / 256 with `rows` 8 (any T) or
+// 16 (T = 1) state rows per item, else NULL.
+const void* warpDecodeKernel(int stateDtype, int dstate, int numTokens, int rows);
 int warpDecodeThreads();
 int warpDecodeRows();
 }  // namespace mamba2

@@ -315,9 +315,6 @@ int checkSplit(const char* op, const Mamba2ReplayParams& p) {
     return RSSM_OK;
 }
 
-// Readout grid: persistent unless RSSM_SPLIT_GRID=full (read per launch, A/B timing).
-WarpItemGrid splitGrid() { return warpItemGridChoice("RSSM_SPLIT_GRID", WarpItemGrid::kPersistent); }
-
 int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc, cudaStream_t stream) {
     const int hpg = q.nheads / q.ngroups;
     const dim3 prepGrid((hpg + splitHeadsPerPrep() - 1) / splitHeadsPerPrep(), q.ngroups, q.batch);
@@ -325,12 +322,10 @@ int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc
     int st = launch(op, splitPrepKernel(q.mode, q.num_tokens), prepGrid, splitPrepThreads(), prepSmem, &q, stream);
     if (st) return st;
     // The unpipelined readout (3 CTAs / SM) measured faster than the pipelined one (2 CTAs / SM):
-    // Super B = 256 339.9 vs 386.3 us (docs/benchmarks.md, fourth session). RSSM_MAMBA2_SPLIT_PIPE=1
-    // selects the pipelined one (read once).
-    static const bool pipe = [] {
-        const char* e = getenv("RSSM_MAMBA2_SPLIT_PIPE");
-        return e && e[0] == '1';
-    }();
+    // Super B = 256 339.9 vs 386.3 us (docs/benchmarks.md, fourth session). RSSM_MAMBA2_SPLIT_PIPE (read per
+    // launch, A/B timing): 1 = pipelined, 2 = the next item's slot and cursors in flight, else plain.
+    const char* pe = getenv("RSSM_MAMBA2_SPLIT_PIPE");
+    const int pipe = pe && pe[0] == '1' ? 1 : pe && pe[0] == '2' ? 2 : 0;
     // Read-only rows (skip_flush_rows: no flush items) narrower than fp32 run on the 16-row read-copy readout
     // unless RSSM_MAMBA2_READ_ROWS=8 (A/B timing; read per launch).
     const char* rr = getenv("RSSM_MAMBA2_READ_ROWS");
@@ -340,7 +335,7 @@ int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc
             const long long items16 = (long long)q.batch * q.nheads * (q.headdim / splitReadRows());
             const int warps = splitReadoutThreads() / 32;
             const long long ctas16 = (items16 + warps - 1) / warps;
-            const int g = splitGrid() == WarpItemGrid::kFull ? (int)ctas16 : persistentGrid(rk, splitReadoutThreads(), 0, ctas16);
+            const int g = persistentGrid(rk, splitReadoutThreads(), 0, ctas16);
             return launch(op, rk, dim3(g), splitReadoutThreads(), 0, &q, stream, &rc);
         }
     }
@@ -350,10 +345,7 @@ int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc
     const long long ctasNeeded = (items + warpsPerCta - 1) / warpsPerCta;
     if (readout && !allowSmem(readout, splitReadoutSmemBytes(q.dstate)))
         return setError(RSSM_ERR_CUDA, "%s: cannot raise the shared-memory limit of the split readout kernel", op);
-    const int grid = !readout ? 1
-                     : splitGrid() == WarpItemGrid::kFull
-                         ? (int)ctasNeeded
-                         : persistentGrid(readout, splitReadoutThreads(), splitReadoutSmemBytes(q.dstate), ctasNeeded);
+    const int grid = readout ? persistentGrid(readout, splitReadoutThreads(), splitReadoutSmemBytes(q.dstate), ctasNeeded) : 1;
     return launch(op, readout, dim3(grid), splitReadoutThreads(), splitReadoutSmemBytes(q.dstate), &q, stream, &rc);
 }
 
@@ -433,9 +425,12 @@ extern "C" int rssm_mamba2_decode_launch(const Mamba2DecodeParams* pIn, cudaStre
     if (q.variant == RSSM_MAMBA2_VARIANT_WARP_ITEMS) {
         // Warp-item kernel: 16-byte x / z rows and B / C rows (as the persistent kernels), headdim % 8 == 0,
         // 32-bit item arithmetic. Otherwise the documented fallback: variant 2 (same results).
-        const void* k = warpDecodeKernel(q.state_dtype, q.dstate, q.num_tokens);
-        const long long items = (long long)q.batch * q.nheads * (q.headdim / warpDecodeRows());
-        const bool ok = k && q.headdim % warpDecodeRows() == 0 && items < (1LL << 31) &&
+        // RSSM_MAMBA2_WARP_DECODE_ROWS=16 (read per launch, A/B timing): 16-row items for one token.
+        const char* re = getenv("RSSM_MAMBA2_WARP_DECODE_ROWS");
+        const int rows = re && strcmp(re, "16") == 0 && q.num_tokens == 1 && q.dstate == 128 && q.headdim % 16 == 0 ? 16 : warpDecodeRows();
+        const void* k = warpDecodeKernel(q.state_dtype, q.dstate, q.num_tokens, rows);
+        const long long items = (long long)q.batch * q.nheads * (q.headdim / rows);
+        const bool ok = k && q.headdim % rows == 0 && items < (1LL << 31) &&
                         bulkRows(q.x, q.stride_x_b, q.stride_x_t, q.stride_x_h) &&
                         bulkRows(q.z, q.stride_z_b, q.stride_z_t, q.stride_z_h) &&
                         bulkRows(q.Bm, q.stride_B_b, q.stride_B_t, q.stride_B_g) &&

@@ -11,20 +11,24 @@ int bucket(int mode, int T) { return mode == 0 ? 1 : (T <= 2 ? 2 : T <= 4 ? 4 : 
 template <typename ST, int N>
 const void* readoutByTokens(int maxT) {
     switch (maxT) {
-        case 1: return reinterpret_cast<const void*>(&mamba2SplitReadoutKernel<ST, N, 1, false>);
-        case 2: return reinterpret_cast<const void*>(&mamba2SplitReadoutKernel<ST, N, 2, false>);
-        case 4: return reinterpret_cast<const void*>(&mamba2SplitReadoutKernel<ST, N, 4, false>);
-        default: return reinterpret_cast<const void*>(&mamba2SplitReadoutKernel<ST, N, 8, false>);
+        case 1: return reinterpret_cast<const void*>(&mamba2SplitReadoutKernel<ST, N, 1, kSplitPlain>);
+        case 2: return reinterpret_cast<const void*>(&mamba2SplitReadoutKernel<ST, N, 2, kSplitPlain>);
+        case 4: return reinterpret_cast<const void*>(&mamba2SplitReadoutKernel<ST, N, 4, kSplitPlain>);
+        default: return reinterpret_cast<const void*>(&mamba2SplitReadoutKernel<ST, N, 8, kSplitPlain>);
     }
 }
-// The pipelined readout (next item's loads in flight, 2 CTAs / SM) for N = 128 and one token (standard
-// mode) unless `pipe` is false; more tokens or N = 256 hold too many registers for two items.
+// N = 128 with one token (standard mode): `pipe` picks the plain readout (kSplitPlain), the pipelined one (next
+// item's loads in flight, 2 CTAs / SM) or the one with the next item's cursors in flight; more tokens or N = 256
+// run the plain one.
 template <typename ST>
-const void* readoutByN(int N, int maxT, bool pipe) {
+const void* readoutByN(int N, int maxT, int pipe) {
     switch (N) {
         case 128:
-            return pipe && maxT == 1 ? reinterpret_cast<const void*>(&mamba2SplitReadoutKernel<ST, 128, 1, true>)
-                                     : readoutByTokens<ST, 128>(maxT);
+            if (maxT == 1 && pipe == kSplitPipelined)
+                return reinterpret_cast<const void*>(&mamba2SplitReadoutKernel<ST, 128, 1, kSplitPipelined>);
+            if (maxT == 1 && pipe == kSplitCursorsAhead)
+                return reinterpret_cast<const void*>(&mamba2SplitReadoutKernel<ST, 128, 1, kSplitCursorsAhead>);
+            return readoutByTokens<ST, 128>(maxT);
         case 256:
             if constexpr (stream::RowQuad<ST>::kScaled) return nullptr;  // scaled read formats: N = 128 only
             else return readoutByTokens<ST, 256>(maxT);
@@ -41,7 +45,7 @@ const void* splitPrepKernel(int mode, int numTokens) {
         default: return reinterpret_cast<const void*>(&mamba2SplitPrepKernel<8>);
     }
 }
-const void* splitReadoutKernel(int stateDtype, int dstate, int mode, int numTokens, bool pipe) {
+const void* splitReadoutKernel(int stateDtype, int dstate, int mode, int numTokens, int pipe) {
     const int maxT = bucket(mode, numTokens);
     switch (stateDtype) {
         case RSSM_DTYPE_FP32: return readoutByN<float>(dstate, maxT, pipe);

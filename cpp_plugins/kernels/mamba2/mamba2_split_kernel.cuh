@@ -423,8 +423,11 @@ __device__ __forceinline__ void splitProcess(SplitItem<ST, N, MAXT>& u, const Ma
 // Readout: warp-granular items (row b, head, 8-row block), grid-strided over the warps of the grid so
 // that the flushing rows of a staggered batch spread over all warps. With PIPE the warp issues the
 // loads of its next item before it computes the current one.
-template <typename ST, int N, int MAXT, bool PIPE>
-__global__ void __launch_bounds__(kSplitReadoutThreads, PIPE ? 2 : ((N == 128 && MAXT == 1) ? 3 : 2))
+// PIPE: kSplitPlain (0), kSplitPipelined (1: the next item's loads in flight), kSplitCursorsAhead (2: only the next
+// item's slot and head-record cursors in flight, so each item is one dependent round trip).
+constexpr int kSplitPlain = 0, kSplitPipelined = 1, kSplitCursorsAhead = 2;
+template <typename ST, int N, int MAXT, int PIPE>
+__global__ void __launch_bounds__(kSplitReadoutThreads, PIPE == kSplitPipelined ? 2 : ((N == 128 && MAXT == 1) ? 3 : 2))
     mamba2SplitReadoutKernel(const Mamba2ReplayParams p, const stream::ReadCopyScales rc) {
     using RS = stream::RowScatter<kSplitRows>;
     extern __shared__ __align__(16) unsigned char smemSplitReadout[];
@@ -443,7 +446,7 @@ __global__ void __launch_bounds__(kSplitReadoutThreads, PIPE ? 2 : ((N == 128 &&
         const int b = (int)(i / ((unsigned)nrb * p.nheads));
         return p.state_batch_indices ? p.state_batch_indices[b] : b;
     };
-    if constexpr (PIPE) {
+    if constexpr (PIPE == kSplitPipelined) {
         if (it >= items) return;
         SplitItem<ST, N, MAXT> cur, nxt;
         splitIssue(nxt, p, rc, it, slotOf(it), splitMeta(p, it, items, nrb, RW), nrb, rl, sub);
@@ -458,6 +461,18 @@ __global__ void __launch_bounds__(kSplitReadoutThreads, PIPE ? 2 : ((N == 128 &&
                 meta2 = splitMeta(p, it + 2 * nw, items, nrb, RW);
                 splitIssue(nxt, p, rc, it + nw, s1, m1, nrb, rl, sub);
             }
+            splitProcess(cur, p, rl, sub, sFold);
+        }
+    } else if constexpr (PIPE == kSplitCursorsAhead) {
+        int slotN = slotOf(it);
+        int4 metaN = splitMeta(p, it, items, nrb, RW);
+        for (; it < items; it += nw) {
+            const int slot0 = slotN;
+            const int4 meta0 = metaN;
+            slotN = slotOf(it + nw);
+            metaN = splitMeta(p, it + nw, items, nrb, RW);
+            SplitItem<ST, N, MAXT> cur;
+            splitIssue(cur, p, rc, it, slot0, meta0, nrb, rl, sub);
             splitProcess(cur, p, rl, sub, sFold);
         }
     } else {

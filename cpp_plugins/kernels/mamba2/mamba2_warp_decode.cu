@@ -1,28 +1,33 @@
 // Instantiations of the conventional Mamba-2 warp-item decode (variant 4 of Mamba2Decode): state fp32 /
-// fp16 / bf16 x N = 128 / 256 x {one token, 1..8 tokens} (mamba2_warp_decode_kernel.cuh).
+// fp16 / bf16 x N = 128 / 256 x {one token (8 or 16 rows per item), 1..8 tokens (8 rows)} (mamba2_warp_decode_kernel.cuh).
 #include "mamba2/mamba2_dispatch.h"
 #include "mamba2/mamba2_warp_decode_kernel.cuh"
 
 namespace rssm {
 namespace mamba2 {
 namespace {
-template <typename ST, bool ONE>
+template <typename ST, bool ONE, int RWS>
 const void* warpDecodeByN(int N) {
     switch (N) {
-        case 128: return reinterpret_cast<const void*>(&mamba2WarpDecodeKernel<ST, 128, ONE>);
-        case 256: return reinterpret_cast<const void*>(&mamba2WarpDecodeKernel<ST, 256, ONE>);
+        case 128: return reinterpret_cast<const void*>(&mamba2WarpDecodeKernel<ST, 128, ONE, RWS>);
+        case 256: return reinterpret_cast<const void*>(&mamba2WarpDecodeKernel<ST, 256, ONE, RWS>);
         default: return nullptr;
     }
 }
 template <typename ST>
-const void* warpDecodeByT(int N, int T) { return T == 1 ? warpDecodeByN<ST, true>(N) : warpDecodeByN<ST, false>(N); }
+const void* warpDecodeByT(int N, int T, int rows) {
+    if (T != 1) return rows == 8 ? warpDecodeByN<ST, false, 8>(N) : nullptr;
+    if (rows == 16)  // N = 128 only (N = 256 would spill about 1 KB per thread)
+        return N == 128 ? reinterpret_cast<const void*>(&mamba2WarpDecodeKernel<ST, 128, true, 16>) : nullptr;
+    return rows == 8 ? warpDecodeByN<ST, true, 8>(N) : nullptr;
+}
 }  // namespace
 
-const void* warpDecodeKernel(int stateDtype, int dstate, int numTokens) {
+const void* warpDecodeKernel(int stateDtype, int dstate, int numTokens, int rows) {
     switch (stateDtype) {
-        case RSSM_DTYPE_FP32: return warpDecodeByT<float>(dstate, numTokens);
-        case RSSM_DTYPE_FP16: return warpDecodeByT<__half>(dstate, numTokens);
-        case RSSM_DTYPE_BF16: return warpDecodeByT<__nv_bfloat16>(dstate, numTokens);
+        case RSSM_DTYPE_FP32: return warpDecodeByT<float>(dstate, numTokens, rows);
+        case RSSM_DTYPE_FP16: return warpDecodeByT<__half>(dstate, numTokens, rows);
+        case RSSM_DTYPE_BF16: return warpDecodeByT<__nv_bfloat16>(dstate, numTokens, rows);
         default: return nullptr;
     }
 }

@@ -10,7 +10,8 @@
 // streaming stores (in place, or to snapshot [slot, s] after token s in per-draft mode). No shared memory,
 // no barriers: the next item's slot index is loaded one item ahead, so each item is one dependent round
 // trip (its rows and token inputs, issued together). Padding rows (slot < 0 or >= num_slots) are untouched.
-// Limits (launcher falls back to variant 2 otherwise): N in {128, 256}, headdim % 8 == 0, 16-byte aligned
+// 16-row items (one token) are an option of the launcher (RSSM_MAMBA2_WARP_DECODE_ROWS=16).
+// Limits (launcher falls back to variant 2 otherwise): N in {128, 256}, headdim % rows == 0, 16-byte aligned
 // x / z rows, 8-byte aligned B / C rows, B x H x headdim / 8 < 2^31.
 #pragma once
 #include "common/stream_rows.cuh"
@@ -22,11 +23,30 @@ namespace mamba2 {
 constexpr int kWarpDecodeThreads = 256;
 constexpr int kWarpDecodeRows = 8;
 
-template <typename ST, int N, bool ONE>
+// x of rows vw .. vw + RWS - 1 into the XOR-permuted register slots (slot r: row vw + (r ^ rl)).
+template <int RWS>
+__device__ __forceinline__ void loadPermutedX(const uint16_t* xr, int rl, bool bf16, float (&xf)[RWS]) {
+    if constexpr (RWS == 8) {
+        stream::unpack8(stream::xorPermute8(*reinterpret_cast<const uint4*>(xr), rl), bf16, xf);
+    } else {
+        static_assert(RWS == 16, "8 or 16 rows per item");
+        const uint4 q0 = *reinterpret_cast<const uint4*>(xr), q1 = *reinterpret_cast<const uint4*>(xr + 8);
+        float lo[8], hi[8];  // slots 0..7 hold rows (r ^ rl): from the half that holds row rl
+        stream::unpack8(stream::xorPermute8((rl & 8) ? q1 : q0, rl & 7), bf16, lo);
+        stream::unpack8(stream::xorPermute8((rl & 8) ? q0 : q1, rl & 7), bf16, hi);
+#pragma unroll
+        for (int r = 0; r < 8; ++r) {
+            xf[r] = lo[r];
+            xf[r + 8] = hi[r];
+        }
+    }
+}
+
+template <typename ST, int N, bool ONE, int RWS>
 __device__ __forceinline__ void warpDecodeItem(const Mamba2DecodeParams& p, int b, int head, int vw, int slot, int rl,
                                                int lane) {
-    using RS = stream::RowScatter<kWarpDecodeRows>;
-    constexpr int QPL = N / 128, RWS = kWarpDecodeRows, LPR = RS::LPR;
+    using RS = stream::RowScatter<RWS>;
+    constexpr int QPL = N / 128, LPR = RS::LPR;
     const int P = p.headdim, T = ONE ? 1 : p.num_tokens;
     const int g = head / (p.nheads / p.ngroups);
     const bool actBf16 = p.act_dtype == RSSM_DTYPE_BF16, dtF32 = p.dt_dtype == RSSM_DTYPE_FP32;
@@ -37,8 +57,8 @@ __device__ __forceinline__ void warpDecodeItem(const Mamba2DecodeParams& p, int 
     const float A = p.A[head], D = p.D ? p.D[head] : 0.f;
     for (int s = 0; s < T; ++s) {
         // This token's inputs (issued with the rows for s = 0).
-        const uint4 xq = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.x) + (int64_t)b * p.stride_x_b +
-                                                         (int64_t)s * p.stride_x_t + (int64_t)head * p.stride_x_h + vw);
+        const uint16_t* xr = static_cast<const uint16_t*>(p.x) + (int64_t)b * p.stride_x_b + (int64_t)s * p.stride_x_t +
+                             (int64_t)head * p.stride_x_h + vw;
         const int64_t tokOff = (int64_t)b * p.stride_dt_b + (int64_t)s * p.stride_dt_t + (int64_t)head * p.stride_dt_h;
         const float dt = loadDt(p.dt_raw, dtF32, actBf16, tokOff, p.dt_bias, head);
         const uint16_t* Bg = static_cast<const uint16_t*>(p.Bm) + (int64_t)b * p.stride_B_b + (int64_t)s * p.stride_B_t +
@@ -58,7 +78,7 @@ __device__ __forceinline__ void warpDecodeItem(const Mamba2DecodeParams& p, int 
                                                    (int64_t)head * p.stride_z_h + row];
         const float dA = __expf(dt * A);
         float xf[RWS];  // x of the row in each register slot (slot r: row vw + (r ^ rl))
-        stream::unpack8(stream::xorPermute8(xq, rl), actBf16, xf);
+        loadPermutedX<RWS>(xr, rl, actBf16, xf);
         float4 b4[QPL], c4[QPL];
 #pragma unroll
         for (int i = 0; i < QPL; ++i) {
@@ -95,12 +115,14 @@ __device__ __forceinline__ void warpDecodeItem(const Mamba2DecodeParams& p, int 
 }
 
 // ONE: one token per row (standard decode; T is a compile-time 1), else 1..8 tokens (per-draft snapshots).
-template <typename ST, int N, bool ONE>
-__global__ void __launch_bounds__(kWarpDecodeThreads, ONE && N == 128 ? 3 : 2) mamba2WarpDecodeKernel(const Mamba2DecodeParams p) {
-    const int nrb = p.headdim / kWarpDecodeRows;
+// RWS: state rows per item (8; 16 for one token: twice the bytes per dependent round trip, 2 CTAs / SM).
+template <typename ST, int N, bool ONE, int RWS>
+__global__ void __launch_bounds__(kWarpDecodeThreads, ONE && N == 128 && RWS == 8 ? 3 : 2)
+    mamba2WarpDecodeKernel(const Mamba2DecodeParams p) {
+    const int nrb = p.headdim / RWS;
     const unsigned items = (unsigned)p.batch * p.nheads * nrb;  // < 2^31 (launcher)
     const int lane = threadIdx.x & 31;
-    const int rl = stream::RowScatter<kWarpDecodeRows>::rowOf(lane);
+    const int rl = stream::RowScatter<RWS>::rowOf(lane);
     const unsigned wpc = blockDim.x >> 5;  // warps per CTA (the launcher may run fewer than kWarpDecodeThreads)
     const unsigned nw = gridDim.x * wpc;
     unsigned it = blockIdx.x * wpc + (threadIdx.x >> 5);
@@ -115,7 +137,7 @@ __global__ void __launch_bounds__(kWarpDecodeThreads, ONE && N == 128 ? 3 : 2) m
     for (; it < items; it += nw) {
         const stream::ItemCursor nc = walk.next(c);
         const int nslot = it + nw < items ? slotOf(nc.b) : -1;  // one item ahead
-        if (slot >= 0) warpDecodeItem<ST, N, ONE>(p, c.b, c.head, c.blk * kWarpDecodeRows, slot, rl, lane);
+        if (slot >= 0) warpDecodeItem<ST, N, ONE, RWS>(p, c.b, c.head, c.blk * RWS, slot, rl, lane);
         c = nc;
         slot = nslot;
     }
