@@ -52,10 +52,11 @@ MAX_WINDOW = 64
 # registers, column-per-lane layout; 8 warps x 16 rows, 4 x 16, 4 x 8 per CTA at K = 128; head_k 128
 # or 256 only, K = 64 is refused with an error), 6 = split kernels, replay only (a prep kernel writes
 # per-(row, value head) coefficients to a workspace the op allocates, a readout kernel streams the
-# checkpoint; head_k 128 / 256, head_v % 8 == 0, at most 32 records per step).
-# docs/kernels-gdn.md, "Variants".
+# checkpoint; head_k 128 / 256, head_v % 8 == 0, at most 32 records per step); in the conventional decode
+# 6 = the warp-item kernel (one warp per 8 value rows, no shared memory or CTA barrier; one token in place,
+# head_k 128 / 256, head_v % 8 == 0; anything else runs variant 5). docs/kernels-gdn.md, "Variants".
 VARIANTS = (0, 1, 2, 3, 4, 5, 6)
-DECODE_VARIANTS = (0, 1, 2, 3, 4, 5)
+DECODE_VARIANTS = (0, 1, 2, 3, 4, 5, 6)
 VARIANT_SPLIT = 6
 _HEAD_K = (64, 128, 256)
 

@@ -34,6 +34,8 @@ VARIANTS = [0, 1, 2, 3, 4, 5]
 VARIANT_IDS = [f"v{v}" for v in VARIANTS]
 # Replay tests also run the split kernels (variant 6, replay only).
 REPLAY_VARIANTS = VARIANTS + [6]
+CONV_VARIANTS = VARIANTS + [6]  # conventional decode: 6 = the warp-item kernel (one token in place; else variant 5)
+CONV_VARIANT_IDS = [f"v{v}" for v in CONV_VARIANTS]
 REPLAY_VARIANT_IDS = [f"v{v}" for v in REPLAY_VARIANTS]
 SPLIT_MAX_RECORDS = 32  # variant 6: h + T <= 32 (standard window <= 32, speculative window + T <= 32)
 
@@ -90,7 +92,7 @@ def _ops():
     ids=lambda x: str(x).replace("torch.", ""))
 @pytest.mark.parametrize("B", [1, 3, 64, 256])
 @pytest.mark.parametrize("shape", list(SHAPES))
-@pytest.mark.parametrize("variant", VARIANTS, ids=VARIANT_IDS)
+@pytest.mark.parametrize("variant", CONV_VARIANTS, ids=CONV_VARIANT_IDS)
 def test_conventional_decode(shape, B, state_dtype, act, K, T, variant):
     if (state_dtype, act, K, T) != (torch.float32, torch.bfloat16, 128, 1) and B not in (3, 64):
         pytest.skip("dtype/K/T variants run at B in {3, 64}")
@@ -135,7 +137,7 @@ def test_conventional_decode(shape, B, state_dtype, act, K, T, variant):
 @pytest.mark.gpu
 @pytest.mark.parametrize("T", list(range(1, 9)))
 @pytest.mark.parametrize("B,shape", [(3, "q35-4b"), (64, "q35-122b")])
-@pytest.mark.parametrize("variant", VARIANTS, ids=VARIANT_IDS)
+@pytest.mark.parametrize("variant", CONV_VARIANTS, ids=CONV_VARIANT_IDS)
 def test_conventional_snapshots(B, shape, T, variant):
     """Per-draft snapshots: read column num_accepted-1, write the state after draft s to column s."""
     G = _ops()
@@ -499,7 +501,7 @@ def test_replay_cuda_graph(variant):
 @pytest.mark.gpu
 @pytest.mark.sanitize
 @pytest.mark.parametrize("snapshot", [False, True], ids=["inplace", "snapshots"])
-@pytest.mark.parametrize("variant", VARIANTS, ids=VARIANT_IDS)
+@pytest.mark.parametrize("variant", CONV_VARIANTS, ids=CONV_VARIANT_IDS)
 def test_sanitize_conventional(variant, snapshot):
     """Conventional decode, tiny batch with a padding row; V = 96 leaves a partial tile."""
     G = _ops()
@@ -585,8 +587,9 @@ def test_variant_validation():
     assert G._check_variant("gdn_replay", 2) == 2 and G._check_variant("gdn_replay", 6) == 6
     with pytest.raises(ValueError, match=r"variant must be one of \(0, 1, 2, 3, 4, 5, 6\); got 7"):
         G._check_variant("gdn_replay", 7)
-    with pytest.raises(ValueError, match=r"gdn_decode: variant must be one of \(0, 1, 2, 3, 4, 5\); got 6"):
-        G._check_variant("gdn_decode", 6, G.DECODE_VARIANTS)
+    assert G._check_variant("gdn_decode", 6, G.DECODE_VARIANTS) == 6  # the warp-item conventional kernel
+    with pytest.raises(ValueError, match=r"gdn_decode: variant must be one of \(0, 1, 2, 3, 4, 5, 6\); got 7"):
+        G._check_variant("gdn_decode", 7, G.DECODE_VARIANTS)
     assert G.default_replay_variant(128) == 4 and G.default_replay_variant(256) == 4
     assert G.default_replay_variant(64) == 1
     assert G._check_variant("gdn_replay", -1, G.REPLAY_VARIANTS) == -1

@@ -37,7 +37,9 @@ enum GdnReplayMode {
 #define GDN_MAX_TOKENS 8   // T (draft tokens per verify step) at most
 #define GDN_MAX_WINDOW 64  // L (replay window) at most
 #define GDN_NUM_VARIANTS 7 // variant field of both params structs: 0 .. GDN_NUM_VARIANTS - 1
-#define GDN_VARIANT_SPLIT 6 // replay only: prep + readout kernels with a workspace (gdn_split_kernels.cuh)
+#define GDN_VARIANT_SPLIT 6 // GdnReplay: prep + readout kernels with a workspace (gdn_split_kernels.cuh)
+#define GDN_VARIANT_WARP_ITEMS 6 // GdnDecode (seventh session): the warp-item conventional kernel (gdn_warp_decode.cu):
+                                 // one token in place, head_k 128 / 256, head_v % 8 == 0; otherwise variant 5 runs
 #define GDN_VARIANT_AUTO (-1) // replay only: GDN_VARIANT_SPLIT where it can run the sizes, batch x num_v_heads >=
                               // GDN_SPLIT_MIN_BATCH_HEADS and a large enough workspace is given; otherwise 4
                               // (head_k 128 / 256) or 1 (head_k 64)

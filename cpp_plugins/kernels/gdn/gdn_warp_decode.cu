@@ -1,0 +1,126 @@
+// Conventional Gated DeltaNet decode, variant 6 ("warp items"): the Mamba-2 warp-item decode
+// (mamba2/mamba2_warp_decode_kernel.cuh) for GDN. One warp per item of 8 value rows of one (row b, value
+// head), a full grid of 8-warp CTAs (one item per warp; grid-strided if the grid were capped). A lane holds
+// the quads lane + 32 i of its warp's rows (stream::loadWarpRows, XOR-permuted register slots) and the same
+// quads of this step's k and q, so the whole step is per-warp:
+//   |k|, |q|, k . q by warp sums (no shared memory, no CTA barrier, no serial preamble warp),
+//   alpha = exp(-exp(A_log) softplus(a + dt_bias)), beta = sigmoid(b),
+//   X = S kn, Y = S qn (two reduce-scatters of 8 row dots), u = beta (v - alpha X),
+//   o = alpha Y + u (kn . qn),  S <- alpha S + u kn^T (u of each row by a shuffle), rows stored in place.
+// Same math and results as variants 0-5 (gdn_kernels.cuh). One token, no snapshots (the launcher runs variant 5
+// for the rest). Padding rows (slot < 0 or >= num_slots) are untouched.
+#include "gdn/gdn_kernels.cuh"
+#include "gdn/gdn_warp_decode.h"
+
+namespace rssm {
+namespace gdn {
+namespace {
+
+constexpr int kWarpDecodeThreadsGdn = 256;
+
+template <typename ST, int K>
+__global__ void __launch_bounds__(kWarpDecodeThreadsGdn, K == 128 ? 3 : 2) gdnWarpDecodeKernel(const GdnDecodeParams p) {
+    using RS = stream::RowScatter<kWarpDecodeRowsGdn>;
+    constexpr int QPL = K / 128, RW = kWarpDecodeRowsGdn;
+    const int HV = p.num_v_heads, V = p.head_v;
+    const int nrb = V / RW;
+    const unsigned items = (unsigned)p.batch * HV * nrb;  // < 2^31 (launcher)
+    const int lane = threadIdx.x & 31, rl = RS::rowOf(lane);
+    const bool bf16 = p.act_dtype == RSSM_DTYPE_BF16;
+    const unsigned wpc = blockDim.x >> 5;
+    const unsigned nw = gridDim.x * wpc;
+    unsigned it = blockIdx.x * wpc + (threadIdx.x >> 5);
+    if (it >= items) return;
+    const stream::ItemWalker walk(HV, nrb, nw);
+    for (stream::ItemCursor c = walk.at(it); it < items; it += nw, c = walk.next(c)) {
+        const int b = c.b, hv = c.head, vw = c.blk * RW;
+        const int slot = p.state_indices[(int64_t)b * p.indices_stride_b];
+        if (slot < 0 || slot >= p.num_slots) continue;  // padding row: untouched
+        ST* st = static_cast<ST*>(p.state) + (int64_t)slot * p.state_stride_slot + (int64_t)hv * p.state_stride_head;
+        float4 S[RW][QPL];
+        stream::loadWarpRows<RW, QPL, ST>(S, st, p.state_stride_v, vw, V, rl, lane);
+        const int hk = hv / (HV / p.num_heads);
+        float4 k4[QPL], q4[QPL];
+        float kss = 0.f, qss = 0.f, kq = 0.f;
+#pragma unroll
+        for (int i = 0; i < QPL; ++i) {
+            k4[i] = ldAct4(p.k, (int64_t)b * p.k_stride_b + (int64_t)hk * p.k_stride_h + (lane + 32 * i) * 4, bf16);
+            q4[i] = ldAct4(p.q, (int64_t)b * p.q_stride_b + (int64_t)hk * p.q_stride_h + (lane + 32 * i) * 4, bf16);
+        }
+        const int row = vw + rl;
+        const float vr = ldAct(p.v, (int64_t)b * p.v_stride_b + (int64_t)hv * p.v_stride_h + row, bf16);
+        const float a = ldAct(p.a, (int64_t)b * p.a_stride_b + hv, bf16);
+        const float bl = ldAct(p.b, (int64_t)b * p.b_stride_b + hv, bf16);
+        const float alog = p.A_log[hv], dtb = p.dt_bias[hv];
+#pragma unroll
+        for (int i = 0; i < QPL; ++i) {
+            kss += dot4(k4[i], k4[i]);
+            qss += dot4(q4[i], q4[i]);
+            kq += dot4(k4[i], q4[i]);
+        }
+        kss = warpSum(kss);
+        qss = warpSum(qss);
+        kq = warpSum(kq);
+        const float invk = rsqrtf(kss + kL2Eps), invq = rsqrtf(qss + kL2Eps) * p.scale;
+#pragma unroll
+        for (int i = 0; i < QPL; ++i) {
+            k4[i] = scale4(k4[i], invk);
+            q4[i] = scale4(q4[i], invq);
+        }
+        float part[RW];
+#pragma unroll
+        for (int r = 0; r < RW; ++r) {
+            part[r] = dot4(S[r][0], k4[0]);
+#pragma unroll
+            for (int i = 1; i < QPL; ++i) part[r] += dot4(S[r][i], k4[i]);
+        }
+        const float X = RS::reduce(part, lane);
+#pragma unroll
+        for (int r = 0; r < RW; ++r) {
+            part[r] = dot4(S[r][0], q4[0]);
+#pragma unroll
+            for (int i = 1; i < QPL; ++i) part[r] += dot4(S[r][i], q4[i]);
+        }
+        const float Y = RS::reduce(part, lane);
+        const float alpha = expf(gdnLogDecay(a, alog, dtb)), beta = sigmoidf(bl);
+        const float u = beta * (vr - alpha * X);
+        if ((lane & (RS::LPR - 1)) == 0 && row < V)
+            stAct(p.o, (int64_t)b * p.o_stride_b + (int64_t)hv * p.o_stride_h + row, alpha * Y + u * (kq * invk * invq), bf16);
+#pragma unroll
+        for (int r = 0; r < RW; ++r) {
+            const float ur = __shfl_sync(kFull, u, RS::laneOf(r ^ rl));  // u of the row in slot r
+#pragma unroll
+            for (int i = 0; i < QPL; ++i) S[r][i] = stream::fma4s(scale4(S[r][i], alpha), ur, k4[i]);
+        }
+        stream::storeWarpRows<RW, QPL, ST>(S, st, p.state_stride_v, vw, V, rl, lane);
+    }
+}
+
+template <typename ST>
+const void* warpDecodeKernelFor(int K) {
+    return K == 128 ? reinterpret_cast<const void*>(&gdnWarpDecodeKernel<ST, 128>)
+                    : reinterpret_cast<const void*>(&gdnWarpDecodeKernel<ST, 256>);
+}
+
+}  // namespace
+
+bool warpDecodeRuns(const GdnDecodeParams& p) {
+    return p.num_tokens == 1 && p.snapshot == 0 && (p.head_k == 128 || p.head_k == 256) &&
+           p.head_v % kWarpDecodeRowsGdn == 0 && p.rows_per_cta == 0 &&
+           (long long)p.batch * p.num_v_heads * (p.head_v / kWarpDecodeRowsGdn) < (1LL << 31);
+}
+
+cudaError_t launchDecodeWarpItems(const GdnDecodeParams& p, cudaStream_t s) {
+    const void* k = p.state_dtype == RSSM_DTYPE_FP32   ? warpDecodeKernelFor<float>(p.head_k)
+                    : p.state_dtype == RSSM_DTYPE_FP16 ? warpDecodeKernelFor<__half>(p.head_k)
+                                                       : warpDecodeKernelFor<__nv_bfloat16>(p.head_k);
+    const long long items = (long long)p.batch * p.num_v_heads * (p.head_v / kWarpDecodeRowsGdn);
+    const long long ctas = (items + kWarpDecodeThreadsGdn / 32 - 1) / (kWarpDecodeThreadsGdn / 32);
+    GdnDecodeParams q = p;
+    void* args[] = {&q};
+    cudaError_t e = cudaLaunchKernel(k, dim3((unsigned)ctas), dim3(kWarpDecodeThreadsGdn), args, 0, s);
+    return e != cudaSuccess ? e : cudaGetLastError();
+}
+
+}  // namespace gdn
+}  // namespace rssm
