@@ -720,7 +720,13 @@ def test_split_variant_workspace_rules():
         run()
     d = G.GdnDecodeParams(batch=B, num_tokens=1, num_heads=H, num_v_heads=HV, head_k=K, head_v=V, num_slots=2,
                           snapshot=0, indices_cols=1, state_dtype=0, act_dtype=2, variant=6)
-    with pytest.raises(RuntimeError, match=r"variant 6 \(split kernels\) exists for GdnReplay only"):
+    # In GdnDecode variant 6 is the warp-item conventional kernel: it takes no rows_per_cta (refused by name), and
+    # with rows_per_cta 0 the launch gets past the variant checks (here: to the NULL state pointer).
+    d.rows_per_cta = 16
+    with pytest.raises(RuntimeError, match=r"variant 6 \(warp items\) picks its own rows; rows_per_cta must be 0; got 16"):
+        check_status(G._launcher("rssm_gdn_decode_launch", G.GdnDecodeParams)(ctypes.byref(d), None), "gdn_decode")
+    d.rows_per_cta = 0
+    with pytest.raises(RuntimeError, match=r"GdnDecode: 'state' must not be NULL"):
         check_status(G._launcher("rssm_gdn_decode_launch", G.GdnDecodeParams)(ctypes.byref(d), None), "gdn_decode")
 
 

@@ -173,7 +173,9 @@ def test_auto_variant_rule():
     assert auto(1, 128, 128) == 3 and auto(1, 96, 256) == 3
     assert auto(2, 128, 128) == 2 and auto(256, 128, 128) == 2
     assert auto(1, 8, 64) == 2  # dstate 64: no stream kernel
-    assert lib.rssm_mamba2_decode_auto_variant(1, 128, 128) == 2
+    assert lib.rssm_mamba2_decode_auto_variant(1, 128, 128) == 4  # the warp-item decode
+    assert lib.rssm_mamba2_decode_auto_variant(256, 128, 256) == 4
+    assert lib.rssm_mamba2_decode_auto_variant(256, 128, 64) == 2  # dstate 64: no warp-item kernel
     assert m2._check_variant("op", -1) == -1
     with pytest.raises(ValueError, match=r"variant must be one of \(0, 1, 2, 3, 4\) or -1 \(auto\); got 5"):
         m2._check_variant("op", 5)

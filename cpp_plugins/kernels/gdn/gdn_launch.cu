@@ -214,6 +214,9 @@ extern "C" int rssm_gdn_decode_launch(const GdnDecodeParams* pp, cudaStream_t st
     int st = checkShapes(op, p.batch, p.num_tokens, p.num_heads, p.num_v_heads, p.head_k, p.head_v,
                          p.num_slots, p.state_dtype, p.act_dtype);
     if (st != RSSM_OK) return st;
+    if (p.variant == GDN_VARIANT_WARP_ITEMS && p.rows_per_cta != 0)
+        return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: variant 6 (warp items) picks its own rows; rows_per_cta must "
+                        "be 0; got %d", op, p.rows_per_cta);
     if (p.snapshot != 0 && p.snapshot != 1)
         return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: snapshot must be 0 or 1; got %d", op, p.snapshot);
     if (p.snapshot ? p.indices_cols < p.num_tokens : p.indices_cols < 1)
@@ -243,9 +246,6 @@ extern "C" int rssm_gdn_decode_launch(const GdnDecodeParams* pp, cudaStream_t st
                         GDN_NUM_VARIANTS - 1, p.variant);
     if (p.variant == GDN_VARIANT_WARP_ITEMS) {
         // Warp-item kernel (gdn_warp_decode.cu) for one token in place; otherwise the documented fallback: variant 5.
-        if (p.rows_per_cta != 0)
-            return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: variant 6 (warp items) picks its own rows; rows_per_cta must "
-                            "be 0; got %d", op, p.rows_per_cta);
         if (rssm::gdn::warpDecodeRuns(p)) {
             if (!(p.scale > 0.f)) p.scale = 1.0f / sqrtf((float)p.head_k);
             return finish(op, rssm::gdn::launchDecodeWarpItems(p, stream));

@@ -8,6 +8,7 @@
 
 #include <type_traits>
 
+#include "common/pdl.h"
 #include "gdn/gdn_split_kernels.cuh"
 
 namespace rssm {
@@ -65,8 +66,9 @@ cudaError_t launchReadout(const GdnReplayParams& p, int smCount, cudaStream_t s,
     const long long ctasNeeded = (items + NT / 32 - 1) / (NT / 32);
     const long long resident = (long long)readoutOccupancy(readout, NT, smem) * smCount;
     const int grid = (int)(ctasNeeded < resident ? ctasNeeded : resident);
-    readout<<<grid, NT, smem, s>>>(p, rc);
-    return cudaGetLastError();
+    void* args[] = {const_cast<GdnReplayParams*>(&p), const_cast<stream::ReadCopyScales*>(&rc)};
+    e = launchMaybeDependent(reinterpret_cast<const void*>(readout), dim3(grid), dim3(NT), smem, s, args, pdlEnabled());
+    return e != cudaSuccess ? e : cudaGetLastError();
 }
 
 // Read-only rows narrower than fp32 with K = 128 and head_v % 16 == 0 run on the 16-row read-copy readout
@@ -81,8 +83,10 @@ cudaError_t launchReadCopy(const GdnReplayParams& p, int smCount, cudaStream_t s
     const long long ctasNeeded = (items + NT / 32 - 1) / (NT / 32);
     const long long resident = (long long)readoutOccupancy(readout, NT, 0) * smCount;
     const int grid = (int)(ctasNeeded < resident ? ctasNeeded : resident);
-    readout<<<grid, NT, 0, s>>>(p, rc);
-    return cudaGetLastError();
+    void* args[] = {const_cast<GdnReplayParams*>(&p), const_cast<stream::ReadCopyScales*>(&rc)};
+    const cudaError_t e = launchMaybeDependent(reinterpret_cast<const void*>(readout), dim3(grid), dim3(NT), 0, s, args,
+                                               pdlEnabled());
+    return e != cudaSuccess ? e : cudaGetLastError();
 }
 template <typename ST>
 bool useReadCopy(const GdnReplayParams& p) {

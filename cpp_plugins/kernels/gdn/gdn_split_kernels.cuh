@@ -33,6 +33,7 @@
 // read-only fp8 / nvfp4 rows; the read-copy readout at the end of this file is the 16-row variant for
 // read-only rows (docs/precision.md, sixth session).
 #pragma once
+#include "common/pdl.h"
 #include "common/cp_async.cuh"
 #include "common/read_rows.cuh"
 #include "common/stream_rows.cuh"
@@ -81,6 +82,7 @@ __host__ __device__ inline size_t splitReadoutSmemBytesGdn(int K, int threads) {
 // dynamic shared memory warps x splitPrepWarpSmemBytesGdn(L, T, K).
 template <int K, int MAXT>
 __global__ void __launch_bounds__(kSplitPrepMaxThreads) gdnSplitPrepKernel(const GdnReplayParams p) {
+    pdlLaunchDependents();  // the readout may be scheduled now; it waits for this grid before reading its output
     constexpr int QL = K / 128;  // quads per lane of a K-vector
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int pair = blockIdx.x * (blockDim.x >> 5) + warp;
@@ -333,6 +335,7 @@ constexpr int kDtBf16ActFp16U = 1;
 template <typename ST, int K, int MAXT, int NT, int MINB, int DT>
 __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnReplayParams p,
                                                                    const stream::ReadCopyScales rc) {
+    pdlWaitPrimary();  // launched as a programmatic dependent of the prep kernel
     constexpr bool kScaled = stream::RowQuad<ST>::kScaled;  // read-only fp8 / nvfp4 rows (skip_flush_rows)
     using RS = stream::RowScatter<kSplitRows>;
     constexpr int QPL = K / 128;
@@ -547,6 +550,7 @@ constexpr int kReadRows = 16;
 template <typename ST, int MAXT, int NT, int MINB, int DT>
 __global__ void __launch_bounds__(NT, MINB) gdnSplitReadCopyKernel(const GdnReplayParams p,
                                                                     const stream::ReadCopyScales rc) {
+    pdlWaitPrimary();  // launched as a programmatic dependent of the prep kernel
     using RS = stream::RowScatter<kReadRows>;
     constexpr int RWS = kReadRows;
     constexpr int LPR = RS::LPR;

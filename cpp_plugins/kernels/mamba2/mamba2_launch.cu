@@ -7,6 +7,7 @@
 #include "common/read_rows.cuh"
 #include "mamba2/mamba2.h"
 #include "mamba2/mamba2_decode_kernel.cuh"
+#include "common/pdl.h"
 #include "common/warp_item_grid.h"
 #include "mamba2/mamba2_dispatch.h"
 #include "mamba2/mamba2_persistent.cuh"
@@ -147,13 +148,13 @@ int checkState(const char* op, const char* name, const void* ptr, int stateDtype
 // Launches func(params) or, with `extra`, func(params, *extra) (the stream kernel's int argument, the
 // split readout's read-copy scales).
 int launch(const char* op, const void* func, dim3 grid, int threads, size_t smem, void* params, cudaStream_t stream,
-           void* extra = nullptr) {
+           void* extra = nullptr, bool dependent = false) {
     if (!func) return setError(RSSM_ERR_UNSUPPORTED, "%s: no kernel for this combination", op);
     if (!allowSmem(func, smem))
         return setError(RSSM_ERR_UNSUPPORTED, "%s: needs %zu bytes of shared memory per CTA; the device allows %d "
                         "(lower rows_per_cta or the window)", op, smem, optinSmem());
     void* args[] = {params, extra};
-    cudaError_t e = cudaLaunchKernel(func, grid, dim3(threads), args, smem, stream);
+    cudaError_t e = launchMaybeDependent(func, grid, dim3(threads), smem, stream, args, dependent);
     if (e == cudaSuccess) e = cudaGetLastError();
     if (e != cudaSuccess)
         return setError(RSSM_ERR_CUDA, "%s: kernel launch failed: %s (grid %u x %u x %u, smem %zu)", op,
@@ -336,7 +337,7 @@ int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc
             const int warps = splitReadoutThreads() / 32;
             const long long ctas16 = (items16 + warps - 1) / warps;
             const int g = persistentGrid(rk, splitReadoutThreads(), 0, ctas16);
-            return launch(op, rk, dim3(g), splitReadoutThreads(), 0, &q, stream, &rc);
+            return launch(op, rk, dim3(g), splitReadoutThreads(), 0, &q, stream, &rc, pdlEnabled());
         }
     }
     const void* readout = splitReadoutKernel(q.state_dtype, q.dstate, q.mode, q.num_tokens, pipe);
@@ -346,7 +347,8 @@ int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc
     if (readout && !allowSmem(readout, splitReadoutSmemBytes(q.dstate)))
         return setError(RSSM_ERR_CUDA, "%s: cannot raise the shared-memory limit of the split readout kernel", op);
     const int grid = readout ? persistentGrid(readout, splitReadoutThreads(), splitReadoutSmemBytes(q.dstate), ctasNeeded) : 1;
-    return launch(op, readout, dim3(grid), splitReadoutThreads(), splitReadoutSmemBytes(q.dstate), &q, stream, &rc);
+    return launch(op, readout, dim3(grid), splitReadoutThreads(), splitReadoutSmemBytes(q.dstate), &q, stream, &rc,
+                  pdlEnabled());
 }
 
 }  // namespace
@@ -385,8 +387,10 @@ extern "C" int64_t rssm_mamba2_replay_workspace_bound(const Mamba2ReplayParams* 
     return rssm::splitWorkspaceBound(p, RSSM_MAMBA2_VARIANT_AUTO, RSSM_MAMBA2_VARIANT_SPLIT,
                                      rssm_mamba2_replay_workspace_bytes);
 }
-extern "C" int rssm_mamba2_decode_auto_variant(int32_t, int32_t, int32_t) {
-    return RSSM_MAMBA2_VARIANT_PERSISTENT_SMALL;
+// Conventional decode: the warp-item kernel (4) for dstate 128 / 256 (measured fastest at B = 256 and B = 1,
+// seventh session; the launcher itself runs 2 when the token rows are not 16-byte aligned), else 2.
+extern "C" int rssm_mamba2_decode_auto_variant(int32_t, int32_t, int32_t dstate) {
+    return (dstate == 128 || dstate == 256) ? RSSM_MAMBA2_VARIANT_WARP_ITEMS : RSSM_MAMBA2_VARIANT_PERSISTENT_SMALL;
 }
 
 extern "C" int rssm_mamba2_decode_launch(const Mamba2DecodeParams* pIn, cudaStream_t stream) {

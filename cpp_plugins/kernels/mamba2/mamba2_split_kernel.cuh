@@ -24,6 +24,7 @@
 // The readout also reads read-only fp8 / nvfp4 rows (common/read_rows.cuh); the read-copy readout at the
 // end of this file is the 16-row variant for read-only rows (docs/precision.md, sixth session).
 #pragma once
+#include "common/pdl.h"
 #include "common/read_rows.cuh"
 #include "common/stream_rows.cuh"
 #include "common/warp_scan.cuh"
@@ -65,6 +66,7 @@ __host__ __device__ inline size_t splitReadoutSmemBytesM2(int N) {
 
 template <int MAXT>
 __global__ void __launch_bounds__(kSplitPrepThreads) mamba2SplitPrepKernel(const Mamba2ReplayParams p) {
+    pdlLaunchDependents();  // the readout may be scheduled now; it waits for this grid before reading its output
     const int b = blockIdx.z, g = blockIdx.y;
     const int slot = p.state_batch_indices ? p.state_batch_indices[b] : b;
     if (slot < 0 || slot >= p.num_slots) return;  // padding row: untouched
@@ -258,10 +260,22 @@ __device__ __forceinline__ int4 splitMeta(const Mamba2ReplayParams& p, unsigned 
     return *reinterpret_cast<const int4*>(static_cast<const float*>(p.workspace) + (size_t)bh * RW + 8);
 }
 
+// The item's checkpoint rows only (the readout's first item, before it waits for the prep grid).
+template <typename ST, int N, int MAXT>
+__device__ __forceinline__ void splitLoadRows(SplitItem<ST, N, MAXT>& u, const Mamba2ReplayParams& p,
+                                              const stream::ReadCopyScales& rc, unsigned it, int slot, int nrb, int rl) {
+    const unsigned bh = it / (unsigned)nrb;
+    const int head = (int)(bh % p.nheads), vw = (int)(it - bh * (unsigned)nrb) * kSplitRows;
+    const int64_t off = (int64_t)slot * p.stride_state_slot + (int64_t)head * p.stride_state_head;
+    const void* ckpt = stream::RowQuad<ST>::kScaled ? static_cast<const void*>(static_cast<const uint8_t*>(p.state) + off)
+                                                    : static_cast<const void*>(static_cast<const ST*>(p.state) + off);
+    u.S.load(ckpt, p.stride_state_p, vw, p.headdim, rl, threadIdx.x & 31, rc, (int64_t)slot * rc.nheads + head);
+}
+
 template <typename ST, int N, int MAXT>
 __device__ __forceinline__ void splitIssue(SplitItem<ST, N, MAXT>& u, const Mamba2ReplayParams& p,
                                            const stream::ReadCopyScales& rc, unsigned it, int slot, int4 meta, int nrb,
-                                           int rl, int sub) {
+                                           int rl, int sub, bool rowsLoaded = false) {
     constexpr int QPL = N / 128;
     constexpr int LPR = stream::RowScatter<kSplitRows>::LPR;
     const int H = p.nheads, P = p.headdim, T = p.num_tokens, Cap = p.ring_capacity;
@@ -278,7 +292,7 @@ __device__ __forceinline__ void splitIssue(SplitItem<ST, N, MAXT>& u, const Mamb
     const int64_t ckptOff = (int64_t)u.slot * p.stride_state_slot + (int64_t)u.head * p.stride_state_head;
     const void* ckpt = stream::RowQuad<ST>::kScaled ? static_cast<const void*>(static_cast<const uint8_t*>(p.state) + ckptOff)
                                                     : static_cast<const void*>(static_cast<const ST*>(p.state) + ckptOff);
-    u.S.load(ckpt, p.stride_state_p, u.vw, P, rl, lane, rc, (int64_t)u.slot * rc.nheads + u.head);
+    if (!rowsLoaded) u.S.load(ckpt, p.stride_state_p, u.vw, P, rl, lane, rc, (int64_t)u.slot * rc.nheads + u.head);
     const int R = meta.w + T;
     const int RW = splitRecordWordsM2(p.window, T), RM = p.window + T;
     const float* hr = static_cast<const float*>(p.workspace) + (size_t)bh * RW;
@@ -447,6 +461,7 @@ __global__ void __launch_bounds__(kSplitReadoutThreads, PIPE == kSplitPipelined 
         return p.state_batch_indices ? p.state_batch_indices[b] : b;
     };
     if constexpr (PIPE == kSplitPipelined) {
+        pdlWaitPrimary();
         if (it >= items) return;
         SplitItem<ST, N, MAXT> cur, nxt;
         splitIssue(nxt, p, rc, it, slotOf(it), splitMeta(p, it, items, nrb, RW), nrb, rl, sub);
@@ -464,6 +479,7 @@ __global__ void __launch_bounds__(kSplitReadoutThreads, PIPE == kSplitPipelined 
             splitProcess(cur, p, rl, sub, sFold);
         }
     } else if constexpr (PIPE == kSplitCursorsAhead) {
+        pdlWaitPrimary();
         int slotN = slotOf(it);
         int4 metaN = splitMeta(p, it, items, nrb, RW);
         for (; it < items; it += nw) {
@@ -476,9 +492,20 @@ __global__ void __launch_bounds__(kSplitReadoutThreads, PIPE == kSplitPipelined 
             splitProcess(cur, p, rl, sub, sFold);
         }
     } else {
+        // Programmatic dependent launch: the first item's slot and checkpoint rows (which the prep kernel does not
+        // write) are loaded before waiting for the prep grid; everything else after.
+        bool first = true;
         for (; it < items; it += nw) {
             SplitItem<ST, N, MAXT> cur;
-            splitIssue(cur, p, rc, it, slotOf(it), splitMeta(p, it, items, nrb, RW), nrb, rl, sub);
+            const int slot = slotOf(it);
+            bool early = false;
+            if (first) {
+                early = slot >= 0 && slot < p.num_slots;
+                if (early) splitLoadRows(cur, p, rc, it, slot, nrb, rl);
+                pdlWaitPrimary();
+                first = false;
+            }
+            splitIssue(cur, p, rc, it, slot, splitMeta(p, it, items, nrb, RW), nrb, rl, sub, early);
             splitProcess(cur, p, rl, sub, sFold);
         }
     }
@@ -496,6 +523,7 @@ constexpr int kReadRows = 16;
 template <typename ST, int MAXT>
 __global__ void __launch_bounds__(kSplitReadoutThreads, MAXT == 1 ? 3 : 2)
     mamba2SplitReadCopyKernel(const Mamba2ReplayParams p, const stream::ReadCopyScales rc) {
+    pdlWaitPrimary();  // launched as a programmatic dependent of the prep kernel
     using RS = stream::RowScatter<kReadRows>;
     constexpr int RWS = kReadRows;
     constexpr int LPR = RS::LPR;

@@ -1,0 +1,54 @@
+// Programmatic dependent launch (PDL, sm_90+) between the two kernels of a split step: the readout is
+// launched with programmatic stream serialization, so its CTAs may be scheduled while the prep kernel's
+// last CTAs still run; the readout waits (pdlWaitPrimary) before it reads anything the prep writes.
+// Host side: the launch helper. Device side: the two instructions (no-ops below sm_90).
+#pragma once
+#include <cuda_runtime.h>
+#include <stdlib.h>
+#include <string.h>
+
+namespace rssm {
+
+// Device side.
+__device__ __forceinline__ void pdlWaitPrimary() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdlLaunchDependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// Host side. PDL is used on devices of compute capability >= 9.0 unless RSSM_PDL=0 (read per launch, for
+// side-by-side timing and as an escape hatch).
+inline bool pdlEnabled() {
+    const char* e = getenv("RSSM_PDL");
+    if (e && strcmp(e, "0") == 0) return false;
+    int dev = 0, major = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
+        cudaGetLastError();
+        return false;
+    }
+    return major >= 9;
+}
+
+// Launches func(args) on `stream`, as a programmatic dependent of the previous kernel when `dependent`.
+inline cudaError_t launchMaybeDependent(const void* func, dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                                        void** args, bool dependent) {
+    if (!dependent) return cudaLaunchKernel(func, grid, block, args, smem, stream);
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    return cudaLaunchKernelExC(&cfg, func, args);
+}
+
+}  // namespace rssm
