@@ -156,10 +156,11 @@ class _Layers:
         self.ring_k = [rnd(S, C, H, K, dtype=act) for _ in range(nl)]
         self.snap_cols = Tmax
         self.snap = None
-        if need_snap:
-            # per-draft pool: B * T slots (column s of row b = slot b*T + s); column 0 aliases conv
-            self.snap = [rnd(B * Tmax, HV, V, K, dtype=st) for _ in range(nl)]
-            self.snap_idx = (torch.arange(B * Tmax, dtype=torch.int32, device=d)).reshape(B, Tmax)
+        # The per-draft pools are allocated on first use (ensure_snap), after the standard-step timings: with the
+        # pools allocated up front, the conventional standard step of this process measured about 8% slower
+        # (q35-4b B = 256: 307-310 us vs 281-288 us; replay unchanged; seventh session), so the baseline is now
+        # timed before them, in its best conditions.
+        self._snap_args = (B, Tmax, HV, V, K, st, nl) if need_snap else None
         self.origin = torch.zeros(S, dtype=torch.int32, device=d)
         self.length = torch.zeros(S, dtype=torch.int32, device=d)
         self.err = torch.full((1,), -1, dtype=torch.int32, device=d)
@@ -174,6 +175,17 @@ class _Layers:
                 a=torch.clamp(0.3 * torch.randn(B, T, HV, generator=g, device=d), -1, 1).to(act),
                 b=torch.randn(B, T, HV, generator=g, device=d).to(act),
                 o=torch.empty(B, T, HV, V, device=d, dtype=act))
+
+    def ensure_snap(self) -> bool:
+        """Allocates the per-draft pools on first use: B * T slots per layer (column s of row b = slot
+        b*T + s). False when this case has none (no T > 1, or too large)."""
+        import torch
+        if self.snap is None and self._snap_args is not None:
+            B, Tmax, HV, V, K, st, nl = self._snap_args
+            g = torch.Generator(device="cuda").manual_seed(12345)
+            self.snap = [(0.5 * torch.randn(B * Tmax, HV, V, K, generator=g, device="cuda")).to(st) for _ in range(nl)]
+            self.snap_idx = (torch.arange(B * Tmax, dtype=torch.int32, device="cuda")).reshape(B, Tmax)
+        return self.snap is not None
 
     def set_cursors(self, h0):
         self.origin.zero_()
@@ -235,7 +247,7 @@ def _check(ls, T, variants=(0,)):
             ls.conv[0].copy_(start)
             ls.conv_step(0, T, var)
             errs[f"conv_v{var}_vs_conv"] = _rel(ls.inputs[T]["o"], o_c)
-        if ls.snap is not None and T > 1:
+        if T > 1 and ls.ensure_snap():
             ls.snap[0][ls.snap_idx[:, 0].long()] = start
             ls.snap_step(0, T, None, var)
             errs[f"perdraft_v{var}_vs_conv"] = _rel(ls.inputs[T]["o"], o_c)
@@ -382,7 +394,7 @@ def run(args) -> int:
                         continue
                     # ---- speculative
                     t_pd = None
-                    if ls.snap is not None:
+                    if ls.ensure_snap():
                         acc_pd = torch.full((B,), 1, dtype=torch.int32, device="cuda")
                         for var in [v for v in usable if v in DECODE_VARIANTS]:
                             t_v = _time_graph(lambda: [ls.snap_step(l_, T, acc_pd, var) for l_ in range(nl)],

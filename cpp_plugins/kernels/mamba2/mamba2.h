@@ -66,7 +66,7 @@ extern "C" {
 //     dstate is 128/256 and batch x nheads <= 128 (one wave of CTAs or less), else 2; with a workspace
 //     of rssm_mamba2_replay_workspace_bytes() bytes (which is > 0 exactly then) variant 4 where the
 //     rule says 2 and the split kernels run the sizes (dstate 128/256, <= 32 records per step);
-//     conventional: 4 (the warp-item kernel) for dstate 128 / 256, else 2.
+//     conventional: 4 (the warp-item kernel) for one token and dstate 128 / 256, else 2.
 //     Variant 2 itself falls back to 0 when the token tensors are not 16-byte aligned.
 #define RSSM_MAMBA2_VARIANT_AUTO (-1)
 

@@ -387,8 +387,9 @@ extern "C" int64_t rssm_mamba2_replay_workspace_bound(const Mamba2ReplayParams* 
     return rssm::splitWorkspaceBound(p, RSSM_MAMBA2_VARIANT_AUTO, RSSM_MAMBA2_VARIANT_SPLIT,
                                      rssm_mamba2_replay_workspace_bytes);
 }
-// Conventional decode: the warp-item kernel (4) for dstate 128 / 256 (measured fastest at B = 256 and B = 1,
-// seventh session; the launcher itself runs 2 when the token rows are not 16-byte aligned), else 2.
+// Conventional decode of one token: the warp-item kernel (4) for dstate 128 / 256 (measured fastest at B = 256 and
+// B = 1, seventh session; the launcher runs 2 when the token rows are not 16-byte aligned), else 2. The launcher
+// resolves the automatic choice with more tokens (per-draft snapshots) to 2.
 extern "C" int rssm_mamba2_decode_auto_variant(int32_t, int32_t, int32_t dstate) {
     return (dstate == 128 || dstate == 256) ? RSSM_MAMBA2_VARIANT_WARP_ITEMS : RSSM_MAMBA2_VARIANT_PERSISTENT_SMALL;
 }
@@ -397,8 +398,10 @@ extern "C" int rssm_mamba2_decode_launch(const Mamba2DecodeParams* pIn, cudaStre
     const char* op = "Mamba2Decode";
     if (!pIn) return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: params must not be NULL", op);
     Mamba2DecodeParams resolved = *pIn;
-    if (resolved.variant == RSSM_MAMBA2_VARIANT_AUTO)
-        resolved.variant = rssm_mamba2_decode_auto_variant(resolved.batch, resolved.nheads, resolved.dstate);
+    if (resolved.variant == RSSM_MAMBA2_VARIANT_AUTO)  // per-draft snapshots (T > 1): the persistent kernel, measured
+        resolved.variant = resolved.num_tokens == 1  // faster there (Super T = 4: 1504 vs 1793 us; seventh session)
+                               ? rssm_mamba2_decode_auto_variant(resolved.batch, resolved.nheads, resolved.dstate)
+                               : RSSM_MAMBA2_VARIANT_PERSISTENT_SMALL;
     const Mamba2DecodeParams* p = &resolved;
     int st = checkCommon(op, p->batch, p->num_tokens, p->nheads, p->headdim, p->dstate, p->ngroups, p->num_slots,
                          p->state_dtype, p->act_dtype, p->dt_dtype, p->rows_per_cta, p->variant);
