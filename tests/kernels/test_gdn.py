@@ -109,7 +109,7 @@ def test_conventional_decode(shape, B, state_dtype, act, K, T, variant):
     before = state.clone()
     o = torch.full((B, T, HV, V), float("nan"), dtype=act, device=DEV)
     if variant >= 3 and K == 64:  # the stream kernel's layout needs K % 128 == 0: refused, nothing written
-        with pytest.raises(Exception, match="variants 3-5 .*head_k 128 or 256; got 64"):
+        with pytest.raises(Exception, match=r"(variants 3-5|variant 6 \(warp items\)) .*head_k 128 or 256; got 64"):
             G.gdn_decode(state, slots.to(DEV), **_cuda(inp), **layer, out=o, variant=variant)
         torch.cuda.synchronize()
         assert torch.equal(state, before) and torch.isnan(o.float()).all()
@@ -728,6 +728,10 @@ def test_split_variant_workspace_rules():
     d.rows_per_cta = 0
     with pytest.raises(RuntimeError, match=r"GdnDecode: 'state' must not be NULL"):
         check_status(G._launcher("rssm_gdn_decode_launch", G.GdnDecodeParams)(ctypes.byref(d), None), "gdn_decode")
+    d64 = G.GdnDecodeParams(batch=B, num_tokens=1, num_heads=H, num_v_heads=HV, head_k=64, head_v=V, num_slots=2,
+                            snapshot=0, indices_cols=1, state_dtype=0, act_dtype=2, variant=6)
+    with pytest.raises(RuntimeError, match=r"variant 6 \(warp items\) supports head_k 128 or 256; got 64"):
+        check_status(G._launcher("rssm_gdn_decode_launch", G.GdnDecodeParams)(ctypes.byref(d64), None), "gdn_decode")
 
 
 def test_auto_variant_rule():

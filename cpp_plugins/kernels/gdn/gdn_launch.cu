@@ -217,6 +217,9 @@ extern "C" int rssm_gdn_decode_launch(const GdnDecodeParams* pp, cudaStream_t st
     if (p.variant == GDN_VARIANT_WARP_ITEMS && p.rows_per_cta != 0)
         return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: variant 6 (warp items) picks its own rows; rows_per_cta must "
                         "be 0; got %d", op, p.rows_per_cta);
+    if (p.variant == GDN_VARIANT_WARP_ITEMS && p.head_k != 128 && p.head_k != 256)
+        return setError(RSSM_ERR_UNSUPPORTED, "%s: variant 6 (warp items) supports head_k 128 or 256; got %d (use "
+                        "variant 0, 1 or 2)", op, p.head_k);
     if (p.snapshot != 0 && p.snapshot != 1)
         return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: snapshot must be 0 or 1; got %d", op, p.snapshot);
     if (p.snapshot ? p.indices_cols < p.num_tokens : p.indices_cols < 1)
