@@ -37,7 +37,8 @@ from ._lib import check_status, load_library
 __all__ = [
     "GdnDecodeParams", "GdnReplayParams", "gdn_decode", "gdn_replay", "GdnReplayStateCache",
     "MODE_STANDARD", "MODE_SPECULATIVE", "MAX_TOKENS", "MAX_WINDOW", "VARIANTS", "DECODE_VARIANTS",
-    "VARIANT_SPLIT", "VARIANT_AUTO", "REPLAY_VARIANTS", "default_replay_variant", "replay_workspace_bytes",
+    "VARIANT_SPLIT", "VARIANT_AUTO", "REPLAY_VARIANTS", "default_replay_variant", "default_decode_variant",
+    "replay_workspace_bytes",
     "replay_auto_variant",
 ]
 
@@ -72,6 +73,13 @@ def default_replay_variant(head_k: int) -> int:
     C library picks the split kernels (6, with a workspace the op allocates) where they run the sizes and
     B x HV >= 8192 (measured faster there, slower at B = 1; docs/kernels-gdn.md "Variant 6"), else this."""
     return 4 if int(head_k) in (128, 256) else 1
+
+
+def default_decode_variant(head_k: int) -> int:
+    """The conventional decode's kernel design when ``gdn_decode(variant=None)``: the warp-item kernel 6 for
+    head_k 128/256 (fastest measured at B = 256 and B = 1, seventh session; it runs variant 5 itself for per-draft
+    snapshots or T > 1), the register kernel 0 for head_k 64."""
+    return 6 if int(head_k) in (128, 256) else 0
 
 
 _DTYPE_CODE = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
@@ -299,9 +307,11 @@ def _gdn_decode_fake(state, state_indices, num_accepted, q, k, v, a, b, A_log, d
 
 def gdn_decode(state, state_indices, q, k, v, a, b, A_log, dt_bias, scale: Optional[float] = None,
                num_accepted=None, snapshot: bool = False, out: Optional[torch.Tensor] = None,
-               variant: int = 0) -> torch.Tensor:
+               variant: Optional[int] = None) -> torch.Tensor:
     """Conventional GDN decode; returns ``o`` [B, T, HV, V] (``out`` if given). See the module doc;
-    ``variant`` picks the kernel design (``VARIANTS``)."""
+    ``variant`` picks the kernel design (``DECODE_VARIANTS``); None: ``default_decode_variant(head_k)``."""
+    if variant is None:
+        variant = default_decode_variant(q.shape[-1])
     if out is None:
         out = torch.empty(v.shape, dtype=q.dtype, device=q.device)
     scale = float(q.shape[-1]) ** -0.5 if scale is None else float(scale)

@@ -590,6 +590,8 @@ def test_variant_validation():
     assert G._check_variant("gdn_decode", 6, G.DECODE_VARIANTS) == 6  # the warp-item conventional kernel
     with pytest.raises(ValueError, match=r"gdn_decode: variant must be one of \(0, 1, 2, 3, 4, 5, 6\); got 7"):
         G._check_variant("gdn_decode", 7, G.DECODE_VARIANTS)
+    assert G.default_decode_variant(128) == 6 and G.default_decode_variant(256) == 6  # warp items
+    assert G.default_decode_variant(64) == 0
     assert G.default_replay_variant(128) == 4 and G.default_replay_variant(256) == 4
     assert G.default_replay_variant(64) == 1
     assert G._check_variant("gdn_replay", -1, G.REPLAY_VARIANTS) == -1
