@@ -147,41 +147,34 @@ def test_conventional_padded_state_and_misaligned_x(variant):
     _run_conventional((4, 2, SMALL, F32, BF16, True, True, False), variant, state_pad=4, misalign_x=True)
 
 
-def test_conventional_warp_items_rows_refused():
-    """Variant 4 of the conventional decode runs 8-row warp items: any other rows_per_cta is refused by name
-    and nothing is written."""
+def _assert_conventional_refused(variant, rows_per_cta, match, seed):
+    """The conventional launcher refuses (variant, rows_per_cta) with an error matching `match` and writes nothing."""
     import replayssm_trtllm.ops.mamba2  # noqa: F401
-    g = torch.Generator().manual_seed(6)
+    g = torch.Generator().manual_seed(seed)
     B, T, sh = 3, 1, SMALL
     state = random_state((B, sh["H"], sh["P"], sh["N"]), g).to(F32).cuda()
     before = state.clone()
     dev, _ = _inputs(B, T, sh, BF16, g, with_z=True, strided=False)
     lay, _ = _layer(sh["H"], g)
     y = torch.full((B, T, sh["H"], sh["P"]), float("nan"), dtype=BF16, device="cuda")
-    with pytest.raises(Exception, match=r"variant 4 \(warp items of 8 rows\) takes rows_per_cta 0 or 8; got 16"):
+    with pytest.raises(Exception, match=match):
         torch.ops.replayssm.mamba2_decode_out(state, dev["x"], dev["dt_raw"], dev["Bm"], dev["Cm"], lay["A"], lay["D"],
                                               lay["dt_bias"], dev["z"], torch.arange(B, dtype=torch.int32,
-                                                                                     device="cuda"), None, y, 16, 4)
+                                                                                     device="cuda"), None, y,
+                                              rows_per_cta, variant)
     torch.cuda.synchronize()
     assert torch.equal(state, before) and torch.isnan(y.float()).all()
+
+
+def test_conventional_warp_items_rows_refused():
+    """Variant 4 of the conventional decode runs 8-row warp items: any other rows_per_cta is refused by name
+    and nothing is written."""
+    _assert_conventional_refused(4, 16, r"variant 4 \(warp items of 8 rows\) takes rows_per_cta 0 or 8; got 16", 6)
 
 
 def test_conventional_decode_refuses_v3():
     """Variant 3 is a replay design: the conventional launcher refuses it and writes nothing."""
-    import replayssm_trtllm.ops.mamba2  # noqa: F401
-    g = torch.Generator().manual_seed(5)
-    B, T, sh = 3, 1, SMALL
-    state = random_state((B, sh["H"], sh["P"], sh["N"]), g).to(F32).cuda()
-    before = state.clone()
-    dev, _ = _inputs(B, T, sh, BF16, g, with_z=True, strided=False)
-    lay, _ = _layer(sh["H"], g)
-    y = torch.full((B, T, sh["H"], sh["P"]), float("nan"), dtype=BF16, device="cuda")
-    with pytest.raises(Exception, match=r"variant 3 \(stream kernel\) exists for Mamba2Replay only"):
-        torch.ops.replayssm.mamba2_decode_out(state, dev["x"], dev["dt_raw"], dev["Bm"], dev["Cm"], lay["A"], lay["D"],
-                                              lay["dt_bias"], dev["z"], torch.arange(B, dtype=torch.int32,
-                                                                                     device="cuda"), None, y, 0, 3)
-    torch.cuda.synchronize()
-    assert torch.equal(state, before) and torch.isnan(y.float()).all()
+    _assert_conventional_refused(3, 0, r"variant 3 \(stream kernel\) exists for Mamba2Replay only", 5)
 
 
 def _run_conventional(case, variant, rows_per_cta=0, state_pad=0, misalign_x=False):
