@@ -50,8 +50,8 @@ int splitHeadsPerPrep();
 int splitPrepThreads();
 int splitReadoutThreads();
 int splitRows();
-// Variant 4 of the conventional decode (warp items, mamba2_warp_decode.cu): N 128 / 256 with `rows` 8 (any T) or
-// 16 (T = 1) state rows per item, else NULL.
+// Variant 4 of the conventional decode (warp items, mamba2_warp_decode.cu): N 128 / 256 with `rows` = 8 state rows per
+// item (warpDecodeRows()), else NULL.
 const void* warpDecodeKernel(int stateDtype, int dstate, int numTokens, int rows);
 int warpDecodeThreads();
 int warpDecodeRows();

@@ -432,9 +432,7 @@ extern "C" int rssm_mamba2_decode_launch(const Mamba2DecodeParams* pIn, cudaStre
     if (q.variant == RSSM_MAMBA2_VARIANT_WARP_ITEMS) {
         // Warp-item kernel: 16-byte x / z rows and B / C rows (as the persistent kernels), headdim % 8 == 0,
         // 32-bit item arithmetic. Otherwise the documented fallback: variant 2 (same results).
-        // RSSM_MAMBA2_WARP_DECODE_ROWS=16 (read per launch, A/B timing): 16-row items for one token.
-        const char* re = getenv("RSSM_MAMBA2_WARP_DECODE_ROWS");
-        const int rows = re && strcmp(re, "16") == 0 && q.num_tokens == 1 && q.dstate == 128 && q.headdim % 16 == 0 ? 16 : warpDecodeRows();
+        const int rows = warpDecodeRows();
         const void* k = warpDecodeKernel(q.state_dtype, q.dstate, q.num_tokens, rows);
         const long long items = (long long)q.batch * q.nheads * (q.headdim / rows);
         const bool ok = k && q.headdim % rows == 0 && items < (1LL << 31) &&
@@ -443,9 +441,7 @@ extern "C" int rssm_mamba2_decode_launch(const Mamba2DecodeParams* pIn, cudaStre
                         bulkRows(q.Bm, q.stride_B_b, q.stride_B_t, q.stride_B_g) &&
                         bulkRows(q.Cm, q.stride_C_b, q.stride_C_t, q.stride_C_g);
         if (ok) {
-            // RSSM_MAMBA2_WARP_DECODE_THREADS=128 (read per launch, A/B timing): 4-warp CTAs instead of 8.
-            const char* te = getenv("RSSM_MAMBA2_WARP_DECODE_THREADS");
-            const int threads = te && strcmp(te, "128") == 0 ? 128 : warpDecodeThreads();
+            const int threads = warpDecodeThreads();  // 4-warp CTAs measured the same (seventh session)
             const int warps = threads / 32;
             // One item per warp (full grid) by default: 87.6% of copy vs 79.7% persistent (Super, B = 256; seventh
             // session). RSSM_MAMBA2_WARP_DECODE_GRID=persistent|full overrides (read per launch, A/B timing).

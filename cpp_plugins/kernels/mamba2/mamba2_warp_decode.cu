@@ -1,5 +1,5 @@
 // Instantiations of the conventional Mamba-2 warp-item decode (variant 4 of Mamba2Decode): state fp32 /
-// fp16 / bf16 x N = 128 / 256 x {one token (8 or 16 rows per item), 1..8 tokens (8 rows)} (mamba2_warp_decode_kernel.cuh).
+// fp16 / bf16 x N = 128 / 256 x {one token, 1..8 tokens} (mamba2_warp_decode_kernel.cuh).
 #include "mamba2/mamba2_dispatch.h"
 #include "mamba2/mamba2_warp_decode_kernel.cuh"
 
@@ -17,8 +17,6 @@ const void* warpDecodeByN(int N) {
 template <typename ST>
 const void* warpDecodeByT(int N, int T, int rows) {
     if (T != 1) return rows == 8 ? warpDecodeByN<ST, false, 8>(N) : nullptr;
-    if (rows == 16)  // N = 128 only (N = 256 would spill about 1 KB per thread)
-        return N == 128 ? reinterpret_cast<const void*>(&mamba2WarpDecodeKernel<ST, 128, true, 16>) : nullptr;
     return rows == 8 ? warpDecodeByN<ST, true, 8>(N) : nullptr;
 }
 }  // namespace

@@ -10,8 +10,7 @@
 // streaming stores (in place, or to snapshot [slot, s] after token s in per-draft mode). No shared memory,
 // no barriers: the next item's slot index is loaded one item ahead, so each item is one dependent round
 // trip (its rows and token inputs, issued together). Padding rows (slot < 0 or >= num_slots) are untouched.
-// 16-row items (one token) are an option of the launcher (RSSM_MAMBA2_WARP_DECODE_ROWS=16).
-// Limits (launcher falls back to variant 2 otherwise): N in {128, 256}, headdim % rows == 0, 16-byte aligned
+// Limits (launcher falls back to variant 2 otherwise): N in {128, 256}, headdim % 8 == 0, 16-byte aligned
 // x / z rows, 8-byte aligned B / C rows, B x H x headdim / 8 < 2^31.
 #pragma once
 #include "common/stream_rows.cuh"
@@ -23,23 +22,12 @@ namespace mamba2 {
 constexpr int kWarpDecodeThreads = 256;
 constexpr int kWarpDecodeRows = 8;
 
-// x of rows vw .. vw + RWS - 1 into the XOR-permuted register slots (slot r: row vw + (r ^ rl)).
+// x of rows vw .. vw + 7 into the XOR-permuted register slots (slot r: row vw + (r ^ rl)). (A 16-row item variant
+// measured at 66% of copy bandwidth, seventh session; the item size stays a template parameter.)
 template <int RWS>
 __device__ __forceinline__ void loadPermutedX(const uint16_t* xr, int rl, bool bf16, float (&xf)[RWS]) {
-    if constexpr (RWS == 8) {
-        stream::unpack8(stream::xorPermute8(*reinterpret_cast<const uint4*>(xr), rl), bf16, xf);
-    } else {
-        static_assert(RWS == 16, "8 or 16 rows per item");
-        const uint4 q0 = *reinterpret_cast<const uint4*>(xr), q1 = *reinterpret_cast<const uint4*>(xr + 8);
-        float lo[8], hi[8];  // slots 0..7 hold rows (r ^ rl): from the half that holds row rl
-        stream::unpack8(stream::xorPermute8((rl & 8) ? q1 : q0, rl & 7), bf16, lo);
-        stream::unpack8(stream::xorPermute8((rl & 8) ? q0 : q1, rl & 7), bf16, hi);
-#pragma unroll
-        for (int r = 0; r < 8; ++r) {
-            xf[r] = lo[r];
-            xf[r + 8] = hi[r];
-        }
-    }
+    static_assert(RWS == 8, "8 rows per item");
+    stream::unpack8(stream::xorPermute8(*reinterpret_cast<const uint4*>(xr), rl), bf16, xf);
 }
 
 template <typename ST, int N, bool ONE, int RWS>
@@ -115,7 +103,7 @@ __device__ __forceinline__ void warpDecodeItem(const Mamba2DecodeParams& p, int 
 }
 
 // ONE: one token per row (standard decode; T is a compile-time 1), else 1..8 tokens (per-draft snapshots).
-// RWS: state rows per item (8; 16 for one token: twice the bytes per dependent round trip, 2 CTAs / SM).
+// RWS: state rows per item (8).
 template <typename ST, int N, bool ONE, int RWS>
 __global__ void __launch_bounds__(kWarpDecodeThreads, ONE && N == 128 && RWS == 8 ? 3 : 2)
     mamba2WarpDecodeKernel(const Mamba2DecodeParams p) {
