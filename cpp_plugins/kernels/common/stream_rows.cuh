@@ -130,6 +130,20 @@ struct RowScatter {
     }
 };
 
+// Row dot products S[row] . w of the warp's RW rows (w: this lane's quads of the vector), reduce-scattered: the
+// full dot of row rowOf(lane) (RowScatter<RW>::reduce).
+template <int RW, int QPL>
+__device__ __forceinline__ float warpRowDot(const float4 (&S)[RW][QPL], const float4 (&w)[QPL], int lane) {
+    float part[RW];
+#pragma unroll
+    for (int r = 0; r < RW; ++r) {
+        part[r] = dot4(S[r][0], w[0]);
+#pragma unroll
+        for (int i = 1; i < QPL; ++i) part[r] += dot4(S[r][i], w[i]);
+    }
+    return RowScatter<RW>::reduce(part, lane);
+}
+
 // The warp's RW rows (row vw + (r ^ rl) into slot r; rows >= nv are zero) and their stores.
 template <int RW, int QPL, typename ST>
 __device__ __forceinline__ void loadWarpRows(float4 (&S)[RW][QPL], const ST* base, int64_t stride_v, int vw, int nv,

@@ -123,21 +123,8 @@ __global__ void __launch_bounds__(streamWarps(VAR) * 32, streamMinBlocks(VAR))
             kk[i] = ld4s(&s_k[t][(lane + 32 * i) * 4]);
             qq[i] = ld4s(&s_q[t][(lane + 32 * i) * 4]);
         }
-        float part[RW];
-#pragma unroll
-        for (int r = 0; r < RW; ++r) {
-            part[r] = dot4(S[r][0], kk[0]);
-#pragma unroll
-            for (int i = 1; i < QPL; ++i) part[r] += dot4(S[r][i], kk[i]);
-        }
-        const float X = RS::reduce(part, lane);
-#pragma unroll
-        for (int r = 0; r < RW; ++r) {
-            part[r] = dot4(S[r][0], qq[0]);
-#pragma unroll
-            for (int i = 1; i < QPL; ++i) part[r] += dot4(S[r][i], qq[i]);
-        }
-        const float Y = RS::reduce(part, lane);
+        const float X = stream::warpRowDot<RW, QPL>(S, kk, lane);
+        const float Y = stream::warpRowDot<RW, QPL>(S, qq, lane);
         const float alpha = s_alpha[t];
         const float u = s_beta[t] * (s_v[t][warp * RW + rowL] - alpha * X);
         if (lead && vr < p.head_v) stAct(p.o, obase + t * p.o_stride_t + vr, alpha * Y + u * s_kq[t], bf16);
@@ -415,25 +402,12 @@ __global__ void __launch_bounds__(streamWarps(VAR) * 32, streamMinBlocks(VAR))
         X[s] = Y[s] = 0.f;
         if (s < T) {
             float4 kq[QPL];
-            float part[RW];
 #pragma unroll
             for (int i = 0; i < QPL; ++i) kq[i] = ld4s(&s_kd[s][(lane + 32 * i) * 4]);
-#pragma unroll
-            for (int r = 0; r < RW; ++r) {
-                part[r] = dot4(S[r][0], kq[0]);
-#pragma unroll
-                for (int i = 1; i < QPL; ++i) part[r] += dot4(S[r][i], kq[i]);
-            }
-            X[s] = RS::reduce(part, lane) * s_D[s];
+            X[s] = stream::warpRowDot<RW, QPL>(S, kq, lane) * s_D[s];
 #pragma unroll
             for (int i = 0; i < QPL; ++i) kq[i] = ld4s(&s_qd[s][(lane + 32 * i) * 4]);
-#pragma unroll
-            for (int r = 0; r < RW; ++r) {
-                part[r] = dot4(S[r][0], kq[0]);
-#pragma unroll
-                for (int i = 1; i < QPL; ++i) part[r] += dot4(S[r][i], kq[i]);
-            }
-            Y[s] = RS::reduce(part, lane) * s_D[s];
+            Y[s] = stream::warpRowDot<RW, QPL>(S, kq, lane) * s_D[s];
         }
     }
     // ---- 6. committed-record terms (split over the row's lanes), drafts, outputs, u appends ----

@@ -67,17 +67,7 @@ __global__ void __launch_bounds__(kWarpDecodeThreadsGdn, K == 128 ? 3 : 2) gdnWa
             k4[i] = scale4(k4[i], invk);
             q4[i] = scale4(q4[i], invq);
         }
-        auto rowDot = [&](const float4(&w)[QPL]) {  // (S w)[row rl] via one reduce-scatter of the 8 row dots
-            float part[RW];
-#pragma unroll
-            for (int r = 0; r < RW; ++r) {
-                part[r] = dot4(S[r][0], w[0]);
-#pragma unroll
-                for (int i = 1; i < QPL; ++i) part[r] += dot4(S[r][i], w[i]);
-            }
-            return RS::reduce(part, lane);
-        };
-        const float X = rowDot(k4), Y = rowDot(q4);
+        const float X = stream::warpRowDot<RW, QPL>(S, k4, lane), Y = stream::warpRowDot<RW, QPL>(S, q4, lane);
         const float alpha = expf(gdnLogDecay(a, alog, dtb)), beta = sigmoidf(bl);
         const float u = beta * (vr - alpha * X);
         if ((lane & (RS::LPR - 1)) == 0 && row < V)
