@@ -51,9 +51,16 @@ fi
 # only if it loads and reports this package's ABI. Otherwise build here.
 t0=$(date +%s)
 LIBSO="$PWD/build/gpu/libreplayssm_kernels.so"
-if [ -f .carry/libreplayssm_kernels.so.gz ]; then  # carried from the dev machine (git-ignored)
+# Carried from the dev machine (git-ignored): .carry/libreplayssm_kernels.so.xz (stripped + xz: ~29 MB, leaves room
+# in the 64 MiB carry for the peers' wheels and FlashInfer's module cache) or .so.gz.
+if [ -f .carry/libreplayssm_kernels.so.xz ] || [ -f .carry/libreplayssm_kernels.so.gz ]; then
   mkdir -p build/gpu/plugins
-  gunzip -c .carry/libreplayssm_kernels.so.gz > "$LIBSO"
+  if [ -f .carry/libreplayssm_kernels.so.xz ]; then
+    python3 -c "import lzma,shutil,sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2],'wb'))" \
+      .carry/libreplayssm_kernels.so.xz "$LIBSO"
+  else
+    gunzip -c .carry/libreplayssm_kernels.so.gz > "$LIBSO"
+  fi
   cp .carry/plugins/* build/gpu/plugins/ 2>/dev/null
 fi
 if [ -f "$LIBSO" ] && python3 -c "import ctypes,sys; l=ctypes.CDLL(sys.argv[1]); from replayssm_trtllm.ops._lib import EXPECTED_ABI_VERSION as V; sys.exit(0 if l.rssm_kernel_abi_version()==V else 1)" "$LIBSO" 2>>"$LOG/cmake.log"; then

@@ -521,3 +521,15 @@ def test_replay_split_many_heads_per_group(sh):
     assert _run_replay(5, 8, 1, 0, sh, F32, BF16, 20, seed=51, variant=4) > 0
     assert _run_replay(5, 8, 3, 1, sh, F32, F16, 12, seed=52, variant=4) > 0
 
+
+
+@pytest.mark.parametrize("prep", ["lb8", "w4"])
+@pytest.mark.parametrize("sh", [SUPER, NANO, dict(H=12, P=32, N=256, G=1)], ids=["super", "nano", "H12-P32-N256-G1"])
+def test_replay_split_prep_occupancy(sh, prep, monkeypatch):
+    """Variant 4 with the bounded prep kernels (RSSM_MAMBA2_SPLIT_PREP, read per launch): 256 threads capped at
+    32 registers, and 128-thread CTAs with 4 heads per warp. Standard mode, staggered rows with padding,
+    flushes and ring wrap-around; the speculative step (other prep buckets) runs in the same process."""
+    monkeypatch.setenv("RSSM_MAMBA2_SPLIT_PREP", prep)
+    assert _run_replay(5, 8, 1, 0, sh, F32, BF16, 20, seed=61, variant=4) > 0
+    assert _run_replay(3, 4, 1, 0, sh, F16, F16, 10, seed=62, variant=4) > 0
+    assert _run_replay(3, 8, 3, 1, sh, F32, BF16, 8, seed=63, variant=4) > 0

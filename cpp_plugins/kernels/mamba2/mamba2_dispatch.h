@@ -29,7 +29,9 @@ const void* replayStreamKernel(int stateDtype, int dstate, int mode, int numToke
 int replayStreamRowsPerWarp(int dstate, int mode, int numTokens);
 size_t replayStreamSmemBytes(int window, int numTokens, int headdim, int dstate);
 // Variant 4 (split: prep kernel + readout kernel, replay only; mamba2_split.cu).
-const void* splitPrepKernel(int mode, int numTokens);
+// occupancy (standard mode, one token; RSSM_MAMBA2_SPLIT_PREP, mamba2_launch.cu): 0 the default kernel (256 threads),
+// 1 256 threads with >= 8 CTAs per SM, 2 128 threads with >= 16 CTAs per SM. *threads gets the CTA size.
+const void* splitPrepKernel(int mode, int numTokens, int occupancy, int* threads);
 // N 128 / 256, else NULL; pipe (N = 128, T = 1): 0 plain, 1 pipelined, 2 next item's cursors ahead
 // (RSSM_MAMBA2_SPLIT_PIPE, mamba2_launch.cu)
 const void* splitReadoutKernel(int stateDtype, int dstate, int mode, int numTokens, int pipe);
@@ -47,7 +49,6 @@ size_t splitReadoutSmemBytes(int dstate);
 int splitMaxRecords();
 size_t splitPrepSmemBytes(int window, int numTokens, int dstate);
 int splitHeadsPerPrep();
-int splitPrepThreads();
 int splitReadoutThreads();
 int splitRows();
 // Variant 4 of the conventional decode (warp items, mamba2_warp_decode.cu): N 128 / 256 with `rows` = 8 state rows per

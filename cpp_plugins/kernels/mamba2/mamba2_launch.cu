@@ -320,7 +320,13 @@ int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc
     const int hpg = q.nheads / q.ngroups;
     const dim3 prepGrid((hpg + splitHeadsPerPrep() - 1) / splitHeadsPerPrep(), q.ngroups, q.batch);
     const size_t prepSmem = splitPrepSmemBytes(q.window, q.num_tokens, q.dstate);
-    int st = launch(op, splitPrepKernel(q.mode, q.num_tokens), prepGrid, splitPrepThreads(), prepSmem, &q, stream);
+    // RSSM_MAMBA2_SPLIT_PREP (read per launch, A/B timing of the prep's occupancy): "lb8" 256 threads with >= 8 CTAs
+    // per SM (32 registers), "w4" 128 threads (4 heads per warp) with >= 16 CTAs per SM; else the default kernel.
+    const char* pp = getenv("RSSM_MAMBA2_SPLIT_PREP");
+    const int prepOcc = pp && strcmp(pp, "lb8") == 0 ? 1 : pp && strcmp(pp, "w4") == 0 ? 2 : 0;
+    int prepThreads = 0;
+    const void* prep = splitPrepKernel(q.mode, q.num_tokens, prepOcc, &prepThreads);
+    int st = launch(op, prep, prepGrid, prepThreads, prepSmem, &q, stream);
     if (st) return st;
     // The unpipelined readout (3 CTAs / SM) measured faster than the pipelined one (2 CTAs / SM):
     // Super B = 256 339.9 vs 386.3 us (docs/benchmarks.md, fourth session). RSSM_MAMBA2_SPLIT_PIPE (read per

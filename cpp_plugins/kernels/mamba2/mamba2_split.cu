@@ -37,8 +37,15 @@ const void* readoutByN(int N, int maxT, int pipe) {
 }
 }  // namespace
 
-const void* splitPrepKernel(int mode, int numTokens) {
-    switch (bucket(mode, numTokens)) {
+const void* splitPrepKernel(int mode, int numTokens, int occupancy, int* threads) {
+    *threads = kSplitPrepThreads;
+    const int maxT = bucket(mode, numTokens);
+    if (maxT == 1 && occupancy == 1) return reinterpret_cast<const void*>(&mamba2SplitPrepKernelBounded<1, 256, 8>);
+    if (maxT == 1 && occupancy == 2) {
+        *threads = 128;
+        return reinterpret_cast<const void*>(&mamba2SplitPrepKernelBounded<1, 128, 16>);
+    }
+    switch (maxT) {
         case 1: return reinterpret_cast<const void*>(&mamba2SplitPrepKernel<1>);
         case 2: return reinterpret_cast<const void*>(&mamba2SplitPrepKernel<2>);
         case 4: return reinterpret_cast<const void*>(&mamba2SplitPrepKernel<4>);
@@ -85,7 +92,6 @@ size_t splitPrepSmemBytes(int window, int numTokens, int dstate) {
     return splitPrepSmemBytesM2(window, numTokens, dstate);
 }
 int splitHeadsPerPrep() { return kSplitHeadsPerPrep; }
-int splitPrepThreads() { return kSplitPrepThreads; }
 int splitReadoutThreads() { return kSplitReadoutThreads; }
 int splitRows() { return kSplitRows; }
 

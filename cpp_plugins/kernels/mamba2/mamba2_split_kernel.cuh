@@ -64,8 +64,10 @@ __host__ __device__ inline size_t splitReadoutSmemBytesM2(int N) {
     return (size_t)(kSplitReadoutThreads / 32) * splitReadoutWarpSmemBytesM2(N);
 }
 
-template <int MAXT>
-__global__ void __launch_bounds__(kSplitPrepThreads) mamba2SplitPrepKernel(const Mamba2ReplayParams p) {
+// The prep kernel's body for CTAs of THREADS threads (heads per warp = 16 / warps). Two entry points below:
+// the default one (256 threads, no occupancy bound) and bounded ones for the occupancy A/B of launchSplit.
+template <int MAXT, int THREADS>
+__device__ __forceinline__ void splitPrepBody(const Mamba2ReplayParams& p) {
     pdlLaunchDependents();  // the readout may be scheduled now; it waits for this grid before reading its output
     const int b = blockIdx.z, g = blockIdx.y;
     const int slot = p.state_batch_indices ? p.state_batch_indices[b] : b;
@@ -78,8 +80,9 @@ __global__ void __launch_bounds__(kSplitPrepThreads) mamba2SplitPrepKernel(const
     const bool actBf16 = p.act_dtype == RSSM_DTYPE_BF16;
     const bool dtF32 = p.dt_dtype == RSSM_DTYPE_FP32;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    constexpr int NW = kSplitPrepThreads / 32;
-    constexpr int HPW = kSplitHeadsPerPrep / NW;  // heads per warp (2)
+    constexpr int NW = THREADS / 32;
+    constexpr int HPW = kSplitHeadsPerPrep / NW;  // heads per warp (2 at 256 threads)
+    static_assert(kSplitHeadsPerPrep % NW == 0, "heads per prep warp");
     const int RM = L + T, RW = splitRecordWordsM2(L, T);
 
     float* ws = static_cast<float*>(p.workspace) + ((int64_t)b * H + h0) * RW;  // head record of head h0
@@ -123,7 +126,7 @@ __global__ void __launch_bounds__(kSplitPrepThreads) mamba2SplitPrepKernel(const
         for (int s = 0; s < T; ++s) {
             int rr = o + h + s;
             rr = rr >= Cap ? rr - Cap : rr;
-            for (int n = tid; n < N; n += kSplitPrepThreads) {
+            for (int n = tid; n < N; n += THREADS) {
                 const uint16_t bb = Bg[s * p.stride_B_t + n];
                 sB[(h + s) * N + n] = bb;
                 sC[s * N + n] = actToFloat(Cg[s * p.stride_C_t + n], actBf16);
@@ -234,6 +237,17 @@ __global__ void __launch_bounds__(kSplitPrepThreads) mamba2SplitPrepKernel(const
         if (lane < nf) rec[kSplitCoef + T * RM + lane] = __expf(cl - cum) * dtj[k];
         if (lane == 0) stream::putSplitRecordCursors(rec, nf > 0 ? __expf(cl) : 1.f, nf, o, h);
     }
+}
+
+template <int MAXT>
+__global__ void __launch_bounds__(kSplitPrepThreads) mamba2SplitPrepKernel(const Mamba2ReplayParams p) {
+    splitPrepBody<MAXT, kSplitPrepThreads>(p);
+}
+// With a minimum of MINB CTAs per SM (ptxas then caps the registers). An explicit minimum of 1 is not the
+// same as none: ptxas gives the MAXT = 1 body 64 instead of 40 registers, hence the separate entry point.
+template <int MAXT, int THREADS, int MINB>
+__global__ void __launch_bounds__(THREADS, MINB) mamba2SplitPrepKernelBounded(const Mamba2ReplayParams p) {
+    splitPrepBody<MAXT, THREADS>(p);
 }
 
 using stream::unpack8;

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# A/B timing of environment switches with one build, each setting in its own process, back to back:
+#
+#   scripts/ab_bench.sh FAMILY "BENCH ARGS" SETTING [SETTING ...]
+#
+# SETTING is "-" (no switch) or space-separated NAME=VALUE pairs, e.g. "RSSM_MAMBA2_SPLIT_PREP=w4". Prints the
+# timing lines of `replayssm-trtllm bench FAMILY BENCH ARGS` per setting (correctness checks that fail are
+# printed too). Expects the kernel library built or unpacked by scripts/gpu_run.sh (build/gpu). Timings only: the
+# official results come from scripts/gpu_run.sh --bench (which writes the JSON).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+fam="$1"; args="$2"; shift 2
+export RSSM_KERNEL_LIB="${RSSM_KERNEL_LIB:-$PWD/build/gpu/libreplayssm_kernels.so}"
+export PYTHONPATH="$PWD:${PYTHONPATH:-}"
+for setting in "$@"; do
+  echo "== $fam [$setting] bench $args"
+  envs=()
+  [ "$setting" != "-" ] && read -r -a envs <<< "$setting"
+  # shellcheck disable=SC2086
+  env "${envs[@]}" python3 -m replayssm_trtllm bench "$fam" $args --out "/tmp/ab-$fam.json" 2>&1 \
+    | grep -E "us/step|FAIL|rror|copy:" | grep -v "^  best" | sed -E 's/ +/ /g'
+done
