@@ -533,37 +533,3 @@ def test_replay_split_prep_occupancy(sh, prep, monkeypatch):
     assert _run_replay(5, 8, 1, 0, sh, F32, BF16, 20, seed=61, variant=4) > 0
     assert _run_replay(3, 4, 1, 0, sh, F16, F16, 10, seed=62, variant=4) > 0
     assert _run_replay(3, 8, 3, 1, sh, F32, BF16, 8, seed=63, variant=4) > 0
-
-
-ROWS_AHEAD_CASES = [c for c in REPLAY_CASES if c[4]["N"] == 128]
-
-
-@pytest.mark.parametrize("case", ROWS_AHEAD_CASES, ids=[_rid(c) for c in ROWS_AHEAD_CASES])
-def test_replay_split_rows_ahead(case, monkeypatch):
-    """Variant 4 with the rows-ahead readout (RSSM_MAMBA2_SPLIT_PIPE=3, read per launch): the next item's checkpoint
-    rows as bulk copies into shared memory while the current item (and its fold) is computed. Every N = 128 case of
-    the replay table: both model shapes, T 1..8, fp32 / fp16 / bf16 checkpoints, padding and staggered rows."""
-    monkeypatch.setenv("RSSM_MAMBA2_SPLIT_PIPE", "3")
-    B, L, T, mode, sh, st, act, steps = case
-    n_flush = _run_replay(B, L, T, mode, sh, st, act, steps, seed=zlib.crc32(_rid(case).encode()) % 10000 + 7, variant=4)
-    assert n_flush > 0, "case never flushed"
-
-
-@pytest.mark.parametrize("accept", ["all", "one", "random"])
-def test_replay_split_rows_ahead_acceptance_and_strides(accept, monkeypatch):
-    """Rows ahead with every acceptance pattern, padded checkpoint rows (one bulk copy per row), strided inputs
-    without z / D, in-phase rows (every item of a step flushes)."""
-    monkeypatch.setenv("RSSM_MAMBA2_SPLIT_PIPE", "3")
-    _run_replay(3, 8, 4, 1, SUPER, F32, BF16, 10, seed=71, accept=accept, variant=4)
-    _run_replay(3, 8, 4, 1, SMALL, F32, BF16, 8, seed=72, accept=accept, variant=4, state_pad=4)
-    _run_replay(3, 4, 1, 0, SMALL, BF16, BF16, 8, seed=73, accept=accept, variant=4, state_pad=8)
-    _run_replay(8, 4, 2, 1, SMALL, F32, F16, 8, seed=74, staggered=False, padding=False, with_z=False,
-                strided=True, use_D=False, accept=accept, variant=4)
-
-
-@pytest.mark.sanitize
-def test_replay_split_rows_ahead_sanitize(monkeypatch):
-    """Small rows-ahead cases for compute-sanitizer: standard and speculative with flushes, padded rows."""
-    monkeypatch.setenv("RSSM_MAMBA2_SPLIT_PIPE", "3")
-    assert _run_replay(3, 4, 1, 0, SMALL, F32, BF16, 6, seed=81, variant=4) > 0
-    assert _run_replay(3, 4, 3, 1, SMALL, F32, F16, 5, seed=82, variant=4, state_pad=4) > 0

@@ -21,30 +21,26 @@ __device__ __forceinline__ void pdlLaunchDependents() {
 #endif
 }
 
-// Host side. The compute-capability major of the current device, queried once per device (0 if unknown).
-inline int deviceComputeMajor() {
+// Host side. PDL is used on devices of compute capability >= 9.0 unless RSSM_PDL=0 (read per launch, for
+// side-by-side timing and as an escape hatch). The capability is queried once per device.
+inline bool pdlEnabled() {
+    const char* e = getenv("RSSM_PDL");
+    if (e && strcmp(e, "0") == 0) return false;
     static int major[64] = {0};  // 0: not queried yet
     int dev = 0;
     if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
         cudaGetLastError();
-        return 0;
+        return false;
     }
     if (major[dev] == 0) {
         int m = 0;
         if (cudaDeviceGetAttribute(&m, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess || m <= 0) {
             cudaGetLastError();
-            return 0;
+            return false;
         }
         major[dev] = m;
     }
-    return major[dev];
-}
-// PDL is used on devices of compute capability >= 9.0 unless RSSM_PDL=0 (read per launch, for side-by-side
-// timing and as an escape hatch).
-inline bool pdlEnabled() {
-    const char* e = getenv("RSSM_PDL");
-    if (e && strcmp(e, "0") == 0) return false;
-    return deviceComputeMajor() >= 9;
+    return major[dev] >= 9;
 }
 
 // Launches func(args) on `stream`, as a programmatic dependent of the previous kernel when `dependent`.

@@ -16,7 +16,6 @@
 //   * Rows are read from shared memory with the quad order permuted per row group
 //     (q ^ (grp & kSwz)) so a warp's 16-byte (8-byte) reads of 2-8 rows hit distinct banks.
 #pragma once
-#include "common/bulk_copy.cuh"
 #include "common/cp_async.cuh"
 #include "gdn/gdn_kernels.cuh"
 
@@ -41,12 +40,45 @@ __device__ __forceinline__ void cpAsync8(void* dst, const void* src) { async::co
 __device__ __forceinline__ void cpAsync4(void* dst, const void* src) { async::copy4(dst, src); }
 __device__ __forceinline__ void cpAsyncWaitAll() { async::waitAll(); }
 
-#define RSSM_GDN_HAS_BULK RSSM_HAS_BULK_COPY
-// mbarrier + bulk copies: common/bulk_copy.cuh
-using bulk::bulkG2S;
-using bulk::mbarArriveExpectTx;
-using bulk::mbarInit;
-using bulk::mbarWait;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define RSSM_GDN_HAS_BULK 1
+#else
+#define RSSM_GDN_HAS_BULK 0
+#endif
+
+__device__ __forceinline__ void mbarInit(uint64_t* bar, uint32_t count) {
+#if RSSM_GDN_HAS_BULK
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smemAddr(bar)), "r"(count) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void mbarArriveExpectTx(uint64_t* bar, uint32_t bytes) {
+#if RSSM_GDN_HAS_BULK
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smemAddr(bar)), "r"(bytes)
+                 : "memory");
+#endif
+}
+__device__ __forceinline__ void bulkG2S(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+#if RSSM_GDN_HAS_BULK
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+            smemAddr(dst)),
+        "l"(src), "r"(bytes), "r"(smemAddr(bar))
+        : "memory");
+#endif
+}
+__device__ __forceinline__ void mbarWait(uint64_t* bar, uint32_t phase) {
+#if RSSM_GDN_HAS_BULK
+    uint32_t done = 0;
+    do {
+        asm volatile(
+            "{\n .reg .pred P1;\n mbarrier.try_wait.parity.shared::cta.b64 P1, [%1], %2;\n selp.b32 %0, 1, 0, P1;\n}\n"
+            : "=r"(done)
+            : "r"(smemAddr(bar)), "r"(phase)
+            : "memory");
+    } while (!done);
+#endif
+}
 
 // Tile of `nrows` rows (row v at src + v * stride_v, K elements of ST each) into dst[TILE][K].
 // Bulk path: warp 0 issues one bulk copy per row on `bar` (phase 0); returns true. Fallback: every

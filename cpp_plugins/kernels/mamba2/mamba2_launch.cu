@@ -316,17 +316,6 @@ int checkSplit(const char* op, const Mamba2ReplayParams& p) {
     return RSSM_OK;
 }
 
-// The rows-ahead readout (pipe 3) copies an item's 8 rows with bulk copies: sm_90+, N = 128, fp32 / 16-bit rows,
-// the checkpoint pointer and its slot / head / row strides 16-byte aligned. Otherwise the plain readout runs.
-bool rowsAheadOk(const Mamba2ReplayParams& q) {
-    if (q.dstate != 128 || deviceComputeMajor() < 9) return false;
-    if (q.state_dtype != RSSM_DTYPE_FP32 && q.state_dtype != RSSM_DTYPE_FP16 && q.state_dtype != RSSM_DTYPE_BF16)
-        return false;
-    const int64_t eb = stateBytes(q.state_dtype);
-    return (reinterpret_cast<uintptr_t>(q.state) & 15u) == 0 && (q.stride_state_slot * eb) % 16 == 0 &&
-           (q.stride_state_head * eb) % 16 == 0 && (q.stride_state_p * eb) % 16 == 0;
-}
-
 int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc, cudaStream_t stream) {
     const int hpg = q.nheads / q.ngroups;
     const dim3 prepGrid((hpg + splitHeadsPerPrep() - 1) / splitHeadsPerPrep(), q.ngroups, q.batch);
@@ -343,8 +332,7 @@ int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc
     // Super B = 256 339.9 vs 386.3 us (docs/benchmarks.md, fourth session). RSSM_MAMBA2_SPLIT_PIPE (read per
     // launch, A/B timing): 1 = pipelined, 2 = the next item's slot and cursors in flight, else plain.
     const char* pe = getenv("RSSM_MAMBA2_SPLIT_PIPE");
-    int pipe = pe && pe[0] == '1' ? 1 : pe && pe[0] == '2' ? 2 : pe && pe[0] == '3' ? 3 : 0;
-    if (pipe == 3 && !rowsAheadOk(q)) pipe = 0;
+    const int pipe = pe && pe[0] == '1' ? 1 : pe && pe[0] == '2' ? 2 : 0;
     // Read-only rows (skip_flush_rows: no flush items) narrower than fp32 run on the 16-row read-copy readout
     // unless RSSM_MAMBA2_READ_ROWS=8 (A/B timing; read per launch).
     const char* rr = getenv("RSSM_MAMBA2_READ_ROWS");
@@ -362,12 +350,11 @@ int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc
     const long long items = (long long)q.batch * q.nheads * ((q.headdim + splitRows() - 1) / splitRows());
     const int warpsPerCta = splitReadoutThreads() / 32;
     const long long ctasNeeded = (items + warpsPerCta - 1) / warpsPerCta;
-    const size_t smem = pipe == 3 ? splitRowsAheadSmemBytes(q.dstate, stateBytes(q.state_dtype))
-                                  : splitReadoutSmemBytes(q.dstate);
-    if (readout && !allowSmem(readout, smem))
+    if (readout && !allowSmem(readout, splitReadoutSmemBytes(q.dstate)))
         return setError(RSSM_ERR_CUDA, "%s: cannot raise the shared-memory limit of the split readout kernel", op);
-    const int grid = readout ? persistentGrid(readout, splitReadoutThreads(), smem, ctasNeeded) : 1;
-    return launch(op, readout, dim3(grid), splitReadoutThreads(), smem, &q, stream, &rc, pdlEnabled());
+    const int grid = readout ? persistentGrid(readout, splitReadoutThreads(), splitReadoutSmemBytes(q.dstate), ctasNeeded) : 1;
+    return launch(op, readout, dim3(grid), splitReadoutThreads(), splitReadoutSmemBytes(q.dstate), &q, stream, &rc,
+                  pdlEnabled());
 }
 
 }  // namespace

@@ -17,7 +17,6 @@ const void* readoutByTokens(int maxT) {
         default: return reinterpret_cast<const void*>(&mamba2SplitReadoutKernel<ST, N, 8, kSplitPlain>);
     }
 }
-// N = 128, fp32 / 16-bit rows, pipe kSplitRowsAhead: the rows-ahead readout for every token bucket.
 // N = 128 with one token (standard mode): `pipe` picks the plain readout (kSplitPlain), the pipelined one (next
 // item's loads in flight, 2 CTAs / SM) or the one with the next item's cursors in flight; more tokens or N = 256
 // run the plain one.
@@ -25,16 +24,6 @@ template <typename ST>
 const void* readoutByN(int N, int maxT, int pipe) {
     switch (N) {
         case 128:
-            if constexpr (!stream::RowQuad<ST>::kScaled) {
-                if (pipe == kSplitRowsAhead) {
-                    switch (maxT) {
-                        case 1: return reinterpret_cast<const void*>(&mamba2SplitReadoutKernel<ST, 128, 1, kSplitRowsAhead>);
-                        case 2: return reinterpret_cast<const void*>(&mamba2SplitReadoutKernel<ST, 128, 2, kSplitRowsAhead>);
-                        case 4: return reinterpret_cast<const void*>(&mamba2SplitReadoutKernel<ST, 128, 4, kSplitRowsAhead>);
-                        default: return reinterpret_cast<const void*>(&mamba2SplitReadoutKernel<ST, 128, 8, kSplitRowsAhead>);
-                    }
-                }
-            }
             if (maxT == 1 && pipe == kSplitPipelined)
                 return reinterpret_cast<const void*>(&mamba2SplitReadoutKernel<ST, 128, 1, kSplitPipelined>);
             if (maxT == 1 && pipe == kSplitCursorsAhead)
@@ -98,7 +87,6 @@ size_t splitWorkspaceBytes(int batch, int numTokens, int nheads, int window) {
     return splitWorkspaceBytesM2(batch, numTokens, nheads, window);
 }
 size_t splitReadoutSmemBytes(int dstate) { return splitReadoutSmemBytesM2(dstate); }
-size_t splitRowsAheadSmemBytes(int dstate, int stateBytes) { return splitRowsAheadSmemBytesM2(dstate, stateBytes); }
 int splitMaxRecords() { return kSplitMaxRecords; }
 size_t splitPrepSmemBytes(int window, int numTokens, int dstate) {
     return splitPrepSmemBytesM2(window, numTokens, dstate);

@@ -24,7 +24,6 @@
 // The readout also reads read-only fp8 / nvfp4 rows (common/read_rows.cuh); the read-copy readout at the
 // end of this file is the 16-row variant for read-only rows (docs/precision.md, sixth session).
 #pragma once
-#include "common/bulk_copy.cuh"
 #include "common/pdl.h"
 #include "common/read_rows.cuh"
 #include "common/stream_rows.cuh"
@@ -63,16 +62,6 @@ __host__ __device__ inline size_t splitReadoutWarpSmemBytesM2(int N) {
 }
 __host__ __device__ inline size_t splitReadoutSmemBytesM2(int N) {
     return (size_t)(kSplitReadoutThreads / 32) * splitReadoutWarpSmemBytesM2(N);
-}
-// The rows-ahead readout (kSplitRowsAhead, N = 128) adds per warp two stages of an item's rows ([8][N] of the
-// state dtype, `stateBytes` each) and their two mbarriers, after the fold areas.
-constexpr int kSplitAheadStages = 2;
-__host__ __device__ constexpr size_t splitRowsAheadStageBytesM2(int N, int stateBytes) {
-    return (size_t)kSplitRows * N * stateBytes;
-}
-__host__ __device__ inline size_t splitRowsAheadSmemBytesM2(int N, int stateBytes) {
-    return splitReadoutSmemBytesM2(N) + (size_t)(kSplitReadoutThreads / 32) * kSplitAheadStages *
-                                            (splitRowsAheadStageBytesM2(N, stateBytes) + sizeof(uint64_t));
 }
 
 // The prep kernel's body for CTAs of THREADS threads (heads per warp = 16 / warps). Two entry points below:
@@ -463,49 +452,10 @@ __device__ __forceinline__ void splitProcess(SplitItem<ST, N, MAXT>& u, const Ma
 // that the flushing rows of a staggered batch spread over all warps. With PIPE the warp issues the
 // loads of its next item before it computes the current one.
 // PIPE: kSplitPlain (0), kSplitPipelined (1: the next item's loads in flight), kSplitCursorsAhead (2: only the next
-// item's slot and head-record cursors in flight, so each item is one dependent round trip), kSplitRowsAhead (3: the
-// next item's checkpoint rows in flight as a bulk copy into shared memory while the warp computes the current item,
-// including its fold; no registers held for them. N = 128, fp32 / 16-bit rows, 16-byte aligned rows; 2 CTAs / SM).
-constexpr int kSplitPlain = 0, kSplitPipelined = 1, kSplitCursorsAhead = 2, kSplitRowsAhead = 3;
-
-// Rows-ahead helpers. Rows of item `it` (slot valid, warp-uniform) into stage buffer `dst`: one bulk copy of the 8
-// rows when they are contiguous, else one per row; lane 0 issues, completion on `bar`.
-template <typename ST, int N>
-__device__ __forceinline__ void splitAheadIssueRows(ST* dst, uint64_t* bar, const Mamba2ReplayParams& p, unsigned it,
-                                                    int slot, int nrb, int lane) {
-    if (lane != 0) return;
-    const unsigned bh = it / (unsigned)nrb;
-    const int head = (int)(bh % p.nheads), vw = (int)(it - bh * (unsigned)nrb) * kSplitRows;
-    const ST* src = static_cast<const ST*>(p.state) + (int64_t)slot * p.stride_state_slot +
-                    (int64_t)head * p.stride_state_head + (int64_t)vw * p.stride_state_p;
-    constexpr uint32_t kRowBytes = N * sizeof(ST);
-    bulk::fenceProxyAsyncShared();  // the warp's reads of this buffer (previous item) come first (after __syncwarp)
-    bulk::mbarArriveExpectTx(bar, kSplitRows * kRowBytes);
-    if (p.stride_state_p == N) {
-        bulk::bulkG2S(dst, src, kSplitRows * kRowBytes, bar);
-    } else {
-#pragma unroll
-        for (int r = 0; r < kSplitRows; ++r) bulk::bulkG2S(dst + r * N, src + (int64_t)r * p.stride_state_p, kRowBytes, bar);
-    }
-}
-// The staged rows into the item's registers in the layout of stream::loadWarpRows (row r ^ rl in slot r).
-template <typename ST, int N, int MAXT>
-__device__ __forceinline__ void splitAheadReadRows(SplitItem<ST, N, MAXT>& u, const ST* src, int rl, int lane) {
-    static_assert(N == 128, "rows ahead: N = 128");
-#pragma unroll
-    for (int r = 0; r < kSplitRows; ++r) {
-        const ST* q = src + (r ^ rl) * N + lane * 4;
-        if constexpr (std::is_same<ST, float>::value) {
-            u.S.raw[r][0] = *reinterpret_cast<const float4*>(q);
-        } else {
-            u.S.raw[r][0] = stream::u2ToF4(*reinterpret_cast<const uint2*>(q), std::is_same<ST, __nv_bfloat16>::value);
-        }
-    }
-}
-
+// item's slot and head-record cursors in flight, so each item is one dependent round trip).
+constexpr int kSplitPlain = 0, kSplitPipelined = 1, kSplitCursorsAhead = 2;
 template <typename ST, int N, int MAXT, int PIPE>
-__global__ void __launch_bounds__(kSplitReadoutThreads,
-                                  (PIPE == kSplitPipelined || PIPE == kSplitRowsAhead) ? 2 : ((N == 128 && MAXT == 1) ? 3 : 2))
+__global__ void __launch_bounds__(kSplitReadoutThreads, PIPE == kSplitPipelined ? 2 : ((N == 128 && MAXT == 1) ? 3 : 2))
     mamba2SplitReadoutKernel(const Mamba2ReplayParams p, const stream::ReadCopyScales rc) {
     using RS = stream::RowScatter<kSplitRows>;
     extern __shared__ __align__(16) unsigned char smemSplitReadout[];
@@ -541,50 +491,6 @@ __global__ void __launch_bounds__(kSplitReadoutThreads,
                 splitIssue(nxt, p, rc, it + nw, s1, m1, nrb, rl, sub);
             }
             splitProcess(cur, p, rl, sub, sFold);
-        }
-    } else if constexpr (PIPE == kSplitRowsAhead) {
-        static_assert(N == 128 && !stream::RowQuad<ST>::kScaled, "rows ahead: N = 128, fp32 / 16-bit rows");
-        constexpr int NWARP = kSplitReadoutThreads / 32;
-        const int warp = threadIdx.x >> 5;
-        constexpr size_t kStage = splitRowsAheadStageBytesM2(N, (int)sizeof(ST));
-        unsigned char* aheadBase = smemSplitReadout + splitReadoutSmemBytesM2(N);
-        ST* stageBuf = reinterpret_cast<ST*>(aheadBase + (size_t)warp * kSplitAheadStages * kStage);
-        uint64_t* bars = reinterpret_cast<uint64_t*>(aheadBase + (size_t)NWARP * kSplitAheadStages * kStage) +
-                         warp * kSplitAheadStages;
-        if (lane == 0) {
-            bulk::mbarInit(&bars[0], 1);
-            bulk::mbarInit(&bars[1], 1);
-        }
-        __syncwarp();
-        auto valid = [&](int s) { return s >= 0 && s < p.num_slots; };
-        // The first item's rows (the prep kernel does not write checkpoint rows) before waiting for the prep grid.
-        int slotCur = slotOf(it);
-        bool curIn = it < items && valid(slotCur);
-        if (curIn) splitAheadIssueRows<ST, N>(stageBuf, &bars[0], p, it, slotCur, nrb, lane);
-        int slotNext = slotOf(it + nw);
-        pdlWaitPrimary();
-        uint32_t phase = 0;  // bit k: parity of stage k's next completion
-        int stg = 0;
-        for (; it < items; it += nw) {
-            const unsigned itn = it + nw;
-            const bool nextIn = itn < items && valid(slotNext);
-            __syncwarp();  // every lane's reads of stage stg ^ 1 (item it - nw) are done before it is refilled
-            if (nextIn)
-                splitAheadIssueRows<ST, N>(stageBuf + (stg ^ 1) * (kStage / sizeof(ST)), &bars[stg ^ 1], p, itn,
-                                           slotNext, nrb, lane);
-            const int slotAfter = slotOf(itn + nw);
-            SplitItem<ST, N, MAXT> cur;
-            if (curIn) {
-                bulk::mbarWait(&bars[stg], (phase >> stg) & 1u);
-                phase ^= 1u << stg;
-                splitAheadReadRows(cur, stageBuf + stg * (kStage / sizeof(ST)), rl, lane);
-            }
-            splitIssue(cur, p, rc, it, slotCur, splitMeta(p, it, items, nrb, RW), nrb, rl, sub, true);
-            splitProcess(cur, p, rl, sub, sFold);
-            slotCur = slotNext;
-            curIn = nextIn;
-            slotNext = slotAfter;
-            stg ^= 1;
         }
     } else if constexpr (PIPE == kSplitCursorsAhead) {
         pdlWaitPrimary();
