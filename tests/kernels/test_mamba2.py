@@ -526,10 +526,20 @@ def test_replay_split_many_heads_per_group(sh):
 @pytest.mark.parametrize("prep", ["lb8", "w4"])
 @pytest.mark.parametrize("sh", [SUPER, NANO, dict(H=12, P=32, N=256, G=1)], ids=["super", "nano", "H12-P32-N256-G1"])
 def test_replay_split_prep_occupancy(sh, prep, monkeypatch):
-    """Variant 4 with the bounded prep kernels (RSSM_MAMBA2_SPLIT_PREP, read per launch): 256 threads capped at
+    """Variant 4 with the bounded prep kernels forced (RSSM_MAMBA2_SPLIT_PREP, read per launch; "w4" is the automatic
+    choice once the default prep needs more than one wave, i.e. large batches): 256 threads capped at
     32 registers, and 128-thread CTAs with 4 heads per warp. Standard mode, staggered rows with padding,
     flushes and ring wrap-around; the speculative step (other prep buckets) runs in the same process."""
     monkeypatch.setenv("RSSM_MAMBA2_SPLIT_PREP", prep)
     assert _run_replay(5, 8, 1, 0, sh, F32, BF16, 20, seed=61, variant=4) > 0
     assert _run_replay(3, 4, 1, 0, sh, F16, F16, 10, seed=62, variant=4) > 0
     assert _run_replay(3, 8, 3, 1, sh, F32, BF16, 8, seed=63, variant=4) > 0
+
+
+def test_replay_split_prep_one_wave_automatic(monkeypatch):
+    """A batch large enough that the default prep kernel needs more than one wave (B x G = 1024 CTAs > 6 per SM on
+    an H200), so the automatic choice runs the 128-thread one-wave prep; then the default forced, same inputs."""
+    sh = dict(H=16, P=32, N=128, G=8)
+    assert _run_replay(128, 4, 1, 0, sh, F32, BF16, 10, seed=91, variant=4) > 0
+    monkeypatch.setenv("RSSM_MAMBA2_SPLIT_PREP", "default")
+    assert _run_replay(128, 4, 1, 0, sh, F32, BF16, 10, seed=91, variant=4) > 0

@@ -320,11 +320,24 @@ int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc
     const int hpg = q.nheads / q.ngroups;
     const dim3 prepGrid((hpg + splitHeadsPerPrep() - 1) / splitHeadsPerPrep(), q.ngroups, q.batch);
     const size_t prepSmem = splitPrepSmemBytes(q.window, q.num_tokens, q.dstate);
-    // RSSM_MAMBA2_SPLIT_PREP (read per launch, A/B timing of the prep's occupancy): "lb8" 256 threads with >= 8 CTAs
-    // per SM (32 registers), "w4" 128 threads (4 heads per warp) with >= 16 CTAs per SM; else the default kernel.
+    // Prep occupancy. The default prep kernel (256 threads, 40 registers, 6 CTAs / SM) needs 2.6 waves at B = 256
+    // (G = 8); the 128-thread one (4 heads per warp, 32 registers, 16 CTAs / SM) runs the same grid in one wave.
+    // Measured side by side (eighth session, standard decode, docs/kernels-mamba2.md): B = 256 2-5 us faster per
+    // step, B = 1 2.7 us slower. So the automatic choice takes the one-wave kernel when the default needs more
+    // than one wave. RSSM_MAMBA2_SPLIT_PREP (read per launch, A/B timing) forces "default", "lb8" (256 threads
+    // with >= 8 CTAs / SM) or "w4".
     const char* pp = getenv("RSSM_MAMBA2_SPLIT_PREP");
-    const int prepOcc = pp && strcmp(pp, "lb8") == 0 ? 1 : pp && strcmp(pp, "w4") == 0 ? 2 : 0;
     int prepThreads = 0;
+    int prepOcc = 0;
+    if (pp && strcmp(pp, "lb8") == 0) {
+        prepOcc = 1;
+    } else if (pp && strcmp(pp, "w4") == 0) {
+        prepOcc = 2;
+    } else if (!(pp && strcmp(pp, "default") == 0)) {
+        const void* dflt = splitPrepKernel(q.mode, q.num_tokens, 0, &prepThreads);
+        const long long ctas = (long long)prepGrid.x * prepGrid.y * prepGrid.z;
+        if (ctas > persistentGrid(dflt, prepThreads, prepSmem, ctas)) prepOcc = 2;  // more than one wave
+    }
     const void* prep = splitPrepKernel(q.mode, q.num_tokens, prepOcc, &prepThreads);
     int st = launch(op, prep, prepGrid, prepThreads, prepSmem, &q, stream);
     if (st) return st;
