@@ -467,6 +467,39 @@ def write_results(family: str, rows: Sequence[Mapping], targets: Any, command: s
     return json_path, latest_path
 
 
+def publish_official_run(family: str, out_path: Path, default_out: str, rows: Sequence[Mapping],
+                         targets: Mapping, command: str, gpu: str, *, columns: Optional[Sequence[str]] = None,
+                         results_dir: Optional[Path] = None, benchmarks_md: Optional[Path] = None,
+                         date: Optional[str] = None):
+    """After a bench wrote ``out_path`` (its JSON): when that is the official output ``default_out`` (the
+    ``--out`` default), copy it to ``<results_dir>/<YYYY-MM-DD>-<gpu slug>-<family>.json`` and append a section
+    (command, ``rows`` as a table, the targets) to ``docs/benchmarks.md``. Runs with another ``--out`` (A/B
+    timing, scripts/ab_bench.sh) publish nothing. Returns the dated path or None.
+    """
+    out_path = Path(out_path)
+    if out_path.resolve() != (REPO_ROOT / default_out).resolve() and out_path != Path(default_out):
+        return None
+    results_dir = Path(results_dir) if results_dir is not None else out_path.parent
+    benchmarks_md = Path(benchmarks_md) if benchmarks_md is not None else BENCHMARKS_MD
+    date = date if date is not None else _dt.date.today().isoformat()
+    dated = results_dir / f"{date}-{slugify(gpu)}-{family}.json"
+    dated.write_text(out_path.read_text())
+    section = [f"## {family} (appended by the bench): {date}, {gpu}, commit {git_commit()[:12]}", "",
+               "```", command, "```", "", markdown_table(rows, columns)]
+    if targets:
+        trows = [{"target": n, **dict(t)} for n, t in targets.items()]
+        section += ["", markdown_table(trows, ["target", "value", "goal", "met", "case"])]
+    section += ["", f"Results: `{_relpath(dated)}`", ""]
+    prefix = ""
+    if benchmarks_md.exists():
+        old = benchmarks_md.read_text()
+        if old and not old.endswith("\n\n"):
+            prefix = "\n" if old.endswith("\n") else "\n\n"
+    with benchmarks_md.open("a") as f:
+        f.write(prefix + "\n".join(section))
+    return dated
+
+
 def _relpath(p: Path) -> str:
     try:
         return str(Path(p).resolve().relative_to(REPO_ROOT))

@@ -30,7 +30,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from replayssm_trtllm.bench.common import command_line, git_commit
+from replayssm_trtllm.bench.common import command_line, git_commit, publish_official_run
 
 SHAPES = {"q35-4b": dict(H=16, HV=32, K=128, V=128), "q35-122b": dict(H=16, HV=64, K=128, V=128)}
 
@@ -453,6 +453,11 @@ def run(args) -> int:
     copy_bw_end = copy_bandwidth()
     print(f"# copy bandwidth at the end: {copy_bw_end / 1e9:.0f} GB/s (start {copy_bw / 1e9:.0f})")
     path = write_out(copy_bw_end, complete=True)
+    dated = publish_official_run("gdn", path, "bench/results/latest-gdn.json", results, targets, command_line(), gpu,
+                                 columns=["shape", "B", "L", "T", "kernel", "phase", "accept", "variant", "us",
+                                          "copy_frac", "speedup_vs_conv", "vs_std"])
+    if dated:
+        print(f"# also wrote {dated} and appended the tables to docs/benchmarks.md")
     print("# targets")
     for n, t in targets.items():
         print(f"  {n:48s} {t['value']:8.3f} goal {t['goal']:5.2f} {'MET' if t['met'] else 'missed'}  ({t['case']})")

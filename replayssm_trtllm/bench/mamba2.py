@@ -27,7 +27,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from replayssm_trtllm.bench.common import command_line, git_commit
+from replayssm_trtllm.bench.common import command_line, git_commit, publish_official_run
 
 SHAPES = {"nano": dict(H=96, P=80, N=128, G=8), "super": dict(H=128, P=64, N=128, G=8)}
 
@@ -571,6 +571,11 @@ def run(args) -> int:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1, default=float))
+    dated = publish_official_run("mamba2", out, "bench/results/latest-mamba2.json", best_rows, targets,
+                                 command_line(), result["gpu"],
+                                 columns=["shape", "B", "L", "T", "kernel", "us_per_step", "variant"])
+    if dated:
+        print(f"also wrote {dated} and appended the tables to docs/benchmarks.md")
     print("\nBEST PER CASE (us per layer-step)")
     for r in best_rows:
         print(f"  {r['shape']:5s} B={r['B']:<4d} L={r['L']:<3d} T={r['T']} {r['kernel']:36s} {r['us_per_step']:9.2f}"

@@ -1,0 +1,34 @@
+"""CPU test of the benches' publishing step (dated JSON + a section appended to docs/benchmarks.md)."""
+import json
+
+from replayssm_trtllm.bench.common import publish_official_run
+
+
+def test_publish_official_run_writes_dated_json_and_appends_tables(tmp_path):
+    res = tmp_path / "bench" / "results"
+    res.mkdir(parents=True)
+    latest = res / "latest-mamba2.json"
+    latest.write_text(json.dumps({"targets": {}, "x": 1}))
+    md = tmp_path / "benchmarks.md"
+    md.write_text("# Benchmarks\n")
+    rows = [dict(shape="super", B=256, L=16, T=1, kernel="replay standard staggered", us_per_step=336.5, variant=4)]
+    targets = {"standard_super": dict(value=1.66, goal=1.75, met=False, case="super B=256 L=16")}
+    dated = publish_official_run("mamba2", latest, str(latest), rows, targets, "replayssm-trtllm bench mamba2",
+                                 "NVIDIA H200", benchmarks_md=md, date="2026-11-30")
+    assert dated == res / "2026-11-30-nvidia-h200-mamba2.json"
+    assert json.loads(dated.read_text()) == {"targets": {}, "x": 1}
+    text = md.read_text()
+    assert text.startswith("# Benchmarks\n")
+    assert "## mamba2 (appended by the bench): 2026-11-30, NVIDIA H200" in text
+    assert "| super | 256 | 16 | 1 | replay standard staggered |" in text and "| 4 |" in text
+    assert "| standard_super | 1.660 | 1.750 | no | super B=256 L=16 |" in text
+
+
+def test_publish_official_run_skips_other_outputs(tmp_path):
+    """A/B runs (--out elsewhere) publish nothing."""
+    out = tmp_path / "ab.json"
+    out.write_text("{}")
+    md = tmp_path / "benchmarks.md"
+    assert publish_official_run("gdn", out, "bench/results/latest-gdn.json", [], {}, "cmd", "NVIDIA H200",
+                                benchmarks_md=md) is None
+    assert not md.exists()
