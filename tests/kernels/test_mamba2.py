@@ -543,3 +543,39 @@ def test_replay_split_prep_one_wave_automatic(monkeypatch):
     assert _run_replay(128, 4, 1, 0, sh, F32, BF16, 10, seed=91, variant=4) > 0
     monkeypatch.setenv("RSSM_MAMBA2_SPLIT_PREP", "default")
     assert _run_replay(128, 4, 1, 0, sh, F32, BF16, 10, seed=91, variant=4) > 0
+
+
+MMA_FOLD_CASES = [c for c in REPLAY_CASES if c[4]["N"] == 128]
+
+
+@pytest.mark.parametrize("case", MMA_FOLD_CASES, ids=[_rid(c) for c in MMA_FOLD_CASES])
+def test_replay_split_mma_fold(case, monkeypatch):
+    """Variant 4 with the tensor-core fold (RSSM_MAMBA2_SPLIT_PIPE=3, read per launch): flush items with bf16
+    activations fold on mma.sync (W split into three bf16 terms); fp16 activations fold on CUDA cores in the same
+    kernel. Every N = 128 case of the replay table (both model shapes, T 1..8, fp32 / fp16 / bf16 checkpoints,
+    padding and staggered rows, L up to 32: two 16-record chunks), checkpoints compared after every flush."""
+    monkeypatch.setenv("RSSM_MAMBA2_SPLIT_PIPE", "3")
+    B, L, T, mode, sh, st, act, steps = case
+    n_flush = _run_replay(B, L, T, mode, sh, st, act, steps, seed=zlib.crc32(_rid(case).encode()) % 10000 + 7,
+                          variant=4)
+    assert n_flush > 0 or n_flush == REFUSED, "case never flushed"
+
+
+@pytest.mark.parametrize("accept", ["all", "one", "random"])
+def test_replay_split_mma_fold_acceptance_and_strides(accept, monkeypatch):
+    """Tensor-core fold with every acceptance pattern, padded checkpoint rows, strided inputs without z / D,
+    in-phase rows (every item of a step flushes), and a window of 32 (two record chunks per fold)."""
+    monkeypatch.setenv("RSSM_MAMBA2_SPLIT_PIPE", "3")
+    assert _run_replay(3, 8, 4, 1, SUPER, F32, BF16, 10, seed=71, accept=accept, variant=4) > 0
+    assert _run_replay(3, 8, 4, 1, SMALL, F32, BF16, 8, seed=72, accept=accept, variant=4, state_pad=4) > 0
+    assert _run_replay(8, 4, 2, 1, SMALL, F32, BF16, 8, seed=74, staggered=False, padding=False, with_z=False,
+                       strided=True, use_D=False, accept=accept, variant=4) > 0
+    assert _run_replay(3, 32, 1, 0, NANO, F32, BF16, 40, seed=75, variant=4) > 0
+
+
+@pytest.mark.sanitize
+def test_replay_split_mma_fold_sanitize(monkeypatch):
+    """Small tensor-core-fold cases for compute-sanitizer: standard and speculative with flushes, padded rows."""
+    monkeypatch.setenv("RSSM_MAMBA2_SPLIT_PIPE", "3")
+    assert _run_replay(3, 4, 1, 0, SMALL, F32, BF16, 6, seed=81, variant=4) > 0
+    assert _run_replay(3, 4, 3, 1, SMALL, F32, BF16, 5, seed=82, variant=4, state_pad=4) > 0

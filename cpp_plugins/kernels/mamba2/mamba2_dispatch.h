@@ -32,8 +32,8 @@ size_t replayStreamSmemBytes(int window, int numTokens, int headdim, int dstate)
 // occupancy (standard mode, one token; RSSM_MAMBA2_SPLIT_PREP, mamba2_launch.cu): 0 the default kernel (256 threads),
 // 1 256 threads with >= 8 CTAs per SM, 2 128 threads with >= 16 CTAs per SM. *threads gets the CTA size.
 const void* splitPrepKernel(int mode, int numTokens, int occupancy, int* threads);
-// N 128 / 256, else NULL; pipe (N = 128, T = 1): 0 plain, 1 pipelined, 2 next item's cursors ahead
-// (RSSM_MAMBA2_SPLIT_PIPE, mamba2_launch.cu)
+// N 128 / 256, else NULL; pipe (N = 128, T = 1): 0 plain, 1 pipelined, 2 next item's cursors ahead; 3 (N = 128,
+// fp32 / 16-bit rows, any T): plain with the tensor-core fold (RSSM_MAMBA2_SPLIT_PIPE, mamba2_launch.cu)
 const void* splitReadoutKernel(int stateDtype, int dstate, int mode, int numTokens, int pipe);
 // Variant 4 on a read-only dual-precision read copy in a scaled format: q.state_dtype FP8_E4M3 / NVFP4,
 // q.state the payload (byte strides), rc its scale tensors, q.variant 4 and q.skip_flush_rows 1 (the
@@ -46,6 +46,7 @@ const void* splitReadCopyKernel(int stateDtype, int mode, int numTokens);
 int splitReadRows();
 size_t splitWorkspaceBytes(int batch, int numTokens, int nheads, int window);
 size_t splitReadoutSmemBytes(int dstate);
+size_t splitMmaFoldSmemBytes(int dstate);  // the readout with the tensor-core fold (pipe 3)
 int splitMaxRecords();
 size_t splitPrepSmemBytes(int window, int numTokens, int dstate);
 int splitHeadsPerPrep();

@@ -344,8 +344,13 @@ int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc
     // The unpipelined readout (3 CTAs / SM) measured faster than the pipelined one (2 CTAs / SM):
     // Super B = 256 339.9 vs 386.3 us (docs/benchmarks.md, fourth session). RSSM_MAMBA2_SPLIT_PIPE (read per
     // launch, A/B timing): 1 = pipelined, 2 = the next item's slot and cursors in flight, else plain.
+    // 3 = the plain readout with the tensor-core fold (N = 128, fp32 / 16-bit rows; bf16 activations fold on tensor
+    // cores, fp16 ones on CUDA cores in the same kernel).
     const char* pe = getenv("RSSM_MAMBA2_SPLIT_PIPE");
-    const int pipe = pe && pe[0] == '1' ? 1 : pe && pe[0] == '2' ? 2 : 0;
+    int pipe = pe && pe[0] == '1' ? 1 : pe && pe[0] == '2' ? 2 : pe && pe[0] == '3' ? 3 : 0;
+    if (pipe == 3 && !(q.dstate == 128 && (q.state_dtype == RSSM_DTYPE_FP32 || q.state_dtype == RSSM_DTYPE_FP16 ||
+                                           q.state_dtype == RSSM_DTYPE_BF16)))
+        pipe = 0;
     // Read-only rows (skip_flush_rows: no flush items) narrower than fp32 run on the 16-row read-copy readout
     // unless RSSM_MAMBA2_READ_ROWS=8 (A/B timing; read per launch).
     const char* rr = getenv("RSSM_MAMBA2_READ_ROWS");
@@ -363,11 +368,11 @@ int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc
     const long long items = (long long)q.batch * q.nheads * ((q.headdim + splitRows() - 1) / splitRows());
     const int warpsPerCta = splitReadoutThreads() / 32;
     const long long ctasNeeded = (items + warpsPerCta - 1) / warpsPerCta;
-    if (readout && !allowSmem(readout, splitReadoutSmemBytes(q.dstate)))
+    const size_t smem = pipe == 3 ? splitMmaFoldSmemBytes(q.dstate) : splitReadoutSmemBytes(q.dstate);
+    if (readout && !allowSmem(readout, smem))
         return setError(RSSM_ERR_CUDA, "%s: cannot raise the shared-memory limit of the split readout kernel", op);
-    const int grid = readout ? persistentGrid(readout, splitReadoutThreads(), splitReadoutSmemBytes(q.dstate), ctasNeeded) : 1;
-    return launch(op, readout, dim3(grid), splitReadoutThreads(), splitReadoutSmemBytes(q.dstate), &q, stream, &rc,
-                  pdlEnabled());
+    const int grid = readout ? persistentGrid(readout, splitReadoutThreads(), smem, ctasNeeded) : 1;
+    return launch(op, readout, dim3(grid), splitReadoutThreads(), smem, &q, stream, &rc, pdlEnabled());
 }
 
 }  // namespace

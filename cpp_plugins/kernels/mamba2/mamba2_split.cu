@@ -17,6 +17,7 @@ const void* readoutByTokens(int maxT) {
         default: return reinterpret_cast<const void*>(&mamba2SplitReadoutKernel<ST, N, 8, kSplitPlain>);
     }
 }
+// N = 128, fp32 / 16-bit rows, pipe kSplitMmaFold: the plain readout with the tensor-core fold, any token bucket.
 // N = 128 with one token (standard mode): `pipe` picks the plain readout (kSplitPlain), the pipelined one (next
 // item's loads in flight, 2 CTAs / SM) or the one with the next item's cursors in flight; more tokens or N = 256
 // run the plain one.
@@ -24,6 +25,16 @@ template <typename ST>
 const void* readoutByN(int N, int maxT, int pipe) {
     switch (N) {
         case 128:
+            if constexpr (!stream::RowQuad<ST>::kScaled) {  // read-only scaled copies never fold
+                if (pipe == kSplitMmaFold) {
+                    switch (maxT) {
+                        case 1: return reinterpret_cast<const void*>(&mamba2SplitReadoutKernel<ST, 128, 1, kSplitMmaFold>);
+                        case 2: return reinterpret_cast<const void*>(&mamba2SplitReadoutKernel<ST, 128, 2, kSplitMmaFold>);
+                        case 4: return reinterpret_cast<const void*>(&mamba2SplitReadoutKernel<ST, 128, 4, kSplitMmaFold>);
+                        default: return reinterpret_cast<const void*>(&mamba2SplitReadoutKernel<ST, 128, 8, kSplitMmaFold>);
+                    }
+                }
+            }
             if (maxT == 1 && pipe == kSplitPipelined)
                 return reinterpret_cast<const void*>(&mamba2SplitReadoutKernel<ST, 128, 1, kSplitPipelined>);
             if (maxT == 1 && pipe == kSplitCursorsAhead)
@@ -87,6 +98,7 @@ size_t splitWorkspaceBytes(int batch, int numTokens, int nheads, int window) {
     return splitWorkspaceBytesM2(batch, numTokens, nheads, window);
 }
 size_t splitReadoutSmemBytes(int dstate) { return splitReadoutSmemBytesM2(dstate); }
+size_t splitMmaFoldSmemBytes(int dstate) { return splitMmaFoldSmemBytesM2(dstate); }
 int splitMaxRecords() { return kSplitMaxRecords; }
 size_t splitPrepSmemBytes(int window, int numTokens, int dstate) {
     return splitPrepSmemBytesM2(window, numTokens, dstate);

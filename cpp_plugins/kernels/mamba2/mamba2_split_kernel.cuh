@@ -24,6 +24,7 @@
 // The readout also reads read-only fp8 / nvfp4 rows (common/read_rows.cuh); the read-copy readout at the
 // end of this file is the 16-row variant for read-only rows (docs/precision.md, sixth session).
 #pragma once
+#include "common/fold_mma.cuh"
 #include "common/pdl.h"
 #include "common/read_rows.cuh"
 #include "common/stream_rows.cuh"
@@ -62,6 +63,15 @@ __host__ __device__ inline size_t splitReadoutWarpSmemBytesM2(int N) {
 }
 __host__ __device__ inline size_t splitReadoutSmemBytesM2(int N) {
     return (size_t)(kSplitReadoutThreads / 32) * splitReadoutWarpSmemBytesM2(N);
+}
+// The readout with the tensor-core fold (kSplitMmaFold, N = 128): per warp the larger of the two folds' areas.
+__host__ __device__ constexpr size_t splitMmaFoldWarpSmemBytesM2(int N) {
+    return (size_t)foldmma::kFoldMmaWarpBytes > 2 * (size_t)kSplitFoldChunk * N * 2 + 2 * (size_t)kSplitFoldChunk * kSplitRows * 4
+               ? (size_t)foldmma::kFoldMmaWarpBytes
+               : 2 * (size_t)kSplitFoldChunk * N * 2 + 2 * (size_t)kSplitFoldChunk * kSplitRows * 4;
+}
+__host__ __device__ inline size_t splitMmaFoldSmemBytesM2(int N) {
+    return (size_t)(kSplitReadoutThreads / 32) * splitMmaFoldWarpSmemBytesM2(N);
 }
 
 // The prep kernel's body for CTAs of THREADS threads (heads per warp = 16 / warps). Two entry points below:
@@ -342,7 +352,9 @@ __device__ __forceinline__ void splitIssue(SplitItem<ST, N, MAXT>& u, const Mamb
 }
 
 // S: the item's rows as fp32 (float / 16-bit checkpoints: u.S.raw itself, updated in place by a flush).
-template <typename ST, int N, int MAXT>
+// MMAFOLD (N = 128): flush items with bf16 activations fold on tensor cores (common/fold_mma.cuh; sFold then points
+// at splitMmaFoldWarpSmemBytesM2 bytes); fp16 activations keep the CUDA-core fold.
+template <typename ST, int N, int MAXT, bool MMAFOLD = false>
 __device__ __forceinline__ void splitProcessRows(SplitItem<ST, N, MAXT>& u, float4 (&S)[kSplitRows][N / 128],
                                                  const Mamba2ReplayParams& p, int rl, int sub, uint16_t* sFold) {
     constexpr int QPL = N / 128;
@@ -389,6 +401,17 @@ __device__ __forceinline__ void splitProcessRows(SplitItem<ST, N, MAXT>& u, floa
         return;  // read-only copies run with skip_flush_rows (launcher rule): no flush items here
     } else if (u.nf > 0) {  // warp-uniform: fold the committed records into the rows, store them
         const int nf = u.nf, g = u.head / (H / G);
+        if constexpr (MMAFOLD && N == 128) {
+            if (actBf16) {
+                const uint16_t* rB0 = static_cast<const uint16_t*>(p.ring_B) + ((int64_t)u.slot * Cap * G + g) * N;
+                foldmma::foldRowsMma(S, u.gf, nf, rB0, u.o, Cap, (int64_t)G * N, u.xq, u.fw,
+                                     reinterpret_cast<unsigned char*>(sFold), rl, lane);
+                ST* ck = static_cast<ST*>(p.state) + (int64_t)u.slot * p.stride_state_slot +
+                         (int64_t)u.head * p.stride_state_head;
+                stream::storeWarpRows<RWS, QPL, ST>(S, ck, p.stride_state_p, u.vw, P, rl, lane);
+                return;
+            }
+        }
 #pragma unroll
         for (int r = 0; r < RWS; ++r)
 #pragma unroll
@@ -436,15 +459,15 @@ __device__ __forceinline__ void splitProcessRows(SplitItem<ST, N, MAXT>& u, floa
     }
 }
 
-template <typename ST, int N, int MAXT>
+template <typename ST, int N, int MAXT, bool MMAFOLD = false>
 __device__ __forceinline__ void splitProcess(SplitItem<ST, N, MAXT>& u, const Mamba2ReplayParams& p, int rl, int sub,
                                              uint16_t* sFold) {
     if constexpr (stream::RowQuad<ST>::kScaled) {
         float4 S[kSplitRows][N / 128];
         u.S.decode(S);
-        splitProcessRows(u, S, p, rl, sub, sFold);
+        splitProcessRows<ST, N, MAXT, MMAFOLD>(u, S, p, rl, sub, sFold);
     } else {
-        splitProcessRows(u, u.S.raw, p, rl, sub, sFold);
+        splitProcessRows<ST, N, MAXT, MMAFOLD>(u, u.S.raw, p, rl, sub, sFold);
     }
 }
 
@@ -453,13 +476,17 @@ __device__ __forceinline__ void splitProcess(SplitItem<ST, N, MAXT>& u, const Ma
 // loads of its next item before it computes the current one.
 // PIPE: kSplitPlain (0), kSplitPipelined (1: the next item's loads in flight), kSplitCursorsAhead (2: only the next
 // item's slot and head-record cursors in flight, so each item is one dependent round trip).
-constexpr int kSplitPlain = 0, kSplitPipelined = 1, kSplitCursorsAhead = 2;
+// kSplitMmaFold (3): the plain loop with the tensor-core fold (N = 128; common/fold_mma.cuh).
+constexpr int kSplitPlain = 0, kSplitPipelined = 1, kSplitCursorsAhead = 2, kSplitMmaFold = 3;
 template <typename ST, int N, int MAXT, int PIPE>
 __global__ void __launch_bounds__(kSplitReadoutThreads, PIPE == kSplitPipelined ? 2 : ((N == 128 && MAXT == 1) ? 3 : 2))
     mamba2SplitReadoutKernel(const Mamba2ReplayParams p, const stream::ReadCopyScales rc) {
     using RS = stream::RowScatter<kSplitRows>;
     extern __shared__ __align__(16) unsigned char smemSplitReadout[];
-    uint16_t* sFold = reinterpret_cast<uint16_t*>(smemSplitReadout + (threadIdx.x >> 5) * splitReadoutWarpSmemBytesM2(N));
+    constexpr bool kMmaFold = PIPE == kSplitMmaFold;
+    static_assert(!kMmaFold || N == 128, "tensor-core fold: N = 128");
+    uint16_t* sFold = reinterpret_cast<uint16_t*>(
+        smemSplitReadout + (threadIdx.x >> 5) * (kMmaFold ? splitMmaFoldWarpSmemBytesM2(N) : splitReadoutWarpSmemBytesM2(N)));
     const int nrb = (p.headdim + kSplitRows - 1) / kSplitRows;
     // 32-bit item arithmetic (the launcher keeps B x H x ceil(P / 8) below 2^31): 64-bit divisions are emulated.
     const unsigned items = (unsigned)p.batch * p.nheads * nrb;
@@ -520,7 +547,7 @@ __global__ void __launch_bounds__(kSplitReadoutThreads, PIPE == kSplitPipelined 
                 first = false;
             }
             splitIssue(cur, p, rc, it, slot, splitMeta(p, it, items, nrb, RW), nrb, rl, sub, early);
-            splitProcess(cur, p, rl, sub, sFold);
+            splitProcess<ST, N, MAXT, kMmaFold>(cur, p, rl, sub, sFold);
         }
     }
 }

@@ -1,0 +1,165 @@
+// Flush fold of a warp item on tensor cores (sm_80+): the 8 fp32 state rows of one item (N = 128 columns, the
+// XOR-permuted register layout of stream::loadWarpRows: slot r holds row r ^ rl, lane l the quad l) become
+//
+//     S <- gfold S + sum_{j < nf} W[:, j] B_j^T,      W[row][j] = fw_j x_j[row],
+//
+// with B_j the bf16 key / B row of record j (a ring row in global memory) and lane j holding x_j (8 packed bf16,
+// natural row order) and fw_j (0 for j >= nf). The CUDA-core fold (stream::foldStagedRecords) costs ~45
+// instructions per record and lane; here a 16-record chunk is 8 x 3 mma.sync.m16n8k16 (bf16 in, fp32 accumulate)
+// with M = state columns (16 per tile), N = the 8 rows, K = records:
+//   A (columns x records) = B_j^T, from the staged rows with ldmatrix.trans (records are smem rows);
+//   B (records x rows)    = W, split into three bf16 terms W = hi + mid + lo (24 significant bits: the fold keeps
+//                           fp32 accuracy; B_j is bf16 already, so A is exact);
+//   C / D (columns x rows) = gfold S, in and out of the accumulators through a shared-memory transpose.
+// Records past nf are zero rows of A and zero columns of B. Shared memory per warp: kFoldMmaWarpBytes (16-byte
+// aligned). Internal header; callers check N = 128 and bf16 activations.
+#pragma once
+#include <cuda_bf16.h>
+#include <cstdint>
+#include "common/cp_async.cuh"
+
+namespace rssm {
+namespace foldmma {
+
+constexpr int kN = 128;               // state columns
+constexpr int kRows = 8;              // state rows per item
+constexpr int kChunk = 16;            // records per mma K step
+constexpr int kBStride = kN + 8;      // staged B row stride (bf16): rows 16 bytes apart in the banks (ldmatrix)
+constexpr int kDStride = kN + 4;      // transpose buffer row stride (fp32): conflict-free column writes
+constexpr int kBBytes = kChunk * kBStride * 2;
+constexpr int kDBytes = kRows * kDStride * 4;
+constexpr int kWBytes = kChunk * kRows * 4;
+constexpr int kFoldMmaWarpBytes = kBBytes + kDBytes + kWBytes;
+
+__device__ __forceinline__ uint32_t packBf16(float lo, float hi) {
+    const __nv_bfloat162 v = __halves2bfloat162(__float2bfloat16_rn(lo), __float2bfloat16_rn(hi));
+    return *reinterpret_cast<const uint32_t*>(&v);
+}
+// w = t0 + t1 + t2 with each term a bf16 value (round to nearest at each step).
+__device__ __forceinline__ void split3(float w, float& t0, float& t1, float& t2) {
+    t0 = __bfloat162float(__float2bfloat16_rn(w));
+    const float r1 = w - t0;
+    t1 = __bfloat162float(__float2bfloat16_rn(r1));
+    t2 = r1 - t1;  // rounded to bf16 by packBf16
+}
+__device__ __forceinline__ void ldmatrixX4Trans(uint32_t (&a)[4], const void* rowAddr) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
+                 : "r"(async::smemAddr(rowAddr)));
+#endif
+}
+__device__ __forceinline__ void mmaBf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
+// ringB: B_j of record j is at ringB + ((o + j) mod cap) * rowStride (bf16 elements, 16-byte aligned rows).
+// xq / fw: this lane's record (lane = record index). smem: this warp's kFoldMmaWarpBytes.
+__device__ __forceinline__ void foldRowsMma(float4 (&S)[kRows][1], float gfold, int nf, const uint16_t* ringB,
+                                            int o, int cap, int64_t rowStride, uint4 xq, float fw,
+                                            unsigned char* smem, int rl, int lane) {
+    uint16_t* sB = reinterpret_cast<uint16_t*>(smem);
+    float* sD = reinterpret_cast<float*>(smem + kBBytes);
+    float* sW = reinterpret_cast<float*>(smem + kBBytes + kDBytes);
+    const int g = lane >> 2, q = lane & 3;
+    constexpr int kVec = kN / 8;  // 16-byte pieces per B row
+
+    auto stage = [&](int c0) {  // B rows of records c0 .. c0 + 15 (zero rows past nf), W of those records
+        const int n = min(kChunk, nf - c0);
+        for (int i = lane; i < kChunk * kVec; i += 32) {
+            const int jj = i / kVec, v = i - jj * kVec;
+            uint16_t* dst = sB + jj * kBStride + v * 8;
+            if (jj < n) {
+                int rr = o + c0 + jj;
+                rr = rr >= cap ? rr - cap : rr;
+                async::copy16(dst, ringB + (int64_t)rr * rowStride + v * 8);
+            } else {
+                *reinterpret_cast<uint4*>(dst) = make_uint4(0u, 0u, 0u, 0u);
+            }
+        }
+        async::commit();
+        const int jj = lane - c0;
+        if (jj >= 0 && jj < kChunk) {
+            const float f = jj < n ? fw : 0.f;
+            const __nv_bfloat162* xp = reinterpret_cast<const __nv_bfloat162*>(&xq);
+            float4* w4 = reinterpret_cast<float4*>(sW + jj * kRows);
+            const float2 x01 = __bfloat1622float2(xp[0]), x23 = __bfloat1622float2(xp[1]);
+            const float2 x45 = __bfloat1622float2(xp[2]), x67 = __bfloat1622float2(xp[3]);
+            w4[0] = make_float4(f * x01.x, f * x01.y, f * x23.x, f * x23.y);
+            w4[1] = make_float4(f * x45.x, f * x45.y, f * x67.x, f * x67.y);
+        }
+    };
+    stage(0);
+
+    // gfold S -> sD (rows natural, columns), then the accumulators in the mma C layout:
+    // tile t: d0 = (column 16t + g, row 2q), d1 = (16t + g, 2q + 1), d2 = (16t + g + 8, 2q), d3 = (16t + g + 8, 2q + 1)
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+        const float4 v = S[r][0];
+        *reinterpret_cast<float4*>(sD + (r ^ rl) * kDStride + 4 * lane) =
+            make_float4(gfold * v.x, gfold * v.y, gfold * v.z, gfold * v.w);
+    }
+    __syncwarp();
+    float d[kN / 16][4];
+#pragma unroll
+    for (int t = 0; t < kN / 16; ++t) {
+        d[t][0] = sD[(2 * q) * kDStride + 16 * t + g];
+        d[t][1] = sD[(2 * q + 1) * kDStride + 16 * t + g];
+        d[t][2] = sD[(2 * q) * kDStride + 16 * t + g + 8];
+        d[t][3] = sD[(2 * q + 1) * kDStride + 16 * t + g + 8];
+    }
+
+    // ldmatrix row address of this lane: matrix mi = lane >> 3 (rows K0 .. K0 + 7 = records, columns M0 .. M0 + 7)
+    const int mi = lane >> 3;
+    const uint16_t* aRow = sB + ((mi >> 1) * 8 + (lane & 7)) * kBStride + (mi & 1) * 8;
+    for (int c0 = 0; c0 < nf; c0 += kChunk) {
+        if (c0 > 0) {
+            __syncwarp();  // every lane is done with the previous chunk's sB / sW
+            stage(c0);
+        }
+        async::waitAll();
+        __syncwarp();
+        // B fragment: W[row g][records 2q, 2q + 1] and [2q + 8, 2q + 9], three bf16 terms each
+        float w0[3], w1[3], w2[3], w3[3];
+        split3(sW[(2 * q) * kRows + g], w0[0], w0[1], w0[2]);
+        split3(sW[(2 * q + 1) * kRows + g], w1[0], w1[1], w1[2]);
+        split3(sW[(2 * q + 8) * kRows + g], w2[0], w2[1], w2[2]);
+        split3(sW[(2 * q + 9) * kRows + g], w3[0], w3[1], w3[2]);
+        uint32_t b01[3], b23[3];
+#pragma unroll
+        for (int s = 0; s < 3; ++s) {
+            b01[s] = packBf16(w0[s], w1[s]);
+            b23[s] = packBf16(w2[s], w3[s]);
+        }
+#pragma unroll
+        for (int t = 0; t < kN / 16; ++t) {
+            uint32_t a[4];
+            ldmatrixX4Trans(a, aRow + 16 * t);
+#pragma unroll
+            for (int s = 2; s >= 0; --s) mmaBf16(d[t], a, b01[s], b23[s]);  // small terms first
+        }
+    }
+
+    // accumulators -> sD -> the register layout
+    __syncwarp();
+#pragma unroll
+    for (int t = 0; t < kN / 16; ++t) {
+        sD[(2 * q) * kDStride + 16 * t + g] = d[t][0];
+        sD[(2 * q + 1) * kDStride + 16 * t + g] = d[t][1];
+        sD[(2 * q) * kDStride + 16 * t + g + 8] = d[t][2];
+        sD[(2 * q + 1) * kDStride + 16 * t + g + 8] = d[t][3];
+    }
+    __syncwarp();
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) S[r][0] = *reinterpret_cast<const float4*>(sD + (r ^ rl) * kDStride + 4 * lane);
+    __syncwarp();  // the caller may reuse the buffers
+}
+
+}  // namespace foldmma
+}  // namespace rssm
