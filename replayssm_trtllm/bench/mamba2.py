@@ -284,7 +284,8 @@ def _flashinfer_cases(peers, ls, sh, shp, B, L, tokens, args, record, sb, copy_b
             record(**base, kernel="flashinfer selective_state_update", us_per_step=t * 1e6,
                    gbps=2 * sb / t / 1e9, copy_frac=2 * sb / t / copy_bw)
     except Exception as e:
-        print(f"  FlashInfer selective_state_update: failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+        print(f"  FlashInfer selective_state_update: failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
+              f"{_missing_module(e)}")
     if L > 16:
         return out  # FlashInfer limits max_window to 16
     for T in sorted({1} | {t for t in tokens if t in (4, 8) and t <= L}):
@@ -344,8 +345,15 @@ def _flashinfer_cases(peers, ls, sh, shp, B, L, tokens, args, record, sb, copy_b
             del fis
         except Exception as e:
             print(f"  FlashInfer checkpointing_ssu T={T}: failed: {type(e).__name__}: "
-                  f"{str(e).splitlines()[0][:200]}")
+                  f"{str(e).splitlines()[0][:200]}{_missing_module(e)}")
     return out
+
+
+def _missing_module(e: Exception) -> str:
+    """The JIT module FlashInfer looked for when its cache missed (MissingJITCacheError.spec.name), so that it can be
+    prebuilt with scripts/build_flashinfer_cache.sh; empty for other errors."""
+    name = getattr(getattr(e, "spec", None), "name", None)
+    return f" [missing module: {name}]" if name else ""
 
 
 # ------------------------------------------------------------------------------------------- run
