@@ -18,6 +18,8 @@
 # Usage: scripts/build_flashinfer_cache.sh [CASE ...]
 #   CASE = ssu:<dim>:<dstate>:<T>                     selective_state_update (sm90 variant)
 #        | cssu:<dim>:<dstate>:<T>:<max_window>:<heads_per_group>:<ngroups>   checkpointing_ssu
+#   Exit status 1 when any module failed to compile (FlashInfer 0.7.4 checkpointing_ssu cannot compile
+#   headdim 80, the Nemotron-3-Nano shape: 46 errors at D_PER_CTA = 40).
 #   default: the Nemotron-3-Super shape (H=128, P=64, N=128, G=8 -> heads_per_group 16), L=16:
 #        ssu:64:128:1  cssu:64:128:1:16:16:8  cssu:64:128:4:16:16:8
 #   dtypes are fixed to our cases: fp32 state, bf16 x/B/C/z, int32 slot indices;
@@ -61,8 +63,10 @@ mkdir -p .fi_cache
 CASES=("$@")
 [ ${#CASES[@]} -gt 0 ] || CASES=(ssu:64:128:1 cssu:64:128:1:16:16:8 cssu:64:128:4:16:16:8)
 
+export RSSM_FI_FAILED="$DL/failed_modules.txt"
+rm -f "$RSSM_FI_FAILED"
 "$PYTHON" - "${CASES[@]}" <<'PY'
-import sys, time
+import os, sys, time
 import torch
 from flashinfer.jit import env as jit_env
 from flashinfer.jit.mamba import gen_selective_state_update_sm90_module
@@ -95,6 +99,8 @@ for case in sys.argv[1:]:
         failed.append(spec.name)
         print(f"FAILED {spec.name} after {time.time() - t0:.0f} s: {str(e)[-2000:]}", flush=True)
 print("failed:", failed)
+if failed:  # the script's exit status says so (the caller must not take a failed shape for a built one)
+    open(os.environ["RSSM_FI_FAILED"], "w").write("\n".join(failed) + "\n")
 PY
 
 # Keep only what is loaded (.so) plus the small build files; drop object files and locks.
@@ -103,3 +109,8 @@ find .fi_cache -name '*.lock' -delete
 echo "== .fi_cache"
 find .fi_cache -name '*.so' -printf '%s\t%p\n'
 du -sh .fi_cache
+if [ -s "$RSSM_FI_FAILED" ]; then
+  echo "FAILED modules (not built; FlashInfer cannot compile these shapes):" >&2
+  cat "$RSSM_FI_FAILED" >&2
+  exit 1
+fi
