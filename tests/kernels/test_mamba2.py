@@ -502,11 +502,11 @@ def test_report_error_stats():
 
 
 @pytest.mark.parametrize("B,sh,L", [(1, SUPER, 8), (64, SMALL, 8), (64, SMALL, 40)],
-                         ids=["B1-super-stream", "B64-small-split", "B64-small-L40-persistent"])
+                         ids=["B1-super-split-std-stream-spec", "B64-small-split", "B64-small-L40-persistent"])
 def test_replay_auto_variant(B, sh, L):
-    """variant = -1 (the op default): the launcher's choice (stream kernel for one wave of CTAs, the split
-    kernels with the op's workspace above it, the persistent kernel past 32 records per step) gives the
-    same results as the reference."""
+    """variant = -1 (the op default): the launcher's choice (standard steps: the split kernels with the op's
+    workspace at any batch; speculative: the stream kernel for one wave of CTAs, the split kernels above it; the
+    persistent kernel past 32 records per step) gives the same results as the reference."""
     assert _run_replay(B, L, 1, 0, sh, F32, BF16, 10, seed=41 + B, variant=-1) > 0
     assert _run_replay(B, L, 3, 1, sh, F32, BF16, 8, seed=43 + B, variant=-1) > 0
 

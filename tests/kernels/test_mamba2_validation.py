@@ -196,9 +196,12 @@ def test_split_variant_workspace_rules():
     assert m2.replay_workspace_bytes(p) == need
     p.variant = 2
     assert m2.replay_workspace_bytes(p) == 0
-    p.variant = -1  # auto: batch x nheads = 16 <= 128 -> the stream kernel, no workspace
+    p.variant = -1  # auto, standard mode: the split kernels at any batch given a workspace (the torch op allocates it)
+    assert m2.replay_workspace_bytes(p) == need
+    p.mode, p.num_tokens, p.ring_capacity = 1, 2, 10  # speculative, batch x nheads = 16 <= 128: the stream kernel
     assert m2.replay_workspace_bytes(p) == 0
-    p.batch = 64  # -> variant 4 given a workspace (the torch op allocates it)
+    p.mode, p.num_tokens, p.ring_capacity = 0, 1, 8
+    p.batch = 64  # -> variant 4 given a workspace
     assert m2.replay_workspace_bytes(p) == 64 * 8 * ((16 + 2 * 9 + 3) // 4 * 4) * 4
     p.window, p.ring_capacity = 40, 40  # more than 32 records: the persistent kernel, no workspace
     assert m2.replay_workspace_bytes(p) == 0
