@@ -450,10 +450,18 @@ def write_results(family: str, rows: Sequence[Mapping], targets: Any, command: s
     json_path.write_text(text)
     latest_path.write_text(text)
 
-    section = [f"## {family}: {date}, {gpu}, commit {payload['git_commit'][:12]}", "",
-               "```", command, "```", "", markdown_table(rows, columns)]
-    if tdict:
-        trows = [{"target": n, **t} for n, t in tdict.items()]
+    _append_results_section(benchmarks_md, f"## {family}: {date}, {gpu}, commit {payload['git_commit'][:12]}",
+                            command, rows, columns, tdict, json_path)
+    return json_path, latest_path
+
+
+def _append_results_section(benchmarks_md: Path, title: str, command: str, rows: Sequence[Mapping],
+                            columns: Optional[Sequence[str]], targets: Mapping, json_path: Path) -> None:
+    """Append ``title``, the command, ``rows`` and ``targets`` as markdown tables and the JSON's path to
+    ``benchmarks_md``, one blank line after what is there."""
+    section = [title, "", "```", command, "```", "", markdown_table(rows, columns)]
+    if targets:
+        trows = [{"target": n, **dict(t)} for n, t in targets.items()]
         section += ["", markdown_table(trows, ["target", "value", "goal", "met", "case"])]
     section += ["", f"Results: `{_relpath(json_path)}`", ""]
     benchmarks_md.parent.mkdir(parents=True, exist_ok=True)
@@ -464,7 +472,6 @@ def write_results(family: str, rows: Sequence[Mapping], targets: Any, command: s
             prefix = "\n" if old.endswith("\n") else "\n\n"
     with benchmarks_md.open("a") as f:
         f.write(prefix + "\n".join(section))
-    return json_path, latest_path
 
 
 def publish_official_run(family: str, out_path: Path, default_out: str, rows: Sequence[Mapping],
@@ -484,19 +491,8 @@ def publish_official_run(family: str, out_path: Path, default_out: str, rows: Se
     date = date if date is not None else _dt.date.today().isoformat()
     dated = results_dir / f"{date}-{slugify(gpu)}-{family}.json"
     dated.write_text(out_path.read_text())
-    section = [f"## {family} (appended by the bench): {date}, {gpu}, commit {git_commit()[:12]}", "",
-               "```", command, "```", "", markdown_table(rows, columns)]
-    if targets:
-        trows = [{"target": n, **dict(t)} for n, t in targets.items()]
-        section += ["", markdown_table(trows, ["target", "value", "goal", "met", "case"])]
-    section += ["", f"Results: `{_relpath(dated)}`", ""]
-    prefix = ""
-    if benchmarks_md.exists():
-        old = benchmarks_md.read_text()
-        if old and not old.endswith("\n\n"):
-            prefix = "\n" if old.endswith("\n") else "\n\n"
-    with benchmarks_md.open("a") as f:
-        f.write(prefix + "\n".join(section))
+    _append_results_section(benchmarks_md, f"## {family} (appended by the bench): {date}, {gpu}, commit "
+                            f"{git_commit()[:12]}", command, rows, columns, targets, dated)
     return dated
 
 
