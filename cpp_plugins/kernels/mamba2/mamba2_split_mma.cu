@@ -1,0 +1,21 @@
+// Instantiations of the Mamba-2 split readout on tensor cores (variant 4, readout "mma",
+// mamba2_split_mma_kernel.cuh): fp32 / fp16 / bf16 checkpoints, dstate 128, any mode and T <= 8.
+#include "mamba2/mamba2_dispatch.h"
+#include "mamba2/mamba2_split_mma_kernel.cuh"
+
+namespace rssm {
+namespace mamba2 {
+
+const void* splitMmaReadoutKernel(int stateDtype, int dstate) {
+    if (dstate != mmareadout::kN) return nullptr;
+    switch (stateDtype) {
+        case RSSM_DTYPE_FP32: return reinterpret_cast<const void*>(&mamba2SplitReadoutMmaKernel<float>);
+        case RSSM_DTYPE_FP16: return reinterpret_cast<const void*>(&mamba2SplitReadoutMmaKernel<__half>);
+        case RSSM_DTYPE_BF16: return reinterpret_cast<const void*>(&mamba2SplitReadoutMmaKernel<__nv_bfloat16>);
+        default: return nullptr;
+    }
+}
+size_t splitMmaReadoutSmemBytes() { return mmareadout::kCtaBytes; }
+
+}  // namespace mamba2
+}  // namespace rssm

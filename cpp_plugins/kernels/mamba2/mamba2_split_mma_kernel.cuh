@@ -1,0 +1,326 @@
+// ReplaySSM Mamba-2 split readout on tensor cores (variant 4, readout "mma"; dstate 128, bf16 activations,
+// fp32 / fp16 / bf16 checkpoints). Same items (row b, head, 8 state rows), head records, prep kernel, skip rules
+// and results as mamba2SplitReadoutKernel (mamba2_split_kernel.cuh); the arithmetic of an item is three
+// mma.sync.m16n8k16 products (bf16 in, fp32 accumulate):
+//
+//   Y[tokens x rows]  = gamma_s (C[tokens x N] . S^T[N x rows])          S as two bf16 terms hi + lo
+//                     + coef[tokens x records] . X[records x rows]       coef as two bf16 terms; x is bf16
+//   flush: S[rows x N] <- gfold S + W[rows x records] . B[records x N]   W = fw_j x_j[row] as three bf16 terms
+//
+// All T <= 8 tokens of a step are one M tile, so the readout's arithmetic does not grow with T: the CUDA-core
+// readout pays a dot product and a warp reduce-scatter per token (~70 us per extra token at B = 256 on Super,
+// eighth session); FlashInfer 0.7.4's checkpointing_ssu computes its outputs the same matrix way
+// (docs/analysis-flashinfer-cssu.md), with the state narrowed to one bf16 term (2.6e-3 relative output error;
+// hi + lo measured 4e-6 on the CPU, scripts/mma_operand_precision.py).
+//
+// State register layout: lane (g = lane / 4, q = lane % 4) holds row g of the item, columns 16k + 2q, 16k + 2q + 1,
+// 16k + 8 + 2q, 16k + 9 + 2q for k < 8. That is the B fragment of the readout's k-tile k and the accumulator
+// (row g of the M = 16 tile) of the fold's 8-column tiles 2k and 2k + 1, so the two products share the registers
+// without shuffles or shared-memory transposes (rows g + 8 of the fold's M tile are zero). Shared memory per warp:
+// the x_j block of each record ([32 records][8 rows] bf16, read as B fragments with ldmatrix.trans) and one
+// 16-record chunk of B_j rows for the fold (ldmatrix.trans again).
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <type_traits>
+#include "common/fold_mma.cuh"
+#include "common/pdl.h"
+#include "mamba2/mamba2_split_kernel.cuh"
+
+namespace rssm {
+namespace mamba2 {
+namespace mmareadout {
+
+constexpr int kN = 128;                 // dstate
+constexpr int kKT = kN / 16;            // k-tiles of the readout (= pairs of the fold's 8-column tiles)
+constexpr int kChunk = 16;              // records per fold k step
+constexpr int kBStride = kN + 8;        // staged B row stride (bf16): ldmatrix rows 16 bytes apart in the banks
+constexpr int kBBytes = kChunk * kBStride * 2;
+constexpr int kXBytes = kSplitMaxRecords * kSplitRows * 2;
+constexpr int kWarpBytes = kBBytes + kXBytes;
+constexpr int kCtaThreads = kSplitReadoutThreads;
+constexpr size_t kCtaBytes = (size_t)(kCtaThreads / 32) * kWarpBytes;
+
+using foldmma::ldmatrixX4Trans;
+using foldmma::mmaBf16;
+using foldmma::packBf16;
+using foldmma::split3;
+
+__device__ __forceinline__ float bf16Lo(uint32_t v) { return __uint_as_float(v << 16); }
+__device__ __forceinline__ float bf16Hi(uint32_t v) { return __uint_as_float(v & 0xffff0000u); }
+// Two bf16 terms of (a, b): hi = bf16(a, b) packed, lo = bf16 of the residuals.
+__device__ __forceinline__ void split2Packed(float a, float b, uint32_t& hi, uint32_t& lo) {
+    hi = packBf16(a, b);
+    lo = packBf16(a - bf16Lo(hi), b - bf16Hi(hi));
+}
+
+// A lane's 32 state values: row pointer `row` (element type ST), the layout above.
+template <typename ST>
+struct LaneRow;
+template <>
+struct LaneRow<float> {
+    static constexpr bool kExactInBf16 = false;
+    __device__ static void load(float (&s)[kKT][4], const float* row, int q) {
+#pragma unroll
+        for (int k = 0; k < kKT; ++k) {
+            const float2 a = __ldcs(reinterpret_cast<const float2*>(row + 16 * k + 2 * q));
+            const float2 b = __ldcs(reinterpret_cast<const float2*>(row + 16 * k + 8 + 2 * q));
+            s[k][0] = a.x;
+            s[k][1] = a.y;
+            s[k][2] = b.x;
+            s[k][3] = b.y;
+        }
+    }
+    __device__ static void store(const float (&s)[kKT][4], float* row, int q) {
+#pragma unroll
+        for (int k = 0; k < kKT; ++k) {
+            *reinterpret_cast<float2*>(row + 16 * k + 2 * q) = make_float2(s[k][0], s[k][1]);
+            *reinterpret_cast<float2*>(row + 16 * k + 8 + 2 * q) = make_float2(s[k][2], s[k][3]);
+        }
+    }
+};
+template <typename H16>
+struct LaneRow16 {
+    static constexpr bool kExactInBf16 = std::is_same<H16, __nv_bfloat16>::value;
+    __device__ static float2 toF2(uint32_t v) {
+        if constexpr (kExactInBf16) return make_float2(bf16Lo(v), bf16Hi(v));
+        else return __half22float2(*reinterpret_cast<const __half2*>(&v));
+    }
+    __device__ static uint32_t fromF2(float a, float b) {
+        if constexpr (kExactInBf16) return packBf16(a, b);
+        const __half2 h = __floats2half2_rn(a, b);
+        return *reinterpret_cast<const uint32_t*>(&h);
+    }
+    __device__ static void load(float (&s)[kKT][4], const H16* row, int q) {
+#pragma unroll
+        for (int k = 0; k < kKT; ++k) {
+            const float2 a = toF2(__ldcs(reinterpret_cast<const unsigned*>(row + 16 * k + 2 * q)));
+            const float2 b = toF2(__ldcs(reinterpret_cast<const unsigned*>(row + 16 * k + 8 + 2 * q)));
+            s[k][0] = a.x;
+            s[k][1] = a.y;
+            s[k][2] = b.x;
+            s[k][3] = b.y;
+        }
+    }
+    __device__ static void store(const float (&s)[kKT][4], H16* row, int q) {
+#pragma unroll
+        for (int k = 0; k < kKT; ++k) {
+            *reinterpret_cast<uint32_t*>(row + 16 * k + 2 * q) = fromF2(s[k][0], s[k][1]);
+            *reinterpret_cast<uint32_t*>(row + 16 * k + 8 + 2 * q) = fromF2(s[k][2], s[k][3]);
+        }
+    }
+};
+template <>
+struct LaneRow<__half> : LaneRow16<__half> {};
+template <>
+struct LaneRow<__nv_bfloat16> : LaneRow16<__nv_bfloat16> {};
+
+// B_j rows of records c0 .. c0 + 15 of the ring into the warp's staging rows (zero rows from record nf on:
+// the fold's W is zero there, and 0 x (stale bits) could be NaN).
+__device__ __forceinline__ void stageB(uint16_t* sB, const uint16_t* ringB, int c0, int nf, int o, int cap,
+                                       int64_t rowStride, int lane) {
+    constexpr int kVec = kN / 8;
+    const int n = min(kChunk, nf - c0);
+#pragma unroll 4
+    for (int i = lane; i < kChunk * kVec; i += 32) {
+        const int jj = i / kVec, v = i - jj * kVec;
+        uint16_t* dst = sB + jj * kBStride + v * 8;
+        if (jj < n) {
+            int rr = o + c0 + jj;
+            rr = rr >= cap ? rr - cap : rr;
+            async::copy16(dst, ringB + (int64_t)rr * rowStride + v * 8);
+        } else {
+            *reinterpret_cast<uint4*>(dst) = make_uint4(0u, 0u, 0u, 0u);
+        }
+    }
+    async::commit();
+}
+
+// One 16-record chunk of the fold into the lane's state values. xr0 / xr1: x_j[row g] of records c0 + 2q, + 1 and
+// c0 + 8 + 2q, + 1 (packed bf16, the readout's B fragment); fw: fold weights of those four records.
+__device__ __forceinline__ void foldChunk(float (&s)[kKT][4], const uint16_t* sB, uint32_t xr0, uint32_t xr1,
+                                          const float (&fw)[4], int lane) {
+    float w[4][3];
+    split3(fw[0] * bf16Lo(xr0), w[0][0], w[0][1], w[0][2]);
+    split3(fw[1] * bf16Hi(xr0), w[1][0], w[1][1], w[1][2]);
+    split3(fw[2] * bf16Lo(xr1), w[2][0], w[2][1], w[2][2]);
+    split3(fw[3] * bf16Hi(xr1), w[3][0], w[3][1], w[3][2]);
+    uint32_t a[3][4];
+#pragma unroll
+    for (int t = 0; t < 3; ++t) {
+        a[t][0] = packBf16(w[0][t], w[1][t]);  // (row g, records 2q, 2q + 1)
+        a[t][1] = 0u;                          // rows g + 8: none
+        a[t][2] = packBf16(w[2][t], w[3][t]);  // (row g, records 2q + 8, 2q + 9)
+        a[t][3] = 0u;
+    }
+    // ldmatrix.x4.trans: matrix mi = lane / 8 holds records (mi & 1) * 8 .. + 7 (its rows) x columns 16k + (mi / 2) * 8
+    // .. + 7, so a lane receives B_{2q}, B_{2q+1} (and + 8) of column 16k + g (and + 8): the B fragments of the
+    // column tiles 2k and 2k + 1.
+    const int mi = lane >> 3;
+    const uint16_t* rowAddr = sB + ((mi & 1) * 8 + (lane & 7)) * kBStride + (mi >> 1) * 8;
+#pragma unroll
+    for (int k = 0; k < kKT; ++k) {
+        uint32_t b[4];
+        ldmatrixX4Trans(b, rowAddr + 16 * k);
+        float d0[4] = {s[k][0], s[k][1], 0.f, 0.f};
+        float d1[4] = {s[k][2], s[k][3], 0.f, 0.f};
+#pragma unroll
+        for (int t = 2; t >= 0; --t) {  // small terms first
+            mmaBf16(d0, a[t], b[0], b[1]);
+            mmaBf16(d1, a[t], b[2], b[3]);
+        }
+        s[k][0] = d0[0];
+        s[k][1] = d0[1];
+        s[k][2] = d1[0];
+        s[k][3] = d1[1];
+    }
+}
+
+}  // namespace mmareadout
+
+// Launcher rules (mamba2_launch.cu): dstate 128, bf16 activations, headdim % 8 == 0, records per step <= 32,
+// fp32 / fp16 / bf16 checkpoints, any mode and T <= 8. Dynamic shared memory: mmareadout::kCtaBytes.
+template <typename ST>
+__global__ void __launch_bounds__(mmareadout::kCtaThreads) mamba2SplitReadoutMmaKernel(const Mamba2ReplayParams p) {
+    using namespace mmareadout;
+    extern __shared__ __align__(16) unsigned char smemSplitMma[];
+    const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+    uint16_t* sB = reinterpret_cast<uint16_t*>(smemSplitMma + (threadIdx.x >> 5) * kWarpBytes);
+    uint16_t* sX = sB + kChunk * kBStride;  // [32 records][8 rows]
+    const int H = p.nheads, P = p.headdim, T = p.num_tokens, G = p.ngroups, Cap = p.ring_capacity;
+    const int hpg = H / G;
+    const int nrb = P / kSplitRows;
+    const unsigned items = (unsigned)p.batch * H * nrb;  // < 2^31 (launcher)
+    const int RW = splitRecordWordsM2(p.window, T), RM = p.window + T;
+    const unsigned nw = gridDim.x * (kCtaThreads / 32);
+    const uint16_t* ringX = static_cast<const uint16_t*>(p.ring_x);
+    const uint16_t* ringB = static_cast<const uint16_t*>(p.ring_B);
+    const float* ws = static_cast<const float*>(p.workspace);
+    bool first = true;
+    for (unsigned it = blockIdx.x * (kCtaThreads / 32) + (threadIdx.x >> 5); it < items; it += nw) {
+        const unsigned bh = it / (unsigned)nrb;
+        const int head = (int)(bh % (unsigned)H), b = (int)(bh / (unsigned)H);
+        const int vw = (int)(it - bh * (unsigned)nrb) * kSplitRows;
+        int slot = p.state_batch_indices ? p.state_batch_indices[b] : b;
+        slot = (slot < 0 || slot >= p.num_slots) ? -1 : slot;
+        ST* ckRow = slot >= 0 ? static_cast<ST*>(p.state) + (int64_t)slot * p.stride_state_slot +
+                                    (int64_t)head * p.stride_state_head + (int64_t)(vw + g) * p.stride_state_p
+                              : nullptr;
+        float s[kKT][4];
+        if (slot >= 0) LaneRow<ST>::load(s, ckRow, q);  // the prep kernel never writes the checkpoint
+        if (first) {  // programmatic dependent launch: everything below reads the prep kernel's output
+            pdlWaitPrimary();
+            first = false;
+        }
+        if (slot < 0) continue;  // padding row: untouched
+        const float* hr = ws + (size_t)bh * RW;
+        const int4 meta = *reinterpret_cast<const int4*>(hr + 8);  // (gfold bits, nf, o, h)
+        const int nf = meta.y;
+        if (nf == kSplitSkipRow) continue;  // flushing row under skip_flush_rows: untouched
+        const bool actTok = g < T;         // this lane's token (A rows) / output token
+        uint16_t* yg = static_cast<uint16_t*>(p.y) + (int64_t)b * p.stride_y_b + (int64_t)g * p.stride_y_t +
+                       (int64_t)head * p.stride_y_h + vw + 2 * q;
+        if (nf < 0) {  // invalid cursors: poison, touch nothing else
+            if (actTok) yg[0] = yg[1] = floatToAct(__int_as_float(0x7fc00000), true);
+            continue;
+        }
+        const int o = meta.z, R = meta.w + T;
+        // x_j block of record j = lane (0 past the records) -> sX; fold rows of the first chunk in flight
+        uint4 xq = make_uint4(0u, 0u, 0u, 0u);
+        if (lane < R) {
+            int rr = o + lane;
+            rr = rr >= Cap ? rr - Cap : rr;
+            xq = *reinterpret_cast<const uint4*>(ringX + (((int64_t)slot * Cap + rr) * H + head) * P + vw);
+        }
+        const int grp = head / hpg;
+        const uint16_t* ringBg = ringB + ((int64_t)slot * Cap * G + grp) * kN;
+        if (nf > 0) stageB(sB, ringBg, 0, nf, o, Cap, (int64_t)G * kN, lane);
+        // C_g (A fragment rows = tokens), gamma, coefficients
+        const uint16_t* Crow = static_cast<const uint16_t*>(p.Cm) + (int64_t)b * p.stride_C_b +
+                               (int64_t)grp * p.stride_C_g + (int64_t)g * p.stride_C_t + 2 * q;
+        const float gam = actTok ? hr[g] : 0.f;
+        float cf[8];  // coef_{g, j} for j = 16 c + 2q, + 1, 16 c + 8 + 2q, + 1 (c = 0, 1)
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            const int j = 16 * (i >> 2) + ((i >> 1) & 1) * 8 + 2 * q + (i & 1);
+            cf[i] = (actTok && j < R) ? hr[kSplitCoef + g * RM + j] : 0.f;
+        }
+        *reinterpret_cast<uint4*>(sX + lane * kSplitRows) = xq;
+        __syncwarp();
+        uint32_t xb[4];  // B fragments of X: records 2q, 2q + 1 | 8 + 2q, 9 + 2q | 16 + ... | 24 + ... of row g
+        ldmatrixX4Trans(xb, sX + lane * kSplitRows);
+        // Y = gamma (C . S^T)
+        float acc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+        for (int k = 0; k < kKT; ++k) {
+            uint32_t a[4] = {0u, 0u, 0u, 0u};
+            if (actTok) {
+                a[0] = *reinterpret_cast<const uint32_t*>(Crow + 16 * k);
+                a[2] = *reinterpret_cast<const uint32_t*>(Crow + 16 * k + 8);
+            }
+            uint32_t hi0, lo0, hi1, lo1;
+            if constexpr (LaneRow<ST>::kExactInBf16) {
+                hi0 = packBf16(s[k][0], s[k][1]);
+                hi1 = packBf16(s[k][2], s[k][3]);
+            } else {
+                split2Packed(s[k][0], s[k][1], hi0, lo0);
+                split2Packed(s[k][2], s[k][3], hi1, lo1);
+                mmaBf16(acc, a, lo0, lo1);
+            }
+            mmaBf16(acc, a, hi0, hi1);
+        }
+        acc[0] *= gam;
+        acc[1] *= gam;
+        // + coef . X (records 0..15, and 16..31 when there are more)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+            if (c == 1 && R <= 16) break;  // warp-uniform
+            uint32_t ahi[4] = {0u, 0u, 0u, 0u}, alo[4] = {0u, 0u, 0u, 0u};
+            split2Packed(cf[4 * c], cf[4 * c + 1], ahi[0], alo[0]);
+            split2Packed(cf[4 * c + 2], cf[4 * c + 3], ahi[2], alo[2]);
+            mmaBf16(acc, alo, xb[2 * c], xb[2 * c + 1]);
+            mmaBf16(acc, ahi, xb[2 * c], xb[2 * c + 1]);
+        }
+        if (actTok) {
+            float y0 = acc[0], y1 = acc[1];
+            if (p.z) {
+                const uint16_t* zg = static_cast<const uint16_t*>(p.z) + (int64_t)b * p.stride_z_b +
+                                     (int64_t)g * p.stride_z_t + (int64_t)head * p.stride_z_h + vw + 2 * q;
+                y0 *= siluF(actToFloat(zg[0], true));
+                y1 *= siluF(actToFloat(zg[1], true));
+            }
+            yg[0] = floatToAct(y0, true);
+            yg[1] = floatToAct(y1, true);
+        }
+        if (nf > 0) {  // warp-uniform: fold the committed records into the rows, store them
+            const float gf = __int_as_float(meta.x);
+#pragma unroll
+            for (int k = 0; k < kKT; ++k)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) s[k][e] *= gf;
+            const float* fwp = hr + kSplitCoef + T * RM;
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {  // nf <= 31 (records per step <= 32): at most two chunks
+                if (c * kChunk >= nf) break;  // warp-uniform
+                if (c > 0) {
+                    __syncwarp();  // every lane is done with the previous chunk's rows
+                    stageB(sB, ringBg, c * kChunk, nf, o, Cap, (int64_t)G * kN, lane);
+                }
+                float fw[4];
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    const int j = c * kChunk + (i >> 1) * 8 + 2 * q + (i & 1);
+                    fw[i] = j < nf ? fwp[j] : 0.f;
+                }
+                async::waitAll();
+                __syncwarp();
+                foldChunk(s, sB, xb[2 * c], xb[2 * c + 1], fw, lane);
+            }
+            LaneRow<ST>::store(s, ckRow, q);
+        }
+        __syncwarp();  // sX / sB are rewritten by the next item
+    }
+}
+
+}  // namespace mamba2
+}  // namespace rssm
