@@ -609,6 +609,8 @@ def test_replay_split_mma_readout_acceptance_and_strides(accept, monkeypatch):
                        strided=True, use_D=False, accept=accept, variant=4) > 0
     assert _run_replay(3, 24, 8, 1, NANO, F32, BF16, 12, seed=176, accept=accept, variant=4) > 0
     assert _run_replay(3, 32, 1, 0, NANO, F32, BF16, 40, seed=175, variant=4) > 0
+    # 16-bit rows with more than 16 records to fold: the launcher runs the CUDA-core readout (same results)
+    assert _run_replay(3, 24, 1, 0, SMALL, BF16, BF16, 30, seed=177, variant=4) > 0
 
 
 @pytest.mark.sanitize

@@ -5,17 +5,25 @@
 
 namespace rssm {
 namespace mamba2 {
+namespace {
+template <typename ST>
+const void* entry() {
+    return reinterpret_cast<const void*>(&mamba2SplitReadoutMmaKernel<ST>);
+}
+}  // namespace
 
 const void* splitMmaReadoutKernel(int stateDtype, int dstate) {
     if (dstate != mmareadout::kN) return nullptr;
     switch (stateDtype) {
-        case RSSM_DTYPE_FP32: return reinterpret_cast<const void*>(&mamba2SplitReadoutMmaKernel<float>);
-        case RSSM_DTYPE_FP16: return reinterpret_cast<const void*>(&mamba2SplitReadoutMmaKernel<__half>);
-        case RSSM_DTYPE_BF16: return reinterpret_cast<const void*>(&mamba2SplitReadoutMmaKernel<__nv_bfloat16>);
+        case RSSM_DTYPE_FP32: return entry<float>();
+        case RSSM_DTYPE_FP16: return entry<__half>();
+        case RSSM_DTYPE_BF16: return entry<__nv_bfloat16>();
         default: return nullptr;
     }
 }
-size_t splitMmaReadoutSmemBytes() { return mmareadout::kCtaBytes; }
+size_t splitMmaReadoutSmemBytes(int stateDtype) {
+    return stateDtype == RSSM_DTYPE_FP32 ? mmareadout::ctaBytes<float>() : mmareadout::ctaBytes<__half>();
+}
 
 }  // namespace mamba2
 }  // namespace rssm

@@ -30,6 +30,10 @@
 namespace rssm {
 namespace mamba2 {
 namespace mmareadout {
+#ifndef RSSM_MMA_READOUT_UNROLL
+#define RSSM_MMA_READOUT_UNROLL 1
+#endif
+constexpr int kReadoutUnroll = RSSM_MMA_READOUT_UNROLL;  // k-tiles per unrolled step of the readout product
 
 constexpr int kN = 128;                 // dstate
 constexpr int kKT = kN / 16;            // k-tiles of the readout (= pairs of the fold's 8-column tiles)
@@ -37,9 +41,7 @@ constexpr int kChunk = 16;              // records per fold k step
 constexpr int kBStride = kN + 8;        // staged B row stride (bf16): ldmatrix rows 16 bytes apart in the banks
 constexpr int kBBytes = kChunk * kBStride * 2;
 constexpr int kXBytes = kSplitMaxRecords * kSplitRows * 2;
-constexpr int kWarpBytes = kBBytes + kXBytes;
 constexpr int kCtaThreads = kSplitReadoutThreads;
-constexpr size_t kCtaBytes = (size_t)(kCtaThreads / 32) * kWarpBytes;
 
 using foldmma::ldmatrixX4Trans;
 using foldmma::mmaBf16;
@@ -71,6 +73,10 @@ struct LaneRow<float> {
             s[k][3] = b.y;
         }
     }
+    __device__ static void storeTile(const float (&v)[4], float* row, int k, int q) {
+        *reinterpret_cast<float2*>(row + 16 * k + 2 * q) = make_float2(v[0], v[1]);
+        *reinterpret_cast<float2*>(row + 16 * k + 8 + 2 * q) = make_float2(v[2], v[3]);
+    }
     __device__ static void store(const float (&s)[kKT][4], float* row, int q) {
 #pragma unroll
         for (int k = 0; k < kKT; ++k) {
@@ -101,6 +107,10 @@ struct LaneRow16 {
             s[k][2] = b.x;
             s[k][3] = b.y;
         }
+    }
+    __device__ static void storeTile(const float (&v)[4], H16* row, int k, int q) {
+        *reinterpret_cast<uint32_t*>(row + 16 * k + 2 * q) = fromF2(v[0], v[1]);
+        *reinterpret_cast<uint32_t*>(row + 16 * k + 8 + 2 * q) = fromF2(v[2], v[3]);
     }
     __device__ static void store(const float (&s)[kKT][4], H16* row, int q) {
 #pragma unroll
@@ -136,16 +146,16 @@ __device__ __forceinline__ void stageB(uint16_t* sB, const uint16_t* ringB, int 
     async::commit();
 }
 
-// One 16-record chunk of the fold into the lane's state values. xr0 / xr1: x_j[row g] of records c0 + 2q, + 1 and
-// c0 + 8 + 2q, + 1 (packed bf16, the readout's B fragment); fw: fold weights of those four records.
-__device__ __forceinline__ void foldChunk(float (&s)[kKT][4], const uint16_t* sB, uint32_t xr0, uint32_t xr1,
-                                          const float (&fw)[4], int lane) {
+// The fold's A fragments (rows x records) of one 16-record chunk: W[row g][j] = fw_j x_j[row g] for the records
+// c0 + 2q, + 1 and c0 + 8 + 2q, + 1, each as three bf16 terms (24 significant bits: the fold keeps fp32 accuracy;
+// B_j is bf16 already, so the B operand is exact). xr0 / xr1: those records' x_j[row g] (packed bf16, the readout's
+// B fragment); fw: their fold weights (0 past nf).
+__device__ __forceinline__ void foldWeights(uint32_t (&a)[3][4], uint32_t xr0, uint32_t xr1, const float (&fw)[4]) {
     float w[4][3];
     split3(fw[0] * bf16Lo(xr0), w[0][0], w[0][1], w[0][2]);
     split3(fw[1] * bf16Hi(xr0), w[1][0], w[1][1], w[1][2]);
     split3(fw[2] * bf16Lo(xr1), w[2][0], w[2][1], w[2][2]);
     split3(fw[3] * bf16Hi(xr1), w[3][0], w[3][1], w[3][2]);
-    uint32_t a[3][4];
 #pragma unroll
     for (int t = 0; t < 3; ++t) {
         a[t][0] = packBf16(w[0][t], w[1][t]);  // (row g, records 2q, 2q + 1)
@@ -153,40 +163,90 @@ __device__ __forceinline__ void foldChunk(float (&s)[kKT][4], const uint16_t* sB
         a[t][2] = packBf16(w[2][t], w[3][t]);  // (row g, records 2q + 8, 2q + 9)
         a[t][3] = 0u;
     }
-    // ldmatrix.x4.trans: matrix mi = lane / 8 holds records (mi & 1) * 8 .. + 7 (its rows) x columns 16k + (mi / 2) * 8
-    // .. + 7, so a lane receives B_{2q}, B_{2q+1} (and + 8) of column 16k + g (and + 8): the B fragments of the
-    // column tiles 2k and 2k + 1.
-    const int mi = lane >> 3;
-    const uint16_t* rowAddr = sB + ((mi & 1) * 8 + (lane & 7)) * kBStride + (mi >> 1) * 8;
-#pragma unroll
-    for (int k = 0; k < kKT; ++k) {
-        uint32_t b[4];
-        ldmatrixX4Trans(b, rowAddr + 16 * k);
-        float d0[4] = {s[k][0], s[k][1], 0.f, 0.f};
-        float d1[4] = {s[k][2], s[k][3], 0.f, 0.f};
-#pragma unroll
-        for (int t = 2; t >= 0; --t) {  // small terms first
-            mmaBf16(d0, a[t], b[0], b[1]);
-            mmaBf16(d1, a[t], b[2], b[3]);
-        }
-        s[k][0] = d0[0];
-        s[k][1] = d0[1];
-        s[k][2] = d1[0];
-        s[k][3] = d1[1];
-    }
 }
+// Columns 16k .. 16k + 15 of the fold for one chunk: v (the lane's 4 values of k-tile k) += W . B_chunk.
+// ldmatrix.x4.trans: matrix mi = lane / 8 holds records (mi & 1) * 8 .. + 7 (its rows) x columns 16k + (mi / 2) * 8
+// .. + 7, so a lane receives B_{2q}, B_{2q+1} (and + 8) of column 16k + g (and + 8): the B fragments of the
+// 8-column tiles 2k and 2k + 1, whose accumulators (row g, columns 2q, 2q + 1) are v[0..1] and v[2..3].
+__device__ __forceinline__ void foldTile(float (&v)[4], const uint32_t (&a)[3][4], const uint16_t* sB, int k, int lane) {
+    const int mi = lane >> 3;
+    uint32_t b[4];
+    ldmatrixX4Trans(b, sB + ((mi & 1) * 8 + (lane & 7)) * kBStride + (mi >> 1) * 8 + 16 * k);
+    float d0[4] = {v[0], v[1], 0.f, 0.f};
+    float d1[4] = {v[2], v[3], 0.f, 0.f};
+#pragma unroll
+    for (int t = 2; t >= 0; --t) {  // small terms first
+        mmaBf16(d0, a[t], b[0], b[1]);
+        mmaBf16(d1, a[t], b[2], b[3]);
+    }
+    v[0] = d0[0];
+    v[1] = d0[1];
+    v[2] = d1[0];
+    v[3] = d1[1];
+}
+
+// A warp's copy of an item's 8 checkpoint rows in shared memory: rows kStride elements apart (padded so that the
+// lanes' reads of one k-tile spread over the banks), filled with 16-byte cp.async, read in the register layout
+// above (Rows::read: the 4 values of k-tile k).
+template <typename ST>
+struct SmemRows {
+    static constexpr int kRowBytes = kN * (int)sizeof(ST);
+    static constexpr int kPad = 8;  // elements: 32 bytes (fp32), 16 bytes (16-bit)
+    static constexpr int kStride = kN + kPad;
+    static constexpr int kBufBytes = kSplitRows * kStride * (int)sizeof(ST);  // a multiple of 16
+    static constexpr int kPieces = kRowBytes / 16;  // 16-byte pieces per row
+    __device__ static void issue(ST* dst, const ST* src, int64_t rowStride, int lane) {
+#pragma unroll
+        for (int i = lane; i < kSplitRows * kPieces; i += 32) {
+            const int r = i / kPieces, v = i - r * kPieces;
+            async::copy16(reinterpret_cast<unsigned char*>(dst + r * kStride) + 16 * v,
+                          reinterpret_cast<const unsigned char*>(src + r * rowStride) + 16 * v);
+        }
+    }
+    __device__ static void read(float (&v)[4], const ST* row, int k, int q) {
+        if constexpr (sizeof(ST) == 4) {
+            const float2 a = *reinterpret_cast<const float2*>(row + 16 * k + 2 * q);
+            const float2 b = *reinterpret_cast<const float2*>(row + 16 * k + 8 + 2 * q);
+            v[0] = a.x;
+            v[1] = a.y;
+            v[2] = b.x;
+            v[3] = b.y;
+        } else {
+            const float2 a = LaneRow16<ST>::toF2(*reinterpret_cast<const uint32_t*>(row + 16 * k + 2 * q));
+            const float2 b = LaneRow16<ST>::toF2(*reinterpret_cast<const uint32_t*>(row + 16 * k + 8 + 2 * q));
+            v[0] = a.x;
+            v[1] = a.y;
+            v[2] = b.x;
+            v[3] = b.y;
+        }
+    }
+};
+template <typename ST>
+__host__ __device__ constexpr int warpBytes() { return 2 * SmemRows<ST>::kBufBytes + kBBytes + kXBytes; }
+template <typename ST>
+__host__ __device__ constexpr size_t ctaBytes() { return (size_t)(kCtaThreads / 32) * warpBytes<ST>(); }
 
 }  // namespace mmareadout
 
 // Launcher rules (mamba2_launch.cu): dstate 128, bf16 activations, headdim % 8 == 0, records per step <= 32,
-// fp32 / fp16 / bf16 checkpoints, any mode and T <= 8. Dynamic shared memory: mmareadout::kCtaBytes.
+// fp32 / fp16 / bf16 checkpoints with 16-byte aligned rows, any mode and T <= 8. Dynamic shared memory:
+// mmareadout::ctaBytes<ST>() (13.3 KB per warp: 2 CTAs of 8 warps per SM; ~75-90 registers, no spills).
+//
+// Each warp walks its items (grid-strided) with the next item's checkpoint rows in flight: they are copied into
+// the warp's other row buffer (cp.async, 16 bytes per lane and copy) while the current item is computed, so a
+// warp keeps up to 8 KB (fp32) of state in flight without holding it in registers. The next item's slot and head
+// record cursors are loaded one item ahead as well.
 template <typename ST>
-__global__ void __launch_bounds__(mmareadout::kCtaThreads) mamba2SplitReadoutMmaKernel(const Mamba2ReplayParams p) {
+__global__ void __launch_bounds__(mmareadout::kCtaThreads, 2)
+    mamba2SplitReadoutMmaKernel(const Mamba2ReplayParams p) {
     using namespace mmareadout;
+    using Rows = SmemRows<ST>;
     extern __shared__ __align__(16) unsigned char smemSplitMma[];
     const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-    uint16_t* sB = reinterpret_cast<uint16_t*>(smemSplitMma + (threadIdx.x >> 5) * kWarpBytes);
-    uint16_t* sX = sB + kChunk * kBStride;  // [32 records][8 rows]
+    unsigned char* wsm = smemSplitMma + (threadIdx.x >> 5) * warpBytes<ST>();
+    auto sRows = [&](int i) { return reinterpret_cast<ST*>(wsm + i * Rows::kBufBytes); };
+    uint16_t* sB = reinterpret_cast<uint16_t*>(wsm + 2 * Rows::kBufBytes);           // fold: 16 staged B_j rows
+    uint16_t* sX = reinterpret_cast<uint16_t*>(wsm + 2 * Rows::kBufBytes + kBBytes);  // [32 records][8 rows]
     const int H = p.nheads, P = p.headdim, T = p.num_tokens, G = p.ngroups, Cap = p.ring_capacity;
     const int hpg = H / G;
     const int nrb = P / kSplitRows;
@@ -196,130 +256,186 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads) mamba2SplitReadoutMma
     const uint16_t* ringX = static_cast<const uint16_t*>(p.ring_x);
     const uint16_t* ringB = static_cast<const uint16_t*>(p.ring_B);
     const float* ws = static_cast<const float*>(p.workspace);
-    bool first = true;
-    for (unsigned it = blockIdx.x * (kCtaThreads / 32) + (threadIdx.x >> 5); it < items; it += nw) {
+    auto slotOf = [&](unsigned i) {
+        if (i >= items) return -1;
+        const int b = (int)(i / ((unsigned)nrb * H));
+        const int sl = p.state_batch_indices ? p.state_batch_indices[b] : b;
+        return (sl < 0 || sl >= p.num_slots) ? -1 : sl;
+    };
+    auto rowsOf = [&](unsigned i, int slot) {  // global address of the item's first checkpoint row
+        const unsigned bh = i / (unsigned)nrb;
+        const int head = (int)(bh % (unsigned)H), vw = (int)(i - bh * (unsigned)nrb) * kSplitRows;
+        return static_cast<ST*>(p.state) + (int64_t)slot * p.stride_state_slot + (int64_t)head * p.stride_state_head +
+               (int64_t)vw * p.stride_state_p;
+    };
+    unsigned it = blockIdx.x * (kCtaThreads / 32) + (threadIdx.x >> 5);
+    if (it >= items) return;
+    // prologue: the first item's rows (the prep kernel never writes the checkpoint), then wait for the prep grid
+    int slotC = slotOf(it);
+    if (slotC >= 0) Rows::issue(sRows(0), rowsOf(it, slotC), p.stride_state_p, lane);
+    async::commit();
+    int slotN = slotOf(it + nw);
+    pdlWaitPrimary();
+    int4 metaC = make_int4(0, -1, 0, 0);
+    if (slotC >= 0) metaC = *reinterpret_cast<const int4*>(ws + (size_t)(it / (unsigned)nrb) * RW + 8);
+    for (int buf = 0; it < items; it += nw, buf ^= 1) {
+        const int slot = slotC;
+        const int4 meta = metaC;
+        const int nf = meta.y;
         const unsigned bh = it / (unsigned)nrb;
         const int head = (int)(bh % (unsigned)H), b = (int)(bh / (unsigned)H);
-        const int vw = (int)(it - bh * (unsigned)nrb) * kSplitRows;
-        int slot = p.state_batch_indices ? p.state_batch_indices[b] : b;
-        slot = (slot < 0 || slot >= p.num_slots) ? -1 : slot;
-        ST* ckRow = slot >= 0 ? static_cast<ST*>(p.state) + (int64_t)slot * p.stride_state_slot +
-                                    (int64_t)head * p.stride_state_head + (int64_t)(vw + g) * p.stride_state_p
-                              : nullptr;
-        float s[kKT][4];
-        if (slot >= 0) LaneRow<ST>::load(s, ckRow, q);  // the prep kernel never writes the checkpoint
-        if (first) {  // programmatic dependent launch: everything below reads the prep kernel's output
-            pdlWaitPrimary();
-            first = false;
-        }
-        if (slot < 0) continue;  // padding row: untouched
-        const float* hr = ws + (size_t)bh * RW;
-        const int4 meta = *reinterpret_cast<const int4*>(hr + 8);  // (gfold bits, nf, o, h)
-        const int nf = meta.y;
-        if (nf == kSplitSkipRow) continue;  // flushing row under skip_flush_rows: untouched
-        const bool actTok = g < T;         // this lane's token (A rows) / output token
-        uint16_t* yg = static_cast<uint16_t*>(p.y) + (int64_t)b * p.stride_y_b + (int64_t)g * p.stride_y_t +
-                       (int64_t)head * p.stride_y_h + vw + 2 * q;
-        if (nf < 0) {  // invalid cursors: poison, touch nothing else
-            if (actTok) yg[0] = yg[1] = floatToAct(__int_as_float(0x7fc00000), true);
-            continue;
-        }
-        const int o = meta.z, R = meta.w + T;
-        // x_j block of record j = lane (0 past the records) -> sX; fold rows of the first chunk in flight
-        uint4 xq = make_uint4(0u, 0u, 0u, 0u);
-        if (lane < R) {
-            int rr = o + lane;
-            rr = rr >= Cap ? rr - Cap : rr;
-            xq = *reinterpret_cast<const uint4*>(ringX + (((int64_t)slot * Cap + rr) * H + head) * P + vw);
-        }
         const int grp = head / hpg;
-        const uint16_t* ringBg = ringB + ((int64_t)slot * Cap * G + grp) * kN;
-        if (nf > 0) stageB(sB, ringBg, 0, nf, o, Cap, (int64_t)G * kN, lane);
-        // C_g (A fragment rows = tokens), gamma, coefficients
-        const uint16_t* Crow = static_cast<const uint16_t*>(p.Cm) + (int64_t)b * p.stride_C_b +
-                               (int64_t)grp * p.stride_C_g + (int64_t)g * p.stride_C_t + 2 * q;
-        const float gam = actTok ? hr[g] : 0.f;
-        float cf[8];  // coef_{g, j} for j = 16 c + 2q, + 1, 16 c + 8 + 2q, + 1 (c = 0, 1)
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-            const int j = 16 * (i >> 2) + ((i >> 1) & 1) * 8 + 2 * q + (i & 1);
-            cf[i] = (actTok && j < R) ? hr[kSplitCoef + g * RM + j] : 0.f;
-        }
-        *reinterpret_cast<uint4*>(sX + lane * kSplitRows) = xq;
-        __syncwarp();
-        uint32_t xb[4];  // B fragments of X: records 2q, 2q + 1 | 8 + 2q, 9 + 2q | 16 + ... | 24 + ... of row g
-        ldmatrixX4Trans(xb, sX + lane * kSplitRows);
-        // Y = gamma (C . S^T)
-        float acc[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-        for (int k = 0; k < kKT; ++k) {
-            uint32_t a[4] = {0u, 0u, 0u, 0u};
-            if (actTok) {
-                a[0] = *reinterpret_cast<const uint32_t*>(Crow + 16 * k);
-                a[2] = *reinterpret_cast<const uint32_t*>(Crow + 16 * k + 8);
-            }
-            uint32_t hi0, lo0, hi1, lo1;
-            if constexpr (LaneRow<ST>::kExactInBf16) {
-                hi0 = packBf16(s[k][0], s[k][1]);
-                hi1 = packBf16(s[k][2], s[k][3]);
+        const uint16_t* ringBg = slot >= 0 ? ringB + ((int64_t)slot * Cap * G + grp) * kN : nullptr;
+        // a flush item's first chunk of B_j rows (its own cp.async group, older than the next item's rows)
+        if (slot >= 0 && nf > 0) stageB(sB, ringBg, 0, nf, meta.z, Cap, (int64_t)G * kN, lane);
+        // next item: rows in flight (an empty group when there are none), cursors one item ahead
+        const unsigned itN = it + nw;
+        if (slotN >= 0) Rows::issue(sRows(buf ^ 1), rowsOf(itN, slotN), p.stride_state_p, lane);
+        async::commit();
+        int4 metaN = make_int4(0, -1, 0, 0);
+        if (slotN >= 0) metaN = *reinterpret_cast<const int4*>(ws + (size_t)(itN / (unsigned)nrb) * RW + 8);
+        const int slotNN = slotOf(itN + nw);
+
+        // padding row / flushing row under skip_flush_rows: untouched
+        if (slot >= 0 && nf != kSplitSkipRow) {
+            const int vw = (int)(it - bh * (unsigned)nrb) * kSplitRows;
+            const bool actTok = g < T;  // this lane's token (A rows) / output token
+            uint16_t* yg = static_cast<uint16_t*>(p.y) + (int64_t)b * p.stride_y_b + (int64_t)g * p.stride_y_t +
+                           (int64_t)head * p.stride_y_h + vw + 2 * q;
+            if (nf < 0) {  // invalid cursors: poison, touch nothing else
+                if (actTok) yg[0] = yg[1] = floatToAct(__int_as_float(0x7fc00000), true);
             } else {
-                split2Packed(s[k][0], s[k][1], hi0, lo0);
-                split2Packed(s[k][2], s[k][3], hi1, lo1);
-                mmaBf16(acc, a, lo0, lo1);
-            }
-            mmaBf16(acc, a, hi0, hi1);
-        }
-        acc[0] *= gam;
-        acc[1] *= gam;
-        // + coef . X (records 0..15, and 16..31 when there are more)
-#pragma unroll
-        for (int c = 0; c < 2; ++c) {
-            if (c == 1 && R <= 16) break;  // warp-uniform
-            uint32_t ahi[4] = {0u, 0u, 0u, 0u}, alo[4] = {0u, 0u, 0u, 0u};
-            split2Packed(cf[4 * c], cf[4 * c + 1], ahi[0], alo[0]);
-            split2Packed(cf[4 * c + 2], cf[4 * c + 3], ahi[2], alo[2]);
-            mmaBf16(acc, alo, xb[2 * c], xb[2 * c + 1]);
-            mmaBf16(acc, ahi, xb[2 * c], xb[2 * c + 1]);
-        }
-        if (actTok) {
-            float y0 = acc[0], y1 = acc[1];
-            if (p.z) {
-                const uint16_t* zg = static_cast<const uint16_t*>(p.z) + (int64_t)b * p.stride_z_b +
-                                     (int64_t)g * p.stride_z_t + (int64_t)head * p.stride_z_h + vw + 2 * q;
-                y0 *= siluF(actToFloat(zg[0], true));
-                y1 *= siluF(actToFloat(zg[1], true));
-            }
-            yg[0] = floatToAct(y0, true);
-            yg[1] = floatToAct(y1, true);
-        }
-        if (nf > 0) {  // warp-uniform: fold the committed records into the rows, store them
-            const float gf = __int_as_float(meta.x);
-#pragma unroll
-            for (int k = 0; k < kKT; ++k)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) s[k][e] *= gf;
-            const float* fwp = hr + kSplitCoef + T * RM;
-#pragma unroll
-            for (int c = 0; c < 2; ++c) {  // nf <= 31 (records per step <= 32): at most two chunks
-                if (c * kChunk >= nf) break;  // warp-uniform
-                if (c > 0) {
-                    __syncwarp();  // every lane is done with the previous chunk's rows
-                    stageB(sB, ringBg, c * kChunk, nf, o, Cap, (int64_t)G * kN, lane);
+                const float* hr = ws + (size_t)bh * RW;
+                const int o = meta.z, R = meta.w + T;
+                uint4 xq = make_uint4(0u, 0u, 0u, 0u);  // x_j block of record j = lane (0 past the records)
+                if (lane < R) {
+                    int rr = o + lane;
+                    rr = rr >= Cap ? rr - Cap : rr;
+                    xq = *reinterpret_cast<const uint4*>(ringX + (((int64_t)slot * Cap + rr) * H + head) * P + vw);
                 }
-                float fw[4];
+                const uint16_t* Crow = static_cast<const uint16_t*>(p.Cm) + (int64_t)b * p.stride_C_b +
+                                       (int64_t)grp * p.stride_C_g + (int64_t)g * p.stride_C_t + 2 * q;
+                const float gam = actTok ? hr[g] : 0.f;
+                float cf[8];  // coef_{g, j} for j = 16 c + 2q, + 1, 16 c + 8 + 2q, + 1 (c = 0, 1)
 #pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                    const int j = c * kChunk + (i >> 1) * 8 + 2 * q + (i & 1);
-                    fw[i] = j < nf ? fwp[j] : 0.f;
+                for (int i = 0; i < 8; ++i) {
+                    const int j = 16 * (i >> 2) + ((i >> 1) & 1) * 8 + 2 * q + (i & 1);
+                    cf[i] = (actTok && j < R) ? hr[kSplitCoef + g * RM + j] : 0.f;
                 }
-                async::waitAll();
+                *reinterpret_cast<uint4*>(sX + lane * kSplitRows) = xq;
                 __syncwarp();
-                foldChunk(s, sB, xb[2 * c], xb[2 * c + 1], fw, lane);
+                uint32_t xb[4];  // B fragments of X: records 2q, 2q + 1 | 8 + 2q, 9 + 2q | 16 + ... | 24 + ... of row g
+                ldmatrixX4Trans(xb, sX + lane * kSplitRows);
+                // Y = gamma (C . S^T) + coef . X: three independent accumulator chains (S hi terms, S lo terms, the
+                // ring term), so that consecutive mma.sync do not wait for each other's results
+                float accH[4] = {0.f, 0.f, 0.f, 0.f}, accL[4] = {0.f, 0.f, 0.f, 0.f}, accR[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+                for (int c = 0; c < 2; ++c) {  // records 0..15, and 16..31 when there are more
+                    if (c == 1 && R <= 16) break;  // warp-uniform
+                    uint32_t ahi[4] = {0u, 0u, 0u, 0u}, alo[4] = {0u, 0u, 0u, 0u};
+                    split2Packed(cf[4 * c], cf[4 * c + 1], ahi[0], alo[0]);
+                    split2Packed(cf[4 * c + 2], cf[4 * c + 3], ahi[2], alo[2]);
+                    mmaBf16(accR, alo, xb[2 * c], xb[2 * c + 1]);
+                    mmaBf16(accR, ahi, xb[2 * c], xb[2 * c + 1]);
+                }
+                async::waitAllButOne();  // this item's rows and B_j chunk (the next item's rows may still be in flight)
+                __syncwarp();
+                const ST* rowG = sRows(buf) + g * Rows::kStride;
+#pragma unroll kReadoutUnroll
+                for (int k = 0; k < kKT; ++k) {
+                    uint32_t a[4] = {0u, 0u, 0u, 0u};
+                    if (actTok) {
+                        a[0] = *reinterpret_cast<const uint32_t*>(Crow + 16 * k);
+                        a[2] = *reinterpret_cast<const uint32_t*>(Crow + 16 * k + 8);
+                    }
+                    float v[4];
+                    Rows::read(v, rowG, k, q);
+                    uint32_t hi0, lo0, hi1, lo1;
+                    if constexpr (LaneRow<ST>::kExactInBf16) {
+                        hi0 = packBf16(v[0], v[1]);
+                        hi1 = packBf16(v[2], v[3]);
+                    } else {
+                        split2Packed(v[0], v[1], hi0, lo0);
+                        split2Packed(v[2], v[3], hi1, lo1);
+                        mmaBf16(accL, a, lo0, lo1);
+                    }
+                    mmaBf16(accH, a, hi0, hi1);
+                }
+                if (actTok) {
+                    float y0 = fmaf(gam, accH[0] + accL[0], accR[0]);
+                    float y1 = fmaf(gam, accH[1] + accL[1], accR[1]);
+                    if (p.z) {
+                        const uint16_t* zg = static_cast<const uint16_t*>(p.z) + (int64_t)b * p.stride_z_b +
+                                             (int64_t)g * p.stride_z_t + (int64_t)head * p.stride_z_h + vw + 2 * q;
+                        y0 *= siluF(actToFloat(zg[0], true));
+                        y1 *= siluF(actToFloat(zg[1], true));
+                    }
+                    yg[0] = floatToAct(y0, true);
+                    yg[1] = floatToAct(y1, true);
+                }
+                if (nf > 0) {  // warp-uniform: fold the committed records into the rows, store them
+                    const float gf = __int_as_float(meta.x);
+                    const float* fwp = hr + kSplitCoef + T * RM;
+                    float fw[4];
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) {
+                        const int j = (i >> 1) * 8 + 2 * q + (i & 1);
+                        fw[i] = j < nf ? fwp[j] : 0.f;
+                    }
+                    uint32_t a[3][4];
+                    foldWeights(a, xb[0], xb[1], fw);
+                    ST* ckRow = rowsOf(it, slot) + (int64_t)g * p.stride_state_p;
+                    if (nf <= kChunk) {  // one chunk (L <= 16): column tile by column tile from the staged rows
+#pragma unroll 2
+                        for (int k = 0; k < kKT; ++k) {
+                            float v[4];
+                            Rows::read(v, rowG, k, q);
+#pragma unroll
+                            for (int e = 0; e < 4; ++e) v[e] *= gf;
+                            foldTile(v, a, sB, k, lane);
+                            LaneRow<ST>::storeTile(v, ckRow, k, q);
+                        }
+                    } else if constexpr (sizeof(ST) == 4) {  // two chunks (L > 16): the first chunk's result
+                        float* rowW = reinterpret_cast<float*>(sRows(buf)) + g * Rows::kStride;  // back in place
+#pragma unroll 2
+                        for (int k = 0; k < kKT; ++k) {
+                            float v[4];
+                            Rows::read(v, rowG, k, q);
+#pragma unroll
+                            for (int e = 0; e < 4; ++e) v[e] *= gf;
+                            foldTile(v, a, sB, k, lane);
+                            *reinterpret_cast<float2*>(rowW + 16 * k + 2 * q) = make_float2(v[0], v[1]);
+                            *reinterpret_cast<float2*>(rowW + 16 * k + 8 + 2 * q) = make_float2(v[2], v[3]);
+                        }
+#pragma unroll
+                        for (int i = 0; i < 4; ++i) {
+                            const int j = kChunk + (i >> 1) * 8 + 2 * q + (i & 1);
+                            fw[i] = j < nf ? fwp[j] : 0.f;
+                        }
+                        foldWeights(a, xb[2], xb[3], fw);
+                        __syncwarp();  // every lane is done with the first chunk's rows
+                        stageB(sB, ringBg, kChunk, nf, o, Cap, (int64_t)G * kN, lane);
+                        async::waitAll();  // (also the next item's rows: this path only)
+                        __syncwarp();
+#pragma unroll 2
+                        for (int k = 0; k < kKT; ++k) {
+                            float v[4];
+                            Rows::read(v, rowG, k, q);
+                            foldTile(v, a, sB, k, lane);
+                            LaneRow<ST>::storeTile(v, ckRow, k, q);
+                        }
+                    } else {
+                        __trap();  // 16-bit rows with more than 16 records to fold: the launcher runs the CUDA-core readout
+                    }
+                }
             }
-            LaneRow<ST>::store(s, ckRow, q);
         }
-        __syncwarp();  // sX / sB are rewritten by the next item
+        __syncwarp();  // this item's buffers are rewritten by the item after next / the next item's x
+        slotC = slotN;
+        metaC = metaN;
+        slotN = slotNN;
     }
+    async::waitAll();
 }
 
 }  // namespace mamba2
