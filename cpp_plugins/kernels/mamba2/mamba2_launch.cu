@@ -347,7 +347,7 @@ int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc
     // 3 = the plain readout with the tensor-core fold (N = 128, fp32 / 16-bit rows; bf16 activations fold on tensor
     // cores, fp16 ones on CUDA cores in the same kernel).
     const char* pe = getenv("RSSM_MAMBA2_SPLIT_PIPE");
-    int pipe = (pe && pe[0] >= '1' && pe[0] <= '4' && pe[1] == 0) ? pe[0] - '0' : 0;
+    int pipe = (pe && pe[0] >= '1' && pe[0] <= '5' && pe[1] == 0) ? pe[0] - '0' : 0;
     if (pipe == 3 && !(q.dstate == 128 && (q.state_dtype == RSSM_DTYPE_FP32 || q.state_dtype == RSSM_DTYPE_FP16 ||
                                            q.state_dtype == RSSM_DTYPE_BF16)))
         pipe = 0;
@@ -367,18 +367,19 @@ int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc
     // 4 = the readout on tensor cores (all tokens of a step as one mma tile, the next item's rows in flight through
     // shared memory; dstate 128, bf16 activations, 16-byte aligned fp32 / 16-bit rows, 16-bit rows with a window
     // <= 16: one chunk of records to fold; mamba2_split_mma_kernel.cuh). Other inputs run the CUDA-core readout.
-    if (pipe == 4) {
+    // 5 = the same with an item's rows in registers (no shared-memory double buffer).
+    if (pipe == 4 || pipe == 5) {
         const int es = q.state_dtype == RSSM_DTYPE_FP32 ? 4 : 2;
         const bool aligned = ((uintptr_t)q.state % 16) == 0 && (q.stride_state_p * es) % 16 == 0 &&
                              (q.stride_state_head * es) % 16 == 0 && (q.stride_state_slot * es) % 16 == 0;
         const bool chunks = q.state_dtype == RSSM_DTYPE_FP32 || q.window <= 16;
         const void* mk = q.act_dtype == RSSM_DTYPE_BF16 && aligned && chunks
-                             ? splitMmaReadoutKernel(q.state_dtype, q.dstate)
+                             ? splitMmaReadoutKernel(q.state_dtype, q.dstate, pipe == 5)
                              : nullptr;
         if (mk) {
             const long long items = (long long)q.batch * q.nheads * (q.headdim / splitRows());
             const int warps = splitReadoutThreads() / 32;
-            const size_t smem = splitMmaReadoutSmemBytes(q.state_dtype);
+            const size_t smem = splitMmaReadoutSmemBytes(q.state_dtype, pipe == 5);
             if (!allowSmem(mk, smem))
                 return setError(RSSM_ERR_CUDA, "%s: cannot raise the shared-memory limit of the split mma readout", op);
             const int g = persistentGrid(mk, splitReadoutThreads(), smem, (items + warps - 1) / warps);

@@ -7,21 +7,23 @@ namespace rssm {
 namespace mamba2 {
 namespace {
 template <typename ST>
-const void* entry() {
-    return reinterpret_cast<const void*>(&mamba2SplitReadoutMmaKernel<ST>);
+const void* entry(bool inRegisters) {
+    return inRegisters ? reinterpret_cast<const void*>(&mamba2SplitReadoutMmaRegKernel<ST>)
+                       : reinterpret_cast<const void*>(&mamba2SplitReadoutMmaKernel<ST>);
 }
 }  // namespace
 
-const void* splitMmaReadoutKernel(int stateDtype, int dstate) {
+const void* splitMmaReadoutKernel(int stateDtype, int dstate, bool inRegisters) {
     if (dstate != mmareadout::kN) return nullptr;
     switch (stateDtype) {
-        case RSSM_DTYPE_FP32: return entry<float>();
-        case RSSM_DTYPE_FP16: return entry<__half>();
-        case RSSM_DTYPE_BF16: return entry<__nv_bfloat16>();
+        case RSSM_DTYPE_FP32: return entry<float>(inRegisters);
+        case RSSM_DTYPE_FP16: return entry<__half>(inRegisters);
+        case RSSM_DTYPE_BF16: return entry<__nv_bfloat16>(inRegisters);
         default: return nullptr;
     }
 }
-size_t splitMmaReadoutSmemBytes(int stateDtype) {
+size_t splitMmaReadoutSmemBytes(int stateDtype, bool inRegisters) {
+    if (inRegisters) return (size_t)(mmareadout::kCtaThreads / 32) * mmareadout::regWarpBytes();
     return stateDtype == RSSM_DTYPE_FP32 ? mmareadout::ctaBytes<float>() : mmareadout::ctaBytes<__half>();
 }
 

@@ -223,6 +223,7 @@ struct SmemRows {
 };
 template <typename ST>
 __host__ __device__ constexpr int warpBytes() { return 2 * SmemRows<ST>::kBufBytes + kBBytes + kXBytes; }
+__host__ __device__ constexpr int regWarpBytes() { return kBBytes + kXBytes; }
 template <typename ST>
 __host__ __device__ constexpr size_t ctaBytes() { return (size_t)(kCtaThreads / 32) * warpBytes<ST>(); }
 
@@ -436,6 +437,152 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 2)
         slotN = slotNN;
     }
     async::waitAll();
+}
+
+// The same readout with the item's checkpoint rows in registers (loaded straight into the layout above) instead of
+// staged through shared memory: no row double buffer (4.9 KB of shared memory per warp: the fold's staged B_j rows
+// and the x_j blocks), one item's rows in flight per warp. Same launcher rules; A/B against the staged kernel
+// (RSSM_MAMBA2_SPLIT_PIPE=5).
+template <typename ST>
+__global__ void __launch_bounds__(mmareadout::kCtaThreads, 2) mamba2SplitReadoutMmaRegKernel(const Mamba2ReplayParams p) {
+    using namespace mmareadout;
+    extern __shared__ __align__(16) unsigned char smemSplitMmaReg[];
+    const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+    unsigned char* wsm = smemSplitMmaReg + (threadIdx.x >> 5) * regWarpBytes();
+    uint16_t* sB = reinterpret_cast<uint16_t*>(wsm);             // fold: 16 staged B_j rows
+    uint16_t* sX = reinterpret_cast<uint16_t*>(wsm + kBBytes);   // [32 records][8 rows]
+    const int H = p.nheads, P = p.headdim, T = p.num_tokens, G = p.ngroups, Cap = p.ring_capacity;
+    const int hpg = H / G;
+    const int nrb = P / kSplitRows;
+    const unsigned items = (unsigned)p.batch * H * nrb;  // < 2^31 (launcher)
+    const int RW = splitRecordWordsM2(p.window, T), RM = p.window + T;
+    const unsigned nw = gridDim.x * (kCtaThreads / 32);
+    const uint16_t* ringX = static_cast<const uint16_t*>(p.ring_x);
+    const uint16_t* ringB = static_cast<const uint16_t*>(p.ring_B);
+    const float* ws = static_cast<const float*>(p.workspace);
+    bool first = true;
+    for (unsigned it = blockIdx.x * (kCtaThreads / 32) + (threadIdx.x >> 5); it < items; it += nw) {
+        const unsigned bh = it / (unsigned)nrb;
+        const int head = (int)(bh % (unsigned)H), b = (int)(bh / (unsigned)H);
+        const int vw = (int)(it - bh * (unsigned)nrb) * kSplitRows;
+        int slot = p.state_batch_indices ? p.state_batch_indices[b] : b;
+        slot = (slot < 0 || slot >= p.num_slots) ? -1 : slot;
+        ST* ckRow = static_cast<ST*>(p.state) + (int64_t)(slot < 0 ? 0 : slot) * p.stride_state_slot +
+                    (int64_t)head * p.stride_state_head + (int64_t)(vw + g) * p.stride_state_p;
+        float sv[kKT][4];
+        if (slot >= 0) LaneRow<ST>::load(sv, ckRow, q);  // the prep kernel never writes the checkpoint
+        if (first) {  // programmatic dependent launch: everything below reads the prep kernel's output
+            pdlWaitPrimary();
+            first = false;
+        }
+        if (slot < 0) continue;  // padding row: untouched
+        const float* hr = ws + (size_t)bh * RW;
+        const int4 meta = *reinterpret_cast<const int4*>(hr + 8);  // (gfold bits, nf, o, h)
+        const int nf = meta.y;
+        if (nf == kSplitSkipRow) continue;  // flushing row under skip_flush_rows: untouched
+        const bool actTok = g < T;
+        uint16_t* yg = static_cast<uint16_t*>(p.y) + (int64_t)b * p.stride_y_b + (int64_t)g * p.stride_y_t +
+                       (int64_t)head * p.stride_y_h + vw + 2 * q;
+        if (nf < 0) {  // invalid cursors: poison, touch nothing else
+            if (actTok) yg[0] = yg[1] = floatToAct(__int_as_float(0x7fc00000), true);
+            continue;
+        }
+        const int o = meta.z, R = meta.w + T;
+        const int grp = head / hpg;
+        const uint16_t* ringBg = ringB + ((int64_t)slot * Cap * G + grp) * kN;
+        if (nf > 0) stageB(sB, ringBg, 0, nf, o, Cap, (int64_t)G * kN, lane);
+        uint4 xq = make_uint4(0u, 0u, 0u, 0u);
+        if (lane < R) {
+            int rr = o + lane;
+            rr = rr >= Cap ? rr - Cap : rr;
+            xq = *reinterpret_cast<const uint4*>(ringX + (((int64_t)slot * Cap + rr) * H + head) * P + vw);
+        }
+        const uint16_t* Crow = static_cast<const uint16_t*>(p.Cm) + (int64_t)b * p.stride_C_b +
+                               (int64_t)grp * p.stride_C_g + (int64_t)g * p.stride_C_t + 2 * q;
+        const float gam = actTok ? hr[g] : 0.f;
+        float cf[8];
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            const int j = 16 * (i >> 2) + ((i >> 1) & 1) * 8 + 2 * q + (i & 1);
+            cf[i] = (actTok && j < R) ? hr[kSplitCoef + g * RM + j] : 0.f;
+        }
+        *reinterpret_cast<uint4*>(sX + lane * kSplitRows) = xq;
+        __syncwarp();
+        uint32_t xb[4];
+        ldmatrixX4Trans(xb, sX + lane * kSplitRows);
+        float accH[4] = {0.f, 0.f, 0.f, 0.f}, accL[4] = {0.f, 0.f, 0.f, 0.f}, accR[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+            if (c == 1 && R <= 16) break;
+            uint32_t ahi[4] = {0u, 0u, 0u, 0u}, alo[4] = {0u, 0u, 0u, 0u};
+            split2Packed(cf[4 * c], cf[4 * c + 1], ahi[0], alo[0]);
+            split2Packed(cf[4 * c + 2], cf[4 * c + 3], ahi[2], alo[2]);
+            mmaBf16(accR, alo, xb[2 * c], xb[2 * c + 1]);
+            mmaBf16(accR, ahi, xb[2 * c], xb[2 * c + 1]);
+        }
+#pragma unroll
+        for (int k = 0; k < kKT; ++k) {
+            uint32_t a[4] = {0u, 0u, 0u, 0u};
+            if (actTok) {
+                a[0] = *reinterpret_cast<const uint32_t*>(Crow + 16 * k);
+                a[2] = *reinterpret_cast<const uint32_t*>(Crow + 16 * k + 8);
+            }
+            uint32_t hi0, lo0, hi1, lo1;
+            if constexpr (LaneRow<ST>::kExactInBf16) {
+                hi0 = packBf16(sv[k][0], sv[k][1]);
+                hi1 = packBf16(sv[k][2], sv[k][3]);
+            } else {
+                split2Packed(sv[k][0], sv[k][1], hi0, lo0);
+                split2Packed(sv[k][2], sv[k][3], hi1, lo1);
+                mmaBf16(accL, a, lo0, lo1);
+            }
+            mmaBf16(accH, a, hi0, hi1);
+        }
+        if (actTok) {
+            float y0 = fmaf(gam, accH[0] + accL[0], accR[0]);
+            float y1 = fmaf(gam, accH[1] + accL[1], accR[1]);
+            if (p.z) {
+                const uint16_t* zg = static_cast<const uint16_t*>(p.z) + (int64_t)b * p.stride_z_b +
+                                     (int64_t)g * p.stride_z_t + (int64_t)head * p.stride_z_h + vw + 2 * q;
+                y0 *= siluF(actToFloat(zg[0], true));
+                y1 *= siluF(actToFloat(zg[1], true));
+            }
+            yg[0] = floatToAct(y0, true);
+            yg[1] = floatToAct(y1, true);
+        }
+        if (nf > 0) {  // warp-uniform: fold the committed records into the rows, store them
+            const float gf = __int_as_float(meta.x);
+            const float* fwp = hr + kSplitCoef + T * RM;
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {  // nf <= 31: at most two chunks
+                if (c * kChunk >= nf) break;
+                if (c > 0) {
+                    __syncwarp();
+                    stageB(sB, ringBg, kChunk, nf, o, Cap, (int64_t)G * kN, lane);
+                }
+                float fw[4];
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    const int j = c * kChunk + (i >> 1) * 8 + 2 * q + (i & 1);
+                    fw[i] = j < nf ? fwp[j] : 0.f;
+                }
+                uint32_t a[3][4];
+                foldWeights(a, xb[2 * c], xb[2 * c + 1], fw);
+                async::waitAll();
+                __syncwarp();
+#pragma unroll
+                for (int k = 0; k < kKT; ++k) {
+                    if (c == 0) {
+#pragma unroll
+                        for (int e = 0; e < 4; ++e) sv[k][e] *= gf;
+                    }
+                    foldTile(sv[k], a, sB, k, lane);
+                }
+            }
+            LaneRow<ST>::store(sv, ckRow, q);
+        }
+        __syncwarp();  // sX / sB are rewritten by the next item
+    }
 }
 
 }  // namespace mamba2
