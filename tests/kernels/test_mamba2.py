@@ -583,26 +583,28 @@ def test_replay_split_mma_fold_sanitize(monkeypatch):
 MMA_READOUT_CASES = [c for c in REPLAY_CASES if c[4]["N"] == 128]
 
 
+@pytest.mark.parametrize("pipe", ["4", "5"], ids=["regs", "staged"])
 @pytest.mark.parametrize("case", MMA_READOUT_CASES, ids=[_rid(c) for c in MMA_READOUT_CASES])
-def test_replay_split_mma_readout(case, monkeypatch):
+def test_replay_split_mma_readout(case, pipe, monkeypatch):
     """Variant 4 with the readout on tensor cores (RSSM_MAMBA2_SPLIT_PIPE=4, read per launch): every token of a step
     in one mma tile (state as two bf16 terms, coefficients as two, fold weights as three) for bf16 activations;
     fp16 activations fall back to the CUDA-core readout. Every N = 128 case of the replay table (both model shapes,
     T 1..8, fp32 / fp16 / bf16 checkpoints, padding and staggered rows, L up to 32: two record chunks), outputs and
-    checkpoints compared with the float64 reference."""
-    monkeypatch.setenv("RSSM_MAMBA2_SPLIT_PIPE", "4")
+    checkpoints compared with the float64 reference. pipe 5: the rows staged through a shared-memory double buffer."""
+    monkeypatch.setenv("RSSM_MAMBA2_SPLIT_PIPE", pipe)
     B, L, T, mode, sh, st, act, steps = case
     n_flush = _run_replay(B, L, T, mode, sh, st, act, steps, seed=zlib.crc32(_rid(case).encode()) % 10000 + 11,
                           variant=4)
     assert n_flush > 0 or n_flush == REFUSED, "case never flushed"
 
 
+@pytest.mark.parametrize("pipe", ["4", "5"], ids=["regs", "staged"])
 @pytest.mark.parametrize("accept", ["all", "one", "random"])
-def test_replay_split_mma_readout_acceptance_and_strides(accept, monkeypatch):
+def test_replay_split_mma_readout_acceptance_and_strides(accept, pipe, monkeypatch):
     """Tensor-core readout with every acceptance pattern, padded checkpoint rows, strided inputs without z / D,
     in-phase rows (every item of a step flushes), T = 8 with a window of 24 (32 records: both record chunks of the
     readout and of the fold), and a standard window of 32."""
-    monkeypatch.setenv("RSSM_MAMBA2_SPLIT_PIPE", "4")
+    monkeypatch.setenv("RSSM_MAMBA2_SPLIT_PIPE", pipe)
     assert _run_replay(3, 8, 4, 1, SUPER, F32, BF16, 10, seed=171, accept=accept, variant=4) > 0
     assert _run_replay(3, 8, 4, 1, SMALL, F32, BF16, 8, seed=172, accept=accept, variant=4, state_pad=4) > 0
     assert _run_replay(8, 4, 2, 1, SMALL, F32, BF16, 8, seed=174, staggered=False, padding=False, with_z=False,
@@ -614,10 +616,11 @@ def test_replay_split_mma_readout_acceptance_and_strides(accept, monkeypatch):
 
 
 @pytest.mark.sanitize
-def test_replay_split_mma_readout_sanitize(monkeypatch):
+@pytest.mark.parametrize("pipe", ["4", "5"], ids=["regs", "staged"])
+def test_replay_split_mma_readout_sanitize(pipe, monkeypatch):
     """Small tensor-core-readout cases for compute-sanitizer: standard and speculative with flushes, padded rows,
     two record chunks."""
-    monkeypatch.setenv("RSSM_MAMBA2_SPLIT_PIPE", "4")
+    monkeypatch.setenv("RSSM_MAMBA2_SPLIT_PIPE", pipe)
     assert _run_replay(3, 4, 1, 0, SMALL, F32, BF16, 6, seed=181, variant=4) > 0
     assert _run_replay(3, 4, 3, 1, SMALL, F32, BF16, 5, seed=182, variant=4, state_pad=4) > 0
     assert _run_replay(2, 24, 8, 1, SMALL, F32, BF16, 6, seed=183, variant=4) > 0

@@ -364,14 +364,14 @@ int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc
             return launch(op, rk, dim3(g), splitReadoutThreads(), 0, &q, stream, &rc, pdlEnabled());
         }
     }
-    // 4 = the readout on tensor cores (all tokens of a step as one mma tile, the next item's rows in flight through
-    // shared memory; dstate 128, bf16 activations, 16-byte aligned fp32 / 16-bit rows, 16-bit rows with a window
-    // <= 16: one chunk of records to fold; mamba2_split_mma_kernel.cuh). Other inputs run the CUDA-core readout.
-    // 5 = the same with an item's rows in registers (no shared-memory double buffer).
+    // 4 = the readout on tensor cores (all tokens of a step as one mma tile; dstate 128, bf16 activations, fp32 /
+    // 16-bit rows 8-byte aligned, 16-bit rows with a window <= 16: one chunk of records to fold;
+    // mamba2_split_mma_kernel.cuh). Other inputs run the CUDA-core readout.
+    // 5 = the same with the rows staged through a shared-memory double buffer (16-byte aligned rows).
     if (pipe == 4 || pipe == 5) {
-        const int es = q.state_dtype == RSSM_DTYPE_FP32 ? 4 : 2;
-        const bool aligned = ((uintptr_t)q.state % 16) == 0 && (q.stride_state_p * es) % 16 == 0 &&
-                             (q.stride_state_head * es) % 16 == 0 && (q.stride_state_slot * es) % 16 == 0;
+        const int es = q.state_dtype == RSSM_DTYPE_FP32 ? 4 : 2, al = pipe == 5 ? 16 : 8;
+        const bool aligned = ((uintptr_t)q.state % al) == 0 && (q.stride_state_p * es) % al == 0 &&
+                             (q.stride_state_head * es) % al == 0 && (q.stride_state_slot * es) % al == 0;
         const bool chunks = q.state_dtype == RSSM_DTYPE_FP32 || q.window <= 16;
         const void* mk = q.act_dtype == RSSM_DTYPE_BF16 && aligned && chunks
                              ? splitMmaReadoutKernel(q.state_dtype, q.dstate, pipe == 5)

@@ -7,24 +7,26 @@ namespace rssm {
 namespace mamba2 {
 namespace {
 template <typename ST>
-const void* entry(bool inRegisters) {
-    return inRegisters ? reinterpret_cast<const void*>(&mamba2SplitReadoutMmaRegKernel<ST>)
-                       : reinterpret_cast<const void*>(&mamba2SplitReadoutMmaKernel<ST>);
+const void* entry(bool staged) {
+    return staged ? reinterpret_cast<const void*>(&mamba2SplitReadoutMmaStagedKernel<ST>)
+                  : reinterpret_cast<const void*>(&mamba2SplitReadoutMmaKernel<ST>);
 }
 }  // namespace
 
-const void* splitMmaReadoutKernel(int stateDtype, int dstate, bool inRegisters) {
+const void* splitMmaReadoutKernel(int stateDtype, int dstate, bool staged) {
     if (dstate != mmareadout::kN) return nullptr;
     switch (stateDtype) {
-        case RSSM_DTYPE_FP32: return entry<float>(inRegisters);
-        case RSSM_DTYPE_FP16: return entry<__half>(inRegisters);
-        case RSSM_DTYPE_BF16: return entry<__nv_bfloat16>(inRegisters);
+        case RSSM_DTYPE_FP32: return entry<float>(staged);
+        case RSSM_DTYPE_FP16: return entry<__half>(staged);
+        case RSSM_DTYPE_BF16: return entry<__nv_bfloat16>(staged);
         default: return nullptr;
     }
 }
-size_t splitMmaReadoutSmemBytes(int stateDtype, bool inRegisters) {
-    if (inRegisters) return (size_t)(mmareadout::kCtaThreads / 32) * mmareadout::regWarpBytes();
-    return stateDtype == RSSM_DTYPE_FP32 ? mmareadout::ctaBytes<float>() : mmareadout::ctaBytes<__half>();
+size_t splitMmaReadoutSmemBytes(int stateDtype, bool staged) {
+    const int perWarp = !staged ? mmareadout::warpBytes()
+                                : stateDtype == RSSM_DTYPE_FP32 ? mmareadout::stagedWarpBytes<float>()
+                                                                : mmareadout::stagedWarpBytes<__half>();
+    return (size_t)(mmareadout::kCtaThreads / 32) * perWarp;
 }
 
 }  // namespace mamba2

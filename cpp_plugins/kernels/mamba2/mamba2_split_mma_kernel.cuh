@@ -1,23 +1,27 @@
 // ReplaySSM Mamba-2 split readout on tensor cores (variant 4, readout "mma"; dstate 128, bf16 activations,
 // fp32 / fp16 / bf16 checkpoints). Same items (row b, head, 8 state rows), head records, prep kernel, skip rules
 // and results as mamba2SplitReadoutKernel (mamba2_split_kernel.cuh); the arithmetic of an item is three
-// mma.sync.m16n8k16 products (bf16 in, fp32 accumulate):
+// mma.sync products with fp32 accumulation:
 //
-//   Y[tokens x rows]  = gamma_s (C[tokens x N] . S^T[N x rows])          S as two bf16 terms hi + lo
-//                     + coef[tokens x records] . X[records x rows]       coef as two bf16 terms; x is bf16
-//   flush: S[rows x N] <- gfold S + W[rows x records] . B[records x N]   W = fw_j x_j[row] as three bf16 terms
+//   Y[tokens x rows]  = gamma_s (C[tokens x N] . S^T[N x rows])          m16n8k8 TF32: S rounded to TF32
+//                     + coef[tokens x records] . X[records x rows]       m16n8k8 TF32: coef rounded, x exact
+//   flush: S[rows x N] <- gfold S + W[rows x records] . B[records x N]   m16n8k16 bf16, W = fw_j x_j[row] as three
+//                                                                          bf16 terms (fp32-accurate: the state)
 //
 // All T <= 8 tokens of a step are one M tile, so the readout's arithmetic does not grow with T: the CUDA-core
 // readout pays a dot product and a warp reduce-scatter per token (~70 us per extra token at B = 256 on Super,
 // eighth session); FlashInfer 0.7.4's checkpointing_ssu computes its outputs the same matrix way
-// (docs/analysis-flashinfer-cssu.md), with the state narrowed to one bf16 term (2.6e-3 relative output error;
-// hi + lo measured 4e-6 on the CPU, scripts/mma_operand_precision.py).
+// (docs/analysis-flashinfer-cssu.md), with the state narrowed to bf16 (2.6e-3 relative output error). A TF32 state
+// operand measured 3.3e-4 on the CPU (scripts/mma_operand_precision.py), below the bf16 rounding of the output
+// (2^-9 = 2e-3), and it costs one cvt per value (a bf16 hi + lo split cost six instructions per pair, and the
+// readout was issue-bound: ninth session, docs/kernels-mamba2.md). The readout error never enters the state.
 //
 // State register layout: lane (g = lane / 4, q = lane % 4) holds row g of the item, columns 16k + 2q, 16k + 2q + 1,
-// 16k + 8 + 2q, 16k + 9 + 2q for k < 8. That is the B fragment of the readout's k-tile k and the accumulator
-// (row g of the M = 16 tile) of the fold's 8-column tiles 2k and 2k + 1, so the two products share the registers
-// without shuffles or shared-memory transposes (rows g + 8 of the fold's M tile are zero). Shared memory per warp:
-// the x_j block of each record ([32 records][8 rows] bf16, read as B fragments with ldmatrix.trans) and one
+// 16k + 8 + 2q, 16k + 9 + 2q for k < 8. Per 8-column tile n that is the accumulator (row g of the M = 16 tile,
+// columns 2q, 2q + 1) of the fold, and the B fragment of the readout's TF32 k-tile n with its K order permuted
+// (k = q is column 8n + 2q, k = q + 4 is 8n + 2q + 1; C's A fragment uses the same order). So the two products
+// share the registers without shuffles or shared-memory transposes (rows g + 8 of the M tiles are zero). Shared
+// memory per warp: the x_j block of each record ([32 records][8 rows] bf16, read with ldmatrix.trans) and one
 // 16-record chunk of B_j rows for the fold (ldmatrix.trans again).
 #pragma once
 #include <cuda_bf16.h>
@@ -30,13 +34,8 @@
 namespace rssm {
 namespace mamba2 {
 namespace mmareadout {
-#ifndef RSSM_MMA_READOUT_UNROLL
-#define RSSM_MMA_READOUT_UNROLL 1
-#endif
-constexpr int kReadoutUnroll = RSSM_MMA_READOUT_UNROLL;  // k-tiles per unrolled step of the readout product
-
 constexpr int kN = 128;                 // dstate
-constexpr int kKT = kN / 16;            // k-tiles of the readout (= pairs of the fold's 8-column tiles)
+constexpr int kKT = kN / 16;            // pairs of 8-column tiles (readout TF32 k-tiles, fold accumulators)
 constexpr int kChunk = 16;              // records per fold k step
 constexpr int kBStride = kN + 8;        // staged B row stride (bf16): ldmatrix rows 16 bytes apart in the banks
 constexpr int kBBytes = kChunk * kBStride * 2;
@@ -50,10 +49,20 @@ using foldmma::split3;
 
 __device__ __forceinline__ float bf16Lo(uint32_t v) { return __uint_as_float(v << 16); }
 __device__ __forceinline__ float bf16Hi(uint32_t v) { return __uint_as_float(v & 0xffff0000u); }
-// Two bf16 terms of (a, b): hi = bf16(a, b) packed, lo = bf16 of the residuals.
-__device__ __forceinline__ void split2Packed(float a, float b, uint32_t& hi, uint32_t& lo) {
-    hi = packBf16(a, b);
-    lo = packBf16(a - bf16Lo(hi), b - bf16Hi(hi));
+__device__ __forceinline__ uint32_t tf32(float x) {  // round to nearest (ties away), as cvt.rna.tf32.f32
+    uint32_t r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+    return r;
+}
+// d += a . b, m16n8k8 TF32 (A rows g + 8: a[1] = a[3] = 0).
+__device__ __forceinline__ void mmaTf32(float (&d)[4], uint32_t a0, uint32_t a2, uint32_t b0, uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1));
+#endif
 }
 
 // A lane's 32 state values: row pointer `row` (element type ST), the layout above.
@@ -185,6 +194,7 @@ __device__ __forceinline__ void foldTile(float (&v)[4], const uint32_t (&a)[3][4
     v[3] = d1[1];
 }
 
+__host__ __device__ constexpr int warpBytes() { return kBBytes + kXBytes; }
 // A warp's copy of an item's 8 checkpoint rows in shared memory: rows kStride elements apart (padded so that the
 // lanes' reads of one k-tile spread over the banks), filled with 16-byte cp.async, read in the register layout
 // above (Rows::read: the 4 values of k-tile k).
@@ -222,29 +232,165 @@ struct SmemRows {
     }
 };
 template <typename ST>
-__host__ __device__ constexpr int warpBytes() { return 2 * SmemRows<ST>::kBufBytes + kBBytes + kXBytes; }
-__host__ __device__ constexpr int regWarpBytes() { return kBBytes + kXBytes; }
-template <typename ST>
-__host__ __device__ constexpr size_t ctaBytes() { return (size_t)(kCtaThreads / 32) * warpBytes<ST>(); }
+__host__ __device__ constexpr int stagedWarpBytes() { return 2 * SmemRows<ST>::kBufBytes + kBBytes + kXBytes; }
+
 
 }  // namespace mmareadout
 
 // Launcher rules (mamba2_launch.cu): dstate 128, bf16 activations, headdim % 8 == 0, records per step <= 32,
-// fp32 / fp16 / bf16 checkpoints with 16-byte aligned rows, any mode and T <= 8. Dynamic shared memory:
-// mmareadout::ctaBytes<ST>() (13.3 KB per warp: 2 CTAs of 8 warps per SM; ~75-90 registers, no spills).
-//
-// Each warp walks its items (grid-strided) with the next item's checkpoint rows in flight: they are copied into
-// the warp's other row buffer (cp.async, 16 bytes per lane and copy) while the current item is computed, so a
-// warp keeps up to 8 KB (fp32) of state in flight without holding it in registers. The next item's slot and head
-// record cursors are loaded one item ahead as well.
+// fp32 / fp16 / bf16 checkpoints (16-bit rows: at most 16 records to fold), any mode and T <= 8. Dynamic shared
+// memory: splitMmaReadoutSmemBytes() (4.9 KB per warp). Items are grid-strided over the warps and walked without
+// divisions (stream::ItemWalker); an item's checkpoint rows are loaded straight into the register layout above.
 template <typename ST>
-__global__ void __launch_bounds__(mmareadout::kCtaThreads, 2)
-    mamba2SplitReadoutMmaKernel(const Mamba2ReplayParams p) {
+__global__ void __launch_bounds__(mmareadout::kCtaThreads, 2) mamba2SplitReadoutMmaKernel(const Mamba2ReplayParams p) {
     using namespace mmareadout;
-    using Rows = SmemRows<ST>;
     extern __shared__ __align__(16) unsigned char smemSplitMma[];
     const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-    unsigned char* wsm = smemSplitMma + (threadIdx.x >> 5) * warpBytes<ST>();
+    unsigned char* wsm = smemSplitMma + (threadIdx.x >> 5) * warpBytes();
+    uint16_t* sB = reinterpret_cast<uint16_t*>(wsm);            // fold: 16 staged B_j rows
+    uint16_t* sX = reinterpret_cast<uint16_t*>(wsm + kBBytes);  // [32 records][8 rows]
+    const int H = p.nheads, P = p.headdim, T = p.num_tokens, G = p.ngroups, Cap = p.ring_capacity;
+    const int hpg = H / G;
+    const int nrb = P / kSplitRows;
+    const unsigned items = (unsigned)p.batch * H * nrb;  // < 2^31 (launcher)
+    const int RW = splitRecordWordsM2(p.window, T), RM = p.window + T;
+    const unsigned nw = gridDim.x * (kCtaThreads / 32);
+    const uint16_t* ringX = static_cast<const uint16_t*>(p.ring_x);
+    const uint16_t* ringB = static_cast<const uint16_t*>(p.ring_B);
+    const float* ws = static_cast<const float*>(p.workspace);
+    const bool actTok = g < T;  // this lane's token: A rows of the readout, the output it stores
+    unsigned it = blockIdx.x * (kCtaThreads / 32) + (threadIdx.x >> 5);
+    if (it >= items) return;
+    const stream::ItemWalker walk(H, nrb, nw);
+    stream::ItemCursor cur = walk.at(it);
+    bool first = true;
+    for (; it < items; it += nw, cur = walk.next(cur)) {
+        const int b = cur.b, head = cur.head, vw = cur.blk * kSplitRows;
+        const unsigned bh = (unsigned)b * H + head;
+        int slot = p.state_batch_indices ? p.state_batch_indices[b] : b;
+        slot = (slot < 0 || slot >= p.num_slots) ? -1 : slot;
+        ST* ckRow = static_cast<ST*>(p.state) + (int64_t)(slot < 0 ? 0 : slot) * p.stride_state_slot +
+                    (int64_t)head * p.stride_state_head + (int64_t)(vw + g) * p.stride_state_p;
+        float sv[kKT][4];
+        if (slot >= 0) LaneRow<ST>::load(sv, ckRow, q);  // the prep kernel never writes the checkpoint
+        if (first) {  // programmatic dependent launch: everything below reads the prep kernel's output
+            pdlWaitPrimary();
+            first = false;
+        }
+        if (slot < 0) continue;  // padding row: untouched
+        const float* hr = ws + (size_t)bh * RW;
+        const int4 meta = *reinterpret_cast<const int4*>(hr + 8);  // (gfold bits, nf, o, h)
+        const int nf = meta.y;
+        if (nf == kSplitSkipRow) continue;  // flushing row under skip_flush_rows: untouched
+        uint16_t* yg = static_cast<uint16_t*>(p.y) + (int64_t)b * p.stride_y_b + (int64_t)g * p.stride_y_t +
+                       (int64_t)head * p.stride_y_h + vw + 2 * q;
+        if (nf < 0) {  // invalid cursors: poison, touch nothing else
+            if (actTok) yg[0] = yg[1] = floatToAct(__int_as_float(0x7fc00000), true);
+            continue;
+        }
+        const int o = meta.z, R = meta.w + T;
+        const int grp = head / hpg;
+        const uint16_t* ringBg = ringB + ((int64_t)slot * Cap * G + grp) * kN;
+        if (nf > 0) stageB(sB, ringBg, 0, nf, o, Cap, (int64_t)G * kN, lane);
+        uint4 xq = make_uint4(0u, 0u, 0u, 0u);  // x_j block of record j = lane (0 past the records)
+        if (lane < R) {
+            int rr = o + lane;
+            rr = rr >= Cap ? rr - Cap : rr;
+            xq = *reinterpret_cast<const uint4*>(ringX + (((int64_t)slot * Cap + rr) * H + head) * P + vw);
+        }
+        // C_g rows (this lane's token g; the pair of columns 8n + 2q, + 1 of tile n as one 32-bit load)
+        const uint32_t* Crow = reinterpret_cast<const uint32_t*>(
+            static_cast<const uint16_t*>(p.Cm) + (int64_t)b * p.stride_C_b + (int64_t)grp * p.stride_C_g +
+            (int64_t)g * p.stride_C_t + 2 * q);
+        const float gam = actTok ? hr[g] : 0.f;
+        float cf[8];  // coef_{g, j} for j = 8c + 2q, 8c + 2q + 1 (c < 4)
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            const int j = 8 * (i >> 1) + 2 * q + (i & 1);
+            cf[i] = (actTok && j < R) ? hr[kSplitCoef + g * RM + j] : 0.f;
+        }
+        *reinterpret_cast<uint4*>(sX + lane * kSplitRows) = xq;
+        __syncwarp();
+        uint32_t xb[4];  // x_{8c + 2q}[row g], x_{8c + 2q + 1}[row g] (packed bf16) for c = 0..3
+        ldmatrixX4Trans(xb, sX + lane * kSplitRows);
+        // Y = gamma (C . S^T) + coef . X, three independent accumulator chains (even / odd column tiles, the ring)
+        float accE[4] = {0.f, 0.f, 0.f, 0.f}, accO[4] = {0.f, 0.f, 0.f, 0.f}, accR[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {  // records 8c .. 8c + 7
+            if (8 * c >= R) break;     // warp-uniform
+            mmaTf32(accR, tf32(cf[2 * c]), tf32(cf[2 * c + 1]), xb[c] << 16, xb[c] & 0xffff0000u);
+        }
+#pragma unroll
+        for (int k = 0; k < kKT; ++k) {
+            uint32_t c0 = 0u, c1 = 0u;
+            if (actTok) {
+                c0 = __ldg(Crow + 8 * k);      // columns 16k + 2q, + 1
+                c1 = __ldg(Crow + 8 * k + 4);  // columns 16k + 8 + 2q, + 1
+            }
+            mmaTf32(accE, c0 << 16, c0 & 0xffff0000u, tf32(sv[k][0]), tf32(sv[k][1]));
+            mmaTf32(accO, c1 << 16, c1 & 0xffff0000u, tf32(sv[k][2]), tf32(sv[k][3]));
+        }
+        if (actTok) {
+            float y0 = fmaf(gam, accE[0] + accO[0], accR[0]);
+            float y1 = fmaf(gam, accE[1] + accO[1], accR[1]);
+            if (p.z) {
+                const uint16_t* zg = static_cast<const uint16_t*>(p.z) + (int64_t)b * p.stride_z_b +
+                                     (int64_t)g * p.stride_z_t + (int64_t)head * p.stride_z_h + vw + 2 * q;
+                y0 *= siluF(actToFloat(zg[0], true));
+                y1 *= siluF(actToFloat(zg[1], true));
+            }
+            yg[0] = floatToAct(y0, true);
+            yg[1] = floatToAct(y1, true);
+        }
+        if (nf > 0) {  // warp-uniform: fold the committed records into the rows, store them
+            const float gf = __int_as_float(meta.x);
+            const float* fwp = hr + kSplitCoef + T * RM;
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {  // nf <= 31 (records per step <= 32): at most two chunks of 16
+                if (c * kChunk >= nf) break;  // warp-uniform
+                if (c > 0) {
+                    __syncwarp();  // every lane is done with the first chunk's rows
+                    stageB(sB, ringBg, kChunk, nf, o, Cap, (int64_t)G * kN, lane);
+                }
+                // the fold's bf16 A fragments want x_j of records c0 + 2q, + 1 and c0 + 8 + 2q, + 1: the readout's
+                // X fragments of the 8-record chunks 2c and 2c + 1
+                float fw[4];
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    const int j = c * kChunk + (i >> 1) * 8 + 2 * q + (i & 1);
+                    fw[i] = j < nf ? fwp[j] : 0.f;
+                }
+                uint32_t a[3][4];
+                foldWeights(a, xb[2 * c], xb[2 * c + 1], fw);
+                async::waitAll();
+                __syncwarp();
+#pragma unroll
+                for (int k = 0; k < kKT; ++k) {
+                    if (c == 0) {
+#pragma unroll
+                        for (int e = 0; e < 4; ++e) sv[k][e] *= gf;
+                    }
+                    foldTile(sv[k], a, sB, k, lane);
+                }
+            }
+            LaneRow<ST>::store(sv, ckRow, q);
+        }
+        __syncwarp();  // sX / sB are rewritten by the next item
+    }
+}
+
+// The same readout with each item's checkpoint rows staged through shared memory, the next item's rows in flight
+// (cp.async into the warp's other row buffer) while the current one is computed: a warp keeps up to 8 KB (fp32) of
+// state in flight without holding it in registers. The next item's slot and head-record cursors are loaded one item
+// ahead. Shared memory: stagedWarpBytes<ST>() per warp (13.3 KB: 2 CTAs per SM). Rows must be 16-byte aligned.
+template <typename ST>
+__global__ void __launch_bounds__(mmareadout::kCtaThreads, 2)
+    mamba2SplitReadoutMmaStagedKernel(const Mamba2ReplayParams p) {
+    using namespace mmareadout;
+    using Rows = SmemRows<ST>;
+    extern __shared__ __align__(16) unsigned char smemSplitMmaStaged[];
+    const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+    unsigned char* wsm = smemSplitMmaStaged + (threadIdx.x >> 5) * stagedWarpBytes<ST>();
     auto sRows = [&](int i) { return reinterpret_cast<ST*>(wsm + i * Rows::kBufBytes); };
     uint16_t* sB = reinterpret_cast<uint16_t*>(wsm + 2 * Rows::kBufBytes);           // fold: 16 staged B_j rows
     uint16_t* sX = reinterpret_cast<uint16_t*>(wsm + 2 * Rows::kBufBytes + kBBytes);  // [32 records][8 rows]
@@ -257,114 +403,97 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 2)
     const uint16_t* ringX = static_cast<const uint16_t*>(p.ring_x);
     const uint16_t* ringB = static_cast<const uint16_t*>(p.ring_B);
     const float* ws = static_cast<const float*>(p.workspace);
-    auto slotOf = [&](unsigned i) {
-        if (i >= items) return -1;
-        const int b = (int)(i / ((unsigned)nrb * H));
+    const bool actTok = g < T;
+    auto slotOf = [&](int b) {
         const int sl = p.state_batch_indices ? p.state_batch_indices[b] : b;
         return (sl < 0 || sl >= p.num_slots) ? -1 : sl;
     };
-    auto rowsOf = [&](unsigned i, int slot) {  // global address of the item's first checkpoint row
-        const unsigned bh = i / (unsigned)nrb;
-        const int head = (int)(bh % (unsigned)H), vw = (int)(i - bh * (unsigned)nrb) * kSplitRows;
-        return static_cast<ST*>(p.state) + (int64_t)slot * p.stride_state_slot + (int64_t)head * p.stride_state_head +
-               (int64_t)vw * p.stride_state_p;
+    auto rowsOf = [&](stream::ItemCursor c, int slot) {  // the item's first checkpoint row
+        return static_cast<ST*>(p.state) + (int64_t)slot * p.stride_state_slot + (int64_t)c.head * p.stride_state_head +
+               (int64_t)(c.blk * kSplitRows) * p.stride_state_p;
+    };
+    auto metaOf = [&](stream::ItemCursor c) {
+        return *reinterpret_cast<const int4*>(ws + ((size_t)c.b * H + c.head) * RW + 8);
     };
     unsigned it = blockIdx.x * (kCtaThreads / 32) + (threadIdx.x >> 5);
     if (it >= items) return;
+    const stream::ItemWalker walk(H, nrb, nw);
+    stream::ItemCursor cC = walk.at(it), cN = walk.next(cC);
     // prologue: the first item's rows (the prep kernel never writes the checkpoint), then wait for the prep grid
-    int slotC = slotOf(it);
-    if (slotC >= 0) Rows::issue(sRows(0), rowsOf(it, slotC), p.stride_state_p, lane);
+    int slotC = slotOf(cC.b);
+    if (slotC >= 0) Rows::issue(sRows(0), rowsOf(cC, slotC), p.stride_state_p, lane);
     async::commit();
-    int slotN = slotOf(it + nw);
+    int slotN = it + nw < items ? slotOf(cN.b) : -1;
     pdlWaitPrimary();
-    int4 metaC = make_int4(0, -1, 0, 0);
-    if (slotC >= 0) metaC = *reinterpret_cast<const int4*>(ws + (size_t)(it / (unsigned)nrb) * RW + 8);
+    int4 metaC = slotC >= 0 ? metaOf(cC) : make_int4(0, -1, 0, 0);
     for (int buf = 0; it < items; it += nw, buf ^= 1) {
         const int slot = slotC;
         const int4 meta = metaC;
         const int nf = meta.y;
-        const unsigned bh = it / (unsigned)nrb;
-        const int head = (int)(bh % (unsigned)H), b = (int)(bh / (unsigned)H);
+        const int b = cC.b, head = cC.head, vw = cC.blk * kSplitRows;
         const int grp = head / hpg;
-        const uint16_t* ringBg = slot >= 0 ? ringB + ((int64_t)slot * Cap * G + grp) * kN : nullptr;
+        const uint16_t* ringBg = ringB + ((int64_t)(slot < 0 ? 0 : slot) * Cap * G + grp) * kN;
         // a flush item's first chunk of B_j rows (its own cp.async group, older than the next item's rows)
         if (slot >= 0 && nf > 0) stageB(sB, ringBg, 0, nf, meta.z, Cap, (int64_t)G * kN, lane);
         // next item: rows in flight (an empty group when there are none), cursors one item ahead
-        const unsigned itN = it + nw;
-        if (slotN >= 0) Rows::issue(sRows(buf ^ 1), rowsOf(itN, slotN), p.stride_state_p, lane);
+        if (slotN >= 0) Rows::issue(sRows(buf ^ 1), rowsOf(cN, slotN), p.stride_state_p, lane);
         async::commit();
-        int4 metaN = make_int4(0, -1, 0, 0);
-        if (slotN >= 0) metaN = *reinterpret_cast<const int4*>(ws + (size_t)(itN / (unsigned)nrb) * RW + 8);
-        const int slotNN = slotOf(itN + nw);
+        const int4 metaN = slotN >= 0 ? metaOf(cN) : make_int4(0, -1, 0, 0);
+        const stream::ItemCursor cNN = walk.next(cN);
+        const int slotNN = it + 2 * nw < items ? slotOf(cNN.b) : -1;
 
-        // padding row / flushing row under skip_flush_rows: untouched
-        if (slot >= 0 && nf != kSplitSkipRow) {
-            const int vw = (int)(it - bh * (unsigned)nrb) * kSplitRows;
-            const bool actTok = g < T;  // this lane's token (A rows) / output token
+        if (slot >= 0 && nf != kSplitSkipRow) {  // else padding row / skipped flushing row: untouched
             uint16_t* yg = static_cast<uint16_t*>(p.y) + (int64_t)b * p.stride_y_b + (int64_t)g * p.stride_y_t +
                            (int64_t)head * p.stride_y_h + vw + 2 * q;
             if (nf < 0) {  // invalid cursors: poison, touch nothing else
                 if (actTok) yg[0] = yg[1] = floatToAct(__int_as_float(0x7fc00000), true);
             } else {
-                const float* hr = ws + (size_t)bh * RW;
+                const float* hr = ws + ((size_t)b * H + head) * RW;
                 const int o = meta.z, R = meta.w + T;
-                uint4 xq = make_uint4(0u, 0u, 0u, 0u);  // x_j block of record j = lane (0 past the records)
+                uint4 xq = make_uint4(0u, 0u, 0u, 0u);
                 if (lane < R) {
                     int rr = o + lane;
                     rr = rr >= Cap ? rr - Cap : rr;
                     xq = *reinterpret_cast<const uint4*>(ringX + (((int64_t)slot * Cap + rr) * H + head) * P + vw);
                 }
-                const uint16_t* Crow = static_cast<const uint16_t*>(p.Cm) + (int64_t)b * p.stride_C_b +
-                                       (int64_t)grp * p.stride_C_g + (int64_t)g * p.stride_C_t + 2 * q;
+                const uint32_t* Crow = reinterpret_cast<const uint32_t*>(
+                    static_cast<const uint16_t*>(p.Cm) + (int64_t)b * p.stride_C_b + (int64_t)grp * p.stride_C_g +
+                    (int64_t)g * p.stride_C_t + 2 * q);
                 const float gam = actTok ? hr[g] : 0.f;
-                float cf[8];  // coef_{g, j} for j = 16 c + 2q, + 1, 16 c + 8 + 2q, + 1 (c = 0, 1)
+                float cf[8];
 #pragma unroll
                 for (int i = 0; i < 8; ++i) {
-                    const int j = 16 * (i >> 2) + ((i >> 1) & 1) * 8 + 2 * q + (i & 1);
+                    const int j = 8 * (i >> 1) + 2 * q + (i & 1);
                     cf[i] = (actTok && j < R) ? hr[kSplitCoef + g * RM + j] : 0.f;
                 }
                 *reinterpret_cast<uint4*>(sX + lane * kSplitRows) = xq;
                 __syncwarp();
-                uint32_t xb[4];  // B fragments of X: records 2q, 2q + 1 | 8 + 2q, 9 + 2q | 16 + ... | 24 + ... of row g
+                uint32_t xb[4];
                 ldmatrixX4Trans(xb, sX + lane * kSplitRows);
-                // Y = gamma (C . S^T) + coef . X: three independent accumulator chains (S hi terms, S lo terms, the
-                // ring term), so that consecutive mma.sync do not wait for each other's results
-                float accH[4] = {0.f, 0.f, 0.f, 0.f}, accL[4] = {0.f, 0.f, 0.f, 0.f}, accR[4] = {0.f, 0.f, 0.f, 0.f};
+                float accE[4] = {0.f, 0.f, 0.f, 0.f}, accO[4] = {0.f, 0.f, 0.f, 0.f}, accR[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
-                for (int c = 0; c < 2; ++c) {  // records 0..15, and 16..31 when there are more
-                    if (c == 1 && R <= 16) break;  // warp-uniform
-                    uint32_t ahi[4] = {0u, 0u, 0u, 0u}, alo[4] = {0u, 0u, 0u, 0u};
-                    split2Packed(cf[4 * c], cf[4 * c + 1], ahi[0], alo[0]);
-                    split2Packed(cf[4 * c + 2], cf[4 * c + 3], ahi[2], alo[2]);
-                    mmaBf16(accR, alo, xb[2 * c], xb[2 * c + 1]);
-                    mmaBf16(accR, ahi, xb[2 * c], xb[2 * c + 1]);
+                for (int c = 0; c < 4; ++c) {
+                    if (8 * c >= R) break;
+                    mmaTf32(accR, tf32(cf[2 * c]), tf32(cf[2 * c + 1]), xb[c] << 16, xb[c] & 0xffff0000u);
                 }
-                async::waitAllButOne();  // this item's rows and B_j chunk (the next item's rows may still be in flight)
+                async::waitAllButOne();  // this item's rows and B_j chunk (the next item's rows may be in flight)
                 __syncwarp();
                 const ST* rowG = sRows(buf) + g * Rows::kStride;
-#pragma unroll kReadoutUnroll
+#pragma unroll
                 for (int k = 0; k < kKT; ++k) {
-                    uint32_t a[4] = {0u, 0u, 0u, 0u};
+                    uint32_t c0 = 0u, c1 = 0u;
                     if (actTok) {
-                        a[0] = *reinterpret_cast<const uint32_t*>(Crow + 16 * k);
-                        a[2] = *reinterpret_cast<const uint32_t*>(Crow + 16 * k + 8);
+                        c0 = __ldg(Crow + 8 * k);
+                        c1 = __ldg(Crow + 8 * k + 4);
                     }
                     float v[4];
                     Rows::read(v, rowG, k, q);
-                    uint32_t hi0, lo0, hi1, lo1;
-                    if constexpr (LaneRow<ST>::kExactInBf16) {
-                        hi0 = packBf16(v[0], v[1]);
-                        hi1 = packBf16(v[2], v[3]);
-                    } else {
-                        split2Packed(v[0], v[1], hi0, lo0);
-                        split2Packed(v[2], v[3], hi1, lo1);
-                        mmaBf16(accL, a, lo0, lo1);
-                    }
-                    mmaBf16(accH, a, hi0, hi1);
+                    mmaTf32(accE, c0 << 16, c0 & 0xffff0000u, tf32(v[0]), tf32(v[1]));
+                    mmaTf32(accO, c1 << 16, c1 & 0xffff0000u, tf32(v[2]), tf32(v[3]));
                 }
                 if (actTok) {
-                    float y0 = fmaf(gam, accH[0] + accL[0], accR[0]);
-                    float y1 = fmaf(gam, accH[1] + accL[1], accR[1]);
+                    float y0 = fmaf(gam, accE[0] + accO[0], accR[0]);
+                    float y1 = fmaf(gam, accE[1] + accO[1], accR[1]);
                     if (p.z) {
                         const uint16_t* zg = static_cast<const uint16_t*>(p.z) + (int64_t)b * p.stride_z_b +
                                              (int64_t)g * p.stride_z_t + (int64_t)head * p.stride_z_h + vw + 2 * q;
@@ -385,7 +514,7 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 2)
                     }
                     uint32_t a[3][4];
                     foldWeights(a, xb[0], xb[1], fw);
-                    ST* ckRow = rowsOf(it, slot) + (int64_t)g * p.stride_state_p;
+                    ST* ckRow = rowsOf(cC, slot) + (int64_t)g * p.stride_state_p;
                     if (nf <= kChunk) {  // one chunk (L <= 16): column tile by column tile from the staged rows
 #pragma unroll 2
                         for (int k = 0; k < kKT; ++k) {
@@ -396,8 +525,8 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 2)
                             foldTile(v, a, sB, k, lane);
                             LaneRow<ST>::storeTile(v, ckRow, k, q);
                         }
-                    } else if constexpr (sizeof(ST) == 4) {  // two chunks (L > 16): the first chunk's result
-                        float* rowW = reinterpret_cast<float*>(sRows(buf)) + g * Rows::kStride;  // back in place
+                    } else if constexpr (sizeof(ST) == 4) {  // two chunks: the first chunk's result back in place
+                        float* rowW = reinterpret_cast<float*>(sRows(buf)) + g * Rows::kStride;
 #pragma unroll 2
                         for (int k = 0; k < kKT; ++k) {
                             float v[4];
@@ -432,157 +561,13 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 2)
             }
         }
         __syncwarp();  // this item's buffers are rewritten by the item after next / the next item's x
+        cC = cN;
+        cN = cNN;
         slotC = slotN;
-        metaC = metaN;
         slotN = slotNN;
+        metaC = metaN;
     }
     async::waitAll();
-}
-
-// The same readout with the item's checkpoint rows in registers (loaded straight into the layout above) instead of
-// staged through shared memory: no row double buffer (4.9 KB of shared memory per warp: the fold's staged B_j rows
-// and the x_j blocks), one item's rows in flight per warp. Same launcher rules; A/B against the staged kernel
-// (RSSM_MAMBA2_SPLIT_PIPE=5).
-template <typename ST>
-__global__ void __launch_bounds__(mmareadout::kCtaThreads, 2) mamba2SplitReadoutMmaRegKernel(const Mamba2ReplayParams p) {
-    using namespace mmareadout;
-    extern __shared__ __align__(16) unsigned char smemSplitMmaReg[];
-    const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-    unsigned char* wsm = smemSplitMmaReg + (threadIdx.x >> 5) * regWarpBytes();
-    uint16_t* sB = reinterpret_cast<uint16_t*>(wsm);             // fold: 16 staged B_j rows
-    uint16_t* sX = reinterpret_cast<uint16_t*>(wsm + kBBytes);   // [32 records][8 rows]
-    const int H = p.nheads, P = p.headdim, T = p.num_tokens, G = p.ngroups, Cap = p.ring_capacity;
-    const int hpg = H / G;
-    const int nrb = P / kSplitRows;
-    const unsigned items = (unsigned)p.batch * H * nrb;  // < 2^31 (launcher)
-    const int RW = splitRecordWordsM2(p.window, T), RM = p.window + T;
-    const unsigned nw = gridDim.x * (kCtaThreads / 32);
-    const uint16_t* ringX = static_cast<const uint16_t*>(p.ring_x);
-    const uint16_t* ringB = static_cast<const uint16_t*>(p.ring_B);
-    const float* ws = static_cast<const float*>(p.workspace);
-    bool first = true;
-    for (unsigned it = blockIdx.x * (kCtaThreads / 32) + (threadIdx.x >> 5); it < items; it += nw) {
-        const unsigned bh = it / (unsigned)nrb;
-        const int head = (int)(bh % (unsigned)H), b = (int)(bh / (unsigned)H);
-        const int vw = (int)(it - bh * (unsigned)nrb) * kSplitRows;
-        int slot = p.state_batch_indices ? p.state_batch_indices[b] : b;
-        slot = (slot < 0 || slot >= p.num_slots) ? -1 : slot;
-        ST* ckRow = static_cast<ST*>(p.state) + (int64_t)(slot < 0 ? 0 : slot) * p.stride_state_slot +
-                    (int64_t)head * p.stride_state_head + (int64_t)(vw + g) * p.stride_state_p;
-        float sv[kKT][4];
-        if (slot >= 0) LaneRow<ST>::load(sv, ckRow, q);  // the prep kernel never writes the checkpoint
-        if (first) {  // programmatic dependent launch: everything below reads the prep kernel's output
-            pdlWaitPrimary();
-            first = false;
-        }
-        if (slot < 0) continue;  // padding row: untouched
-        const float* hr = ws + (size_t)bh * RW;
-        const int4 meta = *reinterpret_cast<const int4*>(hr + 8);  // (gfold bits, nf, o, h)
-        const int nf = meta.y;
-        if (nf == kSplitSkipRow) continue;  // flushing row under skip_flush_rows: untouched
-        const bool actTok = g < T;
-        uint16_t* yg = static_cast<uint16_t*>(p.y) + (int64_t)b * p.stride_y_b + (int64_t)g * p.stride_y_t +
-                       (int64_t)head * p.stride_y_h + vw + 2 * q;
-        if (nf < 0) {  // invalid cursors: poison, touch nothing else
-            if (actTok) yg[0] = yg[1] = floatToAct(__int_as_float(0x7fc00000), true);
-            continue;
-        }
-        const int o = meta.z, R = meta.w + T;
-        const int grp = head / hpg;
-        const uint16_t* ringBg = ringB + ((int64_t)slot * Cap * G + grp) * kN;
-        if (nf > 0) stageB(sB, ringBg, 0, nf, o, Cap, (int64_t)G * kN, lane);
-        uint4 xq = make_uint4(0u, 0u, 0u, 0u);
-        if (lane < R) {
-            int rr = o + lane;
-            rr = rr >= Cap ? rr - Cap : rr;
-            xq = *reinterpret_cast<const uint4*>(ringX + (((int64_t)slot * Cap + rr) * H + head) * P + vw);
-        }
-        const uint16_t* Crow = static_cast<const uint16_t*>(p.Cm) + (int64_t)b * p.stride_C_b +
-                               (int64_t)grp * p.stride_C_g + (int64_t)g * p.stride_C_t + 2 * q;
-        const float gam = actTok ? hr[g] : 0.f;
-        float cf[8];
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-            const int j = 16 * (i >> 2) + ((i >> 1) & 1) * 8 + 2 * q + (i & 1);
-            cf[i] = (actTok && j < R) ? hr[kSplitCoef + g * RM + j] : 0.f;
-        }
-        *reinterpret_cast<uint4*>(sX + lane * kSplitRows) = xq;
-        __syncwarp();
-        uint32_t xb[4];
-        ldmatrixX4Trans(xb, sX + lane * kSplitRows);
-        float accH[4] = {0.f, 0.f, 0.f, 0.f}, accL[4] = {0.f, 0.f, 0.f, 0.f}, accR[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-        for (int c = 0; c < 2; ++c) {
-            if (c == 1 && R <= 16) break;
-            uint32_t ahi[4] = {0u, 0u, 0u, 0u}, alo[4] = {0u, 0u, 0u, 0u};
-            split2Packed(cf[4 * c], cf[4 * c + 1], ahi[0], alo[0]);
-            split2Packed(cf[4 * c + 2], cf[4 * c + 3], ahi[2], alo[2]);
-            mmaBf16(accR, alo, xb[2 * c], xb[2 * c + 1]);
-            mmaBf16(accR, ahi, xb[2 * c], xb[2 * c + 1]);
-        }
-#pragma unroll
-        for (int k = 0; k < kKT; ++k) {
-            uint32_t a[4] = {0u, 0u, 0u, 0u};
-            if (actTok) {
-                a[0] = *reinterpret_cast<const uint32_t*>(Crow + 16 * k);
-                a[2] = *reinterpret_cast<const uint32_t*>(Crow + 16 * k + 8);
-            }
-            uint32_t hi0, lo0, hi1, lo1;
-            if constexpr (LaneRow<ST>::kExactInBf16) {
-                hi0 = packBf16(sv[k][0], sv[k][1]);
-                hi1 = packBf16(sv[k][2], sv[k][3]);
-            } else {
-                split2Packed(sv[k][0], sv[k][1], hi0, lo0);
-                split2Packed(sv[k][2], sv[k][3], hi1, lo1);
-                mmaBf16(accL, a, lo0, lo1);
-            }
-            mmaBf16(accH, a, hi0, hi1);
-        }
-        if (actTok) {
-            float y0 = fmaf(gam, accH[0] + accL[0], accR[0]);
-            float y1 = fmaf(gam, accH[1] + accL[1], accR[1]);
-            if (p.z) {
-                const uint16_t* zg = static_cast<const uint16_t*>(p.z) + (int64_t)b * p.stride_z_b +
-                                     (int64_t)g * p.stride_z_t + (int64_t)head * p.stride_z_h + vw + 2 * q;
-                y0 *= siluF(actToFloat(zg[0], true));
-                y1 *= siluF(actToFloat(zg[1], true));
-            }
-            yg[0] = floatToAct(y0, true);
-            yg[1] = floatToAct(y1, true);
-        }
-        if (nf > 0) {  // warp-uniform: fold the committed records into the rows, store them
-            const float gf = __int_as_float(meta.x);
-            const float* fwp = hr + kSplitCoef + T * RM;
-#pragma unroll
-            for (int c = 0; c < 2; ++c) {  // nf <= 31: at most two chunks
-                if (c * kChunk >= nf) break;
-                if (c > 0) {
-                    __syncwarp();
-                    stageB(sB, ringBg, kChunk, nf, o, Cap, (int64_t)G * kN, lane);
-                }
-                float fw[4];
-#pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                    const int j = c * kChunk + (i >> 1) * 8 + 2 * q + (i & 1);
-                    fw[i] = j < nf ? fwp[j] : 0.f;
-                }
-                uint32_t a[3][4];
-                foldWeights(a, xb[2 * c], xb[2 * c + 1], fw);
-                async::waitAll();
-                __syncwarp();
-#pragma unroll
-                for (int k = 0; k < kKT; ++k) {
-                    if (c == 0) {
-#pragma unroll
-                        for (int e = 0; e < 4; ++e) sv[k][e] *= gf;
-                    }
-                    foldTile(sv[k], a, sB, k, lane);
-                }
-            }
-            LaneRow<ST>::store(sv, ckRow, q);
-        }
-        __syncwarp();  // sX / sB are rewritten by the next item
-    }
 }
 
 }  // namespace mamba2
