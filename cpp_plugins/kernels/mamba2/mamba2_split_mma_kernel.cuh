@@ -203,7 +203,9 @@ struct SmemRows {
     static constexpr int kRowBytes = kN * (int)sizeof(ST);
     static constexpr int kPad = 8;  // elements: 32 bytes (fp32), 16 bytes (16-bit)
     static constexpr int kStride = kN + kPad;
-    static constexpr int kBufBytes = kSplitRows * kStride * (int)sizeof(ST);  // a multiple of 16
+    // a multiple of 16; also holds a staged 16-record chunk of B_j rows (the fold)
+    static constexpr int kBufBytes =
+        kSplitRows * kStride * (int)sizeof(ST) > kBBytes ? kSplitRows * kStride * (int)sizeof(ST) : kBBytes;
     static constexpr int kPieces = kRowBytes / 16;  // 16-byte pieces per row
     __device__ static void issue(ST* dst, const ST* src, int64_t rowStride, int lane) {
 #pragma unroll
@@ -232,7 +234,7 @@ struct SmemRows {
     }
 };
 template <typename ST>
-__host__ __device__ constexpr int stagedWarpBytes() { return 2 * SmemRows<ST>::kBufBytes + kBBytes + kXBytes; }
+__host__ __device__ constexpr int stagedWarpBytes() { return 2 * SmemRows<ST>::kBufBytes + kXBytes; }
 
 
 }  // namespace mmareadout
@@ -384,7 +386,7 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 2) mamba2SplitReadout
 // state in flight without holding it in registers. The next item's slot and head-record cursors are loaded one item
 // ahead. Shared memory: stagedWarpBytes<ST>() per warp (13.3 KB: 2 CTAs per SM). Rows must be 16-byte aligned.
 template <typename ST>
-__global__ void __launch_bounds__(mmareadout::kCtaThreads, 2)
+__global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
     mamba2SplitReadoutMmaStagedKernel(const Mamba2ReplayParams p) {
     using namespace mmareadout;
     using Rows = SmemRows<ST>;
@@ -392,8 +394,7 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 2)
     const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
     unsigned char* wsm = smemSplitMmaStaged + (threadIdx.x >> 5) * stagedWarpBytes<ST>();
     auto sRows = [&](int i) { return reinterpret_cast<ST*>(wsm + i * Rows::kBufBytes); };
-    uint16_t* sB = reinterpret_cast<uint16_t*>(wsm + 2 * Rows::kBufBytes);           // fold: 16 staged B_j rows
-    uint16_t* sX = reinterpret_cast<uint16_t*>(wsm + 2 * Rows::kBufBytes + kBBytes);  // [32 records][8 rows]
+    uint16_t* sX = reinterpret_cast<uint16_t*>(wsm + 2 * Rows::kBufBytes);  // [32 records][8 rows]
     const int H = p.nheads, P = p.headdim, T = p.num_tokens, G = p.ngroups, Cap = p.ring_capacity;
     const int hpg = H / G;
     const int nrb = P / kSplitRows;
@@ -433,11 +434,13 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 2)
         const int b = cC.b, head = cC.head, vw = cC.blk * kSplitRows;
         const int grp = head / hpg;
         const uint16_t* ringBg = ringB + ((int64_t)(slot < 0 ? 0 : slot) * Cap * G + grp) * kN;
-        // a flush item's first chunk of B_j rows (its own cp.async group, older than the next item's rows)
-        if (slot >= 0 && nf > 0) stageB(sB, ringBg, 0, nf, meta.z, Cap, (int64_t)G * kN, lane);
-        // next item: rows in flight (an empty group when there are none), cursors one item ahead
-        if (slotN >= 0) Rows::issue(sRows(buf ^ 1), rowsOf(cN, slotN), p.stride_state_p, lane);
-        async::commit();
+        // next item: rows in flight (an empty group when there are none), cursors one item ahead. A flush item first
+        // stages its B_j rows into the other buffer instead; the next item's rows follow its fold.
+        const bool flushItem = slot >= 0 && nf > 0;
+        uint16_t* sB = reinterpret_cast<uint16_t*>(sRows(buf ^ 1));
+        if (flushItem) stageB(sB, ringBg, 0, nf, meta.z, Cap, (int64_t)G * kN, lane);
+        else if (slotN >= 0) Rows::issue(sRows(buf ^ 1), rowsOf(cN, slotN), p.stride_state_p, lane);
+        if (!flushItem) async::commit();
         const int4 metaN = slotN >= 0 ? metaOf(cN) : make_int4(0, -1, 0, 0);
         const stream::ItemCursor cNN = walk.next(cN);
         const int slotNN = it + 2 * nw < items ? slotOf(cNN.b) : -1;
@@ -476,7 +479,7 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 2)
                     if (8 * c >= R) break;
                     mmaTf32(accR, tf32(cf[2 * c]), tf32(cf[2 * c + 1]), xb[c] << 16, xb[c] & 0xffff0000u);
                 }
-                async::waitAllButOne();  // this item's rows and B_j chunk (the next item's rows may be in flight)
+                async::waitAllButOne();  // this item's rows (the next item's rows / B_j chunk may be in flight)
                 __syncwarp();
                 const ST* rowG = sRows(buf) + g * Rows::kStride;
 #pragma unroll
@@ -515,6 +518,8 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 2)
                     uint32_t a[3][4];
                     foldWeights(a, xb[0], xb[1], fw);
                     ST* ckRow = rowsOf(cC, slot) + (int64_t)g * p.stride_state_p;
+                    async::waitAll();  // the B_j chunk
+                    __syncwarp();
                     if (nf <= kChunk) {  // one chunk (L <= 16): column tile by column tile from the staged rows
 #pragma unroll 2
                         for (int k = 0; k < kKT; ++k) {
@@ -545,7 +550,7 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 2)
                         foldWeights(a, xb[2], xb[3], fw);
                         __syncwarp();  // every lane is done with the first chunk's rows
                         stageB(sB, ringBg, kChunk, nf, o, Cap, (int64_t)G * kN, lane);
-                        async::waitAll();  // (also the next item's rows: this path only)
+                        async::waitAll();
                         __syncwarp();
 #pragma unroll 2
                         for (int k = 0; k < kKT; ++k) {
@@ -559,6 +564,11 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 2)
                     }
                 }
             }
+        }
+        if (flushItem) {  // the other buffer is free again: the next item's rows
+            __syncwarp();
+            if (slotN >= 0) Rows::issue(sRows(buf ^ 1), rowsOf(cN, slotN), p.stride_state_p, lane);
+            async::commit();
         }
         __syncwarp();  // this item's buffers are rewritten by the item after next / the next item's x
         cC = cN;
