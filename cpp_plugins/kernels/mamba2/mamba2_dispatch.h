@@ -49,11 +49,10 @@ size_t splitReadoutSmemBytes(int dstate);
 size_t splitMmaFoldSmemBytes(int dstate);  // the readout with the tensor-core fold (pipe 3)
 int splitMaxRecords();
 // The split readout on tensor cores (mamba2_split_mma.cu): dstate 128 and fp32 / fp16 / bf16 rows, else NULL; the
-// launcher also requires bf16 activations, 8-byte (staged: 16-byte) aligned checkpoint rows and, for 16-bit rows, a
-// window <= 16. staged: the rows go through a shared-memory double buffer. Its dynamic shared memory per CTA
-// (splitReadoutThreads() threads).
-const void* splitMmaReadoutKernel(int stateDtype, int dstate, bool staged);
-size_t splitMmaReadoutSmemBytes(int stateDtype, bool staged);
+// launcher also requires bf16 activations, 16-byte aligned checkpoint rows and, for 16-bit rows, a window <= 16. Its
+// dynamic shared memory per CTA (splitReadoutThreads() threads).
+const void* splitMmaReadoutKernel(int stateDtype, int dstate);
+size_t splitMmaReadoutSmemBytes(int stateDtype);
 size_t splitPrepSmemBytes(int window, int numTokens, int dstate);
 int splitHeadsPerPrep();
 int splitReadoutThreads();

@@ -316,6 +316,11 @@ int checkSplit(const char* op, const Mamba2ReplayParams& p) {
     return RSSM_OK;
 }
 
+// Speculative steps of at least this many tokens run the tensor-core readout by default. Measured side by side
+// (ninth session, B = 256, L = 16, docs/kernels-mamba2.md): T = 2 10-25 us slower than the plain readout on Super /
+// Nano, T = 4 22-69 us faster, T = 8 187-290 us faster; T = 3 not measured.
+constexpr int kMmaReadoutMinTokens = 4;
+
 int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc, cudaStream_t stream) {
     const int hpg = q.nheads / q.ngroups;
     const dim3 prepGrid((hpg + splitHeadsPerPrep() - 1) / splitHeadsPerPrep(), q.ngroups, q.batch);
@@ -345,9 +350,11 @@ int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc
     // Super B = 256 339.9 vs 386.3 us (docs/benchmarks.md, fourth session). RSSM_MAMBA2_SPLIT_PIPE (read per
     // launch, A/B timing): 1 = pipelined, 2 = the next item's slot and cursors in flight, else plain.
     // 3 = the plain readout with the tensor-core fold (N = 128, fp32 / 16-bit rows; bf16 activations fold on tensor
-    // cores, fp16 ones on CUDA cores in the same kernel).
+    // cores, fp16 ones on CUDA cores in the same kernel). 4 = the readout on tensor cores (below). 0 = plain.
+    // Unset: the tensor-core readout for speculative steps of T >= kMmaReadoutMinTokens tokens where it runs, else plain.
     const char* pe = getenv("RSSM_MAMBA2_SPLIT_PIPE");
-    int pipe = (pe && pe[0] >= '1' && pe[0] <= '5' && pe[1] == 0) ? pe[0] - '0' : 0;
+    int pipe = (pe && pe[0] >= '0' && pe[0] <= '4' && pe[1] == 0) ? pe[0] - '0' : -1;
+    if (pipe < 0) pipe = q.mode == 1 && q.num_tokens >= kMmaReadoutMinTokens ? 4 : 0;
     if (pipe == 3 && !(q.dstate == 128 && (q.state_dtype == RSSM_DTYPE_FP32 || q.state_dtype == RSSM_DTYPE_FP16 ||
                                            q.state_dtype == RSSM_DTYPE_BF16)))
         pipe = 0;
@@ -364,22 +371,21 @@ int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc
             return launch(op, rk, dim3(g), splitReadoutThreads(), 0, &q, stream, &rc, pdlEnabled());
         }
     }
-    // 4 = the readout on tensor cores (all tokens of a step as one mma tile; dstate 128, bf16 activations, fp32 /
-    // 16-bit rows 8-byte aligned, 16-bit rows with a window <= 16: one chunk of records to fold;
-    // mamba2_split_mma_kernel.cuh). Other inputs run the CUDA-core readout.
-    // 5 = the same with the rows staged through a shared-memory double buffer (16-byte aligned rows).
-    if (pipe == 4 || pipe == 5) {
-        const int es = q.state_dtype == RSSM_DTYPE_FP32 ? 4 : 2, al = pipe == 5 ? 16 : 8;
-        const bool aligned = ((uintptr_t)q.state % al) == 0 && (q.stride_state_p * es) % al == 0 &&
-                             (q.stride_state_head * es) % al == 0 && (q.stride_state_slot * es) % al == 0;
+    // 4 = the readout on tensor cores (all tokens of a step as one mma tile, the next item's rows in flight through a
+    // shared-memory double buffer; dstate 128, bf16 activations, 16-byte aligned fp32 / 16-bit rows, 16-bit rows with
+    // a window <= 16: one chunk of records to fold; mamba2_split_mma_kernel.cuh). Other inputs run the plain readout.
+    if (pipe == 4) {
+        const int es = q.state_dtype == RSSM_DTYPE_FP32 ? 4 : 2;
+        const bool aligned = ((uintptr_t)q.state % 16) == 0 && (q.stride_state_p * es) % 16 == 0 &&
+                             (q.stride_state_head * es) % 16 == 0 && (q.stride_state_slot * es) % 16 == 0;
         const bool chunks = q.state_dtype == RSSM_DTYPE_FP32 || q.window <= 16;
-        const void* mk = q.act_dtype == RSSM_DTYPE_BF16 && aligned && chunks
-                             ? splitMmaReadoutKernel(q.state_dtype, q.dstate, pipe == 5)
+        const void* mk = q.act_dtype == RSSM_DTYPE_BF16 && aligned && chunks && !q.skip_flush_rows
+                             ? splitMmaReadoutKernel(q.state_dtype, q.dstate)
                              : nullptr;
         if (mk) {
             const long long items = (long long)q.batch * q.nheads * (q.headdim / splitRows());
             const int warps = splitReadoutThreads() / 32;
-            const size_t smem = splitMmaReadoutSmemBytes(q.state_dtype, pipe == 5);
+            const size_t smem = splitMmaReadoutSmemBytes(q.state_dtype);
             if (!allowSmem(mk, smem))
                 return setError(RSSM_ERR_CUDA, "%s: cannot raise the shared-memory limit of the split mma readout", op);
             const int g = persistentGrid(mk, splitReadoutThreads(), smem, (items + warps - 1) / warps);

@@ -7,25 +7,23 @@ namespace rssm {
 namespace mamba2 {
 namespace {
 template <typename ST>
-const void* entry(bool staged) {
-    return staged ? reinterpret_cast<const void*>(&mamba2SplitReadoutMmaStagedKernel<ST>)
-                  : reinterpret_cast<const void*>(&mamba2SplitReadoutMmaKernel<ST>);
+const void* entry() {
+    return reinterpret_cast<const void*>(&mamba2SplitReadoutMmaStagedKernel<ST>);
 }
 }  // namespace
 
-const void* splitMmaReadoutKernel(int stateDtype, int dstate, bool staged) {
+const void* splitMmaReadoutKernel(int stateDtype, int dstate) {
     if (dstate != mmareadout::kN) return nullptr;
     switch (stateDtype) {
-        case RSSM_DTYPE_FP32: return entry<float>(staged);
-        case RSSM_DTYPE_FP16: return entry<__half>(staged);
-        case RSSM_DTYPE_BF16: return entry<__nv_bfloat16>(staged);
+        case RSSM_DTYPE_FP32: return entry<float>();
+        case RSSM_DTYPE_FP16: return entry<__half>();
+        case RSSM_DTYPE_BF16: return entry<__nv_bfloat16>();
         default: return nullptr;
     }
 }
-size_t splitMmaReadoutSmemBytes(int stateDtype, bool staged) {
-    const int perWarp = !staged ? mmareadout::warpBytes()
-                                : stateDtype == RSSM_DTYPE_FP32 ? mmareadout::stagedWarpBytes<float>()
-                                                                : mmareadout::stagedWarpBytes<__half>();
+size_t splitMmaReadoutSmemBytes(int stateDtype) {
+    const int perWarp = stateDtype == RSSM_DTYPE_FP32 ? mmareadout::stagedWarpBytes<float>()
+                                                      : mmareadout::stagedWarpBytes<__half>();
     return (size_t)(mmareadout::kCtaThreads / 32) * perWarp;
 }
 

@@ -65,33 +65,15 @@ __device__ __forceinline__ void mmaTf32(float (&d)[4], uint32_t a0, uint32_t a2,
 #endif
 }
 
-// A lane's 32 state values: row pointer `row` (element type ST), the layout above.
+// Stores of a lane's 4 state values of 16-column block k (row pointer `row`, element type ST; the layout above).
 template <typename ST>
 struct LaneRow;
 template <>
 struct LaneRow<float> {
     static constexpr bool kExactInBf16 = false;
-    __device__ static void load(float (&s)[kKT][4], const float* row, int q) {
-#pragma unroll
-        for (int k = 0; k < kKT; ++k) {
-            const float2 a = __ldcs(reinterpret_cast<const float2*>(row + 16 * k + 2 * q));
-            const float2 b = __ldcs(reinterpret_cast<const float2*>(row + 16 * k + 8 + 2 * q));
-            s[k][0] = a.x;
-            s[k][1] = a.y;
-            s[k][2] = b.x;
-            s[k][3] = b.y;
-        }
-    }
     __device__ static void storeTile(const float (&v)[4], float* row, int k, int q) {
         *reinterpret_cast<float2*>(row + 16 * k + 2 * q) = make_float2(v[0], v[1]);
         *reinterpret_cast<float2*>(row + 16 * k + 8 + 2 * q) = make_float2(v[2], v[3]);
-    }
-    __device__ static void store(const float (&s)[kKT][4], float* row, int q) {
-#pragma unroll
-        for (int k = 0; k < kKT; ++k) {
-            *reinterpret_cast<float2*>(row + 16 * k + 2 * q) = make_float2(s[k][0], s[k][1]);
-            *reinterpret_cast<float2*>(row + 16 * k + 8 + 2 * q) = make_float2(s[k][2], s[k][3]);
-        }
     }
 };
 template <typename H16>
@@ -106,27 +88,9 @@ struct LaneRow16 {
         const __half2 h = __floats2half2_rn(a, b);
         return *reinterpret_cast<const uint32_t*>(&h);
     }
-    __device__ static void load(float (&s)[kKT][4], const H16* row, int q) {
-#pragma unroll
-        for (int k = 0; k < kKT; ++k) {
-            const float2 a = toF2(__ldcs(reinterpret_cast<const unsigned*>(row + 16 * k + 2 * q)));
-            const float2 b = toF2(__ldcs(reinterpret_cast<const unsigned*>(row + 16 * k + 8 + 2 * q)));
-            s[k][0] = a.x;
-            s[k][1] = a.y;
-            s[k][2] = b.x;
-            s[k][3] = b.y;
-        }
-    }
     __device__ static void storeTile(const float (&v)[4], H16* row, int k, int q) {
         *reinterpret_cast<uint32_t*>(row + 16 * k + 2 * q) = fromF2(v[0], v[1]);
         *reinterpret_cast<uint32_t*>(row + 16 * k + 8 + 2 * q) = fromF2(v[2], v[3]);
-    }
-    __device__ static void store(const float (&s)[kKT][4], H16* row, int q) {
-#pragma unroll
-        for (int k = 0; k < kKT; ++k) {
-            *reinterpret_cast<uint32_t*>(row + 16 * k + 2 * q) = fromF2(s[k][0], s[k][1]);
-            *reinterpret_cast<uint32_t*>(row + 16 * k + 8 + 2 * q) = fromF2(s[k][2], s[k][3]);
-        }
     }
 };
 template <>
@@ -194,7 +158,6 @@ __device__ __forceinline__ void foldTile(float (&v)[4], const uint32_t (&a)[3][4
     v[3] = d1[1];
 }
 
-__host__ __device__ constexpr int warpBytes() { return kBBytes + kXBytes; }
 // A warp's copy of an item's 8 checkpoint rows in shared memory: rows kStride elements apart (padded so that the
 // lanes' reads of one k-tile spread over the banks), filled with 16-byte cp.async, read in the register layout
 // above (Rows::read: the 4 values of k-tile k).
@@ -240,151 +203,14 @@ __host__ __device__ constexpr int stagedWarpBytes() { return 2 * SmemRows<ST>::k
 }  // namespace mmareadout
 
 // Launcher rules (mamba2_launch.cu): dstate 128, bf16 activations, headdim % 8 == 0, records per step <= 32,
-// fp32 / fp16 / bf16 checkpoints (16-bit rows: at most 16 records to fold), any mode and T <= 8. Dynamic shared
-// memory: splitMmaReadoutSmemBytes() (4.9 KB per warp). Items are grid-strided over the warps and walked without
-// divisions (stream::ItemWalker); an item's checkpoint rows are loaded straight into the register layout above.
-template <typename ST>
-__global__ void __launch_bounds__(mmareadout::kCtaThreads, 2) mamba2SplitReadoutMmaKernel(const Mamba2ReplayParams p) {
-    using namespace mmareadout;
-    extern __shared__ __align__(16) unsigned char smemSplitMma[];
-    const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-    unsigned char* wsm = smemSplitMma + (threadIdx.x >> 5) * warpBytes();
-    uint16_t* sB = reinterpret_cast<uint16_t*>(wsm);            // fold: 16 staged B_j rows
-    uint16_t* sX = reinterpret_cast<uint16_t*>(wsm + kBBytes);  // [32 records][8 rows]
-    const int H = p.nheads, P = p.headdim, T = p.num_tokens, G = p.ngroups, Cap = p.ring_capacity;
-    const int hpg = H / G;
-    const int nrb = P / kSplitRows;
-    const unsigned items = (unsigned)p.batch * H * nrb;  // < 2^31 (launcher)
-    const int RW = splitRecordWordsM2(p.window, T), RM = p.window + T;
-    const unsigned nw = gridDim.x * (kCtaThreads / 32);
-    const uint16_t* ringX = static_cast<const uint16_t*>(p.ring_x);
-    const uint16_t* ringB = static_cast<const uint16_t*>(p.ring_B);
-    const float* ws = static_cast<const float*>(p.workspace);
-    const bool actTok = g < T;  // this lane's token: A rows of the readout, the output it stores
-    unsigned it = blockIdx.x * (kCtaThreads / 32) + (threadIdx.x >> 5);
-    if (it >= items) return;
-    const stream::ItemWalker walk(H, nrb, nw);
-    stream::ItemCursor cur = walk.at(it);
-    bool first = true;
-    for (; it < items; it += nw, cur = walk.next(cur)) {
-        const int b = cur.b, head = cur.head, vw = cur.blk * kSplitRows;
-        const unsigned bh = (unsigned)b * H + head;
-        int slot = p.state_batch_indices ? p.state_batch_indices[b] : b;
-        slot = (slot < 0 || slot >= p.num_slots) ? -1 : slot;
-        ST* ckRow = static_cast<ST*>(p.state) + (int64_t)(slot < 0 ? 0 : slot) * p.stride_state_slot +
-                    (int64_t)head * p.stride_state_head + (int64_t)(vw + g) * p.stride_state_p;
-        float sv[kKT][4];
-        if (slot >= 0) LaneRow<ST>::load(sv, ckRow, q);  // the prep kernel never writes the checkpoint
-        if (first) {  // programmatic dependent launch: everything below reads the prep kernel's output
-            pdlWaitPrimary();
-            first = false;
-        }
-        if (slot < 0) continue;  // padding row: untouched
-        const float* hr = ws + (size_t)bh * RW;
-        const int4 meta = *reinterpret_cast<const int4*>(hr + 8);  // (gfold bits, nf, o, h)
-        const int nf = meta.y;
-        if (nf == kSplitSkipRow) continue;  // flushing row under skip_flush_rows: untouched
-        uint16_t* yg = static_cast<uint16_t*>(p.y) + (int64_t)b * p.stride_y_b + (int64_t)g * p.stride_y_t +
-                       (int64_t)head * p.stride_y_h + vw + 2 * q;
-        if (nf < 0) {  // invalid cursors: poison, touch nothing else
-            if (actTok) yg[0] = yg[1] = floatToAct(__int_as_float(0x7fc00000), true);
-            continue;
-        }
-        const int o = meta.z, R = meta.w + T;
-        const int grp = head / hpg;
-        const uint16_t* ringBg = ringB + ((int64_t)slot * Cap * G + grp) * kN;
-        if (nf > 0) stageB(sB, ringBg, 0, nf, o, Cap, (int64_t)G * kN, lane);
-        uint4 xq = make_uint4(0u, 0u, 0u, 0u);  // x_j block of record j = lane (0 past the records)
-        if (lane < R) {
-            int rr = o + lane;
-            rr = rr >= Cap ? rr - Cap : rr;
-            xq = *reinterpret_cast<const uint4*>(ringX + (((int64_t)slot * Cap + rr) * H + head) * P + vw);
-        }
-        // C_g rows (this lane's token g; the pair of columns 8n + 2q, + 1 of tile n as one 32-bit load)
-        const uint32_t* Crow = reinterpret_cast<const uint32_t*>(
-            static_cast<const uint16_t*>(p.Cm) + (int64_t)b * p.stride_C_b + (int64_t)grp * p.stride_C_g +
-            (int64_t)g * p.stride_C_t + 2 * q);
-        const float gam = actTok ? hr[g] : 0.f;
-        float cf[8];  // coef_{g, j} for j = 8c + 2q, 8c + 2q + 1 (c < 4)
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-            const int j = 8 * (i >> 1) + 2 * q + (i & 1);
-            cf[i] = (actTok && j < R) ? hr[kSplitCoef + g * RM + j] : 0.f;
-        }
-        *reinterpret_cast<uint4*>(sX + lane * kSplitRows) = xq;
-        __syncwarp();
-        uint32_t xb[4];  // x_{8c + 2q}[row g], x_{8c + 2q + 1}[row g] (packed bf16) for c = 0..3
-        ldmatrixX4Trans(xb, sX + lane * kSplitRows);
-        // Y = gamma (C . S^T) + coef . X, three independent accumulator chains (even / odd column tiles, the ring)
-        float accE[4] = {0.f, 0.f, 0.f, 0.f}, accO[4] = {0.f, 0.f, 0.f, 0.f}, accR[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {  // records 8c .. 8c + 7
-            if (8 * c >= R) break;     // warp-uniform
-            mmaTf32(accR, tf32(cf[2 * c]), tf32(cf[2 * c + 1]), xb[c] << 16, xb[c] & 0xffff0000u);
-        }
-#pragma unroll
-        for (int k = 0; k < kKT; ++k) {
-            uint32_t c0 = 0u, c1 = 0u;
-            if (actTok) {
-                c0 = __ldg(Crow + 8 * k);      // columns 16k + 2q, + 1
-                c1 = __ldg(Crow + 8 * k + 4);  // columns 16k + 8 + 2q, + 1
-            }
-            mmaTf32(accE, c0 << 16, c0 & 0xffff0000u, tf32(sv[k][0]), tf32(sv[k][1]));
-            mmaTf32(accO, c1 << 16, c1 & 0xffff0000u, tf32(sv[k][2]), tf32(sv[k][3]));
-        }
-        if (actTok) {
-            float y0 = fmaf(gam, accE[0] + accO[0], accR[0]);
-            float y1 = fmaf(gam, accE[1] + accO[1], accR[1]);
-            if (p.z) {
-                const uint16_t* zg = static_cast<const uint16_t*>(p.z) + (int64_t)b * p.stride_z_b +
-                                     (int64_t)g * p.stride_z_t + (int64_t)head * p.stride_z_h + vw + 2 * q;
-                y0 *= siluF(actToFloat(zg[0], true));
-                y1 *= siluF(actToFloat(zg[1], true));
-            }
-            yg[0] = floatToAct(y0, true);
-            yg[1] = floatToAct(y1, true);
-        }
-        if (nf > 0) {  // warp-uniform: fold the committed records into the rows, store them
-            const float gf = __int_as_float(meta.x);
-            const float* fwp = hr + kSplitCoef + T * RM;
-#pragma unroll
-            for (int c = 0; c < 2; ++c) {  // nf <= 31 (records per step <= 32): at most two chunks of 16
-                if (c * kChunk >= nf) break;  // warp-uniform
-                if (c > 0) {
-                    __syncwarp();  // every lane is done with the first chunk's rows
-                    stageB(sB, ringBg, kChunk, nf, o, Cap, (int64_t)G * kN, lane);
-                }
-                // the fold's bf16 A fragments want x_j of records c0 + 2q, + 1 and c0 + 8 + 2q, + 1: the readout's
-                // X fragments of the 8-record chunks 2c and 2c + 1
-                float fw[4];
-#pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                    const int j = c * kChunk + (i >> 1) * 8 + 2 * q + (i & 1);
-                    fw[i] = j < nf ? fwp[j] : 0.f;
-                }
-                uint32_t a[3][4];
-                foldWeights(a, xb[2 * c], xb[2 * c + 1], fw);
-                async::waitAll();
-                __syncwarp();
-#pragma unroll
-                for (int k = 0; k < kKT; ++k) {
-                    if (c == 0) {
-#pragma unroll
-                        for (int e = 0; e < 4; ++e) sv[k][e] *= gf;
-                    }
-                    foldTile(sv[k], a, sB, k, lane);
-                }
-            }
-            LaneRow<ST>::store(sv, ckRow, q);
-        }
-        __syncwarp();  // sX / sB are rewritten by the next item
-    }
-}
-
-// The same readout with each item's checkpoint rows staged through shared memory, the next item's rows in flight
+// fp32 / fp16 / bf16 checkpoints with 16-byte aligned rows (16-bit rows: at most 16 records to fold), any mode and
+// T <= 8. Items (row b, head, 8 rows) are grid-strided over the warps and walked without divisions
+// (stream::ItemWalker). Each item's checkpoint rows are staged through shared memory, the next item's rows in flight
 // (cp.async into the warp's other row buffer) while the current one is computed: a warp keeps up to 8 KB (fp32) of
-// state in flight without holding it in registers. The next item's slot and head-record cursors are loaded one item
-// ahead. Shared memory: stagedWarpBytes<ST>() per warp (13.3 KB: 2 CTAs per SM). Rows must be 16-byte aligned.
+// state in flight without holding it in registers (a version with the rows in registers, 128 registers and 2 CTAs per
+// SM, ran 10-20% slower; ninth session). The next item's slot and head-record cursors are loaded one item ahead. A
+// flush item stages its B_j rows in the other row buffer instead and issues the next item's rows after its fold.
+// Shared memory: stagedWarpBytes<ST>() per warp (9.2 KB), 76-80 registers: 3 CTAs of 8 warps per SM.
 template <typename ST>
 __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
     mamba2SplitReadoutMmaStagedKernel(const Mamba2ReplayParams p) {
