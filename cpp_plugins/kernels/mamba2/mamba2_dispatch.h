@@ -29,8 +29,9 @@ const void* replayStreamKernel(int stateDtype, int dstate, int mode, int numToke
 int replayStreamRowsPerWarp(int dstate, int mode, int numTokens);
 size_t replayStreamSmemBytes(int window, int numTokens, int headdim, int dstate);
 // Variant 4 (split: prep kernel + readout kernel, replay only; mamba2_split.cu).
-// occupancy (standard mode, one token; RSSM_MAMBA2_SPLIT_PREP, mamba2_launch.cu): 0 the default kernel (256 threads),
-// 1 256 threads with >= 8 CTAs per SM, 2 128 threads with >= 16 CTAs per SM. *threads gets the CTA size.
+// occupancy (RSSM_MAMBA2_SPLIT_PREP, mamba2_launch.cu): 0 the default kernels (256 threads; eight tokens capped for 4
+// CTAs per SM), one token: 1 256 threads with >= 8 CTAs per SM, 2 128 threads with >= 16 CTAs per SM; 3 the uncapped
+// kernels for every token count. *threads gets the CTA size.
 const void* splitPrepKernel(int mode, int numTokens, int occupancy, int* threads);
 // N 128 / 256, else NULL; pipe (N = 128, T = 1): 0 plain, 1 pipelined, 2 next item's cursors ahead; 3 (N = 128,
 // fp32 / 16-bit rows, any T): plain with the tensor-core fold (RSSM_MAMBA2_SPLIT_PIPE, mamba2_launch.cu)

@@ -338,7 +338,9 @@ int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc
         prepOcc = 1;
     } else if (pp && strcmp(pp, "w4") == 0) {
         prepOcc = 2;
-    } else if (!(pp && strcmp(pp, "default") == 0)) {
+    } else if (pp && strcmp(pp, "default") == 0) {
+        prepOcc = 3;  // the uncapped kernels (eight tokens included)
+    } else {
         const void* dflt = splitPrepKernel(q.mode, q.num_tokens, 0, &prepThreads);
         const long long ctas = (long long)prepGrid.x * prepGrid.y * prepGrid.z;
         if (ctas > persistentGrid(dflt, prepThreads, prepSmem, ctas)) prepOcc = 2;  // more than one wave

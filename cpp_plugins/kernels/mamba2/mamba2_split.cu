@@ -60,7 +60,11 @@ const void* splitPrepKernel(int mode, int numTokens, int occupancy, int* threads
         case 1: return reinterpret_cast<const void*>(&mamba2SplitPrepKernel<1>);
         case 2: return reinterpret_cast<const void*>(&mamba2SplitPrepKernel<2>);
         case 4: return reinterpret_cast<const void*>(&mamba2SplitPrepKernel<4>);
-        default: return reinterpret_cast<const void*>(&mamba2SplitPrepKernel<8>);
+        default:
+            // eight tokens: 114 registers (2 CTAs / SM, 7.8 waves at B = 256, G = 8) unless capped for 4 CTAs / SM
+            // (64 registers, 96 bytes of spills); occupancy 3 (RSSM_MAMBA2_SPLIT_PREP=default) keeps the uncapped one
+            return occupancy == 3 ? reinterpret_cast<const void*>(&mamba2SplitPrepKernel<8>)
+                                  : reinterpret_cast<const void*>(&mamba2SplitPrepKernelBounded<8, 256, 4>);
     }
 }
 const void* splitReadoutKernel(int stateDtype, int dstate, int mode, int numTokens, int pipe) {

@@ -147,52 +147,151 @@ __device__ __forceinline__ void splitPrepBody(const Mamba2ReplayParams& p) {
     // ---- per head (a warp owns heads warp + NW k): dt_j of record j = lane (ring or this step's,
     //      appended), and the x append of this step's records. Every load of the warp's heads and tokens
     //      first, then the stores: a store between two loads would order them (one round trip each).
-    constexpr int kXPerLane = 4;  // headdim <= 128
+    //      x rows go as 16-byte pieces when x is 16-byte aligned (one piece per lane and (head, token) group:
+    //      lane = token * P / 8 + piece), else as 16-bit values.
     float dtj[HPW];
-    uint16_t xv[HPW][MAXT][kXPerLane];
-#pragma unroll
-    for (int k = 0; k < HPW; ++k) {
-        const int hl = warp + NW * k;
-        dtj[k] = 0.f;
-        if (hl < nh) {
-            const int head = h0 + hl;
-            if (lane < h) {
-                dtj[k] = p.ring_dt[(ringRowSlot + rrLane) * H + head];
-            } else if (lane < R) {
-                const int s = lane - h;
-                dtj[k] = loadDt(p.dt_raw, dtF32, actBf16,
-                                (int64_t)b * p.stride_dt_b + (int64_t)s * p.stride_dt_t + (int64_t)head * p.stride_dt_h,
-                                p.dt_bias, head);
-            }
-            const uint16_t* xg = static_cast<const uint16_t*>(p.x) + (int64_t)b * p.stride_x_b + (int64_t)head * p.stride_x_h;
-#pragma unroll
-            for (int s = 0; s < MAXT; ++s)
-#pragma unroll
-                for (int i = 0; i < kXPerLane; ++i) {
-                    const int row = lane + 32 * i;
-                    xv[k][s][i] = (s < T && row < P) ? xg[(int64_t)s * p.stride_x_t + row] : (uint16_t)0;
+    if constexpr (MAXT == 1) {  // (one token: the 16-bit copies, as measured for the standard step)
+        constexpr int kXPerLane = 4;  // headdim <= 128
+        uint16_t xv[HPW][MAXT][kXPerLane];
+    #pragma unroll
+        for (int k = 0; k < HPW; ++k) {
+            const int hl = warp + NW * k;
+            dtj[k] = 0.f;
+            if (hl < nh) {
+                const int head = h0 + hl;
+                if (lane < h) {
+                    dtj[k] = p.ring_dt[(ringRowSlot + rrLane) * H + head];
+                } else if (lane < R) {
+                    const int s = lane - h;
+                    dtj[k] = loadDt(p.dt_raw, dtF32, actBf16,
+                                    (int64_t)b * p.stride_dt_b + (int64_t)s * p.stride_dt_t + (int64_t)head * p.stride_dt_h,
+                                    p.dt_bias, head);
                 }
-        }
-    }
-#pragma unroll
-    for (int k = 0; k < HPW; ++k) {
-        const int hl = warp + NW * k;
-        if (hl < nh) {
-            const int head = h0 + hl;
-            if (lane >= h && lane < R) p.ring_dt[(ringRowSlot + rrLane) * H + head] = dtj[k];
-            uint16_t* wX = static_cast<uint16_t*>(p.ring_x);
-#pragma unroll
-            for (int s = 0; s < MAXT; ++s) {
-                if (s < T) {
-                    int rr = o + h + s;
-                    rr = rr >= Cap ? rr - Cap : rr;
-#pragma unroll
+                const uint16_t* xg = static_cast<const uint16_t*>(p.x) + (int64_t)b * p.stride_x_b + (int64_t)head * p.stride_x_h;
+    #pragma unroll
+                for (int s = 0; s < MAXT; ++s)
+    #pragma unroll
                     for (int i = 0; i < kXPerLane; ++i) {
                         const int row = lane + 32 * i;
-                        if (row < P) wX[((ringRowSlot + rr) * H + head) * P + row] = xv[k][s][i];
+                        xv[k][s][i] = (s < T && row < P) ? xg[(int64_t)s * p.stride_x_t + row] : (uint16_t)0;
+                    }
+            }
+        }
+    #pragma unroll
+        for (int k = 0; k < HPW; ++k) {
+            const int hl = warp + NW * k;
+            if (hl < nh) {
+                const int head = h0 + hl;
+                if (lane >= h && lane < R) p.ring_dt[(ringRowSlot + rrLane) * H + head] = dtj[k];
+                uint16_t* wX = static_cast<uint16_t*>(p.ring_x);
+    #pragma unroll
+                for (int s = 0; s < MAXT; ++s) {
+                    if (s < T) {
+                        int rr = o + h + s;
+                        rr = rr >= Cap ? rr - Cap : rr;
+    #pragma unroll
+                        for (int i = 0; i < kXPerLane; ++i) {
+                            const int row = lane + 32 * i;
+                            if (row < P) wX[((ringRowSlot + rr) * H + head) * P + row] = xv[k][s][i];
+                        }
                     }
                 }
             }
+        }
+    } else {
+    #pragma unroll
+        for (int k = 0; k < HPW; ++k) {
+            const int hl = warp + NW * k;
+            dtj[k] = 0.f;
+            if (hl < nh && lane < R) {
+                const int head = h0 + hl;
+                if (lane < h) {
+                    dtj[k] = p.ring_dt[(ringRowSlot + rrLane) * H + head];
+                } else {
+                    const int s = lane - h;
+                    dtj[k] = loadDt(p.dt_raw, dtF32, actBf16,
+                                    (int64_t)b * p.stride_dt_b + (int64_t)s * p.stride_dt_t + (int64_t)head * p.stride_dt_h,
+                                    p.dt_bias, head);
+                }
+            }
+        }
+        uint16_t* wX = static_cast<uint16_t*>(p.ring_x);
+            const bool xVec = (P % 8) == 0 && (reinterpret_cast<uintptr_t>(p.x) % 16) == 0 &&
+                          (p.stride_x_b % 8) == 0 && (p.stride_x_t % 8) == 0 && (p.stride_x_h % 8) == 0 &&
+                          (reinterpret_cast<uintptr_t>(wX) % 16) == 0;
+        if (xVec) {
+            constexpr int kPiecesPerLane = (MAXT * 16 + 31) / 32;  // per head: T tokens x P / 8 <= 16 pieces
+            const int ppr = P / 8;                                 // 16-byte pieces per (token, head) row
+            const int magic = (65536 + ppr - 1) / ppr;             // token = (i * magic) >> 16 for i < T * ppr
+            uint4 xv[HPW][kPiecesPerLane];
+    #pragma unroll
+            for (int k = 0; k < HPW; ++k) {
+                const int hl = warp + NW * k;
+    #pragma unroll
+                for (int e = 0; e < kPiecesPerLane; ++e) {
+                    const int i = lane + 32 * e;
+                    xv[k][e] = make_uint4(0u, 0u, 0u, 0u);
+                    if (hl < nh && i < T * ppr) {
+                        const int s = (i * magic) >> 16, v = i - s * ppr;
+                        xv[k][e] = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.x) + (int64_t)b * p.stride_x_b +
+                                                                   (int64_t)s * p.stride_x_t + (int64_t)(h0 + hl) * p.stride_x_h +
+                                                                   8 * v);
+                    }
+                }
+            }
+    #pragma unroll
+            for (int k = 0; k < HPW; ++k) {
+                const int hl = warp + NW * k;
+    #pragma unroll
+                for (int e = 0; e < kPiecesPerLane; ++e) {
+                    const int i = lane + 32 * e;
+                    if (hl < nh && i < T * ppr) {
+                        const int s = (i * magic) >> 16, v = i - s * ppr;
+                        int rr = o + h + s;
+                        rr = rr >= Cap ? rr - Cap : rr;
+                        *reinterpret_cast<uint4*>(wX + ((ringRowSlot + rr) * H + h0 + hl) * P + 8 * v) = xv[k][e];
+                    }
+                }
+            }
+        } else {
+            constexpr int kXPerLane = 4;  // headdim <= 128
+            uint16_t xv[HPW][MAXT][kXPerLane];
+    #pragma unroll
+            for (int k = 0; k < HPW; ++k) {
+                const int hl = warp + NW * k;
+                const uint16_t* xg = static_cast<const uint16_t*>(p.x) + (int64_t)b * p.stride_x_b +
+                                     (int64_t)(h0 + (hl < nh ? hl : 0)) * p.stride_x_h;
+    #pragma unroll
+                for (int s = 0; s < MAXT; ++s)
+    #pragma unroll
+                    for (int i = 0; i < kXPerLane; ++i) {
+                        const int row = lane + 32 * i;
+                        xv[k][s][i] = (hl < nh && s < T && row < P) ? xg[(int64_t)s * p.stride_x_t + row] : (uint16_t)0;
+                    }
+            }
+    #pragma unroll
+            for (int k = 0; k < HPW; ++k) {
+                const int hl = warp + NW * k;
+                if (hl < nh) {
+    #pragma unroll
+                    for (int s = 0; s < MAXT; ++s) {
+                        if (s < T) {
+                            int rr = o + h + s;
+                            rr = rr >= Cap ? rr - Cap : rr;
+    #pragma unroll
+                            for (int i = 0; i < kXPerLane; ++i) {
+                                const int row = lane + 32 * i;
+                                if (row < P) wX[((ringRowSlot + rr) * H + h0 + hl) * P + row] = xv[k][s][i];
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    #pragma unroll
+        for (int k = 0; k < HPW; ++k) {
+            const int hl = warp + NW * k;
+            if (hl < nh && lane >= h && lane < R) p.ring_dt[(ringRowSlot + rrLane) * H + h0 + hl] = dtj[k];
         }
     }
     cpAsyncWaitAll();
