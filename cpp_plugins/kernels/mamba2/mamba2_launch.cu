@@ -338,6 +338,8 @@ int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc
         prepOcc = 1;
     } else if (pp && strcmp(pp, "w4") == 0) {
         prepOcc = 2;
+    } else if (pp && strcmp(pp, "lb5") == 0) {
+        prepOcc = 4;  // four tokens: capped for 5 CTAs per SM (A/B)
     } else if (pp && strcmp(pp, "default") == 0) {
         prepOcc = 3;  // the uncapped kernels (eight tokens included)
     } else {
@@ -382,7 +384,8 @@ int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc
                              (q.stride_state_head * es) % 16 == 0 && (q.stride_state_slot * es) % 16 == 0;
         const bool chunks = q.state_dtype == RSSM_DTYPE_FP32 || q.window <= 16;
         const void* mk = q.act_dtype == RSSM_DTYPE_BF16 && aligned && chunks && !q.skip_flush_rows
-                             ? splitMmaReadoutKernel(q.state_dtype, q.dstate)
+                             ? splitMmaReadoutKernel(q.state_dtype, q.dstate, !(getenv("RSSM_MAMBA2_MMA_CHOIST") &&
+                                                                                 getenv("RSSM_MAMBA2_MMA_CHOIST")[0] == '0'))
                              : nullptr;
         if (mk) {
             const long long items = (long long)q.batch * q.nheads * (q.headdim / splitRows());

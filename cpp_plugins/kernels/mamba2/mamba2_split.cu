@@ -59,7 +59,9 @@ const void* splitPrepKernel(int mode, int numTokens, int occupancy, int* threads
     switch (maxT) {
         case 1: return reinterpret_cast<const void*>(&mamba2SplitPrepKernel<1>);
         case 2: return reinterpret_cast<const void*>(&mamba2SplitPrepKernel<2>);
-        case 4: return reinterpret_cast<const void*>(&mamba2SplitPrepKernel<4>);
+        case 4:  // occupancy 4 (RSSM_MAMBA2_SPLIT_PREP=lb5, A/B): capped for 5 CTAs / SM (48 registers, 12 B spills)
+            return occupancy == 4 ? reinterpret_cast<const void*>(&mamba2SplitPrepKernelBounded<4, 256, 5>)
+                                  : reinterpret_cast<const void*>(&mamba2SplitPrepKernel<4>);
         default:
             // eight tokens: 114 registers (2 CTAs / SM, 7.8 waves at B = 256, G = 8) unless capped for 4 CTAs / SM
             // (64 registers, 96 bytes of spills); occupancy 3 (RSSM_MAMBA2_SPLIT_PREP=default) keeps the uncapped one

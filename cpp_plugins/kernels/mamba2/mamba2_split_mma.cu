@@ -7,17 +7,18 @@ namespace rssm {
 namespace mamba2 {
 namespace {
 template <typename ST>
-const void* entry() {
-    return reinterpret_cast<const void*>(&mamba2SplitReadoutMmaStagedKernel<ST>);
+const void* entry(bool hoistC) {
+    return hoistC ? reinterpret_cast<const void*>(&mamba2SplitReadoutMmaStagedKernel<ST, true>)
+                  : reinterpret_cast<const void*>(&mamba2SplitReadoutMmaStagedKernel<ST, false>);
 }
 }  // namespace
 
-const void* splitMmaReadoutKernel(int stateDtype, int dstate) {
+const void* splitMmaReadoutKernel(int stateDtype, int dstate, bool hoistC) {
     if (dstate != mmareadout::kN) return nullptr;
     switch (stateDtype) {
-        case RSSM_DTYPE_FP32: return entry<float>();
-        case RSSM_DTYPE_FP16: return entry<__half>();
-        case RSSM_DTYPE_BF16: return entry<__nv_bfloat16>();
+        case RSSM_DTYPE_FP32: return entry<float>(hoistC);
+        case RSSM_DTYPE_FP16: return entry<__half>(hoistC);
+        case RSSM_DTYPE_BF16: return entry<__nv_bfloat16>(hoistC);
         default: return nullptr;
     }
 }

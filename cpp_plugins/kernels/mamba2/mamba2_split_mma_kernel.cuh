@@ -49,11 +49,11 @@ using foldmma::split3;
 
 __device__ __forceinline__ float bf16Lo(uint32_t v) { return __uint_as_float(v << 16); }
 __device__ __forceinline__ float bf16Hi(uint32_t v) { return __uint_as_float(v & 0xffff0000u); }
-__device__ __forceinline__ uint32_t tf32(float x) {  // round to nearest (ties away), as cvt.rna.tf32.f32
-    uint32_t r;
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-    return r;
-}
+// fp32 -> TF32 operand, rounded to nearest (ties away from zero): add half a TF32 ulp and let the tensor core drop the
+// 13 low mantissa bits, as it does for every TF32 operand (CUTLASS's round_half_ulp_truncate). One IADD instead of
+// cvt.rna.tf32.f32, which sm_90 expands into a 5-instruction sequence with inf / NaN checks (it was a fifth of the
+// readout's instructions, ninth session ncu). Finite inputs only: an infinite state value would read as NaN.
+__device__ __forceinline__ uint32_t tf32(float x) { return __float_as_uint(x) + 0x1000u; }
 // d += a . b, m16n8k8 TF32 (A rows g + 8: a[1] = a[3] = 0).
 __device__ __forceinline__ void mmaTf32(float (&d)[4], uint32_t a0, uint32_t a2, uint32_t b0, uint32_t b1) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -211,7 +211,9 @@ __host__ __device__ constexpr int stagedWarpBytes() { return 2 * SmemRows<ST>::k
 // SM, ran 10-20% slower; ninth session). The next item's slot and head-record cursors are loaded one item ahead. A
 // flush item stages its B_j rows in the other row buffer instead and issues the next item's rows after its fold.
 // Shared memory: stagedWarpBytes<ST>() per warp (9.2 KB), 76-80 registers: 3 CTAs of 8 warps per SM.
-template <typename ST>
+// CHOIST: the item's C_g loads issued with the other per-item loads (16 registers live across them; fp32 rows spill
+// 16 B) instead of inside the product loop, where their latency showed as 11% of the stall samples (ninth session).
+template <typename ST, bool CHOIST>
 __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
     mamba2SplitReadoutMmaStagedKernel(const Mamba2ReplayParams p) {
     using namespace mmareadout;
@@ -231,10 +233,9 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
     const uint16_t* ringB = static_cast<const uint16_t*>(p.ring_B);
     const float* ws = static_cast<const float*>(p.workspace);
     const bool actTok = g < T;
-    auto slotOf = [&](int b) {
-        const int sl = p.state_batch_indices ? p.state_batch_indices[b] : b;
-        return (sl < 0 || sl >= p.num_slots) ? -1 : sl;
-    };
+    auto rawSlot = [&](int b) { return p.state_batch_indices ? p.state_batch_indices[b] : b; };
+    auto validSlot = [&](int sl) { return (sl < 0 || sl >= p.num_slots) ? -1 : sl; };
+    auto slotOf = [&](int b) { return validSlot(rawSlot(b)); };
     auto rowsOf = [&](stream::ItemCursor c, int slot) {  // the item's first checkpoint row
         return static_cast<ST*>(p.state) + (int64_t)slot * p.stride_state_slot + (int64_t)c.head * p.stride_state_head +
                (int64_t)(c.blk * kSplitRows) * p.stride_state_p;
@@ -251,6 +252,7 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
     if (slotC >= 0) Rows::issue(sRows(0), rowsOf(cC, slotC), p.stride_state_p, lane);
     async::commit();
     int slotN = it + nw < items ? slotOf(cN.b) : -1;
+    int rawNN = it + 2 * nw < items ? rawSlot(walk.next(cN).b) : -1;  // validated one item later (load latency)
     pdlWaitPrimary();
     int4 metaC = slotC >= 0 ? metaOf(cC) : make_int4(0, -1, 0, 0);
     for (int buf = 0; it < items; it += nw, buf ^= 1) {
@@ -269,7 +271,8 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
         if (!flushItem) async::commit();
         const int4 metaN = slotN >= 0 ? metaOf(cN) : make_int4(0, -1, 0, 0);
         const stream::ItemCursor cNN = walk.next(cN);
-        const int slotNN = it + 2 * nw < items ? slotOf(cNN.b) : -1;
+        const int slotNN = validSlot(rawNN);
+        rawNN = it + 3 * nw < items ? rawSlot(walk.next(cNN).b) : -1;
 
         if (slot >= 0 && nf != kSplitSkipRow) {  // else padding row / skipped flushing row: untouched
             uint16_t* yg = static_cast<uint16_t*>(p.y) + (int64_t)b * p.stride_y_b + (int64_t)g * p.stride_y_t +
@@ -288,6 +291,14 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
                 const uint32_t* Crow = reinterpret_cast<const uint32_t*>(
                     static_cast<const uint16_t*>(p.Cm) + (int64_t)b * p.stride_C_b + (int64_t)grp * p.stride_C_g +
                     (int64_t)g * p.stride_C_t + 2 * q);
+                uint32_t cw[2 * kKT];  // C_g pairs of this lane's token: columns 16k + 2q, + 1 and 16k + 8 + 2q, + 1
+                if constexpr (CHOIST) {
+#pragma unroll
+                    for (int k = 0; k < kKT; ++k) {
+                        cw[2 * k] = actTok ? __ldg(Crow + 8 * k) : 0u;
+                        cw[2 * k + 1] = actTok ? __ldg(Crow + 8 * k + 4) : 0u;
+                    }
+                }
                 const float gam = actTok ? hr[g] : 0.f;
                 float cf[8];
 #pragma unroll
@@ -310,10 +321,13 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
                 const ST* rowG = sRows(buf) + g * Rows::kStride;
 #pragma unroll
                 for (int k = 0; k < kKT; ++k) {
-                    uint32_t c0 = 0u, c1 = 0u;
-                    if (actTok) {
-                        c0 = __ldg(Crow + 8 * k);
-                        c1 = __ldg(Crow + 8 * k + 4);
+                    uint32_t c0, c1;
+                    if constexpr (CHOIST) {
+                        c0 = cw[2 * k];
+                        c1 = cw[2 * k + 1];
+                    } else {
+                        c0 = actTok ? __ldg(Crow + 8 * k) : 0u;
+                        c1 = actTok ? __ldg(Crow + 8 * k + 4) : 0u;
                     }
                     float v[4];
                     Rows::read(v, rowG, k, q);
