@@ -62,6 +62,29 @@ __device__ __forceinline__ void mmaBf16(float (&d)[4], const uint32_t (&a)[4], u
 #endif
 }
 
+// B rows of records c0 .. c0 + 15 into 16 staged rows of kBStride elements (cp.async, one commit group); rows from
+// record nf on are zeroed (their fold weight is zero, and 0 x stale bits could be NaN). ringB: B_j of record j is at
+// ringB + ((o + j) mod cap) * rowStride (bf16 elements, 16-byte aligned rows). Also used by the tensor-core readout
+// (mamba2/mamba2_split_mma_kernel.cuh).
+__device__ __forceinline__ void stageBRows(uint16_t* sB, const uint16_t* ringB, int c0, int nf, int o, int cap,
+                                           int64_t rowStride, int lane) {
+    constexpr int kVec = kN / 8;  // 16-byte pieces per B row
+    const int n = min(kChunk, nf - c0);
+#pragma unroll 4
+    for (int i = lane; i < kChunk * kVec; i += 32) {
+        const int jj = i / kVec, v = i - jj * kVec;
+        uint16_t* dst = sB + jj * kBStride + v * 8;
+        if (jj < n) {
+            int rr = o + c0 + jj;
+            rr = rr >= cap ? rr - cap : rr;
+            async::copy16(dst, ringB + (int64_t)rr * rowStride + v * 8);
+        } else {
+            *reinterpret_cast<uint4*>(dst) = make_uint4(0u, 0u, 0u, 0u);
+        }
+    }
+    async::commit();
+}
+
 // ringB: B_j of record j is at ringB + ((o + j) mod cap) * rowStride (bf16 elements, 16-byte aligned rows).
 // xq / fw: this lane's record (lane = record index). smem: this warp's kFoldMmaWarpBytes.
 __device__ __forceinline__ void foldRowsMma(float4 (&S)[kRows][1], float gfold, int nf, const uint16_t* ringB,
@@ -71,22 +94,10 @@ __device__ __forceinline__ void foldRowsMma(float4 (&S)[kRows][1], float gfold, 
     float* sD = reinterpret_cast<float*>(smem);  // aliases sB: used before the first staging and after the last mma
     float* sW = reinterpret_cast<float*>(smem + kBBytes);
     const int g = lane >> 2, q = lane & 3;
-    constexpr int kVec = kN / 8;  // 16-byte pieces per B row
 
     auto stage = [&](int c0) {  // B rows of records c0 .. c0 + 15 (zero rows past nf), W of those records
         const int n = min(kChunk, nf - c0);
-        for (int i = lane; i < kChunk * kVec; i += 32) {
-            const int jj = i / kVec, v = i - jj * kVec;
-            uint16_t* dst = sB + jj * kBStride + v * 8;
-            if (jj < n) {
-                int rr = o + c0 + jj;
-                rr = rr >= cap ? rr - cap : rr;
-                async::copy16(dst, ringB + (int64_t)rr * rowStride + v * 8);
-            } else {
-                *reinterpret_cast<uint4*>(dst) = make_uint4(0u, 0u, 0u, 0u);
-            }
-        }
-        async::commit();
+        stageBRows(sB, ringB, c0, nf, o, cap, rowStride, lane);
         const int jj = lane - c0;
         if (jj >= 0 && jj < kChunk) {
             const float f = jj < n ? fw : 0.f;

@@ -34,10 +34,10 @@
 namespace rssm {
 namespace mamba2 {
 namespace mmareadout {
-constexpr int kN = 128;                 // dstate
+constexpr int kN = foldmma::kN;             // dstate
 constexpr int kKT = kN / 16;            // pairs of 8-column tiles (readout TF32 k-tiles, fold accumulators)
-constexpr int kChunk = 16;              // records per fold k step
-constexpr int kBStride = kN + 8;        // staged B row stride (bf16): ldmatrix rows 16 bytes apart in the banks
+constexpr int kChunk = foldmma::kChunk;     // records per fold k step
+constexpr int kBStride = foldmma::kBStride;  // staged B row stride (bf16): ldmatrix rows 16 bytes apart in the banks
 constexpr int kBBytes = kChunk * kBStride * 2;
 constexpr int kXBytes = kSplitMaxRecords * kSplitRows * 2;
 constexpr int kCtaThreads = kSplitReadoutThreads;
@@ -98,26 +98,8 @@ struct LaneRow<__half> : LaneRow16<__half> {};
 template <>
 struct LaneRow<__nv_bfloat16> : LaneRow16<__nv_bfloat16> {};
 
-// B_j rows of records c0 .. c0 + 15 of the ring into the warp's staging rows (zero rows from record nf on:
-// the fold's W is zero there, and 0 x (stale bits) could be NaN).
-__device__ __forceinline__ void stageB(uint16_t* sB, const uint16_t* ringB, int c0, int nf, int o, int cap,
-                                       int64_t rowStride, int lane) {
-    constexpr int kVec = kN / 8;
-    const int n = min(kChunk, nf - c0);
-#pragma unroll 4
-    for (int i = lane; i < kChunk * kVec; i += 32) {
-        const int jj = i / kVec, v = i - jj * kVec;
-        uint16_t* dst = sB + jj * kBStride + v * 8;
-        if (jj < n) {
-            int rr = o + c0 + jj;
-            rr = rr >= cap ? rr - cap : rr;
-            async::copy16(dst, ringB + (int64_t)rr * rowStride + v * 8);
-        } else {
-            *reinterpret_cast<uint4*>(dst) = make_uint4(0u, 0u, 0u, 0u);
-        }
-    }
-    async::commit();
-}
+// B_j rows of records c0 .. c0 + 15 of the ring into a warp's staging rows (common/fold_mma.cuh).
+using foldmma::stageBRows;
 
 // The fold's A fragments (rows x records) of one 16-record chunk: W[row g][j] = fw_j x_j[row g] for the records
 // c0 + 2q, + 1 and c0 + 8 + 2q, + 1, each as three bf16 terms (24 significant bits: the fold keeps fp32 accuracy;
@@ -266,7 +248,7 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
         // stages its B_j rows into the other buffer instead; the next item's rows follow its fold.
         const bool flushItem = slot >= 0 && nf > 0;
         uint16_t* sB = reinterpret_cast<uint16_t*>(sRows(buf ^ 1));
-        if (flushItem) stageB(sB, ringBg, 0, nf, meta.z, Cap, (int64_t)G * kN, lane);
+        if (flushItem) stageBRows(sB, ringBg, 0, nf, meta.z, Cap, (int64_t)G * kN, lane);
         else if (slotN >= 0) Rows::issue(sRows(buf ^ 1), rowsOf(cN, slotN), p.stride_state_p, lane);
         if (!flushItem) async::commit();
         const int4 metaN = slotN >= 0 ? metaOf(cN) : make_int4(0, -1, 0, 0);
@@ -389,7 +371,7 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
                         }
                         foldWeights(a, xb[2], xb[3], fw);
                         __syncwarp();  // every lane is done with the first chunk's rows
-                        stageB(sB, ringBg, kChunk, nf, o, Cap, (int64_t)G * kN, lane);
+                        stageBRows(sB, ringBg, kChunk, nf, o, Cap, (int64_t)G * kN, lane);
                         async::waitAll();
                         __syncwarp();
 #pragma unroll 2
