@@ -150,6 +150,10 @@ __device__ __forceinline__ void splitPrepBody(const Mamba2ReplayParams& p) {
     //      x rows go as 16-byte pieces when x is 16-byte aligned (one piece per lane and (head, token) group:
     //      lane = token * P / 8 + piece), else as 16-bit values.
     float dtj[HPW];
+    // The one-token branch is the pre-ninth-session code verbatim (its codegen was measured for the standard step);
+    // the T > 1 branch's 16-bit fallback repeats it. Folding the two (ninth session, tried after the last device
+    // run) leaves the one-token PTX identical but changes the T > 1 kernels' registers and spills (MAXT = 2: +4 B
+    // of spills), so it waits for a session that can re-test and re-time them.
     if constexpr (MAXT == 1) {  // (one token: the 16-bit copies, as measured for the standard step)
         constexpr int kXPerLane = 4;  // headdim <= 128
         uint16_t xv[HPW][MAXT][kXPerLane];

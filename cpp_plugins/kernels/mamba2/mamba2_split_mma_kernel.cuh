@@ -353,6 +353,8 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
                             LaneRow<ST>::storeTile(v, ckRow, k, q);
                         }
                     } else if constexpr (sizeof(ST) == 4) {  // two chunks: the first chunk's result back in place
+                        // (the same pass as above with a shared-memory sink: kept as two loops so that the
+                        // one-chunk loop, the common L <= 16 case, has no per-tile branch)
                         float* rowW = reinterpret_cast<float*>(sRows(buf)) + g * Rows::kStride;
 #pragma unroll 2
                         for (int k = 0; k < kKT; ++k) {
