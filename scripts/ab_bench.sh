@@ -18,5 +18,5 @@ for setting in "$@"; do
   [ "$setting" != "-" ] && read -r -a envs <<< "$setting"
   # shellcheck disable=SC2086
   env "${envs[@]}" python3 -m replayssm_trtllm bench "$fam" $args --out "/tmp/ab-$fam.json" 2>&1 \
-    | grep -E "us/step|FAIL|rror|copy:" | grep -v "^  best" | sed -E 's/ +/ /g'
+    | grep -E "us/step| us |FAIL|rror|copy:|copy bandwidth" | grep -v "^  best" | sed -E 's/ +/ /g'
 done

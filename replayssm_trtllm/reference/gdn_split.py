@@ -14,6 +14,12 @@ kn_j = k_j inv_j:
   ``u_{h+s} = beta_s (v_s - X_s)``, ``o_s = gq_s S q_s + sum_{j<=h+s} cq_{s,j} u_j`` (raw q_s);
 * fold: ``S <- gfold S + sum_{j<nf} fw_j u_j k_j^T`` (raw keys), nf = h + 1 in standard mode (the current
   token included, with its unrounded u) and h in speculative mode.
+
+``readout="matrix"`` computes the drafts the way the tensor-core verify readout does
+(``gdn_split_mma_kernel.cuh``): X0 / Y0 are the state and committed-record parts of X / Y, the prep's head
+record holds ``M = (I + diag(beta) Lk)^-1 diag(beta)`` (Lk[s][i] = ck_{s,h+i}, i < s; formed column by column by
+forward substitution, as ``writeMmaBlock`` does) and ``N = Cq M`` (Cq[s][i] = cq_{s,h+i}, i <= s), and the
+readout forms ``u = M w`` and ``o = Y0 + N w`` with ``w = v - X0``.
 """
 from __future__ import annotations
 
@@ -28,14 +34,16 @@ from .gdn import L2NORM_EPS, default_scale, gdn_gates
 def gdn_split_step(state: torch.Tensor, ring_g: torch.Tensor, ring_u: torch.Tensor, ring_k: torch.Tensor,
                    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, a: torch.Tensor, b: torch.Tensor,
                    A_log: torch.Tensor, dt_bias: torch.Tensor, window: int, mode: int = 0,
-                   scale: Optional[float] = None) -> Tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]:
+                   scale: Optional[float] = None, readout: str = "substitution"
+                   ) -> Tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]:
     """One replay step of one row through the split kernels' algebra, float64.
 
     Args:
         state: ``[HV, V, K]`` checkpoint; ring_g ``[h, HV]``, ring_u ``[h, HV, V]``, ring_k ``[h, H, K]``: the h
             committed records (raw keys); q, k ``[T, H, K]``, v ``[T, HV, V]``, a, b ``[T, HV]``: the step's
             tokens; A_log, dt_bias ``[HV]``; window L; mode 0 (standard, T = 1, flush when h + 1 == L) or 1
-            (speculative, flush when h + T > L, folding the h committed records).
+            (speculative, flush when h + T > L, folding the h committed records); readout "substitution" (the
+            CUDA-core readout) or "matrix" (the tensor-core verify readout's solve through M and N).
     Returns:
         ``(o, u, new_state)``: o and u ``[T, HV, V]`` (the step's outputs and corrections), new_state
         ``[HV, V, K]`` after the fold on a flush step, else None.
@@ -67,7 +75,40 @@ def gdn_split_step(state: torch.Tensor, ring_g: torch.Tensor, ring_u: torch.Tens
     qn = q_raw * qinv[..., None]
     us = [f64(ring_u)[j] for j in range(h)]                                        # [HV, V] each
     o = torch.zeros(T, HV, sz["V"], dtype=torch.float64)
-    for s in range(T):
+    if readout not in ("substitution", "matrix"):
+        raise ValueError(f"{op}: readout must be 'substitution' or 'matrix'; got {readout!r}")
+    if readout == "matrix":
+        ck = lambda s, j: torch.exp(cum[h + s] - cum[j]) * (kn[j] * kn[h + s]).sum(-1)  # noqa: E731  [HV]
+        cq = lambda s, j: torch.exp(cum[h + s] - cum[j]) * (kn[j] * qn[s]).sum(-1)      # noqa: E731
+        W, Y0 = [], []
+        for s in range(T):
+            t = h + s
+            gam = torch.exp(cum[t])
+            X0 = (gam * inv[t])[:, None] * torch.einsum("hvk,hk->hv", S, k_raw[t])
+            Ys = (gam * qinv[s])[:, None] * torch.einsum("hvk,hk->hv", S, q_raw[s])
+            for j in range(h):
+                X0 = X0 + ck(s, j)[:, None] * us[j]
+                Ys = Ys + cq(s, j)[:, None] * us[j]
+            W.append(f64(v)[s] - X0)
+            Y0.append(Ys)
+        M = torch.zeros(HV, T, T, dtype=torch.float64)  # column c by forward substitution (writeMmaBlock)
+        for c in range(T):
+            for s in range(c, T):
+                if s == c:
+                    M[:, s, c] = beta[s]
+                else:
+                    acc = sum(ck(s, h + i) * M[:, i, c] for i in range(c, s))
+                    M[:, s, c] = -beta[s] * acc
+        N = torch.zeros(HV, T, T, dtype=torch.float64)
+        for s in range(T):
+            for c in range(s + 1):
+                N[:, s, c] = sum(cq(s, h + i) * M[:, i, c] for i in range(c, s + 1))
+        Wt = torch.stack(W, dim=1)                                                 # [HV, T, V]
+        U = torch.einsum("hsi,hiv->hsv", M, Wt)
+        O = torch.stack(Y0, dim=1) + torch.einsum("hsi,hiv->hsv", N, Wt)
+        us.extend(U[:, s] for s in range(T))
+        o = O.transpose(0, 1).contiguous()
+    for s in range(T if readout == "substitution" else 0):
         t = h + s
         gam = torch.exp(cum[t])                                                     # [HV]
         gk, gq = gam * inv[t], gam * qinv[s]

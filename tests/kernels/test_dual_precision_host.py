@@ -271,7 +271,8 @@ def test_decode_split_workspace_rules():
     p.dstate = 64
     assert ws(p) == 0
     assert ws(_decode_params(0, 256, 128, 24, 16)) == 0                                 # not a replay head dim
-    gwords = lambda L, T: (32 + (2 * T + 1) * (L + T) + 3) // 4 * 4  # noqa: E731  (GDN head record)
+    gwords = lambda L, T: ((32 + (2 * T + 1) * (L + T) + 3) // 4 * 4  # noqa: E731  (GDN head record,
+                           + (2 * T * ((L + 7) // 8 * 8) + 128 if T >= 2 else 0))  # + the verify block, T >= 2)
     assert ws(_decode_params(1, 256, 32, 128, 16)) == 256 * 32 * gwords(16, 1) * 4
     assert ws(_decode_params(1, 4, 64, 128, 12, mode=1, num_tokens=4)) == 4 * 64 * gwords(12, 4) * 4
     assert ws(_decode_params(1, 4, 64, 128, 30, mode=1, num_tokens=3)) == 0           # 33 records

@@ -212,6 +212,7 @@ class _Seq:
         self.max_err = {"out": 0.0}
         self.tol_out = _tol_out(act)
         self.flushes = 0
+        self.input_view = None
         self.use_device_commit = True
         try:
             from replayssm_trtllm.ops import commit as _c  # noqa: F401
@@ -227,8 +228,11 @@ class _Seq:
         plan = self.cursors.plan(sbi, T)
         self.flushes += int(plan.flush[plan.valid].sum())
         ck_before = self.ckpt.clone()
+        x = _cuda(inp)
+        if self.input_view is not None:  # the kernels see views (strided q / k / v), the reference the values
+            x = self.input_view(x)
         self.G.gdn_replay(self.ckpt, sbi.to(DEV), self.origin, self.length, self.ring_g, self.ring_u, self.ring_k,
-                          **_cuda(inp), **self.layer_c, window=self.L, mode=self.mode, out=o, variant=self.variant)
+                          **x, **self.layer_c, window=self.L, mode=self.mode, out=o, variant=self.variant)
         rows = [r for r in self.ref_rows if active[r]]
         if rows:
             ref_o = self.ref.step(sbi[rows], *(inp[n][rows] for n in ("q", "k", "v", "a", "b")),
@@ -345,6 +349,94 @@ def test_replay_speculative(shape, B, L, T, accept, variant):
     assert seq.flushes > 0
     _report(f"replay-speculative v{variant} {shape} B={B} L={L} T={T} {accept}: max out rel err={seq.max_err['out']:.2e} "
             f"flushes={seq.flushes}")
+
+
+# Variant 6's speculative verify on tensor cores (gdn_split_mma_kernel.cuh) against its CUDA-core readout: both
+# forced per test (RSSM_GDN_VERIFY_MMA, read per launch; unset, speculative steps of T >= 2 with bf16 activations,
+# fp16 u and K = 128 take the tensor-core readout). L = 24 folds two chunks of records; T = 1 runs only when forced.
+MMA_SPEC_CASES = [c for c in SPEC_CASES if c[2] + c[3] <= SPLIT_MAX_RECORDS] + [
+    ("q35-4b", 256, 16, 8, "random"), ("q35-122b", 64, 24, 8, "all"), ("q35-4b", 3, 24, 4, "one"),
+    ("q35-4b", 3, 16, 1, "random"), ("q35-122b", 3, 4, 2, "all"),
+]
+VERIFY_PIPES = ["1", "0"]
+VERIFY_PIPE_IDS = ["mma", "cudacore"]
+
+
+def _spec_accept(accept, B, T, gen):
+    if accept == "all":
+        return [T] * B
+    if accept == "one":
+        return [1] * B
+    return torch.randint(1, T + 1, (B,), generator=gen).tolist()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape,B,L,T,accept", MMA_SPEC_CASES,
+                         ids=[f"{s}-B{b}-L{l}-T{t}-{a}" for s, b, l, t, a in MMA_SPEC_CASES])
+@pytest.mark.parametrize("pipe", VERIFY_PIPES, ids=VERIFY_PIPE_IDS)
+def test_replay_split_verify_mma(shape, B, L, T, accept, pipe, monkeypatch):
+    monkeypatch.setenv("RSSM_GDN_VERIFY_MMA", pipe)
+    seq = _Seq(shape, B, L, 1, T, seed=B * 1000 + L * 10 + T + 7, variant=6)
+    join = [(r * 3) % 5 for r in range(B)]
+    for t in range(40):
+        seq.step(_active(B, t, join, seq.gen, 0.1), _spec_accept(accept, B, T, seq.gen))
+        if t % 13 == 12:
+            seq.compare_buffers()
+    seq.compare_buffers()
+    assert seq.flushes > 0
+    _report(f"verify-{'mma' if pipe == '1' else 'cudacore'} {shape} B={B} L={L} T={T} {accept}: "
+            f"max out rel err={seq.max_err['out']:.2e} flushes={seq.flushes}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("offset", [0, 4], ids=["packed", "offset4"])
+@pytest.mark.parametrize("pipe", VERIFY_PIPES, ids=VERIFY_PIPE_IDS)
+def test_replay_split_verify_mma_strided(offset, pipe, monkeypatch):
+    """q / k / v as views into one packed projection (what the models pass), 16-byte aligned or only 8-byte aligned
+    (the op's rule for q / k)."""
+    monkeypatch.setenv("RSSM_GDN_VERIFY_MMA", pipe)
+    B, L, T = 5, 16, 4
+    seq = _Seq("q35-4b", B, L, 1, T, seed=77 + offset, variant=6)
+    H, HV, K, V = seq.H, seq.HV, seq.K, seq.V
+
+    def views(x):
+        width = offset + 2 * H * K + HV * V
+        packed = torch.zeros(B, T, width + 8, dtype=x["q"].dtype, device=DEV)
+        q = packed[..., offset:offset + H * K].view(B, T, H, K)
+        k = packed[..., offset + H * K:offset + 2 * H * K].view(B, T, H, K)
+        v = packed[..., offset + 2 * H * K:offset + 2 * H * K + HV * V].view(B, T, HV, V)
+        q.copy_(x["q"])
+        k.copy_(x["k"])
+        v.copy_(x["v"])
+        return dict(x, q=q, k=k, v=v)
+
+    seq.input_view = views
+    for t in range(30):
+        seq.step(torch.ones(B, dtype=torch.bool), _spec_accept("random", B, T, seq.gen))
+    seq.compare_buffers()
+    assert seq.flushes > 0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("L", [16, 24], ids=["L16", "L24-fallback"])
+@pytest.mark.parametrize("state_dtype", [torch.float16, torch.bfloat16], ids=["fp16ckpt", "bf16ckpt"])
+def test_replay_split_verify_mma_ckpt16(state_dtype, L, monkeypatch):
+    """16-bit checkpoints: the tensor-core readout (L = 16; L = 24 falls back: two chunks to fold) and the CUDA-core
+    readout run the same sequence; both are held to the reference within the checkpoint format's error and to each
+    other."""
+    res = {}
+    for pipe in VERIFY_PIPES:
+        monkeypatch.setenv("RSSM_GDN_VERIFY_MMA", pipe)
+        seq = _Seq("q35-4b", 6, L, 1, 4, seed=91, state_dtype=state_dtype, variant=6)
+        seq.tol_out = 2e-2
+        for t in range(30):
+            seq.step(torch.ones(6, dtype=torch.bool), _spec_accept("random", 6, 4, seq.gen))
+        torch.cuda.synchronize()
+        assert seq.flushes > 0
+        res[pipe] = seq.ckpt.float().clone()
+    e = rel(res["1"], res["0"])
+    _report(f"verify ckpt16 {str(state_dtype).replace('torch.', '')} L={L}: mma vs cuda-core checkpoint rel {e:.2e}")
+    assert e < 1e-2
 
 
 @pytest.mark.gpu
@@ -544,6 +636,19 @@ def test_sanitize_replay(variant, mode, T):
     assert seq.flushes > 0
 
 
+@pytest.mark.gpu
+@pytest.mark.sanitize
+@pytest.mark.parametrize("T", [3, 6])
+def test_sanitize_replay_verify_mma(T, monkeypatch):
+    """The tensor-core verify readout (forced): tiny batch with a padding row, L = 4 / 8 (flushes, wrap-around)."""
+    monkeypatch.setenv("RSSM_GDN_VERIFY_MMA", "1")
+    seq = _Seq("q35-4b", 3, 4 if T <= 4 else 8, 1, T, seed=41 + T, variant=6)
+    for t in range(10):
+        seq.step(_active(3, t, [0, 1, 2], seq.gen, 0.0), [T, 1, 2])
+    seq.compare_buffers()
+    assert seq.flushes > 0
+
+
 # =================================================================================================
 # host-side validation (no GPU needed)
 # =================================================================================================
@@ -672,6 +777,7 @@ def test_split_variant_workspace_rules():
     p = G.GdnReplayParams(batch=B, num_tokens=T, num_heads=H, num_v_heads=HV, head_k=K, head_v=V, num_slots=2,
                           window=L, ring_capacity=L, mode=0, state_dtype=0, act_dtype=2, u_dtype=1, variant=6)
     words = (32 + (2 * T + 1) * (L + T) + 3) // 4 * 4  # head record: 32 + (2T + 1)(L + T) words, 16-byte rounded
+    words += 2 * T * ((L + 7) // 8 * 8) + 128 if T >= 2 else 0  # T >= 2: the tensor-core verify readout's block
     need = B * HV * words * 4
     assert G.replay_workspace_bytes(p) == need
     p.variant = 4
@@ -771,7 +877,7 @@ def test_auto_variant_rule():
     bound.argtypes, bound.restype = [ctypes.POINTER(G.GdnReplayParams)], ctypes.c_int64
     spec_max = params(mode=1, num_tokens=8, window=24, ring_capacity=32)            # 32 records at T = 8
     b = bound(ctypes.byref(spec_max))
-    words = (32 + (2 * 8 + 1) * (24 + 8) + 3) // 4 * 4
+    words = (32 + (2 * 8 + 1) * (24 + 8) + 3) // 4 * 4 + 2 * 8 * 24 + 128  # + the verify block (T >= 2)
     assert b == 256 * 32 * words * 4
     for B_, T_ in ((256, 1), (256, 4), (256, 8), (1, 8)):
         need = G.replay_workspace_bytes(params(mode=1, num_tokens=T_, window=24, ring_capacity=32, batch=B_))

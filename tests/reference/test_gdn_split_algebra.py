@@ -30,9 +30,11 @@ def _committed(S0, q, k, v, a, b, lay, n):
     return g, u, k[:n].clone()
 
 
-@pytest.mark.parametrize("mode,T,L", [(0, 1, 4), (1, 3, 5), (1, 1, 3), (1, 4, 4)])
+@pytest.mark.parametrize("mode,T,L,readout", [(0, 1, 4, "substitution"), (1, 3, 5, "substitution"),
+                                               (1, 1, 3, "substitution"), (1, 4, 4, "substitution"),
+                                               (1, 3, 5, "matrix"), (1, 2, 3, "matrix"), (1, 8, 9, "matrix")])
 @pytest.mark.parametrize("H,HV", [(2, 4), (1, 3)])
-def test_split_algebra_matches_recurrence(mode, T, L, H, HV):
+def test_split_algebra_matches_recurrence(mode, T, L, H, HV, readout):
     K, V = 16, 8
     gen = torch.Generator().manual_seed(mode * 100 + T * 10 + L + HV)
     lay = _layer(HV, gen)
@@ -49,7 +51,7 @@ def test_split_algebra_matches_recurrence(mode, T, L, H, HV):
         rg, ru, rk = _committed(S0, q, k, v, a, b, lay, h)
         sl = slice(h, h + T)
         o, u, S_new = gdn_split_step(S0, rg, ru, rk, q[sl], k[sl], v[sl], a[sl], b[sl], lay["A_log"],
-                                     lay["dt_bias"], L, mode)
+                                     lay["dt_bias"], L, mode, readout=readout)
         o_ref, states = gdn_decode_naive(S0[None], q[None, :h + T], k[None, :h + T], v[None, :h + T],
                                          a[None, :h + T], b[None, :h + T], lay["A_log"], lay["dt_bias"])
         torch.testing.assert_close(o, o_ref[0, h:h + T], rtol=1e-10, atol=1e-10)

@@ -3,6 +3,7 @@
 // token bucket, and per read-only dual-precision read format (fp8_e4m3 / nvfp4, K = 128) x token bucket.
 #include "gdn/gdn_split.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -98,6 +99,46 @@ bool useReadCopy(const GdnReplayParams& p) {
     }
 }
 
+// The speculative verify readout on tensor cores (gdn_split_mma_kernel.cuh) for speculative steps of at least
+// kVerifyMmaMinTokens tokens where it runs: K = 128, bf16 activations with fp16 u, fp32 / fp16 / bf16 checkpoints
+// with 16-byte aligned rows (16-bit rows: window <= 16, one chunk of records to fold), q / k in 8-byte aligned quads, v in 4-byte pairs,
+// no skip_flush_rows; at least two tokens (the head record's block for this readout exists from T = 2 on).
+// RSSM_GDN_VERIFY_MMA (read per launch): "1" takes it for every speculative step it runs, "0" never (A/B timing,
+// tests).
+constexpr int kVerifyMmaMinTokens = 2;
+bool useVerifyMma(const GdnReplayParams& p) {
+    if (p.mode != GDN_REPLAY_SPECULATIVE || p.num_tokens < 2) return false;
+    const char* e = getenv("RSSM_GDN_VERIFY_MMA");
+    if (e && strcmp(e, "0") == 0) return false;
+    if (!(e && strcmp(e, "1") == 0) && p.num_tokens < kVerifyMmaMinTokens) return false;
+    if (p.head_k != 128 || p.act_dtype != RSSM_DTYPE_BF16 || p.u_dtype != RSSM_DTYPE_FP16 || p.skip_flush_rows)
+        return false;
+    if (p.state_dtype != RSSM_DTYPE_FP32 && p.state_dtype != RSSM_DTYPE_FP16 && p.state_dtype != RSSM_DTYPE_BF16)
+        return false;
+    const int es = p.state_dtype == RSSM_DTYPE_FP32 ? 4 : 2;
+    const bool rowsAligned = ((uintptr_t)p.state % 16) == 0 && (p.state_stride_v * es) % 16 == 0 &&
+                             (p.state_stride_head * es) % 16 == 0 && (p.state_stride_slot * es) % 16 == 0;
+    const bool pairs = ((uintptr_t)p.k % 8) == 0 && ((uintptr_t)p.q % 8) == 0 && p.k_stride_b % 4 == 0 &&
+                       p.k_stride_t % 4 == 0 && p.k_stride_h % 4 == 0 && p.q_stride_b % 4 == 0 &&
+                       p.q_stride_t % 4 == 0 && p.q_stride_h % 4 == 0 && ((uintptr_t)p.v % 4) == 0 &&
+                       p.v_stride_b % 2 == 0 && p.v_stride_t % 2 == 0 && p.v_stride_h % 2 == 0;
+    return rowsAligned && pairs && (es == 4 || p.window <= 16);
+}
+cudaError_t launchVerifyMma(const GdnReplayParams& p, int smCount, cudaStream_t s) {
+    const void* kernel = verifyMmaKernel(p.state_dtype, p.num_tokens);
+    const int threads = verifyMmaThreads();
+    const size_t smem = verifyMmaSmemBytes(p.state_dtype);
+    cudaError_t e = allowDynamicSmem(kernel, smem);
+    if (e != cudaSuccess) return e;
+    const long long items = (long long)p.batch * p.num_v_heads * (p.head_v / kSplitRows);
+    const long long ctasNeeded = (items + threads / 32 - 1) / (threads / 32);
+    const long long resident = (long long)readoutOccupancy(kernel, threads, smem) * smCount;
+    const int grid = (int)(ctasNeeded < resident ? ctasNeeded : resident);
+    void* args[] = {const_cast<GdnReplayParams*>(&p)};
+    e = launchMaybeDependent(kernel, dim3(grid), dim3(threads), smem, s, args, pdlEnabled());
+    return e != cudaSuccess ? e : cudaGetLastError();
+}
+
 template <typename ST, int K, int MAXT>
 cudaError_t launchSplitKT(const GdnReplayParams& p, int smCount, cudaStream_t s, const stream::ReadCopyScales& rc) {
     auto* prep = gdnSplitPrepKernel<K, MAXT>;
@@ -109,7 +150,8 @@ cudaError_t launchSplitKT(const GdnReplayParams& p, int smCount, cudaStream_t s,
     cudaError_t e = allowDynamicSmem(prep, prepSmem);
     if (e != cudaSuccess) return e;
     const long long pairs = (long long)p.batch * p.num_heads;
-    prep<<<(unsigned)((pairs + warps - 1) / warps), warps * 32, prepSmem, s>>>(p);
+    const bool mma = K == 128 && MAXT > 1 && !stream::RowQuad<ST>::kScaled && useVerifyMma(p);
+    prep<<<(unsigned)((pairs + warps - 1) / warps), warps * 32, prepSmem, s>>>(p, mma ? 1 : 0);
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
     if constexpr (K == 128 && !std::is_same<ST, float>::value) {
         if (useReadCopy<ST>(p)) {
@@ -119,6 +161,7 @@ cudaError_t launchSplitKT(const GdnReplayParams& p, int smCount, cudaStream_t s,
             else return launchReadCopy<ST, MAXT, 256, 2>(p, smCount, s, rc);
         }
     }
+    if (mma) return launchVerifyMma(p, smCount, s);
     if constexpr (K == 128 && MAXT == 1) {
         switch (readoutConfig()) {
             case 2: return launchReadout<ST, K, MAXT, 256, 2>(p, smCount, s, rc);

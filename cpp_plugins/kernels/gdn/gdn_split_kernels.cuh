@@ -53,9 +53,19 @@ constexpr int kSplitSkipRow = -2;     // head record nf: a flushing row under sk
 // Head record (fp32 words, one per (row b, value head)), RM = L + T:
 //   [0, 8) gk_s; [8] gfold; [9] nf (int bits; -1: invalid cursors); [10] o (int bits); [11] h (int bits);
 //   [16, 24) gq_s; [24, 32) beta_s; [32 + s RM + j] ck_{s,j}; [32 + (T + s) RM + j] cq_{s,j};
-//   [32 + 2 T RM + j] fw_j. Rounded up to 4 words (16-byte aligned records).
-__host__ __device__ inline int splitRecordWordsGdn(int L, int T) {
+//   [32 + 2 T RM + j] fw_j, rounded up to 4 words (16-byte aligned); then, for T >= 2, the block of the
+//   tensor-core verify readout (gdn_split_mma_kernel.cuh; written by the prep only when that readout runs):
+//   the committed-record coefficients of vector m (m < 2T: ck_{m,j}, cq_{m-T,j}) as rows [2T][CS] with zeros
+//   from j = h on (CS = L rounded up to 8), and the drafts' solve as two [8][8] matrices (zero-padded):
+//   M = (I + diag(beta) Lk)^-1 diag(beta), Lk[s][i] = ck_{s,h+i} (i < s), and N = Cq M, Cq[s][i] = cq_{s,h+i}
+//   (i <= s), so that with w_i = v_i - X0_i (X0, Y0: the state and committed-record parts of X, Y)
+//   u_{h+s} = (M w)_s and o_s = Y0_s + (N w)_s, which is the forward substitution of Eq. 10 / 11.
+__host__ __device__ inline int splitMmaCoefStrideGdn(int L) { return (L + 7) / 8 * 8; }
+__host__ __device__ inline int splitMmaBlockOffsetGdn(int L, int T) {
     return (kSplitCoef + (2 * T + 1) * (L + T) + 3) / 4 * 4;
+}
+__host__ __device__ inline int splitRecordWordsGdn(int L, int T) {
+    return splitMmaBlockOffsetGdn(L, T) + (T >= 2 ? 2 * T * splitMmaCoefStrideGdn(L) + 2 * 64 : 0);
 }
 __host__ __device__ inline size_t splitWorkspaceBytesGdn(int B, int T, int HV, int L) {
     return (size_t)B * HV * splitRecordWordsGdn(L, T) * sizeof(float);
@@ -77,11 +87,56 @@ __host__ __device__ inline size_t splitReadoutSmemBytesGdn(int K, int threads) {
     return (size_t)(threads / 32) * splitReadoutWarpSmemBytesGdn(K);
 }
 
+// The tensor-core verify readout's block of a head record (layout above), from the record's ck / cq / beta words
+// that this warp has just written: the committed coefficients as [2T][CS] rows, zero from j = h on, and the
+// drafts' solve M, N ([8][8], zero-padded). Lane c < 8 forms column c of M by forward substitution
+// (M[s][c] = 0 for s < c, beta_c for s = c, -beta_s sum_{c<=i<s} Lk[s][i] M[i][c] below) and of N = Cq M.
+template <int MAXT>
+__device__ __forceinline__ void writeMmaBlock(float* rec, int T, int L, int h, int lane) {
+    const int RM = L + T, CS = splitMmaCoefStrideGdn(L);
+    float* blk = rec + splitMmaBlockOffsetGdn(L, T);
+    __syncwarp();  // every lane's ck / cq / beta words are written
+    for (int m = 0; m < 2 * T; ++m)
+        if (lane < CS) blk[m * CS + lane] = lane < h ? rec[kSplitCoef + m * RM + lane] : 0.f;
+    if (lane < 8) {
+        const int c = lane;
+        float mc[MAXT], nc[MAXT];
+#pragma unroll
+        for (int s = 0; s < MAXT; ++s) {
+            mc[s] = 0.f;
+            nc[s] = 0.f;
+            if (s < T && s >= c) {
+                const float beta = rec[24 + s];
+                float acc = 0.f;
+#pragma unroll
+                for (int i = 0; i < s; ++i) acc = fmaf(rec[kSplitCoef + s * RM + h + i], mc[i], acc);  // mc[i] = 0, i < c
+                mc[s] = s == c ? beta : -beta * acc;
+            }
+        }
+#pragma unroll
+        for (int s = 0; s < MAXT; ++s) {
+            if (s < T && s >= c) {
+                float acc = 0.f;
+#pragma unroll
+                for (int i = 0; i <= s; ++i) acc = fmaf(rec[kSplitCoef + (T + s) * RM + h + i], mc[i], acc);
+                nc[s] = acc;
+            }
+        }
+        float* M = blk + 2 * T * CS;
+#pragma unroll
+        for (int s = 0; s < 8; ++s) {
+            M[s * 8 + c] = s < MAXT ? mc[s < MAXT ? s : 0] : 0.f;
+            M[64 + s * 8 + c] = s < MAXT ? nc[s < MAXT ? s : 0] : 0.f;
+        }
+    }
+}
+
 // Prep kernel: one warp per (row b, key head hk), no CTA barriers (the CTA's warps handle consecutive pairs
 // independently), so that the whole batch is one wave: B x H warps. Grid ceil(B H / warps), block warps x 32,
 // dynamic shared memory warps x splitPrepWarpSmemBytesGdn(L, T, K).
+// mmaBlock: also write the record block of the tensor-core verify readout (T >= 2).
 template <int K, int MAXT>
-__global__ void __launch_bounds__(kSplitPrepMaxThreads) gdnSplitPrepKernel(const GdnReplayParams p) {
+__global__ void __launch_bounds__(kSplitPrepMaxThreads) gdnSplitPrepKernel(const GdnReplayParams p, int mmaBlock) {
     pdlLaunchDependents();  // the readout may be scheduled now; it waits for this grid before reading its output
     constexpr int QL = K / 128;  // quads per lane of a K-vector
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -286,6 +341,9 @@ __global__ void __launch_bounds__(kSplitPrepMaxThreads) gdnSplitPrepKernel(const
         const float cl = __shfl_sync(kFull, cum, nf > 0 ? nf - 1 : 0);
         if (lane < nf) rec[kSplitCoef + 2 * T * RM + lane] = expf(cl - cum) * sInv[lane];
         if (lane == 0) stream::putSplitRecordCursors(rec, nf > 0 ? expf(cl) : 1.f, nf, o, h);
+        if constexpr (MAXT >= 2) {
+            if (mmaBlock) writeMmaBlock<MAXT>(rec, T, L, h, lane);
+        }
     }
 }
 

@@ -28,156 +28,46 @@
 #include <cuda_fp16.h>
 #include <type_traits>
 #include "common/fold_mma.cuh"
+#include "common/mma_rows.cuh"
 #include "common/pdl.h"
 #include "mamba2/mamba2_split_kernel.cuh"
 
 namespace rssm {
 namespace mamba2 {
 namespace mmareadout {
-constexpr int kN = foldmma::kN;             // dstate
-constexpr int kKT = kN / 16;            // pairs of 8-column tiles (readout TF32 k-tiles, fold accumulators)
+using mmarows::kKT;
+using mmarows::kN;                          // dstate
 constexpr int kChunk = foldmma::kChunk;     // records per fold k step
 constexpr int kBStride = foldmma::kBStride;  // staged B row stride (bf16): ldmatrix rows 16 bytes apart in the banks
 constexpr int kBBytes = kChunk * kBStride * 2;
 constexpr int kXBytes = kSplitMaxRecords * kSplitRows * 2;
 constexpr int kCtaThreads = kSplitReadoutThreads;
+static_assert(kSplitRows == mmarows::kRows, "items of 8 rows");
 
 using foldmma::ldmatrixX4Trans;
-using foldmma::mmaBf16;
 using foldmma::packBf16;
-using foldmma::split3;
-
-__device__ __forceinline__ float bf16Lo(uint32_t v) { return __uint_as_float(v << 16); }
-__device__ __forceinline__ float bf16Hi(uint32_t v) { return __uint_as_float(v & 0xffff0000u); }
-// fp32 -> TF32 operand, rounded to nearest (ties away from zero): add half a TF32 ulp and let the tensor core drop the
-// 13 low mantissa bits, as it does for every TF32 operand (CUTLASS's round_half_ulp_truncate). One IADD instead of
-// cvt.rna.tf32.f32, which sm_90 expands into a 5-instruction sequence with inf / NaN checks (it was a fifth of the
-// readout's instructions, ninth session ncu). Finite inputs only: an infinite state value would read as NaN.
-__device__ __forceinline__ uint32_t tf32(float x) { return __float_as_uint(x) + 0x1000u; }
-// d += a . b, m16n8k8 TF32 (A rows g + 8: a[1] = a[3] = 0).
-__device__ __forceinline__ void mmaTf32(float (&d)[4], uint32_t a0, uint32_t a2, uint32_t b0, uint32_t b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile(
-        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1));
-#endif
-}
-
-// Stores of a lane's 4 state values of 16-column block k (row pointer `row`, element type ST; the layout above).
-template <typename ST>
-struct LaneRow;
-template <>
-struct LaneRow<float> {
-    static constexpr bool kExactInBf16 = false;
-    __device__ static void storeTile(const float (&v)[4], float* row, int k, int q) {
-        *reinterpret_cast<float2*>(row + 16 * k + 2 * q) = make_float2(v[0], v[1]);
-        *reinterpret_cast<float2*>(row + 16 * k + 8 + 2 * q) = make_float2(v[2], v[3]);
-    }
-};
-template <typename H16>
-struct LaneRow16 {
-    static constexpr bool kExactInBf16 = std::is_same<H16, __nv_bfloat16>::value;
-    __device__ static float2 toF2(uint32_t v) {
-        if constexpr (kExactInBf16) return make_float2(bf16Lo(v), bf16Hi(v));
-        else return __half22float2(*reinterpret_cast<const __half2*>(&v));
-    }
-    __device__ static uint32_t fromF2(float a, float b) {
-        if constexpr (kExactInBf16) return packBf16(a, b);
-        const __half2 h = __floats2half2_rn(a, b);
-        return *reinterpret_cast<const uint32_t*>(&h);
-    }
-    __device__ static void storeTile(const float (&v)[4], H16* row, int k, int q) {
-        *reinterpret_cast<uint32_t*>(row + 16 * k + 2 * q) = fromF2(v[0], v[1]);
-        *reinterpret_cast<uint32_t*>(row + 16 * k + 8 + 2 * q) = fromF2(v[2], v[3]);
-    }
-};
-template <>
-struct LaneRow<__half> : LaneRow16<__half> {};
-template <>
-struct LaneRow<__nv_bfloat16> : LaneRow16<__nv_bfloat16> {};
+using mmarows::bf16Hi;
+using mmarows::bf16Lo;
+using mmarows::foldTile;
+using mmarows::LaneRow;
+using mmarows::LaneRow16;
+using mmarows::mmaTf32;
+using mmarows::SmemRows;
+using mmarows::tf32;
 
 // B_j rows of records c0 .. c0 + 15 of the ring into a warp's staging rows (common/fold_mma.cuh).
 using foldmma::stageBRows;
 
 // The fold's A fragments (rows x records) of one 16-record chunk: W[row g][j] = fw_j x_j[row g] for the records
-// c0 + 2q, + 1 and c0 + 8 + 2q, + 1, each as three bf16 terms (24 significant bits: the fold keeps fp32 accuracy;
-// B_j is bf16 already, so the B operand is exact). xr0 / xr1: those records' x_j[row g] (packed bf16, the readout's
-// B fragment); fw: their fold weights (0 past nf).
+// c0 + 2q, + 1 and c0 + 8 + 2q, + 1 (common/mma_rows.cuh: three bf16 terms each). xr0 / xr1: those records'
+// x_j[row g] (packed bf16, the readout's B fragment); fw: their fold weights (0 past nf).
 __device__ __forceinline__ void foldWeights(uint32_t (&a)[3][4], uint32_t xr0, uint32_t xr1, const float (&fw)[4]) {
-    float w[4][3];
-    split3(fw[0] * bf16Lo(xr0), w[0][0], w[0][1], w[0][2]);
-    split3(fw[1] * bf16Hi(xr0), w[1][0], w[1][1], w[1][2]);
-    split3(fw[2] * bf16Lo(xr1), w[2][0], w[2][1], w[2][2]);
-    split3(fw[3] * bf16Hi(xr1), w[3][0], w[3][1], w[3][2]);
-#pragma unroll
-    for (int t = 0; t < 3; ++t) {
-        a[t][0] = packBf16(w[0][t], w[1][t]);  // (row g, records 2q, 2q + 1)
-        a[t][1] = 0u;                          // rows g + 8: none
-        a[t][2] = packBf16(w[2][t], w[3][t]);  // (row g, records 2q + 8, 2q + 9)
-        a[t][3] = 0u;
-    }
-}
-// Columns 16k .. 16k + 15 of the fold for one chunk: v (the lane's 4 values of k-tile k) += W . B_chunk.
-// ldmatrix.x4.trans: matrix mi = lane / 8 holds records (mi & 1) * 8 .. + 7 (its rows) x columns 16k + (mi / 2) * 8
-// .. + 7, so a lane receives B_{2q}, B_{2q+1} (and + 8) of column 16k + g (and + 8): the B fragments of the
-// 8-column tiles 2k and 2k + 1, whose accumulators (row g, columns 2q, 2q + 1) are v[0..1] and v[2..3].
-__device__ __forceinline__ void foldTile(float (&v)[4], const uint32_t (&a)[3][4], const uint16_t* sB, int k, int lane) {
-    const int mi = lane >> 3;
-    uint32_t b[4];
-    ldmatrixX4Trans(b, sB + ((mi & 1) * 8 + (lane & 7)) * kBStride + (mi >> 1) * 8 + 16 * k);
-    float d0[4] = {v[0], v[1], 0.f, 0.f};
-    float d1[4] = {v[2], v[3], 0.f, 0.f};
-#pragma unroll
-    for (int t = 2; t >= 0; --t) {  // small terms first
-        mmaBf16(d0, a[t], b[0], b[1]);
-        mmaBf16(d1, a[t], b[2], b[3]);
-    }
-    v[0] = d0[0];
-    v[1] = d0[1];
-    v[2] = d1[0];
-    v[3] = d1[1];
+    mmarows::foldWeightTerms(a, [&](int i) {
+        const uint32_t xr = i < 2 ? xr0 : xr1;
+        return fw[i] * ((i & 1) ? bf16Hi(xr) : bf16Lo(xr));
+    });
 }
 
-// A warp's copy of an item's 8 checkpoint rows in shared memory: rows kStride elements apart (padded so that the
-// lanes' reads of one k-tile spread over the banks), filled with 16-byte cp.async, read in the register layout
-// above (Rows::read: the 4 values of k-tile k).
-template <typename ST>
-struct SmemRows {
-    static constexpr int kRowBytes = kN * (int)sizeof(ST);
-    static constexpr int kPad = 8;  // elements: 32 bytes (fp32), 16 bytes (16-bit)
-    static constexpr int kStride = kN + kPad;
-    // a multiple of 16; also holds a staged 16-record chunk of B_j rows (the fold)
-    static constexpr int kBufBytes =
-        kSplitRows * kStride * (int)sizeof(ST) > kBBytes ? kSplitRows * kStride * (int)sizeof(ST) : kBBytes;
-    static constexpr int kPieces = kRowBytes / 16;  // 16-byte pieces per row
-    __device__ static void issue(ST* dst, const ST* src, int64_t rowStride, int lane) {
-#pragma unroll
-        for (int i = lane; i < kSplitRows * kPieces; i += 32) {
-            const int r = i / kPieces, v = i - r * kPieces;
-            async::copy16(reinterpret_cast<unsigned char*>(dst + r * kStride) + 16 * v,
-                          reinterpret_cast<const unsigned char*>(src + r * rowStride) + 16 * v);
-        }
-    }
-    __device__ static void read(float (&v)[4], const ST* row, int k, int q) {
-        if constexpr (sizeof(ST) == 4) {
-            const float2 a = *reinterpret_cast<const float2*>(row + 16 * k + 2 * q);
-            const float2 b = *reinterpret_cast<const float2*>(row + 16 * k + 8 + 2 * q);
-            v[0] = a.x;
-            v[1] = a.y;
-            v[2] = b.x;
-            v[3] = b.y;
-        } else {
-            const float2 a = LaneRow16<ST>::toF2(*reinterpret_cast<const uint32_t*>(row + 16 * k + 2 * q));
-            const float2 b = LaneRow16<ST>::toF2(*reinterpret_cast<const uint32_t*>(row + 16 * k + 8 + 2 * q));
-            v[0] = a.x;
-            v[1] = a.y;
-            v[2] = b.x;
-            v[3] = b.y;
-        }
-    }
-};
 template <typename ST>
 __host__ __device__ constexpr int stagedWarpBytes() { return 2 * SmemRows<ST>::kBufBytes + kXBytes; }
 
