@@ -125,7 +125,10 @@ bool useVerifyMma(const GdnReplayParams& p) {
     return rowsAligned && pairs && (es == 4 || p.window <= 16);
 }
 cudaError_t launchVerifyMma(const GdnReplayParams& p, int smCount, cudaStream_t s) {
-    const void* kernel = verifyMmaKernel(p.state_dtype, p.num_tokens);
+    // T > 4: the kernel at 3 CTAs per SM (80 registers, the vectors of M rows 8..15 loaded in the product loop) or,
+    // RSSM_GDN_VERIFY_MMA_T8=wide (read per launch, A/B timing), at 2 CTAs per SM with them hoisted
+    const char* w8 = getenv("RSSM_GDN_VERIFY_MMA_T8");
+    const void* kernel = verifyMmaKernel(p.state_dtype, p.num_tokens, w8 && strcmp(w8, "wide") == 0);
     const int threads = verifyMmaThreads();
     const size_t smem = verifyMmaSmemBytes(p.state_dtype);
     cudaError_t e = allowDynamicSmem(kernel, smem);

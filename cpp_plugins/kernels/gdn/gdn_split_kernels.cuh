@@ -35,6 +35,7 @@
 #pragma once
 #include "common/pdl.h"
 #include "common/cp_async.cuh"
+#include "common/fold_mma.cuh"
 #include "common/read_rows.cuh"
 #include "common/stream_rows.cuh"
 #include "common/warp_scan.cuh"
@@ -44,6 +45,7 @@ namespace rssm {
 namespace gdn {
 
 constexpr int kSplitPrepMaxThreads = 128;  // prep CTA: at most 4 warps, one (row, key head) each
+constexpr int kSplitPrepMinBlocks = 6;      // prep CTAs per SM the registers are capped for (80)
 constexpr int kSplitRows = 8;         // value rows per readout item (one warp)
 constexpr int kSplitMaxRecords = 32;  // records per step (one per lane)
 constexpr int kSplitFoldChunk = 8;    // records per staged key chunk (fold)
@@ -70,12 +72,17 @@ __host__ __device__ inline int splitRecordWordsGdn(int L, int T) {
 __host__ __device__ inline size_t splitWorkspaceBytesGdn(int B, int T, int HV, int L) {
     return (size_t)B * HV * splitRecordWordsGdn(L, T) * sizeof(float);
 }
-// Prep kernel dynamic shared memory per warp: raw committed keys [L][K] (16-bit), normalized draft keys and
-// queries [T][K] each (fp32), dots [2][T][L + T], inverse key norms [L + T] and query scales [T] (fp32);
-// rounded up to 16 bytes.
+// Prep kernel dynamic shared memory per warp: the raw keys of the committed records [L][K + 8] and the step's raw
+// draft keys and queries [2T][K + 8] (16-bit; rows padded by 16 bytes so that the ldmatrix rows of the record dots
+// spread over the banks), dots [2][T][L + T], inverse key norms [L + T] and query scales [T] (fp32), and for
+// T >= 2 the drafts' coefficients of one value head for the verify block ([2][8][8] + 8 betas, fp32); rounded
+// up to 16 bytes.
+constexpr int kSplitTriWords = 2 * 64 + 8;
+__host__ __device__ inline int splitPrepKeyStrideGdn(int K) { return K + 8; }
 __host__ __device__ inline size_t splitPrepWarpSmemBytesGdn(int L, int T, int K) {
     const size_t R = (size_t)L + T;
-    return ((size_t)L * K * 2 + 2 * (size_t)T * K * 4 + 2 * (size_t)T * R * 4 + R * 4 + (size_t)T * 4 + 15) / 16 * 16;
+    return (((size_t)L + 2 * T) * splitPrepKeyStrideGdn(K) * 2 + 2 * (size_t)T * R * 4 + R * 4 + (size_t)T * 4 +
+            (T >= 2 ? kSplitTriWords * 4 : 0) + 15) / 16 * 16;
 }
 // Readout kernel dynamic shared memory: per warp two chunks of kSplitFoldChunk raw key rows (16-bit) and
 // their fold weights times u (fp32 [2][8 records][8 rows]).
@@ -87,48 +94,40 @@ __host__ __device__ inline size_t splitReadoutSmemBytesGdn(int K, int threads) {
     return (size_t)(threads / 32) * splitReadoutWarpSmemBytesGdn(K);
 }
 
-// The tensor-core verify readout's block of a head record (layout above), from the record's ck / cq / beta words
-// that this warp has just written: the committed coefficients as [2T][CS] rows, zero from j = h on, and the
-// drafts' solve M, N ([8][8], zero-padded). Lane c < 8 forms column c of M by forward substitution
-// (M[s][c] = 0 for s < c, beta_c for s = c, -beta_s sum_{c<=i<s} Lk[s][i] M[i][c] below) and of N = Cq M.
+// The drafts' solve of the tensor-core verify readout's block (layout above), from the coefficients of one value
+// head staged in shared memory by the prep (sTri: Lk [8][8] = ck_{s,h+i}, Cq [8][8] = cq_{s,h+i}, beta [8]; only
+// entries i <= s, s < T are read). Lane c < 8 forms column c of M by forward substitution (M[s][c] = 0 for s < c,
+// beta_c for s = c, -beta_s sum_{c<=i<s} Lk[s][i] M[i][c] below) and of N = Cq M, and stores both ([8][8] each,
+// zero outside s < T, c <= s) at Mg.
 template <int MAXT>
-__device__ __forceinline__ void writeMmaBlock(float* rec, int T, int L, int h, int lane) {
-    const int RM = L + T, CS = splitMmaCoefStrideGdn(L);
-    float* blk = rec + splitMmaBlockOffsetGdn(L, T);
-    __syncwarp();  // every lane's ck / cq / beta words are written
-    for (int m = 0; m < 2 * T; ++m)
-        if (lane < CS) blk[m * CS + lane] = lane < h ? rec[kSplitCoef + m * RM + lane] : 0.f;
+__device__ __forceinline__ void writeDraftSolve(float* Mg, const float* sTri, int T, int lane) {
+    __syncwarp();  // sTri is written
     if (lane < 8) {
         const int c = lane;
-        float mc[MAXT], nc[MAXT];
+        float mc[MAXT];
 #pragma unroll
         for (int s = 0; s < MAXT; ++s) {
             mc[s] = 0.f;
-            nc[s] = 0.f;
             if (s < T && s >= c) {
-                const float beta = rec[24 + s];
                 float acc = 0.f;
 #pragma unroll
-                for (int i = 0; i < s; ++i) acc = fmaf(rec[kSplitCoef + s * RM + h + i], mc[i], acc);  // mc[i] = 0, i < c
+                for (int i = 0; i < s; ++i) acc = fmaf(sTri[s * 8 + i], mc[i], acc);  // mc[i] = 0 for i < c
+                const float beta = sTri[128 + s];
                 mc[s] = s == c ? beta : -beta * acc;
             }
         }
 #pragma unroll
-        for (int s = 0; s < MAXT; ++s) {
-            if (s < T && s >= c) {
-                float acc = 0.f;
-#pragma unroll
-                for (int i = 0; i <= s; ++i) acc = fmaf(rec[kSplitCoef + (T + s) * RM + h + i], mc[i], acc);
-                nc[s] = acc;
-            }
-        }
-        float* M = blk + 2 * T * CS;
-#pragma unroll
         for (int s = 0; s < 8; ++s) {
-            M[s * 8 + c] = s < MAXT ? mc[s < MAXT ? s : 0] : 0.f;
-            M[64 + s * 8 + c] = s < MAXT ? nc[s < MAXT ? s : 0] : 0.f;
+            float ns = 0.f;
+            if (s < MAXT && s < T && s >= c) {
+#pragma unroll
+                for (int i = 0; i <= (s < MAXT ? s : 0); ++i) ns = fmaf(sTri[64 + s * 8 + i], mc[i], ns);
+            }
+            Mg[s * 8 + c] = s < MAXT ? mc[s < MAXT ? s : 0] : 0.f;
+            Mg[64 + s * 8 + c] = ns;
         }
     }
+    __syncwarp();  // sTri is rewritten by the next value head
 }
 
 // Prep kernel: one warp per (row b, key head hk), no CTA barriers (the CTA's warps handle consecutive pairs
@@ -136,7 +135,7 @@ __device__ __forceinline__ void writeMmaBlock(float* rec, int T, int L, int h, i
 // dynamic shared memory warps x splitPrepWarpSmemBytesGdn(L, T, K).
 // mmaBlock: also write the record block of the tensor-core verify readout (T >= 2).
 template <int K, int MAXT>
-__global__ void __launch_bounds__(kSplitPrepMaxThreads) gdnSplitPrepKernel(const GdnReplayParams p, int mmaBlock) {
+__global__ void __launch_bounds__(kSplitPrepMaxThreads, kSplitPrepMinBlocks) gdnSplitPrepKernel(const GdnReplayParams p, int mmaBlock) {
     pdlLaunchDependents();  // the readout may be scheduled now; it waits for this grid before reading its output
     constexpr int QL = K / 128;  // quads per lane of a K-vector
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -168,13 +167,15 @@ __global__ void __launch_bounds__(kSplitPrepMaxThreads) gdnSplitPrepKernel(const
     const int R = h + T;  // records seen this step (<= 32: one per lane)
 
     extern __shared__ __align__(16) unsigned char smemGdnSplitPrep[];
+    constexpr int KP = K + 8;  // splitPrepKeyStrideGdn
     uint16_t* sKr = reinterpret_cast<uint16_t*>(smemGdnSplitPrep + warp * splitPrepWarpSmemBytesGdn(L, T, K));
-    float* sKd = reinterpret_cast<float*>(sKr + (size_t)L * K);  // [T][K] normalized draft keys
-    float* sQd = sKd + T * K;                                     // [T][K] normalized, scaled queries
-    float* sDk = sQd + T * K;                                     // [T][RM] kn_j . kn_s
+    uint16_t* sV16 = sKr + (size_t)L * KP;                       // [2T][KP] raw draft keys, raw queries
+    float* sDk = reinterpret_cast<float*>(sV16 + (size_t)2 * T * KP);  // [T][RM] kn_j . kn_s
     float* sDq = sDk + T * RM;                                    // [T][RM] kn_j . qn_s
     float* sInv = sDq + T * RM;                                   // [RM] 1 / |k_j| (drafts included)
     float* sQinv = sInv + RM;                                     // [T] scale / |q_s|
+    float* sTri = sQinv + T;  // T >= 2: [2][8][8] + [8] drafts' coefficients of one value head (verify block)
+    const int CS = splitMmaCoefStrideGdn(L);
 
     // ---- committed raw keys of the key head (cp.async)
     const uint16_t* ringK = static_cast<const uint16_t*>(p.ring_k);
@@ -184,7 +185,17 @@ __global__ void __launch_bounds__(kSplitPrepMaxThreads) gdnSplitPrepKernel(const
         const int j = i / KCH, c = i - j * KCH;
         int rr = o + j;
         rr = rr >= C ? rr - C : rr;
-        async::copy16(sKr + j * K + c * 8, ringK + rkBase + (int64_t)rr * p.ring_k_stride_rec + c * 8);
+        async::copy16(sKr + j * KP + c * 8, ringK + rkBase + (int64_t)rr * p.ring_k_stride_rec + c * 8);
+    }
+    // the step's raw draft keys and queries (8-byte pieces: q / k rows are 8-byte aligned, launcher rule)
+    for (int i = lane; i < 2 * T * (K / 4); i += 32) {
+        const int r = i / (K / 4), c = i - r * (K / 4);
+        const uint16_t* src =
+            r < T ? static_cast<const uint16_t*>(p.k) + (int64_t)b * p.k_stride_b + (int64_t)r * p.k_stride_t +
+                        (int64_t)hk * p.k_stride_h
+                  : static_cast<const uint16_t*>(p.q) + (int64_t)b * p.q_stride_b + (int64_t)(r - T) * p.q_stride_t +
+                        (int64_t)hk * p.q_stride_h;
+        async::copy8(sV16 + r * KP + c * 4, src + c * 4);
     }
     async::commit();
     // Log-decay of record j = lane for value head hk * group + w (ring, or this step's: with beta). Loads and
@@ -253,56 +264,73 @@ __global__ void __launch_bounds__(kSplitPrepMaxThreads) gdnSplitPrepKernel(const
             }
         }
     }
-    // ---- this step's drafts: normalize, append the raw keys to the ring
+    // ---- this step's drafts: norms, append the raw keys to the ring
     for (int s = 0; s < T; ++s) {
         const int64_t kOff = (int64_t)b * p.k_stride_b + (int64_t)s * p.k_stride_t + (int64_t)hk * p.k_stride_h;
         const int64_t qOff = (int64_t)b * p.q_stride_b + (int64_t)s * p.q_stride_t + (int64_t)hk * p.q_stride_h;
-        const float ssk = warpNormalizeInto<K>(static_cast<const uint16_t*>(p.k) + kOff, bf16, 1.f, sKd + s * K, lane);
-        const float ssq = warpNormalizeInto<K>(static_cast<const uint16_t*>(p.q) + qOff, bf16, p.scale, sQd + s * K, lane);
+        float ssk = 0.f, ssq = 0.f;
+        int rr = o + h + s;
+        rr = rr >= C ? rr - C : rr;
+#pragma unroll
+        for (int i = 0; i < QL; ++i) {
+            const int c = lane + 32 * i;
+            const uint2 kr = ldRaw4(p.k, kOff + c * 4);
+            const float4 kf = stream::u2ToF4(kr, bf16), qf = ldAct4(p.q, qOff + c * 4, bf16);
+            ssk += dot4(kf, kf);
+            ssq += dot4(qf, qf);
+            stRaw4(p.ring_k, rkBase + (int64_t)rr * p.ring_k_stride_rec + c * 4, kr);
+        }
+        ssk = warpSum(ssk);
+        ssq = warpSum(ssq);
         if (lane == 0) {
             sInv[h + s] = rsqrtf(ssk + kL2Eps);
             sQinv[s] = rsqrtf(ssq + kL2Eps) * p.scale;
         }
-        int rr = o + h + s;
-        rr = rr >= C ? rr - C : rr;
-        for (int c = lane; c < K / 4; c += 32)
-            stRaw4(p.ring_k, rkBase + (int64_t)rr * p.ring_k_stride_rec + c * 4, ldRaw4(p.k, kOff + c * 4));
     }
     async::waitAll();
     __syncwarp();
-
-    // ---- record dots: kn_j . kn_s and kn_j . qn_s for every draft s
-    for (int j = 0; j < R; ++j) {
-        float4 kr[QL];
-        if (j < h) {
-            float ss = 0.f;
+    // ---- inverse norms of the committed keys
+    for (int j = 0; j < h; ++j) {
+        float ss = 0.f;
 #pragma unroll
-            for (int i = 0; i < QL; ++i) {
-                kr[i] = stream::u2ToF4(*reinterpret_cast<const uint2*>(sKr + j * K + (lane + 32 * i) * 4), bf16);
-                ss += dot4(kr[i], kr[i]);
-            }
-            const float inv = rsqrtf(warpSum(ss) + kL2Eps);
-#pragma unroll
-            for (int i = 0; i < QL; ++i) kr[i] = scale4(kr[i], inv);
-            if (lane == 0) sInv[j] = inv;
-        } else {
-#pragma unroll
-            for (int i = 0; i < QL; ++i) kr[i] = ld4s(sKd + (j - h) * K + (lane + 32 * i) * 4);
+        for (int i = 0; i < QL; ++i) {
+            const float4 kf = stream::u2ToF4(*reinterpret_cast<const uint2*>(sKr + j * KP + (lane + 32 * i) * 4), bf16);
+            ss += dot4(kf, kf);
         }
+        ss = warpSum(ss);
+        if (lane == 0) sInv[j] = rsqrtf(ss + kL2Eps);
+    }
+    __syncwarp();
+    // ---- record dots on tensor cores: D[j][n] = k_j . v_n (raw 16-bit keys and vectors, fp32 accumulation; the
+    //      products are exact), records j < R as M (committed from sKr, drafts from sV16), the 2T vectors (draft
+    //      keys, queries) as N, K as the reduction. Then kn_j . kn_s = D inv_j inv_{h+s}, kn_j . qn_s = D inv_j
+    //      qscale_s into sDk / sDq.
+    {
+        const int g = lane >> 2, q = lane & 3;
+        const int nMt = (R + 15) / 16, nNt = (2 * T + 7) / 8;
+        // ldmatrix row addresses: A (records) row (lane & 7) + 8 ((lane >> 3) & 1), column half lane >> 4;
+        // B (vectors) row (lane & 7) + 8 (lane >> 4), column half (lane >> 3) & 1
+        const int vr = (lane & 7) + 8 * (lane >> 4);
+        const uint16_t* bRow = sV16 + (vr < 2 * T ? vr : 0) * KP + 8 * ((lane >> 3) & 1);
+        for (int mt = 0; mt < nMt; ++mt) {
+            const int jr = mt * 16 + (lane & 7) + 8 * ((lane >> 3) & 1);
+            const uint16_t* aRow = (jr < h ? sKr + jr * KP : jr < R ? sV16 + (jr - h) * KP : sV16) + 8 * (lane >> 4);
+            float d0[4] = {0.f, 0.f, 0.f, 0.f}, d1[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
-        for (int s = 0; s < MAXT; ++s) {
-            if (s < T) {
-                float dk = 0.f, dq = 0.f;
+            for (int ks = 0; ks < K / 16; ++ks) {
+                uint32_t a[4], bb[4];
+                foldmma::ldmatrixX4(a, aRow + 16 * ks);
+                foldmma::ldmatrixX4(bb, bRow + 16 * ks);
+                foldmma::mma16(d0, a, bb[0], bb[1], bf16);
+                if (nNt > 1) foldmma::mma16(d1, a, bb[2], bb[3], bf16);
+            }
 #pragma unroll
-                for (int i = 0; i < QL; ++i) {
-                    dk += dot4(kr[i], ld4s(sKd + s * K + (lane + 32 * i) * 4));
-                    dq += dot4(kr[i], ld4s(sQd + s * K + (lane + 32 * i) * 4));
-                }
-                dk = warpSum(dk);
-                dq = warpSum(dq);
-                if (lane == 0) {
-                    sDk[s * RM + j] = dk;
-                    sDq[s * RM + j] = dq;
+            for (int e = 0; e < 8; ++e) {
+                const int j = mt * 16 + g + 8 * ((e >> 1) & 1), n = 8 * (e >> 2) + 2 * q + (e & 1);
+                const float d = (e >> 2) ? d1[e & 3] : d0[e & 3];
+                if (j < R && n < 2 * T) {
+                    if (n < T) sDk[n * RM + j] = d * sInv[j] * sInv[h + n];
+                    else sDq[(n - T) * RM + j] = d * sInv[j] * sQinv[n - T];
                 }
             }
         }
@@ -314,6 +342,7 @@ __global__ void __launch_bounds__(kSplitPrepMaxThreads) gdnSplitPrepKernel(const
     for (int w = 0; w < group; ++w) {
         float* rec = ws + w * RW;
         const float g = gCur;
+        if (MAXT >= 2 && mmaBlock && lane >= h && lane < R) sTri[128 + lane - h] = betaCur;
         {
             float gNext = 0.f, betaNext = 0.f;
             if (w + 1 < group) loadDecay(w + 1, gNext, betaNext);  // in flight before this head's stores
@@ -326,10 +355,24 @@ __global__ void __launch_bounds__(kSplitPrepMaxThreads) gdnSplitPrepKernel(const
         for (int s = 0; s < MAXT; ++s) {
             if (s < T) {
                 const float cs = __shfl_sync(kFull, cum, h + s);
+                float ckv = 0.f, cqv = 0.f;
                 if (lane < R) {
                     const float e = expf(cs - cum);  // only used where lane <= h + s (cum_j >= cs there)
-                    rec[kSplitCoef + s * RM + lane] = lane < h + s ? e * sDk[s * RM + lane] : 0.f;
-                    rec[kSplitCoef + (T + s) * RM + lane] = lane <= h + s ? e * sDq[s * RM + lane] : 0.f;
+                    ckv = lane < h + s ? e * sDk[s * RM + lane] : 0.f;
+                    cqv = lane <= h + s ? e * sDq[s * RM + lane] : 0.f;
+                    rec[kSplitCoef + s * RM + lane] = ckv;
+                    rec[kSplitCoef + (T + s) * RM + lane] = cqv;
+                }
+                if (MAXT >= 2 && mmaBlock) {  // the verify block: committed coefficients, drafts' ones staged
+                    float* blk = rec + splitMmaBlockOffsetGdn(L, T);
+                    if (lane < CS) {
+                        blk[s * CS + lane] = lane < h ? ckv : 0.f;
+                        blk[(T + s) * CS + lane] = lane < h ? cqv : 0.f;
+                    }
+                    if (lane >= h && lane < R) {
+                        sTri[s * 8 + lane - h] = ckv;
+                        sTri[64 + s * 8 + lane - h] = cqv;
+                    }
                 }
                 if (lane == 0) {
                     const float gam = expf(cs);
@@ -342,7 +385,7 @@ __global__ void __launch_bounds__(kSplitPrepMaxThreads) gdnSplitPrepKernel(const
         if (lane < nf) rec[kSplitCoef + 2 * T * RM + lane] = expf(cl - cum) * sInv[lane];
         if (lane == 0) stream::putSplitRecordCursors(rec, nf > 0 ? expf(cl) : 1.f, nf, o, h);
         if constexpr (MAXT >= 2) {
-            if (mmaBlock) writeMmaBlock<MAXT>(rec, T, L, h, lane);
+            if (mmaBlock) writeDraftSolve<MAXT>(rec + splitMmaBlockOffsetGdn(L, T) + 2 * T * CS, sTri, T, lane);
         }
     }
 }

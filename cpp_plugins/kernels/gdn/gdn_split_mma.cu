@@ -8,17 +8,18 @@ namespace rssm {
 namespace gdn {
 namespace {
 template <typename ST>
-const void* entry(int maxTokens) {
-    return maxTokens <= 4 ? reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 4>)
-                          : reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 8>);
+const void* entry(int maxTokens, bool wide) {
+    if (maxTokens <= 4) return reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 4, 3, false>);
+    return wide ? reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 8, 2, true>)
+                : reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 8, 3, false>);
 }
 }  // namespace
 
-const void* verifyMmaKernel(int stateDtype, int numTokens) {
+const void* verifyMmaKernel(int stateDtype, int numTokens, bool wide) {
     switch (stateDtype) {
-        case RSSM_DTYPE_FP32: return entry<float>(numTokens);
-        case RSSM_DTYPE_FP16: return entry<__half>(numTokens);
-        case RSSM_DTYPE_BF16: return entry<__nv_bfloat16>(numTokens);
+        case RSSM_DTYPE_FP32: return entry<float>(numTokens, wide);
+        case RSSM_DTYPE_FP16: return entry<__half>(numTokens, wide);
+        case RSSM_DTYPE_BF16: return entry<__nv_bfloat16>(numTokens, wide);
         default: return nullptr;
     }
 }

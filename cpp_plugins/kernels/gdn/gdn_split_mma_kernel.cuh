@@ -51,8 +51,10 @@ __device__ __forceinline__ float2 halfPair(uint32_t v) { return __half22float2(*
 // keys k_j there instead and issues the next item's rows after its fold. The next item's slot and head-record
 // cursors are loaded one item ahead, the slot index three. Shared memory warpBytes<ST>() per warp (9.2 KB): 3 CTAs
 // of 8 warps per SM. MAXT <= 4: the vectors fit rows 0..7 of the M tile (rows g + 8 are zero).
-template <typename ST, int MAXT>
-__global__ void __launch_bounds__(mmaverify::kCtaThreads, 3) gdnSplitVerifyMmaKernel(const GdnReplayParams p) {
+// MINB: CTAs per SM the registers are capped for (3: 80 registers; 2: 128). HOISTB (MAXT > 4): the A fragments of
+// vector rows g + 8 loaded with the other per-item loads instead of inside the product loop.
+template <typename ST, int MAXT, int MINB, bool HOISTB>
+__global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMmaKernel(const GdnReplayParams p) {
     using namespace mmaverify;
     using Rows = mmarows::SmemRows<ST>;
     constexpr bool kTall = MAXT > 4;  // vectors in rows g + 8 of the M tile
@@ -141,6 +143,11 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, 3) gdnSplitVerifyMmaKe
 #pragma unroll
             for (int k = 0; k < kKT; ++k) aw[k] = va ? __ldg(va + 4 * k) : make_uint2(0u, 0u);
             const uint2* vb = kTall ? vectorRow(g + 8, b, hk) : nullptr;
+            uint2 bw[HOISTB ? kKT : 1];
+            if constexpr (HOISTB) {
+#pragma unroll
+                for (int k = 0; k < kKT; ++k) bw[k] = vb ? __ldg(vb + 4 * k) : make_uint2(0u, 0u);
+            }
             // v_g of value rows vw + 2q, + 1 (lanes of the key rows g < T: w_g = v_g - X0_g is formed there)
             uint32_t vpair = 0u;
             if (g < T)
@@ -182,7 +189,9 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, 3) gdnSplitVerifyMmaKe
                 const float4 sv = Rows::readQuad(rowG, k, q);
                 const uint2 a = aw[k];
                 if constexpr (kTall) {
-                    const uint2 bq = vb ? __ldg(vb + 4 * k) : make_uint2(0u, 0u);
+                    uint2 bq;
+                    if constexpr (HOISTB) bq = bw[k];
+                    else bq = vb ? __ldg(vb + 4 * k) : make_uint2(0u, 0u);
                     mmarows::mmaTf32Full(accE, a.x << 16, bq.x << 16, a.x & 0xffff0000u, bq.x & 0xffff0000u,
                                          mmarows::tf32(sv.x), mmarows::tf32(sv.y));
                     mmarows::mmaTf32Full(accO, a.y << 16, bq.y << 16, a.y & 0xffff0000u, bq.y & 0xffff0000u,
