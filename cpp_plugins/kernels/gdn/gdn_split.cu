@@ -101,10 +101,11 @@ bool useReadCopy(const GdnReplayParams& p) {
 
 // The speculative verify readout on tensor cores (gdn_split_mma_kernel.cuh) for speculative steps of at least
 // kVerifyMmaMinTokens tokens where it runs: K = 128, bf16 activations with fp16 u, fp32 / fp16 / bf16 checkpoints
-// with 16-byte aligned rows (16-bit rows: window <= 16, one chunk of records to fold), q / k in 8-byte aligned quads, v in 4-byte pairs,
-// no skip_flush_rows; at least two tokens (the head record's block for this readout exists from T = 2 on).
-// RSSM_GDN_VERIFY_MMA (read per launch): "1" takes it for every speculative step it runs, "0" never (A/B timing,
-// tests).
+// with 16-byte aligned rows (16-bit rows: window <= 16, one chunk of records to fold), q / k in 8-byte aligned
+// quads, v in 4-byte pairs, no skip_flush_rows, at least two tokens (the head record's block for this readout
+// exists from T = 2 on). Measured against the CUDA-core readout (tenth session, q35-4b B = 256 L = 16): T = 2
+// 0.77-0.86x vs 0.89-0.99x a conventional step. RSSM_GDN_VERIFY_MMA (read per launch): "1" takes it for every
+// speculative step it runs, "0" never (A/B timing, tests).
 constexpr int kVerifyMmaMinTokens = 2;
 bool useVerifyMma(const GdnReplayParams& p) {
     if (p.mode != GDN_REPLAY_SPECULATIVE || p.num_tokens < 2) return false;
@@ -125,10 +126,7 @@ bool useVerifyMma(const GdnReplayParams& p) {
     return rowsAligned && pairs && (es == 4 || p.window <= 16);
 }
 cudaError_t launchVerifyMma(const GdnReplayParams& p, int smCount, cudaStream_t s) {
-    // T > 4: the kernel at 3 CTAs per SM (80 registers, the vectors of M rows 8..15 loaded in the product loop) or,
-    // RSSM_GDN_VERIFY_MMA_T8=wide (read per launch, A/B timing), at 2 CTAs per SM with them hoisted
-    const char* w8 = getenv("RSSM_GDN_VERIFY_MMA_T8");
-    const void* kernel = verifyMmaKernel(p.state_dtype, p.num_tokens, w8 && strcmp(w8, "wide") == 0);
+    const void* kernel = verifyMmaKernel(p.state_dtype, p.num_tokens);
     const int threads = verifyMmaThreads();
     const size_t smem = verifyMmaSmemBytes(p.state_dtype);
     cudaError_t e = allowDynamicSmem(kernel, smem);

@@ -25,9 +25,8 @@ cudaError_t launchSplit(const GdnReplayParams& p, int smCount, cudaStream_t stre
 // q.variant 6, q.skip_flush_rows 1. Validates like rssm_gdn_replay_launch; returns its status.
 int replaySplitReadCopy(const GdnReplayParams& q, const stream::ReadCopyScales& rc, cudaStream_t stream);
 // The speculative verify readout on tensor cores (gdn_split_mma.cu): its kernel for a checkpoint dtype (fp32 / fp16 /
-// bf16; NULL otherwise) and token count (<= 8; wide: the 2-CTA-per-SM kernel for T > 4), its dynamic shared memory
-// per CTA and its CTA size.
-const void* verifyMmaKernel(int stateDtype, int numTokens, bool wide);
+// bf16; NULL otherwise) and token count (<= 8), its dynamic shared memory per CTA and its CTA size.
+const void* verifyMmaKernel(int stateDtype, int numTokens);
 size_t verifyMmaSmemBytes(int stateDtype);
 int verifyMmaThreads();
 }  // namespace gdn

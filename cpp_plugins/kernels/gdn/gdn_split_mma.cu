@@ -7,19 +7,21 @@
 namespace rssm {
 namespace gdn {
 namespace {
+// T <= 4: 3 CTAs per SM (80 registers). T > 4: 2 CTAs per SM (128 registers) with the vectors of M rows 8..15 held
+// in registers: the 3-CTA build of it (80 registers, those loads inside the product loop, 140 bytes of spills) ran
+// 1.2-1.9x slower (q35-4b B = 256 T = 8: 538-824 vs 327-434 us; tenth session, docs/kernels-gdn.md).
 template <typename ST>
-const void* entry(int maxTokens, bool wide) {
+const void* entry(int maxTokens) {
     if (maxTokens <= 4) return reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 4, 3, false>);
-    return wide ? reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 8, 2, true>)
-                : reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 8, 3, false>);
+    return reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 8, 2, true>);
 }
 }  // namespace
 
-const void* verifyMmaKernel(int stateDtype, int numTokens, bool wide) {
+const void* verifyMmaKernel(int stateDtype, int numTokens) {
     switch (stateDtype) {
-        case RSSM_DTYPE_FP32: return entry<float>(numTokens, wide);
-        case RSSM_DTYPE_FP16: return entry<__half>(numTokens, wide);
-        case RSSM_DTYPE_BF16: return entry<__nv_bfloat16>(numTokens, wide);
+        case RSSM_DTYPE_FP32: return entry<float>(numTokens);
+        case RSSM_DTYPE_FP16: return entry<__half>(numTokens);
+        case RSSM_DTYPE_BF16: return entry<__nv_bfloat16>(numTokens);
         default: return nullptr;
     }
 }

@@ -49,8 +49,8 @@ __device__ __forceinline__ float2 halfPair(uint32_t v) { return __half22float2(*
 // warps and walked without divisions (stream::ItemWalker). Each item's checkpoint rows are staged through shared
 // memory with the next item's rows in flight (cp.async into the warp's other row buffer); a flush item stages its raw
 // keys k_j there instead and issues the next item's rows after its fold. The next item's slot and head-record
-// cursors are loaded one item ahead, the slot index three. Shared memory warpBytes<ST>() per warp (9.2 KB): 3 CTAs
-// of 8 warps per SM. MAXT <= 4: the vectors fit rows 0..7 of the M tile (rows g + 8 are zero).
+// cursors are loaded one item ahead, the slot index three. Shared memory warpBytes<ST>() per warp (9.2 KB): up to 3
+// CTAs of 8 warps per SM. MAXT <= 4: the vectors fit rows 0..7 of the M tile (rows g + 8 are zero).
 // MINB: CTAs per SM the registers are capped for (3: 80 registers; 2: 128). HOISTB (MAXT > 4): the A fragments of
 // vector rows g + 8 loaded with the other per-item loads instead of inside the product loop.
 template <typename ST, int MAXT, int MINB, bool HOISTB>
