@@ -535,6 +535,27 @@ def test_accuracy_u_fp16_vs_bf16(act, variant):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("pipe", VERIFY_PIPES, ids=VERIFY_PIPE_IDS)
+def test_accuracy_speculative_verify(pipe, monkeypatch):
+    """Accuracy of the speculative verify over 96 steps (L = 16, T = 4, random acceptance: a flush every few steps)
+    against the exact float64 recurrence (no rounding of u in the reference), FP32 checkpoint, fp16 u, bf16
+    activations: the tensor-core readout (TF32 state operand; its error reaches u and, through the flush, the
+    checkpoint) and the CUDA-core readout."""
+    monkeypatch.setenv("RSSM_GDN_VERIFY_MMA", pipe)
+    seq = _Seq("q35-4b", 4, 16, 1, 4, seed=13, u_round=None, variant=6)
+    for t in range(96):
+        seq.step(torch.ones(4, dtype=torch.bool), _spec_accept("random", 4, 4, seq.gen))
+    torch.cuda.synchronize()
+    sl = seq.slots[seq.ref_rows].long()
+    e_ck = rel(seq.ckpt[sl], seq.ref.ckpt[sl])
+    _report(f"accuracy verify-{'mma' if pipe == '1' else 'cudacore'} q35-4b B=4 L=16 T=4 random, 96 steps, fp32 ckpt, "
+            f"fp16 u, bf16 act: max out rel err {seq.max_err['out']:.2e}, ckpt rel err {e_ck:.2e}, "
+            f"flushes {seq.flushes}")
+    assert seq.flushes >= 8
+    assert seq.max_err["out"] < _tol_out(torch.bfloat16) and e_ck < TOL["ckpt"]
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("variant", REPLAY_VARIANTS, ids=REPLAY_VARIANT_IDS)
 def test_replay_cuda_graph(variant):
     """One captured graph (speculative step + commit) replayed over whole flush cycles equals eager."""

@@ -155,7 +155,8 @@ __device__ __forceinline__ void foldWeightTerms(uint32_t (&a)[3][4], WeightOf we
 // ldmatrix.x4.trans: matrix mi = lane / 8 holds records (mi & 1) * 8 .. + 7 (its rows) x columns 16k + (mi / 2) * 8
 // .. + 7, so a lane receives B_{2q}, B_{2q+1} (and + 8) of column 16k + g (and + 8): the B fragments of the
 // 8-column tiles 2k and 2k + 1, whose accumulators (row g, columns 2q, 2q + 1) are v[0..1] and v[2..3].
-__device__ __forceinline__ void foldTile(float (&v)[4], const uint32_t (&a)[3][4], const uint16_t* sB, int k, int lane) {
+__device__ __forceinline__ void foldTile(float (&v)[4], const uint32_t (&a)[3][4], const uint16_t* sB, int k,
+                                         int lane) {
     const int mi = lane >> 3;
     uint32_t b[4];
     foldmma::ldmatrixX4Trans(b, sB + ((mi & 1) * 8 + (lane & 7)) * foldmma::kBStride + (mi >> 1) * 8 + 16 * k);

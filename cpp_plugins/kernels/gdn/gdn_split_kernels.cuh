@@ -135,7 +135,8 @@ __device__ __forceinline__ void writeDraftSolve(float* Mg, const float* sTri, in
 // dynamic shared memory warps x splitPrepWarpSmemBytesGdn(L, T, K).
 // mmaBlock: also write the record block of the tensor-core verify readout (T >= 2).
 template <int K, int MAXT>
-__global__ void __launch_bounds__(kSplitPrepMaxThreads, kSplitPrepMinBlocks) gdnSplitPrepKernel(const GdnReplayParams p, int mmaBlock) {
+__global__ void __launch_bounds__(kSplitPrepMaxThreads, kSplitPrepMinBlocks)
+    gdnSplitPrepKernel(const GdnReplayParams p, int mmaBlock) {
     pdlLaunchDependents();  // the readout may be scheduled now; it waits for this grid before reading its output
     constexpr int QL = K / 128;  // quads per lane of a K-vector
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;

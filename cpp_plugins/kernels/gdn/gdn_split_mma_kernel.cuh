@@ -151,9 +151,9 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
             // v_g of value rows vw + 2q, + 1 (lanes of the key rows g < T: w_g = v_g - X0_g is formed there)
             uint32_t vpair = 0u;
             if (g < T)
-                vpair = __ldg(reinterpret_cast<const uint32_t*>(static_cast<const uint16_t*>(p.v) + (int64_t)b * p.v_stride_b +
-                                                                (int64_t)g * p.v_stride_t + (int64_t)hv * p.v_stride_h +
-                                                                vw + 2 * q));
+                vpair = __ldg(reinterpret_cast<const uint32_t*>(
+                    static_cast<const uint16_t*>(p.v) + (int64_t)b * p.v_stride_b + (int64_t)g * p.v_stride_t +
+                    (int64_t)hv * p.v_stride_h + vw + 2 * q));
             // committed-record coefficients of vector rows g (and g + 8), records 8c + 2q, + 1 (zero from h on: the
             // head record's block, rows of CS words)
             const float* blk = hr + blkOff;
@@ -162,7 +162,8 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
 #pragma unroll
             for (int c = 0; c < 4; ++c) {
                 const bool in = 8 * c < h;  // h <= CS
-                cfA[c] = (rowA && in) ? __ldg(reinterpret_cast<const float2*>(blk + g * CS + 8 * c + 2 * q)) : make_float2(0.f, 0.f);
+                cfA[c] = (rowA && in) ? __ldg(reinterpret_cast<const float2*>(blk + g * CS + 8 * c + 2 * q))
+                                      : make_float2(0.f, 0.f);
                 cfB[c] = (rowB && in) ? __ldg(reinterpret_cast<const float2*>(blk + (g + 8) * CS + 8 * c + 2 * q))
                                       : make_float2(0.f, 0.f);
             }
