@@ -312,6 +312,25 @@ def test_replay_standard(shape, B, L, stag, variant):
             f"max out rel err={seq.max_err['out']:.2e} flushes={seq.flushes}")
 
 
+def _spec_accept(accept, B, T, gen):
+    if accept == "all":
+        return [T] * B
+    if accept == "one":
+        return [1] * B
+    return torch.randint(1, T + 1, (B,), generator=gen).tolist()
+
+
+def _run_speculative(seq, B, T, accept, steps=40):
+    """Speculative steps with staggered joins and 10% padding, buffers compared every 13 steps and at the end."""
+    join = [(r * 3) % 5 for r in range(B)]
+    for t in range(steps):
+        seq.step(_active(B, t, join, seq.gen, 0.1), _spec_accept(accept, B, T, seq.gen))
+        if t % 13 == 12:
+            seq.compare_buffers()
+    seq.compare_buffers()
+    assert seq.flushes > 0
+
+
 SPEC_CASES = [  # shape, B, L, T, acceptance
     ("q35-4b", 3, 4, 1, "random"), ("q35-4b", 3, 8, 2, "random"), ("q35-4b", 64, 16, 4, "random"),
     ("q35-4b", 3, 16, 3, "all"), ("q35-4b", 3, 32, 8, "one"), ("q35-4b", 1, 8, 8, "all"),
@@ -333,20 +352,7 @@ def test_replay_speculative(shape, B, L, T, accept, variant):
         torch.cuda.synchronize()
         assert torch.equal(seq.ckpt, before)
         return
-    join = [(r * 3) % 5 for r in range(B)]
-    steps = 40
-    for t in range(steps):
-        if accept == "all":
-            a = [T] * B
-        elif accept == "one":
-            a = [1] * B
-        else:
-            a = torch.randint(1, T + 1, (B,), generator=seq.gen).tolist()
-        seq.step(_active(B, t, join, seq.gen, 0.1), a)
-        if t % 13 == 12:
-            seq.compare_buffers()
-    seq.compare_buffers()
-    assert seq.flushes > 0
+    _run_speculative(seq, B, T, accept)
     _report(f"replay-speculative v{variant} {shape} B={B} L={L} T={T} {accept}: max out rel err={seq.max_err['out']:.2e} "
             f"flushes={seq.flushes}")
 
@@ -362,14 +368,6 @@ VERIFY_PIPES = ["1", "0"]
 VERIFY_PIPE_IDS = ["mma", "cudacore"]
 
 
-def _spec_accept(accept, B, T, gen):
-    if accept == "all":
-        return [T] * B
-    if accept == "one":
-        return [1] * B
-    return torch.randint(1, T + 1, (B,), generator=gen).tolist()
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape,B,L,T,accept", MMA_SPEC_CASES,
                          ids=[f"{s}-B{b}-L{l}-T{t}-{a}" for s, b, l, t, a in MMA_SPEC_CASES])
@@ -377,13 +375,7 @@ def _spec_accept(accept, B, T, gen):
 def test_replay_split_verify_mma(shape, B, L, T, accept, pipe, monkeypatch):
     monkeypatch.setenv("RSSM_GDN_VERIFY_MMA", pipe)
     seq = _Seq(shape, B, L, 1, T, seed=B * 1000 + L * 10 + T + 7, variant=6)
-    join = [(r * 3) % 5 for r in range(B)]
-    for t in range(40):
-        seq.step(_active(B, t, join, seq.gen, 0.1), _spec_accept(accept, B, T, seq.gen))
-        if t % 13 == 12:
-            seq.compare_buffers()
-    seq.compare_buffers()
-    assert seq.flushes > 0
+    _run_speculative(seq, B, T, accept)
     _report(f"verify-{'mma' if pipe == '1' else 'cudacore'} {shape} B={B} L={L} T={T} {accept}: "
             f"max out rel err={seq.max_err['out']:.2e} flushes={seq.flushes}")
 

@@ -41,6 +41,14 @@ int readoutOccupancy(F* kernel, int threads, size_t smem) {
     return occ;
 }
 
+// Persistent grid of a warp-item readout: one warp per item up to the CTAs that fit on the device at once.
+template <typename F>
+int persistentGrid(F* kernel, int threads, size_t smem, long long items, int smCount) {
+    const long long ctasNeeded = (items + threads / 32 - 1) / (threads / 32);
+    const long long resident = (long long)readoutOccupancy(kernel, threads, smem) * smCount;
+    return (int)(ctasNeeded < resident ? ctasNeeded : resident);
+}
+
 // Readout configuration (threads per CTA x CTAs per SM of the register budget): RSSM_GDN_SPLIT_CFG (read
 // once) = "256x3" (80 registers, spills), "256x2" (128 registers) or "128x5" (96 registers); default 128x5
 // at K = 128 with one token (measured fastest: docs/kernels-gdn.md "Variant 6"), 256x2 otherwise.
@@ -63,10 +71,8 @@ cudaError_t launchReadout(const GdnReplayParams& p, int smCount, cudaStream_t s,
     const size_t smem = splitReadoutSmemBytesGdn(K, NT);
     cudaError_t e = allowDynamicSmem(readout, smem);
     if (e != cudaSuccess) return e;
-    const long long items = (long long)p.batch * p.num_v_heads * (p.head_v / kSplitRows);
-    const long long ctasNeeded = (items + NT / 32 - 1) / (NT / 32);
-    const long long resident = (long long)readoutOccupancy(readout, NT, smem) * smCount;
-    const int grid = (int)(ctasNeeded < resident ? ctasNeeded : resident);
+    const int grid = persistentGrid(readout, NT, smem, (long long)p.batch * p.num_v_heads * (p.head_v / kSplitRows),
+                                    smCount);
     void* args[] = {const_cast<GdnReplayParams*>(&p), const_cast<stream::ReadCopyScales*>(&rc)};
     e = launchMaybeDependent(reinterpret_cast<const void*>(readout), dim3(grid), dim3(NT), smem, s, args, pdlEnabled());
     return e != cudaSuccess ? e : cudaGetLastError();
@@ -80,10 +86,7 @@ cudaError_t launchReadCopy(const GdnReplayParams& p, int smCount, cudaStream_t s
     const bool serving = p.act_dtype == RSSM_DTYPE_BF16 && p.u_dtype == RSSM_DTYPE_FP16;
     auto* readout = serving ? gdnSplitReadCopyKernel<ST, MAXT, NT, MINB, kDtBf16ActFp16U>
                             : gdnSplitReadCopyKernel<ST, MAXT, NT, MINB, kDtRuntime>;
-    const long long items = (long long)p.batch * p.num_v_heads * (p.head_v / kReadRows);
-    const long long ctasNeeded = (items + NT / 32 - 1) / (NT / 32);
-    const long long resident = (long long)readoutOccupancy(readout, NT, 0) * smCount;
-    const int grid = (int)(ctasNeeded < resident ? ctasNeeded : resident);
+    const int grid = persistentGrid(readout, NT, 0, (long long)p.batch * p.num_v_heads * (p.head_v / kReadRows), smCount);
     void* args[] = {const_cast<GdnReplayParams*>(&p), const_cast<stream::ReadCopyScales*>(&rc)};
     const cudaError_t e = launchMaybeDependent(reinterpret_cast<const void*>(readout), dim3(grid), dim3(NT), 0, s, args,
                                                pdlEnabled());
@@ -131,10 +134,8 @@ cudaError_t launchVerifyMma(const GdnReplayParams& p, int smCount, cudaStream_t 
     const size_t smem = verifyMmaSmemBytes(p.state_dtype);
     cudaError_t e = allowDynamicSmem(kernel, smem);
     if (e != cudaSuccess) return e;
-    const long long items = (long long)p.batch * p.num_v_heads * (p.head_v / kSplitRows);
-    const long long ctasNeeded = (items + threads / 32 - 1) / (threads / 32);
-    const long long resident = (long long)readoutOccupancy(kernel, threads, smem) * smCount;
-    const int grid = (int)(ctasNeeded < resident ? ctasNeeded : resident);
+    const int grid =
+        persistentGrid(kernel, threads, smem, (long long)p.batch * p.num_v_heads * (p.head_v / kSplitRows), smCount);
     void* args[] = {const_cast<GdnReplayParams*>(&p)};
     e = launchMaybeDependent(kernel, dim3(grid), dim3(threads), smem, s, args, pdlEnabled());
     return e != cudaSuccess ? e : cudaGetLastError();

@@ -247,6 +247,10 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
                     }
                 }
             }
+            // The fold repeats the Mamba-2 readout's (mamba2_split_mma_kernel.cuh) with fp16 u weights and the raw keys
+            // as B rows. One shared function (tried in the tenth session: a foldStagedRows in common/mma_rows.cuh with
+            // the second chunk's weights and staging as a callback) changed the generated code of both measured
+            // kernels, which that session could no longer re-test on the GPU; merge it with a GPU run of both suites.
             if (nf > 0) {  // warp-uniform: fold the committed records into the rows, store them
                 const float gf = __int_as_float(meta.x);
                 const float* fwp = hr + kSplitCoef + 2 * T * RM;
