@@ -45,41 +45,42 @@ __device__ __forceinline__ void split3(float w, float& t0, float& t1, float& t2)
     t1 = __bfloat162float(__float2bfloat16_rn(r1));
     t2 = r1 - t1;  // rounded to bf16 by packBf16
 }
-__device__ __forceinline__ void ldmatrixX4Trans(uint32_t (&a)[4], const void* rowAddr) {
+// Four 8 x 8 b16 matrices from shared memory (each lane gives one row address); TRANS: each transposed.
+template <bool TRANS>
+__device__ __forceinline__ void ldmatrixX4Of(uint32_t (&a)[4], const void* rowAddr) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
-                 : "r"(async::smemAddr(rowAddr)));
-#endif
-}
-__device__ __forceinline__ void ldmatrixX4(uint32_t (&a)[4], const void* rowAddr) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
-                 : "r"(async::smemAddr(rowAddr)));
-#endif
-}
-// d += a . b, m16n8k16 with bf16 (bf16 = true) or fp16 inputs, fp32 accumulation.
-__device__ __forceinline__ void mma16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, bool bf16) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    if (bf16)
-        asm volatile(
-            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-            "{%0, %1, %2, %3};\n"
-            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    if constexpr (TRANS)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
+                     : "r"(async::smemAddr(rowAddr)));
     else
-        asm volatile(
-            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-            "{%0, %1, %2, %3};\n"
-            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
+                     : "r"(async::smemAddr(rowAddr)));
 #endif
 }
+__device__ __forceinline__ void ldmatrixX4Trans(uint32_t (&a)[4], const void* rowAddr) {
+    ldmatrixX4Of<true>(a, rowAddr);
+}
+__device__ __forceinline__ void ldmatrixX4(uint32_t (&a)[4], const void* rowAddr) { ldmatrixX4Of<false>(a, rowAddr); }
 __device__ __forceinline__ void mmaBf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+// d += a . b, m16n8k16 with bf16 (bf16 = true: mmaBf16) or fp16 inputs, fp32 accumulation.
+__device__ __forceinline__ void mma16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, bool bf16) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    if (bf16) {
+        mmaBf16(d, a, b0, b1);
+        return;
+    }
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
         "{%0, %1, %2, %3};\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));

@@ -254,17 +254,21 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
             if (nf > 0) {  // warp-uniform: fold the committed records into the rows, store them
                 const float gf = __int_as_float(meta.x);
                 const float* fwp = hr + kSplitCoef + 2 * T * RM;
-                float fw[4];
+                // weight terms of 16-record chunk c: W[row g][j] = fw_j u_j[g], records 16c + 2q, + 1, 16c + 8 + 2q, + 1
+                auto chunkWeights = [&](uint32_t (&w)[3][4], int c) {
+                    float fw[4];
 #pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                    const int j = (i >> 1) * 8 + 2 * q + (i & 1);
-                    fw[i] = j < nf ? __ldg(fwp + j) : 0.f;
-                }
+                    for (int i = 0; i < 4; ++i) {
+                        const int j = foldmma::kChunk * c + (i >> 1) * 8 + 2 * q + (i & 1);
+                        fw[i] = j < nf ? __ldg(fwp + j) : 0.f;
+                    }
+                    mmarows::foldWeightTerms(w, [&](int i) {
+                        const float2 u2 = halfPair(ub[2 * c + (i >> 1)]);
+                        return fw[i] * ((i & 1) ? u2.y : u2.x);
+                    });
+                };
                 uint32_t a[3][4];
-                mmarows::foldWeightTerms(a, [&](int i) {
-                    const float2 u2 = halfPair(ub[i >> 1]);
-                    return fw[i] * ((i & 1) ? u2.y : u2.x);
-                });
+                chunkWeights(a, 0);
                 ST* ckRow = rowsOf(cC, slot) + (int64_t)g * p.state_stride_v;
                 async::waitAll();  // the key chunk
                 __syncwarp();
@@ -290,15 +294,7 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
                         *reinterpret_cast<float2*>(rowW + 16 * k + 2 * q) = make_float2(v[0], v[1]);
                         *reinterpret_cast<float2*>(rowW + 16 * k + 8 + 2 * q) = make_float2(v[2], v[3]);
                     }
-#pragma unroll
-                    for (int i = 0; i < 4; ++i) {
-                        const int j = foldmma::kChunk + (i >> 1) * 8 + 2 * q + (i & 1);
-                        fw[i] = j < nf ? __ldg(fwp + j) : 0.f;
-                    }
-                    mmarows::foldWeightTerms(a, [&](int i) {
-                        const float2 u2 = halfPair(ub[2 + (i >> 1)]);
-                        return fw[i] * ((i & 1) ? u2.y : u2.x);
-                    });
+                    chunkWeights(a, 1);
                     __syncwarp();  // every lane is done with the first chunk's keys
                     foldmma::stageBRows(sB, ringKh, foldmma::kChunk, nf, o, C, p.ring_k_stride_rec, lane);
                     async::waitAll();
