@@ -53,20 +53,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 @contextlib.contextmanager
-def decode_path(path):
-    """Set RSSM_DP_DECODE_PATH for the launches (and CUDA-graph captures) inside the block."""
-    old = os.environ.get("RSSM_DP_DECODE_PATH")
-    if path is None:
-        os.environ.pop("RSSM_DP_DECODE_PATH", None)
+def env_setting(name, value):
+    """Set (value None: unset) the environment variable `name` for the launches (and CUDA-graph captures) inside
+    the block; the launchers read these switches per launch."""
+    old = os.environ.get(name)
+    if value is None:
+        os.environ.pop(name, None)
     else:
-        os.environ["RSSM_DP_DECODE_PATH"] = path
+        os.environ[name] = value
     try:
         yield
     finally:
         if old is None:
-            os.environ.pop("RSSM_DP_DECODE_PATH", None)
+            os.environ.pop(name, None)
         else:
-            os.environ["RSSM_DP_DECODE_PATH"] = old
+            os.environ[name] = old
+
+
+def decode_path(path):
+    """Set RSSM_DP_DECODE_PATH for the launches inside the block."""
+    return env_setting("RSSM_DP_DECODE_PATH", path)
 
 
 def nonflush_ratio(t_fp32_candidates, t_read):
@@ -201,6 +207,14 @@ def _family_cases(family, args, torch, time_graph):
                 nb = step_bytes(family, sh, B, rf, h_mid)
                 rows.append({"family": family, "case": "non-flush step", "read": rf, "recurrence": "any",
                              "us": t_nf, "bytes": nb, "GB/s": nb / t_nf / 1e3})
+                if family == "mamba2" and rf in ("fp16", "fp8_e4m3", "nvfp4"):
+                    # the default read-copy readout (tensor cores) against the CUDA-core one, in the same run
+                    with env_setting("RSSM_MAMBA2_READ_MMA", "0"):
+                        t_cc = time_graph([dec(c)], reps=args.reps)["median_us"]
+                    res[("nonflush_cudacore", rf)] = t_cc
+                    rows.append({"family": family, "case": "non-flush step, CUDA-core read-copy readout", "read": rf,
+                                 "recurrence": "any", "us": t_cc, "bytes": nb, "GB/s": nb / t_cc / 1e3,
+                                 "x conv": res["conv"] / t_cc})
                 if not getattr(args, "no_compare_paths", False):
                     # the same step through the other read paths (the default above is the launcher's rule)
                     for path in ALT_PATHS[rf in ("fp16", "bf16")]:

@@ -38,7 +38,18 @@ def _active(S, step, stagger):
     return torch.tensor(rows, dtype=torch.int32)
 
 
-def _run_mamba2(read_fmt, mode, T, S, H, P, G, L, steps, act=torch.float16, stagger=False, seed=3):
+def _cuda_kernel_names(fn):
+    """Names of the CUDA kernels fn() launches (torch profiler)."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        out = fn()
+        torch.cuda.synchronize()
+    return out, {e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA}
+
+
+def _run_mamba2(read_fmt, mode, T, S, H, P, G, L, steps, act=torch.float16, stagger=False, seed=3, kernels=None):
+    """Mamba-2 dual-precision cache against the float64 reference over `steps` steps; returns the slot flushes.
+    kernels: a set that receives the CUDA kernel names of the last step's decode."""
     from replayssm_trtllm.ops.dual_precision import Mamba2DualPrecisionCache
     N = 128
     g = torch.Generator().manual_seed(seed)
@@ -57,7 +68,12 @@ def _run_mamba2(read_fmt, mode, T, S, H, P, G, L, steps, act=torch.float16, stag
         inp = random_mamba2_inputs(sbi.shape[0], T, H, P, N, G, g)
         x, dtr, Bm, Cm, z = (inp[k].to(act) for k in ("x", "dt_raw", "Bm", "Cm", "z"))
         y_ref = ref.step(sbi, a(x), dtr.float(), a(Bm), a(Cm), layer["A"], layer["D"], layer["dt_bias"], a(z))
-        y = dev.step(sbi.cuda(), x.cuda(), dtr.float().cuda(), Bm.cuda(), Cm.cuda(), A, D, dtb, z.cuda())
+        args = (sbi.cuda(), x.cuda(), dtr.float().cuda(), Bm.cuda(), Cm.cuda(), A, D, dtb, z.cuda())
+        if kernels is not None and step == steps - 1:
+            y, names = _cuda_kernel_names(lambda: dev.step(*args))
+            kernels.update(names)
+        else:
+            y = dev.step(*args)
         acc = torch.randint(1, T + 1, (sbi.shape[0],), generator=g, dtype=torch.int32) if mode else None
         before = ref.cursors.ring_len.clone()
         ref.commit(sbi, acc)
@@ -173,6 +189,28 @@ def test_gdn_split_path_8_row_items(read_fmt, mode, T, monkeypatch):
     _run_gdn(read_fmt, mode, T, S=3, H=2, HV=4, V=64, L=6, steps=12, stagger=True, seed=37)
 
 
+# The standard-mode read-copy readout on tensor cores (RSSM_MAMBA2_READ_MMA unset or 1; fp8 / nvfp4 rows as e4m3 mma
+# operands, fp16 rows as f16 ones) and the CUDA-core one it replaces (0), side by side: head dims 64 / 80 / 128,
+# windows 16 (4 ring records per lane), 24 (8 per lane) and 8, fp16 and bf16 activations, staggered slots with
+# wrap-around and flushes (the flushing rows are skipped by the readout and decoded from the recurrence copy).
+READ_MMA_CASES = [(64, 16, torch.float16), (80, 24, torch.bfloat16), (128, 8, torch.bfloat16)]
+
+
+@pytest.mark.parametrize("read_fmt", ["fp16", "fp8_e4m3", "nvfp4"])
+@pytest.mark.parametrize("mma", ["1", "0"], ids=["mma", "cuda-core"])
+@pytest.mark.parametrize("P,L,act", READ_MMA_CASES, ids=["P64-L16-fp16", "P80-L24-bf16", "P128-L8-bf16"])
+def test_mamba2_read_copy_readout(read_fmt, mma, P, L, act, monkeypatch):
+    monkeypatch.setenv("RSSM_DP_DECODE_PATH", "split")
+    monkeypatch.setenv("RSSM_MAMBA2_READ_MMA", mma)
+    kernels = set()
+    flushes = _run_mamba2(read_fmt, 0, 1, S=5, H=8, P=P, G=2, L=L, steps=2 * L + 6, act=act, stagger=True, seed=47,
+                          kernels=kernels)
+    assert flushes >= 4, f"only {flushes} slot flushes"
+    used = any("mamba2ReadCopyMmaKernel" in n for n in kernels)
+    assert kernels, "the profiler saw no CUDA kernels"
+    assert used == (mma == "1"), f"tensor-core read-copy readout used: {used}; kernels {sorted(kernels)}"
+
+
 @pytest.mark.parametrize("read_fmt", ["fp16", "nvfp4"])
 def test_mamba2_head_dim_outside_replay_kernels(read_fmt, monkeypatch):
     """Head dim 24 (a multiple of 8 the dual-precision kernel takes, but not a replay-kernel head dim): the
@@ -286,13 +324,16 @@ def test_small_shared_mode_sanitize(family):
 
 @pytest.mark.sanitize
 @pytest.mark.parametrize("family", ["mamba2", "gdn"])
-@pytest.mark.parametrize("rows", ["16", "8"])
+@pytest.mark.parametrize("rows", ["mma", "16", "8"])
 def test_split_path_sanitize(family, rows, monkeypatch):
     """The split path (forced) on small shapes, for compute-sanitizer: every read format, standard and
-    speculative, 16- and 8-row read-copy items, a padding row, flushes (the flushing rows go to the grouped
-    flush-only dual-precision kernel); outputs checked against the float64 reference as in the tests above."""
+    speculative, 16- and 8-row read-copy items ("mma": Mamba-2 standard steps on the tensor-core read-copy
+    readout, "16" on the CUDA-core one), a padding row, flushes (the flushing rows go to the grouped flush-only
+    dual-precision kernel); outputs checked against the float64 reference as in the tests above."""
     monkeypatch.setenv("RSSM_DP_DECODE_PATH", "split")
-    monkeypatch.setenv("RSSM_MAMBA2_READ_ROWS" if family == "mamba2" else "RSSM_GDN_READ_ROWS", rows)
+    monkeypatch.setenv("RSSM_MAMBA2_READ_ROWS" if family == "mamba2" else "RSSM_GDN_READ_ROWS",
+                       "16" if rows == "mma" else rows)
+    monkeypatch.setenv("RSSM_MAMBA2_READ_MMA", "1" if rows == "mma" else "0")
     for read_fmt in ("fp16", "fp8_e4m3", "nvfp4"):
         for mode, T in ((0, 1), (1, 3)):
             if family == "mamba2":

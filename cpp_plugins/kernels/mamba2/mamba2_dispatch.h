@@ -45,6 +45,12 @@ int replaySplitReadCopy(const Mamba2ReplayParams& q, const stream::ReadCopyScale
 // FP8_E4M3 and NVFP4 rows; NULL for other dtypes.
 const void* splitReadCopyKernel(int stateDtype, int mode, int numTokens);
 int splitReadRows();
+// Read-copy readout on tensor cores (mamba2_read_mma.cu; standard mode, skip_flush_rows, dstate 128, headdim % 16
+// == 0): FP16, FP8_E4M3 and NVFP4 rows (fp8 / nvfp4 need sm_89+), else NULL. The launcher also requires 16-byte
+// aligned rows. Its CTA size and the bytes of one row in the format.
+const void* splitReadCopyMmaKernel(int stateDtype, int window);  // window <= 32
+int readMmaThreads();
+int readMmaRowBytes(int stateDtype);
 size_t splitWorkspaceBytes(int batch, int numTokens, int nheads, int window);
 size_t splitReadoutSmemBytes(int dstate);
 size_t splitMmaFoldSmemBytes(int dstate);  // the readout with the tensor-core fold (pipe 3)

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/read_mma.cuh"
 #include "common/read_rows.cuh"
 #include "mamba2/mamba2.h"
 #include "mamba2/mamba2_decode_kernel.cuh"
@@ -365,6 +366,26 @@ int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc
     // Read-only rows (skip_flush_rows: no flush items) narrower than fp32 run on the 16-row read-copy readout
     // unless RSSM_MAMBA2_READ_ROWS=8 (A/B timing; read per launch).
     const char* rr = getenv("RSSM_MAMBA2_READ_ROWS");
+    // Standard steps on fp16 / fp8 / nvfp4 read copies: the read-copy readout on tensor cores
+    // (mamba2_read_mma_kernel.cuh) where it runs (fp8 / nvfp4 need sm_89+; 16-byte aligned rows; a window <= 32);
+    // RSSM_MAMBA2_READ_MMA=0 (read per launch, A/B timing) keeps the CUDA-core one below.
+    const char* rm = getenv("RSSM_MAMBA2_READ_MMA");
+    if (q.skip_flush_rows && q.mode == 0 && q.num_tokens == 1 && q.dstate == 128 && q.headdim % 16 == 0 &&
+        q.window <= splitMaxRecords() && !(rr && strcmp(rr, "8") == 0) && !(rm && strcmp(rm, "0") == 0)) {
+        const void* mk = splitReadCopyMmaKernel(q.state_dtype, q.window);
+        const int unit = q.state_dtype == RSSM_DTYPE_FP16 ? 2 : 1;
+        const bool aligned = ((uintptr_t)q.state % 16) == 0 && (q.stride_state_p * unit) % 16 == 0 &&
+                             (q.stride_state_head * unit) % 16 == 0 && (q.stride_state_slot * unit) % 16 == 0;
+        const int sm = readmma::deviceSmVersion();
+        const bool archOk = q.state_dtype == RSSM_DTYPE_FP16 ? sm >= 80 : sm >= 89;
+        const bool cAligned = ((uintptr_t)q.Cm % 16) == 0 && (q.stride_C_b % 8) == 0 && (q.stride_C_g % 8) == 0;
+        if (mk && aligned && archOk && cAligned) {
+            const long long tiles = (long long)q.batch * q.nheads * (q.headdim / 16);
+            const int warps = readMmaThreads() / 32;
+            const int g = persistentGrid(mk, readMmaThreads(), 0, (tiles + warps - 1) / warps);
+            return launch(op, mk, dim3(g), readMmaThreads(), 0, &q, stream, &rc, pdlEnabled());
+        }
+    }
     if (q.skip_flush_rows && q.dstate == 128 && q.headdim % splitReadRows() == 0 && !(rr && strcmp(rr, "8") == 0)) {
         const void* rk = splitReadCopyKernel(q.state_dtype, q.mode, q.num_tokens);
         if (rk) {

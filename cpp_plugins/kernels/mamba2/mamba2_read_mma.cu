@@ -1,0 +1,37 @@
+// Instantiations of the Mamba-2 read-copy readout on tensor cores (mamba2_read_mma_kernel.cuh): one kernel per
+// read format (fp16 / fp8_e4m3 / nvfp4 rows, dstate 128, one token).
+#include "mamba2/mamba2_dispatch.h"
+#include "mamba2/mamba2_read_mma_kernel.cuh"
+
+namespace rssm {
+namespace mamba2 {
+
+namespace {
+template <int FMT>
+const void* byWindow(int window) {
+    if (window <= 16) return reinterpret_cast<const void*>(&mamba2ReadCopyMmaKernel<FMT, 4, readMmaMinBlocks<FMT>()>);
+    return reinterpret_cast<const void*>(&mamba2ReadCopyMmaKernel<FMT, 8, readMmaMinBlocks<FMT>()>);
+}
+}  // namespace
+
+const void* splitReadCopyMmaKernel(int stateDtype, int window) {
+    using namespace readmma;
+    switch (stateDtype) {
+        case RSSM_DTYPE_FP16:
+            return byWindow<kFp16>(window);
+        case RSSM_DTYPE_FP8_E4M3:
+            return byWindow<kFp8>(window);
+        case RSSM_DTYPE_NVFP4:
+            return byWindow<kNvfp4>(window);
+        default: return nullptr;
+    }
+}
+int readMmaThreads() { return kReadMmaThreads; }
+int readMmaRowBytes(int stateDtype) {
+    using namespace readmma;
+    return stateDtype == RSSM_DTYPE_FP16 ? rowBytes<kFp16>() : stateDtype == RSSM_DTYPE_FP8_E4M3 ? rowBytes<kFp8>()
+                                                                                                  : rowBytes<kNvfp4>();
+}
+
+}  // namespace mamba2
+}  // namespace rssm

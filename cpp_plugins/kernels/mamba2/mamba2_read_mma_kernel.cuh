@@ -1,0 +1,251 @@
+// Mamba-2 read-copy readout on tensor cores (dual-precision decode, standard mode, non-flush rows): the
+// second kernel of a split step (after mamba2SplitPrepKernel, which appends the records, writes the head
+// records and marks flushing rows kSplitSkipRow) for a read-only read copy in fp16, fp8-e4m3 or nvfp4 with
+// dstate 128. Per state row p of head `head`, row b:
+//   y[p] = (gamma * S[p, :] . C + sum_{j < R} coef_j x_j[p]) * silu(z[p]),
+// the same function as mamba2SplitReadCopyKernel (mamba2_split_kernel.cuh) with the row dots on tensor cores
+// (common/read_mma.cuh: the rows stay in their format, C is the mma's B operand, scaled by a power of two).
+//
+// Work: tiles of 16 rows of one (row b, head); each warp takes a contiguous range of tiles, so consecutive
+// tiles share a head (gamma, coefficients, cursors) and a group (C's fragments, rebuilt only when the
+// (row, group) changes). The next tile's rows, row scales and ring inputs x_j are loaded while the current
+// one is computed (two register buffers); the next head's slot and cursors one head ahead.
+// Ring terms on CUDA cores in the mma's layout: lane (g, t) sums coef_j x_j over records j = t + 4m for rows
+// g and g + 8, added to its partial dot before the four lanes of a row are summed.
+// Padding rows and skipped (flushing) rows are untouched; invalid cursors give NaN outputs. Pure CUDA.
+#pragma once
+#include "common/pdl.h"
+#include "common/read_mma.cuh"
+#include "common/read_rows.cuh"
+#include "mamba2/mamba2_split_kernel.cuh"
+
+namespace rssm {
+namespace mamba2 {
+
+constexpr int kReadMmaThreads = 128;
+
+template <int MAXM>  // records per lane: t + 4m, m < MAXM (R <= 4 MAXM)
+struct ReadMmaHead {
+    int bh;    // b * H + head
+    int slot;  // < 0: padding row (or out of range)
+    int nf;    // >= 0 normal; kSplitSkipRow skipped; other negatives: invalid cursors
+    int o, R;
+    float gam, gs;  // gamma; nvfp4 state scale
+    float coef[MAXM];
+    __device__ __forceinline__ bool normal() const { return slot >= 0 && nf >= 0; }
+};
+
+template <int FMT, int MAXM>
+struct ReadMmaStaged {
+    readmma::Tile<FMT> rows;
+    uint32_t sc[2];                       // fp8: fp32 scale bits of rows g, g + 8; nvfp4: their block scale pairs
+    uint32_t x[MAXM];   // x_j of rows g (low half) and g + 8 (high half)
+};
+
+template <int FMT, int MAXM, int MINB>
+__global__ void __launch_bounds__(kReadMmaThreads, MINB)
+    mamba2ReadCopyMmaKernel(const Mamba2ReplayParams p, const stream::ReadCopyScales rc) {
+    using namespace readmma;
+    const int H = p.nheads, P = p.headdim, Cap = p.ring_capacity;
+    const int hpg = H / p.ngroups;
+    const int nt = P / 16;
+    const int lane = threadIdx.x & 31, t = lane & 3, g = lane >> 2;
+    const long long tiles = (long long)p.batch * H * nt;
+    const long long nw = (long long)gridDim.x * (kReadMmaThreads / 32);
+    const long long w = (long long)blockIdx.x * (kReadMmaThreads / 32) + (threadIdx.x >> 5);
+    const long long tEnd = tiles * (w + 1) / nw;
+    long long tile = tiles * w / nw;
+    if (tile >= tEnd) {
+        pdlWaitPrimary();
+        return;
+    }
+    const int RW = splitRecordWordsM2(p.window, 1);
+    const float* ws = static_cast<const float*>(p.workspace);
+    const bool actBf16 = p.act_dtype == RSSM_DTYPE_BF16;
+    const int64_t unit = FMT == kFp16 ? 2 : 1;  // bytes per stride unit
+    const int64_t rowStride = p.stride_state_p * unit;
+    const uint8_t* state = static_cast<const uint8_t*>(p.state);
+    const uint16_t* ringX = static_cast<const uint16_t*>(p.ring_x);
+
+    auto slotOf = [&](int bh) {
+        const int b = bh / H;
+        const int s = p.state_batch_indices ? p.state_batch_indices[b] : b;
+        return (s < 0 || s >= p.num_slots) ? -1 : s;
+    };
+    // cursors of head bh (slot known): nf, o, h
+    auto metaOf = [&](int bh, int slot) {
+        return slot < 0 ? make_int4(0, kSplitSkipRow, 0, 0)
+                        : *reinterpret_cast<const int4*>(ws + (size_t)bh * RW + 8);
+    };
+    // the rest of a head's context once its cursors are known
+    auto completeHead = [&](ReadMmaHead<MAXM>& hd, int bh, int slot, int4 meta) {
+        hd.bh = bh;
+        hd.slot = slot;
+        hd.nf = meta.y;
+        hd.o = meta.z;
+        hd.R = meta.w + 1;
+        hd.gam = 0.f;
+        hd.gs = 1.f;
+#pragma unroll
+        for (int m = 0; m < MAXM; ++m) hd.coef[m] = 0.f;
+        if (!hd.normal()) return;
+        const float* hr = ws + (size_t)bh * RW;
+        hd.gam = hr[0];
+#pragma unroll
+        for (int m = 0; m < MAXM; ++m)
+            if (t + 4 * m < hd.R) hd.coef[m] = hr[kSplitCoef + t + 4 * m];
+        if constexpr (FMT == kNvfp4) hd.gs = __ldg(rc.gscale + (int64_t)slot * rc.nheads + bh % H);
+    };
+    // loads of tile row block tr of head hd into st (nothing for padding / skipped / invalid rows)
+    auto stage = [&](ReadMmaStaged<FMT, MAXM>& st, const ReadMmaHead<MAXM>& hd, int tr) {
+        if (!hd.normal()) return;
+        const int head = hd.bh % H;
+        const int rg = tr * 16 + g;
+        const uint8_t* base = state + ((int64_t)hd.slot * p.stride_state_slot + (int64_t)head * p.stride_state_head) * unit;
+        st.rows.load(base + rg * rowStride, base + (rg + 8) * rowStride, t);
+        const int64_t srow = ((int64_t)hd.slot * rc.nheads + head) * P + rg;
+        if constexpr (FMT == kFp8) {
+            st.sc[0] = __float_as_uint(__ldg(static_cast<const float*>(rc.scale) + srow));
+            st.sc[1] = __float_as_uint(__ldg(static_cast<const float*>(rc.scale) + srow + 8));
+        } else if constexpr (FMT == kNvfp4) {
+            const uint8_t* sb = static_cast<const uint8_t*>(rc.scale) + srow * 8 + 2 * t;
+            st.sc[0] = __ldg(reinterpret_cast<const unsigned short*>(sb));
+            st.sc[1] = __ldg(reinterpret_cast<const unsigned short*>(sb + 64));
+        }
+#pragma unroll
+        for (int m = 0; m < MAXM; ++m) {
+            st.x[m] = 0u;
+            const int j = t + 4 * m;
+            if (j < hd.R) {
+                int rr = hd.o + j;
+                rr = rr >= Cap ? rr - Cap : rr;
+                const uint16_t* xp = ringX + (((int64_t)hd.slot * Cap + rr) * H + head) * P + rg;
+                st.x[m] = (uint32_t)xp[0] | ((uint32_t)xp[8] << 16);
+            }
+        }
+    };
+
+    VectorFragments<FMT> vf;
+    int vfKey = -1;  // b * G + group of vf
+    int bh = (int)(tile / nt), tr = (int)(tile - (long long)bh * nt);
+    ReadMmaHead<MAXM> cur, nxt;
+    ReadMmaStaged<FMT, MAXM> bufA, bufB;
+    {
+        const int s0 = slotOf(bh);
+        pdlWaitPrimary();  // the head records are the prep kernel's output
+        completeHead(cur, bh, s0, metaOf(bh, s0));
+    }
+    stage(bufA, cur, tr);
+    const int lastBh = (int)((tEnd - 1) / nt);
+    int nSlot = -1;
+    int4 nMeta = make_int4(0, kSplitSkipRow, 0, 0);
+    if (bh < lastBh) {
+        nSlot = slotOf(bh + 1);
+        nMeta = metaOf(bh + 1, nSlot);
+    }
+
+    // one tile: stage the next one into `nb`, compute the current one from `cb`; false after the last tile
+    auto body = [&](ReadMmaStaged<FMT, MAXM>& cb, ReadMmaStaged<FMT, MAXM>& nb) -> bool {
+        const bool more = tile + 1 < tEnd;
+        const bool newHead = more && tr + 1 == nt;
+        if (more) {
+            if (newHead) {
+                completeHead(nxt, bh + 1, nSlot, nMeta);
+                stage(nb, nxt, 0);
+                if (bh + 1 < lastBh) {
+                    nSlot = slotOf(bh + 2);
+                    nMeta = metaOf(bh + 2, nSlot);
+                }
+            } else {
+                stage(nb, cur, tr + 1);
+            }
+        }
+        const int b = cur.bh / H, head = cur.bh - b * H;
+        const int rg = tr * 16 + g;
+        if (cur.normal()) {
+            const int key = b * p.ngroups + head / hpg;
+            if (key != vfKey) {  // warp-uniform
+                vf.build(static_cast<const uint16_t*>(p.Cm) + (int64_t)b * p.stride_C_b +
+                             (int64_t)(head / hpg) * p.stride_C_g,
+                         actBf16, lane);
+                vfKey = key;
+            }
+            float acc[4] = {0.f, 0.f, 0.f, 0.f}, acc2[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+            for (int j = 0; j < Tile<FMT>::kBlocks; ++j) {
+                uint32_t a[4];
+                cb.rows.fragment(a, j);
+                if constexpr (FMT == kFp16) {
+                    foldmma::mma16(acc, a, vf.b[j][0], vf.b[j][1], false);
+                } else if (FMT == kNvfp4 && j >= 2) {
+                    mmaE4m3(acc2, a, vf.b[j][0], vf.b[j][1]);
+                } else {
+                    mmaE4m3(acc, a, vf.b[j][0], vf.b[j][1]);
+                }
+            }
+            float pg, pg8;
+            if constexpr (FMT == kFp16) {
+                pg = acc[0];
+                pg8 = acc[2];
+            } else if constexpr (FMT == kFp8) {
+                pg = fmaf(acc[1], 0.0625f, acc[0]) * __uint_as_float(cb.sc[0]);
+                pg8 = fmaf(acc[3], 0.0625f, acc[2]) * __uint_as_float(cb.sc[1]);
+            } else {
+                // block scales of blocks 2t (low byte) and 2t + 1; value(bs) * g * 2^6 (codes are x 2^-6)
+                using RQ = stream::RowQuad<stream::Nvfp4Rows>;
+                const float k = 1.f / 256.f;
+                pg = fmaf(acc[1], 0.0625f, acc[0]) * (RQ::factor(cb.sc[0] & 0xFFu, cur.gs) * k) +
+                     fmaf(acc2[1], 0.0625f, acc2[0]) * (RQ::factor(cb.sc[0] >> 8, cur.gs) * k);
+                pg8 = fmaf(acc[3], 0.0625f, acc[2]) * (RQ::factor(cb.sc[1] & 0xFFu, cur.gs) * k) +
+                      fmaf(acc2[3], 0.0625f, acc2[2]) * (RQ::factor(cb.sc[1] >> 8, cur.gs) * k);
+            }
+            const float gm = cur.gam * vf.inv;
+            pg *= gm;
+            pg8 *= gm;
+#pragma unroll
+            for (int m = 0; m < MAXM; ++m) {
+                pg = fmaf(cur.coef[m], actToFloat((uint16_t)(cb.x[m] & 0xFFFFu), actBf16), pg);
+                pg8 = fmaf(cur.coef[m], actToFloat((uint16_t)(cb.x[m] >> 16), actBf16), pg8);
+            }
+            pg += __shfl_xor_sync(0xFFFFFFFFu, pg, 1);
+            pg8 += __shfl_xor_sync(0xFFFFFFFFu, pg8, 1);
+            pg += __shfl_xor_sync(0xFFFFFFFFu, pg, 2);
+            pg8 += __shfl_xor_sync(0xFFFFFFFFu, pg8, 2);
+            if (t < 2) {
+                const int row = rg + 8 * t;
+                float yv = t == 0 ? pg : pg8;
+                if (p.z) {
+                    const uint16_t zb = static_cast<const uint16_t*>(p.z)[(int64_t)b * p.stride_z_b +
+                                                                          (int64_t)head * p.stride_z_h + row];
+                    yv *= siluF(actToFloat(zb, actBf16));
+                }
+                static_cast<uint16_t*>(p.y)[(int64_t)b * p.stride_y_b + (int64_t)head * p.stride_y_h + row] =
+                    floatToAct(yv, actBf16);
+            }
+        } else if (cur.slot >= 0 && cur.nf != kSplitSkipRow && t < 2) {  // invalid cursors: poison
+            static_cast<uint16_t*>(p.y)[(int64_t)b * p.stride_y_b + (int64_t)head * p.stride_y_h + rg + 8 * t] =
+                floatToAct(__int_as_float(0x7fc00000), actBf16);
+        }
+        if (!more) return false;
+        ++tile;
+        if (newHead) {
+            cur = nxt;
+            ++bh;
+            tr = 0;
+        } else {
+            ++tr;
+        }
+        return true;
+    };
+    while (body(bufA, bufB) && body(bufB, bufA)) {
+    }
+}
+
+// Occupancy per read format (instantiated in mamba2_read_mma.cu): fp16 rows 3 CTAs / SM, fp8 / nvfp4 4.
+template <int FMT>
+constexpr int readMmaMinBlocks() {
+    return FMT == readmma::kFp16 ? 3 : 4;
+}
+
+}  // namespace mamba2
+}  // namespace rssm
