@@ -48,7 +48,8 @@ int splitReadRows();
 // Read-copy readout on tensor cores (mamba2_read_mma.cu; standard mode, skip_flush_rows, dstate 128, headdim % 16
 // == 0): FP16, FP8_E4M3 and NVFP4 rows (fp8 / nvfp4 need sm_89+), else NULL. The launcher also requires 16-byte
 // aligned rows. Its CTA size and the bytes of one row in the format.
-const void* splitReadCopyMmaKernel(int stateDtype, int window);  // window <= 32
+// window <= 32; depth 0 = default, 2-4 A/B builds (window <= 16)
+const void* splitReadCopyMmaKernel(int stateDtype, int window, int depth);
 int readMmaThreads();
 int readMmaRowBytes(int stateDtype);
 size_t splitWorkspaceBytes(int batch, int numTokens, int nheads, int window);

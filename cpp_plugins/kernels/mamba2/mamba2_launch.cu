@@ -372,7 +372,8 @@ int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc
     const char* rm = getenv("RSSM_MAMBA2_READ_MMA");
     if (q.skip_flush_rows && q.mode == 0 && q.num_tokens == 1 && q.dstate == 128 && q.headdim % 16 == 0 &&
         q.window <= splitMaxRecords() && !(rr && strcmp(rr, "8") == 0) && !(rm && strcmp(rm, "0") == 0)) {
-        const void* mk = splitReadCopyMmaKernel(q.state_dtype, q.window);
+        const char* md = getenv("RSSM_MAMBA2_READ_MMA_DEPTH");  // A/B: tiles in flight per warp (2-4)
+        const void* mk = splitReadCopyMmaKernel(q.state_dtype, q.window, md ? atoi(md) : 0);
         const int unit = q.state_dtype == RSSM_DTYPE_FP16 ? 2 : 1;
         const bool aligned = ((uintptr_t)q.state % 16) == 0 && (q.stride_state_p * unit) % 16 == 0 &&
                              (q.stride_state_head * unit) % 16 == 0 && (q.stride_state_slot * unit) % 16 == 0;

@@ -7,22 +7,31 @@ namespace rssm {
 namespace mamba2 {
 
 namespace {
+// depth 0: the format's default (readMmaDepth); 2 / 3 / 4 (window <= 16): A/B builds (RSSM_MAMBA2_READ_MMA_DEPTH)
 template <int FMT>
-const void* byWindow(int window) {
-    if (window <= 16) return reinterpret_cast<const void*>(&mamba2ReadCopyMmaKernel<FMT, 4, readMmaMinBlocks<FMT>()>);
-    return reinterpret_cast<const void*>(&mamba2ReadCopyMmaKernel<FMT, 8, readMmaMinBlocks<FMT>()>);
+const void* byWindow(int window, int depth) {
+    constexpr int MB = readMmaMinBlocks<FMT>();
+    if (window <= 16) {
+        switch (depth) {
+            case 2: return reinterpret_cast<const void*>(&mamba2ReadCopyMmaKernel<FMT, 4, 2, MB>);
+            case 3: return reinterpret_cast<const void*>(&mamba2ReadCopyMmaKernel<FMT, 4, 3, MB>);
+            case 4: return reinterpret_cast<const void*>(&mamba2ReadCopyMmaKernel<FMT, 4, 4, MB>);
+            default: return reinterpret_cast<const void*>(&mamba2ReadCopyMmaKernel<FMT, 4, readMmaDepth<FMT>(), MB>);
+        }
+    }
+    return reinterpret_cast<const void*>(&mamba2ReadCopyMmaKernel<FMT, 8, readMmaDepth<FMT>(), MB>);
 }
 }  // namespace
 
-const void* splitReadCopyMmaKernel(int stateDtype, int window) {
+const void* splitReadCopyMmaKernel(int stateDtype, int window, int depth) {
     using namespace readmma;
     switch (stateDtype) {
         case RSSM_DTYPE_FP16:
-            return byWindow<kFp16>(window);
+            return byWindow<kFp16>(window, depth);
         case RSSM_DTYPE_FP8_E4M3:
-            return byWindow<kFp8>(window);
+            return byWindow<kFp8>(window, depth);
         case RSSM_DTYPE_NVFP4:
-            return byWindow<kNvfp4>(window);
+            return byWindow<kNvfp4>(window, depth);
         default: return nullptr;
     }
 }

@@ -40,9 +40,10 @@ struct ReadMmaStaged {
     readmma::Tile<FMT> rows;
     uint32_t sc[2];                       // fp8: fp32 scale bits of rows g, g + 8; nvfp4: their block scale pairs
     uint32_t x[MAXM];   // x_j of rows g (low half) and g + 8 (high half)
+    uint32_t z;         // lanes t < 2: z of row g + 8 t (activation bits)
 };
 
-template <int FMT, int MAXM, int MINB>
+template <int FMT, int MAXM, int DEPTH, int MINB>
 __global__ void __launch_bounds__(kReadMmaThreads, MINB)
     mamba2ReadCopyMmaKernel(const Mamba2ReplayParams p, const stream::ReadCopyScales rc) {
     using namespace readmma;
@@ -72,16 +73,14 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
         const int s = p.state_batch_indices ? p.state_batch_indices[b] : b;
         return (s < 0 || s >= p.num_slots) ? -1 : s;
     };
-    // cursors of head bh (slot known): nf, o, h
-    auto metaOf = [&](int bh, int slot) {
-        return slot < 0 ? make_int4(0, kSplitSkipRow, 0, 0)
-                        : *reinterpret_cast<const int4*>(ws + (size_t)bh * RW + 8);
-    };
+    // cursors of head bh: nf, o, h (loaded whatever the slot, so the load does not wait for the slot's; a padding
+    // row's record is stale and never used)
+    auto metaOf = [&](int bh) { return *reinterpret_cast<const int4*>(ws + (size_t)bh * RW + 8); };
     // the rest of a head's context once its cursors are known
     auto completeHead = [&](ReadMmaHead<MAXM>& hd, int bh, int slot, int4 meta) {
         hd.bh = bh;
         hd.slot = slot;
-        hd.nf = meta.y;
+        hd.nf = slot < 0 ? kSplitSkipRow : meta.y;
         hd.o = meta.z;
         hd.R = meta.w + 1;
         hd.gam = 0.f;
@@ -112,6 +111,10 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
             st.sc[0] = __ldg(reinterpret_cast<const unsigned short*>(sb));
             st.sc[1] = __ldg(reinterpret_cast<const unsigned short*>(sb + 64));
         }
+        st.z = 0u;
+        if (p.z && t < 2)
+            st.z = static_cast<const uint16_t*>(p.z)[(int64_t)(hd.bh / H) * p.stride_z_b + (int64_t)head * p.stride_z_h +
+                                                     rg + 8 * t];
 #pragma unroll
         for (int m = 0; m < MAXM; ++m) {
             st.x[m] = 0u;
@@ -127,42 +130,52 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
 
     VectorFragments<FMT> vf;
     int vfKey = -1;  // b * G + group of vf
-    int bh = (int)(tile / nt), tr = (int)(tile - (long long)bh * nt);
-    ReadMmaHead<MAXM> cur, nxt;
-    ReadMmaStaged<FMT, MAXM> bufA, bufB;
+    // Compute cursor (tile, its head bhC / row block trC, context hc) and stage cursor (the last staged tile bhS /
+    // trS, context hs), DEPTH - 1 tiles ahead. Heads have >= 2 tiles (P >= 32), so when the compute cursor enters a
+    // new head the stage cursor is already in it (hc = hs).
+    int bhC = (int)(tile / nt), trC = (int)(tile - (long long)bhC * nt);
+    int bhS = bhC, trS = trC;
+    long long tileS = tile;
+    ReadMmaHead<MAXM> hc, hs;
+    ReadMmaStaged<FMT, MAXM> buf[DEPTH];
     {
-        const int s0 = slotOf(bh);
-        pdlWaitPrimary();  // the head records are the prep kernel's output
-        completeHead(cur, bh, s0, metaOf(bh, s0));
+        const int s0 = slotOf(bhC);
+        pdlWaitPrimary();  // the head records and the ring's new records are the prep kernel's output
+        completeHead(hs, bhC, s0, metaOf(bhC));
     }
-    stage(bufA, cur, tr);
+    hc = hs;
     const int lastBh = (int)((tEnd - 1) / nt);
-    int nSlot = -1;
+    int nSlot = -1;  // slot and cursors of head bhS + 1, loaded one head ahead
     int4 nMeta = make_int4(0, kSplitSkipRow, 0, 0);
-    if (bh < lastBh) {
-        nSlot = slotOf(bh + 1);
-        nMeta = metaOf(bh + 1, nSlot);
+    if (bhS < lastBh) {
+        nSlot = slotOf(bhS + 1);
+        nMeta = metaOf(bhS + 1);
     }
-
-    // one tile: stage the next one into `nb`, compute the current one from `cb`; false after the last tile
-    auto body = [&](ReadMmaStaged<FMT, MAXM>& cb, ReadMmaStaged<FMT, MAXM>& nb) -> bool {
-        const bool more = tile + 1 < tEnd;
-        const bool newHead = more && tr + 1 == nt;
-        if (more) {
-            if (newHead) {
-                completeHead(nxt, bh + 1, nSlot, nMeta);
-                stage(nb, nxt, 0);
-                if (bh + 1 < lastBh) {
-                    nSlot = slotOf(bh + 2);
-                    nMeta = metaOf(bh + 2, nSlot);
-                }
-            } else {
-                stage(nb, cur, tr + 1);
+    // the next tile of the stage cursor into st (nothing past the warp's range)
+    auto stageNext = [&](ReadMmaStaged<FMT, MAXM>& st) {
+        if (tileS + 1 >= tEnd) return;
+        ++tileS;
+        if (++trS == nt) {
+            trS = 0;
+            ++bhS;
+            completeHead(hs, bhS, nSlot, nMeta);
+            if (bhS < lastBh) {
+                nSlot = slotOf(bhS + 1);
+                nMeta = metaOf(bhS + 1);
             }
         }
-        const int b = cur.bh / H, head = cur.bh - b * H;
-        const int rg = tr * 16 + g;
-        if (cur.normal()) {
+        stage(st, hs, trS);
+    };
+    stage(buf[0], hs, trS);
+#pragma unroll
+    for (int d = 1; d + 1 < DEPTH; ++d) stageNext(buf[d]);
+
+    // one tile: stage DEPTH - 1 ahead into `nb`, compute the current one from `cb`; false after the last tile
+    auto body = [&](ReadMmaStaged<FMT, MAXM>& cb, ReadMmaStaged<FMT, MAXM>& nb) -> bool {
+        stageNext(nb);
+        const int b = hc.bh / H, head = hc.bh - b * H;
+        const int rg = trC * 16 + g;
+        if (hc.normal()) {
             const int key = b * p.ngroups + head / hpg;
             if (key != vfKey) {  // warp-uniform
                 vf.build(static_cast<const uint16_t*>(p.Cm) + (int64_t)b * p.stride_C_b +
@@ -194,57 +207,62 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
                 // block scales of blocks 2t (low byte) and 2t + 1; value(bs) * g * 2^6 (codes are x 2^-6)
                 using RQ = stream::RowQuad<stream::Nvfp4Rows>;
                 const float k = 1.f / 256.f;
-                pg = fmaf(acc[1], 0.0625f, acc[0]) * (RQ::factor(cb.sc[0] & 0xFFu, cur.gs) * k) +
-                     fmaf(acc2[1], 0.0625f, acc2[0]) * (RQ::factor(cb.sc[0] >> 8, cur.gs) * k);
-                pg8 = fmaf(acc[3], 0.0625f, acc[2]) * (RQ::factor(cb.sc[1] & 0xFFu, cur.gs) * k) +
-                      fmaf(acc2[3], 0.0625f, acc2[2]) * (RQ::factor(cb.sc[1] >> 8, cur.gs) * k);
+                pg = fmaf(acc[1], 0.0625f, acc[0]) * (RQ::factor(cb.sc[0] & 0xFFu, hc.gs) * k) +
+                     fmaf(acc2[1], 0.0625f, acc2[0]) * (RQ::factor(cb.sc[0] >> 8, hc.gs) * k);
+                pg8 = fmaf(acc[3], 0.0625f, acc[2]) * (RQ::factor(cb.sc[1] & 0xFFu, hc.gs) * k) +
+                      fmaf(acc2[3], 0.0625f, acc2[2]) * (RQ::factor(cb.sc[1] >> 8, hc.gs) * k);
             }
-            const float gm = cur.gam * vf.inv;
+            const float gm = hc.gam * vf.inv;
             pg *= gm;
             pg8 *= gm;
 #pragma unroll
             for (int m = 0; m < MAXM; ++m) {
-                pg = fmaf(cur.coef[m], actToFloat((uint16_t)(cb.x[m] & 0xFFFFu), actBf16), pg);
-                pg8 = fmaf(cur.coef[m], actToFloat((uint16_t)(cb.x[m] >> 16), actBf16), pg8);
+                pg = fmaf(hc.coef[m], actToFloat((uint16_t)(cb.x[m] & 0xFFFFu), actBf16), pg);
+                pg8 = fmaf(hc.coef[m], actToFloat((uint16_t)(cb.x[m] >> 16), actBf16), pg8);
             }
             pg += __shfl_xor_sync(0xFFFFFFFFu, pg, 1);
             pg8 += __shfl_xor_sync(0xFFFFFFFFu, pg8, 1);
             pg += __shfl_xor_sync(0xFFFFFFFFu, pg, 2);
             pg8 += __shfl_xor_sync(0xFFFFFFFFu, pg8, 2);
             if (t < 2) {
-                const int row = rg + 8 * t;
                 float yv = t == 0 ? pg : pg8;
-                if (p.z) {
-                    const uint16_t zb = static_cast<const uint16_t*>(p.z)[(int64_t)b * p.stride_z_b +
-                                                                          (int64_t)head * p.stride_z_h + row];
-                    yv *= siluF(actToFloat(zb, actBf16));
-                }
-                static_cast<uint16_t*>(p.y)[(int64_t)b * p.stride_y_b + (int64_t)head * p.stride_y_h + row] =
+                if (p.z) yv *= siluF(actToFloat((uint16_t)cb.z, actBf16));
+                static_cast<uint16_t*>(p.y)[(int64_t)b * p.stride_y_b + (int64_t)head * p.stride_y_h + rg + 8 * t] =
                     floatToAct(yv, actBf16);
             }
-        } else if (cur.slot >= 0 && cur.nf != kSplitSkipRow && t < 2) {  // invalid cursors: poison
+        } else if (hc.slot >= 0 && hc.nf != kSplitSkipRow && t < 2) {  // invalid cursors: poison
             static_cast<uint16_t*>(p.y)[(int64_t)b * p.stride_y_b + (int64_t)head * p.stride_y_h + rg + 8 * t] =
                 floatToAct(__int_as_float(0x7fc00000), actBf16);
         }
-        if (!more) return false;
-        ++tile;
-        if (newHead) {
-            cur = nxt;
-            ++bh;
-            tr = 0;
-        } else {
-            ++tr;
+        if (++tile >= tEnd) return false;
+        if (++trC == nt) {
+            trC = 0;
+            ++bhC;
+            hc = hs;
         }
         return true;
     };
-    while (body(bufA, bufB) && body(bufB, bufA)) {
+    static_assert(DEPTH >= 2 && DEPTH <= 4, "pipeline depth");
+    if constexpr (DEPTH == 2) {
+        while (body(buf[0], buf[1]) && body(buf[1], buf[0])) {
+        }
+    } else if constexpr (DEPTH == 3) {
+        while (body(buf[0], buf[2]) && body(buf[1], buf[0]) && body(buf[2], buf[1])) {
+        }
+    } else {
+        while (body(buf[0], buf[3]) && body(buf[1], buf[0]) && body(buf[2], buf[1]) && body(buf[3], buf[2])) {
+        }
     }
 }
 
-// Occupancy per read format (instantiated in mamba2_read_mma.cu): fp16 rows 3 CTAs / SM, fp8 / nvfp4 4.
+// Occupancy and pipeline depth (tiles in flight per warp) per read format (instantiated in mamba2_read_mma.cu).
 template <int FMT>
 constexpr int readMmaMinBlocks() {
     return FMT == readmma::kFp16 ? 3 : 4;
+}
+template <int FMT>
+constexpr int readMmaDepth() {
+    return FMT == readmma::kNvfp4 ? 3 : 2;
 }
 
 }  // namespace mamba2
