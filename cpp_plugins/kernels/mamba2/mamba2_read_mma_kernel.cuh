@@ -38,9 +38,9 @@ struct ReadMmaHead {
 template <int FMT, int MAXM>
 struct ReadMmaStaged {
     readmma::Tile<FMT> rows;
-    uint32_t sc[2];                       // fp8: fp32 scale bits of rows g, g + 8; nvfp4: their block scale pairs
-    uint32_t x[MAXM];   // x_j of rows g (low half) and g + 8 (high half)
-    uint32_t z;         // lanes t < 2: z of row g + 8 t (activation bits)
+    uint32_t sc[2];     // fp8: fp32 scale bits of rows 2g, 2g + 1; nvfp4: their block scale pairs (blocks 2t, 2t + 1)
+    uint32_t x[MAXM];   // x_j of the lane's rows 2g (low half) and 2g + 1 (high half)
+    uint32_t z;         // lanes t = 0: z of rows 2g, 2g + 1
 };
 
 template <int FMT, int MAXM, int DEPTH, int MINB>
@@ -67,6 +67,7 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
     const int64_t rowStride = p.stride_state_p * unit;
     const uint8_t* state = static_cast<const uint8_t*>(p.state);
     const uint16_t* ringX = static_cast<const uint16_t*>(p.ring_x);
+    const int HP = H * P;  // ring record stride (elements; the launcher keeps C * H * P < 2^31)
 
     auto slotOf = [&](int bh) {
         const int b = bh / H;
@@ -95,26 +96,30 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
             if (t + 4 * m < hd.R) hd.coef[m] = hr[kSplitCoef + t + 4 * m];
         if constexpr (FMT == kNvfp4) hd.gs = __ldg(rc.gscale + (int64_t)slot * rc.nheads + bh % H);
     };
-    // loads of tile row block tr of head hd into st (nothing for padding / skipped / invalid rows)
+    // loads of tile row block tr of head hd into st (nothing for padding / skipped / invalid rows). The mma's rows
+    // g and g + 8 are the tile's rows 2g and 2g + 1, so a lane's two rows are adjacent: their x_j, z and y are one
+    // 32-bit access each (the launcher checks the alignment).
     auto stage = [&](ReadMmaStaged<FMT, MAXM>& st, const ReadMmaHead<MAXM>& hd, int tr) {
         if (!hd.normal()) return;
         const int head = hd.bh % H;
-        const int rg = tr * 16 + g;
+        const int r2 = tr * 16 + 2 * g;
         const uint8_t* base = state + ((int64_t)hd.slot * p.stride_state_slot + (int64_t)head * p.stride_state_head) * unit;
-        st.rows.load(base + rg * rowStride, base + (rg + 8) * rowStride, t);
-        const int64_t srow = ((int64_t)hd.slot * rc.nheads + head) * P + rg;
+        st.rows.load(base + r2 * rowStride, base + (r2 + 1) * rowStride, t);
+        const int64_t srow = ((int64_t)hd.slot * rc.nheads + head) * P + r2;
         if constexpr (FMT == kFp8) {
-            st.sc[0] = __float_as_uint(__ldg(static_cast<const float*>(rc.scale) + srow));
-            st.sc[1] = __float_as_uint(__ldg(static_cast<const float*>(rc.scale) + srow + 8));
+            const float2 sc = __ldg(reinterpret_cast<const float2*>(static_cast<const float*>(rc.scale) + srow));
+            st.sc[0] = __float_as_uint(sc.x);
+            st.sc[1] = __float_as_uint(sc.y);
         } else if constexpr (FMT == kNvfp4) {
             const uint8_t* sb = static_cast<const uint8_t*>(rc.scale) + srow * 8 + 2 * t;
             st.sc[0] = __ldg(reinterpret_cast<const unsigned short*>(sb));
-            st.sc[1] = __ldg(reinterpret_cast<const unsigned short*>(sb + 64));
+            st.sc[1] = __ldg(reinterpret_cast<const unsigned short*>(sb + 8));
         }
         st.z = 0u;
-        if (p.z && t < 2)
-            st.z = static_cast<const uint16_t*>(p.z)[(int64_t)(hd.bh / H) * p.stride_z_b + (int64_t)head * p.stride_z_h +
-                                                     rg + 8 * t];
+        if (p.z && t == 0)
+            st.z = *reinterpret_cast<const uint32_t*>(static_cast<const uint16_t*>(p.z) +
+                                                      (int64_t)(hd.bh / H) * p.stride_z_b + (int64_t)head * p.stride_z_h + r2);
+        const uint16_t* x0 = ringX + ((int64_t)hd.slot * Cap * H + head) * P + r2;  // record slot 0 of the ring
 #pragma unroll
         for (int m = 0; m < MAXM; ++m) {
             st.x[m] = 0u;
@@ -122,8 +127,7 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
             if (j < hd.R) {
                 int rr = hd.o + j;
                 rr = rr >= Cap ? rr - Cap : rr;
-                const uint16_t* xp = ringX + (((int64_t)hd.slot * Cap + rr) * H + head) * P + rg;
-                st.x[m] = (uint32_t)xp[0] | ((uint32_t)xp[8] << 16);
+                st.x[m] = *reinterpret_cast<const uint32_t*>(x0 + rr * HP);
             }
         }
     };
@@ -174,7 +178,7 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
     auto body = [&](ReadMmaStaged<FMT, MAXM>& cb, ReadMmaStaged<FMT, MAXM>& nb) -> bool {
         stageNext(nb);
         const int b = hc.bh / H, head = hc.bh - b * H;
-        const int rg = trC * 16 + g;
+        const int r2 = trC * 16 + 2 * g;
         if (hc.normal()) {
             const int key = b * p.ngroups + head / hpg;
             if (key != vfKey) {  // warp-uniform
@@ -224,15 +228,19 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
             pg8 += __shfl_xor_sync(0xFFFFFFFFu, pg8, 1);
             pg += __shfl_xor_sync(0xFFFFFFFFu, pg, 2);
             pg8 += __shfl_xor_sync(0xFFFFFFFFu, pg8, 2);
-            if (t < 2) {
-                float yv = t == 0 ? pg : pg8;
-                if (p.z) yv *= siluF(actToFloat((uint16_t)cb.z, actBf16));
-                static_cast<uint16_t*>(p.y)[(int64_t)b * p.stride_y_b + (int64_t)head * p.stride_y_h + rg + 8 * t] =
-                    floatToAct(yv, actBf16);
+            if (t == 0) {
+                if (p.z) {
+                    pg *= siluF(actToFloat((uint16_t)(cb.z & 0xFFFFu), actBf16));
+                    pg8 *= siluF(actToFloat((uint16_t)(cb.z >> 16), actBf16));
+                }
+                *reinterpret_cast<uint32_t*>(static_cast<uint16_t*>(p.y) + (int64_t)b * p.stride_y_b +
+                                             (int64_t)head * p.stride_y_h + r2) =
+                    (uint32_t)floatToAct(pg, actBf16) | ((uint32_t)floatToAct(pg8, actBf16) << 16);
             }
-        } else if (hc.slot >= 0 && hc.nf != kSplitSkipRow && t < 2) {  // invalid cursors: poison
-            static_cast<uint16_t*>(p.y)[(int64_t)b * p.stride_y_b + (int64_t)head * p.stride_y_h + rg + 8 * t] =
-                floatToAct(__int_as_float(0x7fc00000), actBf16);
+        } else if (hc.slot >= 0 && hc.nf != kSplitSkipRow && t == 0) {  // invalid cursors: poison
+            const uint32_t nan = floatToAct(__int_as_float(0x7fc00000), actBf16);
+            *reinterpret_cast<uint32_t*>(static_cast<uint16_t*>(p.y) + (int64_t)b * p.stride_y_b +
+                                         (int64_t)head * p.stride_y_h + r2) = nan | (nan << 16);
         }
         if (++tile >= tEnd) return false;
         if (++trC == nt) {
