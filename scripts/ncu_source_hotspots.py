@@ -38,11 +38,17 @@ def main() -> int:
         except ValueError:
             return 0.0
     total = sum(num(r[samp]) for r in body) or 1.0
-    print(f"{len(body)} SASS lines, {total:.0f} stall samples")
+    ex = next((i for i, c in enumerate(hdr) if c.startswith("Instructions Executed")), None)
+    executed = sum(num(r[ex]) for r in body) if ex is not None else 0
+    print(f"{len(body)} SASS lines, {total:.0f} stall samples, {executed:.0f} warp instructions executed")
     for r in sorted(body, key=lambda r: -num(r[samp]))[:args.top]:
         top = sorted(((num(r[i]), hdr[i]) for i in reasons), reverse=True)[:2]
         why = ", ".join(f"{n}={v:.0f}" for v, n in top if v > 0)
         print(f"{100 * num(r[samp]) / total:5.1f}%  {r[src].strip()[:90]:90s}  {why}")
+    if ex is not None and executed > 0:
+        print("most executed:")
+        for r in sorted(body, key=lambda r: -num(r[ex]))[:args.top]:
+            print(f"{num(r[ex]):12.0f}  {r[src].strip()[:90]}")
     return 0
 
 

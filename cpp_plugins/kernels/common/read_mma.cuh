@@ -146,9 +146,11 @@ __device__ __forceinline__ int setChunk(int i, int t) {
     return FMT == kFp16 ? 32 * i + 8 * t : FMT == kFp8 ? 64 * (i >> 1) + 16 * t + 8 * (i & 1) : 32 * t + 8 * i;
 }
 
+// Four floats -> four e4m3 codes (byte q = value q), round to nearest; the callers keep |v| < 2^9, so the
+// hardware conversion's saturation never applies (non-finite vectors are made NaN before, see build()).
 __device__ __forceinline__ uint32_t e4m3x4(float a, float b, float c, float d) {
-    const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_NOSAT, __NV_E4M3);
-    const uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(c, d), __NV_NOSAT, __NV_E4M3);
+    const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3);
+    const uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(c, d), __NV_SATFINITE, __NV_E4M3);
     return (lo & 0xFFFFu) | (hi << 16);
 }
 __device__ __forceinline__ float e4m3ToFloat(uint32_t byte) {
@@ -165,7 +167,8 @@ struct VectorFragments {
     uint32_t b[Tile<FMT>::kBFrags][2];
     float inv;  // 1 / scale
 
-    __device__ __forceinline__ void build(const uint16_t* vec, bool bf16, int lane) {
+    // Out of line: it runs once per (row, group) a warp meets, and inlined it would double the readout's code.
+    __device__ __noinline__ void build(const uint16_t* vec, bool bf16, int lane) {
         const int t = lane & 3, g = lane >> 2;
         uint4 raw[4];  // chunk i of the lane's thread set: elements 8i .. 8i + 7 of its natural order
 #pragma unroll
@@ -186,7 +189,8 @@ struct VectorFragments {
         constexpr int K = FMT == kFp16 ? 14 : 7;
         int field = 254 + K - (int)(m >> 23);
         field = field < 2 ? 2 : field > 252 ? 252 : field;
-        const float s = __uint_as_float((uint32_t)field << 23);
+        // a non-finite element makes every term NaN (so the outputs are NaN, as the reference's would be)
+        const float s = m >= 0x7F800000u ? __uint_as_float(0x7FC00000u) : __uint_as_float((uint32_t)field << 23);
         inv = __uint_as_float((uint32_t)(254 - field) << 23);
         const bool active = FMT == kFp16 ? (g == 2 * t) : ((g >> 1) == t);
         const bool lo = FMT != kFp16 && (g & 1);

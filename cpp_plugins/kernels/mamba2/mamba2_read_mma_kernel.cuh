@@ -27,6 +27,7 @@ constexpr int kReadMmaThreads = 128;
 template <int MAXM>  // records per lane: t + 4m, m < MAXM (R <= 4 MAXM)
 struct ReadMmaHead {
     int bh;    // b * H + head
+    int b, head, key;  // key: b * G + group (the C fragments' identity)
     int slot;  // < 0: padding row (or out of range)
     int nf;    // >= 0 normal; kSplitSkipRow skipped; other negatives: invalid cursors
     int o, R;
@@ -80,6 +81,9 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
     // the rest of a head's context once its cursors are known
     auto completeHead = [&](ReadMmaHead<MAXM>& hd, int bh, int slot, int4 meta) {
         hd.bh = bh;
+        hd.b = bh / H;
+        hd.head = bh - hd.b * H;
+        hd.key = hd.b * p.ngroups + hd.head / hpg;
         hd.slot = slot;
         hd.nf = slot < 0 ? kSplitSkipRow : meta.y;
         hd.o = meta.z;
@@ -94,14 +98,14 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
 #pragma unroll
         for (int m = 0; m < MAXM; ++m)
             if (t + 4 * m < hd.R) hd.coef[m] = hr[kSplitCoef + t + 4 * m];
-        if constexpr (FMT == kNvfp4) hd.gs = __ldg(rc.gscale + (int64_t)slot * rc.nheads + bh % H);
+        if constexpr (FMT == kNvfp4) hd.gs = __ldg(rc.gscale + (int64_t)slot * rc.nheads + hd.head);
     };
     // loads of tile row block tr of head hd into st (nothing for padding / skipped / invalid rows). The mma's rows
     // g and g + 8 are the tile's rows 2g and 2g + 1, so a lane's two rows are adjacent: their x_j, z and y are one
     // 32-bit access each (the launcher checks the alignment).
     auto stage = [&](ReadMmaStaged<FMT, MAXM>& st, const ReadMmaHead<MAXM>& hd, int tr) {
         if (!hd.normal()) return;
-        const int head = hd.bh % H;
+        const int head = hd.head;
         const int r2 = tr * 16 + 2 * g;
         const uint8_t* base = state + ((int64_t)hd.slot * p.stride_state_slot + (int64_t)head * p.stride_state_head) * unit;
         st.rows.load(base + r2 * rowStride, base + (r2 + 1) * rowStride, t);
@@ -118,7 +122,7 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
         st.z = 0u;
         if (p.z && t == 0)
             st.z = *reinterpret_cast<const uint32_t*>(static_cast<const uint16_t*>(p.z) +
-                                                      (int64_t)(hd.bh / H) * p.stride_z_b + (int64_t)head * p.stride_z_h + r2);
+                                                      (int64_t)hd.b * p.stride_z_b + (int64_t)head * p.stride_z_h + r2);
         const uint16_t* x0 = ringX + ((int64_t)hd.slot * Cap * H + head) * P + r2;  // record slot 0 of the ring
 #pragma unroll
         for (int m = 0; m < MAXM; ++m) {
@@ -177,10 +181,10 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
     // one tile: stage DEPTH - 1 ahead into `nb`, compute the current one from `cb`; false after the last tile
     auto body = [&](ReadMmaStaged<FMT, MAXM>& cb, ReadMmaStaged<FMT, MAXM>& nb) -> bool {
         stageNext(nb);
-        const int b = hc.bh / H, head = hc.bh - b * H;
+        const int b = hc.b, head = hc.head;
         const int r2 = trC * 16 + 2 * g;
         if (hc.normal()) {
-            const int key = b * p.ngroups + head / hpg;
+            const int key = hc.key;
             if (key != vfKey) {  // warp-uniform
                 vf.build(static_cast<const uint16_t*>(p.Cm) + (int64_t)b * p.stride_C_b +
                              (int64_t)(head / hpg) * p.stride_C_g,
