@@ -383,7 +383,8 @@ int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc
         // a lane's two rows are adjacent: y, z and ring_x accessed as 32-bit pairs
         const bool pairs = ((uintptr_t)q.y % 4) == 0 && (q.stride_y_b % 2) == 0 && (q.stride_y_h % 2) == 0 &&
                            (!q.z || (((uintptr_t)q.z % 4) == 0 && (q.stride_z_b % 2) == 0 && (q.stride_z_h % 2) == 0)) &&
-                           ((uintptr_t)q.ring_x % 4) == 0 && (long long)q.ring_capacity * q.nheads * q.headdim < (1LL << 31);
+                           ((uintptr_t)q.ring_x % 4) == 0 && (long long)q.ring_capacity * q.nheads * q.headdim < (1LL << 31) &&
+                           (long long)q.batch * q.nheads * (q.headdim / 16) < (1LL << 31);
         if (mk && aligned && archOk && cAligned && pairs) {
             const long long tiles = (long long)q.batch * q.nheads * (q.headdim / 16);
             const int warps = readMmaThreads() / 32;

@@ -23,6 +23,7 @@ namespace rssm {
 namespace mamba2 {
 
 constexpr int kReadMmaThreads = 128;
+__device__ const uint32_t kReadMmaZeroWord = 0u;
 
 template <int MAXM>  // records per lane: t + 4m, m < MAXM (R <= 4 MAXM)
 struct ReadMmaHead {
@@ -55,8 +56,8 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
     const long long tiles = (long long)p.batch * H * nt;
     const long long nw = (long long)gridDim.x * (kReadMmaThreads / 32);
     const long long w = (long long)blockIdx.x * (kReadMmaThreads / 32) + (threadIdx.x >> 5);
-    const long long tEnd = tiles * (w + 1) / nw;
-    long long tile = tiles * w / nw;
+    const int tEnd = (int)(tiles * (w + 1) / nw);  // tiles < 2^31 (launcher)
+    int tile = (int)(tiles * w / nw);
     if (tile >= tEnd) {
         pdlWaitPrimary();
         return;
@@ -125,14 +126,12 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
                                                       (int64_t)hd.b * p.stride_z_b + (int64_t)head * p.stride_z_h + r2);
         const uint16_t* x0 = ringX + ((int64_t)hd.slot * Cap * H + head) * P + r2;  // record slot 0 of the ring
 #pragma unroll
-        for (int m = 0; m < MAXM; ++m) {
-            st.x[m] = 0u;
+        for (int m = 0; m < MAXM; ++m) {  // records past R read a zero word (a select, not a branch per record)
             const int j = t + 4 * m;
-            if (j < hd.R) {
-                int rr = hd.o + j;
-                rr = rr >= Cap ? rr - Cap : rr;
-                st.x[m] = *reinterpret_cast<const uint32_t*>(x0 + rr * HP);
-            }
+            int rr = hd.o + j;
+            rr = rr >= Cap ? rr - Cap : rr;
+            const uint32_t* src = j < hd.R ? reinterpret_cast<const uint32_t*>(x0 + rr * HP) : &kReadMmaZeroWord;
+            st.x[m] = *src;
         }
     };
 
@@ -141,9 +140,9 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
     // Compute cursor (tile, its head bhC / row block trC, context hc) and stage cursor (the last staged tile bhS /
     // trS, context hs), DEPTH - 1 tiles ahead. Heads have >= 2 tiles (P >= 32), so when the compute cursor enters a
     // new head the stage cursor is already in it (hc = hs).
-    int bhC = (int)(tile / nt), trC = (int)(tile - (long long)bhC * nt);
+    int bhC = tile / nt, trC = tile - bhC * nt;
     int bhS = bhC, trS = trC;
-    long long tileS = tile;
+    int tileS = tile;
     ReadMmaHead<MAXM> hc, hs;
     ReadMmaStaged<FMT, MAXM> buf[DEPTH];
     {
@@ -152,7 +151,7 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
         completeHead(hs, bhC, s0, metaOf(bhC));
     }
     hc = hs;
-    const int lastBh = (int)((tEnd - 1) / nt);
+    const int lastBh = (tEnd - 1) / nt;
     int nSlot = -1;  // slot and cursors of head bhS + 1, loaded one head ahead
     int4 nMeta = make_int4(0, kSplitSkipRow, 0, 0);
     if (bhS < lastBh) {
