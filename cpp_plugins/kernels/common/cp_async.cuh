@@ -19,10 +19,17 @@ __device__ __forceinline__ void copy8(void* dst, const void* src) {
 __device__ __forceinline__ void copy4(void* dst, const void* src) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smemAddr(dst)), "l"(src) : "memory");
 }
+// 16-byte copy of which only the first `bytes` (0-16) are read; the rest of dst is zero-filled.
+__device__ __forceinline__ void copy16Prefix(void* dst, const void* src, unsigned bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smemAddr(dst)), "l"(src), "r"(bytes) : "memory");
+}
 __device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 // Waits for every cp.async this thread issued (the caller then synchronizes the CTA).
 __device__ __forceinline__ void waitAll() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 // Waits until at most one of this thread's committed groups is still in flight (double buffering).
 __device__ __forceinline__ void waitAllButOne() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
+// Waits until at most N of this thread's committed groups are still in flight (N-deep pipelines).
+template <int N>
+__device__ __forceinline__ void waitGroup() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 }  // namespace async
 }  // namespace rssm

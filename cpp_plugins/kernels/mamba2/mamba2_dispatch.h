@@ -46,12 +46,10 @@ int replaySplitReadCopy(const Mamba2ReplayParams& q, const stream::ReadCopyScale
 const void* splitReadCopyKernel(int stateDtype, int mode, int numTokens);
 int splitReadRows();
 // Read-copy readout on tensor cores (mamba2_read_mma.cu; standard mode, skip_flush_rows, dstate 128, headdim % 16
-// == 0): FP16, FP8_E4M3 and NVFP4 rows (fp8 / nvfp4 need sm_89+), else NULL. The launcher also requires 16-byte
-// aligned rows. Its CTA size and the bytes of one row in the format.
-// window <= 32; depth 0 = default, 2-4 A/B builds (window <= 16)
-const void* splitReadCopyMmaKernel(int stateDtype, int window, int depth);
+// == 0, window <= 32): FP16, FP8_E4M3 and NVFP4 rows, else NULL; *smem gets its dynamic shared memory per CTA.
+// stages 0 = the format's default, 2 / 3 / 4 / 6 A/B builds (window <= 16). The launcher also checks alignments.
+const void* splitReadCopyMmaKernel(int stateDtype, int window, int stages, size_t* smem);
 int readMmaThreads();
-int readMmaRowBytes(int stateDtype);
 size_t splitWorkspaceBytes(int batch, int numTokens, int nheads, int window);
 size_t splitReadoutSmemBytes(int dstate);
 size_t splitMmaFoldSmemBytes(int dstate);  // the readout with the tensor-core fold (pipe 3)

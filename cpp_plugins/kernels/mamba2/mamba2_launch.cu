@@ -367,29 +367,31 @@ int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc
     // unless RSSM_MAMBA2_READ_ROWS=8 (A/B timing; read per launch).
     const char* rr = getenv("RSSM_MAMBA2_READ_ROWS");
     // Standard steps on fp16 / fp8 / nvfp4 read copies: the read-copy readout on tensor cores
-    // (mamba2_read_mma_kernel.cuh) where it runs (fp8 / nvfp4 need sm_89+; 16-byte aligned rows; a window <= 32);
-    // RSSM_MAMBA2_READ_MMA=0 (read per launch, A/B timing) keeps the CUDA-core one below.
+    // (mamba2_read_mma_kernel.cuh) where it runs (sm_80+; 16-byte aligned rows, ring inputs, z and scale tensors;
+    // a window <= 32); RSSM_MAMBA2_READ_MMA=0 (read per launch, A/B timing) keeps the CUDA-core one below, and
+    // RSSM_MAMBA2_READ_MMA_DEPTH=2|3|4|6 picks the shared-memory slots per warp (A/B).
     const char* rm = getenv("RSSM_MAMBA2_READ_MMA");
     if (q.skip_flush_rows && q.mode == 0 && q.num_tokens == 1 && q.dstate == 128 && q.headdim % 16 == 0 &&
         q.window <= splitMaxRecords() && !(rr && strcmp(rr, "8") == 0) && !(rm && strcmp(rm, "0") == 0)) {
-        const char* md = getenv("RSSM_MAMBA2_READ_MMA_DEPTH");  // A/B: tiles in flight per warp (2-4)
-        const void* mk = splitReadCopyMmaKernel(q.state_dtype, q.window, md ? atoi(md) : 0);
+        const char* md = getenv("RSSM_MAMBA2_READ_MMA_DEPTH");
+        size_t smem = 0;
+        const void* mk = splitReadCopyMmaKernel(q.state_dtype, q.window, md ? atoi(md) : 0, &smem);
         const int unit = q.state_dtype == RSSM_DTYPE_FP16 ? 2 : 1;
-        const bool aligned = ((uintptr_t)q.state % 16) == 0 && (q.stride_state_p * unit) % 16 == 0 &&
-                             (q.stride_state_head * unit) % 16 == 0 && (q.stride_state_slot * unit) % 16 == 0;
-        const int sm = readmma::deviceSmVersion();
-        const bool archOk = q.state_dtype == RSSM_DTYPE_FP16 ? sm >= 80 : sm >= 89;
-        const bool cAligned = ((uintptr_t)q.Cm % 16) == 0 && (q.stride_C_b % 8) == 0 && (q.stride_C_g % 8) == 0;
-        // a lane's two rows are adjacent: y, z and ring_x accessed as 32-bit pairs
-        const bool pairs = ((uintptr_t)q.y % 4) == 0 && (q.stride_y_b % 2) == 0 && (q.stride_y_h % 2) == 0 &&
-                           (!q.z || (((uintptr_t)q.z % 4) == 0 && (q.stride_z_b % 2) == 0 && (q.stride_z_h % 2) == 0)) &&
-                           ((uintptr_t)q.ring_x % 4) == 0 && (long long)q.ring_capacity * q.nheads * q.headdim < (1LL << 31) &&
+        auto a16 = [](const void* ptr) { return ((uintptr_t)ptr % 16) == 0; };
+        const bool aligned = a16(q.state) && (q.stride_state_p * unit) % 16 == 0 &&
+                             (q.stride_state_head * unit) % 16 == 0 && (q.stride_state_slot * unit) % 16 == 0 &&
+                             (q.state_dtype == RSSM_DTYPE_FP16 || a16(rc.scale)) && a16(q.ring_x) &&
+                             a16(q.Cm) && (q.stride_C_b % 8) == 0 && (q.stride_C_g % 8) == 0 &&
+                             (!q.z || (a16(q.z) && (q.stride_z_b % 8) == 0 && (q.stride_z_h % 8) == 0)) &&
+                             ((uintptr_t)q.y % 4) == 0 && (q.stride_y_b % 2) == 0 && (q.stride_y_h % 2) == 0 &&
+                             a16(q.workspace);
+        const bool sizes = (long long)q.ring_capacity * q.nheads * q.headdim < (1LL << 31) &&
                            (long long)q.batch * q.nheads * (q.headdim / 16) < (1LL << 31);
-        if (mk && aligned && archOk && cAligned && pairs) {
+        if (mk && aligned && sizes && readmma::deviceSmVersion() >= 80 && allowSmem(mk, smem)) {
             const long long tiles = (long long)q.batch * q.nheads * (q.headdim / 16);
             const int warps = readMmaThreads() / 32;
-            const int g = persistentGrid(mk, readMmaThreads(), 0, (tiles + warps - 1) / warps);
-            return launch(op, mk, dim3(g), readMmaThreads(), 0, &q, stream, &rc, pdlEnabled());
+            const int g = persistentGrid(mk, readMmaThreads(), smem, (tiles + warps - 1) / warps);
+            return launch(op, mk, dim3(g), readMmaThreads(), smem, &q, stream, &rc, pdlEnabled());
         }
     }
     if (q.skip_flush_rows && q.dstate == 128 && q.headdim % splitReadRows() == 0 && !(rr && strcmp(rr, "8") == 0)) {
