@@ -46,6 +46,16 @@ def main() -> int:
         why = ", ".join(f"{n}={v:.0f}" for v, n in top if v > 0)
         print(f"{100 * num(r[samp]) / total:5.1f}%  {r[src].strip()[:90]:90s}  {why}")
     if ex is not None and executed > 0:
+        ops = {}
+        for r in body:
+            toks = r[src].split()
+            if toks and toks[0].startswith("@"):
+                toks = toks[1:]
+            if toks:
+                op = toks[0].split(".")[0]
+                ops[op] = ops.get(op, 0) + num(r[ex])
+        print("executed by opcode:", ", ".join(f"{k} {100 * v / executed:.1f}%"
+                                                for k, v in sorted(ops.items(), key=lambda kv: -kv[1])[:24]))
         print("most executed:")
         for r in sorted(body, key=lambda r: -num(r[ex]))[:args.top]:
             print(f"{num(r[ex]):12.0f}  {r[src].strip()[:90]}")
