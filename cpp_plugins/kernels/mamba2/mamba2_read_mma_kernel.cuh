@@ -101,9 +101,61 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
         hd.R = meta.w + 1;
         return hd;
     };
-    // cp.async of tile row block tr of head hd into slot `sl` (one commit group per call, empty for tiles that are
-    // not computed); lane 0 writes the tile's info word
-    auto issue = [&](uint8_t* sl, const ReadMmaHead& hd, int tr) {
+    // Per-lane copy plan, fixed for the kernel: lane l copies row chunk (l % CPR) of rows l / CPR + (32 / CPR) i,
+    // ring record l / 2 (and l / 2 + 16 for 8 records per lane), half l & 1, and at most one small piece (role):
+    // lanes 0-7 coefficient chunks, 8 gamma, 9 the nvfp4 state scale, 16-23 the tile's row / block scales, 24-25 z.
+    constexpr int CPR = rowBytes<FMT>() / 16;  // 16-byte chunks per row
+    constexpr int XR = (4 * MAXM * 2 + 31) / 32;  // ring copies per lane
+    const int rowL = lane / CPR, chL = lane % CPR;
+    const int scaleLanes = FMT == kFp8 ? 4 : FMT == kNvfp4 ? 8 : 0;
+    const int role = lane < MAXM ? 0 : lane == 8 ? 1 : (FMT == kNvfp4 && lane == 9) ? 2
+                   : (lane >= 16 && lane < 16 + scaleLanes) ? 3 : (p.z && (lane == 24 || lane == 25)) ? 4 : -1;
+    // Per-head part of the plan (stage cursor's head): sources at tile row 0.
+    struct Plan {
+        const uint8_t* rows;   // row chunk of this lane
+        const uint8_t* x[XR];  // ring record of this lane (rows 8 (lane & 1) ..), or null past R
+        const uint8_t* small;  // role source
+        unsigned smallBytes;   // coefficient prefix bytes (role 0)
+    };
+    auto planOf = [&](const ReadMmaHead& hd) {
+        Plan pl;
+        pl.rows = state + ((int64_t)hd.slot * p.stride_state_slot + (int64_t)hd.head * p.stride_state_head) * unit +
+                  rowL * rowStride + 16 * chL;
+        const uint16_t* x0 = ringX + ((int64_t)hd.slot * Cap * H + hd.head) * P + 8 * (lane & 1);
+#pragma unroll
+        for (int i = 0; i < XR; ++i) {
+            const int jr = (lane >> 1) + 16 * i;
+            int rr = hd.o + jr;
+            rr = rr >= Cap ? rr - Cap : rr;
+            pl.x[i] = jr < hd.R ? reinterpret_cast<const uint8_t*>(x0 + rr * HP) : nullptr;
+        }
+        const float* hr = ws + (size_t)hd.bh * RW;
+        const int64_t srow = ((int64_t)hd.slot * rc.nheads + hd.head) * P;
+        pl.small = nullptr;
+        pl.smallBytes = 16;
+        if (role == 0) {
+            pl.small = reinterpret_cast<const uint8_t*>(hr + kSplitCoef + 4 * lane);
+            const int left = hd.R - 4 * lane;
+            pl.smallBytes = left <= 0 ? 0u : left >= 4 ? 16u : 4u * left;
+        } else if (role == 1) {
+            pl.small = reinterpret_cast<const uint8_t*>(hr);
+        } else if (role == 2) {
+            pl.small = reinterpret_cast<const uint8_t*>(rc.gscale + (int64_t)hd.slot * rc.nheads + hd.head);
+        } else if (role == 3) {
+            pl.small = static_cast<const uint8_t*>(rc.scale) + srow * (FMT == kFp8 ? 4 : 8) + 16 * (lane - 16);
+        } else if (role == 4) {
+            pl.small = reinterpret_cast<const uint8_t*>(static_cast<const uint16_t*>(p.z) + (int64_t)hd.b * p.stride_z_b +
+                                                        (int64_t)hd.head * p.stride_z_h + 8 * (lane - 24));
+        }
+        return pl;
+    };
+    // slot offsets of this lane's copies (tile independent)
+    const int smallDst = role == 0 ? Slot::kCoef + 16 * lane : role == 1 ? Slot::kHead : role == 2 ? Slot::kHead + 4
+                       : role == 3 ? Slot::kScale + 16 * (lane - 16) : Slot::kZ + 16 * (lane - 24);
+    const int64_t smallRowBytes = role == 3 ? (FMT == kFp8 ? 4 : 8) : role == 4 ? 2 : 0;  // per tile row
+    // cp.async of tile row block tr of the head (plan pl) into slot `sl`: one commit group per call, empty for tiles
+    // that are not computed; lane 0 writes the tile's info word
+    auto issue = [&](uint8_t* sl, const ReadMmaHead& hd, const Plan& pl, int tr) {
         const bool normal = hd.slot >= 0 && hd.nf >= 0;
         if (lane == 0) {
             const int flags = normal ? kReadMmaNormal : (hd.slot >= 0 && hd.nf != kSplitSkipRow) ? kReadMmaPoison : 0;
@@ -111,52 +163,21 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
         }
         if (normal) {
             const int r0 = tr * 16;
-            const uint8_t* base =
-                state + ((int64_t)hd.slot * p.stride_state_slot + (int64_t)hd.head * p.stride_state_head) * unit +
-                r0 * rowStride;
-            constexpr int CPR = rowBytes<FMT>() / 16;  // chunks per row
+            const uint8_t* src = pl.rows + r0 * rowStride;
 #pragma unroll
-            for (int i = 0; i < CPR / 2; ++i) {  // 16 rows x CPR chunks, 32 lanes
-                const int c = lane + 32 * i, r = c / CPR, ch = c % CPR;
-                async::copy16(sl + Slot::kRows + stagedChunkOffset<FMT>(r, ch), base + r * rowStride + 16 * ch);
-            }
-            // ring inputs: lane = (record j = lane / 2, rows 8 (lane & 1) ..); records past R zero-filled
-            const uint16_t* x0 = ringX + ((int64_t)hd.slot * Cap * H + hd.head) * P + r0;
+            for (int i = 0; i < CPR / 2; ++i)
+                async::copy16(sl + Slot::kRows + stagedChunkOffset<FMT>(rowL + (32 / CPR) * i, chL),
+                              src + (32 / CPR) * i * rowStride);
 #pragma unroll
-            for (int i = 0; i < (4 * MAXM * 2 + 31) / 32; ++i) {
-                const int c = lane + 32 * i, j = c >> 1;
-                if (j < 4 * MAXM) {
-                    int rr = hd.o + j;
-                    rr = rr >= Cap ? rr - Cap : rr;
-                    const bool in = j < hd.R;
-                    async::copy16Prefix(sl + Slot::kX + 32 * j + 16 * (c & 1), in ? x0 + rr * HP + 8 * (c & 1) : x0,
-                                        in ? 16u : 0u);
+            for (int i = 0; i < XR; ++i) {
+                if ((lane >> 1) + 16 * i < 4 * MAXM) {
+                    const uint8_t* xs = pl.x[i];
+                    async::copy16Prefix(sl + Slot::kX + 32 * (lane >> 1) + 512 * i + 16 * (lane & 1),
+                                        xs ? xs + 2 * r0 : pl.rows, xs ? 16u : 0u);
                 }
             }
-            const float* hr = ws + (size_t)hd.bh * RW;
-            if (lane < MAXM) {  // coefficients 4 lane .. 4 lane + 3, zero past R
-                const int left = hd.R - 4 * lane;
-                const unsigned nb = left <= 0 ? 0u : left >= 4 ? 16u : 4u * left;
-                async::copy16Prefix(sl + Slot::kCoef + 16 * lane, hr + kSplitCoef + 4 * lane, nb);
-            } else if (lane == MAXM) {
-                async::copy4(sl + Slot::kHead, hr);  // gamma
-            } else if (FMT == kNvfp4 && lane == MAXM + 1) {
-                async::copy4(sl + Slot::kHead + 4, rc.gscale + (int64_t)hd.slot * rc.nheads + hd.head);
-            }
-            const int64_t srow = ((int64_t)hd.slot * rc.nheads + hd.head) * P + r0;
-            if constexpr (FMT == kFp8) {
-                if (lane >= 8 && lane < 12)
-                    async::copy16(sl + Slot::kScale + 16 * (lane - 8),
-                                  static_cast<const float*>(rc.scale) + srow + 4 * (lane - 8));
-            } else if constexpr (FMT == kNvfp4) {
-                if (lane >= 8 && lane < 16)
-                    async::copy16(sl + Slot::kScale + 16 * (lane - 8),
-                                  static_cast<const uint8_t*>(rc.scale) + srow * 8 + 16 * (lane - 8));
-            }
-            if (p.z && lane >= 16 && lane < 18)
-                async::copy16(sl + Slot::kZ + 16 * (lane - 16),
-                              static_cast<const uint16_t*>(p.z) + (int64_t)hd.b * p.stride_z_b +
-                                  (int64_t)hd.head * p.stride_z_h + r0 + 8 * (lane - 16));
+            if (role == 2) async::copy4(sl + smallDst, pl.small);
+            else if (role >= 0) async::copy16Prefix(sl + smallDst, pl.small + smallRowBytes * r0, pl.smallBytes);
         }
         async::commit();
     };
@@ -170,6 +191,7 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
         pdlWaitPrimary();  // the head records and the ring's new records are the prep kernel's output
         hs = headOf(bhS, s0, metaOf(bhS));
     }
+    Plan ps = planOf(hs);
     const int lastBh = (tEnd - 1) / nt;
     int nSlot = -1;
     int4 nMeta = make_int4(0, kSplitSkipRow, 0, 0);
@@ -188,14 +210,15 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
             trS = 0;
             ++bhS;
             hs = headOf(bhS, nSlot, nMeta);
+            ps = planOf(hs);
             if (bhS < lastBh) {
                 nSlot = slotOf(bhS + 1);
                 nMeta = metaOf(bhS + 1);
             }
         }
-        issue(sl, hs, trS);
+        issue(sl, hs, ps, trS);
     };
-    issue(wsm, hs, trS);
+    issue(wsm, hs, ps, trS);
 #pragma unroll
     for (int d = 1; d + 1 < STAGES; ++d) issueNext(wsm + d * Slot::kBytes);
 
