@@ -176,7 +176,7 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
                                         xs ? xs + 2 * r0 : pl.rows, xs ? 16u : 0u);
                 }
             }
-            if (role == 2) async::copy4(sl + smallDst, pl.small);
+            if (role == 1 || role == 2) async::copy4(sl + smallDst, pl.small);  // gamma, state scale: 4 bytes each
             else if (role >= 0) async::copy16Prefix(sl + smallDst, pl.small + smallRowBytes * r0, pl.smallBytes);
         }
         async::commit();
