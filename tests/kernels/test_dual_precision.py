@@ -88,7 +88,9 @@ def _run_mamba2(read_fmt, mode, T, S, H, P, G, L, steps, act=torch.float16, stag
     return flushes
 
 
-def _run_gdn(read_fmt, mode, T, S, H, HV, V, L, steps, act=torch.float16, stagger=False, seed=5):
+def _run_gdn(read_fmt, mode, T, S, H, HV, V, L, steps, act=torch.float16, stagger=False, seed=5, kernels=None):
+    """GDN dual-precision cache against the float64 reference over `steps` steps; returns the slot flushes.
+    kernels: a set that receives the CUDA kernel names of the last step's decode."""
     from replayssm_trtllm.ops.dual_precision import GdnDualPrecisionCache
     K = 128
     g = torch.Generator().manual_seed(seed)
@@ -108,7 +110,12 @@ def _run_gdn(read_fmt, mode, T, S, H, HV, V, L, steps, act=torch.float16, stagge
         inp = random_gdn_inputs(sbi.shape[0], T, H, HV, K, V, g)
         q, k, v, a, b = (inp[n].to(act) for n in ("q", "k", "v", "a", "b"))
         o_ref = ref.step(sbi, c(q), c(k), c(v), c(a), c(b), layer["A_log"], layer["dt_bias"])
-        o = dev.step(sbi.cuda(), q.cuda(), k.cuda(), v.cuda(), a.cuda(), b.cuda(), A_log, dtb)
+        args = (sbi.cuda(), q.cuda(), k.cuda(), v.cuda(), a.cuda(), b.cuda(), A_log, dtb)
+        if kernels is not None and step == steps - 1:
+            o, names = _cuda_kernel_names(lambda: dev.step(*args))
+            kernels.update(names)
+        else:
+            o = dev.step(*args)
         acc = torch.randint(1, T + 1, (sbi.shape[0],), generator=g, dtype=torch.int32) if mode else None
         before = ref.cursors.ring_len.clone()
         ref.commit(sbi, acc)
@@ -207,6 +214,27 @@ def test_mamba2_read_copy_readout(read_fmt, mma, P, L, act, monkeypatch):
                           kernels=kernels)
     assert flushes >= 4, f"only {flushes} slot flushes"
     used = any("mamba2ReadCopyMmaKernel" in n for n in kernels)
+    assert kernels, "the profiler saw no CUDA kernels"
+    assert used == (mma == "1"), f"tensor-core read-copy readout used: {used}; kernels {sorted(kernels)}"
+
+
+# The GDN read-copy readout on tensor cores (RSSM_GDN_READ_MMA unset or 1) and the CUDA-core one (0), side by side:
+# GQA 1:2 and 1:4, head_v 64 / 128, windows 16 and 24 (4 / 8 ring records per lane), fp16 and bf16 activations,
+# staggered slots with wrap-around and flushes.
+GDN_READ_MMA_CASES = [(2, 4, 128, 16, torch.bfloat16), (1, 4, 64, 24, torch.float16)]
+
+
+@pytest.mark.parametrize("read_fmt", ["fp16", "fp8_e4m3", "nvfp4"])
+@pytest.mark.parametrize("mma", ["1", "0"], ids=["mma", "cuda-core"])
+@pytest.mark.parametrize("H,HV,V,L,act", GDN_READ_MMA_CASES, ids=["gqa2-V128-L16-bf16", "gqa4-V64-L24-fp16"])
+def test_gdn_read_copy_readout(read_fmt, mma, H, HV, V, L, act, monkeypatch):
+    monkeypatch.setenv("RSSM_DP_DECODE_PATH", "split")
+    monkeypatch.setenv("RSSM_GDN_READ_MMA", mma)
+    kernels = set()
+    flushes = _run_gdn(read_fmt, 0, 1, S=5, H=H, HV=HV, V=V, L=L, steps=2 * L + 6, act=act, stagger=True, seed=53,
+                       kernels=kernels)
+    assert flushes >= 4, f"only {flushes} slot flushes"
+    used = any("gdnReadCopyMmaKernel" in n for n in kernels)
     assert kernels, "the profiler saw no CUDA kernels"
     assert used == (mma == "1"), f"tensor-core read-copy readout used: {used}; kernels {sorted(kernels)}"
 
@@ -327,13 +355,14 @@ def test_small_shared_mode_sanitize(family):
 @pytest.mark.parametrize("rows", ["mma", "16", "8"])
 def test_split_path_sanitize(family, rows, monkeypatch):
     """The split path (forced) on small shapes, for compute-sanitizer: every read format, standard and
-    speculative, 16- and 8-row read-copy items ("mma": Mamba-2 standard steps on the tensor-core read-copy
-    readout, "16" on the CUDA-core one), a padding row, flushes (the flushing rows go to the grouped flush-only
+    speculative, 16- and 8-row read-copy items ("mma": standard steps of both families on the tensor-core read-copy
+    readouts, "16" on the CUDA-core ones), a padding row, flushes (the flushing rows go to the grouped flush-only
     dual-precision kernel); outputs checked against the float64 reference as in the tests above."""
     monkeypatch.setenv("RSSM_DP_DECODE_PATH", "split")
     monkeypatch.setenv("RSSM_MAMBA2_READ_ROWS" if family == "mamba2" else "RSSM_GDN_READ_ROWS",
                        "16" if rows == "mma" else rows)
     monkeypatch.setenv("RSSM_MAMBA2_READ_MMA", "1" if rows == "mma" else "0")
+    monkeypatch.setenv("RSSM_GDN_READ_MMA", "1" if rows == "mma" else "0")
     for read_fmt in ("fp16", "fp8_e4m3", "nvfp4"):
         for mode, T in ((0, 1), (1, 3)):
             if family == "mamba2":

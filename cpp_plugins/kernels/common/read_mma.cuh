@@ -127,16 +127,20 @@ __device__ __forceinline__ int setChunk(int i, int t) {
     return FMT == kFp16 ? 32 * i + 8 * t : FMT == kFp8 ? 64 * (i >> 1) + 16 * t + 8 * (i & 1) : 32 * t + 8 * i;
 }
 
-// B fragments of one 128-element vector (16-bit activation bits at `vec`, bf16 or fp16) and the inverse of the
-// power of two it was scaled by. Lane (g, t) supplies B column g: lanes g = 2t the vector at their thread set's
-// elements in the tile's k order, other lanes zero. All lanes of the warp call it (a warp max).
-template <int FMT>
+// B fragments of NV (1 or 2) 128-element vectors (16-bit activation bits, bf16 or fp16) and the inverses of the
+// powers of two they were scaled by. Lane (g, t) supplies B column g: with one vector, lanes g = 2t carry it at thread
+// set t's elements in the tile's k order (odd columns zero); with two, lanes g = 2t carry vector 0 and g = 2t + 1
+// vector 1, so a lane's accumulators c0 / c1 (c2 / c3) are its partial dots with vectors 0 / 1 for row 2g (2g + 1).
+// Other lanes zero. All lanes of the warp call it (warp maxima).
+template <int FMT, int NV = 1>
 struct VectorFragments {
     uint32_t b[8][2];
-    float inv;  // 1 / scale
+    float inv[NV];  // 1 / scale of each vector
 
-    __device__ __forceinline__ void build(const uint16_t* vec, bool bf16, int lane) {
+    __device__ __forceinline__ void build(const uint16_t* vec0, const uint16_t* vec1, bool bf16, int lane) {
         const int t = lane & 3, g = lane >> 2;
+        const int which = NV == 2 ? (g & 1) : 0;
+        const uint16_t* vec = which ? vec1 : vec0;
         uint4 raw[4];  // chunk i of the lane's thread set: natural elements 8i .. 8i + 7
 #pragma unroll
         for (int i = 0; i < 4; ++i) raw[i] = *reinterpret_cast<const uint4*>(vec + setChunk<FMT>(i, t));
@@ -148,14 +152,19 @@ struct VectorFragments {
         uint32_t m = 0u;
 #pragma unroll
         for (int li = 0; li < 32; ++li) m = max(m, __float_as_uint(val(li)) & 0x7FFFFFFFu);
-        m = __reduce_max_sync(0xFFFFFFFFu, m);
-        // scale 2^(14 - e(max)), clamped so the scale and its inverse are normal floats; a non-finite element makes
-        // every term NaN (the outputs are NaN, as the reference's would be)
-        int field = 268 - (int)(m >> 23);
-        field = field < 2 ? 2 : field > 252 ? 252 : field;
-        const float s = m >= 0x7F800000u ? __uint_as_float(0x7FC00000u) : __uint_as_float((uint32_t)field << 23);
-        inv = __uint_as_float((uint32_t)(254 - field) << 23);
-        const bool active = g == 2 * t;
+        // scale 2^(14 - e(max)) per vector, clamped so the scale and its inverse are normal floats; a non-finite
+        // element makes every term of its vector NaN (the outputs are NaN, as the reference's would be)
+        float s = 1.f;
+#pragma unroll
+        for (int v = 0; v < NV; ++v) {
+            const uint32_t mv = __reduce_max_sync(0xFFFFFFFFu, which == v ? m : 0u);
+            int field = 268 - (int)(mv >> 23);
+            field = field < 2 ? 2 : field > 252 ? 252 : field;
+            const float sv = mv >= 0x7F800000u ? __uint_as_float(0x7FC00000u) : __uint_as_float((uint32_t)field << 23);
+            inv[v] = __uint_as_float((uint32_t)(254 - field) << 23);
+            if (which == v) s = sv;
+        }
+        const bool active = NV == 2 ? ((g >> 1) == t) : (g == 2 * t);
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
             // block j's k pairs: fp16 / fp8 natural elements (4j, 4j + 1), (4j + 2, 4j + 3); nvfp4 (block 2w + h)
@@ -163,7 +172,7 @@ struct VectorFragments {
             const int e00 = FMT == kNvfp4 ? 8 * (j >> 1) + 4 * (j & 1) : 4 * j;
             const int e01 = FMT == kNvfp4 ? e00 + 2 : e00 + 1;
             const int e10 = FMT == kNvfp4 ? e00 + 1 : e00 + 2;
-            const int e11 = FMT == kNvfp4 ? e00 + 3 : e00 + 3;
+            const int e11 = e00 + 3;
             const __half2 h0 = __floats2half2_rn(val(e00) * s, val(e01) * s);
             const __half2 h1 = __floats2half2_rn(val(e10) * s, val(e11) * s);
             b[j][0] = active ? *reinterpret_cast<const uint32_t*>(&h0) : 0u;

@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "common/pdl.h"
+#include "common/read_mma.cuh"
 #include "gdn/gdn_split_kernels.cuh"
 
 namespace rssm {
@@ -141,6 +142,43 @@ cudaError_t launchVerifyMma(const GdnReplayParams& p, int smCount, cudaStream_t 
     return e != cudaSuccess ? e : cudaGetLastError();
 }
 
+// Standard steps on fp16 / fp8 / nvfp4 read copies (skip_flush_rows, K = 128, head_v % 16 == 0, window <= 32): the
+// read-copy readout on tensor cores (gdn_read_mma_kernel.cuh) where its alignments hold (16-byte rows, ring_u, k, q,
+// v and scale tensors; o in 4-byte pairs) on sm_80+. RSSM_GDN_READ_MMA=0 (read per launch, A/B timing) keeps the
+// CUDA-core read-copy readout.
+bool useReadCopyMma(const GdnReplayParams& p, const stream::ReadCopyScales& rc) {
+    const char* e = getenv("RSSM_GDN_READ_MMA");
+    if (e && strcmp(e, "0") == 0) return false;
+    if (p.mode != GDN_REPLAY_STANDARD || p.num_tokens != 1 || !p.skip_flush_rows || p.head_k != 128 ||
+        p.head_v % 16 != 0 || p.window > kSplitMaxRecords)
+        return false;
+    const int unit = p.state_dtype == RSSM_DTYPE_FP16 ? 2 : 1;
+    auto a16 = [](const void* ptr) { return ((uintptr_t)ptr % 16) == 0; };
+    const bool aligned =
+        a16(p.state) && (p.state_stride_v * unit) % 16 == 0 && (p.state_stride_head * unit) % 16 == 0 &&
+        (p.state_stride_slot * unit) % 16 == 0 && (p.state_dtype == RSSM_DTYPE_FP16 || a16(rc.scale)) &&
+        a16(p.ring_u) && p.ring_u_stride_slot % 8 == 0 && p.ring_u_stride_rec % 8 == 0 && p.ring_u_stride_head % 8 == 0 &&
+        a16(p.k) && p.k_stride_b % 8 == 0 && p.k_stride_h % 8 == 0 && a16(p.q) && p.q_stride_b % 8 == 0 &&
+        p.q_stride_h % 8 == 0 && a16(p.v) && p.v_stride_b % 8 == 0 && p.v_stride_h % 8 == 0 &&
+        ((uintptr_t)p.o % 4) == 0 && p.o_stride_b % 2 == 0 && p.o_stride_h % 2 == 0 && a16(p.workspace);
+    const bool sizes = (long long)p.batch * p.num_v_heads * (p.head_v / 16) < (1LL << 31);
+    return aligned && sizes && readmma::deviceSmVersion() >= 80;
+}
+cudaError_t launchReadCopyMma(const GdnReplayParams& p, int smCount, cudaStream_t s, const stream::ReadCopyScales& rc) {
+    size_t smem = 0;
+    const void* kernel = readCopyMmaKernel(p.state_dtype, p.window, &smem);
+    if (!kernel) return cudaErrorInvalidValue;
+    cudaError_t e = smem <= 48 * 1024 ? cudaSuccess
+                                      : cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e != cudaSuccess) return e;
+    const int threads = readCopyMmaThreads();
+    const long long tiles = (long long)p.batch * p.num_v_heads * (p.head_v / 16);
+    const int grid = persistentGrid(kernel, threads, smem, tiles, smCount);  // one warp per tile at most
+    void* args[] = {const_cast<GdnReplayParams*>(&p), const_cast<stream::ReadCopyScales*>(&rc)};
+    e = launchMaybeDependent(kernel, dim3(grid), dim3(threads), smem, s, args, pdlEnabled());
+    return e != cudaSuccess ? e : cudaGetLastError();
+}
+
 template <typename ST, int K, int MAXT>
 cudaError_t launchSplitKT(const GdnReplayParams& p, int smCount, cudaStream_t s, const stream::ReadCopyScales& rc) {
     auto* prep = gdnSplitPrepKernel<K, MAXT>;
@@ -156,6 +194,9 @@ cudaError_t launchSplitKT(const GdnReplayParams& p, int smCount, cudaStream_t s,
     prep<<<(unsigned)((pairs + warps - 1) / warps), warps * 32, prepSmem, s>>>(p, mma ? 1 : 0);
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
     if constexpr (K == 128 && !std::is_same<ST, float>::value) {
+        if constexpr (MAXT == 1 && (std::is_same<ST, __half>::value || stream::RawQuad<ST>::kScaled)) {
+            if (useReadCopy<ST>(p) && useReadCopyMma(p, rc)) return launchReadCopyMma(p, smCount, s, rc);
+        }
         if (useReadCopy<ST>(p)) {
             // 16-bit rows with one token fit 96 registers (128 x 5); fp8 / nvfp4 rows (their scale words) and
             // more tokens take 128 (256 x 2) without spills

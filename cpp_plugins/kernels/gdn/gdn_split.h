@@ -29,5 +29,10 @@ int replaySplitReadCopy(const GdnReplayParams& q, const stream::ReadCopyScales& 
 const void* verifyMmaKernel(int stateDtype, int numTokens);
 size_t verifyMmaSmemBytes(int stateDtype);
 int verifyMmaThreads();
+// The read-copy readout on tensor cores (gdn_read_mma.cu; standard steps, skip_flush_rows, K = 128): its kernel for
+// an fp16 / fp8_e4m3 / nvfp4 read copy (NULL otherwise) and window (<= 32), *smem its dynamic shared memory per CTA;
+// its CTA size.
+const void* readCopyMmaKernel(int stateDtype, int window, size_t* smem);
+int readCopyMmaThreads();
 }  // namespace gdn
 }  // namespace rssm

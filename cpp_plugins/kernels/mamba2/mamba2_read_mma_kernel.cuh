@@ -234,9 +234,9 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
         uint16_t* yp = static_cast<uint16_t*>(p.y) + (int64_t)b * p.stride_y_b + (int64_t)head * p.stride_y_h + r2;
         if (info.w & kReadMmaNormal) {
             if (info.z != vfKey) {  // warp-uniform
-                vf.build(static_cast<const uint16_t*>(p.Cm) + (int64_t)b * p.stride_C_b +
-                             (int64_t)(head / hpg) * p.stride_C_g,
-                         actBf16, lane);
+                const uint16_t* cv = static_cast<const uint16_t*>(p.Cm) + (int64_t)b * p.stride_C_b +
+                                     (int64_t)(head / hpg) * p.stride_C_g;
+                vf.build(cv, cv, actBf16, lane);
                 vfKey = info.z;
             }
             TileFragments<FMT> tf;
@@ -265,7 +265,7 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
                 pg = acc[0] * (RQ::factor(s0 & 0xFFu, gs) * k) + acc2[0] * (RQ::factor(s0 >> 8, gs) * k);
                 pg1 = acc[2] * (RQ::factor(s1 & 0xFFu, gs) * k) + acc2[2] * (RQ::factor(s1 >> 8, gs) * k);
             }
-            const float gm = *reinterpret_cast<const float*>(sl + Slot::kHead) * vf.inv;
+            const float gm = *reinterpret_cast<const float*>(sl + Slot::kHead) * vf.inv[0];
             pg *= gm;
             pg1 *= gm;
 #pragma unroll

@@ -1,0 +1,322 @@
+// GDN read-copy readout on tensor cores (dual-precision decode, standard mode, non-flush rows): the second kernel
+// of a split step (after gdnSplitPrepKernel, which writes the head records, appends the step's key, gate, raw beta
+// and v, and marks flushing rows kSplitSkipRow) for a read-only read copy in fp16, fp8-e4m3 or nvfp4 with K = 128.
+// Per value row v of value head hv, row b (the same function as gdnSplitReadCopyKernel, one token):
+//   X = gk (S[v, :] . k) + sum_{j < h} ck_j u_j[v],   Y = gq (S[v, :] . q) + sum_{j < h} cq_j u_j[v],
+//   u = beta (v_in[v] - X)  (appended to ring_u at record o + h),   o[v] = Y + cq_h u.
+// The row dots with k and q on tensor cores (common/read_mma.cuh, two vectors: B columns 2t = k, 2t + 1 = q of
+// thread set t), the ring terms on CUDA cores in the mma's layout (records t + 4m). Tiles of 16 rows of one
+// (row b, value head) in contiguous ranges per warp, every input of a tile staged by cp.async into per-warp
+// shared-memory slots (the Mamba-2 read-copy readout's scheme, mamba2/mamba2_read_mma_kernel.cuh); k / q fragments
+// rebuilt when the (row, key head) changes. Padding rows, invalid cursors and skipped (flushing) rows: nothing
+// written (as the CUDA-core readout). Pure CUDA.
+#pragma once
+#include "common/cp_async.cuh"
+#include "common/pdl.h"
+#include "common/read_mma.cuh"
+#include "common/read_rows.cuh"
+#include "gdn/gdn_split_kernels.cuh"
+
+namespace rssm {
+namespace gdn {
+
+constexpr int kReadMmaThreads = 128;
+
+// One staged tile (per-warp shared memory; 16-byte aligned parts). MAXM: ring records per lane (h <= 4 MAXM).
+template <int FMT, int MAXM>
+struct ReadMmaSlotGdn {
+    static constexpr int kRows = 0;                           // 16 rows (readmma::stagedChunkOffset)
+    static constexpr int kU = 16 * readmma::rowBytes<FMT>();  // [4 MAXM records][16 rows] u bits
+    static constexpr int kCk = kU + 4 * MAXM * 32;            // [4 MAXM] fp32 (zero from h on)
+    static constexpr int kCq = kCk + 4 * MAXM * 4;            // [4 MAXM] fp32 (zero from h on)
+    static constexpr int kScale = kCq + 4 * MAXM * 4;         // fp8: [16] fp32; nvfp4: [16][8] e4m3
+    static constexpr int kV = kScale + 128;                   // [16] activation bits
+    static constexpr int kHead = kV + 32;                     // gk, gq, beta, cq_h, (nvfp4) state scale
+    static constexpr int kInfo = kHead + 32;                  // b, hv, key, row block | flags
+    static constexpr int kBytes = kInfo + 16;
+};
+
+template <int FMT, int MAXM, int STAGES>
+__host__ __device__ constexpr size_t readMmaSmemBytesGdn() {
+    return (size_t)(kReadMmaThreads / 32) * STAGES * ReadMmaSlotGdn<FMT, MAXM>::kBytes;
+}
+
+template <int FMT, int MAXM, int STAGES, int MINB>
+__global__ void __launch_bounds__(kReadMmaThreads, MINB)
+    gdnReadCopyMmaKernel(const GdnReplayParams p, const stream::ReadCopyScales rc) {
+    using namespace readmma;
+    using Slot = ReadMmaSlotGdn<FMT, MAXM>;
+    constexpr int kNormal = 1 << 16;
+    extern __shared__ __align__(16) uint8_t smemRaw[];
+    const int HV = p.num_v_heads, V = p.head_v, C = p.ring_capacity;
+    const int group = HV / p.num_heads;
+    const int nt = V / 16;
+    const int lane = threadIdx.x & 31, t = lane & 3, g = lane >> 2;
+    uint8_t* wsm = smemRaw + (threadIdx.x >> 5) * STAGES * Slot::kBytes;
+    const long long tiles = (long long)p.batch * HV * nt;
+    const long long nw = (long long)gridDim.x * (kReadMmaThreads / 32);
+    const long long w = (long long)blockIdx.x * (kReadMmaThreads / 32) + (threadIdx.x >> 5);
+    const int tEnd = (int)(tiles * (w + 1) / nw);  // tiles < 2^31 (launcher)
+    int tile = (int)(tiles * w / nw);
+    if (tile >= tEnd) {
+        pdlWaitPrimary();
+        return;
+    }
+    const int RW = splitRecordWordsGdn(p.window, 1), RM = p.window + 1;
+    const float* ws = static_cast<const float*>(p.workspace);
+    const bool bf16 = p.act_dtype == RSSM_DTYPE_BF16, ubf16 = p.u_dtype == RSSM_DTYPE_BF16;
+    const int64_t unit = FMT == kFp16 ? 2 : 1;  // bytes per stride unit
+    const int64_t rowStride = p.state_stride_v * unit;
+    const uint8_t* state = static_cast<const uint8_t*>(p.state);
+    const uint16_t* ringU = static_cast<const uint16_t*>(p.ring_u);
+
+    struct Head {
+        int bh, b, hv, key, slot, nf, o, h;
+    };
+    auto slotOf = [&](int bh) {
+        const int b = bh / HV;
+        const int s = p.state_batch_indices ? p.state_batch_indices[b] : b;
+        return (s < 0 || s >= p.num_slots) ? -1 : s;
+    };
+    auto metaOf = [&](int bh) { return *reinterpret_cast<const int4*>(ws + (size_t)bh * RW + 8); };
+    auto headOf = [&](int bh, int slot, int4 meta) {
+        Head hd;
+        hd.bh = bh;
+        hd.b = bh / HV;
+        hd.hv = bh - hd.b * HV;
+        hd.key = hd.b * p.num_heads + hd.hv / group;
+        hd.slot = slot;
+        hd.nf = slot < 0 ? kSplitSkipRow : meta.y;
+        hd.o = meta.z;
+        hd.h = meta.w;
+        return hd;
+    };
+    // Per-lane copy plan: row chunk (lane % CPR) of rows lane / CPR + (32 / CPR) i; ring record lane / 2 (+ 16),
+    // half lane & 1; coefficients ck / cq of record `lane`; lanes 0-4 the head scalars; 8-15 the tile's scales;
+    // 16-17 v.
+    constexpr int CPR = rowBytes<FMT>() / 16;
+    constexpr int XR = (4 * MAXM * 2 + 31) / 32;
+    const int rowL = lane / CPR, chL = lane % CPR;
+    const int scaleLanes = FMT == kFp8 ? 4 : FMT == kNvfp4 ? 8 : 0;
+    struct Plan {
+        const uint8_t* rows;
+        const uint8_t* u[XR];  // null: record past h
+        const float* coef;     // ck of record `lane` (cq at + RM); null: past h
+        const float* scalar;   // lanes 0-4: gk, gq, beta, cq_h, state scale
+        const uint8_t* scale;  // lanes 8 ..: the tile's scale chunk at tile row 0
+        const uint8_t* v;      // lanes 16-17: v at tile row 0
+        int64_t uOut;          // ring_u element offset of record o + h (rows at + r)
+    };
+    auto planOf = [&](const Head& hd) {
+        Plan pl;
+        pl.rows = state + ((int64_t)hd.slot * p.state_stride_slot + (int64_t)hd.hv * p.state_stride_head) * unit +
+                  rowL * rowStride + 16 * chL;
+        const int64_t ruBase = (int64_t)hd.slot * p.ring_u_stride_slot + (int64_t)hd.hv * p.ring_u_stride_head;
+#pragma unroll
+        for (int i = 0; i < XR; ++i) {
+            const int jr = (lane >> 1) + 16 * i;
+            int rr = hd.o + jr;
+            rr = rr >= C ? rr - C : rr;
+            pl.u[i] = jr < hd.h ? reinterpret_cast<const uint8_t*>(ringU + ruBase + (int64_t)rr * p.ring_u_stride_rec +
+                                                                   8 * (lane & 1))
+                                : nullptr;
+        }
+        {
+            int rr = hd.o + hd.h;
+            rr = rr >= C ? rr - C : rr;
+            pl.uOut = ruBase + (int64_t)rr * p.ring_u_stride_rec;
+        }
+        const float* rec = ws + (size_t)hd.bh * RW;
+        pl.coef = lane < hd.h && lane < 4 * MAXM ? rec + kSplitCoef + lane : nullptr;
+        pl.scalar = lane == 0 ? rec : lane == 1 ? rec + 16 : lane == 2 ? rec + 24 : lane == 3 ? rec + kSplitCoef + RM + hd.h
+                  : (FMT == kNvfp4 && lane == 4) ? rc.gscale + (int64_t)hd.slot * rc.nheads + hd.hv : nullptr;
+        const int64_t srow = ((int64_t)hd.slot * rc.nheads + hd.hv) * V;
+        pl.scale = (lane >= 8 && lane < 8 + scaleLanes)
+                       ? static_cast<const uint8_t*>(rc.scale) + srow * (FMT == kFp8 ? 4 : 8) + 16 * (lane - 8)
+                       : nullptr;
+        pl.v = (lane == 16 || lane == 17)
+                   ? reinterpret_cast<const uint8_t*>(static_cast<const uint16_t*>(p.v) + (int64_t)hd.b * p.v_stride_b +
+                                                      (int64_t)hd.hv * p.v_stride_h + 8 * (lane - 16))
+                   : nullptr;
+        return pl;
+    };
+    const int64_t scaleRowBytes = FMT == kFp8 ? 4 : 8;
+    auto issue = [&](uint8_t* sl, const Head& hd, const Plan& pl, int tr) {
+        const bool normal = hd.slot >= 0 && hd.nf >= 0;
+        if (lane == 0) *reinterpret_cast<int4*>(sl + Slot::kInfo) = make_int4(hd.b, hd.hv, hd.key, tr | (normal ? kNormal : 0));
+        if (normal) {
+            const int r0 = tr * 16;
+            const uint8_t* src = pl.rows + r0 * rowStride;
+#pragma unroll
+            for (int i = 0; i < CPR / 2; ++i)
+                async::copy16(sl + Slot::kRows + stagedChunkOffset<FMT>(rowL + (32 / CPR) * i, chL),
+                              src + (32 / CPR) * i * rowStride);
+#pragma unroll
+            for (int i = 0; i < XR; ++i) {
+                if ((lane >> 1) + 16 * i < 4 * MAXM) {
+                    const uint8_t* us = pl.u[i];
+                    async::copy16Prefix(sl + Slot::kU + 32 * (lane >> 1) + 512 * i + 16 * (lane & 1),
+                                        us ? us + 2 * r0 : pl.rows, us ? 16u : 0u);
+                }
+            }
+            if (lane < 4 * MAXM) {
+                if (pl.coef) {
+                    async::copy4(sl + Slot::kCk + 4 * lane, pl.coef);
+                    async::copy4(sl + Slot::kCq + 4 * lane, pl.coef + RM);
+                } else {
+                    *reinterpret_cast<float*>(sl + Slot::kCk + 4 * lane) = 0.f;
+                    *reinterpret_cast<float*>(sl + Slot::kCq + 4 * lane) = 0.f;
+                }
+            }
+            if (pl.scalar) async::copy4(sl + Slot::kHead + 4 * lane, pl.scalar);
+            if (pl.scale) async::copy16(sl + Slot::kScale + 16 * (lane - 8), pl.scale + scaleRowBytes * r0);
+            if (pl.v) async::copy16(sl + Slot::kV + 16 * (lane - 16), pl.v + 2 * r0);
+        }
+        async::commit();
+    };
+
+    int bhS = tile / nt, trS = tile - bhS * nt;
+    int tileS = tile;
+    Head hs;
+    {
+        const int s0 = slotOf(bhS);
+        pdlWaitPrimary();  // the head records and the ring's new records are the prep kernel's output
+        hs = headOf(bhS, s0, metaOf(bhS));
+    }
+    Plan ps = planOf(hs);
+    const int lastBh = (tEnd - 1) / nt;
+    int nSlot = -1;
+    int4 nMeta = make_int4(0, kSplitSkipRow, 0, 0);
+    if (bhS < lastBh) {
+        nSlot = slotOf(bhS + 1);
+        nMeta = metaOf(bhS + 1);
+    }
+    auto issueNext = [&](uint8_t* sl) {
+        if (tileS + 1 >= tEnd) {
+            async::commit();
+            return;
+        }
+        ++tileS;
+        if (++trS == nt) {
+            trS = 0;
+            ++bhS;
+            hs = headOf(bhS, nSlot, nMeta);
+            ps = planOf(hs);
+            if (bhS < lastBh) {
+                nSlot = slotOf(bhS + 1);
+                nMeta = metaOf(bhS + 1);
+            }
+        }
+        issue(sl, hs, ps, trS);
+    };
+    // ring_u output offset (record o + h of the tile's head) per slot: registers, static slot indices through the
+    // unrolled loop below
+    int64_t uOutSlot[STAGES];
+    uOutSlot[0] = ps.uOut;
+    issue(wsm, hs, ps, trS);
+#pragma unroll
+    for (int d = 1; d + 1 < STAGES; ++d) {
+        issueNext(wsm + d * Slot::kBytes);
+        uOutSlot[d] = ps.uOut;
+    }
+
+    VectorFragments<FMT, 2> vf;
+    int vfKey = -1;  // b * H + key head of vf
+    auto body = [&](int k, int cs, int ns) -> bool {  // k: tile count so far; cs / ns: computed / refilled slot
+        issueNext(wsm + ns * Slot::kBytes);
+        uOutSlot[ns] = ps.uOut;
+        async::waitGroup<STAGES - 1>();
+        __syncwarp();
+        const uint8_t* sl = wsm + cs * Slot::kBytes;
+        const int4 info = *reinterpret_cast<const int4*>(sl + Slot::kInfo);
+        if (info.w & kNormal) {
+            const int b = info.x, hv = info.y, r2 = (info.w & 0xFFFF) * 16 + 2 * g;
+            if (info.z != vfKey) {  // warp-uniform
+                const int hk = hv / group;
+                vf.build(static_cast<const uint16_t*>(p.k) + (int64_t)b * p.k_stride_b + (int64_t)hk * p.k_stride_h,
+                         static_cast<const uint16_t*>(p.q) + (int64_t)b * p.q_stride_b + (int64_t)hk * p.q_stride_h, bf16,
+                         lane);
+                vfKey = info.z;
+            }
+            TileFragments<FMT> tf;
+            tf.load(sl + Slot::kRows, g, t);
+            float acc[4] = {0.f, 0.f, 0.f, 0.f}, acc2[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+            for (int j = 0; j < 8; ++j) {
+                if (FMT == kNvfp4 && j >= 4) foldmma::mma16(acc2, tf.a[j], vf.b[j][0], vf.b[j][1], false);
+                else foldmma::mma16(acc, tf.a[j], vf.b[j][0], vf.b[j][1], false);
+            }
+            // acc: [row 2g k, row 2g q, row 2g + 1 k, row 2g + 1 q] partial dots of this lane's columns
+            float dk0, dq0, dk1, dq1;
+            if constexpr (FMT == kFp16) {
+                dk0 = acc[0], dq0 = acc[1], dk1 = acc[2], dq1 = acc[3];
+            } else if constexpr (FMT == kFp8) {
+                const float2 sc = *reinterpret_cast<const float2*>(sl + Slot::kScale + 8 * g);
+                dk0 = acc[0] * sc.x, dq0 = acc[1] * sc.x, dk1 = acc[2] * sc.y, dq1 = acc[3] * sc.y;
+            } else {
+                using RQ = stream::RowQuad<stream::Nvfp4Rows>;
+                const float gs = *reinterpret_cast<const float*>(sl + Slot::kHead + 16);
+                const uint32_t s0 = *reinterpret_cast<const uint16_t*>(sl + Slot::kScale + 16 * g + 2 * t);
+                const uint32_t s1 = *reinterpret_cast<const uint16_t*>(sl + Slot::kScale + 16 * g + 8 + 2 * t);
+                const float kf = 1.f / 256.f;
+                const float f00 = RQ::factor(s0 & 0xFFu, gs) * kf, f01 = RQ::factor(s0 >> 8, gs) * kf;
+                const float f10 = RQ::factor(s1 & 0xFFu, gs) * kf, f11 = RQ::factor(s1 >> 8, gs) * kf;
+                dk0 = acc[0] * f00 + acc2[0] * f01;
+                dq0 = acc[1] * f00 + acc2[1] * f01;
+                dk1 = acc[2] * f10 + acc2[2] * f11;
+                dq1 = acc[3] * f10 + acc2[3] * f11;
+            }
+            const float4 hsc = *reinterpret_cast<const float4*>(sl + Slot::kHead);  // gk, gq, beta, cq_h
+            const float gk = hsc.x * vf.inv[0], gq = hsc.y * vf.inv[1];
+            float X0 = gk * dk0, X1 = gk * dk1, Y0 = gq * dq0, Y1 = gq * dq1;
+#pragma unroll
+            for (int m = 0; m < MAXM; ++m) {
+                const int j = t + 4 * m;
+                const float ck = *reinterpret_cast<const float*>(sl + Slot::kCk + 4 * j);
+                const float cq = *reinterpret_cast<const float*>(sl + Slot::kCq + 4 * j);
+                const uint32_t u = *reinterpret_cast<const uint32_t*>(sl + Slot::kU + 32 * j + 4 * g);
+                const float u0 = u16ToF((uint16_t)(u & 0xFFFFu), ubf16), u1 = u16ToF((uint16_t)(u >> 16), ubf16);
+                X0 = fmaf(ck, u0, X0);
+                X1 = fmaf(ck, u1, X1);
+                Y0 = fmaf(cq, u0, Y0);
+                Y1 = fmaf(cq, u1, Y1);
+            }
+#pragma unroll
+            for (int d = 1; d <= 2; d <<= 1) {
+                X0 += __shfl_xor_sync(0xFFFFFFFFu, X0, d);
+                X1 += __shfl_xor_sync(0xFFFFFFFFu, X1, d);
+                Y0 += __shfl_xor_sync(0xFFFFFFFFu, Y0, d);
+                Y1 += __shfl_xor_sync(0xFFFFFFFFu, Y1, d);
+            }
+            if (t == 0) {
+                const uint32_t vb = *reinterpret_cast<const uint32_t*>(sl + Slot::kV + 4 * g);
+                const float u0 = hsc.z * (u16ToF((uint16_t)(vb & 0xFFFFu), bf16) - X0);
+                const float u1 = hsc.z * (u16ToF((uint16_t)(vb >> 16), bf16) - X1);
+                const float o0 = fmaf(hsc.w, u0, Y0), o1 = fmaf(hsc.w, u1, Y1);
+                auto bits = [](float x, bool isBf16) {
+                    return (uint32_t)(isBf16 ? __bfloat16_as_ushort(__float2bfloat16_rn(x))
+                                             : __half_as_ushort(__float2half_rn(x)));
+                };
+                *reinterpret_cast<uint32_t*>(static_cast<uint16_t*>(p.o) + (int64_t)b * p.o_stride_b +
+                                             (int64_t)hv * p.o_stride_h + r2) = bits(o0, bf16) | (bits(o1, bf16) << 16);
+                *reinterpret_cast<uint32_t*>(static_cast<uint16_t*>(p.ring_u) + uOutSlot[cs] + r2) =
+                    bits(u0, ubf16) | (bits(u1, ubf16) << 16);
+            }
+        }
+        __syncwarp();  // every lane is done with this slot before it is refilled
+        (void)k;
+        return ++tile < tEnd;
+    };
+    static_assert(STAGES == 2 || STAGES == 3, "slots per warp");
+    if constexpr (STAGES == 2) {
+        for (int k = 0;; k += 2)
+            if (!body(k, 0, 1) || !body(k + 1, 1, 0)) break;
+    } else {
+        for (int k = 0;; k += 3)
+            if (!body(k, 0, 2) || !body(k + 1, 1, 0) || !body(k + 2, 2, 1)) break;
+    }
+    async::waitAll();
+}
+
+}  // namespace gdn
+}  // namespace rssm
