@@ -207,9 +207,9 @@ def _family_cases(family, args, torch, time_graph):
                 nb = step_bytes(family, sh, B, rf, h_mid)
                 rows.append({"family": family, "case": "non-flush step", "read": rf, "recurrence": "any",
                              "us": t_nf, "bytes": nb, "GB/s": nb / t_nf / 1e3})
-                if family == "mamba2" and rf in ("fp16", "fp8_e4m3", "nvfp4"):
+                if rf in ("fp16", "fp8_e4m3", "nvfp4"):
                     # the default read-copy readout (tensor cores) against the CUDA-core one, in the same run
-                    with env_setting("RSSM_MAMBA2_READ_MMA", "0"):
+                    with env_setting("RSSM_MAMBA2_READ_MMA" if family == "mamba2" else "RSSM_GDN_READ_MMA", "0"):
                         t_cc = time_graph([dec(c)], reps=args.reps)["median_us"]
                     res[("nonflush_cudacore", rf)] = t_cc
                     rows.append({"family": family, "case": "non-flush step, CUDA-core read-copy readout", "read": rf,
