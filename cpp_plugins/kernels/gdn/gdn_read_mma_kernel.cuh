@@ -14,6 +14,7 @@
 #include "common/cp_async.cuh"
 #include "common/pdl.h"
 #include "common/read_mma.cuh"
+#include "common/read_mma_walk.cuh"
 #include "common/read_rows.cuh"
 #include "gdn/gdn_split_kernels.cuh"
 
@@ -53,11 +54,9 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
     const int nt = V / 16;
     const int lane = threadIdx.x & 31, t = lane & 3, g = lane >> 2;
     uint8_t* wsm = smemRaw + (threadIdx.x >> 5) * STAGES * Slot::kBytes;
-    const long long tiles = (long long)p.batch * HV * nt;
-    const long long nw = (long long)gridDim.x * (kReadMmaThreads / 32);
-    const long long w = (long long)blockIdx.x * (kReadMmaThreads / 32) + (threadIdx.x >> 5);
-    const int tEnd = (int)(tiles * (w + 1) / nw);  // tiles < 2^31 (launcher)
-    int tile = (int)(tiles * w / nw);
+    const WarpTiles wt = warpTiles<kReadMmaThreads>((long long)p.batch * HV * nt);  // tiles < 2^31 (launcher)
+    const int tEnd = wt.tEnd;
+    int tile = wt.tile;
     if (tile >= tEnd) {
         pdlWaitPrimary();
         return;
@@ -175,56 +174,23 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
         async::commit();
     };
 
-    int bhS = tile / nt, trS = tile - bhS * nt;
-    int tileS = tile;
-    Head hs;
-    {
-        const int s0 = slotOf(bhS);
-        pdlWaitPrimary();  // the head records and the ring's new records are the prep kernel's output
-        hs = headOf(bhS, s0, metaOf(bhS));
-    }
-    Plan ps = planOf(hs);
-    const int lastBh = (tEnd - 1) / nt;
-    int nSlot = -1;
-    int4 nMeta = make_int4(0, kSplitSkipRow, 0, 0);
-    if (bhS < lastBh) {
-        nSlot = slotOf(bhS + 1);
-        nMeta = metaOf(bhS + 1);
-    }
-    auto issueNext = [&](uint8_t* sl) {
-        if (tileS + 1 >= tEnd) {
-            async::commit();
-            return;
-        }
-        ++tileS;
-        if (++trS == nt) {
-            trS = 0;
-            ++bhS;
-            hs = headOf(bhS, nSlot, nMeta);
-            ps = planOf(hs);
-            if (bhS < lastBh) {
-                nSlot = slotOf(bhS + 1);
-                nMeta = metaOf(bhS + 1);
-            }
-        }
-        issue(sl, hs, ps, trS);
-    };
-    // ring_u output offset (record o + h of the tile's head) per slot: registers, static slot indices through the
-    // unrolled loop below
+    // Stage cursor (common/read_mma_walk.cuh); the ring_u output offset (record o + h of the tile's head) travels
+    // with each slot: registers, static slot indices through the unrolled loop below
+    auto cursor = makeStageCursor<Head, Plan>(tile, tEnd, nt, kSplitSkipRow, slotOf, metaOf, headOf, planOf, issue);
     int64_t uOutSlot[STAGES];
-    uOutSlot[0] = ps.uOut;
-    issue(wsm, hs, ps, trS);
+    uOutSlot[0] = cursor.pl.uOut;
+    cursor.first(wsm);
 #pragma unroll
     for (int d = 1; d + 1 < STAGES; ++d) {
-        issueNext(wsm + d * Slot::kBytes);
-        uOutSlot[d] = ps.uOut;
+        cursor.next(wsm + d * Slot::kBytes);
+        uOutSlot[d] = cursor.pl.uOut;
     }
 
     VectorFragments<FMT, 2> vf;
     int vfKey = -1;  // b * H + key head of vf
     auto body = [&](int k, int cs, int ns) -> bool {  // k: tile count so far; cs / ns: computed / refilled slot
-        issueNext(wsm + ns * Slot::kBytes);
-        uOutSlot[ns] = ps.uOut;
+        cursor.next(wsm + ns * Slot::kBytes);
+        uOutSlot[ns] = cursor.pl.uOut;
         async::waitGroup<STAGES - 1>();
         __syncwarp();
         const uint8_t* sl = wsm + cs * Slot::kBytes;
@@ -238,14 +204,8 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
                          lane);
                 vfKey = info.z;
             }
-            TileFragments<FMT> tf;
-            tf.load(sl + Slot::kRows, g, t);
             float acc[4] = {0.f, 0.f, 0.f, 0.f}, acc2[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-            for (int j = 0; j < 8; ++j) {
-                if (FMT == kNvfp4 && j >= 4) foldmma::mma16(acc2, tf.a[j], vf.b[j][0], vf.b[j][1], false);
-                else foldmma::mma16(acc, tf.a[j], vf.b[j][0], vf.b[j][1], false);
-            }
+            tileMma(acc, acc2, sl + Slot::kRows, vf, g, t);
             // acc: [row 2g k, row 2g q, row 2g + 1 k, row 2g + 1 q] partial dots of this lane's columns
             float dk0, dq0, dk1, dq1;
             if constexpr (FMT == kFp16) {
@@ -254,17 +214,12 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
                 const float2 sc = *reinterpret_cast<const float2*>(sl + Slot::kScale + 8 * g);
                 dk0 = acc[0] * sc.x, dq0 = acc[1] * sc.x, dk1 = acc[2] * sc.y, dq1 = acc[3] * sc.y;
             } else {
-                using RQ = stream::RowQuad<stream::Nvfp4Rows>;
-                const float gs = *reinterpret_cast<const float*>(sl + Slot::kHead + 16);
-                const uint32_t s0 = *reinterpret_cast<const uint16_t*>(sl + Slot::kScale + 16 * g + 2 * t);
-                const uint32_t s1 = *reinterpret_cast<const uint16_t*>(sl + Slot::kScale + 16 * g + 8 + 2 * t);
-                const float kf = 1.f / 256.f;
-                const float f00 = RQ::factor(s0 & 0xFFu, gs) * kf, f01 = RQ::factor(s0 >> 8, gs) * kf;
-                const float f10 = RQ::factor(s1 & 0xFFu, gs) * kf, f11 = RQ::factor(s1 >> 8, gs) * kf;
-                dk0 = acc[0] * f00 + acc2[0] * f01;
-                dq0 = acc[1] * f00 + acc2[1] * f01;
-                dk1 = acc[2] * f10 + acc2[2] * f11;
-                dq1 = acc[3] * f10 + acc2[3] * f11;
+                float f[2][2];  // block scales of blocks 2t, 2t + 1 of each row
+                nvfp4BlockFactors(sl + Slot::kScale, *reinterpret_cast<const float*>(sl + Slot::kHead + 16), g, t, f);
+                dk0 = acc[0] * f[0][0] + acc2[0] * f[0][1];
+                dq0 = acc[1] * f[0][0] + acc2[1] * f[0][1];
+                dk1 = acc[2] * f[1][0] + acc2[2] * f[1][1];
+                dq1 = acc[3] * f[1][0] + acc2[3] * f[1][1];
             }
             const float4 hsc = *reinterpret_cast<const float4*>(sl + Slot::kHead);  // gk, gq, beta, cq_h
             const float gk = hsc.x * vf.inv[0], gq = hsc.y * vf.inv[1];

@@ -18,6 +18,7 @@
 #include "common/cp_async.cuh"
 #include "common/pdl.h"
 #include "common/read_mma.cuh"
+#include "common/read_mma_walk.cuh"
 #include "common/read_rows.cuh"
 #include "mamba2/mamba2_split_kernel.cuh"
 
@@ -63,11 +64,9 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
     const int nt = P / 16;
     const int lane = threadIdx.x & 31, t = lane & 3, g = lane >> 2;
     uint8_t* wsm = smemRaw + (threadIdx.x >> 5) * STAGES * Slot::kBytes;
-    const long long tiles = (long long)p.batch * H * nt;
-    const long long nw = (long long)gridDim.x * (kReadMmaThreads / 32);
-    const long long w = (long long)blockIdx.x * (kReadMmaThreads / 32) + (threadIdx.x >> 5);
-    const int tEnd = (int)(tiles * (w + 1) / nw);  // tiles < 2^31 (launcher)
-    int tile = (int)(tiles * w / nw);
+    const WarpTiles wt = warpTiles<kReadMmaThreads>((long long)p.batch * H * nt);  // tiles < 2^31 (launcher)
+    const int tEnd = wt.tEnd;
+    int tile = wt.tile;
     if (tile >= tEnd) {
         pdlWaitPrimary();
         return;
@@ -182,50 +181,17 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
         async::commit();
     };
 
-    // Stage cursor: the last issued tile (head hs, row block trS) and the next head's slot / cursors.
-    int bhS = tile / nt, trS = tile - bhS * nt;
-    int tileS = tile;
-    ReadMmaHead hs;
-    {
-        const int s0 = slotOf(bhS);
-        pdlWaitPrimary();  // the head records and the ring's new records are the prep kernel's output
-        hs = headOf(bhS, s0, metaOf(bhS));
-    }
-    Plan ps = planOf(hs);
-    const int lastBh = (tEnd - 1) / nt;
-    int nSlot = -1;
-    int4 nMeta = make_int4(0, kSplitSkipRow, 0, 0);
-    if (bhS < lastBh) {
-        nSlot = slotOf(bhS + 1);
-        nMeta = metaOf(bhS + 1);
-    }
-    // issues the stage cursor's next tile into slot sl (an empty group past the warp's range)
-    auto issueNext = [&](uint8_t* sl) {
-        if (tileS + 1 >= tEnd) {
-            async::commit();
-            return;
-        }
-        ++tileS;
-        if (++trS == nt) {
-            trS = 0;
-            ++bhS;
-            hs = headOf(bhS, nSlot, nMeta);
-            ps = planOf(hs);
-            if (bhS < lastBh) {
-                nSlot = slotOf(bhS + 1);
-                nMeta = metaOf(bhS + 1);
-            }
-        }
-        issue(sl, hs, ps, trS);
-    };
-    issue(wsm, hs, ps, trS);
+    // Stage cursor: the last issued tile and the next head's slot / cursors (common/read_mma_walk.cuh).
+    auto cursor = makeStageCursor<ReadMmaHead, Plan>(tile, tEnd, nt, kSplitSkipRow, slotOf, metaOf, headOf, planOf,
+                                                      issue);
+    cursor.first(wsm);
 #pragma unroll
-    for (int d = 1; d + 1 < STAGES; ++d) issueNext(wsm + d * Slot::kBytes);
+    for (int d = 1; d + 1 < STAGES; ++d) cursor.next(wsm + d * Slot::kBytes);
 
     VectorFragments<FMT> vf;
     int vfKey = -1;  // b * G + group of vf
     for (int k = 0;; ++k) {
-        issueNext(wsm + ((k + STAGES - 1) % STAGES) * Slot::kBytes);
+        cursor.next(wsm + ((k + STAGES - 1) % STAGES) * Slot::kBytes);
         async::waitGroup<STAGES - 1>();  // this tile's group has landed (for this lane)
         __syncwarp();                     // ... and every lane's
         const uint8_t* sl = wsm + (k % STAGES) * Slot::kBytes;
@@ -239,14 +205,8 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
                 vf.build(cv, cv, actBf16, lane);
                 vfKey = info.z;
             }
-            TileFragments<FMT> tf;
-            tf.load(sl + Slot::kRows, g, t);
             float acc[4] = {0.f, 0.f, 0.f, 0.f}, acc2[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-            for (int j = 0; j < 8; ++j) {
-                if (FMT == kNvfp4 && j >= 4) foldmma::mma16(acc2, tf.a[j], vf.b[j][0], vf.b[j][1], false);
-                else foldmma::mma16(acc, tf.a[j], vf.b[j][0], vf.b[j][1], false);
-            }
+            tileMma(acc, acc2, sl + Slot::kRows, vf, g, t);
             float pg, pg1;  // rows 2g, 2g + 1
             if constexpr (FMT == kFp16) {
                 pg = acc[0];
@@ -256,14 +216,10 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
                 pg = acc[0] * sc.x;
                 pg1 = acc[2] * sc.y;
             } else {
-                // block scales of blocks 2t, 2t + 1 of each row; value(bs) * gs * 2^6 (codes are x 2^-6)
-                using RQ = stream::RowQuad<stream::Nvfp4Rows>;
-                const float gs = *reinterpret_cast<const float*>(sl + Slot::kHead + 4);
-                const uint32_t s0 = *reinterpret_cast<const uint16_t*>(sl + Slot::kScale + 16 * g + 2 * t);
-                const uint32_t s1 = *reinterpret_cast<const uint16_t*>(sl + Slot::kScale + 16 * g + 8 + 2 * t);
-                const float k = 1.f / 256.f;
-                pg = acc[0] * (RQ::factor(s0 & 0xFFu, gs) * k) + acc2[0] * (RQ::factor(s0 >> 8, gs) * k);
-                pg1 = acc[2] * (RQ::factor(s1 & 0xFFu, gs) * k) + acc2[2] * (RQ::factor(s1 >> 8, gs) * k);
+                float f[2][2];  // block scales of blocks 2t, 2t + 1 of each row
+                nvfp4BlockFactors(sl + Slot::kScale, *reinterpret_cast<const float*>(sl + Slot::kHead + 4), g, t, f);
+                pg = acc[0] * f[0][0] + acc2[0] * f[0][1];
+                pg1 = acc[2] * f[1][0] + acc2[2] * f[1][1];
             }
             const float gm = *reinterpret_cast<const float*>(sl + Slot::kHead) * vf.inv[0];
             pg *= gm;

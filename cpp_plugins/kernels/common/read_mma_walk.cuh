@@ -1,0 +1,122 @@
+// The parts of the tensor-core read-copy readouts (mamba2/mamba2_read_mma_kernel.cuh, gdn/gdn_read_mma_kernel.cuh)
+// that do not depend on the family: a warp's contiguous tile range, the stage cursor that walks the tiles a warp
+// copies into its shared-memory slots (with the next head's slot and cursors loaded one head ahead), the mma of one
+// staged tile, and the nvfp4 block factors of a lane's rows. The family supplies what a head is and how a tile is
+// copied (functors). Pure CUDA.
+#pragma once
+#include <stdint.h>
+
+#include "common/fold_mma.cuh"
+#include "common/pdl.h"
+#include "common/read_mma.cuh"
+#include "common/read_rows.cuh"
+
+namespace rssm {
+namespace readmma {
+
+// The warp's tiles [tile, tEnd) of `tiles` (< 2^31), in contiguous ranges over the grid's warps.
+struct WarpTiles {
+    int tile, tEnd;
+};
+template <int THREADS>
+__device__ __forceinline__ WarpTiles warpTiles(long long tiles) {
+    const long long nw = (long long)gridDim.x * (THREADS / 32);
+    const long long w = (long long)blockIdx.x * (THREADS / 32) + (threadIdx.x >> 5);
+    return WarpTiles{(int)(tiles * w / nw), (int)(tiles * (w + 1) / nw)};
+}
+
+// Stage cursor over tiles (head bh, row block tr; nt row blocks per head) of [tile0, tEnd). Functors:
+// slotOf(bh) -> slot (< 0: padding), metaOf(bh) -> the head record's cursor words, headOf(bh, slot, meta) -> Head,
+// planOf(Head) -> Plan (the lane's copy sources), issue(slot memory, Head, Plan, tr) (one commit group).
+// The constructor waits for the prep grid (PDL) after the first slot load and before the first cursor load.
+template <typename Head, typename Plan, typename SlotOf, typename MetaOf, typename HeadOf, typename PlanOf,
+          typename Issue>
+struct StageCursor {
+    const SlotOf& slotOf;
+    const MetaOf& metaOf;
+    const HeadOf& headOf;
+    const PlanOf& planOf;
+    const Issue& issue;
+    int nt, tEnd, lastBh, bh, tr, tile, nSlot;
+    int4 nMeta;
+    Head hd;
+    Plan pl;
+    __device__ __forceinline__ StageCursor(int tile0, int tEnd_, int nt_, int skipRow, const SlotOf& so,
+                                           const MetaOf& mo, const HeadOf& ho, const PlanOf& po, const Issue& is)
+        : slotOf(so), metaOf(mo), headOf(ho), planOf(po), issue(is), nt(nt_), tEnd(tEnd_) {
+        bh = tile0 / nt;
+        tr = tile0 - bh * nt;
+        tile = tile0;
+        {
+            const int s0 = slotOf(bh);
+            pdlWaitPrimary();  // the head records and the ring's new records are the prep kernel's output
+            hd = headOf(bh, s0, metaOf(bh));
+        }
+        pl = planOf(hd);
+        lastBh = (tEnd - 1) / nt;
+        nSlot = -1;
+        nMeta = make_int4(0, skipRow, 0, 0);
+        if (bh < lastBh) {
+            nSlot = slotOf(bh + 1);
+            nMeta = metaOf(bh + 1);
+        }
+    }
+    // the first tile into slot memory sl
+    __device__ __forceinline__ void first(uint8_t* sl) { issue(sl, hd, pl, tr); }
+    // the next tile into slot memory sl (an empty commit group past the range)
+    __device__ __forceinline__ void next(uint8_t* sl) {
+        if (tile + 1 >= tEnd) {
+            async::commit();
+            return;
+        }
+        ++tile;
+        if (++tr == nt) {
+            tr = 0;
+            ++bh;
+            hd = headOf(bh, nSlot, nMeta);
+            pl = planOf(hd);
+            if (bh < lastBh) {
+                nSlot = slotOf(bh + 1);
+                nMeta = metaOf(bh + 1);
+            }
+        }
+        issue(sl, hd, pl, tr);
+    }
+};
+template <typename Head, typename Plan, typename SlotOf, typename MetaOf, typename HeadOf, typename PlanOf,
+          typename Issue>
+__device__ __forceinline__ StageCursor<Head, Plan, SlotOf, MetaOf, HeadOf, PlanOf, Issue> makeStageCursor(
+    int tile0, int tEnd, int nt, int skipRow, const SlotOf& so, const MetaOf& mo, const HeadOf& ho, const PlanOf& po,
+    const Issue& is) {
+    return StageCursor<Head, Plan, SlotOf, MetaOf, HeadOf, PlanOf, Issue>(tile0, tEnd, nt, skipRow, so, mo, ho, po, is);
+}
+
+// The 8 k16 mma of one staged tile (rows at `rows`) against vf: acc (nvfp4: k blocks 0-3, the lane's first scale
+// block; else all) and acc2 (nvfp4: blocks 4-7).
+template <int FMT, int NV>
+__device__ __forceinline__ void tileMma(float (&acc)[4], float (&acc2)[4], const uint8_t* rows,
+                                        const VectorFragments<FMT, NV>& vf, int g, int t) {
+    TileFragments<FMT> tf;
+    tf.load(rows, g, t);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+        if (FMT == kNvfp4 && j >= 4) foldmma::mma16(acc2, tf.a[j], vf.b[j][0], vf.b[j][1], false);
+        else foldmma::mma16(acc, tf.a[j], vf.b[j][0], vf.b[j][1], false);
+    }
+}
+
+// nvfp4: the multipliers of a lane's block sums, f[r][k] for row 2g + r and block 2t + k: value(bs) * gs * 2^6 (the
+// codes are widened to e4m3 as value x 2^-6). `scales`: the staged [16 rows][8] e4m3 block scales.
+__device__ __forceinline__ void nvfp4BlockFactors(const uint8_t* scales, float gs, int g, int t, float (&f)[2][2]) {
+    using RQ = stream::RowQuad<stream::Nvfp4Rows>;
+    const float k = 1.f / 256.f;
+    const uint32_t s0 = *reinterpret_cast<const uint16_t*>(scales + 16 * g + 2 * t);
+    const uint32_t s1 = *reinterpret_cast<const uint16_t*>(scales + 16 * g + 8 + 2 * t);
+    f[0][0] = RQ::factor(s0 & 0xFFu, gs) * k;
+    f[0][1] = RQ::factor(s0 >> 8, gs) * k;
+    f[1][0] = RQ::factor(s1 & 0xFFu, gs) * k;
+    f[1][1] = RQ::factor(s1 >> 8, gs) * k;
+}
+
+}  // namespace readmma
+}  // namespace rssm
