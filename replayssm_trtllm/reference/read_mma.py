@@ -9,7 +9,8 @@ set t's columns, so the lane's accumulator is its own partial dot. What this mod
 * ``thread_set(fmt, t)``: the columns of thread set t in natural order (``setChunk``);
 * ``kpairs(fmt, j)``: the natural indices of k-block j's two A / B pairs (``TileFragments`` / ``VectorFragments``);
 * ``e2m1_words_to_e4m3``: the shift that widens 8 e2m1 codes of a word into e4m3 bytes (evens / odds);
-* ``mma_partials``: the accumulators of every lane, by the m16n8k16 fragment rules, in float64;
+* ``mma_partials``: the accumulators of every lane (one vector, or k and q for GDN), by the m16n8k16 fragment rules,
+  in float64;
 * ``staged_chunk_offset``: the shared-memory swizzle of the staged rows.
 """
 from __future__ import annotations
@@ -53,10 +54,13 @@ def e2m1_words_to_e4m3(w: torch.Tensor):
     return ev & 0xFFFFFFFF, od & 0xFFFFFFFF
 
 
-def mma_partials(fmt: str, S: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+def mma_partials(fmt: str, S: torch.Tensor, c: torch.Tensor, c2: torch.Tensor = None) -> torch.Tensor:
     """Accumulators of the 32 lanes for a [16, 128] tile S and vector c (float64): [32, 2 rows, 2 accumulators] where
     row 0 / 1 = tile rows 2g / 2g + 1 and accumulator 1 holds k blocks 4-7 for nvfp4 (its second scale block; zero
-    otherwise), built by the m16n8k16 fragment rules from the lane-held operands."""
+    otherwise), built by the m16n8k16 fragment rules from the lane-held operands. With a second vector c2 (the GDN
+    readout: c = k, c2 = q) lanes g = 2t + 1 carry it in column 2t + 1 and the result is [32, 2 rows, 2 accumulators,
+    2 vectors] (the lane's c0 / c1 and c2 / c3)."""
+    two = c2 is not None
     acc = torch.zeros(2, 16, 8, dtype=torch.float64)  # [accumulator][mma row][column]
     for j in range(8):
         A = torch.zeros(16, 16, dtype=torch.float64)
@@ -70,17 +74,19 @@ def mma_partials(fmt: str, S: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
                 A[mrow, 2 * t:2 * t + 2] = S[srow, [cols[p0[0]], cols[p0[1]]]]
                 A[mrow, 8 + 2 * t:8 + 2 * t + 2] = S[srow, [cols[p1[0]], cols[p1[1]]]]
             # B column g: lanes g = 2t carry thread set t's c; b0 = k rows 2t, 2t + 1, b1 = k rows 8 + 2t, 9 + 2t
-            if g == 2 * t:
-                B[2 * t:2 * t + 2, g] = c[[cols[p0[0]], cols[p0[1]]]]
-                B[8 + 2 * t:8 + 2 * t + 2, g] = c[[cols[p1[0]], cols[p1[1]]]]
+            if (g >> 1) == t if two else g == 2 * t:
+                vec = c2 if (two and g & 1) else c
+                B[2 * t:2 * t + 2, g] = vec[[cols[p0[0]], cols[p0[1]]]]
+                B[8 + 2 * t:8 + 2 * t + 2, g] = vec[[cols[p1[0]], cols[p1[1]]]]
         acc[1 if (fmt == "nvfp4" and j >= 4) else 0] += A @ B
-    out = torch.zeros(32, 2, 2, dtype=torch.float64)
+    out = torch.zeros(32, 2, 2, 2, dtype=torch.float64)
     for lane in range(32):
         g, t = lane >> 2, lane & 3
         for a in range(2):
-            out[lane, 0, a] = acc[a, g, 2 * t]      # c0: row g, column 2t
-            out[lane, 1, a] = acc[a, g + 8, 2 * t]  # c2: row g + 8, column 2t
-    return out
+            for v in range(2):
+                out[lane, 0, a, v] = acc[a, g, 2 * t + v]      # c0 / c1: row g, columns 2t / 2t + 1
+                out[lane, 1, a, v] = acc[a, g + 8, 2 * t + v]  # c2 / c3: row g + 8
+    return out if two else out[..., 0]
 
 
 def staged_chunk_offset(fmt: str, r: int, c: int) -> int:

@@ -44,6 +44,21 @@ def test_lane_partials_are_thread_set_dots(fmt):
     assert torch.allclose(rows.reshape(16), S @ c, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_two_vector_partials(fmt):
+    """The GDN readout's B operand: k in column 2t and q in column 2t + 1 of thread set t; a lane's accumulators are
+    its partial dots with both, and the single-vector columns (odd ones) stay zero in the one-vector form."""
+    g = torch.Generator().manual_seed(11)
+    S = torch.randn(16, 128, generator=g, dtype=torch.float64)
+    k, q = (torch.randn(128, generator=g, dtype=torch.float64) for _ in range(2))
+    part = mma_partials(fmt, S, k, q)  # [lane, row, accumulator, vector]
+    rows = part.sum(dim=2).view(8, 4, 2, 2).sum(dim=1)  # [g][row][vector]
+    assert torch.allclose(rows[..., 0].reshape(16), S @ k, rtol=1e-12, atol=1e-12)
+    assert torch.allclose(rows[..., 1].reshape(16), S @ q, rtol=1e-12, atol=1e-12)
+    one = mma_partials(fmt, S, k)
+    assert torch.allclose(one, part[..., 0], rtol=1e-12, atol=1e-12)
+
+
 def test_e2m1_to_e4m3_widening_every_code_every_nibble():
     e2m1, e4m3 = e2m1_values().double(), e4m3_values().double()
     codes = torch.arange(16, dtype=torch.int64)
