@@ -6,6 +6,7 @@
 #pragma once
 #include <stdint.h>
 
+#include "common/cp_async.cuh"
 #include "common/fold_mma.cuh"
 #include "common/pdl.h"
 #include "common/read_mma.cuh"
