@@ -188,7 +188,7 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
 
     VectorFragments<FMT, 2> vf;
     int vfKey = -1;  // b * H + key head of vf
-    auto body = [&](int k, int cs, int ns) -> bool {  // k: tile count so far; cs / ns: computed / refilled slot
+    auto body = [&](int cs, int ns) -> bool {  // cs / ns: the computed / refilled slot
         cursor.next(wsm + ns * Slot::kBytes);
         uOutSlot[ns] = cursor.pl.uOut;
         async::waitGroup<STAGES - 1>();
@@ -259,16 +259,15 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
             }
         }
         __syncwarp();  // every lane is done with this slot before it is refilled
-        (void)k;
         return ++tile < tEnd;
     };
     static_assert(STAGES == 2 || STAGES == 3, "slots per warp");
     if constexpr (STAGES == 2) {
-        for (int k = 0;; k += 2)
-            if (!body(k, 0, 1) || !body(k + 1, 1, 0)) break;
+        while (body(0, 1) && body(1, 0)) {
+        }
     } else {
-        for (int k = 0;; k += 3)
-            if (!body(k, 0, 2) || !body(k + 1, 1, 0) || !body(k + 2, 2, 1)) break;
+        while (body(0, 2) && body(1, 0) && body(2, 1)) {
+        }
     }
     async::waitAll();
 }
