@@ -44,6 +44,9 @@ def main() -> int:
     ap.add_argument("--spec-tokens", default="4")
     ap.add_argument("--dp-reads", default="fp16,nvfp4", help="read formats of the 'dp' case (dual-precision "
                     "decode, non-flush step, h = L/2, the shapes of bench precision)")
+    ap.add_argument("--dp-rec", default="fp32", choices=["fp32", "fp16"],
+                    help="recurrence copy of the 'dp' case (fp16: fp16 + stochastic rounding)")
+    ap.add_argument("--dp-families", default="mamba2,gdn", help="families of the 'dp' case")
     args = ap.parse_args()
     B, L = args.batch, args.window
     h0 = torch.arange(B, dtype=torch.int32, device="cuda") % L
@@ -76,11 +79,12 @@ def main() -> int:
                 ls.set_cursors(h0)
                 _run(f"m2_replay_spec_T{T}_v{v}", lambda: ls.replay_step(0, T, 1, variant=v))
     if "dp" in args.cases:
-        _profile_dual_precision(B, L, [r for r in args.dp_reads.split(",") if r])
+        _profile_dual_precision(B, L, [r for r in args.dp_reads.split(",") if r], args.dp_rec,
+                                [f for f in args.dp_families.split(",") if f])
     return 0
 
 
-def _profile_dual_precision(B, L, reads):
+def _profile_dual_precision(B, L, reads, rec="fp32", families=("mamba2", "gdn")):
     from replayssm_trtllm.bench.precision import GDN_SHAPE, MAMBA2_SHAPE
     from replayssm_trtllm.ops import dual_precision as dp
     dev, act = "cuda", torch.bfloat16
@@ -100,21 +104,22 @@ def _profile_dual_precision(B, L, reads):
     fl = torch.empty(B, dtype=torch.int32, device=dev)
     stagger = (torch.arange(B, device=dev) % L).to(torch.int32)
     for rf in reads:
-        c = dp.Mamba2DualPrecisionCache(B, H, P, G, L, 1, 0, rf, "fp32", "sr", act_dtype=act)
-        c.ring_len.fill_(L // 2)
-        _run(f"dp_m2_nonflush_{rf}", lambda: c.decode(sbi, x, dtr, Bm, Cm, A, D, dtb, z, y))
-        c.ring_len.copy_(stagger)  # 1/L of the rows flush: decode + flush of the window-amortized step
-        _run(f"dp_m2_stagger_decode_{rf}", lambda: c.decode(sbi, x, dtr, Bm, Cm, A, D, dtb, z, y))
-        _run(f"dp_m2_stagger_flush_{rf}", lambda: c.flush(sbi, A, 1, fl, False))
-        del c
-        c = dp.GdnDualPrecisionCache(B, HK, HV, V, L, 1, 0, rf, "fp32", "sr", act_dtype=act)
-        c.ring_len.fill_(L // 2)
-        _run(f"dp_gdn_nonflush_{rf}", lambda: c.decode(sbi, q, k, v, a, b, A_log, gdtb, None, o))
-        c.ring_len.copy_(stagger)
-        _run(f"dp_gdn_stagger_decode_{rf}", lambda: c.decode(sbi, q, k, v, a, b, A_log, gdtb, None, o))
-        _run(f"dp_gdn_stagger_flush_{rf}", lambda: c.flush(sbi, 1, fl, False))
-        del c
-
+        if "mamba2" in families:
+            c = dp.Mamba2DualPrecisionCache(B, H, P, G, L, 1, 0, rf, rec, "sr", act_dtype=act)
+            c.ring_len.fill_(L // 2)
+            _run(f"dp_m2_nonflush_{rf}", lambda: c.decode(sbi, x, dtr, Bm, Cm, A, D, dtb, z, y))
+            c.ring_len.copy_(stagger)  # 1/L of the rows flush: decode + flush of the window-amortized step
+            _run(f"dp_m2_stagger_decode_{rf}", lambda: c.decode(sbi, x, dtr, Bm, Cm, A, D, dtb, z, y))
+            _run(f"dp_m2_stagger_flush_{rf}", lambda: c.flush(sbi, A, 1, fl, False))
+            del c
+        if "gdn" in families:
+            c = dp.GdnDualPrecisionCache(B, HK, HV, V, L, 1, 0, rf, rec, "sr", act_dtype=act)
+            c.ring_len.fill_(L // 2)
+            _run(f"dp_gdn_nonflush_{rf}", lambda: c.decode(sbi, q, k, v, a, b, A_log, gdtb, None, o))
+            c.ring_len.copy_(stagger)
+            _run(f"dp_gdn_stagger_decode_{rf}", lambda: c.decode(sbi, q, k, v, a, b, A_log, gdtb, None, o))
+            _run(f"dp_gdn_stagger_flush_{rf}", lambda: c.flush(sbi, 1, fl, False))
+            del c
 
 if __name__ == "__main__":
     raise SystemExit(main())

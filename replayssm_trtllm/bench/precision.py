@@ -231,6 +231,14 @@ def _family_cases(family, args, torch, time_graph):
             rows.append({"family": family, "case": "window-amortized step", "read": rf,
                          "recurrence": rec + ("+SR" if rec != "fp32" else ""), "us": t_w, "bytes": nb,
                          "GB/s": nb / t_w / 1e3, "x conv": res["conv"] / t_w})
+            # the same step with the flush on its item grid (one CTA per (head, row)) instead of the compacted
+            # one-wave kernel, in the same run
+            with env_setting("RSSM_DP_FLUSH_GRID", "items"):
+                t_wi = time_graph([step(c)], reps=args.reps)["median_us"]
+            res[("window_itemgrid", rf, rec)] = t_wi
+            rows.append({"family": family, "case": "window-amortized step, item-grid flush", "read": rf,
+                         "recurrence": rec + ("+SR" if rec != "fp32" else ""), "us": t_wi, "bytes": nb,
+                         "GB/s": nb / t_wi / 1e3, "x conv": res["conv"] / t_wi})
             del c
             torch.cuda.empty_cache()
     base = [res.get(("nonflush", "fp32")), res["replay_fp32"]]

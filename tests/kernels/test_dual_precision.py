@@ -369,3 +369,109 @@ def test_split_path_sanitize(family, rows, monkeypatch):
                 _run_mamba2(read_fmt, mode, T, S=3, H=4, P=32, G=2, L=4, steps=6, stagger=True, seed=41)
             else:
                 _run_gdn(read_fmt, mode, T, S=3, H=2, HV=4, V=32, L=4, steps=6, stagger=True, seed=43)
+
+
+def _flush_case(family, read_fmt, rec_fmt, mode, T, S, L, seed):
+    """A cache with random checkpoints, rings and cursors (h uniform over the valid range, so some rows flush), and
+    decode rows = the slots in a random order with padding rows interleaved."""
+    from replayssm_trtllm.ops.dual_precision import GdnDualPrecisionCache, Mamba2DualPrecisionCache
+    g = torch.Generator().manual_seed(seed)
+    if family == "mamba2":
+        H, P = 3, 40
+        c = Mamba2DualPrecisionCache(S, H, P, 1, L, T, mode, read_fmt, rec_fmt, "sr", act_dtype=torch.bfloat16,
+                                     seed=7, layer=2)
+        c.ring_dt.copy_(torch.rand(c.ring_dt.shape, generator=g) * 0.1)
+        c.ring_x.copy_(torch.randn(c.ring_x.shape, generator=g))
+        c.ring_B.copy_(torch.randn(c.ring_B.shape, generator=g))
+        extra = (-(0.5 + torch.rand(H, generator=g))).cuda()
+    else:
+        H, P = 3, 40  # HV = 3 value heads on one key head
+        c = GdnDualPrecisionCache(S, 1, H, P, L, T, mode, read_fmt, rec_fmt, "sr", act_dtype=torch.bfloat16,
+                                  seed=7, layer=2)
+        c.ring_g.copy_(-torch.rand(c.ring_g.shape, generator=g) * 0.2)
+        c.ring_k.copy_(torch.randn(c.ring_k.shape, generator=g))
+        c.ring_beta.copy_(torch.rand(c.ring_beta.shape, generator=g))
+        c.ring_v.copy_(torch.randn(c.ring_v.shape, generator=g))
+        extra = None
+    c.reset(random_state((S, H, P, 128), g).float().cuda())
+    hmax = L - 1 if mode == 0 else L
+    c.ring_len.copy_(torch.randint(0, hmax + 1, (S,), generator=g, dtype=torch.int32))
+    c.ring_origin.copy_(torch.randint(0, c.capacity, (S,), generator=g, dtype=torch.int32))
+    rows = torch.randperm(S, generator=g).to(torch.int32)
+    pad = torch.randint(0, S, (S // 7,), generator=g)
+    sbi = rows.clone()
+    for i in sorted(pad.tolist(), reverse=True):
+        sbi = torch.cat([sbi[:i], torch.tensor([-1], dtype=torch.int32), sbi[i:]])
+    return c, sbi.cuda(), extra
+
+
+def _copy_bits(c):
+    out = [c.lp.data.clone()] + [t.clone() for t in (c.lp.scale, c.lp.gscale) if t is not None]
+    if c.hp is not None:
+        out += [c.hp.data.clone()] + ([c.hp.scale.clone()] if c.hp.scale is not None else [])
+    return out
+
+
+@pytest.mark.parametrize("family", ["mamba2", "gdn"])
+@pytest.mark.parametrize("read_fmt,rec_fmt", [("nvfp4", "fp16"), ("fp8_e4m3", "fp32"), ("fp16", None)],
+                         ids=["nvfp4-fp16sr", "fp8-fp32", "fp16-shared"])
+@pytest.mark.parametrize("mode,T", [(0, 1), (1, 3)], ids=["standard", "spec-T3"])
+def test_flush_compacted_grid_matches_item_grid(family, read_fmt, rec_fmt, mode, T, monkeypatch):
+    """The compacted one-wave flush (default) and the item grid (RSSM_DP_FLUSH_GRID=items) write the same bytes:
+    1,100 slots (three scan chunks of 512 decode rows), rows in random order with padding rows, cursors anywhere in
+    the valid range. `flushed` follows the flush rule (-1 padding, 1 flushed, 0 not), and the copies of the slots
+    that do not flush are left untouched."""
+    S, L = 1100, 4
+    results = []
+    for grid in ("compact", "items"):
+        if grid == "items":
+            monkeypatch.setenv("RSSM_DP_FLUSH_GRID", "items")
+        else:
+            monkeypatch.delenv("RSSM_DP_FLUSH_GRID", raising=False)
+        c, sbi, A = _flush_case(family, read_fmt, rec_fmt, mode, T, S, L, seed=17)
+        before = _copy_bits(c)
+        fl = c.flush(sbi, A, T) if family == "mamba2" else c.flush(sbi, T)
+        torch.cuda.synchronize()
+        results.append((fl.cpu(), _copy_bits(c), before, c.ring_len.cpu(), sbi.cpu()))
+    (fa, ca, before, h, sbi), (fb, cb, _, _, _) = results
+    slot = sbi.long().clamp(min=0)
+    hv = h[slot]
+    rule = (hv + 1 == L) if mode == 0 else (hv + T > L)
+    want = torch.where(sbi < 0, -1, rule.to(torch.int32))
+    assert torch.equal(fa, want.to(torch.int32))
+    assert torch.equal(fb, fa)
+    assert 0 < int((fa == 1).sum()) < S
+    flushed_slots = torch.zeros(S, dtype=torch.bool)
+    flushed_slots[slot[fa == 1]] = True
+    for a, b, b0 in zip(ca, cb, before):
+        assert torch.equal(a.cpu(), b.cpu())
+        a, b0 = a.cpu(), b0.cpu()
+        assert torch.equal(a[~flushed_slots], b0[~flushed_slots])  # untouched
+    # every flushed slot's read copy was rewritten (random records change the state)
+    assert not torch.equal(ca[0].cpu()[flushed_slots], before[0].cpu()[flushed_slots])
+
+
+def test_mamba2_flush_matches_float64_fold(monkeypatch):
+    """The compacted flush's fp32 recurrence copy against the fold in float64 (standard mode, 1,100 slots)."""
+    monkeypatch.delenv("RSSM_DP_FLUSH_GRID", raising=False)
+    L = 5
+    c, sbi, A = _flush_case("mamba2", "fp16", "fp32", 0, 1, 1100, L, seed=23)
+    S0 = c.hp.data.double().cpu()
+    fl = c.flush(sbi, A).cpu()
+    got = c.hp.data.double().cpu()
+    o, h = c.ring_origin.cpu().long(), c.ring_len.cpu().long()
+    dt, x, Bm = c.ring_dt.double().cpu(), c.ring_x.double().cpu(), c.ring_B.double().cpu()
+    Ad = A.double().cpu()
+    checked = 0
+    for r in torch.nonzero(fl == 1).flatten().tolist()[:40]:
+        s = int(sbi[r])
+        idx = [(int(o[s]) + j) % c.capacity for j in range(int(h[s]) + 1)]
+        cum = torch.cumsum(dt[s, idx] * Ad, 0)  # [nf, H]
+        want = torch.exp(cum[-1])[:, None, None] * S0[s]
+        for j, i in enumerate(idx):
+            w = torch.exp(cum[-1] - cum[j]) * dt[s, i]  # [H]
+            want += w[:, None, None] * x[s, i][:, :, None] * Bm[s, i, 0][None, None, :]
+        err = float((got[s] - want).norm() / want.norm())
+        assert err < 1e-5, f"slot {s}: rel err {err:.2e}"
+        checked += 1
+    assert checked > 10

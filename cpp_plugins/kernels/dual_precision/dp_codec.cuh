@@ -86,20 +86,44 @@ __device__ __forceinline__ uint32_t roundCode(float y, bool sr, uint32_t word, f
 }
 // RTN onto fp16 / bf16 is IEEE round-to-nearest-even with overflow to inf, which the hardware
 // conversion (cvt.rn) computes in one instruction; NaN maps to the formats' code 0x7FFF explicitly.
-// SR keeps the integer path. (The codec parity tests compare both against the torch reference, special
-// values included.)
+// SR: on the values where the shift of section 4 is a constant (fp16: |y| >= 2^-14, sh = 13; bf16: every
+// finite y, sh = 16) the integer steps reduce to the fp32 bits shifted right by sh with the exponent
+// rebiased, plus one when the word's top sh bits are below the sh dropped bits (rem): r24 = word >> 8 is below
+// rem << (24 - sh) exactly when word >> (32 - sh) is below rem, as rem << (24 - sh) has 24 - sh zero low bits. Saturation as in
+// roundCode (IEEE: to the inf code). Other values (fp16 subnormals / zero, inf, NaN) take roundCode.
+// (Mirrored on the CPU in tests/formats/test_fast_codes.py against the torch codec.)
 __device__ __forceinline__ uint32_t fp16Code(float y, bool sr, uint32_t w) {
     if (!sr) return y != y ? 0x7FFFu : (uint32_t)__half_as_ushort(__float2half_rn(y));
+    const uint32_t bits = __float_as_uint(y), mag = bits & 0x7FFFFFFFu;
+    if (mag >= (113u << 23) && mag < (255u << 23)) {
+        const uint32_t up = (w >> 19) < (mag & 0x1FFFu) ? 1u : 0u;
+        return min((mag >> 13) - (112u << 10) + up, 0x7C00u) | ((bits >> 16) & 0x8000u);
+    }
     return roundCode<10, -14, 0x7BFF, true, 15, 0x7FFF>(y, sr, w, 65504.f);
 }
 __device__ __forceinline__ uint32_t bf16Code(float y, bool sr, uint32_t w) {
     if (!sr) return y != y ? 0x7FFFu : (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(y));
+    const uint32_t bits = __float_as_uint(y), mag = bits & 0x7FFFFFFFu;
+    if (mag < (255u << 23)) {
+        const uint32_t up = (w >> 16) < (mag & 0xFFFFu) ? 1u : 0u;
+        return min((mag >> 16) + up, 0x7F80u) | ((bits >> 16) & 0x8000u);
+    }
     return roundCode<7, -126, 0x7F7F, true, 15, 0x7FFF>(y, sr, w, 3.38953139e38f);
 }
 __device__ __forceinline__ uint32_t e4m3Code(float y, bool sr, uint32_t w) {
     return roundCode<3, -6, 0x7E, false, 7, 0x7F>(y, sr, w, 448.f);
 }
+// RTN onto e2m1 (not NaN): the grid has spacing 0.5 below 2, 1 in [2, 4) and 2 in [4, 6], so the magnitude
+// code is rint(|y| / spacing) (round half even; the division is an exact power-of-two product) plus 0 / 2 / 4,
+// and ties to an even quotient are ties to an even code. Saturates at 6 like roundCode. (CPU mirror:
+// tests/formats/test_fast_codes.py.)
 __device__ __forceinline__ uint32_t e2m1Code(float y, bool sr, uint32_t w) {
+    if (!sr && y == y) {
+        const float a = fminf(fabsf(y), 6.f);
+        const float m = a < 2.f ? 2.f : (a < 4.f ? 1.f : 0.5f);
+        const int off = a < 2.f ? 0 : (a < 4.f ? 2 : 4);
+        return (uint32_t)(__float2int_rn(a * m) + off) | ((__float_as_uint(y) >> 28) & 8u);
+    }
     return roundCode<1, 0, 0x7, false, 3, -1>(y, sr, w, 6.f);
 }
 

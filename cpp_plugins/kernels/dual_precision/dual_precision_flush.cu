@@ -4,6 +4,10 @@
 // puts the folded records' 16-bit rows (Mamba-2 B_j and x_j, GDN v_j) in flight by cp.async into
 // dynamic shared memory together with its checkpoint rows, so the fold loop reads shared memory.
 #include <cuda_runtime.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <type_traits>
 
 #include "common/cp_async.cuh"
 #include "dual_precision/dp_state_io.cuh"
@@ -48,10 +52,22 @@ __device__ __forceinline__ void stageRows(uint16_t* sDst, const uint16_t* g, int
     }
 }
 
-// Dynamic shared memory of the flush kernels: up to window + 1 folded records.
-int flushSmemBytes(int family, int window, int headdim) {
+// Bytes of the staged 16-bit records of up to window + 1 folded records (Mamba-2: B_j [nf][128] and x_j [nf][P];
+// GDN: v_j [nf][V]), rounded up to 16 bytes.
+__host__ __device__ __forceinline__ int flushStageBytes(int family, int window, int headdim) {
     const int nf = window + 1;
-    return family == RSSM_FAMILY_MAMBA2 ? nf * (kRowN + headdim) * 2 : nf * headdim * 2;
+    const int b = family == RSSM_FAMILY_MAMBA2 ? nf * (kRowN + headdim) * 2 : nf * headdim * 2;
+    return (b + 15) & ~15;
+}
+// Byte offset of the fp32 state tile [P][128] in the dynamic shared memory: after the staged records and, for
+// Mamba-2, fw_j * x_j in fp32 [nf][P].
+__host__ __device__ __forceinline__ int flushTileOffset(int family, int window, int headdim) {
+    const int extra = family == RSSM_FAMILY_MAMBA2 ? (window + 1) * headdim * 4 : 0;
+    return flushStageBytes(family, window, headdim) + extra;
+}
+// Dynamic shared memory of the flush kernels: the records, and the folded state (the encoders read it row by row).
+int flushSmemBytes(int family, int window, int headdim) {
+    return flushTileOffset(family, window, headdim) + headdim * kRowN * 4;
 }
 
 struct FlushCopies {
@@ -69,29 +85,36 @@ __device__ __forceinline__ FlushCopies flushCopies(const DualPrecisionFlushParam
     return c;
 }
 
-// Flush predicate of row b from the pre-step cursors; writes `flushed` (head 0 CTA). Returns the
-// number of folded records, or -1 when the row does not flush (or is padding / invalid).
+// Flush plan of decode row b from the pre-step cursors: the number of folded records, or -1 when the row
+// does not flush (or is padding / invalid); slot and ring origin of a flushing row.
 __device__ __forceinline__ int flushPlan(const DualPrecisionFlushParams& p, int b, int* slotOut, int* originOut) {
     const int slot = p.state_batch_indices ? p.state_batch_indices[b] : b;
-    const bool lead = blockIdx.x == 0 && threadIdx.x == 0;
-    if (slot < 0 || slot >= p.num_slots) {
-        if (lead && p.flushed) p.flushed[b] = -1;
-        return -1;
-    }
+    if (slot < 0 || slot >= p.num_slots) return -1;
     const int o = p.ring_origin[slot], h = p.ring_len[slot];
     const int T = p.num_tokens, L = p.window, Cap = p.ring_capacity;
     const bool valid = o >= 0 && o < Cap && h >= 0 && (p.mode == 0 ? h <= L - 1 : h <= L) && h + T <= Cap;
     const bool flush = valid && (p.mode == 0 ? h + 1 == L : h + T > L);
-    if (lead && p.flushed) p.flushed[b] = flush ? 1 : 0;
     *slotOut = slot;
     *originOut = o;
     return flush ? (p.mode == 0 ? h + 1 : h) : -1;
 }
+__device__ __forceinline__ int flushedCode(const DualPrecisionFlushParams& p, int b, int nf) {
+    const int slot = p.state_batch_indices ? p.state_batch_indices[b] : b;
+    return (slot < 0 || slot >= p.num_slots) ? -1 : nf >= 0 ? 1 : 0;
+}
 
-// Cast the fp32 accumulator rows S into both copies (independently) and store them.
+// One flush item: decode row b (slot, ring origin o, nf folded records) x state head `head`.
+struct FlushItem {
+    int b, slot, o, nf, head;
+};
+
+// Cast the fp32 accumulator rows S into both copies (independently) and store them. The rows go through shared
+// memory (sTile [P][128] fp32, each warp its own rows) so that the encoders run in a loop over rows that is not
+// unrolled: unrolled, the two encoders of every row made a straight-line body of ~4,000 instructions per item, and
+// the warps stalled on instruction fetch (ncu: "no instruction" 40% of the samples).
 template <int RPW>
 __device__ __forceinline__ void castAndStore(const DualPrecisionFlushParams& p, const FlushCopies& cp, int slot,
-                                             int b, int head, const float4 (&S)[RPW], float* sScratch) {
+                                             int b, int head, const float4 (&S)[RPW], float* sScratch, float* sTile) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int H = p.nheads, P = p.headdim;
     SrKey key;
@@ -111,35 +134,45 @@ __device__ __forceinline__ void castAndStore(const DualPrecisionFlushParams& p, 
         g = nvfp4Global(ctaAmaxNan(a, sScratch), &finite);
         if (threadIdx.x == 0) writeNvfp4Global(cp.lp, slot, head, H, g, finite);
     }
-    const uint32_t eHead = (uint32_t)head * (uint32_t)P * kRowN;
 #pragma unroll
     for (int r = 0; r < RPW; ++r) {
         const int row = warp + kWarps * r;
-        if (row >= P) break;  // warp-uniform
+        if (row < P) *reinterpret_cast<float4*>(sTile + row * kRowN + 4 * lane) = S[r];
+    }
+    __syncwarp();
+    const uint32_t eHead = (uint32_t)head * (uint32_t)P * kRowN;
+#pragma unroll 1
+    for (int row = warp; row < P; row += kWarps) {
+        const float4 v = *reinterpret_cast<const float4*>(sTile + row * kRowN + 4 * lane);
         const uint32_t e0 = eHead + (uint32_t)row * kRowN + 4u * lane;
-        if (!cp.shared) storeRow(cp.hp, slot, head, row, H, P, lane, S[r], sr, key, e0, 1.f, true);
-        storeRow(cp.lp, slot, head, row, H, P, lane, S[r], cp.shared ? sr : false, key, e0, g, finite);
+        if (!cp.shared) storeRow(cp.hp, slot, head, row, H, P, lane, v, sr, key, e0, 1.f, true);
+        storeRow(cp.lp, slot, head, row, H, P, lane, v, cp.shared ? sr : false, key, e0, g, finite);
     }
 }
 
+// Shared memory of the Mamba-2 item body: fold weights, the CTA amax scratch, the staged 16-bit records
+// (dynamic: [nf][128] B_j of the group, [nf][P] x_j of the head) and fw_j * x_j in fp32 ([nf][P], dynamic).
+struct Mamba2FlushShared {
+    float fw[kMaxRec];
+    float scratch[32];
+    float gam;
+};
+
+// Mamba-2 flush of one item: S' = exp(cum_{nf-1}) S + sum_j exp(cum_{nf-1} - cum_j) dt_j x_j B_j^T with
+// cum_j = sum_{i <= j} dt_i A, accumulated in fp32 (the same operations in the same order for every grid).
 template <int RPW>
-__global__ void __launch_bounds__(kThreads) mamba2FlushKernel(const DualPrecisionFlushParams p) {
-    const int head = blockIdx.x, b = blockIdx.y;
-    int slot = 0, o = 0;
-    const int nf = flushPlan(p, b, &slot, &o);
-    if (nf < 0) return;
-    __shared__ float sFw[kMaxRec];
-    __shared__ float sScratch[32];
-    __shared__ float sGam;
+__device__ __forceinline__ void mamba2FlushItem(const DualPrecisionFlushParams& p, const FlushItem& it,
+                                                Mamba2FlushShared& sh, unsigned char* dyn) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int H = p.nheads, P = p.headdim, G = p.ngroups, Cap = p.ring_capacity;
+    const int head = it.head, slot = it.slot, o = it.o, nf = it.nf;
     const int grp = head / (H / G);
     const bool bf16 = p.act_dtype == RSSM_DTYPE_BF16;
     const FlushCopies cp = flushCopies(p);
-    const CopyRef& src = cp.shared ? cp.lp : cp.hp;
-    extern __shared__ __align__(16) unsigned char flushSmem[];
-    uint16_t* sB = reinterpret_cast<uint16_t*>(flushSmem);  // [nf][128] B_j of the group
-    uint16_t* sX = sB + nf * kRowN;                          // [nf][P] x_j of the head
+    const CopyRef src = cp.shared ? cp.lp : cp.hp;
+    uint16_t* sB = reinterpret_cast<uint16_t*>(dyn);  // [nf][128]
+    uint16_t* sX = sB + nf * kRowN;                   // [nf][P]
+    float* sXw = reinterpret_cast<float*>(dyn + flushStageBytes(RSSM_FAMILY_MAMBA2, nf - 1, P));  // [nf][P]
     const int64_t recBase = (int64_t)slot * Cap;
     stageRows(sB, static_cast<const uint16_t*>(p.ring_B), recBase, o, Cap, nf, kRowN, (int64_t)G * kRowN,
               (int64_t)grp * kRowN);
@@ -150,10 +183,9 @@ __global__ void __launch_bounds__(kThreads) mamba2FlushKernel(const DualPrecisio
         const int row = warp + kWarps * r;
         S[r] = row < P ? loadRowExact(src, slot, head, row, H, P, lane) : make_float4(0.f, 0.f, 0.f, 0.f);
     }
-    // fold weights: cum_j = sum_{i <= j} dt_i A;  S' = exp(cum_{nf-1}) S + sum_j exp(cum_{nf-1} - cum_j) dt_j x_j B_j^T
     if (warp == 0) {
         const float A = p.A[head];
-        float carry = 0.f;
+        float carry = 0.f, last = 0.f;
         float dts[3], cums[3];
 #pragma unroll
         for (int c = 0; c < 3; ++c) {
@@ -169,55 +201,61 @@ __global__ void __launch_bounds__(kThreads) mamba2FlushKernel(const DualPrecisio
             carry = __shfl_sync(kFullMask, v, 31);
             dts[c] = dt;
             cums[c] = v;
+            const float lc = __shfl_sync(kFullMask, v, (nf - 1) & 31);  // cum_{nf-1} when it lies in chunk c
+            if (c == (nf - 1) / 32) last = lc;
         }
-        const float last = nf > 0 ? __shfl_sync(kFullMask, cums[(nf - 1) / 32], (nf - 1) & 31) : 0.f;
 #pragma unroll
         for (int c = 0; c < 3; ++c) {
             const int j = c * 32 + lane;
-            if (j < nf) sFw[j] = expf(last - cums[c]) * dts[c];
+            if (j < nf) sh.fw[j] = expf(last - cums[c]) * dts[c];
         }
-        if (lane == 0) sGam = expf(last);
+        if (lane == 0) sh.gam = expf(last);
     }
     async::waitAll();
     __syncthreads();
-    const float gam = sGam;
+    // fw_j * x_j[row] once per item (fp32, the product the fold multiplies B_j by)
+    for (int i = threadIdx.x; i < nf * P; i += kThreads) sXw[i] = sh.fw[i / P] * actF(sX, i, bf16);
+    __syncthreads();
+    const float gam = sh.gam;
 #pragma unroll
     for (int r = 0; r < RPW; ++r) S[r] = make_float4(S[r].x * gam, S[r].y * gam, S[r].z * gam, S[r].w * gam);
-    for (int j = 0; j < nf; ++j) {
+    const float* xw = sXw + warp;
+    for (int j = 0; j < nf; ++j, xw += P) {
         const float4 Bj = act4(sB, j * kRowN + 4 * lane, bf16);
-        const float fw = sFw[j];
 #pragma unroll
         for (int r = 0; r < RPW; ++r) {
-            const int row = warp + kWarps * r;
-            if (row < P) {
-                const float xw = fw * actF(sX, j * P + row, bf16);
-                S[r].x = fmaf(xw, Bj.x, S[r].x);
-                S[r].y = fmaf(xw, Bj.y, S[r].y);
-                S[r].z = fmaf(xw, Bj.z, S[r].z);
-                S[r].w = fmaf(xw, Bj.w, S[r].w);
+            if (warp + kWarps * r < P) {
+                const float w = xw[kWarps * r];
+                S[r].x = fmaf(w, Bj.x, S[r].x);
+                S[r].y = fmaf(w, Bj.y, S[r].y);
+                S[r].z = fmaf(w, Bj.z, S[r].z);
+                S[r].w = fmaf(w, Bj.w, S[r].w);
             }
         }
     }
-    castAndStore<RPW>(p, cp, slot, b, head, S, sScratch);
+    castAndStore<RPW>(p, cp, slot, it.b, head, S, sh.scratch,
+                      reinterpret_cast<float*>(dyn + flushTileOffset(RSSM_FAMILY_MAMBA2, nf - 1, P)));
 }
 
+struct GdnFlushShared {
+    __align__(16) float kn[kMaxRec][kRowN];
+    float alpha[kMaxRec], beta[kMaxRec];
+    float scratch[32];
+};
+
+// GDN flush of one item: re-derive u_j = beta_j (v_j - alpha_j S_{j-1} kn_j) on the high-precision path
+// from the raw records, then S_j = alpha_j S_{j-1} + u_j kn_j^T (App. B.4).
 template <int RPW>
-__global__ void __launch_bounds__(kThreads) gdnFlushKernel(const DualPrecisionFlushParams p) {
-    const int head = blockIdx.x, b = blockIdx.y;
-    int slot = 0, o = 0;
-    const int nf = flushPlan(p, b, &slot, &o);
-    if (nf < 0) return;
-    __shared__ __align__(16) float sKn[kMaxRec][kRowN];
-    __shared__ float sAlpha[kMaxRec], sBeta[kMaxRec];
-    __shared__ float sScratch[32];
+__device__ __forceinline__ void gdnFlushItem(const DualPrecisionFlushParams& p, const FlushItem& it,
+                                             GdnFlushShared& sh, unsigned char* dyn) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int HV = p.nheads, V = p.headdim, HK = p.ngroups, Cap = p.ring_capacity;
+    const int head = it.head, slot = it.slot, o = it.o, nf = it.nf;
     const int hk = head / (HV / HK);
     const bool bf16 = p.act_dtype == RSSM_DTYPE_BF16;
     const FlushCopies cp = flushCopies(p);
-    const CopyRef& src = cp.shared ? cp.lp : cp.hp;
-    extern __shared__ __align__(16) unsigned char flushSmem[];
-    uint16_t* sV = reinterpret_cast<uint16_t*>(flushSmem);  // [nf][V] raw v_j of the head
+    const CopyRef src = cp.shared ? cp.lp : cp.hp;
+    uint16_t* sV = reinterpret_cast<uint16_t*>(dyn);  // [nf][V] raw v_j of the head
     stageRows(sV, static_cast<const uint16_t*>(p.ring_v), (int64_t)slot * Cap, o, Cap, nf, V, (int64_t)HV * V,
               (int64_t)head * V);
     float4 S[RPW];
@@ -226,7 +264,6 @@ __global__ void __launch_bounds__(kThreads) gdnFlushKernel(const DualPrecisionFl
         const int row = warp + kWarps * r;
         S[r] = row < V ? loadRowExact(src, slot, head, row, HV, V, lane) : make_float4(0.f, 0.f, 0.f, 0.f);
     }
-    // records: normalized keys, decays, betas (raw v is read per row below)
     for (int j = warp; j < nf; j += kWarps) {
         const int64_t rec = (int64_t)slot * Cap + (o + j) % Cap;
         const float4 k = act4(p.ring_k, (rec * HK + hk) * kRowN + 4 * lane, bf16);
@@ -234,18 +271,17 @@ __global__ void __launch_bounds__(kThreads) gdnFlushKernel(const DualPrecisionFl
 #pragma unroll
         for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(kFullMask, ss, off);
         const float inv = 1.f / sqrtf(ss + 1e-6f);
-        *reinterpret_cast<float4*>(&sKn[j][4 * lane]) = make_float4(k.x * inv, k.y * inv, k.z * inv, k.w * inv);
+        *reinterpret_cast<float4*>(&sh.kn[j][4 * lane]) = make_float4(k.x * inv, k.y * inv, k.z * inv, k.w * inv);
         if (lane == 0) {
-            sAlpha[j] = expf(p.ring_g[rec * HV + head]);
-            sBeta[j] = p.ring_beta[rec * HV + head];
+            sh.alpha[j] = expf(p.ring_g[rec * HV + head]);
+            sh.beta[j] = p.ring_beta[rec * HV + head];
         }
     }
     async::waitAll();
     __syncthreads();
-    // re-derive u_j = beta_j (v_j - alpha_j S_{j-1} kn_j) on the high-precision path, then fold
     for (int j = 0; j < nf; ++j) {
-        const float4 kn = *reinterpret_cast<const float4*>(&sKn[j][4 * lane]);
-        const float alpha = sAlpha[j], beta = sBeta[j];
+        const float4 kn = *reinterpret_cast<const float4*>(&sh.kn[j][4 * lane]);
+        const float alpha = sh.alpha[j], beta = sh.beta[j];
         float dot[RPW];
 #pragma unroll
         for (int r = 0; r < RPW; ++r) dot[r] = S[r].x * kn.x + S[r].y * kn.y + S[r].z * kn.z + S[r].w * kn.w;
@@ -266,7 +302,96 @@ __global__ void __launch_bounds__(kThreads) gdnFlushKernel(const DualPrecisionFl
             }
         }
     }
-    castAndStore<RPW>(p, cp, slot, b, head, S, sScratch);
+    castAndStore<RPW>(p, cp, slot, it.b, head, S, sh.scratch,
+                      reinterpret_cast<float*>(dyn + flushTileOffset(RSSM_FAMILY_GDN, nf - 1, V)));
+}
+
+template <int FAMILY, int RPW, typename Shared>
+__device__ __forceinline__ void flushItem(const DualPrecisionFlushParams& p, const FlushItem& it, Shared& sh,
+                                          unsigned char* dyn) {
+    if constexpr (FAMILY == RSSM_FAMILY_MAMBA2) mamba2FlushItem<RPW>(p, it, sh, dyn);
+    else gdnFlushItem<RPW>(p, it, sh, dyn);
+}
+
+template <int FAMILY>
+using FlushShared = typename std::conditional<FAMILY == RSSM_FAMILY_MAMBA2, Mamba2FlushShared, GdnFlushShared>::type;
+
+// Item grid (RSSM_DP_FLUSH_GRID=items, A/B): one CTA per (state head, decode row); non-flushing rows exit.
+template <int FAMILY, int RPW>
+__global__ void __launch_bounds__(kThreads) flushItemGridKernel(const DualPrecisionFlushParams p) {
+    const int head = blockIdx.x, b = blockIdx.y;
+    FlushItem it;
+    it.b = b;
+    it.head = head;
+    it.nf = flushPlan(p, b, &it.slot, &it.o);
+    if (head == 0 && threadIdx.x == 0 && p.flushed) p.flushed[b] = flushedCode(p, b, it.nf);
+    if (it.nf < 0) return;
+    __shared__ FlushShared<FAMILY> sh;
+    extern __shared__ __align__(16) unsigned char flushSmem[];
+    flushItem<FAMILY, RPW>(p, it, sh, flushSmem);
+}
+
+// Compacted flush (default): one wave of CTAs. Every CTA scans the cursors of a chunk of kScanRows decode rows
+// (one row per thread, all in parallel) and lists the flushing rows in shared memory in row order; the CTAs then
+// share the chunk's (row, head) items round-robin. The rows that do not flush cost one parallel scan per CTA
+// instead of one early-exiting CTA per (row, head), which is most of the launch when 1/L of the rows flush.
+constexpr int kScanRows = 2 * kThreads;
+
+template <int FAMILY, int RPW>
+__global__ void __launch_bounds__(kThreads, RPW <= 8 ? 3 : 2) flushCompactKernel(const DualPrecisionFlushParams p) {
+    __shared__ FlushShared<FAMILY> sh;
+    __shared__ int4 sRows[kScanRows];  // (b, slot, origin, nf) of the chunk's flushing rows
+    __shared__ int sCount[kScanRows / 32];
+    extern __shared__ __align__(16) unsigned char flushSmem[];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int H = p.nheads;
+    long long done = 0;  // items of the chunks before this one
+    for (int c0 = 0; c0 < p.batch; c0 += kScanRows) {
+        int4 rowPlan[kScanRows / kThreads];
+        bool fl[kScanRows / kThreads];
+#pragma unroll
+        for (int k = 0; k < kScanRows / kThreads; ++k) {
+            const int b = c0 + k * kThreads + threadIdx.x;
+            int slot = 0, o = 0, nf = -1;
+            if (b < p.batch) {
+                nf = flushPlan(p, b, &slot, &o);
+                if (blockIdx.x == 0 && p.flushed) p.flushed[b] = flushedCode(p, b, nf);
+            }
+            fl[k] = nf >= 0;
+            rowPlan[k] = make_int4(b, slot, o, nf);
+            const unsigned m = __ballot_sync(kFullMask, fl[k]);
+            if (lane == 0) sCount[k * kWarps + warp] = __popc(m);
+        }
+        __syncthreads();
+        int total = 0;
+#pragma unroll
+        for (int k = 0; k < kScanRows / kThreads; ++k) {
+            const unsigned m = __ballot_sync(kFullMask, fl[k]);
+            int before = 0;
+            for (int i = 0; i < kScanRows / 32; ++i) {
+                const int c = sCount[i];
+                if (i < k * kWarps + warp) before += c;
+                total += (k == 0) ? c : 0;
+            }
+            if (fl[k]) sRows[before + __popc(m & ((1u << lane) - 1u))] = rowPlan[k];
+        }
+        __syncthreads();
+        const long long items = (long long)total * H;
+        // this CTA's items: chunk-local i with (done + i) % gridDim.x == blockIdx.x
+        long long i = ((long long)blockIdx.x - done % gridDim.x + gridDim.x) % gridDim.x;
+        for (; i < items; i += gridDim.x) {
+            const int4 r = sRows[i / H];
+            FlushItem it;
+            it.b = r.x;
+            it.slot = r.y;
+            it.o = r.z;
+            it.nf = r.w;
+            it.head = (int)(i % H);
+            flushItem<FAMILY, RPW>(p, it, sh, flushSmem);
+            __syncthreads();  // the item's shared memory is reused by the next one
+        }
+        done += items;
+    }
 }
 
 // ----------------------------------------------------------------------------------- codec
@@ -322,11 +447,36 @@ __global__ void __launch_bounds__(kThreads) codecKernel(const DualPrecisionCodec
 }
 
 // Launch with `smem` bytes of dynamic shared memory, opted in where static + dynamic exceed 48 KB
-// (the GDN kernel holds 34 KB of normalized keys statically).
+// (the GDN kernels hold 34 KB of normalized keys statically). grid.x == 0: the compacted kernel on one wave
+// of CTAs (as many as fit on the device, at most one per item).
 template <typename Kernel>
-void launchFlush(Kernel kernel, dim3 grid, int smem, cudaStream_t stream, const DualPrecisionFlushParams& p) {
+int launchFlush(Kernel kernel, dim3 grid, int smem, cudaStream_t stream, const DualPrecisionFlushParams& p) {
     if (smem > 12 * 1024) cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (grid.x == 0) {
+        int dev = 0, sms = 0, perSm = 0;
+        cudaGetDevice(&dev);
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, kernel, kThreads, smem);
+        const long long items = (long long)p.batch * p.nheads;
+        long long g = (long long)(perSm > 0 ? perSm : 1) * (sms > 0 ? sms : 1);
+        if (g > items) g = items;
+        grid = dim3((unsigned)(g > 0 ? g : 1));
+    }
     kernel<<<grid, kThreads, smem, stream>>>(p);
+    return 0;
+}
+
+template <int FAMILY>
+void launchFamily(const DualPrecisionFlushParams& p, bool itemGrid, int smem, cudaStream_t stream) {
+    const bool small = p.headdim <= 64;
+    if (itemGrid) {
+        const dim3 grid(p.nheads, p.batch);
+        if (small) launchFlush(&flushItemGridKernel<FAMILY, 8>, grid, smem, stream, p);
+        else launchFlush(&flushItemGridKernel<FAMILY, 16>, grid, smem, stream, p);
+    } else {
+        if (small) launchFlush(&flushCompactKernel<FAMILY, 8>, dim3(0), smem, stream, p);
+        else launchFlush(&flushCompactKernel<FAMILY, 16>, dim3(0), smem, stream, p);
+    }
 }
 
 bool isStoredFmt(int f) {
@@ -398,16 +548,13 @@ extern "C" int rssm_dual_precision_flush_launch(const DualPrecisionFlushParams* 
         return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: ring records (%s) must be 16-byte aligned", op,
                         p->family == RSSM_FAMILY_MAMBA2 ? "ring_x, ring_B" : "ring_v");
     if (p->batch == 0) return RSSM_OK;
-    const dim3 grid(p->nheads, p->batch);
-    const bool small = p->headdim <= 64;
     const int smem = flushSmemBytes(p->family, p->window, p->headdim);
-    if (p->family == RSSM_FAMILY_MAMBA2) {
-        if (small) launchFlush(&mamba2FlushKernel<8>, grid, smem, stream, *p);
-        else launchFlush(&mamba2FlushKernel<16>, grid, smem, stream, *p);
-    } else {
-        if (small) launchFlush(&gdnFlushKernel<8>, grid, smem, stream, *p);
-        else launchFlush(&gdnFlushKernel<16>, grid, smem, stream, *p);
-    }
+    // RSSM_DP_FLUSH_GRID=items (read per launch, A/B timing): one CTA per (state head, decode row) instead of
+    // the compacted one-wave kernel; the same item body, so the same bytes.
+    const char* fg = getenv("RSSM_DP_FLUSH_GRID");
+    const bool itemGrid = fg && strcmp(fg, "items") == 0;
+    if (p->family == RSSM_FAMILY_MAMBA2) launchFamily<RSSM_FAMILY_MAMBA2>(*p, itemGrid, smem, stream);
+    else launchFamily<RSSM_FAMILY_GDN>(*p, itemGrid, smem, stream);
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return setError(RSSM_ERR_CUDA, "%s: launch failed: %s", op, cudaGetErrorString(e));
     return RSSM_OK;

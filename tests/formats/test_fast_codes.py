@@ -1,0 +1,103 @@
+"""CPU mirror of the device codec's fast paths (cpp_plugins/kernels/dual_precision/dp_codec.cuh): fp16 / bf16
+stochastic rounding by a shift of the fp32 bits, and e2m1 round-to-nearest by rint(|y| / spacing). Each formula
+is evaluated here with the same integer / float32 steps as the CUDA code and compared code for code with the
+reference rounding (replayssm_trtllm/formats/minifloat.round_to_codes) over every binade, the boundaries of the
+fast range, ties, and random Philox-like words. The GPU parity tests (test_codec_cuda_parity.py) check the
+kernels themselves."""
+import torch
+
+from replayssm_trtllm.formats.minifloat import BF16, E2M1, FP16, round_to_codes
+
+
+def _values(n=200_000, seed=0):
+    """float32 values over every binade (random bit patterns), plus zeros, boundaries, inf and huge / tiny."""
+    g = torch.Generator().manual_seed(seed)
+    bits = torch.randint(0, 2**31 - 2**23, (n,), generator=g, dtype=torch.int64)  # every finite exponent
+    sign = torch.randint(0, 2, (n,), generator=g, dtype=torch.int64) << 31
+    x = (bits | sign).to(torch.int32).view(torch.float32)
+    edges = [0.0, -0.0, 2.0**-14, 2.0**-14 * (1 - 2**-11), 2.0**-24, 2.0**-25, 65504.0, 65519.0, 65520.0,
+             65536.0, 3.3895314e38, float("inf"), -float("inf"), 1e-45, 1.17549435e-38, 1.0, -1.0]
+    return torch.cat([x, torch.tensor(edges, dtype=torch.float32)])
+
+
+def _words(n, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    w = torch.randint(0, 2**32, (n,), generator=g, dtype=torch.int64)
+    w[:64] = torch.tensor([0, 2**32 - 1] * 32)  # extreme words
+    return w
+
+
+def _fast_fp16_sr(y, w):
+    """fp16Code(y, sr=True, w) fast path; -1 where the device falls back to roundCode."""
+    bits = y.view(torch.int32).to(torch.int64) & 0xFFFFFFFF
+    mag = bits & 0x7FFFFFFF
+    fast = (mag >= (113 << 23)) & (mag < (255 << 23))
+    up = ((w >> 19) < (mag & 0x1FFF)).to(torch.int64)
+    code = torch.clamp((mag >> 13) - (112 << 10) + up, max=0x7C00) | ((bits >> 16) & 0x8000)
+    return torch.where(fast, code, torch.full_like(code, -1))
+
+
+def _fast_bf16_sr(y, w):
+    bits = y.view(torch.int32).to(torch.int64) & 0xFFFFFFFF
+    mag = bits & 0x7FFFFFFF
+    fast = mag < (255 << 23)
+    up = ((w >> 16) < (mag & 0xFFFF)).to(torch.int64)
+    code = torch.clamp((mag >> 16) + up, max=0x7F80) | ((bits >> 16) & 0x8000)
+    return torch.where(fast, code, torch.full_like(code, -1))
+
+
+def _fast_e2m1_rtn(y):
+    a = y.abs().clamp(max=6.0)
+    m = torch.where(a < 2, 2.0, torch.where(a < 4, 1.0, 0.5)).to(torch.float32)
+    off = torch.where(a < 2, 0, torch.where(a < 4, 2, 4))
+    q = torch.round(a * m).to(torch.int64)  # torch.round: half to even, as __float2int_rn
+    return (q + off) | ((y.view(torch.int32).to(torch.int64) >> 28) & 8)
+
+
+def test_fast_fp16_sr_matches_reference():
+    y = _values()
+    w = _words(y.numel())
+    ref = round_to_codes(y, FP16, "sr", w)
+    fast = _fast_fp16_sr(y, w)
+    on = fast >= 0
+    assert on.float().mean() > 0.05  # the fast range is exercised (and the fallback too)
+    assert (~on).any()
+    assert torch.equal(fast[on], ref[on])
+
+
+def test_fast_fp16_sr_near_the_range_boundaries():
+    # the smallest normal binade, the largest finite binade and its overflow, each with every low-bit pattern
+    base = torch.tensor([113 << 23, 142 << 23, 143 << 23, 254 << 23], dtype=torch.int64)
+    low = torch.arange(0, 1 << 14, dtype=torch.int64)
+    bits = (base[:, None] + low[None, :] * 511).reshape(-1) & 0x7FFFFFFF
+    y = torch.cat([bits, bits | (1 << 31)]).to(torch.int32).view(torch.float32)
+    for seed in range(3):
+        w = _words(y.numel(), seed)
+        ref = round_to_codes(y, FP16, "sr", w)
+        fast = _fast_fp16_sr(y, w)
+        assert bool((fast >= 0).all())
+        assert torch.equal(fast, ref)
+
+
+def test_fast_bf16_sr_matches_reference():
+    y = _values(seed=2)
+    w = _words(y.numel(), 3)
+    ref = round_to_codes(y, BF16, "sr", w)
+    fast = _fast_bf16_sr(y, w)
+    on = fast >= 0
+    assert on.float().mean() > 0.99
+    assert torch.equal(fast[on], ref[on])
+
+
+def test_fast_e2m1_rtn_matches_reference():
+    # every grid point, every midpoint (ties), their float32 neighbours, a dense sweep and random values
+    grid = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
+    mids = (grid[1:] + grid[:-1]) / 2
+    pts = torch.cat([grid, mids, torch.tensor([6.5, 100.0, float("inf"), 1e-40, 0.0])]).to(torch.float32)
+    nb = torch.cat([pts, torch.nextafter(pts, torch.tensor(float("inf"))),
+                    torch.nextafter(pts, torch.tensor(0.0))])
+    sweep = torch.linspace(0, 7, 70001, dtype=torch.float32)
+    rnd = _values(seed=4)
+    rnd = rnd[~torch.isnan(rnd)]
+    y = torch.cat([nb, -nb, sweep, -sweep, rnd])
+    assert torch.equal(_fast_e2m1_rtn(y), round_to_codes(y, E2M1, "rtn"))
