@@ -58,6 +58,44 @@ def test_encode_bit_exact(fmt, rounding):
             assert torch.equal(_bits(got.gscale[s]), _bits(ref.global_scale)), f"{fmt}: global scale of state {s}"
 
 
+def _tie_states():
+    """States whose fp8 / nvfp4 encodes meet exact rounding ties (ties to even) after the scale division.
+    fp8: every row's amax is 448, so the row scale is 1 and the elements are e4m3 midpoints (normal and subnormal).
+    nvfp4: the state amax 2688 makes the global scale 1; a block whose amax is 6 then has block scale 1 and its
+    elements are e2m1 midpoints and grid points; the block holding 2688 has scale 448 and elements 448 * t."""
+    g = torch.Generator().manual_seed(5)
+    P, N = 8, 128
+    mids = [2.0**e * (1 + (2 * i + 1) / 16) for e in range(-6, 8) for i in range(8)]
+    mids += [(2 * i + 1) * 2.0**-10 for i in range(7)]  # subnormal midpoints
+    mids = torch.tensor([m for m in mids if m < 448])
+    idx = torch.randint(0, mids.numel(), (P, N), generator=g)
+    sign = torch.where(torch.rand(P, N, generator=g) < 0.5, -1.0, 1.0)
+    fp8 = (mids[idx] * sign)
+    fp8[:, 0] = 448.0
+    t = torch.tensor([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 0.0])
+    idx = torch.randint(0, t.numel(), (P, N), generator=g)
+    sign = torch.where(torch.rand(P, N, generator=g) < 0.5, -1.0, 1.0)
+    fp4 = t[idx] * sign
+    fp4[:, ::16] = 6.0  # every 16-block's amax is 6
+    fp4[0, :16] *= 448.0  # ... except the first block, amax 2688 (the state amax)
+    return {"fp8_e4m3": fp8.reshape(1, 1, P, N).float(), "nvfp4": fp4.reshape(1, 1, P, N).float()}
+
+
+@pytest.mark.parametrize("fmt", ["fp8_e4m3", "nvfp4"])
+def test_encode_rtn_ties_bit_exact(fmt):
+    """RTN at exact ties (the e4m3 hardware conversion and the e2m1 rint path of dp_codec.cuh) equals the torch
+    codec; the tie values are checked to survive the scale division in the reference."""
+    from replayssm_trtllm.ops.dual_precision import state_encode
+    x = _tie_states()[fmt]
+    ref = encode(x[0], fmt, "rtn")
+    if fmt == "nvfp4":
+        assert float(ref.global_scale.flatten()[0]) == 1.0
+    got = state_encode(x.cuda(), fmt, "rtn", 0, 0)
+    torch.cuda.synchronize()
+    assert torch.equal(_bits(got.data[0]), _bits(ref.data)), f"{fmt}: payload differs at ties"
+    assert torch.equal(_bits(got.scale[0]), _bits(ref.scale))
+
+
 @pytest.mark.sanitize
 def test_encode_small_sanitize():
     from replayssm_trtllm.ops.dual_precision import state_decode, state_encode

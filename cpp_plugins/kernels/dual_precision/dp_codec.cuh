@@ -6,6 +6,7 @@
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -110,7 +111,12 @@ __device__ __forceinline__ uint32_t bf16Code(float y, bool sr, uint32_t w) {
     }
     return roundCode<7, -126, 0x7F7F, true, 15, 0x7FFF>(y, sr, w, 3.38953139e38f);
 }
+// RTN onto e4m3fn on sm_89+: the hardware conversion (cvt.rn.satfinite.e4m3x2.f32) is round-to-nearest-even with
+// the sign kept and |y| > 448 (inf included) saturated to 448, as roundCode; NaN keeps the integer path (code 0x7F).
 __device__ __forceinline__ uint32_t e4m3Code(float y, bool sr, uint32_t w) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+    if (!sr && y == y) return (uint32_t)__nv_cvt_float_to_fp8(y, __NV_SATFINITE, __NV_E4M3);
+#endif
     return roundCode<3, -6, 0x7E, false, 7, 0x7F>(y, sr, w, 448.f);
 }
 // RTN onto e2m1 (not NaN): the grid has spacing 0.5 below 2, 1 in [2, 4) and 2 in [4, 6], so the magnitude
