@@ -6,7 +6,9 @@ Nemotron-3-Super Mamba-2 layer H=128 P=64 N=128 G=8; Qwen3.5-122B GDN layer HK=1
 * non-flush step (decode kernel only; no row flushes): read copy fp32 / fp16 / fp8_e4m3 / nvfp4;
 * window-amortized step (decode + flush launch with staggered cursors h_b = b mod L, so 1/L of the
   rows flush every step, as under continuous batching): the same read copies with recurrence fp32
-  and fp16+SR;
+  and fp16+SR; Mamba-2 as the cache's step runs it (the flushing rows deferred to the flush, which folds
+  their token and writes their outputs), next to the flushing rows on the decode kernel and, for both
+  families, the flush on its item grid (RSSM_DP_FLUSH_GRID=items);
 * baselines: the conventional fp32 kernel (ops/mamba2.py, ops/gdn.py) and the fp32 ReplaySSM step
   (the existing replay kernel, and this kernel with an fp32 read copy; the faster of the two is the
   "FP32-read replay" denominator of the non-flush targets);
@@ -98,14 +100,17 @@ def record_bytes(family: str, sh: dict, act_bytes: int = 2) -> int:
         act_bytes * sh["HV"] * sh["V"]
 
 
-def step_bytes(family: str, sh: dict, B: int, read_fmt: str, h_mean: float, rec_fmt=None, flush_frac=0.0) -> int:
-    """Modelled HBM bytes of one step: read copy (non-flush rows), recurrence read + both copies written
-    (flush rows), committed records read, this step's record written."""
+def step_bytes(family: str, sh: dict, B: int, read_fmt: str, h_mean: float, rec_fmt=None, flush_frac=0.0,
+               deferred: bool = False) -> int:
+    """Modelled HBM bytes of one step: read copy (non-flush rows), recurrence read (by the decode, unless the flush
+    rows are deferred to the flush, and by the flush) + both copies written (flush rows), committed records read,
+    this step's record written."""
     H, P = (sh["H"], sh["P"]) if family == "mamba2" else (sh["HV"], sh["V"])
     rb = record_bytes(family, sh)
     nb = B * (1 - flush_frac) * state_bytes(read_fmt, H, P)
     if rec_fmt is not None and flush_frac > 0:
-        nb += B * flush_frac * (3 * state_bytes(rec_fmt, H, P) + state_bytes(read_fmt, H, P))  # decode+flush read, write
+        reads = 1 if deferred else 2  # flush (+ decode) reads of the recurrence copy
+        nb += B * flush_frac * ((reads + 1) * state_bytes(rec_fmt, H, P) + state_bytes(read_fmt, H, P))
     nb += B * (h_mean + 1) * rb + B * flush_frac * (h_mean + 1) * rb
     return int(nb)
 
@@ -150,7 +155,9 @@ def _family_cases(family, args, torch, time_graph):
         make = lambda rf, rec: dp.Mamba2DualPrecisionCache(B, H, P, G, L, 1, 0, rf, rec, "sr", act_dtype=act)
         dec = lambda c: (lambda: c.decode(sbi, x, dtr, Bm, Cm, A, D, dtb, z, y))
         fl = torch.empty(B, dtype=torch.int32, device=dev)
-        step = lambda c: (lambda: (c.decode(sbi, x, dtr, Bm, Cm, A, D, dtb, z, y), c.flush(sbi, A, 1, fl, False)))
+        # decode + flush as Mamba2DualPrecisionCache.step runs them (standard mode: the flushing rows deferred to the
+        # flush, c.defer_flush_rows; bench rows "flush rows on the decode kernel" time it switched off)
+        step = lambda c: (lambda: c.step(sbi, x, dtr, Bm, Cm, A, D, dtb, z, fl, False, y))
         # the cache's ring may be shorter than ours (standard mode needs only L records)
         fill = lambda c: (c.ring_dt.copy_(rdt[:, :c.ring_dt.shape[1]]), c.ring_x.copy_(rx[:, :c.ring_x.shape[1]]),
                           c.ring_B.copy_(rB[:, :c.ring_B.shape[1]]))
@@ -227,10 +234,19 @@ def _family_cases(family, args, torch, time_graph):
             c.ring_len.copy_(stagger)
             t_w = time_graph([step(c)], reps=args.reps)["median_us"]
             res[("window", rf, rec)] = t_w
-            nb = step_bytes(family, sh, B, rf, (L - 1) / 2, rec, 1.0 / L)
+            nb = step_bytes(family, sh, B, rf, (L - 1) / 2, rec, 1.0 / L, deferred=family == "mamba2")
             rows.append({"family": family, "case": "window-amortized step", "read": rf,
                          "recurrence": rec + ("+SR" if rec != "fp32" else ""), "us": t_w, "bytes": nb,
                          "GB/s": nb / t_w / 1e3, "x conv": res["conv"] / t_w})
+            if family == "mamba2":  # the flushing rows decoded by the decode kernels (re-reading the recurrence copy)
+                c.defer_flush_rows = False
+                t_wd = time_graph([step(c)], reps=args.reps)["median_us"]
+                c.defer_flush_rows = True
+                res[("window_decoded", rf, rec)] = t_wd
+                nbd = step_bytes(family, sh, B, rf, (L - 1) / 2, rec, 1.0 / L)
+                rows.append({"family": family, "case": "window-amortized step, flush rows on the decode kernel",
+                             "read": rf, "recurrence": rec + ("+SR" if rec != "fp32" else ""), "us": t_wd,
+                             "bytes": nbd, "GB/s": nbd / t_wd / 1e3, "x conv": res["conv"] / t_wd})
             # the same step with the flush on its item grid (one CTA per (head, row)) instead of the compacted
             # one-wave kernel, in the same run
             with env_setting("RSSM_DP_FLUSH_GRID", "items"):

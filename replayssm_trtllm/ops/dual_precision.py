@@ -66,6 +66,9 @@ class DualPrecisionFlushParams(ctypes.Structure):
         + [(n, _P) for n in ("state_batch_indices", "ring_origin", "ring_len", "flush_index", "ckpt_hp", "ckpt_hp_scale",
                              "ckpt_lp", "ckpt_lp_scale", "ckpt_lp_gscale", "A", "ring_dt", "ring_x", "ring_B", "ring_g",
                              "ring_k", "ring_beta", "ring_v", "flushed")]
+        # ABI 7: deferred flushing rows of a Mamba-2 standard step (x = NULL: off)
+        + [(n, _P) for n in ("x", "dt_raw", "Bm", "Cm", "z", "D", "dt_bias", "y")]
+        + [("dt_dtype", _I32), ("pad_abi7", _I32)]
     )
 
 
@@ -83,6 +86,7 @@ class DualPrecisionDecodeParams(ctypes.Structure):
                              "q", "k", "v", "a", "b", "A_log", "gdn_dt_bias", "ring_g", "ring_u", "ring_k", "ring_beta",
                              "ring_v", "o")]
         + [("workspace", _P), ("workspace_bytes", _I64)]
+        + [("defer_flush_rows", _I32), ("pad_abi7", _I32)]  # ABI 7
     )
 
 
@@ -321,9 +325,11 @@ def dp_mamba2_decode(ckpt_hp: Optional[torch.Tensor], ckpt_hp_scale: Optional[to
                      ring_len: torch.Tensor, x: torch.Tensor, dt_raw: torch.Tensor, B: torch.Tensor, C: torch.Tensor,
                      A: torch.Tensor, D: Optional[torch.Tensor], dt_bias: Optional[torch.Tensor],
                      z: Optional[torch.Tensor], state_batch_indices: torch.Tensor, y: torch.Tensor, window: int,
-                     mode: int, recurrence_fmt: str, read_fmt: str) -> None:
+                     mode: int, recurrence_fmt: str, read_fmt: str, defer_flush_rows: bool = False) -> None:
     """Mamba-2 dual-precision decode step of one layer (module doc). x/z/y [B, T, H, P], dt_raw [B, T, H],
-    B/C [B, T, G, N], A/D/dt_bias [H] fp32, rings [S, C, ...] (design.md 3), all contiguous."""
+    B/C [B, T, G, N], A/D/dt_bias [H] fp32, rings [S, C, ...] (design.md 3), all contiguous.
+    defer_flush_rows (standard mode): the flushing rows' outputs and records are left to ``dual_precision_flush``
+    called with this step's inputs and y (it folds the token at once and writes their outputs)."""
     op = "dp_mamba2_decode"
     if not isinstance(x, torch.Tensor) or x.dim() != 4 or x.dtype not in _ACT_CODE:
         raise ValueError(f"{op}: 'x' must be float16/bfloat16 [B, T, H, P]; got {_desc(x)}")
@@ -360,6 +366,9 @@ def dp_mamba2_decode(ckpt_hp: Optional[torch.Tensor], ckpt_hp_scale: Optional[to
     p.x, p.dt_raw, p.Bm, p.Cm, p.z = x.data_ptr(), dt_raw.data_ptr(), B.data_ptr(), C.data_ptr(), _ptr(z)
     p.A, p.D, p.dt_bias = A.data_ptr(), _ptr(D), _ptr(dt_bias)
     p.ring_dt, p.ring_x, p.ring_B, p.y = ring_dt.data_ptr(), ring_x.data_ptr(), ring_B.data_ptr(), y.data_ptr()
+    if defer_flush_rows and mode != 0:
+        raise ValueError(f"{op}: defer_flush_rows is a standard-mode (mode 0) path; got mode {mode}")
+    p.defer_flush_rows = 1 if defer_flush_rows else 0
     _call_decode(p, dev, op)
 
 
@@ -429,7 +438,7 @@ def _dp_gdn_decode_fake(*args, **kwargs) -> None:
 # --------------------------------------------------------------------------------------- flush op
 @torch.library.custom_op("replayssm::dual_precision_flush",
                          mutates_args=("ckpt_hp", "ckpt_hp_scale", "ckpt_lp", "ckpt_lp_scale", "ckpt_lp_gscale",
-                                       "flushed"))
+                                       "flushed", "y"))
 def dual_precision_flush(family: str, ckpt_hp: Optional[torch.Tensor], ckpt_hp_scale: Optional[torch.Tensor],
                          ckpt_lp: torch.Tensor, ckpt_lp_scale: Optional[torch.Tensor],
                          ckpt_lp_gscale: Optional[torch.Tensor], state_batch_indices: torch.Tensor,
@@ -438,8 +447,15 @@ def dual_precision_flush(family: str, ckpt_hp: Optional[torch.Tensor], ckpt_hp_s
                          ring_B: Optional[torch.Tensor], ring_g: Optional[torch.Tensor], ring_k: Optional[torch.Tensor],
                          ring_beta: Optional[torch.Tensor], ring_v: Optional[torch.Tensor], flushed: torch.Tensor,
                          window: int, mode: int, num_tokens: int, recurrence_fmt: str, read_fmt: str, rounding: str,
-                         layer_index: int, seed: int) -> None:
-    """Flush of one layer (dual_precision_flush.h). flushed [B] int32 out: 1 flushed, 0 not, -1 padding."""
+                         layer_index: int, seed: int, x: Optional[torch.Tensor] = None,
+                         dt_raw: Optional[torch.Tensor] = None, B: Optional[torch.Tensor] = None,
+                         C: Optional[torch.Tensor] = None, z: Optional[torch.Tensor] = None,
+                         D: Optional[torch.Tensor] = None, dt_bias: Optional[torch.Tensor] = None,
+                         y: Optional[torch.Tensor] = None) -> None:
+    """Flush of one layer (dual_precision_flush.h). flushed [B] int32 out: 1 flushed, 0 not, -1 padding.
+    x, dt_raw, B, C (z, D, dt_bias optional) and y: this Mamba-2 standard step's inputs and outputs when its decode
+    deferred the flushing rows (``dp_mamba2_decode(..., defer_flush_rows=True)``): the flush then folds the token
+    from these inputs and writes the flushing rows' y."""
     op = "dual_precision_flush"
     if family not in FAMILY_CODE:
         raise ValueError(f"{op}: family must be 'mamba2' or 'gdn'; got {family!r}")
@@ -481,6 +497,22 @@ def dual_precision_flush(family: str, ckpt_hp: Optional[torch.Tensor], ckpt_hp_s
     p.flush_index, p.flushed = _ptr(flush_index), flushed.data_ptr()
     p.A, p.ring_dt, p.ring_x, p.ring_B = _ptr(A), _ptr(ring_dt), _ptr(ring_x), _ptr(ring_B)
     p.ring_g, p.ring_k, p.ring_beta, p.ring_v = _ptr(ring_g), _ptr(ring_k), _ptr(ring_beta), _ptr(ring_v)
+    step_inputs = (x, dt_raw, B, C, z, D, dt_bias, y)
+    if any(t is not None for t in step_inputs):
+        if not mamba or mode != 0 or num_tokens != 1:
+            raise ValueError(f"{op}: step inputs (deferred flushing rows) are a Mamba-2 standard-mode path; got family "
+                             f"{family!r}, mode {mode}, num_tokens {num_tokens}")
+        _expect(op, "x", x, act, (Bsz, 1, H, P), dev)
+        _expect(op, "dt_raw", dt_raw, (act, torch.float32), (Bsz, 1, H), dev)
+        _expect(op, "B", B, act, (Bsz, 1, G, N), dev)
+        _expect(op, "C", C, act, (Bsz, 1, G, N), dev)
+        _expect(op, "z", z, act, (Bsz, 1, H, P), dev, optional=True)
+        _expect(op, "D", D, torch.float32, (H,), dev, optional=True)
+        _expect(op, "dt_bias", dt_bias, torch.float32, (H,), dev, optional=True)
+        _expect(op, "y", y, act, (Bsz, 1, H, P), dev)
+        p.x, p.dt_raw, p.Bm, p.Cm, p.y = x.data_ptr(), dt_raw.data_ptr(), B.data_ptr(), C.data_ptr(), y.data_ptr()
+        p.z, p.D, p.dt_bias = _ptr(z), _ptr(D), _ptr(dt_bias)
+        p.dt_dtype = 0 if dt_raw.dtype == torch.float32 else _ACT_CODE[act]
     _call("rssm_dual_precision_flush_launch", DualPrecisionFlushParams, p, dev, op)
 
 
@@ -551,8 +583,9 @@ class _DualPrecisionCacheBase:
         return self.hp.data, self.hp.scale
 
     def _flush(self, sbi: torch.Tensor, T: int, extra: dict, flushed: Optional[torch.Tensor] = None,
-               count: bool = True) -> torch.Tensor:
-        """count=False: no flush counter (Philox flush index 0) and no extra launches (benchmarks)."""
+               count: bool = True, step_inputs: Optional[dict] = None) -> torch.Tensor:
+        """count=False: no flush counter (Philox flush index 0) and no extra launches (benchmarks).
+        step_inputs: the deferred rows' step inputs and y (Mamba-2 standard mode; see dual_precision_flush)."""
         if flushed is None:
             flushed = torch.empty(sbi.shape[0], dtype=torch.int32, device=self.device)
         slot = sbi.clamp(min=0).long() if count else None
@@ -563,7 +596,7 @@ class _DualPrecisionCacheBase:
             flush_index, extra.get("A"), extra.get("ring_dt"), extra.get("ring_x"), extra.get("ring_B"),
             extra.get("ring_g"), extra.get("ring_k"), extra.get("ring_beta"), extra.get("ring_v"), flushed,
             self.window, self.mode, T, self.recurrence_fmt or self.read_fmt, self.read_fmt, self.rounding,
-            self.layer, self.seed)
+            self.layer, self.seed, **(step_inputs or {}))
         if count:
             self.flush_count.index_add_(0, slot, (flushed > 0).to(torch.int32))
         return flushed
@@ -590,24 +623,36 @@ class Mamba2DualPrecisionCache(_DualPrecisionCacheBase):
         self.ring_dt = torch.zeros(S, C, H, dtype=torch.float32, device=device)
         self.ring_x = torch.zeros(S, C, H, P, dtype=act_dtype, device=device)
         self.ring_B = torch.zeros(S, C, G, ROW_N, dtype=act_dtype, device=device)
+        # standard steps: the flushing rows are decoded by the flush (their token folded at once, outputs from the
+        # folded state) instead of by a decode kernel that re-reads the recurrence copy; False: the decode does it
+        self.defer_flush_rows = self.mode == 0
 
-    def decode(self, sbi, x, dt_raw, B, C, A, D=None, dt_bias=None, z=None, y=None) -> torch.Tensor:
+    def decode(self, sbi, x, dt_raw, B, C, A, D=None, dt_bias=None, z=None, y=None,
+               defer_flush_rows: bool = False) -> torch.Tensor:
+        """defer_flush_rows: leave the flushing rows (outputs, records) to flush(..., step_inputs=...)."""
         y = torch.empty_like(x) if y is None else y
         hp, hps = self._hp_args()
         torch.ops.replayssm.dp_mamba2_decode(hp, hps, self.lp.data, self.lp.scale, self.lp.gscale, self.ring_dt,
                                              self.ring_x, self.ring_B, self.ring_origin, self.ring_len, x, dt_raw, B, C,
                                              A, D, dt_bias, z, sbi, y, self.window, self.mode,
-                                             self.recurrence_fmt or self.read_fmt, self.read_fmt)
+                                             self.recurrence_fmt or self.read_fmt, self.read_fmt, defer_flush_rows)
         return y
 
-    def flush(self, sbi, A, T: int = 1, flushed=None, count: bool = True) -> torch.Tensor:
+    def flush(self, sbi, A, T: int = 1, flushed=None, count: bool = True,
+              step_inputs: Optional[dict] = None) -> torch.Tensor:
+        """step_inputs (after decode(..., defer_flush_rows=True)): dict of this step's x, dt_raw, B, C, y and
+        optionally z, D, dt_bias; the flushing rows' y is written here."""
         return self._flush(sbi, T, {"A": A, "ring_dt": self.ring_dt, "ring_x": self.ring_x, "ring_B": self.ring_B},
-                           flushed, count)
+                           flushed, count, step_inputs)
 
-    def step(self, sbi, x, dt_raw, B, C, A, D=None, dt_bias=None, z=None):
-        """decode + flush (cursors unchanged; call commit after)."""
-        y = self.decode(sbi, x, dt_raw, B, C, A, D, dt_bias, z)
-        self.flush(sbi, A, x.shape[1])
+    def step(self, sbi, x, dt_raw, B, C, A, D=None, dt_bias=None, z=None, flushed=None, count: bool = True,
+             y=None):
+        """decode + flush (cursors unchanged; call commit after). Standard mode with defer_flush_rows (default):
+        the flushing rows are decoded by the flush."""
+        defer = self.defer_flush_rows and self.mode == 0
+        y = self.decode(sbi, x, dt_raw, B, C, A, D, dt_bias, z, y, defer_flush_rows=defer)
+        inputs = {"x": x, "dt_raw": dt_raw, "B": B, "C": C, "z": z, "D": D, "dt_bias": dt_bias, "y": y} if defer else None
+        self.flush(sbi, A, x.shape[1], flushed, count, inputs)
         return y
 
 

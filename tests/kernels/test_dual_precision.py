@@ -475,3 +475,69 @@ def test_mamba2_flush_matches_float64_fold(monkeypatch):
         assert err < 1e-5, f"slot {s}: rel err {err:.2e}"
         checked += 1
     assert checked > 10
+
+
+@pytest.mark.sanitize
+@pytest.mark.parametrize("decode_path", PATHS["mamba2"] + ["tile"], indirect=True)
+@pytest.mark.parametrize("read_fmt,rec_fmt", [("nvfp4", "fp16"), ("fp8_e4m3", "fp32"), ("fp16", None)],
+                         ids=["nvfp4-fp16sr", "fp8-fp32", "fp16-shared"])
+def test_mamba2_deferred_flush_rows_match_decoded_ones(read_fmt, rec_fmt, decode_path):
+    """Standard steps with the flushing rows deferred to the flush (the cache's default) against the same steps with
+    the decode kernels decoding them: both checkpoint copies bit for bit equal after every step (the same fold, the
+    same dt), cursors equal, outputs equal on the rows that do not flush and within fp rounding on the flushing ones
+    (y from the folded state instead of the output-only form); fp32 dt_raw on one cache pair, act dt_raw otherwise."""
+    from replayssm_trtllm.ops.dual_precision import Mamba2DualPrecisionCache
+    S, H, P, G, L = 7, 4, 32, 2, 4
+    g = torch.Generator().manual_seed(31)
+    lay = random_mamba2_layer(H, g)
+    A, D, dtb = (lay[k].float().cuda() for k in ("A", "D", "dt_bias"))
+    pre = random_state((S, H, P, 128), g).float().cuda()
+    caches = []
+    for defer in (True, False):
+        c = Mamba2DualPrecisionCache(S, H, P, G, L, 1, 0, read_fmt, rec_fmt, "sr", act_dtype=torch.bfloat16, seed=3)
+        c.defer_flush_rows = defer
+        c.reset(pre)
+        caches.append(c)
+    flushed_rows = 0
+    for step in range(3 * L + 1):
+        sbi = _active(S, step, stagger=True).cuda()
+        inp = random_mamba2_inputs(sbi.shape[0], 1, H, P, 128, G, g)
+        x, Bm, Cm, z = (inp[k].to(torch.bfloat16).cuda() for k in ("x", "Bm", "Cm", "z"))
+        dtr = inp["dt_raw"].float().cuda() if step % 2 else inp["dt_raw"].to(torch.bfloat16).cuda()
+        fls = [torch.empty(sbi.shape[0], dtype=torch.int32, device="cuda") for _ in caches]
+        ys = [c.step(sbi, x, dtr, Bm, Cm, A, D, dtb, z, flushed=f) for c, f in zip(caches, fls)]
+        assert torch.equal(fls[0], fls[1])
+        fl = fls[0].cpu() == 1
+        flushed_rows += int(fl.sum())
+        for a, b in zip(_copy_bits(caches[0]), _copy_bits(caches[1])):
+            assert torch.equal(a, b), f"step {step}: checkpoint copies differ"
+        y0, y1 = ys[0].float().cpu(), ys[1].float().cpu()
+        valid = (sbi.cpu() >= 0)
+        keep = valid & ~fl
+        assert torch.equal(y0[keep], y1[keep]), f"step {step}: non-flushing rows' outputs differ"
+        if fl.any():
+            err = _rel_rms(y0[fl], y1[fl])
+            assert err < 1e-2, f"step {step}: flushing rows' outputs rel RMS {err:.2e}"
+        for c in caches:
+            c.commit(sbi)
+        assert torch.equal(caches[0].ring_len, caches[1].ring_len)
+        assert torch.equal(caches[0].ring_origin, caches[1].ring_origin)
+    assert flushed_rows >= S
+
+
+def test_mamba2_deferred_flush_rejects_speculative_and_gdn():
+    from replayssm_trtllm.ops.dual_precision import GdnDualPrecisionCache, Mamba2DualPrecisionCache
+    g = torch.Generator().manual_seed(1)
+    c = Mamba2DualPrecisionCache(2, 2, 16, 1, 4, 2, 1, "fp16", "fp32")
+    inp = random_mamba2_inputs(2, 2, 2, 16, 128, 1, g)
+    x, dtr, Bm, Cm = (inp[k].half().cuda() for k in ("x", "dt_raw", "Bm", "Cm"))
+    sbi = torch.arange(2, dtype=torch.int32).cuda()
+    A = -torch.ones(2).cuda()
+    with pytest.raises(ValueError, match="standard-mode"):
+        c.decode(sbi, x, dtr, Bm, Cm, A, defer_flush_rows=True)
+    with pytest.raises(ValueError, match="standard-mode"):
+        c.flush(sbi, A, 2, step_inputs={"x": x, "dt_raw": dtr, "B": Bm, "C": Cm, "y": torch.empty_like(x)})
+    gc = GdnDualPrecisionCache(2, 1, 2, 16, 4)
+    extra = {"ring_g": gc.ring_g, "ring_k": gc.ring_k, "ring_beta": gc.ring_beta, "ring_v": gc.ring_v}
+    with pytest.raises(ValueError, match="Mamba-2 standard-mode"):
+        gc._flush(sbi, 1, extra, step_inputs={"x": x})

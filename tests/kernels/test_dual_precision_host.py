@@ -39,9 +39,11 @@ def test_ctypes_mirror_matches_header(header, struct, mirror):
 def test_abi_sizes():
     # checked against g++ sizeof / offsetof of the headers (x86-64)
     import ctypes
-    assert ctypes.sizeof(dp.DualPrecisionFlushParams) == 264
-    assert ctypes.sizeof(dp.DualPrecisionDecodeParams) == 392  # ABI 6: + workspace, workspace_bytes
+    assert ctypes.sizeof(dp.DualPrecisionFlushParams) == 336  # ABI 7: + deferred-row step inputs
+    assert dp.DualPrecisionFlushParams.x.offset == 264 and dp.DualPrecisionFlushParams.dt_dtype.offset == 328
+    assert ctypes.sizeof(dp.DualPrecisionDecodeParams) == 400  # ABI 6: + workspace, workspace_bytes; 7: + defer
     assert dp.DualPrecisionDecodeParams.workspace.offset == 376
+    assert dp.DualPrecisionDecodeParams.defer_flush_rows.offset == 392
     assert ctypes.sizeof(dp.DualPrecisionCodecParams) == 88
 
 

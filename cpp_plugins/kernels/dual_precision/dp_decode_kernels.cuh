@@ -57,7 +57,6 @@ __device__ __forceinline__ float4 actVal4(const void* base, int64_t i, bool bf16
     if (bf16) return make_float4(bf16Value(w.x & 0xffffu), bf16Value(w.x >> 16), bf16Value(w.y & 0xffffu), bf16Value(w.y >> 16));
     return make_float4(fp16Value(w.x & 0xffffu), fp16Value(w.x >> 16), fp16Value(w.y & 0xffffu), fp16Value(w.y >> 16));
 }
-__device__ __forceinline__ float softplusAcc(float x) { return x > 20.f ? x : log1pf(expf(x)); }
 __device__ __forceinline__ float warpSumF(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
@@ -107,15 +106,16 @@ constexpr int kFlushGroup = 8;
 // row loop of the grouped instance costs spills).
 template <bool FO, typename RowFn>
 __device__ __forceinline__ void dpDecodeRows(const DualPrecisionDecodeParams& p, RowFn decodeRow) {
+    // defer_flush_rows: valid flushing rows are the flush's (outputs and records); invalid rows stay here (NaN outputs)
     if constexpr (!FO) {
         RowPlan rp;
-        if (planRow(p, blockIdx.z, &rp)) decodeRow(blockIdx.z, rp);
+        if (planRow(p, blockIdx.z, &rp) && !(p.defer_flush_rows && rp.valid && rp.flush)) decodeRow(blockIdx.z, rp);
         return;
     }
     const int lane = threadIdx.x & 31, b0 = blockIdx.z * kFlushGroup;
     RowPlan mine;
     const bool take = lane < kFlushGroup && b0 + lane < p.batch && planRow(p, b0 + lane, &mine) &&
-                      (!mine.valid || mine.flush);
+                      (!mine.valid || (mine.flush && !p.defer_flush_rows));
     unsigned todo = __ballot_sync(0xffffffffu, take);  // the same in every warp of the CTA
     while (todo) {
         const int i = __ffs(todo) - 1;

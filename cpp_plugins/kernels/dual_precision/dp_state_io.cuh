@@ -24,6 +24,9 @@ struct CopyRef {
     float* gscale;
 };
 
+// Mamba-2 dt from the biased raw value (the decode kernels, and the flush of deferred rows: the same dt bits).
+__device__ __forceinline__ float softplusAcc(float x) { return x > 20.f ? x : log1pf(expf(x)); }
+
 __device__ __forceinline__ int64_t rowScaleIndex(int slot, int head, int row, int H, int P, int perRow, int i) {
     return (((int64_t)slot * H + head) * P + row) * perRow + i;
 }

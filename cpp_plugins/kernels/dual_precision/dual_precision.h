@@ -96,6 +96,11 @@ typedef struct DualPrecisionDecodeParams {
     //      reused every step, or NULL (the split path is then not taken; results are the same).
     void* workspace;
     int64_t workspace_bytes;
+    // ---- ABI 7: 1 = the flushing rows are left to the flush (Mamba-2, standard mode): neither their outputs nor
+    //      their records are written here; rssm_dual_precision_flush_launch then takes this step's inputs and y
+    //      (DualPrecisionFlushParams.x ...). 0 = the decode handles every row (as before ABI 7).
+    int32_t defer_flush_rows;
+    int32_t pad_abi7;
 } DualPrecisionDecodeParams;
 
 // Encode (direction 0: x fp32 -> data/scale/gscale) or decode (direction 1: -> x fp32) of

@@ -150,6 +150,35 @@ __device__ __forceinline__ void castAndStore(const DualPrecisionFlushParams& p, 
     }
 }
 
+// Outputs of a deferred (fused) flushing row: y[row] = (C_t . S_t[row] + D x_t[row]) * silu(z_t[row]) for the warp's
+// rows, from the folded fp32 state in registers; lane r writes row warp + kWarps * r.
+template <int RPW>
+__device__ __forceinline__ void writeOutputs(const DualPrecisionFlushParams& p, int b, int head, int grp,
+                                             const float4 (&S)[RPW], bool bf16) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int H = p.nheads, P = p.headdim, G = p.ngroups;
+    const float4 c = act4(p.Cm, ((int64_t)b * G + grp) * kRowN + 4 * lane, bf16);
+    const float Dh = p.D ? p.D[head] : 0.f;
+#pragma unroll
+    for (int r = 0; r < RPW; ++r) {
+        const int row = warp + kWarps * r;
+        if (row >= P) break;  // warp-uniform
+        float d = S[r].x * c.x + S[r].y * c.y + S[r].z * c.z + S[r].w * c.w;
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) d += __shfl_xor_sync(kFullMask, d, off);
+        if (lane == r) {
+            const int64_t io = ((int64_t)b * H + head) * P + row;
+            float yv = fmaf(Dh, actF(p.x, io, bf16), d);
+            if (p.z) {
+                const float zv = actF(p.z, io, bf16);
+                yv *= zv / (1.f + expf(-zv));
+            }
+            static_cast<uint16_t*>(p.y)[io] = bf16 ? __bfloat16_as_ushort(__float2bfloat16_rn(yv))
+                                                   : __half_as_ushort(__float2half_rn(yv));
+        }
+    }
+}
+
 // Shared memory of the Mamba-2 item body: fold weights, the CTA amax scratch, the staged 16-bit records
 // (dynamic: [nf][128] B_j of the group, [nf][P] x_j of the head) and fw_j * x_j in fp32 ([nf][P], dynamic).
 struct Mamba2FlushShared {
@@ -174,9 +203,18 @@ __device__ __forceinline__ void mamba2FlushItem(const DualPrecisionFlushParams& 
     uint16_t* sX = sB + nf * kRowN;                   // [nf][P]
     float* sXw = reinterpret_cast<float*>(dyn + flushStageBytes(RSSM_FAMILY_MAMBA2, nf - 1, P));  // [nf][P]
     const int64_t recBase = (int64_t)slot * Cap;
-    stageRows(sB, static_cast<const uint16_t*>(p.ring_B), recBase, o, Cap, nf, kRowN, (int64_t)G * kRowN,
+    // deferred rows (p.x != NULL): records 0 .. nf - 2 from the ring, record nf - 1 (this step's token) from the inputs
+    const bool fused = p.x != nullptr;
+    const int nRing = fused ? nf - 1 : nf;
+    stageRows(sB, static_cast<const uint16_t*>(p.ring_B), recBase, o, Cap, nRing, kRowN, (int64_t)G * kRowN,
               (int64_t)grp * kRowN);
-    stageRows(sX, static_cast<const uint16_t*>(p.ring_x), recBase, o, Cap, nf, P, (int64_t)H * P, (int64_t)head * P);
+    stageRows(sX, static_cast<const uint16_t*>(p.ring_x), recBase, o, Cap, nRing, P, (int64_t)H * P, (int64_t)head * P);
+    if (fused) {  // as one more record at ring position 0 of a ring of capacity 1 (row it.b of the inputs)
+        stageRows(sB + nRing * kRowN, static_cast<const uint16_t*>(p.Bm), it.b, 0, 1, 1, kRowN, (int64_t)G * kRowN,
+                  (int64_t)grp * kRowN);
+        stageRows(sX + nRing * P, static_cast<const uint16_t*>(p.x), it.b, 0, 1, 1, P, (int64_t)H * P,
+                  (int64_t)head * P);
+    }
     float4 S[RPW];
 #pragma unroll
     for (int r = 0; r < RPW; ++r) {
@@ -190,7 +228,14 @@ __device__ __forceinline__ void mamba2FlushItem(const DualPrecisionFlushParams& 
 #pragma unroll
         for (int c = 0; c < 3; ++c) {
             const int j = c * 32 + lane;
-            const float dt = j < nf ? p.ring_dt[((int64_t)slot * Cap + (o + j) % Cap) * H + head] : 0.f;
+            float dt = j < nRing ? p.ring_dt[((int64_t)slot * Cap + (o + j) % Cap) * H + head] : 0.f;
+            if (j == nRing && fused) {
+                const int64_t off = (int64_t)it.b * H + head;
+                float raw = p.dt_dtype == RSSM_DTYPE_FP32 ? static_cast<const float*>(p.dt_raw)[off]
+                                                          : actF(p.dt_raw, off, bf16);
+                if (p.dt_bias) raw += p.dt_bias[head];
+                dt = softplusAcc(raw);
+            }
             float v = dt * A;
 #pragma unroll
             for (int off = 1; off < 32; off <<= 1) {
@@ -233,6 +278,7 @@ __device__ __forceinline__ void mamba2FlushItem(const DualPrecisionFlushParams& 
             }
         }
     }
+    if (fused) writeOutputs<RPW>(p, it.b, head, grp, S, bf16);
     castAndStore<RPW>(p, cp, slot, it.b, head, S, sh.scratch,
                       reinterpret_cast<float*>(dyn + flushTileOffset(RSSM_FAMILY_MAMBA2, nf - 1, P)));
 }
@@ -547,6 +593,21 @@ extern "C" int rssm_dual_precision_flush_launch(const DualPrecisionFlushParams* 
     if (p->family == RSSM_FAMILY_MAMBA2 ? !aligned(p->ring_x, 16) || !aligned(p->ring_B, 16) : !aligned(p->ring_v, 16))
         return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: ring records (%s) must be 16-byte aligned", op,
                         p->family == RSSM_FAMILY_MAMBA2 ? "ring_x, ring_B" : "ring_v");
+    if (p->x) {  // deferred flushing rows of a Mamba-2 standard step: this step's token from the inputs, outputs y
+        if (p->family != RSSM_FAMILY_MAMBA2 || p->mode != 0)
+            return setError(RSSM_ERR_UNSUPPORTED, "%s: deferred flushing rows (x != NULL: the flush writes their outputs) "
+                            "are a Mamba-2 standard-mode path; got family %d, mode %d", op, p->family, p->mode);
+        if (!p->dt_raw || !p->Bm || !p->Cm || !p->y)
+            return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: deferred flushing rows need x, dt_raw, Bm, Cm and y "
+                            "(z, D, dt_bias optional)", op);
+        if (p->dt_dtype != RSSM_DTYPE_FP32 && p->dt_dtype != p->act_dtype)
+            return setError(RSSM_ERR_UNSUPPORTED, "%s: dt_dtype must be FP32 (0) or act_dtype (%d); got %d", op,
+                            p->act_dtype, p->dt_dtype);
+        if (!aligned(p->x, 16) || !aligned(p->Bm, 16) || !aligned(p->Cm, 16) || !aligned(p->y, 4) ||
+            (p->z && !aligned(p->z, 4)))
+            return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: x, Bm and Cm must be 16-byte aligned, y and z 4-byte "
+                            "aligned; got x=%p Bm=%p Cm=%p y=%p z=%p", op, p->x, p->Bm, p->Cm, p->y, p->z);
+    }
     if (p->batch == 0) return RSSM_OK;
     const int smem = flushSmemBytes(p->family, p->window, p->headdim);
     // RSSM_DP_FLUSH_GRID=items (read per launch, A/B timing): one CTA per (state head, decode row) instead of

@@ -98,6 +98,21 @@ typedef struct DualPrecisionFlushParams {
     const void* ring_v;                  // [S, C, HV, V] act, raw v
     // ---- outputs
     int32_t* flushed;                    // [B] 1 = row flushed, 0 = row exited, -1 = padding row
+    // ---- ABI 7, optional (x == NULL: off). Mamba-2 standard steps whose decode deferred the flushing rows
+    //      (DualPrecisionDecodeParams.defer_flush_rows = 1): the flush folds the h committed ring records plus
+    //      this step's token, read from the step inputs below (the ring does not receive it: it is folded at
+    //      once, and the commit after a flush restarts the ring), and writes the flushing rows' outputs
+    //      y = (C_t . S_t + D x_t) * silu(z_t) from the folded fp32 state S_t. Contiguous, as the decode's.
+    const void* x;                       // [B, 1, H, P] act
+    const void* dt_raw;                  // [B, 1, H] act or fp32 (dt_dtype); dt = softplus(dt_raw + dt_bias)
+    const void* Bm;                      // [B, 1, G, N] act
+    const void* Cm;                      // [B, 1, G, N] act
+    const void* z;                       // [B, 1, H, P] act, or NULL (no gate)
+    const float* D;                      // [H] fp32, or NULL
+    const float* dt_bias;                // [H] fp32, or NULL
+    void* y;                             // [B, 1, H, P] act out (flushing rows only)
+    int32_t dt_dtype;                    // FP32, or act_dtype
+    int32_t pad_abi7;
 } DualPrecisionFlushParams;
 
 int rssm_dual_precision_flush_launch(const DualPrecisionFlushParams* p, cudaStream_t stream);
