@@ -17,7 +17,8 @@ Torch ops (namespace ``replayssm``; every op mutates its outputs and returns not
     dual_precision_flush(family, ckpt_hp?, ckpt_hp_scale?, ckpt_lp, ckpt_lp_scale?, ckpt_lp_gscale?,
                          state_batch_indices, ring_origin, ring_len, flush_index?, A?, ring_dt?, ring_x?,
                          ring_B?, ring_g?, ring_k?, ring_beta?, ring_v?, flushed, window, mode, num_tokens,
-                         recurrence_fmt, read_fmt, rounding, layer_index, seed)
+                         recurrence_fmt, read_fmt, rounding, layer_index, seed, x?, dt_raw?, B?, C?, z?, D?,
+                         dt_bias?, y?)   (x ... y: deferred Mamba-2 flushing rows, see the op)
 
 ``ckpt_hp = None`` selects the shared low-precision checkpoint (one copy, ``ckpt_lp``, read on every
 step, written with ``rounding``); with ``window = 1`` (standard) that is the conventional per-step
@@ -447,15 +448,14 @@ def dual_precision_flush(family: str, ckpt_hp: Optional[torch.Tensor], ckpt_hp_s
                          ring_B: Optional[torch.Tensor], ring_g: Optional[torch.Tensor], ring_k: Optional[torch.Tensor],
                          ring_beta: Optional[torch.Tensor], ring_v: Optional[torch.Tensor], flushed: torch.Tensor,
                          window: int, mode: int, num_tokens: int, recurrence_fmt: str, read_fmt: str, rounding: str,
-                         layer_index: int, seed: int, x: Optional[torch.Tensor] = None,
-                         dt_raw: Optional[torch.Tensor] = None, B: Optional[torch.Tensor] = None,
-                         C: Optional[torch.Tensor] = None, z: Optional[torch.Tensor] = None,
-                         D: Optional[torch.Tensor] = None, dt_bias: Optional[torch.Tensor] = None,
-                         y: Optional[torch.Tensor] = None) -> None:
+                         layer_index: int, seed: int, x: Optional[torch.Tensor], dt_raw: Optional[torch.Tensor],
+                         B: Optional[torch.Tensor], C: Optional[torch.Tensor], z: Optional[torch.Tensor],
+                         D: Optional[torch.Tensor], dt_bias: Optional[torch.Tensor], y: Optional[torch.Tensor]) -> None:
     """Flush of one layer (dual_precision_flush.h). flushed [B] int32 out: 1 flushed, 0 not, -1 padding.
     x, dt_raw, B, C (z, D, dt_bias optional) and y: this Mamba-2 standard step's inputs and outputs when its decode
     deferred the flushing rows (``dp_mamba2_decode(..., defer_flush_rows=True)``): the flush then folds the token
-    from these inputs and writes the flushing rows' y."""
+    from these inputs and writes the flushing rows' y. All None otherwise (passed positionally: a mutable argument
+    with a default value breaks torch.library's version counting)."""
     op = "dual_precision_flush"
     if family not in FAMILY_CODE:
         raise ValueError(f"{op}: family must be 'mamba2' or 'gdn'; got {family!r}")
@@ -591,12 +591,16 @@ class _DualPrecisionCacheBase:
         slot = sbi.clamp(min=0).long() if count else None
         flush_index = self.flush_count[slot].contiguous() if count else None
         hp, hps = self._hp_args()
+        si = step_inputs or {}
+        unknown = set(si) - {"x", "dt_raw", "B", "C", "z", "D", "dt_bias", "y"}
+        if unknown:
+            raise ValueError(f"{type(self).__name__}.flush: unknown step_inputs {sorted(unknown)}")
         torch.ops.replayssm.dual_precision_flush(
             self.family, hp, hps, self.lp.data, self.lp.scale, self.lp.gscale, sbi, self.ring_origin, self.ring_len,
             flush_index, extra.get("A"), extra.get("ring_dt"), extra.get("ring_x"), extra.get("ring_B"),
             extra.get("ring_g"), extra.get("ring_k"), extra.get("ring_beta"), extra.get("ring_v"), flushed,
             self.window, self.mode, T, self.recurrence_fmt or self.read_fmt, self.read_fmt, self.rounding,
-            self.layer, self.seed, **(step_inputs or {}))
+            self.layer, self.seed, *(si.get(k) for k in ("x", "dt_raw", "B", "C", "z", "D", "dt_bias", "y")))
         if count:
             self.flush_count.index_add_(0, slot, (flushed > 0).to(torch.int32))
         return flushed

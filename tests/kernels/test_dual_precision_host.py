@@ -104,7 +104,7 @@ def test_flush_validation():
         dp.dual_precision_flush("rwkv", None, None, torch.zeros(1), None, None, torch.zeros(1, dtype=torch.int32),
                                 torch.zeros(1, dtype=torch.int32), torch.zeros(1, dtype=torch.int32), None, None, None,
                                 None, None, None, None, None, None, torch.zeros(1, dtype=torch.int32), 4, 0, 1,
-                                "fp32", "fp16", "sr", 0, 0)
+                                "fp32", "fp16", "sr", 0, 0, None, None, None, None, None, None, None, None)
 
 
 def test_cache_validation_and_rounding_defaults():
