@@ -497,7 +497,17 @@ __global__ void __launch_bounds__(kThreads) codecKernel(const DualPrecisionCodec
 // of CTAs (as many as fit on the device, at most one per item).
 template <typename Kernel>
 int launchFlush(Kernel kernel, dim3 grid, int smem, cudaStream_t stream, const DualPrecisionFlushParams& p) {
-    if (smem > 12 * 1024) cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    // Opt in every time (a per-function attribute: whether static + dynamic passes 48 KB depends on the sizes of
+    // this launch, not of an earlier one); fail clearly where the device cannot hold it.
+    int dev = 0, optin = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    cudaFuncAttributes fa;
+    if (cudaFuncGetAttributes(&fa, kernel) == cudaSuccess && (long long)fa.sharedSizeBytes + smem > optin)
+        return setError(RSSM_ERR_UNSUPPORTED, "DualPrecisionFlush: needs %lld bytes of shared memory per CTA (window "
+                        "%d, headdim %d); the device allows %d", (long long)fa.sharedSizeBytes + smem, p.window,
+                        p.headdim, optin);
+    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (grid.x == 0) {
         int dev = 0, sms = 0, perSm = 0;
         cudaGetDevice(&dev);
@@ -509,20 +519,19 @@ int launchFlush(Kernel kernel, dim3 grid, int smem, cudaStream_t stream, const D
         grid = dim3((unsigned)(g > 0 ? g : 1));
     }
     kernel<<<grid, kThreads, smem, stream>>>(p);
-    return 0;
+    return RSSM_OK;
 }
 
 template <int FAMILY>
-void launchFamily(const DualPrecisionFlushParams& p, bool itemGrid, int smem, cudaStream_t stream) {
+int launchFamily(const DualPrecisionFlushParams& p, bool itemGrid, int smem, cudaStream_t stream) {
     const bool small = p.headdim <= 64;
     if (itemGrid) {
         const dim3 grid(p.nheads, p.batch);
-        if (small) launchFlush(&flushItemGridKernel<FAMILY, 8>, grid, smem, stream, p);
-        else launchFlush(&flushItemGridKernel<FAMILY, 16>, grid, smem, stream, p);
-    } else {
-        if (small) launchFlush(&flushCompactKernel<FAMILY, 8>, dim3(0), smem, stream, p);
-        else launchFlush(&flushCompactKernel<FAMILY, 16>, dim3(0), smem, stream, p);
+        return small ? launchFlush(&flushItemGridKernel<FAMILY, 8>, grid, smem, stream, p)
+                     : launchFlush(&flushItemGridKernel<FAMILY, 16>, grid, smem, stream, p);
     }
+    return small ? launchFlush(&flushCompactKernel<FAMILY, 8>, dim3(0), smem, stream, p)
+                 : launchFlush(&flushCompactKernel<FAMILY, 16>, dim3(0), smem, stream, p);
 }
 
 bool isStoredFmt(int f) {
@@ -614,8 +623,9 @@ extern "C" int rssm_dual_precision_flush_launch(const DualPrecisionFlushParams* 
     // the compacted one-wave kernel; the same item body, so the same bytes.
     const char* fg = getenv("RSSM_DP_FLUSH_GRID");
     const bool itemGrid = fg && strcmp(fg, "items") == 0;
-    if (p->family == RSSM_FAMILY_MAMBA2) launchFamily<RSSM_FAMILY_MAMBA2>(*p, itemGrid, smem, stream);
-    else launchFamily<RSSM_FAMILY_GDN>(*p, itemGrid, smem, stream);
+    const int st = p->family == RSSM_FAMILY_MAMBA2 ? launchFamily<RSSM_FAMILY_MAMBA2>(*p, itemGrid, smem, stream)
+                                                   : launchFamily<RSSM_FAMILY_GDN>(*p, itemGrid, smem, stream);
+    if (st != RSSM_OK) return st;
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return setError(RSSM_ERR_CUDA, "%s: launch failed: %s", op, cudaGetErrorString(e));
     return RSSM_OK;
