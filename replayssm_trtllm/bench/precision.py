@@ -6,9 +6,9 @@ Nemotron-3-Super Mamba-2 layer H=128 P=64 N=128 G=8; Qwen3.5-122B GDN layer HK=1
 * non-flush step (decode kernel only; no row flushes): read copy fp32 / fp16 / fp8_e4m3 / nvfp4;
 * window-amortized step (decode + flush launch with staggered cursors h_b = b mod L, so 1/L of the
   rows flush every step, as under continuous batching): the same read copies with recurrence fp32
-  and fp16+SR; Mamba-2 as the cache's step runs it (the flushing rows deferred to the flush, which folds
-  their token and writes their outputs), next to the flushing rows on the decode kernel and, for both
-  families, the flush on its item grid (RSSM_DP_FLUSH_GRID=items);
+  and fp16+SR; as the caches' step runs it (the flushing rows deferred to the flush, which folds their
+  token and writes their outputs), next to the flushing rows on the decode kernel and the flush on its
+  item grid (RSSM_DP_FLUSH_GRID=items);
 * baselines: the conventional fp32 kernel (ops/mamba2.py, ops/gdn.py) and the fp32 ReplaySSM step
   (the existing replay kernel, and this kernel with an fp32 read copy; the faster of the two is the
   "FP32-read replay" denominator of the non-flush targets);
@@ -155,8 +155,8 @@ def _family_cases(family, args, torch, time_graph):
         make = lambda rf, rec: dp.Mamba2DualPrecisionCache(B, H, P, G, L, 1, 0, rf, rec, "sr", act_dtype=act)
         dec = lambda c: (lambda: c.decode(sbi, x, dtr, Bm, Cm, A, D, dtb, z, y))
         fl = torch.empty(B, dtype=torch.int32, device=dev)
-        # decode + flush as Mamba2DualPrecisionCache.step runs them (standard mode: the flushing rows deferred to the
-        # flush, c.defer_flush_rows; bench rows "flush rows on the decode kernel" time it switched off)
+        # decode + flush as the cache's step runs them (standard mode: the flushing rows deferred to the flush,
+        # c.defer_flush_rows; bench rows "flush rows on the decode kernel" time it switched off)
         step = lambda c: (lambda: c.step(sbi, x, dtr, Bm, Cm, A, D, dtb, z, fl, False, y))
         # the cache's ring may be shorter than ours (standard mode needs only L records)
         fill = lambda c: (c.ring_dt.copy_(rdt[:, :c.ring_dt.shape[1]]), c.ring_x.copy_(rx[:, :c.ring_x.shape[1]]),
@@ -190,7 +190,7 @@ def _family_cases(family, args, torch, time_graph):
         make = lambda rf, rec: dp.GdnDualPrecisionCache(B, HK, HV, V, L, 1, 0, rf, rec, "sr", act_dtype=act)
         dec = lambda c: (lambda: c.decode(sbi, q, k, v, a, b, A_log, dtb, None, o))
         fl = torch.empty(B, dtype=torch.int32, device=dev)
-        step = lambda c: (lambda: (c.decode(sbi, q, k, v, a, b, A_log, dtb, None, o), c.flush(sbi, 1, fl, False)))
+        step = lambda c: (lambda: c.step(sbi, q, k, v, a, b, A_log, dtb, None, fl, False, o))
         fill = lambda c: (c.ring_g.copy_(rg[:, :c.ring_g.shape[1]]), c.ring_u.copy_(ru[:, :c.ring_u.shape[1]]),
                           c.ring_k.copy_(rk[:, :c.ring_k.shape[1]]),
                           c.ring_beta.fill_(0.5), c.ring_v.copy_(torch.randn_like(c.ring_v)))
@@ -234,19 +234,19 @@ def _family_cases(family, args, torch, time_graph):
             c.ring_len.copy_(stagger)
             t_w = time_graph([step(c)], reps=args.reps)["median_us"]
             res[("window", rf, rec)] = t_w
-            nb = step_bytes(family, sh, B, rf, (L - 1) / 2, rec, 1.0 / L, deferred=family == "mamba2")
+            nb = step_bytes(family, sh, B, rf, (L - 1) / 2, rec, 1.0 / L, deferred=True)
             rows.append({"family": family, "case": "window-amortized step", "read": rf,
                          "recurrence": rec + ("+SR" if rec != "fp32" else ""), "us": t_w, "bytes": nb,
                          "GB/s": nb / t_w / 1e3, "x conv": res["conv"] / t_w})
-            if family == "mamba2":  # the flushing rows decoded by the decode kernels (re-reading the recurrence copy)
-                c.defer_flush_rows = False
-                t_wd = time_graph([step(c)], reps=args.reps)["median_us"]
-                c.defer_flush_rows = True
-                res[("window_decoded", rf, rec)] = t_wd
-                nbd = step_bytes(family, sh, B, rf, (L - 1) / 2, rec, 1.0 / L)
-                rows.append({"family": family, "case": "window-amortized step, flush rows on the decode kernel",
-                             "read": rf, "recurrence": rec + ("+SR" if rec != "fp32" else ""), "us": t_wd,
-                             "bytes": nbd, "GB/s": nbd / t_wd / 1e3, "x conv": res["conv"] / t_wd})
+            # the flushing rows decoded by the decode kernels (re-reading the recurrence copy), in the same run
+            c.defer_flush_rows = False
+            t_wd = time_graph([step(c)], reps=args.reps)["median_us"]
+            c.defer_flush_rows = True
+            res[("window_decoded", rf, rec)] = t_wd
+            nbd = step_bytes(family, sh, B, rf, (L - 1) / 2, rec, 1.0 / L)
+            rows.append({"family": family, "case": "window-amortized step, flush rows on the decode kernel",
+                         "read": rf, "recurrence": rec + ("+SR" if rec != "fp32" else ""), "us": t_wd,
+                         "bytes": nbd, "GB/s": nbd / t_wd / 1e3, "x conv": res["conv"] / t_wd})
             # the same step with the flush on its item grid (one CTA per (head, row)) instead of the compacted
             # one-wave kernel, in the same run
             with env_setting("RSSM_DP_FLUSH_GRID", "items"):

@@ -68,8 +68,9 @@ class DualPrecisionFlushParams(ctypes.Structure):
                              "ckpt_lp", "ckpt_lp_scale", "ckpt_lp_gscale", "A", "ring_dt", "ring_x", "ring_B", "ring_g",
                              "ring_k", "ring_beta", "ring_v", "flushed")]
         # ABI 7: deferred flushing rows of a Mamba-2 standard step (x = NULL: off)
-        + [(n, _P) for n in ("x", "dt_raw", "Bm", "Cm", "z", "D", "dt_bias", "y")]
-        + [("dt_dtype", _I32), ("pad_abi7", _I32)]
+        + [(n, _P) for n in ("x", "dt_raw", "Bm", "Cm", "z", "D", "dt_bias", "y",
+                             "q", "k", "v", "a", "b", "A_log", "gdn_dt_bias", "o")]
+        + [("dt_dtype", _I32), ("scale", _F32)]
     )
 
 
@@ -387,7 +388,7 @@ def dp_gdn_decode(ckpt_hp: Optional[torch.Tensor], ckpt_hp_scale: Optional[torch
                   ring_v: Optional[torch.Tensor], ring_origin: torch.Tensor, ring_len: torch.Tensor, q: torch.Tensor,
                   k: torch.Tensor, v: torch.Tensor, a: torch.Tensor, b: torch.Tensor, A_log: torch.Tensor,
                   dt_bias: torch.Tensor, state_batch_indices: torch.Tensor, o: torch.Tensor, window: int, mode: int,
-                  recurrence_fmt: str, read_fmt: str, scale: float) -> None:
+                  recurrence_fmt: str, read_fmt: str, scale: float, defer_flush_rows: bool = False) -> None:
     """GDN dual-precision decode step of one layer (module doc). q/k [B, T, HK, K], v/o [B, T, HV, V],
     a/b [B, T, HV], A_log/dt_bias [HV] fp32; rings [S, C, ...]; ring_u fp16; all contiguous."""
     op = "dp_gdn_decode"
@@ -428,6 +429,9 @@ def dp_gdn_decode(ckpt_hp: Optional[torch.Tensor], ckpt_hp_scale: Optional[torch
     p.A_log, p.gdn_dt_bias = A_log.data_ptr(), dt_bias.data_ptr()
     p.ring_g, p.ring_u, p.ring_k = ring_g.data_ptr(), ring_u.data_ptr(), ring_k.data_ptr()
     p.ring_beta, p.ring_v = _ptr(ring_beta), _ptr(ring_v)
+    if defer_flush_rows and mode != 0:
+        raise ValueError(f"{op}: defer_flush_rows is a standard-mode (mode 0) path; got mode {mode}")
+    p.defer_flush_rows = 1 if defer_flush_rows else 0
     _call_decode(p, dev, op)
 
 
@@ -450,12 +454,16 @@ def dual_precision_flush(family: str, ckpt_hp: Optional[torch.Tensor], ckpt_hp_s
                          window: int, mode: int, num_tokens: int, recurrence_fmt: str, read_fmt: str, rounding: str,
                          layer_index: int, seed: int, x: Optional[torch.Tensor], dt_raw: Optional[torch.Tensor],
                          B: Optional[torch.Tensor], C: Optional[torch.Tensor], z: Optional[torch.Tensor],
-                         D: Optional[torch.Tensor], dt_bias: Optional[torch.Tensor], y: Optional[torch.Tensor]) -> None:
+                         D: Optional[torch.Tensor], dt_bias: Optional[torch.Tensor], y: Optional[torch.Tensor],
+                         q: Optional[torch.Tensor], k: Optional[torch.Tensor], v: Optional[torch.Tensor],
+                         a: Optional[torch.Tensor], b: Optional[torch.Tensor], A_log: Optional[torch.Tensor],
+                         gdn_dt_bias: Optional[torch.Tensor], o: Optional[torch.Tensor], scale: float) -> None:
     """Flush of one layer (dual_precision_flush.h). flushed [B] int32 out: 1 flushed, 0 not, -1 padding.
     x, dt_raw, B, C (z, D, dt_bias optional) and y: this Mamba-2 standard step's inputs and outputs when its decode
     deferred the flushing rows (``dp_mamba2_decode(..., defer_flush_rows=True)``): the flush then folds the token
-    from these inputs and writes the flushing rows' y. All None otherwise (passed positionally: a mutable argument
-    with a default value breaks torch.library's version counting)."""
+    from these inputs and writes the flushing rows' y. GDN likewise with q, k, v, a, b, A_log, gdn_dt_bias, o and
+    the query scale (``dp_gdn_decode(..., defer_flush_rows=True)``). All None otherwise (passed positionally: a
+    mutable argument with a default value breaks torch.library's version counting)."""
     op = "dual_precision_flush"
     if family not in FAMILY_CODE:
         raise ValueError(f"{op}: family must be 'mamba2' or 'gdn'; got {family!r}")
@@ -497,6 +505,22 @@ def dual_precision_flush(family: str, ckpt_hp: Optional[torch.Tensor], ckpt_hp_s
     p.flush_index, p.flushed = _ptr(flush_index), flushed.data_ptr()
     p.A, p.ring_dt, p.ring_x, p.ring_B = _ptr(A), _ptr(ring_dt), _ptr(ring_x), _ptr(ring_B)
     p.ring_g, p.ring_k, p.ring_beta, p.ring_v = _ptr(ring_g), _ptr(ring_k), _ptr(ring_beta), _ptr(ring_v)
+    gdn_inputs = (q, k, v, a, b, A_log, gdn_dt_bias, o)
+    if any(t is not None for t in gdn_inputs):
+        if mamba or mode != 0 or num_tokens != 1:
+            raise ValueError(f"{op}: GDN step inputs (deferred flushing rows) are a GDN standard-mode path; got "
+                             f"family {family!r}, mode {mode}, num_tokens {num_tokens}")
+        _expect(op, "q", q, act, (Bsz, 1, G, N), dev)
+        _expect(op, "k", k, act, (Bsz, 1, G, N), dev)
+        _expect(op, "v", v, act, (Bsz, 1, H, P), dev)
+        _expect(op, "a", a, act, (Bsz, 1, H), dev)
+        _expect(op, "b", b, act, (Bsz, 1, H), dev)
+        _expect(op, "A_log", A_log, torch.float32, (H,), dev)
+        _expect(op, "gdn_dt_bias", gdn_dt_bias, torch.float32, (H,), dev)
+        _expect(op, "o", o, act, (Bsz, 1, H, P), dev)
+        p.q, p.k, p.v, p.a, p.b, p.o = (t.data_ptr() for t in (q, k, v, a, b, o))
+        p.A_log, p.gdn_dt_bias = A_log.data_ptr(), gdn_dt_bias.data_ptr()
+        p.scale = float(scale)
     step_inputs = (x, dt_raw, B, C, z, D, dt_bias, y)
     if any(t is not None for t in step_inputs):
         if not mamba or mode != 0 or num_tokens != 1:
@@ -522,6 +546,9 @@ def _dual_precision_flush_fake(*args, **kwargs) -> None:
 
 
 # ------------------------------------------------------------------------------ one-layer caches
+# step inputs of deferred flushing rows, in the flush op's argument order (Mamba-2, then GDN; "scale" follows)
+_STEP_INPUTS = ("x", "dt_raw", "B", "C", "z", "D", "dt_bias", "y", "q", "k", "v", "a", "b", "A_log", "gdn_dt_bias", "o")
+
 class _DualPrecisionCacheBase:
     """One layer's dual-precision replay cache with private cursors (tests, benchmarks).
 
@@ -592,7 +619,7 @@ class _DualPrecisionCacheBase:
         flush_index = self.flush_count[slot].contiguous() if count else None
         hp, hps = self._hp_args()
         si = step_inputs or {}
-        unknown = set(si) - {"x", "dt_raw", "B", "C", "z", "D", "dt_bias", "y"}
+        unknown = set(si) - set(_STEP_INPUTS) - {"scale"}
         if unknown:
             raise ValueError(f"{type(self).__name__}.flush: unknown step_inputs {sorted(unknown)}")
         torch.ops.replayssm.dual_precision_flush(
@@ -600,7 +627,7 @@ class _DualPrecisionCacheBase:
             flush_index, extra.get("A"), extra.get("ring_dt"), extra.get("ring_x"), extra.get("ring_B"),
             extra.get("ring_g"), extra.get("ring_k"), extra.get("ring_beta"), extra.get("ring_v"), flushed,
             self.window, self.mode, T, self.recurrence_fmt or self.read_fmt, self.read_fmt, self.rounding,
-            self.layer, self.seed, *(si.get(k) for k in ("x", "dt_raw", "B", "C", "z", "D", "dt_bias", "y")))
+            self.layer, self.seed, *(si.get(k) for k in _STEP_INPUTS), float(si.get("scale") or 0.0))
         if count:
             self.flush_count.index_add_(0, slot, (flushed > 0).to(torch.int32))
         return flushed
@@ -674,22 +701,36 @@ class GdnDualPrecisionCache(_DualPrecisionCacheBase):
         self.ring_k = torch.zeros(S, C, H, ROW_N, dtype=act_dtype, device=device)
         self.ring_beta = torch.zeros(S, C, HV, dtype=torch.float32, device=device)
         self.ring_v = torch.zeros(S, C, HV, V, dtype=act_dtype, device=device)
+        # standard steps: the flushing rows are decoded by the flush (see Mamba2DualPrecisionCache)
+        self.defer_flush_rows = self.mode == 0
 
-    def decode(self, sbi, q, k, v, a, b, A_log, dt_bias, scale: Optional[float] = None, o=None) -> torch.Tensor:
+    def decode(self, sbi, q, k, v, a, b, A_log, dt_bias, scale: Optional[float] = None, o=None,
+               defer_flush_rows: bool = False) -> torch.Tensor:
+        """defer_flush_rows: leave the flushing rows (outputs, records) to flush(..., step_inputs=...)."""
         o = torch.empty_like(v) if o is None else o
         scale = ROW_N ** -0.5 if scale is None else float(scale)
         hp, hps = self._hp_args()
         torch.ops.replayssm.dp_gdn_decode(hp, hps, self.lp.data, self.lp.scale, self.lp.gscale, self.ring_g,
                                           self.ring_u, self.ring_k, self.ring_beta, self.ring_v, self.ring_origin,
                                           self.ring_len, q, k, v, a, b, A_log, dt_bias, sbi, o, self.window, self.mode,
-                                          self.recurrence_fmt or self.read_fmt, self.read_fmt, scale)
+                                          self.recurrence_fmt or self.read_fmt, self.read_fmt, scale, defer_flush_rows)
         return o
 
-    def flush(self, sbi, T: int = 1, flushed=None, count: bool = True) -> torch.Tensor:
+    def flush(self, sbi, T: int = 1, flushed=None, count: bool = True,
+              step_inputs: Optional[dict] = None) -> torch.Tensor:
+        """step_inputs (after decode(..., defer_flush_rows=True)): dict of this step's q, k, v, a, b, A_log,
+        gdn_dt_bias, o and scale; the flushing rows' o is written here."""
         return self._flush(sbi, T, {"ring_g": self.ring_g, "ring_k": self.ring_k, "ring_beta": self.ring_beta,
-                                    "ring_v": self.ring_v}, flushed, count)
+                                    "ring_v": self.ring_v}, flushed, count, step_inputs)
 
-    def step(self, sbi, q, k, v, a, b, A_log, dt_bias, scale=None):
-        o = self.decode(sbi, q, k, v, a, b, A_log, dt_bias, scale)
-        self.flush(sbi, q.shape[1])
+    def step(self, sbi, q, k, v, a, b, A_log, dt_bias, scale=None, flushed=None, count: bool = True, o=None):
+        """decode + flush (cursors unchanged; call commit after). Standard mode with defer_flush_rows (default):
+        the flushing rows are decoded by the flush."""
+        defer = self.defer_flush_rows and self.mode == 0
+        o = self.decode(sbi, q, k, v, a, b, A_log, dt_bias, scale, o, defer_flush_rows=defer)
+        inputs = None
+        if defer:
+            inputs = {"q": q, "k": k, "v": v, "a": a, "b": b, "A_log": A_log, "gdn_dt_bias": dt_bias, "o": o,
+                      "scale": ROW_N ** -0.5 if scale is None else float(scale)}
+        self.flush(sbi, q.shape[1], flushed, count, inputs)
         return o

@@ -541,3 +541,108 @@ def test_mamba2_deferred_flush_rejects_speculative_and_gdn():
     extra = {"ring_g": gc.ring_g, "ring_k": gc.ring_k, "ring_beta": gc.ring_beta, "ring_v": gc.ring_v}
     with pytest.raises(ValueError, match="Mamba-2 standard-mode"):
         gc._flush(sbi, 1, extra, step_inputs={"x": x})
+
+
+@pytest.mark.parametrize("decode_path", PATHS["mamba2"] + ["stream", "tile"], indirect=True)
+@pytest.mark.parametrize("read_fmt", ["fp16", "nvfp4"])
+def test_mamba2_deferred_step_invalid_cursors(read_fmt, decode_path):
+    """A slot with invalid cursors (h = L in standard mode) under deferred flushing rows: its row's outputs are NaN
+    (written by the replay kernels: the flush-only decode kernel is not launched then), its checkpoints and cursors
+    are untouched, and every other row matches the same step without deferral (flushing rows to rounding)."""
+    from replayssm_trtllm.ops.dual_precision import Mamba2DualPrecisionCache
+    if decode_path == "stream" and read_fmt != "fp16":
+        pytest.skip("the stream path reads 16-bit read copies only")
+    S, H, P, G, L = 9, 4, 32, 2, 4
+    g = torch.Generator().manual_seed(8)
+    lay = random_mamba2_layer(H, g)
+    A, D, dtb = (lay[k].float().cuda() for k in ("A", "D", "dt_bias"))
+    pre = random_state((S, H, P, 128), g).float().cuda()
+    hs = torch.tensor([0, 1, 2, 3, L, 3, 1, 2, 0], dtype=torch.int32)  # slot 4 invalid; slots 3 and 5 flush
+    caches = []
+    for defer in (True, False):
+        c = Mamba2DualPrecisionCache(S, H, P, G, L, 1, 0, read_fmt, "fp32", act_dtype=torch.float16)
+        c.defer_flush_rows = defer
+        c.reset(pre)
+        c.ring_dt.copy_(torch.rand(c.ring_dt.shape, generator=g) * 0.1)
+        c.ring_x.copy_(torch.randn(c.ring_x.shape, generator=g))
+        c.ring_B.copy_(torch.randn(c.ring_B.shape, generator=g))
+        c.ring_len.copy_(hs)
+        caches.append(c)
+    caches[1].ring_dt.copy_(caches[0].ring_dt)
+    caches[1].ring_x.copy_(caches[0].ring_x)
+    caches[1].ring_B.copy_(caches[0].ring_B)
+    sbi = torch.tensor([3, 4, 0, -1, 5, 1, 2, 6, 7, 8], dtype=torch.int32).cuda()
+    inp = random_mamba2_inputs(sbi.shape[0], 1, H, P, 128, G, g)
+    x, dtr, Bm, Cm, z = (inp[k].half().cuda() for k in ("x", "dt_raw", "Bm", "Cm", "z"))
+    before = _copy_bits(caches[0])
+    ys = []
+    for c in caches:
+        y = torch.full_like(x, 7.0)  # poison: every valid row must be written
+        ys.append(c.step(sbi, x, dtr, Bm, Cm, A, D, dtb, z, y=y).float().cpu())
+    y0, y1 = ys
+    assert torch.isnan(y0[1]).all() and torch.isnan(y1[1]).all()  # the invalid slot's row
+    assert (y0[3] == 7.0).all()  # the padding row is untouched
+    flushing = [0, 4]  # rows of slots 3 and 5
+    other = [i for i in range(sbi.shape[0]) if i not in flushing + [1, 3]]
+    assert torch.equal(y0[other], y1[other])
+    assert _rel_rms(y0[flushing], y1[flushing]) < 1e-2
+    assert torch.isfinite(y0[flushing]).all()
+    for a, b0 in zip(_copy_bits(caches[0]), before):
+        assert torch.equal(a[4].cpu(), b0[4].cpu())  # the invalid slot's checkpoints
+    for a, b in zip(_copy_bits(caches[0]), _copy_bits(caches[1])):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.sanitize
+@pytest.mark.parametrize("decode_path", PATHS["gdn"] + ["tile"], indirect=True)
+@pytest.mark.parametrize("read_fmt,rec_fmt", [("nvfp4", "fp16"), ("fp8_e4m3", "fp32"), ("fp16", None)],
+                         ids=["nvfp4-fp16sr", "fp8-fp32", "fp16-shared"])
+def test_gdn_deferred_flush_rows_match_decoded_ones(read_fmt, rec_fmt, decode_path):
+    """GDN standard steps with the flushing rows deferred to the flush (the cache's default) against the same steps
+    decoded by the decode kernels: checkpoint copies bit for bit equal after every step (the flush re-derives the
+    token's gate, beta and normalized key with the decode's expressions), cursors equal, outputs equal on the rows
+    that do not flush and within rounding on the flushing ones; a slot with invalid cursors gets NaN outputs."""
+    from replayssm_trtllm.ops.dual_precision import GdnDualPrecisionCache
+    S, HK, HV, V, L = 7, 2, 4, 32, 4
+    g = torch.Generator().manual_seed(37)
+    lay = random_gdn_layer(HV, g)
+    A_log, dtb = lay["A_log"].float().cuda(), lay["dt_bias"].float().cuda()
+    pre = random_state((S, HV, V, 128), g).float().cuda()
+    caches = []
+    for defer in (True, False):
+        c = GdnDualPrecisionCache(S, HK, HV, V, L, 1, 0, read_fmt, rec_fmt, "sr", act_dtype=torch.bfloat16, seed=3)
+        c.defer_flush_rows = defer
+        c.reset(pre)
+        caches.append(c)
+    flushed_rows = 0
+    for step in range(3 * L + 1):
+        sbi = _active(S, step, stagger=True).cuda()
+        inp = random_gdn_inputs(sbi.shape[0], 1, HK, HV, 128, V, g)
+        q, k, v, a, b = (inp[n].to(torch.bfloat16).cuda() for n in ("q", "k", "v", "a", "b"))
+        if step == 2 * L:  # slot 2's cursors invalid for one step
+            for c in caches:
+                c.ring_len[2] = L
+        fls = [torch.empty(sbi.shape[0], dtype=torch.int32, device="cuda") for _ in caches]
+        os_ = [c.step(sbi, q, k, v, a, b, A_log, dtb, flushed=f) for c, f in zip(caches, fls)]
+        assert torch.equal(fls[0], fls[1])
+        fl = fls[0].cpu() == 1
+        flushed_rows += int(fl.sum())
+        for x0, x1 in zip(_copy_bits(caches[0]), _copy_bits(caches[1])):
+            assert torch.equal(x0, x1), f"step {step}: checkpoint copies differ"
+        o0, o1 = os_[0].float().cpu(), os_[1].float().cpu()
+        rows = sbi.cpu()
+        keep = (rows >= 0) & ~fl
+        if step == 2 * L:
+            bad = rows == 2
+            assert torch.isnan(o0[bad]).all() and torch.isnan(o1[bad]).all()
+            keep &= ~bad
+            for c in caches:
+                c.ring_len[2] = 0
+        assert torch.equal(o0[keep], o1[keep]), f"step {step}: non-flushing rows' outputs differ"
+        if fl.any():
+            err = _rel_rms(o0[fl], o1[fl])
+            assert err < 1e-2, f"step {step}: flushing rows' outputs rel RMS {err:.2e}"
+        for c in caches:
+            c.commit(sbi)
+        assert torch.equal(caches[0].ring_len, caches[1].ring_len)
+    assert flushed_rows >= S

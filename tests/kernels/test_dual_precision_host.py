@@ -39,8 +39,8 @@ def test_ctypes_mirror_matches_header(header, struct, mirror):
 def test_abi_sizes():
     # checked against g++ sizeof / offsetof of the headers (x86-64)
     import ctypes
-    assert ctypes.sizeof(dp.DualPrecisionFlushParams) == 336  # ABI 7: + deferred-row step inputs
-    assert dp.DualPrecisionFlushParams.x.offset == 264 and dp.DualPrecisionFlushParams.dt_dtype.offset == 328
+    assert ctypes.sizeof(dp.DualPrecisionFlushParams) == 400  # ABI 7: + deferred-row step inputs
+    assert dp.DualPrecisionFlushParams.x.offset == 264 and dp.DualPrecisionFlushParams.dt_dtype.offset == 392
     assert ctypes.sizeof(dp.DualPrecisionDecodeParams) == 400  # ABI 6: + workspace, workspace_bytes; 7: + defer
     assert dp.DualPrecisionDecodeParams.workspace.offset == 376
     assert dp.DualPrecisionDecodeParams.defer_flush_rows.offset == 392
@@ -104,7 +104,8 @@ def test_flush_validation():
         dp.dual_precision_flush("rwkv", None, None, torch.zeros(1), None, None, torch.zeros(1, dtype=torch.int32),
                                 torch.zeros(1, dtype=torch.int32), torch.zeros(1, dtype=torch.int32), None, None, None,
                                 None, None, None, None, None, None, torch.zeros(1, dtype=torch.int32), 4, 0, 1,
-                                "fp32", "fp16", "sr", 0, 0, None, None, None, None, None, None, None, None)
+                                "fp32", "fp16", "sr", 0, 0, None, None, None, None, None, None, None, None,
+                                None, None, None, None, None, None, None, None, 0.0)
 
 
 def test_cache_validation_and_rounding_defaults():

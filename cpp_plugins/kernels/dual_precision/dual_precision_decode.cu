@@ -108,9 +108,9 @@ extern "C" int rssm_dual_precision_decode_launch(const DualPrecisionDecodeParams
                         "got ptr=%p bytes=%lld", op, p->workspace, (long long)p->workspace_bytes);
     if (p->defer_flush_rows != 0 && p->defer_flush_rows != 1)
         return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: defer_flush_rows must be 0 or 1; got %d", op, p->defer_flush_rows);
-    if (p->defer_flush_rows && !(mamba && p->mode == 0))
+    if (p->defer_flush_rows && p->mode != 0)
         return setError(RSSM_ERR_UNSUPPORTED, "%s: defer_flush_rows (the flush writes the flushing rows' outputs) is a "
-                        "Mamba-2 standard-mode path; got family %d, mode %d", op, p->family, p->mode);
+                        "standard-mode path; got mode %d", op, p->mode);
     if (const char* forced = dp::forcedPathName())
         if (strcmp(forced, "tile") != 0 && strcmp(forced, "stream") != 0 && strcmp(forced, "split") != 0)
             return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: RSSM_DP_DECODE_PATH must be tile, stream or split; got '%s'",

@@ -122,6 +122,9 @@ int launchMamba2DpDecode(const DualPrecisionDecodeParams& p, int tileRows, cudaS
         }();
         if (st != RSSM_OK) return st;
         flushOnly = 1;
+        // Deferred flushing rows: the flush-only kernel would have only the rows with invalid cursors left, whose
+        // NaN outputs the replay kernels above already write (the same skip rules), so it is not launched.
+        if (p.defer_flush_rows) return RSSM_OK;
     }
     launchDpDecodeRows<Mamba2DpKernels>(p, tileRows, s, flushOnly != 0);
     return RSSM_OK;

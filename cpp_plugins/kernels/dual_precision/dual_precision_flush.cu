@@ -179,6 +179,32 @@ __device__ __forceinline__ void writeOutputs(const DualPrecisionFlushParams& p, 
     }
 }
 
+// Outputs of a deferred GDN flushing row: o[row] = S_t[row] . qn_t with qn_t = q_t * scale / sqrt(|q_t|^2 + 1e-6)
+// (the decode's normalization); lane r writes row warp + kWarps * r.
+template <int RPW>
+__device__ __forceinline__ void gdnWriteOutputs(const DualPrecisionFlushParams& p, int b, int head, int hk,
+                                                const float4 (&S)[RPW], bool bf16) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int HV = p.nheads, V = p.headdim, HK = p.ngroups;
+    const float4 q = act4(p.q, ((int64_t)b * HK + hk) * kRowN + 4 * lane, bf16);
+    float qq = q.x * q.x + q.y * q.y + q.z * q.z + q.w * q.w;
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) qq += __shfl_xor_sync(kFullMask, qq, off);
+    const float iq = (p.scale > 0.f ? p.scale : rsqrtf((float)kRowN)) / sqrtf(qq + 1e-6f);
+    const float4 qn = make_float4(q.x * iq, q.y * iq, q.z * iq, q.w * iq);
+#pragma unroll
+    for (int r = 0; r < RPW; ++r) {
+        const int row = warp + kWarps * r;
+        if (row >= V) break;  // warp-uniform
+        float d = S[r].x * qn.x + S[r].y * qn.y + S[r].z * qn.z + S[r].w * qn.w;
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) d += __shfl_xor_sync(kFullMask, d, off);
+        if (lane == r)
+            static_cast<uint16_t*>(p.o)[((int64_t)b * HV + head) * V + row] =
+                bf16 ? __bfloat16_as_ushort(__float2bfloat16_rn(d)) : __half_as_ushort(__float2half_rn(d));
+    }
+}
+
 // Shared memory of the Mamba-2 item body: fold weights, the CTA amax scratch, the staged 16-bit records
 // (dynamic: [nf][128] B_j of the group, [nf][P] x_j of the head) and fw_j * x_j in fp32 ([nf][P], dynamic).
 struct Mamba2FlushShared {
@@ -302,8 +328,14 @@ __device__ __forceinline__ void gdnFlushItem(const DualPrecisionFlushParams& p, 
     const FlushCopies cp = flushCopies(p);
     const CopyRef src = cp.shared ? cp.lp : cp.hp;
     uint16_t* sV = reinterpret_cast<uint16_t*>(dyn);  // [nf][V] raw v_j of the head
-    stageRows(sV, static_cast<const uint16_t*>(p.ring_v), (int64_t)slot * Cap, o, Cap, nf, V, (int64_t)HV * V,
+    // deferred rows (p.q != NULL): records 0 .. nf - 2 from the ring, record nf - 1 (this step's token) from the inputs
+    const bool fused = p.q != nullptr;
+    const int nRing = fused ? nf - 1 : nf;
+    stageRows(sV, static_cast<const uint16_t*>(p.ring_v), (int64_t)slot * Cap, o, Cap, nRing, V, (int64_t)HV * V,
               (int64_t)head * V);
+    if (fused)
+        stageRows(sV + nRing * V, static_cast<const uint16_t*>(p.v), it.b, 0, 1, 1, V, (int64_t)HV * V,
+                  (int64_t)head * V);
     float4 S[RPW];
 #pragma unroll
     for (int r = 0; r < RPW; ++r) {
@@ -312,15 +344,24 @@ __device__ __forceinline__ void gdnFlushItem(const DualPrecisionFlushParams& p, 
     }
     for (int j = warp; j < nf; j += kWarps) {
         const int64_t rec = (int64_t)slot * Cap + (o + j) % Cap;
-        const float4 k = act4(p.ring_k, (rec * HK + hk) * kRowN + 4 * lane, bf16);
+        const bool input = j >= nRing;  // this step's token (deferred rows): the decode's gate expressions
+        const float4 k = input ? act4(p.k, ((int64_t)it.b * HK + hk) * kRowN + 4 * lane, bf16)
+                               : act4(p.ring_k, (rec * HK + hk) * kRowN + 4 * lane, bf16);
         float ss = k.x * k.x + k.y * k.y + k.z * k.z + k.w * k.w;
 #pragma unroll
         for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(kFullMask, ss, off);
         const float inv = 1.f / sqrtf(ss + 1e-6f);
         *reinterpret_cast<float4*>(&sh.kn[j][4 * lane]) = make_float4(k.x * inv, k.y * inv, k.z * inv, k.w * inv);
         if (lane == 0) {
-            sh.alpha[j] = expf(p.ring_g[rec * HV + head]);
-            sh.beta[j] = p.ring_beta[rec * HV + head];
+            if (input) {
+                const int64_t off = (int64_t)it.b * HV + head;
+                const float g = -expf(p.A_log[head]) * softplusAcc(actF(p.a, off, bf16) + p.gdn_dt_bias[head]);
+                sh.alpha[j] = expf(g);
+                sh.beta[j] = 1.f / (1.f + expf(-actF(p.b, off, bf16)));
+            } else {
+                sh.alpha[j] = expf(p.ring_g[rec * HV + head]);
+                sh.beta[j] = p.ring_beta[rec * HV + head];
+            }
         }
     }
     async::waitAll();
@@ -348,6 +389,7 @@ __device__ __forceinline__ void gdnFlushItem(const DualPrecisionFlushParams& p, 
             }
         }
     }
+    if (fused) gdnWriteOutputs<RPW>(p, it.b, head, hk, S, bf16);
     castAndStore<RPW>(p, cp, slot, it.b, head, S, sh.scratch,
                       reinterpret_cast<float*>(dyn + flushTileOffset(RSSM_FAMILY_GDN, nf - 1, V)));
 }
@@ -602,6 +644,17 @@ extern "C" int rssm_dual_precision_flush_launch(const DualPrecisionFlushParams* 
     if (p->family == RSSM_FAMILY_MAMBA2 ? !aligned(p->ring_x, 16) || !aligned(p->ring_B, 16) : !aligned(p->ring_v, 16))
         return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: ring records (%s) must be 16-byte aligned", op,
                         p->family == RSSM_FAMILY_MAMBA2 ? "ring_x, ring_B" : "ring_v");
+    if (p->q) {  // deferred flushing rows of a GDN standard step
+        if (p->family != RSSM_FAMILY_GDN || p->mode != 0 || p->x)
+            return setError(RSSM_ERR_UNSUPPORTED, "%s: deferred GDN flushing rows (q != NULL) need family 1 (gdn), "
+                            "mode 0 and no Mamba-2 inputs; got family %d, mode %d", op, p->family, p->mode);
+        if (!p->k || !p->v || !p->a || !p->b || !p->A_log || !p->gdn_dt_bias || !p->o)
+            return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: deferred GDN flushing rows need q, k, v, a, b, A_log, "
+                            "gdn_dt_bias and o", op);
+        if (!aligned(p->q, 16) || !aligned(p->k, 16) || !aligned(p->v, 16) || !aligned(p->o, 4))
+            return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: q, k and v must be 16-byte aligned, o 4-byte aligned; got "
+                            "q=%p k=%p v=%p o=%p", op, p->q, p->k, p->v, p->o);
+    }
     if (p->x) {  // deferred flushing rows of a Mamba-2 standard step: this step's token from the inputs, outputs y
         if (p->family != RSSM_FAMILY_MAMBA2 || p->mode != 0)
             return setError(RSSM_ERR_UNSUPPORTED, "%s: deferred flushing rows (x != NULL: the flush writes their outputs) "

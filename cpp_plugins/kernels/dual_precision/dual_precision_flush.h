@@ -98,11 +98,12 @@ typedef struct DualPrecisionFlushParams {
     const void* ring_v;                  // [S, C, HV, V] act, raw v
     // ---- outputs
     int32_t* flushed;                    // [B] 1 = row flushed, 0 = row exited, -1 = padding row
-    // ---- ABI 7, optional (x == NULL: off). Mamba-2 standard steps whose decode deferred the flushing rows
-    //      (DualPrecisionDecodeParams.defer_flush_rows = 1): the flush folds the h committed ring records plus
-    //      this step's token, read from the step inputs below (the ring does not receive it: it is folded at
-    //      once, and the commit after a flush restarts the ring), and writes the flushing rows' outputs
-    //      y = (C_t . S_t + D x_t) * silu(z_t) from the folded fp32 state S_t. Contiguous, as the decode's.
+    // ---- ABI 7, optional (Mamba-2: x == NULL, GDN: q == NULL: off). Standard steps whose decode deferred the
+    //      flushing rows (DualPrecisionDecodeParams.defer_flush_rows = 1): the flush folds the h committed ring
+    //      records plus this step's token, read from the step inputs below (the ring does not receive it: it is
+    //      folded at once, and the commit after a flush restarts the ring), and writes the flushing rows' outputs
+    //      from the folded fp32 state S_t: Mamba-2 y = (C_t . S_t + D x_t) * silu(z_t); GDN o = S_t qn_t * scale
+    //      (the decode's gates, normalizations and scale). Contiguous, as the decode's.
     const void* x;                       // [B, 1, H, P] act
     const void* dt_raw;                  // [B, 1, H] act or fp32 (dt_dtype); dt = softplus(dt_raw + dt_bias)
     const void* Bm;                      // [B, 1, G, N] act
@@ -111,8 +112,16 @@ typedef struct DualPrecisionFlushParams {
     const float* D;                      // [H] fp32, or NULL
     const float* dt_bias;                // [H] fp32, or NULL
     void* y;                             // [B, 1, H, P] act out (flushing rows only)
-    int32_t dt_dtype;                    // FP32, or act_dtype
-    int32_t pad_abi7;
+    const void* q;                       // GDN [B, 1, HK, K] act
+    const void* k;                       // GDN [B, 1, HK, K] act (raw; normalized as the decode does)
+    const void* v;                       // GDN [B, 1, HV, V] act
+    const void* a;                       // GDN [B, 1, HV] act: g = -exp(A_log) softplus(a + gdn_dt_bias)
+    const void* b;                       // GDN [B, 1, HV] act: beta = sigmoid(b)
+    const float* A_log;                  // GDN [HV] fp32
+    const float* gdn_dt_bias;            // GDN [HV] fp32
+    void* o;                             // GDN [B, 1, HV, V] act out (flushing rows only)
+    int32_t dt_dtype;                    // Mamba-2: FP32, or act_dtype
+    float scale;                         // GDN query scale; <= 0 means K^-0.5
 } DualPrecisionFlushParams;
 
 int rssm_dual_precision_flush_launch(const DualPrecisionFlushParams* p, cudaStream_t stream);
