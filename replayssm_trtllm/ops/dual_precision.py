@@ -5,20 +5,25 @@ Per layer and step: ``dp_mamba2_decode`` / ``dp_gdn_decode`` (records appended, 
 copy on non-flush rows and from the recurrence copy on flush rows, no checkpoint written), then
 ``dual_precision_flush`` (flushing rows fold their records in fp32 from the recurrence copy and cast
 the result independently into both copies), then, once per model step, ``replay_commit``.
+Standard steps may defer the flushing rows (``defer_flush_rows=True`` on the decode, the step's inputs and
+outputs on the flush; kernel ABI 7): the decode skips them and the flush folds their token straight from
+the inputs and writes their outputs from the folded state, so the recurrence copy is read once, by the
+flush. The caches' ``step`` does this by default in standard mode (``cache.defer_flush_rows``).
 
 Torch ops (namespace ``replayssm``; every op mutates its outputs and returns nothing)::
 
     dp_mamba2_decode(ckpt_hp?, ckpt_hp_scale?, ckpt_lp, ckpt_lp_scale?, ckpt_lp_gscale?, ring_dt, ring_x,
                      ring_B, ring_origin, ring_len, x, dt_raw, B, C, A, D?, dt_bias?, z?,
-                     state_batch_indices, y, window, mode, recurrence_fmt, read_fmt)
+                     state_batch_indices, y, window, mode, recurrence_fmt, read_fmt, defer_flush_rows=False)
     dp_gdn_decode(ckpt_hp?, ckpt_hp_scale?, ckpt_lp, ckpt_lp_scale?, ckpt_lp_gscale?, ring_g, ring_u,
                   ring_k, ring_beta?, ring_v?, ring_origin, ring_len, q, k, v, a, b, A_log, dt_bias,
-                  state_batch_indices, o, window, mode, recurrence_fmt, read_fmt, scale)
+                  state_batch_indices, o, window, mode, recurrence_fmt, read_fmt, scale, defer_flush_rows=False)
     dual_precision_flush(family, ckpt_hp?, ckpt_hp_scale?, ckpt_lp, ckpt_lp_scale?, ckpt_lp_gscale?,
                          state_batch_indices, ring_origin, ring_len, flush_index?, A?, ring_dt?, ring_x?,
                          ring_B?, ring_g?, ring_k?, ring_beta?, ring_v?, flushed, window, mode, num_tokens,
                          recurrence_fmt, read_fmt, rounding, layer_index, seed, x?, dt_raw?, B?, C?, z?, D?,
-                         dt_bias?, y?)   (x ... y: deferred Mamba-2 flushing rows, see the op)
+                         dt_bias?, y?, q?, k?, v?, a?, b?, A_log?, gdn_dt_bias?, o?, scale)
+                         (x ... y / q ... scale: deferred Mamba-2 / GDN flushing rows, see the op)
 
 ``ckpt_hp = None`` selects the shared low-precision checkpoint (one copy, ``ckpt_lp``, read on every
 step, written with ``rounding``); with ``window = 1`` (standard) that is the conventional per-step

@@ -7,6 +7,9 @@
 //      No checkpoint is written.
 //   2. rssm_dual_precision_flush_launch: flushing rows fold their records into both copies.
 //   3. once per model step: rssm_replay_commit_launch (cursors).
+// Standard mode, ABI 7: with defer_flush_rows = 1 step 1 skips the flushing rows (no outputs, no records) and
+// step 2, given this step's inputs (DualPrecisionFlushParams.x ... / q ...), folds their token from the inputs
+// and writes their outputs from the folded fp32 state: one read of the recurrence copy instead of two.
 // Shared low-precision checkpoint (one copy): ckpt_hp == NULL; every row reads ckpt_lp.
 //
 // Shapes (B rows, T tokens, S slots, C ring capacity). Mamba-2: H heads, P head dim, N = 128 state
