@@ -111,6 +111,8 @@ def _profile_dual_precision(B, L, reads, rec="fp32", families=("mamba2", "gdn"))
             c.ring_len.copy_(stagger)  # 1/L of the rows flush: decode + flush of the window-amortized step
             _run(f"dp_m2_stagger_decode_{rf}", lambda: c.decode(sbi, x, dtr, Bm, Cm, A, D, dtb, z, y))
             _run(f"dp_m2_stagger_flush_{rf}", lambda: c.flush(sbi, A, 1, fl, False))
+            # the cache's step: flushing rows deferred to the flush (standard mode default)
+            _run(f"dp_m2_stagger_step_{rf}", lambda: c.step(sbi, x, dtr, Bm, Cm, A, D, dtb, z, fl, False, y))
             del c
         if "gdn" in families:
             c = dp.GdnDualPrecisionCache(B, HK, HV, V, L, 1, 0, rf, rec, "sr", act_dtype=act)
@@ -119,6 +121,7 @@ def _profile_dual_precision(B, L, reads, rec="fp32", families=("mamba2", "gdn"))
             c.ring_len.copy_(stagger)
             _run(f"dp_gdn_stagger_decode_{rf}", lambda: c.decode(sbi, q, k, v, a, b, A_log, gdtb, None, o))
             _run(f"dp_gdn_stagger_flush_{rf}", lambda: c.flush(sbi, 1, fl, False))
+            _run(f"dp_gdn_stagger_step_{rf}", lambda: c.step(sbi, q, k, v, a, b, A_log, gdtb, None, fl, False, o))
             del c
 
 if __name__ == "__main__":
