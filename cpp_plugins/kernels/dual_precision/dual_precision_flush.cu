@@ -150,6 +150,14 @@ __device__ __forceinline__ void castAndStore(const DualPrecisionFlushParams& p, 
     }
 }
 
+// A state row (the lane's 4 columns s) dotted with a vector (the lane's 4 columns v), summed over the warp.
+__device__ __forceinline__ float warpRowDot(const float4& s, const float4& v) {
+    float d = s.x * v.x + s.y * v.y + s.z * v.z + s.w * v.w;
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) d += __shfl_xor_sync(kFullMask, d, off);
+    return d;
+}
+
 // Outputs of a deferred (fused) flushing row: y[row] = (C_t . S_t[row] + D x_t[row]) * silu(z_t[row]) for the warp's
 // rows, from the folded fp32 state in registers; lane r writes row warp + kWarps * r.
 template <int RPW>
@@ -163,9 +171,7 @@ __device__ __forceinline__ void writeOutputs(const DualPrecisionFlushParams& p, 
     for (int r = 0; r < RPW; ++r) {
         const int row = warp + kWarps * r;
         if (row >= P) break;  // warp-uniform
-        float d = S[r].x * c.x + S[r].y * c.y + S[r].z * c.z + S[r].w * c.w;
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1) d += __shfl_xor_sync(kFullMask, d, off);
+        const float d = warpRowDot(S[r], c);
         if (lane == r) {
             const int64_t io = ((int64_t)b * H + head) * P + row;
             float yv = fmaf(Dh, actF(p.x, io, bf16), d);
@@ -196,9 +202,7 @@ __device__ __forceinline__ void gdnWriteOutputs(const DualPrecisionFlushParams& 
     for (int r = 0; r < RPW; ++r) {
         const int row = warp + kWarps * r;
         if (row >= V) break;  // warp-uniform
-        float d = S[r].x * qn.x + S[r].y * qn.y + S[r].z * qn.z + S[r].w * qn.w;
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1) d += __shfl_xor_sync(kFullMask, d, off);
+        const float d = warpRowDot(S[r], qn);
         if (lane == r)
             static_cast<uint16_t*>(p.o)[((int64_t)b * HV + head) * V + row] =
                 bf16 ? __bfloat16_as_ushort(__float2bfloat16_rn(d)) : __half_as_ushort(__float2half_rn(d));
