@@ -307,3 +307,82 @@ def test_decode_path_switch_rules(monkeypatch):
     d.workspace, d.workspace_bytes = good + 8, need
     with pytest.raises(RuntimeError, match="workspace must be 16-byte aligned"):
         run()
+
+
+def _flush_params(family, mode=0, num_tokens=1):
+    """Flush params with every pointer set to an aligned dummy (validation fails before any dereference)."""
+    good = 0x10000
+    f = dp.DualPrecisionFlushParams(
+        family=family, batch=1, num_tokens=num_tokens, num_slots=1, window=4, ring_capacity=4 + (num_tokens if mode
+                                                                                                    else 0),
+        mode=mode, nheads=2, headdim=64, dstate=128, ngroups=1, act_dtype=1, recurrence_dtype=0, read_dtype=1,
+        rounding=0)
+    for n in ("ckpt_hp", "ckpt_lp", "ring_origin", "ring_len", "A", "ring_dt", "ring_x", "ring_B", "ring_g", "ring_k",
+              "ring_beta", "ring_v"):
+        setattr(f, n, good)
+    return f
+
+
+def _flush_launch(f):
+    import ctypes
+    from replayssm_trtllm.ops._lib import check_status
+    check_status(dp._launcher("rssm_dual_precision_flush_launch", dp.DualPrecisionFlushParams)(ctypes.byref(f), None),
+                 "flush")
+
+
+def test_flush_launcher_deferred_rows_rules():
+    """ABI 7, deferred flushing rows: the flush launcher refuses by name (host-only path, no GPU needed) Mamba-2
+    inputs on a GDN flush or in speculative mode, GDN inputs on a Mamba-2 flush, missing companions, a bad dt_dtype
+    and misaligned inputs."""
+    _lib_or_skip()
+    good, odd = 0x10000, 0x10002
+    f = _flush_params(1)
+    f.x = good
+    with pytest.raises(RuntimeError, match="Mamba-2 standard-mode path; got family 1, mode 0"):
+        _flush_launch(f)
+    f = _flush_params(0, mode=1, num_tokens=2)
+    f.x = good
+    with pytest.raises(RuntimeError, match="Mamba-2 standard-mode path; got family 0, mode 1"):
+        _flush_launch(f)
+    f = _flush_params(0)
+    f.x = good
+    with pytest.raises(RuntimeError, match="need x, dt_raw, Bm, Cm and y"):
+        _flush_launch(f)
+    f.dt_raw = f.Bm = f.Cm = f.y = good
+    f.dt_dtype = 2  # bf16 with fp16 activations
+    with pytest.raises(RuntimeError, match="dt_dtype must be FP32 \\(0\\) or act_dtype \\(1\\); got 2"):
+        _flush_launch(f)
+    f.dt_dtype = 0
+    f.Bm = odd
+    with pytest.raises(RuntimeError, match="x, Bm and Cm must be 16-byte aligned"):
+        _flush_launch(f)
+    f = _flush_params(0)
+    f.q = good
+    with pytest.raises(RuntimeError, match="deferred GDN flushing rows \\(q != NULL\\) need family 1"):
+        _flush_launch(f)
+    f = _flush_params(1)
+    f.q = good
+    with pytest.raises(RuntimeError, match="need q, k, v, a, b, A_log, gdn_dt_bias and o"):
+        _flush_launch(f)
+    f.k = f.v = f.a = f.b = f.A_log = f.gdn_dt_bias = f.o = good
+    f.v = odd
+    with pytest.raises(RuntimeError, match="q, k and v must be 16-byte aligned"):
+        _flush_launch(f)
+
+
+def test_decode_launcher_defer_rules():
+    """defer_flush_rows is 0 or 1 and a standard-mode path (host-only checks)."""
+    import ctypes
+    _lib_or_skip()
+    from replayssm_trtllm.ops._lib import check_status
+    good = 0x10000
+    for mode, T, val, msg in ((0, 1, 2, "defer_flush_rows must be 0 or 1; got 2"),
+                              (1, 2, 1, "defer_flush_rows .* is a standard-mode path; got mode 1")):
+        d = _decode_params(0, 1, 8, 64, 4, mode=mode, num_tokens=T)
+        for n in ("ckpt_lp", "ring_origin", "ring_len", "x", "dt_raw", "Bm", "Cm", "A", "ring_dt", "ring_x", "ring_B",
+                  "y"):
+            setattr(d, n, good)
+        d.defer_flush_rows = val
+        with pytest.raises(RuntimeError, match=msg):
+            check_status(dp._launcher("rssm_dual_precision_decode_launch", dp.DualPrecisionDecodeParams)(
+                ctypes.byref(d), None), "decode")
