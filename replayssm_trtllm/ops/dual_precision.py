@@ -72,7 +72,7 @@ class DualPrecisionFlushParams(ctypes.Structure):
         + [(n, _P) for n in ("state_batch_indices", "ring_origin", "ring_len", "flush_index", "ckpt_hp", "ckpt_hp_scale",
                              "ckpt_lp", "ckpt_lp_scale", "ckpt_lp_gscale", "A", "ring_dt", "ring_x", "ring_B", "ring_g",
                              "ring_k", "ring_beta", "ring_v", "flushed")]
-        # ABI 7: deferred flushing rows of a Mamba-2 standard step (x = NULL: off)
+        # ABI 7: deferred flushing rows of a standard step (Mamba-2: x, GDN: q = NULL: off)
         + [(n, _P) for n in ("x", "dt_raw", "Bm", "Cm", "z", "D", "dt_bias", "y",
                              "q", "k", "v", "a", "b", "A_log", "gdn_dt_bias", "o")]
         + [("dt_dtype", _I32), ("scale", _F32)]
@@ -448,7 +448,7 @@ def _dp_gdn_decode_fake(*args, **kwargs) -> None:
 # --------------------------------------------------------------------------------------- flush op
 @torch.library.custom_op("replayssm::dual_precision_flush",
                          mutates_args=("ckpt_hp", "ckpt_hp_scale", "ckpt_lp", "ckpt_lp_scale", "ckpt_lp_gscale",
-                                       "flushed", "y"))
+                                       "flushed", "y", "o"))
 def dual_precision_flush(family: str, ckpt_hp: Optional[torch.Tensor], ckpt_hp_scale: Optional[torch.Tensor],
                          ckpt_lp: torch.Tensor, ckpt_lp_scale: Optional[torch.Tensor],
                          ckpt_lp_gscale: Optional[torch.Tensor], state_batch_indices: torch.Tensor,

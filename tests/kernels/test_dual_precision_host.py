@@ -386,3 +386,17 @@ def test_decode_launcher_defer_rules():
         with pytest.raises(RuntimeError, match=msg):
             check_status(dp._launcher("rssm_dual_precision_decode_launch", dp.DualPrecisionDecodeParams)(
                 ctypes.byref(d), None), "decode")
+
+
+def test_ops_declare_every_written_tensor_mutable():
+    """torch.compile / CUDA-graph capture rely on the schemas: every tensor a launcher writes is declared mutable,
+    including the deferred flushing rows' outputs (y, o) that the flush writes (ABI 7)."""
+    import torch
+    want = {"dual_precision_flush": {"ckpt_hp", "ckpt_hp_scale", "ckpt_lp", "ckpt_lp_scale", "ckpt_lp_gscale",
+                                     "flushed", "y", "o"},
+            "dp_mamba2_decode": {"ring_dt", "ring_x", "ring_B", "y"},
+            "dp_gdn_decode": {"ring_g", "ring_u", "ring_k", "ring_beta", "ring_v", "o"}}
+    for op, names in want.items():
+        schema = getattr(torch.ops.replayssm, op).default._schema
+        mutable = {a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write}
+        assert mutable == names, f"{op}: mutable {sorted(mutable)}, want {sorted(names)}"
