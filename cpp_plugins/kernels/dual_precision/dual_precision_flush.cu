@@ -1,8 +1,11 @@
 // DualPrecisionFlush kernels (Algorithms 3 and 6, flush part) and the state codec launcher.
-// One CTA of 256 threads per (decode row, state head); warp w owns state rows w, w + 8, ...; lane l
-// holds columns 4l..4l+3 (N = 128). Non-flushing rows exit at once (paper App. D.2). A flushing CTA
-// puts the folded records' 16-bit rows (Mamba-2 B_j and x_j, GDN v_j) in flight by cp.async into
-// dynamic shared memory together with its checkpoint rows, so the fold loop reads shared memory.
+// Work item: one (flushing decode row, state head), on a CTA of 256 threads; warp w owns state rows w, w + 8, ...;
+// lane l holds columns 4l..4l+3 (N = 128). Default grid: one wave of CTAs that scan the cursors and share the
+// flushing rows' items (flushCompactKernel); RSSM_DP_FLUSH_GRID=items: one CTA per (head, row), non-flushing rows
+// exit at once (paper App. D.2). An item puts the folded records' 16-bit rows (Mamba-2 B_j and x_j, GDN v_j) in
+// flight by cp.async into dynamic shared memory together with its checkpoint rows, folds in fp32 registers, and
+// encodes both copies row by row from a shared-memory state tile. Deferred flushing rows (ABI 7) take this step's
+// token from the step inputs and also write the rows' outputs (docs/precision.md, twelfth session).
 #include <cuda_runtime.h>
 #include <stdlib.h>
 #include <string.h>
