@@ -153,6 +153,11 @@ __device__ __forceinline__ void castAndStore(const DualPrecisionFlushParams& p, 
     }
 }
 
+// An output value as its 16-bit activation code (RTN).
+__device__ __forceinline__ uint16_t actCode(float v, bool bf16) {
+    return bf16 ? __bfloat16_as_ushort(__float2bfloat16_rn(v)) : __half_as_ushort(__float2half_rn(v));
+}
+
 // A state row (the lane's 4 columns s) dotted with a vector (the lane's 4 columns v), summed over the warp.
 __device__ __forceinline__ float warpRowDot(const float4& s, const float4& v) {
     float d = s.x * v.x + s.y * v.y + s.z * v.z + s.w * v.w;
@@ -182,8 +187,7 @@ __device__ __forceinline__ void writeOutputs(const DualPrecisionFlushParams& p, 
                 const float zv = actF(p.z, io, bf16);
                 yv *= zv / (1.f + expf(-zv));
             }
-            static_cast<uint16_t*>(p.y)[io] = bf16 ? __bfloat16_as_ushort(__float2bfloat16_rn(yv))
-                                                   : __half_as_ushort(__float2half_rn(yv));
+            static_cast<uint16_t*>(p.y)[io] = actCode(yv, bf16);
         }
     }
 }
@@ -196,9 +200,7 @@ __device__ __forceinline__ void gdnWriteOutputs(const DualPrecisionFlushParams& 
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int HV = p.nheads, V = p.headdim, HK = p.ngroups;
     const float4 q = act4(p.q, ((int64_t)b * HK + hk) * kRowN + 4 * lane, bf16);
-    float qq = q.x * q.x + q.y * q.y + q.z * q.z + q.w * q.w;
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) qq += __shfl_xor_sync(kFullMask, qq, off);
+    const float qq = warpRowDot(q, q);
     const float iq = (p.scale > 0.f ? p.scale : rsqrtf((float)kRowN)) / sqrtf(qq + 1e-6f);
     const float4 qn = make_float4(q.x * iq, q.y * iq, q.z * iq, q.w * iq);
 #pragma unroll
@@ -207,8 +209,7 @@ __device__ __forceinline__ void gdnWriteOutputs(const DualPrecisionFlushParams& 
         if (row >= V) break;  // warp-uniform
         const float d = warpRowDot(S[r], qn);
         if (lane == r)
-            static_cast<uint16_t*>(p.o)[((int64_t)b * HV + head) * V + row] =
-                bf16 ? __bfloat16_as_ushort(__float2bfloat16_rn(d)) : __half_as_ushort(__float2half_rn(d));
+            static_cast<uint16_t*>(p.o)[((int64_t)b * HV + head) * V + row] = actCode(d, bf16);
     }
 }
 
