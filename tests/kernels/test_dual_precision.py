@@ -477,6 +477,26 @@ def test_mamba2_flush_matches_float64_fold(monkeypatch):
     assert checked > 10
 
 
+def _check_deferred_pair(caches, fls, outs, sbi, step, nan_rows=None):
+    """One step of a (deferred, decoded) cache pair: the same `flushed` codes, both checkpoint copies bit for bit
+    equal, NaN outputs on `nan_rows` (a bool mask, invalid cursors) in both, outputs equal on the other rows that do
+    not flush and within rounding on the flushing ones. Returns the number of flushing rows."""
+    assert torch.equal(fls[0], fls[1])
+    fl = fls[0].cpu() == 1
+    for a, b in zip(_copy_bits(caches[0]), _copy_bits(caches[1])):
+        assert torch.equal(a, b), f"step {step}: checkpoint copies differ"
+    o0, o1 = outs[0].float().cpu(), outs[1].float().cpu()
+    keep = (sbi.cpu() >= 0) & ~fl
+    if nan_rows is not None:
+        assert torch.isnan(o0[nan_rows]).all() and torch.isnan(o1[nan_rows]).all()
+        keep &= ~nan_rows
+    assert torch.equal(o0[keep], o1[keep]), f"step {step}: non-flushing rows' outputs differ"
+    if fl.any():
+        err = _rel_rms(o0[fl], o1[fl])
+        assert err < 1e-2, f"step {step}: flushing rows' outputs rel RMS {err:.2e}"
+    return int(fl.sum())
+
+
 @pytest.mark.sanitize
 @pytest.mark.parametrize("decode_path", PATHS["mamba2"] + ["tile"], indirect=True)
 @pytest.mark.parametrize("read_fmt,rec_fmt", [("nvfp4", "fp16"), ("fp8_e4m3", "fp32"), ("fp16", None)],
@@ -506,18 +526,7 @@ def test_mamba2_deferred_flush_rows_match_decoded_ones(read_fmt, rec_fmt, decode
         dtr = inp["dt_raw"].float().cuda() if step % 2 else inp["dt_raw"].to(torch.bfloat16).cuda()
         fls = [torch.empty(sbi.shape[0], dtype=torch.int32, device="cuda") for _ in caches]
         ys = [c.step(sbi, x, dtr, Bm, Cm, A, D, dtb, z, flushed=f) for c, f in zip(caches, fls)]
-        assert torch.equal(fls[0], fls[1])
-        fl = fls[0].cpu() == 1
-        flushed_rows += int(fl.sum())
-        for a, b in zip(_copy_bits(caches[0]), _copy_bits(caches[1])):
-            assert torch.equal(a, b), f"step {step}: checkpoint copies differ"
-        y0, y1 = ys[0].float().cpu(), ys[1].float().cpu()
-        valid = (sbi.cpu() >= 0)
-        keep = valid & ~fl
-        assert torch.equal(y0[keep], y1[keep]), f"step {step}: non-flushing rows' outputs differ"
-        if fl.any():
-            err = _rel_rms(y0[fl], y1[fl])
-            assert err < 1e-2, f"step {step}: flushing rows' outputs rel RMS {err:.2e}"
+        flushed_rows += _check_deferred_pair(caches, fls, ys, sbi, step)
         for c in caches:
             c.commit(sbi)
         assert torch.equal(caches[0].ring_len, caches[1].ring_len)
@@ -624,24 +633,11 @@ def test_gdn_deferred_flush_rows_match_decoded_ones(read_fmt, rec_fmt, decode_pa
                 c.ring_len[2] = L
         fls = [torch.empty(sbi.shape[0], dtype=torch.int32, device="cuda") for _ in caches]
         os_ = [c.step(sbi, q, k, v, a, b, A_log, dtb, flushed=f) for c, f in zip(caches, fls)]
-        assert torch.equal(fls[0], fls[1])
-        fl = fls[0].cpu() == 1
-        flushed_rows += int(fl.sum())
-        for x0, x1 in zip(_copy_bits(caches[0]), _copy_bits(caches[1])):
-            assert torch.equal(x0, x1), f"step {step}: checkpoint copies differ"
-        o0, o1 = os_[0].float().cpu(), os_[1].float().cpu()
-        rows = sbi.cpu()
-        keep = (rows >= 0) & ~fl
-        if step == 2 * L:
-            bad = rows == 2
-            assert torch.isnan(o0[bad]).all() and torch.isnan(o1[bad]).all()
-            keep &= ~bad
+        bad = (sbi.cpu() == 2) if step == 2 * L else None
+        flushed_rows += _check_deferred_pair(caches, fls, os_, sbi, step, bad)
+        if bad is not None:
             for c in caches:
                 c.ring_len[2] = 0
-        assert torch.equal(o0[keep], o1[keep]), f"step {step}: non-flushing rows' outputs differ"
-        if fl.any():
-            err = _rel_rms(o0[fl], o1[fl])
-            assert err < 1e-2, f"step {step}: flushing rows' outputs rel RMS {err:.2e}"
         for c in caches:
             c.commit(sbi)
         assert torch.equal(caches[0].ring_len, caches[1].ring_len)
