@@ -536,6 +536,68 @@ def test_replay_split_prep_occupancy(sh, prep, monkeypatch):
     assert _run_replay(3, 8, 3, 1, sh, F32, BF16, 8, seed=63, variant=4) > 0
 
 
+@pytest.mark.parametrize("sh,L,act,dt_f32", [(SUPER, 16, BF16, False), (NANO, 32, BF16, True), (SUPER, 16, F16, False),
+                                          (dict(H=12, P=32, N=256, G=1), 8, BF16, False),
+                                          (dict(H=8, P=128, N=64, G=2), 4, F16, True)],
+                         ids=["super-L16", "nano-L32-dtf32", "super-fp16", "H12-P32-N256-G1", "H8-P128-N64-G2-fp16"])
+def test_replay_split_prep_lean_vs_previous(sh, L, act, dt_f32, monkeypatch):
+    """The lean one-token prep (the default for aligned standard steps) against the previous 128-thread prep
+    (RSSM_MAMBA2_SPLIT_PREP=w4) on identical caches and inputs, staggered rows (half of them flushing), padding rows,
+    two steps with a commit between (the second with x misaligned, which falls back to the previous prep): ring appends (dt, x, B) and the cursors bit-identical, checkpoints and outputs
+    within the fp32 rounding of the record dots' summation order; and each matches the float64 reference (the
+    reference comparison of every other standard-step test runs the lean prep too). L = 32: two dot passes."""
+    import replayssm_trtllm.ops.commit  # noqa: F401
+    import replayssm_trtllm.ops.mamba2  # noqa: F401
+    H, P, N, G = sh["H"], sh["P"], sh["N"], sh["G"]
+    B, S = 48, 50
+    g = torch.Generator().manual_seed(97 + L + N)
+    ref = Mamba2ReplayCacheRef(S, H, P, N, G, L, 1, 0, quant_hp=cast_quantizer(F32))
+    C = ref.capacity
+    cache = {"ckpt": torch.zeros(S, H, P, N, dtype=F32, device="cuda"),
+             "ring_dt": torch.zeros(S, C, H, dtype=F32, device="cuda"),
+             "ring_x": torch.zeros(S, C, H, P, dtype=act, device="cuda"),
+             "ring_B": torch.zeros(S, C, G, N, dtype=act, device="cuda"),
+             "ring_origin": torch.zeros(S, dtype=torch.int32, device="cuda"),
+             "ring_len": torch.zeros(S, dtype=torch.int32, device="cuda")}
+    pre = random_state((S, H, P, N), g)
+    cache["ckpt"].copy_(pre)
+    _set_random_cursors(ref, cache, g, staggered=True)
+    lay, _ = _layer(H, g)
+    caches = {"lean": {k: v.clone() for k, v in cache.items()}, "w4": {k: v.clone() for k, v in cache.items()}}
+    err = torch.full((1,), -1, dtype=torch.int32, device="cuda")
+    for step in range(2):
+        perm = torch.randperm(S, generator=g)[:B].to(torch.int32)
+        perm[5] = -1
+        sbi = perm.cuda()
+        dev, _ = _inputs(B, 1, sh, act, g, dt_f32=dt_f32)
+        if step == 1:  # x misaligned by one element: the launcher falls back to the previous prep for both
+            big = torch.zeros(B, 1, H, P + 1, dtype=act, device="cuda")
+            big[..., 1:] = dev["x"]
+            dev["x"] = big[..., 1:]
+        ys = {}
+        for name, c in caches.items():
+            if name == "w4":
+                monkeypatch.setenv("RSSM_MAMBA2_SPLIT_PREP", "w4")
+            else:
+                monkeypatch.delenv("RSSM_MAMBA2_SPLIT_PREP", raising=False)
+            ys[name] = torch.full((B, 1, H, P), float("nan"), dtype=act, device="cuda")
+            torch.ops.replayssm.mamba2_replay_decode_out(
+                c["ckpt"], c["ring_dt"], c["ring_x"], c["ring_B"], c["ring_origin"], c["ring_len"], dev["x"],
+                dev["dt_raw"], dev["Bm"], dev["Cm"], lay["A"], lay["D"], lay["dt_bias"], dev["z"], sbi, L, 0,
+                ys[name], 0, 4)
+            torch.ops.replayssm.replay_commit(sbi, None, c["ring_origin"], c["ring_len"], err, L, C, 1, 0)
+        torch.cuda.synchronize()
+        assert int(err.item()) == -1
+        a, b = caches["lean"], caches["w4"]
+        for k in ("ring_dt", "ring_x", "ring_B", "ring_origin", "ring_len"):
+            assert torch.equal(a[k], b[k]), f"step {step}: {k} differs between the lean and the previous prep"
+        valid = (perm >= 0).cuda()
+        _compare(f"step {step} y lean vs w4", ys["lean"][valid].float(), ys["w4"][valid].float(), 2e-2, 4e-3)
+        assert torch.isnan(ys["lean"][~valid].float()).all(), "padding rows must not be written"
+        _compare(f"step {step} ckpt lean vs w4", a["ckpt"], b["ckpt"], 2e-5, 2e-5)
+        assert not torch.equal(a["ckpt"], pre.float().cuda()), "no row flushed"
+
+
 def test_replay_split_prep_one_wave_automatic(monkeypatch):
     """A batch large enough that the default prep kernel needs more than one wave (B x G = 1024 CTAs > 6 per SM on
     an H200), so the automatic choice runs the 128-thread one-wave prep; then the default forced, same inputs."""

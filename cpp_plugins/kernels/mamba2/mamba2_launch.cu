@@ -322,6 +322,9 @@ int checkSplit(const char* op, const Mamba2ReplayParams& p) {
 // Nano, T = 4 22-69 us faster, T = 8 187-290 us faster; T = 3 not measured.
 constexpr int kMmaReadoutMinTokens = 4;
 
+int launchSplitReadout(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc, cudaStream_t stream,
+                       const void* prep, dim3 prepGrid, int prepThreads, size_t prepSmem);
+
 int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc, cudaStream_t stream) {
     const int hpg = q.nheads / q.ngroups;
     const dim3 prepGrid((hpg + splitHeadsPerPrep() - 1) / splitHeadsPerPrep(), q.ngroups, q.batch);
@@ -335,6 +338,18 @@ int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc
     const char* pp = getenv("RSSM_MAMBA2_SPLIT_PREP");
     int prepThreads = 0;
     int prepOcc = 0;
+    // Standard steps take the lean one-token prep (thirteenth session) where its 16-byte pieces are aligned;
+    // RSSM_MAMBA2_SPLIT_PREP=lb8|w4|default keeps the previous kernels (A/B timing).
+    const void* lean = q.mode == 0 && q.num_tokens == 1 ? splitPrepLeanKernel(q.dstate, q.act_dtype) : nullptr;
+    if (lean && !(pp && (strcmp(pp, "lb8") == 0 || strcmp(pp, "w4") == 0 || strcmp(pp, "default") == 0))) {
+        auto a16 = [](const void* ptr) { return ((uintptr_t)ptr % 16) == 0; };
+        const bool aligned = a16(q.Bm) && q.stride_B_b % 8 == 0 && q.stride_B_g % 8 == 0 && a16(q.Cm) &&
+                             q.stride_C_b % 8 == 0 && q.stride_C_g % 8 == 0 && a16(q.x) && q.stride_x_b % 8 == 0 &&
+                             q.stride_x_h % 8 == 0 && a16(q.ring_B) && a16(q.ring_x) && q.headdim <= 128 &&
+                             (long long)q.ring_capacity * q.nheads * q.headdim < (1LL << 31) &&
+                             (long long)q.ring_capacity * q.ngroups * q.dstate < (1LL << 31);
+        if (aligned) return launchSplitReadout(op, q, rc, stream, lean, prepGrid, splitPrepLeanThreads(), 0);
+    }
     if (pp && strcmp(pp, "lb8") == 0) {
         prepOcc = 1;
     } else if (pp && strcmp(pp, "w4") == 0) {
@@ -349,6 +364,12 @@ int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc
         if (ctas > persistentGrid(dflt, prepThreads, prepSmem, ctas)) prepOcc = 2;  // more than one wave
     }
     const void* prep = splitPrepKernel(q.mode, q.num_tokens, prepOcc, &prepThreads);
+    return launchSplitReadout(op, q, rc, stream, prep, prepGrid, prepThreads, prepSmem);
+}
+
+// Launches the prep kernel, then the readout that fits the step (below).
+int launchSplitReadout(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc, cudaStream_t stream,
+                       const void* prep, dim3 prepGrid, int prepThreads, size_t prepSmem) {
     int st = launch(op, prep, prepGrid, prepThreads, prepSmem, &q, stream);
     if (st) return st;
     // The unpipelined readout (3 CTAs / SM) measured faster than the pipelined one (2 CTAs / SM):

@@ -3,6 +3,7 @@
 // token bucket, and per read-only dual-precision read format (fp8_e4m3 / nvfp4, N = 128) x token bucket.
 #include "mamba2/mamba2_dispatch.h"
 #include "mamba2/mamba2_split_kernel.cuh"
+#include "mamba2/mamba2_split_prep_lean.cuh"
 
 namespace rssm {
 namespace mamba2 {
@@ -69,6 +70,20 @@ const void* splitPrepKernel(int mode, int numTokens, int occupancy, int* threads
                                   : reinterpret_cast<const void*>(&mamba2SplitPrepKernelBounded<8, 256, 4>);
     }
 }
+const void* splitPrepLeanKernel(int dstate, int actDtype) {
+    const bool bf16 = actDtype == RSSM_DTYPE_BF16;
+    if (!bf16 && actDtype != RSSM_DTYPE_FP16) return nullptr;
+    switch (dstate) {
+        case 64: return bf16 ? reinterpret_cast<const void*>(&mamba2SplitPrepLeanKernel<64, true>)
+                             : reinterpret_cast<const void*>(&mamba2SplitPrepLeanKernel<64, false>);
+        case 128: return bf16 ? reinterpret_cast<const void*>(&mamba2SplitPrepLeanKernel<128, true>)
+                              : reinterpret_cast<const void*>(&mamba2SplitPrepLeanKernel<128, false>);
+        case 256: return bf16 ? reinterpret_cast<const void*>(&mamba2SplitPrepLeanKernel<256, true>)
+                              : reinterpret_cast<const void*>(&mamba2SplitPrepLeanKernel<256, false>);
+        default: return nullptr;
+    }
+}
+int splitPrepLeanThreads() { return kLeanPrepThreads; }
 const void* splitReadoutKernel(int stateDtype, int dstate, int mode, int numTokens, int pipe) {
     const int maxT = bucket(mode, numTokens);
     switch (stateDtype) {
