@@ -538,8 +538,8 @@ def test_replay_split_prep_occupancy(sh, prep, monkeypatch):
 
 @pytest.mark.parametrize("sh,L,act,dt_f32", [(SUPER, 16, BF16, False), (NANO, 32, BF16, True), (SUPER, 16, F16, False),
                                           (dict(H=12, P=32, N=256, G=1), 8, BF16, False),
-                                          (dict(H=8, P=128, N=64, G=2), 4, F16, True)],
-                         ids=["super-L16", "nano-L32-dtf32", "super-fp16", "H12-P32-N256-G1", "H8-P128-N64-G2-fp16"])
+                                          (dict(H=8, P=128, N=128, G=2), 4, F16, True)],
+                         ids=["super-L16", "nano-L32-dtf32", "super-fp16", "H12-P32-N256-G1", "H8-P128-N128-G2-fp16"])
 def test_replay_split_prep_lean_vs_previous(sh, L, act, dt_f32, monkeypatch):
     """The lean one-token prep (the default for aligned standard steps) against the previous 128-thread prep
     (RSSM_MAMBA2_SPLIT_PREP=w4) on identical caches and inputs, staggered rows (half of them flushing), padding rows,

@@ -33,8 +33,8 @@ size_t replayStreamSmemBytes(int window, int numTokens, int headdim, int dstate)
 // CTAs per SM), one token: 1 256 threads with >= 8 CTAs per SM, 2 128 threads with >= 16 CTAs per SM; 3 the uncapped
 // kernels for every token count. *threads gets the CTA size.
 const void* splitPrepKernel(int mode, int numTokens, int occupancy, int* threads);
-// The lean one-token prep (mamba2_split_prep_lean.cuh; standard mode, 16-byte aligned B / C / x rows): dstate 64 /
-// 128 / 256 and bf16 / fp16 activations, else NULL. 128 threads per CTA, same grid as splitPrepKernel.
+// The lean one-token prep (mamba2_split_prep_lean.cuh; standard mode, 16-byte aligned B / C / x rows): dstate 128 /
+// 256 (the split kernels' dstates) and bf16 / fp16 activations, else NULL. 128 threads per CTA, same grid as splitPrepKernel.
 const void* splitPrepLeanKernel(int dstate, int actDtype);
 int splitPrepLeanThreads();
 // N 128 / 256, else NULL; pipe (N = 128, T = 1): 0 plain, 1 pipelined, 2 next item's cursors ahead; 3 (N = 128,

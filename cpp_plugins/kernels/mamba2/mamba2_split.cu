@@ -74,8 +74,6 @@ const void* splitPrepLeanKernel(int dstate, int actDtype) {
     const bool bf16 = actDtype == RSSM_DTYPE_BF16;
     if (!bf16 && actDtype != RSSM_DTYPE_FP16) return nullptr;
     switch (dstate) {
-        case 64: return bf16 ? reinterpret_cast<const void*>(&mamba2SplitPrepLeanKernel<64, true>)
-                             : reinterpret_cast<const void*>(&mamba2SplitPrepLeanKernel<64, false>);
         case 128: return bf16 ? reinterpret_cast<const void*>(&mamba2SplitPrepLeanKernel<128, true>)
                               : reinterpret_cast<const void*>(&mamba2SplitPrepLeanKernel<128, false>);
         case 256: return bf16 ? reinterpret_cast<const void*>(&mamba2SplitPrepLeanKernel<256, true>)
