@@ -536,12 +536,16 @@ def test_replay_split_prep_occupancy(sh, prep, monkeypatch):
     assert _run_replay(3, 8, 3, 1, sh, F32, BF16, 8, seed=63, variant=4) > 0
 
 
+@pytest.mark.parametrize("prep", ["warp", "lean"])
 @pytest.mark.parametrize("sh,L,act,dt_f32", [(SUPER, 16, BF16, False), (NANO, 32, BF16, True), (SUPER, 16, F16, False),
                                           (dict(H=12, P=32, N=256, G=1), 8, BF16, False),
-                                          (dict(H=8, P=128, N=128, G=2), 4, F16, True)],
-                         ids=["super-L16", "nano-L32-dtf32", "super-fp16", "H12-P32-N256-G1", "H8-P128-N128-G2-fp16"])
-def test_replay_split_prep_lean_vs_previous(sh, L, act, dt_f32, monkeypatch):
-    """The lean one-token prep (the default for aligned standard steps) against the previous 128-thread prep
+                                          (dict(H=8, P=128, N=128, G=2), 4, F16, True),
+                                          (dict(H=10, P=64, N=128, G=2), 8, BF16, False)],
+                         ids=["super-L16", "nano-L32-dtf32", "super-fp16", "H12-P32-N256-G1", "H8-P128-N128-G2-fp16",
+                              "H10-G2-5-heads-per-group"])
+def test_replay_split_prep_lean_vs_previous(sh, L, act, dt_f32, prep, monkeypatch):
+    """The one-token preps of the thirteenth session ("warp": the default for aligned standard steps with heads per
+    group a multiple of 4, else "lean", which 5 heads per group falls back to) against the previous 128-thread prep
     (RSSM_MAMBA2_SPLIT_PREP=w4) on identical caches and inputs, staggered rows (half of them flushing), padding rows,
     two steps with a commit between (the second with x misaligned, which falls back to the previous prep): ring appends (dt, x, B) and the cursors bit-identical, checkpoints and outputs
     within the fp32 rounding of the record dots' summation order; and each matches the float64 reference (the
@@ -578,6 +582,8 @@ def test_replay_split_prep_lean_vs_previous(sh, L, act, dt_f32, monkeypatch):
         for name, c in caches.items():
             if name == "w4":
                 monkeypatch.setenv("RSSM_MAMBA2_SPLIT_PREP", "w4")
+            elif prep == "lean":
+                monkeypatch.setenv("RSSM_MAMBA2_SPLIT_PREP", "lean")
             else:
                 monkeypatch.delenv("RSSM_MAMBA2_SPLIT_PREP", raising=False)
             ys[name] = torch.full((B, 1, H, P), float("nan"), dtype=act, device="cuda")

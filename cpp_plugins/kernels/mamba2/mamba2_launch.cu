@@ -338,8 +338,9 @@ int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc
     const char* pp = getenv("RSSM_MAMBA2_SPLIT_PREP");
     int prepThreads = 0;
     int prepOcc = 0;
-    // Standard steps take the lean one-token prep (thirteenth session) where its 16-byte pieces are aligned;
-    // RSSM_MAMBA2_SPLIT_PREP=lb8|w4|default keeps the previous kernels (A/B timing).
+    // Standard steps (thirteenth session) take the one-warp prep (lane = head; heads per group a multiple of 4) or
+    // else the lean 128-thread one, where their 16-byte pieces are aligned. RSSM_MAMBA2_SPLIT_PREP=warp|lean forces
+    // one of them (where it runs), lb8|w4|default the previous kernels (A/B timing).
     const void* lean = q.mode == 0 && q.num_tokens == 1 ? splitPrepLeanKernel(q.dstate, q.act_dtype) : nullptr;
     if (lean && !(pp && (strcmp(pp, "lb8") == 0 || strcmp(pp, "w4") == 0 || strcmp(pp, "default") == 0))) {
         auto a16 = [](const void* ptr) { return ((uintptr_t)ptr % 16) == 0; };
@@ -348,6 +349,12 @@ int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc
                              q.stride_x_h % 8 == 0 && a16(q.ring_B) && a16(q.ring_x) && q.headdim <= 128 &&
                              (long long)q.ring_capacity * q.nheads * q.headdim < (1LL << 31) &&
                              (long long)q.ring_capacity * q.ngroups * q.dstate < (1LL << 31);
+        const void* warpPrep = splitPrepWarpKernel(q.dstate, q.act_dtype);
+        const bool warpOk = warpPrep && hpg % 4 == 0 && a16(q.ring_dt) && !(pp && strcmp(pp, "lean") == 0);
+        if (aligned && warpOk) {
+            const dim3 grid((hpg + splitPrepWarpHeads() - 1) / splitPrepWarpHeads(), q.ngroups, q.batch);
+            return launchSplitReadout(op, q, rc, stream, warpPrep, grid, 32, 0);
+        }
         if (aligned) return launchSplitReadout(op, q, rc, stream, lean, prepGrid, splitPrepLeanThreads(), 0);
     }
     if (pp && strcmp(pp, "lb8") == 0) {

@@ -211,3 +211,176 @@ __global__ void __launch_bounds__(kLeanPrepThreads, N <= 128 ? 12 : 8) mamba2Spl
 
 }  // namespace mamba2
 }  // namespace rssm
+
+namespace rssm {
+namespace mamba2 {
+
+// ---------------------------------------------------------------------------------------------------------
+// The one-warp one-token prep (thirteenth session): one warp (CTA) per (row b, group g, chunk of <= 32 heads),
+// lane = head for the prefix sums and the head records (a sequential loop over the records instead of a warp scan
+// per head), dt of this step's token computed by all heads' lanes at once, the committed dt_j staged in shared
+// memory by record lanes (16-byte pieces), the record dots on N / 64 lanes per record (64 elements each, C from
+// shared memory). Same workspace records and ring appends as the 128-thread preps; the prefix sums and dots are
+// summed in another order (fp32 rounding). Needs heads per group and nheads multiples of 4 (16-byte dt pieces).
+constexpr int kWarpPrepHeads = 32;
+constexpr int kWarpPrepDtStride = 36;  // shared dt rows: 16-byte aligned, STS.128 of 8 rows conflict-free
+
+template <int N, bool BF16>
+__global__ void __launch_bounds__(32) mamba2SplitPrepWarpKernel(const Mamba2ReplayParams p) {
+    static_assert(N == 128 || N == 256, "dstate 128 or 256");
+    constexpr int LPR = N / 64;        // lanes per record dot (64 elements each)
+    constexpr int RPP = 32 / LPR;      // records per dot pass
+    pdlLaunchDependents();
+    const int b = blockIdx.z, g = blockIdx.y;
+    const int slot = p.state_batch_indices ? p.state_batch_indices[b] : b;
+    if (slot < 0 || slot >= p.num_slots) return;  // padding row: untouched
+    const int H = p.nheads, G = p.ngroups, P = p.headdim, L = p.window, Cap = p.ring_capacity;
+    const int hpg = H / G;
+    const int h0 = g * hpg + blockIdx.x * kWarpPrepHeads;
+    const int nh = min(kWarpPrepHeads, (g + 1) * hpg - h0);
+    const int lane = threadIdx.x;
+    const int RW = splitRecordWordsM2(L, 1);
+    float* rec = static_cast<float*>(p.workspace) + ((int64_t)b * H + h0 + lane) * RW;  // lane = head h0 + lane
+
+    const int o = p.ring_origin[slot];
+    const int h = p.ring_len[slot];
+    if (!(o >= 0 && o < Cap && h >= 0 && h <= L - 1 && h + 1 <= Cap)) {
+        if (lane < nh) rec[9] = __int_as_float(-1);
+        return;
+    }
+    const bool flush = h + 1 == L;
+    if (flush && p.skip_flush_rows) {
+        if (lane < nh) rec[9] = __int_as_float(kSplitSkipRow);
+        return;
+    }
+    const int R = h + 1;
+    const int rrNew = o + h >= Cap ? o + h - Cap : o + h;
+    __shared__ __align__(16) uint16_t sC[N];
+    __shared__ __align__(16) float sDt[kSplitMaxRecords * kWarpPrepDtStride];
+    __shared__ float sDot[kSplitMaxRecords];
+
+    // ---- loads: C (lanes < N / 8), the first dot pass's B pieces, committed dt_j rows (lane = record), x pieces,
+    //      this step's dt, A, D (lane = head)
+    const uint16_t* ringB = static_cast<const uint16_t*>(p.ring_B) + (int64_t)slot * Cap * G * N + g * N;
+    const uint16_t* Bin = static_cast<const uint16_t*>(p.Bm) + (int64_t)b * p.stride_B_b + (int64_t)g * p.stride_B_g;
+    const uint16_t* Cin = static_cast<const uint16_t*>(p.Cm) + (int64_t)b * p.stride_C_b + (int64_t)g * p.stride_C_g;
+    const int q = lane % LPR;
+    uint4 cpiece[N / 256 + 1];
+#pragma unroll
+    for (int e = 0; e < N / 256 + 1; ++e)
+        if (lane + 32 * e < N / 8) cpiece[e] = *reinterpret_cast<const uint4*>(Cin + (lane + 32 * e) * 8);
+    uint4 bv[8];
+    auto loadB = [&](int j) {
+        int rr = o + j;
+        rr = rr >= Cap ? rr - Cap : rr;
+        const uint16_t* src = j < h ? ringB + rr * G * N : Bin;
+#pragma unroll
+        for (int v = 0; v < 8; ++v) bv[v] = *reinterpret_cast<const uint4*>(src + (v * LPR + q) * 8);
+    };
+    const int j0 = lane / LPR;
+    if (j0 < R) loadB(j0);
+    const int64_t ringHeadRow = (int64_t)slot * Cap * H;
+    uint4 dtv[kWarpPrepHeads / 4];
+    if (lane < h) {
+        int rr = o + lane;
+        rr = rr >= Cap ? rr - Cap : rr;
+        const float* src = p.ring_dt + ringHeadRow + rr * H + h0;
+#pragma unroll
+        for (int v = 0; v < kWarpPrepHeads / 4; ++v)
+            if (4 * v < nh) dtv[v] = *reinterpret_cast<const uint4*>(src + 4 * v);
+    }
+    const int ppr = P / 8;
+    const float invPpr = 1.f / (float)ppr;  // hl = floor((i + 0.5) / ppr), exact for i < 2^12
+    const uint16_t* xRow = static_cast<const uint16_t*>(p.x) + (int64_t)b * p.stride_x_b;
+    uint16_t* ringX = static_cast<uint16_t*>(p.ring_x) + ringHeadRow * P;
+    const int nPieces = nh * ppr;
+    uint4 xv[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+        const int i = lane + 32 * e;
+        if (i < nPieces) {
+            const int hl = __float2int_rz(((float)i + 0.5f) * invPpr), v = i - hl * ppr;
+            xv[e] = *reinterpret_cast<const uint4*>(xRow + (int64_t)(h0 + hl) * p.stride_x_h + v * 8);
+        }
+    }
+    float dtNew = 0.f, Ah = 0.f, Dh = 0.f;
+    if (lane < nh) {
+        const int head = h0 + lane;
+        Ah = p.A[head];
+        Dh = p.D ? p.D[head] : 0.f;
+        dtNew = loadDt(p.dt_raw, p.dt_dtype == RSSM_DTYPE_FP32, BF16, (int64_t)b * p.stride_dt_b + (int64_t)head * p.stride_dt_h,
+                       p.dt_bias, head);
+    }
+    // ---- stores: x pieces (the rest of a head count > 128 pieces in later rounds), this step's dt, staged data
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+        const int i = lane + 32 * e;
+        if (i < nPieces) {
+            const int hl = __float2int_rz(((float)i + 0.5f) * invPpr), v = i - hl * ppr;
+            *reinterpret_cast<uint4*>(ringX + (rrNew * H + h0 + hl) * P + v * 8) = xv[e];
+        }
+    }
+    for (int base = 128; base < nPieces; base += 32) {  // > 128 pieces: heads x headdim beyond the models' shapes
+        const int i = base + lane;
+        if (i < nPieces) {
+            const int hl = __float2int_rz(((float)i + 0.5f) * invPpr), v = i - hl * ppr;
+            *reinterpret_cast<uint4*>(ringX + (rrNew * H + h0 + hl) * P + v * 8) =
+                *reinterpret_cast<const uint4*>(xRow + (int64_t)(h0 + hl) * p.stride_x_h + v * 8);
+        }
+    }
+    if (lane < nh) p.ring_dt[ringHeadRow + rrNew * H + h0 + lane] = dtNew;
+#pragma unroll
+    for (int e = 0; e < N / 256 + 1; ++e)
+        if (lane + 32 * e < N / 8) *reinterpret_cast<uint4*>(sC + (lane + 32 * e) * 8) = cpiece[e];
+    if (lane < h) {
+#pragma unroll
+        for (int v = 0; v < kWarpPrepHeads / 4; ++v)
+            if (4 * v < nh) *reinterpret_cast<uint4*>(sDt + lane * kWarpPrepDtStride + 4 * v) = dtv[v];
+    }
+    if (lane < nh) sDt[h * kWarpPrepDtStride + lane] = dtNew;
+    __syncwarp();
+
+    // ---- record dots: pass k covers records k RPP .. k RPP + RPP - 1; lanes of this step's record append its B
+    for (int base = 0; base < R; base += RPP) {
+        const int j = base + j0;
+        if (base > 0 && j < R) loadB(j);
+        float acc = 0.f;
+        if (j < R) {
+#pragma unroll
+            for (int v = 0; v < 8; ++v)
+                acc = dotPiece<BF16>(bv[v], *reinterpret_cast<const uint4*>(sC + (v * LPR + q) * 8), acc);
+            if (j == h && blockIdx.x == 0) {
+                uint16_t* dstB = static_cast<uint16_t*>(p.ring_B) + ((int64_t)slot * Cap + rrNew) * G * N + g * N;
+#pragma unroll
+                for (int v = 0; v < 8; ++v) *reinterpret_cast<uint4*>(dstB + (v * LPR + q) * 8) = bv[v];
+            }
+        }
+#pragma unroll
+        for (int m = LPR / 2; m >= 1; m >>= 1) acc += __shfl_xor_sync(stream::kFull, acc, m);
+        if (q == 0 && j < R) sDot[j] = acc;
+    }
+    __syncwarp();
+
+    // ---- head records, lane = head: cs = cum_h, then per record w_j = exp(cs - cum_j) dt_j, c_j = w_j dot_j
+    //      (+ D at j = h), fold weights w_j on a flush step (nf = R, gfold = exp(cs))
+    if (lane < nh) {
+        float cs = 0.f;
+        for (int j = 0; j < R; ++j) cs += sDt[j * kWarpPrepDtStride + lane] * Ah;
+        float cum = 0.f;
+        for (int j = 0; j < R; ++j) {
+            const float dtj = sDt[j * kWarpPrepDtStride + lane];
+            cum += dtj * Ah;
+            const float w = __expf(cs - cum) * dtj;
+            float c = w * sDot[j];
+            if (j == h) c += Dh;
+            rec[kSplitCoef + j] = c;
+            if (flush) rec[kSplitCoef + L + 1 + j] = w;
+        }
+        const float gam = __expf(cs);
+        rec[0] = gam;
+        stream::putSplitRecordCursors(rec, flush ? gam : 1.f, flush ? R : 0, o, h);
+    }
+}
+
+}  // namespace mamba2
+}  // namespace rssm
