@@ -536,16 +536,14 @@ def test_replay_split_prep_occupancy(sh, prep, monkeypatch):
     assert _run_replay(3, 8, 3, 1, sh, F32, BF16, 8, seed=63, variant=4) > 0
 
 
-@pytest.mark.parametrize("prep", ["warp", "lean"])
 @pytest.mark.parametrize("sh,L,act,dt_f32", [(SUPER, 16, BF16, False), (NANO, 32, BF16, True), (SUPER, 16, F16, False),
                                           (dict(H=12, P=32, N=256, G=1), 8, BF16, False),
                                           (dict(H=8, P=128, N=128, G=2), 4, F16, True),
                                           (dict(H=10, P=64, N=128, G=2), 8, BF16, False)],
                          ids=["super-L16", "nano-L32-dtf32", "super-fp16", "H12-P32-N256-G1", "H8-P128-N128-G2-fp16",
                               "H10-G2-5-heads-per-group"])
-def test_replay_split_prep_lean_vs_previous(sh, L, act, dt_f32, prep, monkeypatch):
-    """The one-token preps of the thirteenth session ("warp": the default for aligned standard steps with heads per
-    group a multiple of 4, else "lean", which 5 heads per group falls back to) against the previous 128-thread prep
+def test_replay_split_prep_lean_vs_previous(sh, L, act, dt_f32, monkeypatch):
+    """The lean one-token prep (the default for aligned standard steps; any heads per group) against the previous 128-thread prep
     (RSSM_MAMBA2_SPLIT_PREP=w4) on identical caches and inputs, staggered rows (half of them flushing), padding rows,
     two steps with a commit between (the second with x misaligned, which falls back to the previous prep): ring appends (dt, x, B) and the cursors bit-identical, checkpoints and outputs
     within the fp32 rounding of the record dots' summation order; and each matches the float64 reference (the
@@ -582,8 +580,6 @@ def test_replay_split_prep_lean_vs_previous(sh, L, act, dt_f32, prep, monkeypatc
         for name, c in caches.items():
             if name == "w4":
                 monkeypatch.setenv("RSSM_MAMBA2_SPLIT_PREP", "w4")
-            elif prep == "lean":
-                monkeypatch.setenv("RSSM_MAMBA2_SPLIT_PREP", "lean")
             else:
                 monkeypatch.delenv("RSSM_MAMBA2_SPLIT_PREP", raising=False)
             ys[name] = torch.full((B, 1, H, P), float("nan"), dtype=act, device="cuda")
@@ -602,6 +598,19 @@ def test_replay_split_prep_lean_vs_previous(sh, L, act, dt_f32, prep, monkeypatc
         assert torch.isnan(ys["lean"][~valid].float()).all(), "padding rows must not be written"
         _compare(f"step {step} ckpt lean vs w4", a["ckpt"], b["ckpt"], 2e-5, 2e-5)
         assert not torch.equal(a["ckpt"], pre.float().cuda()), "no row flushed"
+
+
+@pytest.mark.parametrize("sched", ["static", "dynamic"])
+def test_replay_split_readout_schedules(sched, monkeypatch):
+    """The plain readout's item schedules (RSSM_MAMBA2_SPLIT_SCHED, read per launch): dynamic per CTA (the default:
+    warps take the CTA's next item from a shared counter) and the previous static grid stride. Both model shapes,
+    staggered rows with padding, flushes and wrap-around over many steps, so every item is written exactly once
+    (outputs poisoned first) whichever warp takes it; the tensor-core fold readout (same loop) once too."""
+    monkeypatch.setenv("RSSM_MAMBA2_SPLIT_SCHED", sched)
+    assert _run_replay(37, 8, 1, 0, SUPER, F32, BF16, 12, seed=81, variant=4) > 0
+    assert _run_replay(29, 4, 1, 0, NANO, F32, BF16, 9, seed=82, variant=4) > 0
+    monkeypatch.setenv("RSSM_MAMBA2_SPLIT_PIPE", "3")
+    assert _run_replay(17, 8, 1, 0, SUPER, F32, BF16, 10, seed=83, variant=4) > 0
 
 
 def test_replay_split_prep_one_wave_automatic(monkeypatch):

@@ -36,10 +36,6 @@ const void* splitPrepKernel(int mode, int numTokens, int occupancy, int* threads
 // The lean one-token prep (mamba2_split_prep_lean.cuh; standard mode, 16-byte aligned B / C / x rows): dstate 128 /
 // 256 (the split kernels' dstates) and bf16 / fp16 activations, else NULL. 128 threads per CTA, same grid as splitPrepKernel.
 const void* splitPrepLeanKernel(int dstate, int actDtype);
-// The one-warp one-token prep (same file): one 32-thread CTA per (row, group, <= 32 heads); dstate 128 / 256, bf16 /
-// fp16 activations, else NULL. Grid (ceil(heads per group / 32), G, B).
-const void* splitPrepWarpKernel(int dstate, int actDtype);
-int splitPrepWarpHeads();
 int splitPrepLeanThreads();
 // N 128 / 256, else NULL; pipe (N = 128, T = 1): 0 plain, 1 pipelined, 2 next item's cursors ahead; 3 (N = 128,
 // fp32 / 16-bit rows, any T): plain with the tensor-core fold (RSSM_MAMBA2_SPLIT_PIPE, mamba2_launch.cu)

@@ -338,9 +338,11 @@ int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc
     const char* pp = getenv("RSSM_MAMBA2_SPLIT_PREP");
     int prepThreads = 0;
     int prepOcc = 0;
-    // Standard steps (thirteenth session) take the one-warp prep (lane = head; heads per group a multiple of 4) or
-    // else the lean 128-thread one, where their 16-byte pieces are aligned. RSSM_MAMBA2_SPLIT_PREP=warp|lean forces
-    // one of them (where it runs), lb8|w4|default the previous kernels (A/B timing).
+    // Standard steps take the lean one-token prep (thirteenth session) where its 16-byte pieces are aligned;
+    // RSSM_MAMBA2_SPLIT_PREP=lb8|w4|default keeps the previous kernels (A/B timing). (A one-warp prep with lane =
+    // head measured slower: 14.7 vs 11.7 us alone under ncu, and 496 vs 332 us per staggered step in the bench with
+    // the readout unchanged under ncu: an interaction with the readout launched beside it (PDL), probably the
+    // shared-memory carve-out of its 4.9 KB per 32-thread CTA; docs/kernels-mamba2.md, thirteenth session.)
     const void* lean = q.mode == 0 && q.num_tokens == 1 ? splitPrepLeanKernel(q.dstate, q.act_dtype) : nullptr;
     if (lean && !(pp && (strcmp(pp, "lb8") == 0 || strcmp(pp, "w4") == 0 || strcmp(pp, "default") == 0))) {
         auto a16 = [](const void* ptr) { return ((uintptr_t)ptr % 16) == 0; };
@@ -349,12 +351,6 @@ int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc
                              q.stride_x_h % 8 == 0 && a16(q.ring_B) && a16(q.ring_x) && q.headdim <= 128 &&
                              (long long)q.ring_capacity * q.nheads * q.headdim < (1LL << 31) &&
                              (long long)q.ring_capacity * q.ngroups * q.dstate < (1LL << 31);
-        const void* warpPrep = splitPrepWarpKernel(q.dstate, q.act_dtype);
-        const bool warpOk = warpPrep && hpg % 4 == 0 && a16(q.ring_dt) && !(pp && strcmp(pp, "lean") == 0);
-        if (aligned && warpOk) {
-            const dim3 grid((hpg + splitPrepWarpHeads() - 1) / splitPrepWarpHeads(), q.ngroups, q.batch);
-            return launchSplitReadout(op, q, rc, stream, warpPrep, grid, 32, 0);
-        }
         if (aligned) return launchSplitReadout(op, q, rc, stream, lean, prepGrid, splitPrepLeanThreads(), 0);
     }
     if (pp && strcmp(pp, "lb8") == 0) {
@@ -379,6 +375,11 @@ int launchSplitReadout(const char* op, Mamba2ReplayParams& q, stream::ReadCopySc
                        const void* prep, dim3 prepGrid, int prepThreads, size_t prepSmem) {
     int st = launch(op, prep, prepGrid, prepThreads, prepSmem, &q, stream);
     if (st) return st;
+    // The plain readout's item schedule (mamba2_split_kernel.cuh): dynamic per CTA unless
+    // RSSM_MAMBA2_SPLIT_SCHED=static (read per launch, A/B timing). Variant 4 validated rows_per_cta == 0, so the
+    // field is free to carry the choice to the kernel: 1 = static.
+    const char* sched = getenv("RSSM_MAMBA2_SPLIT_SCHED");
+    q.rows_per_cta = (sched && strcmp(sched, "static") == 0) ? 1 : 0;
     // The unpipelined readout (3 CTAs / SM) measured faster than the pipelined one (2 CTAs / SM):
     // Super B = 256 339.9 vs 386.3 us (docs/benchmarks.md, fourth session). RSSM_MAMBA2_SPLIT_PIPE (read per
     // launch, A/B timing): 1 = pipelined, 2 = the next item's slot and cursors in flight, else plain.

@@ -82,18 +82,6 @@ const void* splitPrepLeanKernel(int dstate, int actDtype) {
     }
 }
 int splitPrepLeanThreads() { return kLeanPrepThreads; }
-const void* splitPrepWarpKernel(int dstate, int actDtype) {
-    const bool bf16 = actDtype == RSSM_DTYPE_BF16;
-    if (!bf16 && actDtype != RSSM_DTYPE_FP16) return nullptr;
-    switch (dstate) {
-        case 128: return bf16 ? reinterpret_cast<const void*>(&mamba2SplitPrepWarpKernel<128, true>)
-                              : reinterpret_cast<const void*>(&mamba2SplitPrepWarpKernel<128, false>);
-        case 256: return bf16 ? reinterpret_cast<const void*>(&mamba2SplitPrepWarpKernel<256, true>)
-                              : reinterpret_cast<const void*>(&mamba2SplitPrepWarpKernel<256, false>);
-        default: return nullptr;
-    }
-}
-int splitPrepWarpHeads() { return kWarpPrepHeads; }
 const void* splitReadoutKernel(int stateDtype, int dstate, int mode, int numTokens, int pipe) {
     const int maxT = bucket(mode, numTokens);
     switch (stateDtype) {

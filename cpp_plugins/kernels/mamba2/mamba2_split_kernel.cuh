@@ -636,10 +636,24 @@ __global__ void __launch_bounds__(kSplitReadoutThreads, PIPE == kSplitPipelined 
             splitProcess(cur, p, rl, sub, sFold);
         }
     } else {
+        // Item schedule (thirteenth session). Dynamic (default): CTA c owns items c + gridDim.x m (m = 0, 1, ...;
+        // consecutive m are 0.4 rows apart at the model shapes, so every CTA sees the batch's share of flushing
+        // rows), and its warps take the next m from a shared-memory counter when they finish an item, so a warp
+        // that folds a flushing item takes fewer items. Static (p.rows_per_cta == 1, set by the launcher for
+        // RSSM_MAMBA2_SPLIT_SCHED=static): warp w of the grid takes items w + k nw (the previous schedule; a
+        // warp's count of flushing items varies by +-1-2, and the step waits for the warp with the most).
         // Programmatic dependent launch: the first item's slot and checkpoint rows (which the prep kernel does not
         // write) are loaded before waiting for the prep grid; everything else after.
+        __shared__ unsigned sNextItem;
+        const bool dynamic = p.rows_per_cta != 1;
+        unsigned m = threadIdx.x >> 5;
+        if (dynamic) {
+            if (threadIdx.x == 0) sNextItem = kSplitReadoutThreads / 32;
+            __syncthreads();
+            it = blockIdx.x + gridDim.x * m;
+        }
         bool first = true;
-        for (; it < items; it += nw) {
+        while (it < items) {
             SplitItem<ST, N, MAXT> cur;
             const int slot = slotOf(it);
             bool early = false;
@@ -651,6 +665,14 @@ __global__ void __launch_bounds__(kSplitReadoutThreads, PIPE == kSplitPipelined 
             }
             splitIssue(cur, p, rc, it, slot, splitMeta(p, it, items, nrb, RW), nrb, rl, sub, early);
             splitProcess<ST, N, MAXT, kMmaFold>(cur, p, rl, sub, sFold);
+            if (dynamic) {
+                unsigned next = 0;
+                if (lane == 0) next = atomicAdd(&sNextItem, 1u);
+                m = __shfl_sync(stream::kFull, next, 0);
+                it = m < items ? blockIdx.x + gridDim.x * m : items;  // (m < items: no overflow of the product)
+            } else {
+                it += nw;
+            }
         }
     }
 }
