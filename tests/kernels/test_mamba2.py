@@ -600,6 +600,15 @@ def test_replay_split_prep_lean_vs_previous(sh, L, act, dt_f32, monkeypatch):
         assert not torch.equal(a["ckpt"], pre.float().cuda()), "no row flushed"
 
 
+@pytest.mark.sanitize
+def test_replay_split_dynamic_schedule_sanitize(monkeypatch):
+    """compute-sanitizer case of the dynamic readout schedule (forced on a small problem, where the launcher would pick
+    the static one) and the lean prep: standard steps with flushes, padding and wrap-around; T = 2 verify steps."""
+    monkeypatch.setenv("RSSM_MAMBA2_SPLIT_SCHED", "dynamic")
+    assert _run_replay(5, 4, 1, 0, SMALL, F32, BF16, 6, seed=24, variant=4) > 0
+    assert _run_replay(4, 4, 2, 1, SMALL, F32, BF16, 5, seed=25, variant=4) > 0
+
+
 @pytest.mark.parametrize("sched", ["static", "dynamic"])
 def test_replay_split_readout_schedules(sched, monkeypatch):
     """The plain readout's item schedules (RSSM_MAMBA2_SPLIT_SCHED, read per launch): dynamic per CTA (the default:
@@ -607,6 +616,7 @@ def test_replay_split_readout_schedules(sched, monkeypatch):
     staggered rows with padding, flushes and wrap-around over many steps, so every item is written exactly once
     (outputs poisoned first) whichever warp takes it; the tensor-core fold readout (same loop) once too."""
     monkeypatch.setenv("RSSM_MAMBA2_SPLIT_SCHED", sched)
+    assert _run_replay(3, 8, 2, 1, SUPER, F32, BF16, 8, seed=84, variant=4) > 0  # T = 2: the plain readout too
     assert _run_replay(37, 8, 1, 0, SUPER, F32, BF16, 12, seed=81, variant=4) > 0
     assert _run_replay(29, 4, 1, 0, NANO, F32, BF16, 9, seed=82, variant=4) > 0
     monkeypatch.setenv("RSSM_MAMBA2_SPLIT_PIPE", "3")

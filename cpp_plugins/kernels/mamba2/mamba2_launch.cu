@@ -376,12 +376,13 @@ int launchSplitReadout(const char* op, Mamba2ReplayParams& q, stream::ReadCopySc
     int st = launch(op, prep, prepGrid, prepThreads, prepSmem, &q, stream);
     if (st) return st;
     // The plain readout's item schedule (mamba2_split_kernel.cuh): dynamic per CTA unless
-    // RSSM_MAMBA2_SPLIT_SCHED=static (read per launch, A/B timing) or few items per warp (below).
+    // RSSM_MAMBA2_SPLIT_SCHED=static (read per launch, A/B timing) or few items per warp (below; =dynamic forces it).
     // Measured side by side (thirteenth session, B = 256, L = 16, staggered / in phase): Super 311.3 / 316.7 vs
     // 336.5 / 331.5 us static, Nano 291.3 / 295.9 vs 304.1 / 301.5 us. Variant 4 validated rows_per_cta == 0, so the
     // field is free to carry the choice to the kernel: 1 = static.
     const char* sched = getenv("RSSM_MAMBA2_SPLIT_SCHED");
     q.rows_per_cta = (sched && strcmp(sched, "static") == 0) ? 1 : 0;
+    const bool forceDynamic = sched && strcmp(sched, "dynamic") == 0;  // (sanitizer tests on small problems)
     // The unpipelined readout (3 CTAs / SM) measured faster than the pipelined one (2 CTAs / SM):
     // Super B = 256 339.9 vs 386.3 us (docs/benchmarks.md, fourth session). RSSM_MAMBA2_SPLIT_PIPE (read per
     // launch, A/B timing): 1 = pipelined, 2 = the next item's slot and cursors in flight, else plain.
@@ -469,7 +470,7 @@ int launchSplitReadout(const char* op, Mamba2ReplayParams& q, stream::ReadCopySc
     // Dynamic schedule only where warps take several items: with at most kDynamicMinItemsPerWarp items per warp
     // (B = 1 at the model shapes: one) the counter is overhead (measured B = 1: 6.47 vs 6.21 us, Super).
     constexpr long long kDynamicMinItemsPerWarp = 4;
-    if (items <= kDynamicMinItemsPerWarp * grid * warpsPerCta) q.rows_per_cta = 1;
+    if (!forceDynamic && items <= kDynamicMinItemsPerWarp * grid * warpsPerCta) q.rows_per_cta = 1;
     return launch(op, readout, dim3(grid), splitReadoutThreads(), smem, &q, stream, &rc, pdlEnabled());
 }
 
