@@ -72,9 +72,17 @@ cudaError_t launchReadout(const GdnReplayParams& p, int smCount, cudaStream_t s,
     const size_t smem = splitReadoutSmemBytesGdn(K, NT);
     cudaError_t e = allowDynamicSmem(readout, smem);
     if (e != cudaSuccess) return e;
-    const int grid = persistentGrid(readout, NT, smem, (long long)p.batch * p.num_v_heads * (p.head_v / kSplitRows),
-                                    smCount);
-    void* args[] = {const_cast<GdnReplayParams*>(&p), const_cast<stream::ReadCopyScales*>(&rc)};
+    const long long items = (long long)p.batch * p.num_v_heads * (p.head_v / kSplitRows);
+    const int grid = persistentGrid(readout, NT, smem, items, smCount);
+    // Item schedule (gdn_split_kernels.cuh): dynamic unless RSSM_GDN_SPLIT_SCHED=static (read per launch, A/B
+    // timing) or at most 4 items per warp (=dynamic forces it). Variant 6 validated rows_per_cta == 0, so the field
+    // carries the choice to the kernel: 1 = static.
+    GdnReplayParams q = p;
+    const char* sched = getenv("RSSM_GDN_SPLIT_SCHED");
+    const bool forceDynamic = sched && !strcmp(sched, "dynamic");
+    q.rows_per_cta = (sched && !strcmp(sched, "static")) ||
+                     (!forceDynamic && items <= 4LL * grid * (NT / 32)) ? 1 : 0;
+    void* args[] = {&q, const_cast<stream::ReadCopyScales*>(&rc)};
     e = launchMaybeDependent(reinterpret_cast<const void*>(readout), dim3(grid), dim3(NT), smem, s, args, pdlEnabled());
     return e != cudaSuccess ? e : cudaGetLastError();
 }

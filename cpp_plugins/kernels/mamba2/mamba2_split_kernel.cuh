@@ -669,7 +669,8 @@ __global__ void __launch_bounds__(kSplitReadoutThreads, PIPE == kSplitPipelined 
                 unsigned next = 0;
                 if (lane == 0) next = atomicAdd(&sNextItem, 1u);
                 m = __shfl_sync(stream::kFull, next, 0);
-                it = m < items ? blockIdx.x + gridDim.x * m : items;  // (m < items: no overflow of the product)
+                const unsigned long long i64 = (unsigned long long)gridDim.x * m + blockIdx.x;
+                it = i64 < items ? (unsigned)i64 : items;
             } else {
                 it += nw;
             }
