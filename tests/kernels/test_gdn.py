@@ -652,8 +652,8 @@ def test_sanitize_replay(variant, mode, T):
 @pytest.mark.gpu
 @pytest.mark.sanitize
 def test_sanitize_replay_split_dynamic_schedule(monkeypatch):
-    """Variant 6's readout with the dynamic item schedule forced on a tiny problem (the launcher would take the
-    static one): standard and T = 2 steps, flushes, wrap-around and padding rows."""
+    """Variant 6's readout with the dynamic item schedule (opt-in, RSSM_GDN_SPLIT_SCHED=dynamic) on a tiny problem:
+    standard and T = 2 steps, flushes, wrap-around and padding rows."""
     monkeypatch.setenv("RSSM_GDN_SPLIT_SCHED", "dynamic")
     for mode, T in ((0, 1), (1, 2)):
         seq = _Seq("q35-4b", 3, 4, mode, T, seed=61 + T, variant=6)
@@ -666,8 +666,8 @@ def test_sanitize_replay_split_dynamic_schedule(monkeypatch):
 @pytest.mark.gpu
 @pytest.mark.parametrize("sched", ["static", "dynamic"])
 def test_replay_split_readout_schedules(sched, monkeypatch):
-    """Variant 6's readout item schedules (RSSM_GDN_SPLIT_SCHED): the default dynamic one (warps take the CTA's next
-    item from a shared counter) and the static grid stride, on a batch large enough for several items per warp,
+    """Variant 6's readout item schedules (RSSM_GDN_SPLIT_SCHED): the default static grid stride and the opt-in dynamic
+    one (warps take the CTA's next item from a shared counter), on a batch large enough for several items per warp,
     staggered rows with padding, flushes and wrap-around; every item written once (outputs compared each step)."""
     monkeypatch.setenv("RSSM_GDN_SPLIT_SCHED", sched)
     B, L = 96, 8

@@ -606,10 +606,9 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
         }
     };
     auto valid = [&](int slot, int4 meta) { return slot >= 0 && slot < p.num_slots && meta.y >= 0; };
-    // Item schedule (thirteenth session, as the Mamba-2 split readout): dynamic (default) = CTA c owns items
-    // c + gridDim.x m and its warps take the next m from a shared-memory counter, so a warp that folds a flushing
-    // item takes fewer items; static (p.rows_per_cta == 1, set by the launcher for RSSM_GDN_SPLIT_SCHED=static or
-    // few items per warp) = the grid stride of the walker.
+    // Item schedule (thirteenth session, as the Mamba-2 split readout): static (p.rows_per_cta == 1, the default
+    // set by the launcher) = the grid stride of the walker; dynamic (RSSM_GDN_SPLIT_SCHED=dynamic, measured slower
+    // here) = CTA c owns items c + gridDim.x m and its warps take the next m from a shared-memory counter.
     __shared__ unsigned sNextItem;
     const bool dynamic = p.rows_per_cta != 1;
     const unsigned items = (unsigned)p.batch * HV * nrb;
