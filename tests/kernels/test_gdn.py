@@ -651,36 +651,6 @@ def test_sanitize_replay(variant, mode, T):
 
 @pytest.mark.gpu
 @pytest.mark.sanitize
-def test_sanitize_replay_split_dynamic_schedule(monkeypatch):
-    """Variant 6's readout with the dynamic item schedule (opt-in, RSSM_GDN_SPLIT_SCHED=dynamic) on a tiny problem:
-    standard and T = 2 steps, flushes, wrap-around and padding rows."""
-    monkeypatch.setenv("RSSM_GDN_SPLIT_SCHED", "dynamic")
-    for mode, T in ((0, 1), (1, 2)):
-        seq = _Seq("q35-4b", 3, 4, mode, T, seed=61 + T, variant=6)
-        for t in range(10):
-            seq.step(_active(3, t, [0, 1, 2], seq.gen, 0.0), None if mode == 0 else [T, 1, 2])
-        seq.compare_buffers()
-        assert seq.flushes > 0
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("sched", ["static", "dynamic"])
-def test_replay_split_readout_schedules(sched, monkeypatch):
-    """Variant 6's readout item schedules (RSSM_GDN_SPLIT_SCHED): the default static grid stride and the opt-in dynamic
-    one (warps take the CTA's next item from a shared counter), on a batch large enough for several items per warp,
-    staggered rows with padding, flushes and wrap-around; every item written once (outputs compared each step)."""
-    monkeypatch.setenv("RSSM_GDN_SPLIT_SCHED", sched)
-    B, L = 96, 8
-    seq = _Seq("q35-122b", B, L, 0, 1, seed=71, variant=6)
-    join = [(r * 5) % L for r in range(B)]
-    for t in range(3 * L):
-        seq.step(_active(B, t, join, seq.gen, 0.1))
-    seq.compare_buffers()
-    assert seq.flushes > 0
-
-
-@pytest.mark.gpu
-@pytest.mark.sanitize
 @pytest.mark.parametrize("T", [3, 6])
 def test_sanitize_replay_verify_mma(T, monkeypatch):
     """The tensor-core verify readout (forced): tiny batch with a padding row, L = 4 / 8 (flushes, wrap-around)."""

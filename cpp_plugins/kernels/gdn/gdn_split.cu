@@ -72,17 +72,9 @@ cudaError_t launchReadout(const GdnReplayParams& p, int smCount, cudaStream_t s,
     const size_t smem = splitReadoutSmemBytesGdn(K, NT);
     cudaError_t e = allowDynamicSmem(readout, smem);
     if (e != cudaSuccess) return e;
-    const long long items = (long long)p.batch * p.num_v_heads * (p.head_v / kSplitRows);
-    const int grid = persistentGrid(readout, NT, smem, items, smCount);
-    // Item schedule (gdn_split_kernels.cuh): static (the walker's grid stride) unless RSSM_GDN_SPLIT_SCHED=dynamic
-    // (read per launch, A/B timing). Unlike Mamba-2's, the dynamic schedule measured slower here (thirteenth
-    // session, B = 256, L = 16, in phase / staggered: q35-4b 195.9-196.2 / 196.6-196.8 us vs 187.3 / 184.3 static,
-    // q35-122b 377.2-377.7 / 366.5-369.2 vs 367.0 / 347.1; docs/kernels-gdn.md). Variant 6 validated
-    // rows_per_cta == 0, so the field carries the choice to the kernel: 1 = static.
-    GdnReplayParams q = p;
-    const char* sched = getenv("RSSM_GDN_SPLIT_SCHED");
-    q.rows_per_cta = (sched && !strcmp(sched, "dynamic")) ? 0 : 1;
-    void* args[] = {&q, const_cast<stream::ReadCopyScales*>(&rc)};
+    const int grid = persistentGrid(readout, NT, smem, (long long)p.batch * p.num_v_heads * (p.head_v / kSplitRows),
+                                    smCount);
+    void* args[] = {const_cast<GdnReplayParams*>(&p), const_cast<stream::ReadCopyScales*>(&rc)};
     e = launchMaybeDependent(reinterpret_cast<const void*>(readout), dim3(grid), dim3(NT), smem, s, args, pdlEnabled());
     return e != cudaSuccess ? e : cudaGetLastError();
 }

@@ -606,38 +606,18 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
         }
     };
     auto valid = [&](int slot, int4 meta) { return slot >= 0 && slot < p.num_slots && meta.y >= 0; };
-    // Item schedule (thirteenth session, as the Mamba-2 split readout): static (p.rows_per_cta == 1, the default
-    // set by the launcher) = the grid stride of the walker; dynamic (RSSM_GDN_SPLIT_SCHED=dynamic, measured slower
-    // here) = CTA c owns items c + gridDim.x m and its warps take the next m from a shared-memory counter.
-    __shared__ unsigned sNextItem;
-    const bool dynamic = p.rows_per_cta != 1;
-    const unsigned items = (unsigned)p.batch * HV * nrb;
-    auto itemAt = [&](unsigned m) {
-        const unsigned long long i64 = (unsigned long long)gridDim.x * m + blockIdx.x;
-        return walk.at(i64 < items ? (unsigned)i64 : items);
-    };
-    if (dynamic) {
-        if (threadIdx.x == 0) sNextItem = NT / 32;
-        __syncthreads();
-        cur = itemAt(threadIdx.x >> 5);
-    }
     {
         int slotNext = slotOf(cur);
         int4 metaNext = metaOf(cur);
-        ItemCursor nx;
 #pragma unroll 1
-        for (; cur.b < p.batch; cur = nx) {
+        for (; cur.b < p.batch; cur = advance(cur)) {
             const int slot = slotNext;
             const int4 meta = metaNext;
-            if (dynamic) {
-                unsigned m = 0;
-                if (lane == 0) m = atomicAdd(&sNextItem, 1u);
-                nx = itemAt(__shfl_sync(0xffffffffu, m, 0));
-            } else {
-                nx = advance(cur);
+            {
+                const ItemCursor nx = advance(cur);
+                slotNext = slotOf(nx);
+                metaNext = metaOf(nx);
             }
-            slotNext = slotOf(nx);
-            metaNext = metaOf(nx);
             // padding rows and invalid cursors: nothing written
             if (!valid(slot, meta)) continue;
             float4 S[RWS][QPL];
