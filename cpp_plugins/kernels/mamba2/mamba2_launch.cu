@@ -471,6 +471,8 @@ int launchSplitReadout(const char* op, Mamba2ReplayParams& q, stream::ReadCopySc
     // (B = 1 at the model shapes: one) the counter is overhead (measured B = 1: 6.47 vs 6.21 us, Super).
     constexpr long long kDynamicMinItemsPerWarp = 4;
     if (!forceDynamic && items <= kDynamicMinItemsPerWarp * grid * warpsPerCta) q.rows_per_cta = 1;
+    // The dynamic loop forms blockIdx.x + gridDim.x * m in 32 bits for m < items: keep it below 2^32.
+    if ((unsigned long long)items * (unsigned long long)grid >= (1ULL << 32)) q.rows_per_cta = 1;
     return launch(op, readout, dim3(grid), splitReadoutThreads(), smem, &q, stream, &rc, pdlEnabled());
 }
 

@@ -669,8 +669,7 @@ __global__ void __launch_bounds__(kSplitReadoutThreads, PIPE == kSplitPipelined 
                 unsigned next = 0;
                 if (lane == 0) next = atomicAdd(&sNextItem, 1u);
                 m = __shfl_sync(stream::kFull, next, 0);
-                const unsigned long long i64 = (unsigned long long)gridDim.x * m + blockIdx.x;
-                it = i64 < items ? (unsigned)i64 : items;
+                it = m < items ? blockIdx.x + gridDim.x * m : items;  // (the launcher keeps items x grid < 2^32)
             } else {
                 it += nw;
             }
