@@ -8,7 +8,8 @@
 //        coef_{s,j} = exp(cum_{h+s} - cum_j) dt_j (B_j . C_s) for j <= h + s, plus D at j = h + s,
 //        on a flush step fw_j = exp(cum_{nf-1} - cum_j) dt_j and gfold = exp(cum_{nf-1}),
 //        and the cursors (nf, o, h).
-//   2. Readout kernel, persistent warps over items of 8 state rows of one (row b, head), grid-strided.
+//   2. Readout kernel, persistent warps over items of 8 state rows of one (row b, head), taken from a
+//      per-CTA counter (a static grid stride at small batch).
 //      Lane j of a warp loads x_j[8 rows] of record j (one 16-byte load) and its coefficients, so
 //        y_s[p] = (sum over lanes of gamma_s S[p, lane cols] . C_s[lane cols] + coef_{s,lane} x_lane[p])
 //                 * silu(z_s[p])
