@@ -375,14 +375,6 @@ int launchSplitReadout(const char* op, Mamba2ReplayParams& q, stream::ReadCopySc
                        const void* prep, dim3 prepGrid, int prepThreads, size_t prepSmem) {
     int st = launch(op, prep, prepGrid, prepThreads, prepSmem, &q, stream);
     if (st) return st;
-    // The plain readout's item schedule (mamba2_split_kernel.cuh): dynamic per CTA unless
-    // RSSM_MAMBA2_SPLIT_SCHED=static (read per launch, A/B timing) or few items per warp (below; =dynamic forces it).
-    // Measured side by side (thirteenth session, B = 256, L = 16, staggered / in phase): Super 311.3 / 316.7 vs
-    // 336.5 / 331.5 us static, Nano 291.3 / 295.9 vs 304.1 / 301.5 us. Variant 4 validated rows_per_cta == 0, so the
-    // field is free to carry the choice to the kernel: 1 = static.
-    const char* sched = getenv("RSSM_MAMBA2_SPLIT_SCHED");
-    q.rows_per_cta = (sched && strcmp(sched, "static") == 0) ? 1 : 0;
-    const bool forceDynamic = sched && strcmp(sched, "dynamic") == 0;  // (sanitizer tests on small problems)
     // The unpipelined readout (3 CTAs / SM) measured faster than the pipelined one (2 CTAs / SM):
     // Super B = 256 339.9 vs 386.3 us (docs/benchmarks.md, fourth session). RSSM_MAMBA2_SPLIT_PIPE (read per
     // launch, A/B timing): 1 = pipelined, 2 = the next item's slot and cursors in flight, else plain.
@@ -467,12 +459,19 @@ int launchSplitReadout(const char* op, Mamba2ReplayParams& q, stream::ReadCopySc
     if (readout && !allowSmem(readout, smem))
         return setError(RSSM_ERR_CUDA, "%s: cannot raise the shared-memory limit of the split readout kernel", op);
     const int grid = readout ? persistentGrid(readout, splitReadoutThreads(), smem, ctasNeeded) : 1;
-    // Dynamic schedule only where warps take several items: with at most kDynamicMinItemsPerWarp items per warp
-    // (B = 1 at the model shapes: one) the counter is overhead (measured B = 1: 6.47 vs 6.21 us, Super).
+    // The plain readout's item schedule (mamba2_split_kernel.cuh), carried to the kernel in rows_per_cta (variant 4
+    // validated it == 0 from the caller): 0 = dynamic per CTA, 1 = static grid stride. Dynamic where warps take more
+    // than kDynamicMinItemsPerWarp items (at B = 1 the counter is overhead: 6.47 vs 6.21 us, Super) and the kernel's
+    // 32-bit blockIdx.x + gridDim.x * m (m < items) cannot overflow. RSSM_MAMBA2_SPLIT_SCHED=static|dynamic (read
+    // per launch) forces one (A/B timing; sanitizer tests on small problems). Measured side by side (thirteenth
+    // session, B = 256, L = 16, staggered / in phase): Super 311.3 / 316.7 vs 336.5 / 331.5 us static, Nano
+    // 291.3 / 295.9 vs 304.1 / 301.5 us.
     constexpr long long kDynamicMinItemsPerWarp = 4;
-    if (!forceDynamic && items <= kDynamicMinItemsPerWarp * grid * warpsPerCta) q.rows_per_cta = 1;
-    // The dynamic loop forms blockIdx.x + gridDim.x * m in 32 bits for m < items: keep it below 2^32.
-    if ((unsigned long long)items * (unsigned long long)grid >= (1ULL << 32)) q.rows_per_cta = 1;
+    const char* sched = getenv("RSSM_MAMBA2_SPLIT_SCHED");
+    const bool dynamic = sched && strcmp(sched, "static") == 0     ? false
+                         : sched && strcmp(sched, "dynamic") == 0 ? true
+                                                                  : items > kDynamicMinItemsPerWarp * grid * warpsPerCta;
+    q.rows_per_cta = dynamic && (unsigned long long)items * (unsigned long long)grid < (1ULL << 32) ? 0 : 1;
     return launch(op, readout, dim3(grid), splitReadoutThreads(), smem, &q, stream, &rc, pdlEnabled());
 }
 

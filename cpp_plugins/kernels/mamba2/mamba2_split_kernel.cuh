@@ -640,9 +640,9 @@ __global__ void __launch_bounds__(kSplitReadoutThreads, PIPE == kSplitPipelined 
         // Item schedule (thirteenth session). Dynamic (default): CTA c owns items c + gridDim.x m (m = 0, 1, ...;
         // consecutive m are 0.4 rows apart at the model shapes, so every CTA sees the batch's share of flushing
         // rows), and its warps take the next m from a shared-memory counter when they finish an item, so a warp
-        // that folds a flushing item takes fewer items. Static (p.rows_per_cta == 1, set by the launcher for
-        // RSSM_MAMBA2_SPLIT_SCHED=static): warp w of the grid takes items w + k nw (the previous schedule; a
-        // warp's count of flushing items varies by +-1-2, and the step waits for the warp with the most).
+        // that folds a flushing item takes fewer items. Static (p.rows_per_cta == 1, set by the launcher for few
+        // items per warp or RSSM_MAMBA2_SPLIT_SCHED=static): warp w of the grid takes items w + k nw (the previous
+        // schedule; at Super B = 256 a warp gets 4, 5 or 6 flushing items and the step waits for those with six).
         // Programmatic dependent launch: the first item's slot and checkpoint rows (which the prep kernel does not
         // write) are loaded before waiting for the prep grid; everything else after.
         __shared__ unsigned sNextItem;
