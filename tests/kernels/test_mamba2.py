@@ -623,6 +623,123 @@ def test_replay_split_readout_schedules(sched, monkeypatch):
     assert _run_replay(17, 8, 1, 0, SUPER, F32, BF16, 10, seed=83, variant=4) > 0
 
 
+FUSED_CASES = [
+    # (B, L, shape, state, act, steps): B = 1 at the model shapes is what the launcher picks it for; B = 3 / 5 with
+    # padding rows and odd shapes (heads per group 5, headdim 32 / 80 / 128, dstate 256, one group) forced on
+    (1, 16, SUPER, F32, BF16, 40), (1, 16, NANO, F32, BF16, 40), (1, 4, SUPER, BF16, BF16, 11),
+    (1, 32, NANO, F16, F16, 70), (3, 8, SUPER, F32, F16, 20), (5, 8, dict(H=10, P=64, N=128, G=2), F32, BF16, 19),
+    (3, 4, dict(H=12, P=32, N=256, G=1), BF16, BF16, 13), (4, 16, dict(H=8, P=128, N=128, G=2), F32, BF16, 35),
+]
+
+
+@pytest.mark.parametrize("B,L,sh,st,act,steps", FUSED_CASES,
+                         ids=[f"B{c[0]}-L{c[1]}-H{c[2]['H']}-P{c[2]['P']}-N{c[2]['N']}-{_DN[c[3]]}-{_DN[c[4]]}"
+                              for c in FUSED_CASES])
+def test_replay_split_fused_vs_reference(B, L, sh, st, act, steps, monkeypatch):
+    """The one-launch small-batch standard step (RSSM_MAMBA2_FUSED=1 forces it; the launcher takes it by itself at
+    B = 1 at the model shapes) against the float64 reference over more than two windows: staggered rows, flushes
+    (the fold reads the newest record's B from the input), ring wrap-around, padding rows (B >= 3), fp32 / 16-bit
+    checkpoints, bf16 / fp16 activations, dstate 256, headdim 32 .. 128 (4 .. 16 warps per CTA)."""
+    monkeypatch.setenv("RSSM_MAMBA2_FUSED", "1")
+    assert _run_replay(B, L, 1, 0, sh, st, act, steps, seed=140 + B + L, variant=4) > 0
+
+
+@pytest.mark.parametrize("sh,act", [(SUPER, BF16), (NANO, F16), (dict(H=10, P=64, N=256, G=2), BF16)],
+                         ids=["super", "nano-fp16", "H10-N256-G2"])
+def test_replay_split_fused_vs_split(sh, act, monkeypatch):
+    """The fused step against the two-kernel split step (RSSM_MAMBA2_FUSED=0) on identical caches and inputs, staggered
+    rows (some flushing), padding rows, three steps with commits between: ring appends (dt, x, B) and cursors
+    bit-identical (same dots, same appends), outputs and checkpoints equal up to fp32 contraction differences."""
+    import replayssm_trtllm.ops.commit  # noqa: F401
+    import replayssm_trtllm.ops.mamba2  # noqa: F401
+    H, P, N, G = sh["H"], sh["P"], sh["N"], sh["G"]
+    B, S, L = 6, 9, 8
+    g = torch.Generator().manual_seed(151 + N)
+    ref = Mamba2ReplayCacheRef(S, H, P, N, G, L, 1, 0, quant_hp=cast_quantizer(F32))
+    C = ref.capacity
+    cache = {"ckpt": torch.zeros(S, H, P, N, dtype=F32, device="cuda"),
+             "ring_dt": torch.zeros(S, C, H, dtype=F32, device="cuda"),
+             "ring_x": torch.zeros(S, C, H, P, dtype=act, device="cuda"),
+             "ring_B": torch.zeros(S, C, G, N, dtype=act, device="cuda"),
+             "ring_origin": torch.zeros(S, dtype=torch.int32, device="cuda"),
+             "ring_len": torch.zeros(S, dtype=torch.int32, device="cuda")}
+    pre = random_state((S, H, P, N), g)
+    cache["ckpt"].copy_(pre)
+    _set_random_cursors(ref, cache, g, staggered=True)
+    lay, _ = _layer(H, g)
+    caches = {"fused": {k: v.clone() for k, v in cache.items()}, "split": {k: v.clone() for k, v in cache.items()}}
+    err = torch.full((1,), -1, dtype=torch.int32, device="cuda")
+    flushed = 0
+    for step in range(3):
+        perm = torch.randperm(S, generator=g)[:B].to(torch.int32)
+        perm[2] = -1
+        sbi = perm.cuda()
+        flushed += int((caches["split"]["ring_len"][perm[perm >= 0].long()] == L - 1).sum())
+        dev, _ = _inputs(B, 1, sh, act, g)
+        ys = {}
+        for name, c in caches.items():
+            monkeypatch.setenv("RSSM_MAMBA2_FUSED", "1" if name == "fused" else "0")
+            ys[name] = torch.full((B, 1, H, P), float("nan"), dtype=act, device="cuda")
+            torch.ops.replayssm.mamba2_replay_decode_out(
+                c["ckpt"], c["ring_dt"], c["ring_x"], c["ring_B"], c["ring_origin"], c["ring_len"], dev["x"],
+                dev["dt_raw"], dev["Bm"], dev["Cm"], lay["A"], lay["D"], lay["dt_bias"], dev["z"], sbi, L, 0,
+                ys[name], 0, 4)
+            torch.ops.replayssm.replay_commit(sbi, None, c["ring_origin"], c["ring_len"], err, L, C, 1, 0)
+        torch.cuda.synchronize()
+        assert int(err.item()) == -1
+        a, b = caches["fused"], caches["split"]
+        for k in ("ring_dt", "ring_x", "ring_B", "ring_origin", "ring_len"):
+            assert torch.equal(a[k], b[k]), f"step {step}: {k} differs between the fused and the split step"
+        valid = (perm >= 0).cuda()
+        _compare(f"step {step} y fused vs split", ys["fused"][valid].float(), ys["split"][valid].float(), 1e-2, 2e-3)
+        assert torch.isnan(ys["fused"][~valid].float()).all(), "padding rows must not be written"
+        _compare(f"step {step} ckpt fused vs split", a["ckpt"], b["ckpt"], 1e-5, 1e-5)
+    assert flushed > 0, "no row flushed"
+
+
+def test_replay_split_fused_invalid_cursors_poison_row(monkeypatch):
+    """Standard mode on the fused step: a slot whose cursors break the invariants gets NaN outputs and nothing of it
+    is written (ring, checkpoint); the other rows (one of them flushing) are finite."""
+    import replayssm_trtllm.ops.mamba2  # noqa: F401
+    monkeypatch.setenv("RSSM_MAMBA2_FUSED", "1")
+    sh = SMALL
+    H, P, N, G = sh["H"], sh["P"], sh["N"], sh["G"]
+    B, L = 3, 8
+    S, C = B, L
+    g = torch.Generator().manual_seed(37)
+    d = "cuda"
+    ckpt = random_state((S, H, P, N), g).to(F32).cuda()
+    ring_dt = torch.rand(S, C, H, generator=g).mul(0.05).cuda()
+    ring_x = torch.randn(S, C, H, P, generator=g).to(BF16).cuda()
+    ring_B = torch.randn(S, C, G, N, generator=g).to(BF16).cuda()
+    origin = torch.tensor([0, 3, 1], dtype=torch.int32, device=d)
+    length = torch.tensor([L - 1, L + 5, 4], dtype=torch.int32, device=d)  # slot 0 flushes, slot 1 invalid
+    before = [t.clone() for t in (ckpt, ring_dt, ring_x, ring_B)]
+    dev, _ = _inputs(B, 1, sh, BF16, g)
+    lay, _ = _layer(H, g)
+    sbi = torch.arange(B, dtype=torch.int32, device=d)
+    y = torch.zeros(B, 1, H, P, dtype=BF16, device=d)
+    torch.ops.replayssm.mamba2_replay_decode_out(ckpt, ring_dt, ring_x, ring_B, origin, length, dev["x"], dev["dt_raw"],
+                                                 dev["Bm"], dev["Cm"], lay["A"], lay["D"], lay["dt_bias"], dev["z"], sbi,
+                                                 L, 0, y, 0, 4)
+    torch.cuda.synchronize()
+    yc = y.float().cpu()
+    assert torch.isnan(yc[1]).all(), "invalid row must be NaN"
+    assert not torch.isnan(yc[[0, 2]]).any()
+    for a, b in zip((ckpt, ring_dt, ring_x, ring_B), before):
+        assert torch.equal(a[1].cpu(), b[1].cpu()), "nothing of the invalid slot may be written"
+    assert not torch.equal(ckpt[0].cpu(), before[0][0].cpu()), "slot 0 should have flushed"
+
+
+@pytest.mark.sanitize
+def test_replay_split_fused_sanitize(monkeypatch):
+    """compute-sanitizer case of the fused small-batch step (forced on a small problem): flushes, padding rows,
+    wrap-around; the commit after it is a programmatic dependent launch."""
+    monkeypatch.setenv("RSSM_MAMBA2_FUSED", "1")
+    assert _run_replay(4, 4, 1, 0, SMALL, F32, BF16, 7, seed=26, variant=4) > 0
+    assert _run_replay(3, 4, 1, 0, dict(H=4, P=80, N=256, G=2), F16, F16, 6, seed=27, variant=4) > 0
+
+
 def test_replay_split_prep_one_wave_automatic(monkeypatch):
     """A batch large enough that the default prep kernel needs more than one wave (B x G = 1024 CTAs > 6 per SM on
     an H200), so the automatic choice runs the 128-thread one-wave prep; then the default forced, same inputs."""

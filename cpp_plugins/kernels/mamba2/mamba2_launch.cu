@@ -351,7 +351,25 @@ int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc
                              q.stride_x_h % 8 == 0 && a16(q.ring_B) && a16(q.ring_x) && q.headdim <= 128 &&
                              (long long)q.ring_capacity * q.nheads * q.headdim < (1LL << 31) &&
                              (long long)q.ring_capacity * q.ngroups * q.dstate < (1LL << 31);
-        if (aligned) return launchSplitReadout(op, q, rc, stream, lean, prepGrid, splitPrepLeanThreads(), 0);
+        if (aligned) {
+            // The one-launch small-batch step (mamba2_split_fused.cuh; fourteenth session): one CTA per (row, head)
+            // does the prep's work for its head and the readout of its rows, where the B x H CTAs fit one wave
+            // (B = 1 at the model shapes) and the checkpoint is writable (no skip_flush_rows). RSSM_MAMBA2_FUSED=0
+            // (read per launch; A/B timing) keeps the two kernels; =1 takes it at any batch (tests).
+            const char* fe = getenv("RSSM_MAMBA2_FUSED");
+            const bool fusedOff = fe && strcmp(fe, "0") == 0, fusedOn = fe && strcmp(fe, "1") == 0;
+            const void* fk = !fusedOff && !q.skip_flush_rows && q.batch <= 65535
+                                 ? splitFusedKernel(q.state_dtype, q.dstate, q.act_dtype)
+                                 : nullptr;
+            if (fk) {
+                const int warps = (q.headdim + splitRows() - 1) / splitRows();
+                const size_t smem = splitFusedSmemBytes(q.dstate, warps);
+                const long long ctas = (long long)q.batch * q.nheads;
+                if (allowSmem(fk, smem) && (fusedOn || ctas <= persistentGrid(fk, warps * 32, smem, ctas)))
+                    return launch(op, fk, dim3(q.nheads, q.batch), warps * 32, smem, &q, stream);
+            }
+            return launchSplitReadout(op, q, rc, stream, lean, prepGrid, splitPrepLeanThreads(), 0);
+        }
     }
     if (pp && strcmp(pp, "lb8") == 0) {
         prepOcc = 1;

@@ -458,9 +458,13 @@ __device__ __forceinline__ void splitIssue(SplitItem<ST, N, MAXT>& u, const Mamb
 // S: the item's rows as fp32 (float / 16-bit checkpoints: u.S.raw itself, updated in place by a flush).
 // MMAFOLD (N = 128): flush items with bf16 activations fold on tensor cores (common/fold_mma.cuh; sFold then points
 // at splitMmaFoldWarpSmemBytesM2 bytes); fp16 activations keep the CUDA-core fold.
+// bNew (the one-launch small-batch kernel, mamba2_split_fused.cuh): where a flush reads the B row of its newest
+// record (nf - 1, this step's token in standard mode) instead of the ring, because another CTA appends that ring
+// row in the same launch. nullptr (every other caller): all B_j from the ring.
 template <typename ST, int N, int MAXT, bool MMAFOLD = false>
 __device__ __forceinline__ void splitProcessRows(SplitItem<ST, N, MAXT>& u, float4 (&S)[kSplitRows][N / 128],
-                                                 const Mamba2ReplayParams& p, int rl, int sub, uint16_t* sFold) {
+                                                 const Mamba2ReplayParams& p, int rl, int sub, uint16_t* sFold,
+                                                 const uint16_t* bNew = nullptr) {
     constexpr int QPL = N / 128;
     constexpr int RWS = kSplitRows;
     using RS = stream::RowScatter<RWS>;
@@ -530,7 +534,9 @@ __device__ __forceinline__ void splitProcessRows(SplitItem<ST, N, MAXT>& u, floa
                 const int jj = i / kVecPerRec, v = i - jj * kVecPerRec;
                 int rr = u.o + c * kSplitFoldChunk + jj;
                 rr = rr >= Cap ? rr - Cap : rr;
-                cpAsync16(dst + jj * N + v * 8, rB + (int64_t)rr * G * N + v * 8);
+                cpAsync16(dst + jj * N + v * 8, (bNew && c * kSplitFoldChunk + jj == nf - 1)
+                                                    ? bNew + v * 8
+                                                    : rB + (int64_t)rr * G * N + v * 8);
             }
             cpAsyncCommit();
             const int jj = lane - c * kSplitFoldChunk;  // lane j holds record j's x block and fw_j
@@ -565,13 +571,13 @@ __device__ __forceinline__ void splitProcessRows(SplitItem<ST, N, MAXT>& u, floa
 
 template <typename ST, int N, int MAXT, bool MMAFOLD = false>
 __device__ __forceinline__ void splitProcess(SplitItem<ST, N, MAXT>& u, const Mamba2ReplayParams& p, int rl, int sub,
-                                             uint16_t* sFold) {
+                                             uint16_t* sFold, const uint16_t* bNew = nullptr) {
     if constexpr (stream::RowQuad<ST>::kScaled) {
         float4 S[kSplitRows][N / 128];
         u.S.decode(S);
-        splitProcessRows<ST, N, MAXT, MMAFOLD>(u, S, p, rl, sub, sFold);
+        splitProcessRows<ST, N, MAXT, MMAFOLD>(u, S, p, rl, sub, sFold, bNew);
     } else {
-        splitProcessRows<ST, N, MAXT, MMAFOLD>(u, u.S.raw, p, rl, sub, sFold);
+        splitProcessRows<ST, N, MAXT, MMAFOLD>(u, u.S.raw, p, rl, sub, sFold, bNew);
     }
 }
 

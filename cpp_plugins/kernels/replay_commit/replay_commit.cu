@@ -1,6 +1,8 @@
 // Device commit of the ReplaySSM cursors: one thread per decode row.
 #include "replay_commit/replay_commit.h"
 
+#include "common/pdl.h"
+
 namespace rssm {
 namespace {
 
@@ -9,6 +11,9 @@ __device__ __forceinline__ void reportError(int32_t* errorSlot, int slot) {
 }
 
 __global__ void replayCommitKernel(const ReplayCommitParams p) {
+    // Launched as a programmatic dependent of the decode before it (sm_90+, launchMaybeDependent): wait for that
+    // grid to complete (its kernels read the cursors this kernel moves) before touching anything.
+    pdlWaitPrimary();
     const int b = blockIdx.x * blockDim.x + threadIdx.x;
     if (b >= p.batch) return;
     const int slot = p.state_batch_indices ? p.state_batch_indices[b] : b;
@@ -74,8 +79,13 @@ extern "C" int rssm_replay_commit_launch(const ReplayCommitParams* p, cudaStream
     if (p->batch == 0) return RSSM_OK;
     const int threads = 128;
     const int blocks = (p->batch + threads - 1) / threads;
-    rssm::replayCommitKernel<<<blocks, threads, 0, stream>>>(*p);
-    const cudaError_t e = cudaGetLastError();
+    // Programmatic dependent launch (common/pdl.h; RSSM_PDL=0 turns it off): the commit's launch overlaps the tail
+    // of the decode kernel before it, which at small batch is a visible share of the step (fourteenth session).
+    ReplayCommitParams params = *p;
+    void* args[] = {&params};
+    cudaError_t e = rssm::launchMaybeDependent(reinterpret_cast<const void*>(&rssm::replayCommitKernel), dim3(blocks),
+                                               dim3(threads), 0, stream, args, rssm::pdlEnabled());
+    if (e == cudaSuccess) e = cudaGetLastError();
     if (e != cudaSuccess)
         return setError(RSSM_ERR_CUDA, "%s: kernel launch failed: %s", op, cudaGetErrorString(e));
     return RSSM_OK;
