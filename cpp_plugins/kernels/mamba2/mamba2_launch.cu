@@ -354,11 +354,12 @@ int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc
         if (aligned) {
             // The one-launch small-batch step (mamba2_split_fused.cuh; fourteenth session): one CTA per (row, head)
             // does the prep's work for its head and the readout of its rows, where the B x H CTAs fit one wave
-            // (B = 1 at the model shapes) and the checkpoint is writable (no skip_flush_rows). RSSM_MAMBA2_FUSED=0
+            // (B = 1 at the model shapes), the checkpoint is writable (no skip_flush_rows) and the ring holds at most
+            // 32 records (one ring row per lane: the kernel loads every ring row before the cursors arrive). RSSM_MAMBA2_FUSED=0
             // (read per launch; A/B timing) keeps the two kernels; =1 takes it at any batch (tests).
             const char* fe = getenv("RSSM_MAMBA2_FUSED");
             const bool fusedOff = fe && strcmp(fe, "0") == 0, fusedOn = fe && strcmp(fe, "1") == 0;
-            const void* fk = !fusedOff && !q.skip_flush_rows && q.batch <= 65535
+            const void* fk = !fusedOff && !q.skip_flush_rows && q.batch <= 65535 && q.ring_capacity <= splitMaxRecords()
                                  ? splitFusedKernel(q.state_dtype, q.dstate, q.act_dtype)
                                  : nullptr;
             if (fk) {

@@ -37,11 +37,14 @@ template <typename ST, int N, bool BF16>
 __global__ void __launch_bounds__(kFusedMaxWarps * 32) mamba2SplitFusedKernel(const Mamba2ReplayParams p) {
     static_assert(N % 64 == 0, "dstate: a multiple of 64 (8 threads x 16-byte pieces)");
     constexpr int V = N / 64;
+    constexpr int QPL = N / 128;
     using RS = stream::RowScatter<kSplitRows>;
     extern __shared__ __align__(16) unsigned char smemSplitFused[];
-    __shared__ float sDot[kSplitMaxRecords];
-    __shared__ int4 sMeta;
-    pdlLaunchDependents();  // the commit may be scheduled; it waits for this grid to complete
+    __shared__ float sDot[kSplitMaxRecords + 1];  // per ring row; [Cap]: this step's B
+    __shared__ float sCoef[kSplitMaxRecords], sFw[kSplitMaxRecords];
+    __shared__ int4 sMeta;  // (gfold bits, nf, o, h); nf = -1: invalid cursors
+    __shared__ float sGam;
+    pdlLaunchDependents();  // a dependent launch (the commit) may be scheduled; it waits for this grid to complete
     const int head = blockIdx.x, b = blockIdx.y;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int nthreads = blockDim.x;
@@ -50,94 +53,108 @@ __global__ void __launch_bounds__(kFusedMaxWarps * 32) mamba2SplitFusedKernel(co
     const int nrb = (P + kSplitRows - 1) / kSplitRows;
     const int slot = p.state_batch_indices ? p.state_batch_indices[b] : b;
     if (slot < 0 || slot >= p.num_slots) return;  // padding row: untouched (uniform over the CTA)
+    const bool actBf16 = BF16;
     const int rl = RS::rowOf(lane), sub = lane & (RS::LPR - 1);
-    const int RW = splitRecordWordsM2(L, 1);
     const unsigned bh = (unsigned)b * H + head;
     const unsigned it = bh * (unsigned)nrb + warp;  // this warp's item (warp < nrb)
     const bool hasItem = warp < nrb;
+    const int vw = warp * kSplitRows;
     const stream::ReadCopyScales rc{};
-    SplitItem<ST, N, 1> cur;
-    if (hasItem) splitLoadRows(cur, p, rc, it, slot, nrb, rl);
+    const int64_t ringSlotRow = (int64_t)slot * Cap;
 
+    // ---- every load that needs only the slot, before the cursors arrive (Cap <= 32, launcher rule): the item's
+    //      checkpoint rows; every ring row's x block (lane = ring row), C bits, z, this step's x block; ring dt and
+    //      this step's dt inputs (warp 0); all Cap ring B rows and this step's B with C pieces (dot threads).
+    SplitItem<ST, N, 1> cur;
+    uint4 xRing = make_uint4(0u, 0u, 0u, 0u), xNew = make_uint4(0u, 0u, 0u, 0u);
+    const uint16_t* xIn = static_cast<const uint16_t*>(p.x) + (int64_t)b * p.stride_x_b + (int64_t)head * p.stride_x_h;
+    if (hasItem) {
+        splitLoadRows(cur, p, rc, it, slot, nrb, rl);
+        if (lane < Cap)
+            xRing = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.ring_x) +
+                                                    ((ringSlotRow + lane) * H + head) * P + vw);
+        xNew = *reinterpret_cast<const uint4*>(xIn + vw);
+        const uint16_t* Cg = static_cast<const uint16_t*>(p.Cm) + (int64_t)b * p.stride_C_b + (int64_t)g * p.stride_C_g +
+                             lane * 4;
+#pragma unroll
+        for (int i = 0; i < QPL; ++i) cur.cq[0][i] = *reinterpret_cast<const uint2*>(Cg + 128 * i);
+        cur.zv[0] = 0.f;
+        const int row = vw + rl;
+        if (p.z && sub == 0 && row < P)
+            cur.zv[0] = __uint_as_float((uint32_t)(static_cast<const uint16_t*>(p.z) + (int64_t)b * p.stride_z_b +
+                                                   (int64_t)head * p.stride_z_h)[row]);
+    }
     const int o = p.ring_origin[slot];
     const int h = p.ring_len[slot];
-    const bool valid = o >= 0 && o < Cap && h >= 0 && h <= L - 1 && h + 1 <= Cap;
+    float dtRing = 0.f, dtRaw = 0.f, Ah = 0.f, Dh = 0.f, dtBias = 0.f;
+    if (warp == 0) {
+        if (lane < Cap) dtRing = p.ring_dt[(ringSlotRow + lane) * H + head];
+        const int64_t off = (int64_t)b * p.stride_dt_b + (int64_t)head * p.stride_dt_h;
+        dtRaw = p.dt_dtype == RSSM_DTYPE_FP32 ? static_cast<const float*>(p.dt_raw)[off]
+                                              : actToFloat(static_cast<const uint16_t*>(p.dt_raw)[off], actBf16);
+        if (p.dt_bias) dtBias = p.dt_bias[head];
+        Ah = p.A[head];
+        Dh = p.D ? p.D[head] : 0.f;
+    }
+    const uint16_t* Bin = static_cast<const uint16_t*>(p.Bm) + (int64_t)b * p.stride_B_b + (int64_t)g * p.stride_B_g;
+    const uint16_t* ringB = static_cast<const uint16_t*>(p.ring_B) + ringSlotRow * G * N + g * N;
+    const uint16_t* Cin = static_cast<const uint16_t*>(p.Cm) + (int64_t)b * p.stride_C_b + (int64_t)g * p.stride_C_g;
+    const int q = tid & (kLeanDotThreads - 1);
+    uint4 cv[V];
+#pragma unroll
+    for (int v = 0; v < V; ++v) cv[v] = *reinterpret_cast<const uint4*>(Cin + (v * kLeanDotThreads + q) * 8);
+    const bool valid = o >= 0 && o < Cap && h >= 0 && h <= L - 1 && h + 1 <= Cap;  // uniform over the CTA
     const int R = h + 1;
     const bool flush = R == L;
-    const uint16_t* Bin = static_cast<const uint16_t*>(p.Bm) + (int64_t)b * p.stride_B_b + (int64_t)g * p.stride_B_g;
-    float dtj = 0.f, Ah = 0.f, Dh = 0.f;
-    if (valid) {  // uniform over the CTA
-        const int rrNew = o + h >= Cap ? o + h - Cap : o + h;  // ring row of this step's record
-        const int64_t ringSlotRow = (int64_t)slot * Cap;
-        // ---- x of this head (16-byte pieces) and, in warp 0, dt_j of the head's records (lane j)
-        const int ppr = P / 8;
-        if (tid < ppr) {
-            const uint4 xv = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.x) + (int64_t)b * p.stride_x_b +
-                                                             (int64_t)head * p.stride_x_h + tid * 8);
-            *reinterpret_cast<uint4*>(static_cast<uint16_t*>(p.ring_x) + ((ringSlotRow + rrNew) * H + head) * P + tid * 8) = xv;
-        }
-        if (warp == 0) {
-            int rr = o + lane;
-            rr = rr >= Cap ? rr - Cap : rr;
-            if (lane < h) dtj = p.ring_dt[(ringSlotRow + rr) * H + head];
-            Ah = p.A[head];
-            Dh = p.D ? p.D[head] : 0.f;
-            if (lane == h) {
-                dtj = loadDt(p.dt_raw, p.dt_dtype == RSSM_DTYPE_FP32, BF16,
-                             (int64_t)b * p.stride_dt_b + (int64_t)head * p.stride_dt_h, p.dt_bias, head);
-                p.ring_dt[(ringSlotRow + rrNew) * H + head] = dtj;
+    const int rrNew = o + h >= Cap ? o + h - Cap : o + h;  // ring row of this step's record
+    // ---- record dots per ring row r < Cap (B_r . C; rows past the committed records are not used) and for this
+    //      step's B (row Cap); 8 threads per row, passes of nthreads / 8 rows (uniform over the CTA)
+    for (int base = 0; base <= Cap; base += nthreads / kLeanDotThreads) {
+        const int r = base + (tid >> 3);
+        float acc = 0.f;
+        if (r <= Cap) {
+            const uint16_t* src = r < Cap ? ringB + (int64_t)r * G * N : Bin;
+            uint4 bv[V];
+#pragma unroll
+            for (int v = 0; v < V; ++v) {
+                bv[v] = *reinterpret_cast<const uint4*>(src + (v * kLeanDotThreads + q) * 8);
+                acc = dotPiece<BF16>(bv[v], cv[v], acc);
+            }
+            if (r == Cap && valid && head == g * hpg) {  // the group's first head appends this step's B
+                uint16_t* dstB = static_cast<uint16_t*>(p.ring_B) + (ringSlotRow + rrNew) * G * N + g * N;
+#pragma unroll
+                for (int v = 0; v < V; ++v) *reinterpret_cast<uint4*>(dstB + (v * kLeanDotThreads + q) * 8) = bv[v];
             }
         }
-        // ---- record dots B_j . C (8 threads per record; passes of nthreads / 8 records, uniform over the CTA)
-        const uint16_t* ringB = static_cast<const uint16_t*>(p.ring_B) + ringSlotRow * G * N + g * N;
-        const uint16_t* Cin = static_cast<const uint16_t*>(p.Cm) + (int64_t)b * p.stride_C_b + (int64_t)g * p.stride_C_g;
-        const int q = tid & (kLeanDotThreads - 1);
-        uint4 cv[V];
-#pragma unroll
-        for (int v = 0; v < V; ++v) cv[v] = *reinterpret_cast<const uint4*>(Cin + (v * kLeanDotThreads + q) * 8);
-        for (int base = 0; base < R; base += nthreads / kLeanDotThreads) {
-            const int j = base + (tid >> 3);
-            float acc = 0.f;
-            if (j < R) {
-                int rr = o + j;
-                rr = rr >= Cap ? rr - Cap : rr;
-                const uint16_t* src = j < h ? ringB + (int64_t)rr * G * N : Bin;
-                uint4 bv[V];
-#pragma unroll
-                for (int v = 0; v < V; ++v) {
-                    bv[v] = *reinterpret_cast<const uint4*>(src + (v * kLeanDotThreads + q) * 8);
-                    acc = dotPiece<BF16>(bv[v], cv[v], acc);
-                }
-                if (j == h && head == g * hpg) {  // the group's first head appends this step's B
-                    uint16_t* dstB = static_cast<uint16_t*>(p.ring_B) + (ringSlotRow + rrNew) * G * N + g * N;
-#pragma unroll
-                    for (int v = 0; v < V; ++v) *reinterpret_cast<uint4*>(dstB + (v * kLeanDotThreads + q) * 8) = bv[v];
-                }
-            }
-            acc += __shfl_xor_sync(stream::kFull, acc, 4);
-            acc += __shfl_xor_sync(stream::kFull, acc, 2);
-            acc += __shfl_xor_sync(stream::kFull, acc, 1);
-            if (q == 0 && j < R) sDot[j] = acc;
-        }
+        acc += __shfl_xor_sync(stream::kFull, acc, 4);
+        acc += __shfl_xor_sync(stream::kFull, acc, 2);
+        acc += __shfl_xor_sync(stream::kFull, acc, 1);
+        if (q == 0 && r <= Cap) sDot[r] = acc;
+    }
+    // ---- this step's x and dt records of the head
+    if (valid) {
+        if (hasItem && lane == 0)
+            *reinterpret_cast<uint4*>(static_cast<uint16_t*>(p.ring_x) + ((ringSlotRow + rrNew) * H + head) * P + vw) =
+                xNew;
+        if (warp == 0 && lane == 0) p.ring_dt[(ringSlotRow + rrNew) * H + head] = softplusF(dtRaw + dtBias);
     }
     __syncthreads();
-    // ---- head record (warp 0): lane j = record j; the split readout reads coefficients and fold weights from it
+    // ---- head record (warp 0, lane j = record j) into shared memory
     if (warp == 0) {
-        float* rec = static_cast<float*>(p.workspace) + (size_t)bh * RW;
         if (valid) {
-            const float dot = lane < R ? sDot[lane] : 0.f;
+            int src = o + lane;
+            src = src >= Cap ? src - Cap : src;
+            const float dtShfl = __shfl_sync(stream::kFull, dtRing, src & 31);
+            const float dtj = lane < h ? dtShfl : (lane == h ? softplusF(dtRaw + dtBias) : 0.f);
+            const float dot = lane < h ? sDot[src] : (lane == h ? sDot[Cap] : 0.f);
             const float cum = scan::warpInclusiveSum(lane < R ? dtj * Ah : 0.f, lane);
             const float cs = __shfl_sync(stream::kFull, cum, h);
-            if (lane < R) {
-                const float w = __expf(cs - cum) * dtj;
-                float c = w * dot;
-                if (lane == h) c += Dh;
-                rec[kSplitCoef + lane] = c;
-                if (flush) rec[kSplitCoef + L + 1 + lane] = w;
-            }
+            const float w = lane < R ? __expf(cs - cum) * dtj : 0.f;
+            sCoef[lane] = w * dot + (lane == h ? Dh : 0.f);
+            sFw[lane] = flush ? w : 0.f;
             if (lane == 0) {
                 const float gam = __expf(cs);
-                rec[0] = gam;
+                sGam = gam;
                 sMeta = make_int4(__float_as_int(flush ? gam : 1.f), flush ? R : 0, o, h);
             }
         } else if (lane == 0) {
@@ -146,8 +163,28 @@ __global__ void __launch_bounds__(kFusedMaxWarps * 32) mamba2SplitFusedKernel(co
     }
     __syncthreads();
     if (hasItem) {
+        const int4 meta = sMeta;
+        cur.b = b;
+        cur.head = head;
+        cur.vw = vw;
+        cur.slot = slot;
+        cur.nf = meta.y;
+        cur.o = meta.z;
+        cur.gf = __int_as_float(meta.x);
+        if (cur.nf >= 0) {
+            int src = o + lane;
+            src = src >= Cap ? src - Cap : src;
+            uint4 xs;
+            xs.x = __shfl_sync(stream::kFull, xRing.x, src & 31);
+            xs.y = __shfl_sync(stream::kFull, xRing.y, src & 31);
+            xs.z = __shfl_sync(stream::kFull, xRing.z, src & 31);
+            xs.w = __shfl_sync(stream::kFull, xRing.w, src & 31);
+            cur.xq = lane < h ? xs : (lane == h ? xNew : make_uint4(0u, 0u, 0u, 0u));
+            cur.coef[0] = sCoef[lane];
+            cur.fw = sFw[lane];
+            cur.gam[0] = sGam;
+        }
         uint16_t* sFold = reinterpret_cast<uint16_t*>(smemSplitFused + warp * splitReadoutWarpSmemBytesM2(N));
-        splitIssue(cur, p, rc, it, slot, sMeta, nrb, rl, sub, /*rowsLoaded=*/true);
         splitProcess<ST, N, 1, false>(cur, p, rl, sub, sFold, Bin);
     }
 }
