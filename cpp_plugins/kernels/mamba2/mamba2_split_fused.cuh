@@ -3,20 +3,22 @@
 //
 // At B = 1 the split step is latency-bound: two dependent launches (prep -> readout through PDL) and a chain of
 // round trips in each. Here one CTA of ceil(P / 8) warps owns all 8-row items of one (row, head):
-//   1. every warp issues its item's checkpoint rows (nothing in this launch writes them before the flush);
-//   2. the CTA reads the row's cursors, forms the record dots B_j . C of the head's group (8 threads per
-//      record, 16-byte pieces; the 16 heads of a group repeat these dots, which is cheap at small batch),
-//      appends this step's x and dt of its head to the ring, and the group's first head appends B;
-//   3. warp 0 writes the head record (the split readout's layout, in the same workspace) after the prefix sums;
-//   4. each warp runs the split readout's item body on its rows (splitIssue / splitProcess), flush included.
-// The ring rows read in step 4 were appended by this CTA (x, dt; visible after __syncthreads) except the newest
-// record's B row, which the group's first head appends in the same launch: the fold reads that row from the
-// step's B input instead (splitProcess's bNew), and the record dots read it from the input too.
+//   1. once the slot is known, every load that does not need the cursors is issued: the warp's checkpoint rows,
+//      every ring row's x block (lane = ring row, ring capacity <= 32), ring dt, C, z, this step's x / dt / B,
+//      and all ring B rows of the head's group (ring rows past the committed records are loaded and not used);
+//   2. the record dots B_r . C per ring row and for this step's B (8 threads per row, 16-byte pieces; the heads
+//      of a group repeat these dots, which is cheap at small batch) go to shared memory (one barrier); this
+//      step's x and dt of the head are appended to the ring, and the group's first head appends B;
+//   3. every warp forms the head record in registers (prefix sums over its lanes = records, cursors mapped to
+//      ring rows by shuffles): no workspace round trip, no second barrier;
+//   4. each warp runs the split readout's item body on its rows (splitProcess), flush included.
+// The newest record's B row is appended by the group's first head in the same launch, so the fold reads it from
+// the step's B input instead (splitProcess's bNew); its x comes from the input too.
 // Same function, records, appends, padding and invalid-cursor rules as the split kernels; standard mode, one
 // token, writable checkpoints (fp32 / fp16 / bf16), no skip_flush_rows. The launcher (launchSplit) takes it when
 // the grid (B x H CTAs) fits one wave and the rows are 16-byte aligned; RSSM_MAMBA2_FUSED=0|1 forces it off / on.
-// The commit that follows is launched as a programmatic dependent (replay_commit.cu): this kernel lets it be
-// scheduled at its start; the commit waits for this grid to complete before it moves the cursors.
+// The workspace is not used. A programmatic dependent launch after it (the commit, replay_commit.cu) may be
+// scheduled from its start; the commit waits for this grid to complete before it moves the cursors.
 #pragma once
 #include "common/pdl.h"
 #include "common/warp_scan.cuh"
@@ -41,9 +43,6 @@ __global__ void __launch_bounds__(kFusedMaxWarps * 32) mamba2SplitFusedKernel(co
     using RS = stream::RowScatter<kSplitRows>;
     extern __shared__ __align__(16) unsigned char smemSplitFused[];
     __shared__ float sDot[kSplitMaxRecords + 1];  // per ring row; [Cap]: this step's B
-    __shared__ float sCoef[kSplitMaxRecords], sFw[kSplitMaxRecords];
-    __shared__ int4 sMeta;  // (gfold bits, nf, o, h); nf = -1: invalid cursors
-    __shared__ float sGam;
     pdlLaunchDependents();  // a dependent launch (the commit) may be scheduled; it waits for this grid to complete
     const int head = blockIdx.x, b = blockIdx.y;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -86,16 +85,15 @@ __global__ void __launch_bounds__(kFusedMaxWarps * 32) mamba2SplitFusedKernel(co
     }
     const int o = p.ring_origin[slot];
     const int h = p.ring_len[slot];
-    float dtRing = 0.f, dtRaw = 0.f, Ah = 0.f, Dh = 0.f, dtBias = 0.f;
-    if (warp == 0) {
-        if (lane < Cap) dtRing = p.ring_dt[(ringSlotRow + lane) * H + head];
-        const int64_t off = (int64_t)b * p.stride_dt_b + (int64_t)head * p.stride_dt_h;
-        dtRaw = p.dt_dtype == RSSM_DTYPE_FP32 ? static_cast<const float*>(p.dt_raw)[off]
-                                              : actToFloat(static_cast<const uint16_t*>(p.dt_raw)[off], actBf16);
-        if (p.dt_bias) dtBias = p.dt_bias[head];
-        Ah = p.A[head];
-        Dh = p.D ? p.D[head] : 0.f;
-    }
+    // every warp forms the head record itself (no second barrier): ring dt (lane = ring row) and this step's dt
+    float dtRing = 0.f, dtBias = 0.f;
+    if (lane < Cap) dtRing = p.ring_dt[(ringSlotRow + lane) * H + head];
+    const int64_t dtOff = (int64_t)b * p.stride_dt_b + (int64_t)head * p.stride_dt_h;
+    const float dtRaw = p.dt_dtype == RSSM_DTYPE_FP32 ? static_cast<const float*>(p.dt_raw)[dtOff]
+                                                      : actToFloat(static_cast<const uint16_t*>(p.dt_raw)[dtOff], actBf16);
+    if (p.dt_bias) dtBias = p.dt_bias[head];
+    const float Ah = p.A[head];
+    const float Dh = p.D ? p.D[head] : 0.f;
     const uint16_t* Bin = static_cast<const uint16_t*>(p.Bm) + (int64_t)b * p.stride_B_b + (int64_t)g * p.stride_B_g;
     const uint16_t* ringB = static_cast<const uint16_t*>(p.ring_B) + ringSlotRow * G * N + g * N;
     const uint16_t* Cin = static_cast<const uint16_t*>(p.Cm) + (int64_t)b * p.stride_C_b + (int64_t)g * p.stride_C_g;
@@ -139,50 +137,38 @@ __global__ void __launch_bounds__(kFusedMaxWarps * 32) mamba2SplitFusedKernel(co
         if (warp == 0 && lane == 0) p.ring_dt[(ringSlotRow + rrNew) * H + head] = softplusF(dtRaw + dtBias);
     }
     __syncthreads();
-    // ---- head record (warp 0, lane j = record j) into shared memory
-    if (warp == 0) {
+    // ---- head record, formed by every warp in its registers (lane j = record j): coef_j, fw_j, gamma, cursors
+    if (hasItem) {
+        cur.b = b;
+        cur.head = head;
+        cur.vw = vw;
+        cur.slot = slot;
+        cur.nf = -1;  // invalid cursors: the item body poisons the outputs, writes nothing
+        cur.o = 0;
+        cur.gf = 0.f;
         if (valid) {
             int src = o + lane;
             src = src >= Cap ? src - Cap : src;
-            const float dtShfl = __shfl_sync(stream::kFull, dtRing, src & 31);
+            src &= 31;  // Cap <= 32
+            const float dtShfl = __shfl_sync(stream::kFull, dtRing, src);
             const float dtj = lane < h ? dtShfl : (lane == h ? softplusF(dtRaw + dtBias) : 0.f);
             const float dot = lane < h ? sDot[src] : (lane == h ? sDot[Cap] : 0.f);
             const float cum = scan::warpInclusiveSum(lane < R ? dtj * Ah : 0.f, lane);
             const float cs = __shfl_sync(stream::kFull, cum, h);
             const float w = lane < R ? __expf(cs - cum) * dtj : 0.f;
-            sCoef[lane] = w * dot + (lane == h ? Dh : 0.f);
-            sFw[lane] = flush ? w : 0.f;
-            if (lane == 0) {
-                const float gam = __expf(cs);
-                sGam = gam;
-                sMeta = make_int4(__float_as_int(flush ? gam : 1.f), flush ? R : 0, o, h);
-            }
-        } else if (lane == 0) {
-            sMeta = make_int4(0, -1, 0, 0);  // invalid cursors: the item body poisons the outputs, writes nothing
-        }
-    }
-    __syncthreads();
-    if (hasItem) {
-        const int4 meta = sMeta;
-        cur.b = b;
-        cur.head = head;
-        cur.vw = vw;
-        cur.slot = slot;
-        cur.nf = meta.y;
-        cur.o = meta.z;
-        cur.gf = __int_as_float(meta.x);
-        if (cur.nf >= 0) {
-            int src = o + lane;
-            src = src >= Cap ? src - Cap : src;
+            const float gam = __expf(cs);
+            cur.coef[0] = w * dot + (lane == h ? Dh : 0.f);
+            cur.fw = flush ? w : 0.f;
+            cur.gam[0] = gam;
+            cur.nf = flush ? R : 0;
+            cur.o = o;
+            cur.gf = flush ? gam : 1.f;
             uint4 xs;
-            xs.x = __shfl_sync(stream::kFull, xRing.x, src & 31);
-            xs.y = __shfl_sync(stream::kFull, xRing.y, src & 31);
-            xs.z = __shfl_sync(stream::kFull, xRing.z, src & 31);
-            xs.w = __shfl_sync(stream::kFull, xRing.w, src & 31);
+            xs.x = __shfl_sync(stream::kFull, xRing.x, src);
+            xs.y = __shfl_sync(stream::kFull, xRing.y, src);
+            xs.z = __shfl_sync(stream::kFull, xRing.z, src);
+            xs.w = __shfl_sync(stream::kFull, xRing.w, src);
             cur.xq = lane < h ? xs : (lane == h ? xNew : make_uint4(0u, 0u, 0u, 0u));
-            cur.coef[0] = sCoef[lane];
-            cur.fw = sFw[lane];
-            cur.gam[0] = sGam;
         }
         uint16_t* sFold = reinterpret_cast<uint16_t*>(smemSplitFused + warp * splitReadoutWarpSmemBytesM2(N));
         splitProcess<ST, N, 1, false>(cur, p, rl, sub, sFold, Bin);
