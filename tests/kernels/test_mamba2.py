@@ -632,15 +632,20 @@ FUSED_CASES = [
 ]
 
 
+@pytest.mark.parametrize("fold", ["auto", "cuda"])
 @pytest.mark.parametrize("B,L,sh,st,act,steps", FUSED_CASES,
                          ids=[f"B{c[0]}-L{c[1]}-H{c[2]['H']}-P{c[2]['P']}-N{c[2]['N']}-{_DN[c[3]]}-{_DN[c[4]]}"
                               for c in FUSED_CASES])
-def test_replay_split_fused_vs_reference(B, L, sh, st, act, steps, monkeypatch):
+def test_replay_split_fused_vs_reference(B, L, sh, st, act, steps, fold, monkeypatch):
     """The one-launch small-batch standard step (RSSM_MAMBA2_FUSED=1 forces it; the launcher takes it by itself at
     B = 1 at the model shapes) against the float64 reference over more than two windows: staggered rows, flushes
     (the fold reads the newest record's B from the input), ring wrap-around, padding rows (B >= 3), fp32 / 16-bit
     checkpoints, bf16 / fp16 activations, dstate 256, headdim 32 .. 128 (4 .. 16 warps per CTA)."""
     monkeypatch.setenv("RSSM_MAMBA2_FUSED", "1")
+    # fold "auto": dstate 128 with bf16 activations folds on tensor cores from the rows the record dots staged in
+    # shared memory (fifteenth session); "cuda" forces the CUDA-core fold (RSSM_MAMBA2_FUSED_FOLD=cuda)
+    if fold == "cuda":
+        monkeypatch.setenv("RSSM_MAMBA2_FUSED_FOLD", "cuda")
     assert _run_replay(B, L, 1, 0, sh, st, act, steps, seed=140 + B + L, variant=4) > 0
 
 
@@ -736,8 +741,11 @@ def test_replay_split_fused_sanitize(monkeypatch):
     """compute-sanitizer case of the fused small-batch step (forced on a small problem): flushes, padding rows,
     wrap-around; the commit after it is a programmatic dependent launch."""
     monkeypatch.setenv("RSSM_MAMBA2_FUSED", "1")
-    assert _run_replay(4, 4, 1, 0, SMALL, F32, BF16, 7, seed=26, variant=4) > 0
+    assert _run_replay(4, 4, 1, 0, SMALL, F32, BF16, 7, seed=26, variant=4) > 0  # tensor-core fold (staged rows)
+    assert _run_replay(3, 20, 1, 0, SMALL, BF16, BF16, 45, seed=28, variant=4) > 0  # two 16-record chunks, padding
     assert _run_replay(3, 4, 1, 0, dict(H=4, P=80, N=256, G=2), F16, F16, 6, seed=27, variant=4) > 0
+    monkeypatch.setenv("RSSM_MAMBA2_FUSED_FOLD", "cuda")
+    assert _run_replay(4, 4, 1, 0, SMALL, F32, BF16, 7, seed=26, variant=4) > 0
 
 
 def test_replay_split_prep_one_wave_automatic(monkeypatch):

@@ -110,32 +110,27 @@ __device__ __forceinline__ void stageBRows(uint16_t* sB, const uint16_t* ringB, 
     async::commit();
 }
 
-// ringB: B_j of record j is at ringB + ((o + j) mod cap) * rowStride (bf16 elements, 16-byte aligned rows).
-// xq / fw: this lane's record (lane = record index). smem: this warp's kFoldMmaWarpBytes.
-__device__ __forceinline__ void foldRowsMma(float4 (&S)[kRows][1], float gfold, int nf, const uint16_t* ringB,
-                                            int o, int cap, int64_t rowStride, uint4 xq, float fw,
-                                            unsigned char* smem, int rl, int lane) {
-    uint16_t* sB = reinterpret_cast<uint16_t*>(smem);
-    float* sD = reinterpret_cast<float*>(smem);  // aliases sB: used before the first staging and after the last mma
-    float* sW = reinterpret_cast<float*>(smem + kBBytes);
-    const int g = lane >> 2, q = lane & 3;
+// W = fw_j x_j of records c0 .. c0 + 15 into sW [16 records][8 rows] (0 past nf); lane j holds record j's x block
+// (8 packed bf16, natural row order) and fw_j.
+__device__ __forceinline__ void stageW(float* sW, uint4 xq, float fw, int c0, int nf, int lane) {
+    const int n = min(kChunk, nf - c0);
+    const int jj = lane - c0;
+    if (jj >= 0 && jj < kChunk) {
+        const float f = jj < n ? fw : 0.f;
+        const __nv_bfloat162* xp = reinterpret_cast<const __nv_bfloat162*>(&xq);
+        float4* w4 = reinterpret_cast<float4*>(sW + jj * kRows);
+        const float2 x01 = __bfloat1622float2(xp[0]), x23 = __bfloat1622float2(xp[1]);
+        const float2 x45 = __bfloat1622float2(xp[2]), x67 = __bfloat1622float2(xp[3]);
+        w4[0] = make_float4(f * x01.x, f * x01.y, f * x23.x, f * x23.y);
+        w4[1] = make_float4(f * x45.x, f * x45.y, f * x67.x, f * x67.y);
+    }
+}
 
-    auto stage = [&](int c0) {  // B rows of records c0 .. c0 + 15 (zero rows past nf), W of those records
-        const int n = min(kChunk, nf - c0);
-        stageBRows(sB, ringB, c0, nf, o, cap, rowStride, lane);
-        const int jj = lane - c0;
-        if (jj >= 0 && jj < kChunk) {
-            const float f = jj < n ? fw : 0.f;
-            const __nv_bfloat162* xp = reinterpret_cast<const __nv_bfloat162*>(&xq);
-            float4* w4 = reinterpret_cast<float4*>(sW + jj * kRows);
-            const float2 x01 = __bfloat1622float2(xp[0]), x23 = __bfloat1622float2(xp[1]);
-            const float2 x45 = __bfloat1622float2(xp[2]), x67 = __bfloat1622float2(xp[3]);
-            w4[0] = make_float4(f * x01.x, f * x01.y, f * x23.x, f * x23.y);
-            w4[1] = make_float4(f * x45.x, f * x45.y, f * x67.x, f * x67.y);
-        }
-    };
-    // gfold S -> sD (rows natural, columns), then the accumulators in the mma C layout:
-    // tile t: d0 = (column 16t + g, row 2q), d1 = (16t + g, 2q + 1), d2 = (16t + g + 8, 2q), d3 = (16t + g + 8, 2q + 1)
+// gfold S -> sD (rows natural, columns), then the accumulators in the mma C layout:
+// tile t: d0 = (column 16t + g, row 2q), d1 = (16t + g, 2q + 1), d2 = (16t + g + 8, 2q), d3 = (16t + g + 8, 2q + 1)
+__device__ __forceinline__ void accumulatorsIn(float (&d)[kN / 16][4], const float4 (&S)[kRows][1], float gfold,
+                                               float* sD, int rl, int lane) {
+    const int g = lane >> 2, q = lane & 3;
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
         const float4 v = S[r][0];
@@ -143,7 +138,6 @@ __device__ __forceinline__ void foldRowsMma(float4 (&S)[kRows][1], float gfold, 
             make_float4(gfold * v.x, gfold * v.y, gfold * v.z, gfold * v.w);
     }
     __syncwarp();
-    float d[kN / 16][4];
 #pragma unroll
     for (int t = 0; t < kN / 16; ++t) {
         d[t][0] = sD[(2 * q) * kDStride + 16 * t + g];
@@ -151,39 +145,37 @@ __device__ __forceinline__ void foldRowsMma(float4 (&S)[kRows][1], float gfold, 
         d[t][2] = sD[(2 * q) * kDStride + 16 * t + g + 8];
         d[t][3] = sD[(2 * q + 1) * kDStride + 16 * t + g + 8];
     }
-    __syncwarp();  // sD is read: the B rows may overwrite it
+}
 
-    // ldmatrix row address of this lane: matrix mi = lane >> 3 (rows K0 .. K0 + 7 = records, columns M0 .. M0 + 7)
-    const int mi = lane >> 3;
-    const uint16_t* aRow = sB + ((mi >> 1) * 8 + (lane & 7)) * kBStride + (mi & 1) * 8;
-    for (int c0 = 0; c0 < nf; c0 += kChunk) {
-        if (c0 > 0) __syncwarp();  // every lane is done with the previous chunk's sB / sW
-        stage(c0);
-        async::waitAll();
-        __syncwarp();
-        // B fragment: W[row g][records 2q, 2q + 1] and [2q + 8, 2q + 9], three bf16 terms each
-        float w0[3], w1[3], w2[3], w3[3];
-        split3(sW[(2 * q) * kRows + g], w0[0], w0[1], w0[2]);
-        split3(sW[(2 * q + 1) * kRows + g], w1[0], w1[1], w1[2]);
-        split3(sW[(2 * q + 8) * kRows + g], w2[0], w2[1], w2[2]);
-        split3(sW[(2 * q + 9) * kRows + g], w3[0], w3[1], w3[2]);
-        uint32_t b01[3], b23[3];
+// One 16-record chunk: d += B^T W over the chunk's staged rows (aRow: this lane's ldmatrix row address in them) and
+// sW (stageW), W split into three bf16 terms.
+__device__ __forceinline__ void chunkMma(float (&d)[kN / 16][4], const uint16_t* aRow, const float* sW, int lane) {
+    const int g = lane >> 2, q = lane & 3;
+    // B fragment: W[row g][records 2q, 2q + 1] and [2q + 8, 2q + 9], three bf16 terms each
+    float w0[3], w1[3], w2[3], w3[3];
+    split3(sW[(2 * q) * kRows + g], w0[0], w0[1], w0[2]);
+    split3(sW[(2 * q + 1) * kRows + g], w1[0], w1[1], w1[2]);
+    split3(sW[(2 * q + 8) * kRows + g], w2[0], w2[1], w2[2]);
+    split3(sW[(2 * q + 9) * kRows + g], w3[0], w3[1], w3[2]);
+    uint32_t b01[3], b23[3];
 #pragma unroll
-        for (int s = 0; s < 3; ++s) {
-            b01[s] = packBf16(w0[s], w1[s]);
-            b23[s] = packBf16(w2[s], w3[s]);
-        }
-#pragma unroll
-        for (int t = 0; t < kN / 16; ++t) {
-            uint32_t a[4];
-            ldmatrixX4Trans(a, aRow + 16 * t);
-#pragma unroll
-            for (int s = 2; s >= 0; --s) mmaBf16(d[t], a, b01[s], b23[s]);  // small terms first
-        }
+    for (int s = 0; s < 3; ++s) {
+        b01[s] = packBf16(w0[s], w1[s]);
+        b23[s] = packBf16(w2[s], w3[s]);
     }
+#pragma unroll
+    for (int t = 0; t < kN / 16; ++t) {
+        uint32_t a[4];
+        ldmatrixX4Trans(a, aRow + 16 * t);
+#pragma unroll
+        for (int s = 2; s >= 0; --s) mmaBf16(d[t], a, b01[s], b23[s]);  // small terms first
+    }
+}
 
-    // accumulators -> sD -> the register layout
-    __syncwarp();
+// accumulators -> sD -> the register layout (the caller has synchronised the warp since sD was last read)
+__device__ __forceinline__ void accumulatorsOut(float4 (&S)[kRows][1], const float (&d)[kN / 16][4], float* sD,
+                                                int rl, int lane) {
+    const int g = lane >> 2, q = lane & 3;
 #pragma unroll
     for (int t = 0; t < kN / 16; ++t) {
         sD[(2 * q) * kDStride + 16 * t + g] = d[t][0];
@@ -195,6 +187,58 @@ __device__ __forceinline__ void foldRowsMma(float4 (&S)[kRows][1], float gfold, 
 #pragma unroll
     for (int r = 0; r < kRows; ++r) S[r][0] = *reinterpret_cast<const float4*>(sD + (r ^ rl) * kDStride + 4 * lane);
     __syncwarp();  // the caller may reuse the buffers
+}
+
+// This lane's ldmatrix row address in 16 staged rows (matrix mi = lane >> 3: rows K0 .. K0 + 7 = records, columns
+// M0 .. M0 + 7).
+__device__ __forceinline__ const uint16_t* ldmatrixRow(const uint16_t* sB, int lane) {
+    const int mi = lane >> 3;
+    return sB + ((mi >> 1) * 8 + (lane & 7)) * kBStride + (mi & 1) * 8;
+}
+
+// ringB: B_j of record j is at ringB + ((o + j) mod cap) * rowStride (bf16 elements, 16-byte aligned rows).
+// xq / fw: this lane's record (lane = record index). smem: this warp's kFoldMmaWarpBytes.
+__device__ __forceinline__ void foldRowsMma(float4 (&S)[kRows][1], float gfold, int nf, const uint16_t* ringB,
+                                            int o, int cap, int64_t rowStride, uint4 xq, float fw,
+                                            unsigned char* smem, int rl, int lane) {
+    uint16_t* sB = reinterpret_cast<uint16_t*>(smem);
+    float* sD = reinterpret_cast<float*>(smem);  // aliases sB: used before the first staging and after the last mma
+    float* sW = reinterpret_cast<float*>(smem + kBBytes);
+    float d[kN / 16][4];
+    accumulatorsIn(d, S, gfold, sD, rl, lane);
+    __syncwarp();  // sD is read: the B rows may overwrite it
+    const uint16_t* aRow = ldmatrixRow(sB, lane);
+    for (int c0 = 0; c0 < nf; c0 += kChunk) {
+        if (c0 > 0) __syncwarp();  // every lane is done with the previous chunk's sB / sW
+        stageBRows(sB, ringB, c0, nf, o, cap, rowStride, lane);  // B rows of records c0 .. c0 + 15 (zero past nf)
+        stageW(sW, xq, fw, c0, nf, lane);
+        async::waitAll();
+        __syncwarp();
+        chunkMma(d, aRow, sW, lane);
+    }
+    __syncwarp();
+    accumulatorsOut(S, d, sD, rl, lane);
+}
+
+// The same fold with every record's B row already in shared memory, staged by the caller's CTA: sBAll row j =
+// B_j for j < nf, zero rows from nf up to the next multiple of 16, stride kBStride (read-only here, shared by the
+// CTA's warps). smem: this warp's kFoldMmaStagedWarpBytes (sD and sW, not aliased). No global loads: the one-launch
+// small-batch step (mamba2_split_fused.cuh) has the rows in registers from its record dots.
+constexpr int kFoldMmaStagedWarpBytes = kDBytes + kWBytes;
+__device__ __forceinline__ void foldRowsMmaStaged(float4 (&S)[kRows][1], float gfold, int nf, const uint16_t* sBAll,
+                                                  uint4 xq, float fw, unsigned char* smem, int rl, int lane) {
+    float* sD = reinterpret_cast<float*>(smem);
+    float* sW = reinterpret_cast<float*>(smem + kDBytes);
+    float d[kN / 16][4];
+    accumulatorsIn(d, S, gfold, sD, rl, lane);
+    for (int c0 = 0; c0 < nf; c0 += kChunk) {
+        if (c0 > 0) __syncwarp();  // every lane is done with the previous chunk's sW
+        stageW(sW, xq, fw, c0, nf, lane);
+        __syncwarp();
+        chunkMma(d, ldmatrixRow(sBAll + c0 * kBStride, lane), sW, lane);
+    }
+    __syncwarp();
+    accumulatorsOut(S, d, sD, rl, lane);
 }
 
 }  // namespace foldmma

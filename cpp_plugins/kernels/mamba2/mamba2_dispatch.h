@@ -39,9 +39,11 @@ const void* splitPrepLeanKernel(int dstate, int actDtype);
 int splitPrepLeanThreads();
 // The one-launch small-batch standard step (mamba2_split_fused.cuh, mamba2_split_fused.cu): fp32 / fp16 / bf16 rows,
 // dstate 128 / 256, bf16 / fp16 activations, else NULL. One CTA of ceil(headdim / 8) warps per (row, head), grid (H, B);
-// splitFusedSmemBytes: its dynamic shared memory.
-const void* splitFusedKernel(int stateDtype, int dstate, int actDtype);
-size_t splitFusedSmemBytes(int dstate, int warps);
+// splitFusedSmemBytes: its dynamic shared memory. mmaFold: flushes fold on tensor cores from the B rows staged by the
+// record dots (only where splitFusedMmaFoldRuns: dstate 128, bf16 activations; else the CUDA-core fold).
+const void* splitFusedKernel(int stateDtype, int dstate, int actDtype, bool mmaFold);
+size_t splitFusedSmemBytes(int dstate, int warps, bool mmaFold);
+bool splitFusedMmaFoldRuns(int dstate, int actDtype);
 // N 128 / 256, else NULL; pipe (N = 128, T = 1): 0 plain, 1 pipelined, 2 next item's cursors ahead; 3 (N = 128,
 // fp32 / 16-bit rows, any T): plain with the tensor-core fold (RSSM_MAMBA2_SPLIT_PIPE, mamba2_launch.cu)
 const void* splitReadoutKernel(int stateDtype, int dstate, int mode, int numTokens, int pipe);

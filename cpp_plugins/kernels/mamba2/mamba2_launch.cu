@@ -356,15 +356,19 @@ int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc
             // does the prep's work for its head and the readout of its rows, where the B x H CTAs fit one wave
             // (B = 1 at the model shapes), the checkpoint is writable (no skip_flush_rows) and the ring holds at most
             // 32 records (one ring row per lane: the kernel loads every ring row before the cursors arrive). RSSM_MAMBA2_FUSED=0
-            // (read per launch; A/B timing) keeps the two kernels; =1 takes it at any batch (tests).
+            // (read per launch; A/B timing) keeps the two kernels; =1 takes it at any batch (tests). Flushes fold on
+            // tensor cores from the rows the record dots loaded (dstate 128, bf16 activations; fifteenth session)
+            // unless RSSM_MAMBA2_FUSED_FOLD=cuda (read per launch; A/B timing and tests).
             const char* fe = getenv("RSSM_MAMBA2_FUSED");
+            const char* ff = getenv("RSSM_MAMBA2_FUSED_FOLD");
             const bool fusedOff = fe && strcmp(fe, "0") == 0, fusedOn = fe && strcmp(fe, "1") == 0;
+            const bool mmaFold = splitFusedMmaFoldRuns(q.dstate, q.act_dtype) && !(ff && strcmp(ff, "cuda") == 0);
             const void* fk = !fusedOff && !q.skip_flush_rows && q.batch <= 65535 && q.ring_capacity <= splitMaxRecords()
-                                 ? splitFusedKernel(q.state_dtype, q.dstate, q.act_dtype)
+                                 ? splitFusedKernel(q.state_dtype, q.dstate, q.act_dtype, mmaFold)
                                  : nullptr;
             if (fk) {
                 const int warps = (q.headdim + splitRows() - 1) / splitRows();
-                const size_t smem = splitFusedSmemBytes(q.dstate, warps);
+                const size_t smem = splitFusedSmemBytes(q.dstate, warps, mmaFold);
                 const long long ctas = (long long)q.batch * q.nheads;
                 if (allowSmem(fk, smem) && (fusedOn || ctas <= persistentGrid(fk, warps * 32, smem, ctas)))
                     return launch(op, fk, dim3(q.nheads, q.batch), warps * 32, smem, &q, stream);

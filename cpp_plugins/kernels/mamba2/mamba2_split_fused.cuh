@@ -29,20 +29,27 @@ namespace rssm {
 namespace mamba2 {
 
 constexpr int kFusedMaxWarps = 16;  // headdim <= 128: one warp per 8-row item
+constexpr int kFusedStagedRows = 32;  // MMAF: record B rows staged in shared memory (window <= 32)
 
-// Dynamic shared memory: the split readout's fold buffers, one per warp.
-__host__ __device__ inline size_t splitFusedSmemBytesM2(int N, int warps) {
-    return (size_t)warps * splitReadoutWarpSmemBytesM2(N);
+// Dynamic shared memory: per warp the fold's buffers (MMAF: the tensor-core fold's transpose + weights; else the
+// split readout's staging buffers). MMAF also has kFusedStagedRows B rows of static shared memory.
+__host__ __device__ inline size_t splitFusedSmemBytesM2(int N, int warps, bool mmaFold) {
+    return (size_t)warps * (mmaFold ? (size_t)foldmma::kFoldMmaStagedWarpBytes : splitReadoutWarpSmemBytesM2(N));
 }
 
-template <typename ST, int N, bool BF16>
+// MMAF (N = 128, bf16 activations): a flush folds on tensor cores from the B rows the record dots loaded, staged in
+// shared memory in record order (no second load of the ring's B rows); else the split readout's CUDA-core fold,
+// which stages them from global memory.
+template <typename ST, int N, bool BF16, bool MMAF>
 __global__ void __launch_bounds__(kFusedMaxWarps * 32) mamba2SplitFusedKernel(const Mamba2ReplayParams p) {
     static_assert(N % 64 == 0, "dstate: a multiple of 64 (8 threads x 16-byte pieces)");
+    static_assert(!MMAF || (N == 128 && BF16), "the tensor-core fold: dstate 128, bf16 activations");
     constexpr int V = N / 64;
     constexpr int QPL = N / 128;
     using RS = stream::RowScatter<kSplitRows>;
     extern __shared__ __align__(16) unsigned char smemSplitFused[];
     __shared__ float sDot[kSplitMaxRecords + 1];  // per ring row; [Cap]: this step's B
+    __shared__ __align__(16) uint16_t sBRec[MMAF ? kFusedStagedRows * foldmma::kBStride : 8];  // MMAF: B_j, j < R
     pdlLaunchDependents();  // a dependent launch (the commit) may be scheduled; it waits for this grid to complete
     const int head = blockIdx.x, b = blockIdx.y;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -61,9 +68,10 @@ __global__ void __launch_bounds__(kFusedMaxWarps * 32) mamba2SplitFusedKernel(co
     const stream::ReadCopyScales rc{};
     const int64_t ringSlotRow = (int64_t)slot * Cap;
 
-    // ---- every load that needs only the slot, before the cursors arrive (Cap <= 32, launcher rule): the item's
-    //      checkpoint rows; every ring row's x block (lane = ring row), C bits, z, this step's x block; ring dt and
-    //      this step's dt inputs (warp 0); all Cap ring B rows and this step's B with C pieces (dot threads).
+    // ---- every load that needs only the slot, before the cursors are loaded (Cap <= 32, launcher rule), so that
+    //      the step has two dependent round trips (slot, then everything): the item's checkpoint rows; every ring
+    //      row's x block (lane = ring row), C bits, z, this step's x block; ring dt (lane = ring row) and this
+    //      step's dt; the dot threads' C pieces and their first ring B row (or this step's B).
     SplitItem<ST, N, 1> cur;
     uint4 xRing = make_uint4(0u, 0u, 0u, 0u), xNew = make_uint4(0u, 0u, 0u, 0u);
     const uint16_t* xIn = static_cast<const uint16_t*>(p.x) + (int64_t)b * p.stride_x_b + (int64_t)head * p.stride_x_h;
@@ -83,9 +91,6 @@ __global__ void __launch_bounds__(kFusedMaxWarps * 32) mamba2SplitFusedKernel(co
             cur.zv[0] = __uint_as_float((uint32_t)(static_cast<const uint16_t*>(p.z) + (int64_t)b * p.stride_z_b +
                                                    (int64_t)head * p.stride_z_h)[row]);
     }
-    const int o = p.ring_origin[slot];
-    const int h = p.ring_len[slot];
-    // every warp forms the head record itself (no second barrier): ring dt (lane = ring row) and this step's dt
     float dtRing = 0.f, dtBias = 0.f;
     if (lane < Cap) dtRing = p.ring_dt[(ringSlotRow + lane) * H + head];
     const int64_t dtOff = (int64_t)b * p.stride_dt_b + (int64_t)head * p.stride_dt_h;
@@ -98,36 +103,72 @@ __global__ void __launch_bounds__(kFusedMaxWarps * 32) mamba2SplitFusedKernel(co
     const uint16_t* ringB = static_cast<const uint16_t*>(p.ring_B) + ringSlotRow * G * N + g * N;
     const uint16_t* Cin = static_cast<const uint16_t*>(p.Cm) + (int64_t)b * p.stride_C_b + (int64_t)g * p.stride_C_g;
     const int q = tid & (kLeanDotThreads - 1);
-    uint4 cv[V];
+    const int rowsPerPass = nthreads / kLeanDotThreads, r0 = tid >> 3;
+    uint4 cv[V], bv0[V];  // bv0: ring row r0 < Cap, or this step's B (r0 == Cap)
 #pragma unroll
     for (int v = 0; v < V; ++v) cv[v] = *reinterpret_cast<const uint4*>(Cin + (v * kLeanDotThreads + q) * 8);
+    if (r0 <= Cap) {
+        const uint16_t* src = r0 < Cap ? ringB + (int64_t)r0 * G * N : Bin;
+#pragma unroll
+        for (int v = 0; v < V; ++v) bv0[v] = *reinterpret_cast<const uint4*>(src + (v * kLeanDotThreads + q) * 8);
+    }
+    // ---- the cursors
+    const int o = p.ring_origin[slot];
+    const int h = p.ring_len[slot];
     const bool valid = o >= 0 && o < Cap && h >= 0 && h <= L - 1 && h + 1 <= Cap;  // uniform over the CTA
     const int R = h + 1;
     const bool flush = R == L;
     const int rrNew = o + h >= Cap ? o + h - Cap : o + h;  // ring row of this step's record
     // ---- record dots per ring row r < Cap (B_r . C; rows past the committed records are not used) and for this
-    //      step's B (row Cap); 8 threads per row, passes of nthreads / 8 rows (uniform over the CTA)
-    for (int base = 0; base <= Cap; base += nthreads / kLeanDotThreads) {
-        const int r = base + (tid >> 3);
+    //      step's B (row Cap); 8 threads per row, passes of nthreads / 8 rows (uniform over the CTA; one pass at the
+    //      model shapes). MMAF flush steps also stage B_j of every record j < R in sBRec (record order).
+    for (int base = 0; base <= Cap; base += rowsPerPass) {
+        const int r = base + r0;
         float acc = 0.f;
         if (r <= Cap) {
-            const uint16_t* src = r < Cap ? ringB + (int64_t)r * G * N : Bin;
             uint4 bv[V];
+            if (base == 0) {
 #pragma unroll
-            for (int v = 0; v < V; ++v) {
-                bv[v] = *reinterpret_cast<const uint4*>(src + (v * kLeanDotThreads + q) * 8);
-                acc = dotPiece<BF16>(bv[v], cv[v], acc);
+                for (int v = 0; v < V; ++v) bv[v] = bv0[v];
+            } else {
+                const uint16_t* src = r < Cap ? ringB + (int64_t)r * G * N : Bin;
+#pragma unroll
+                for (int v = 0; v < V; ++v) bv[v] = *reinterpret_cast<const uint4*>(src + (v * kLeanDotThreads + q) * 8);
             }
+#pragma unroll
+            for (int v = 0; v < V; ++v) acc = dotPiece<BF16>(bv[v], cv[v], acc);
             if (r == Cap && valid && head == g * hpg) {  // the group's first head appends this step's B
                 uint16_t* dstB = static_cast<uint16_t*>(p.ring_B) + (ringSlotRow + rrNew) * G * N + g * N;
 #pragma unroll
                 for (int v = 0; v < V; ++v) *reinterpret_cast<uint4*>(dstB + (v * kLeanDotThreads + q) * 8) = bv[v];
+            }
+            if constexpr (MMAF) {
+                if (flush && valid) {
+                    int j = r - o;  // record index of ring row r; this step's B is record h
+                    j = j < 0 ? j + Cap : j;
+                    j = r == Cap ? h : j;
+                    if (j < R && (r == Cap || j < h)) {
+#pragma unroll
+                        for (int v = 0; v < V; ++v)
+                            *reinterpret_cast<uint4*>(sBRec + j * foldmma::kBStride + (v * kLeanDotThreads + q) * 8) =
+                                bv[v];
+                    }
+                }
             }
         }
         acc += __shfl_xor_sync(stream::kFull, acc, 4);
         acc += __shfl_xor_sync(stream::kFull, acc, 2);
         acc += __shfl_xor_sync(stream::kFull, acc, 1);
         if (q == 0 && r <= Cap) sDot[r] = acc;
+    }
+    if constexpr (MMAF) {  // zero B rows from R up to the next 16 records (their fold weight is 0; 0 x NaN is not)
+        if (flush && valid) {
+            constexpr int kVec = foldmma::kBStride / 8;
+            const int padRows = ((R + foldmma::kChunk - 1) / foldmma::kChunk) * foldmma::kChunk - R;
+            for (int i = tid; i < padRows * kVec; i += nthreads)
+                *reinterpret_cast<uint4*>(sBRec + (R + i / kVec) * foldmma::kBStride + (i % kVec) * 8) =
+                    make_uint4(0u, 0u, 0u, 0u);
+        }
     }
     // ---- this step's x and dt records of the head
     if (valid) {
@@ -170,8 +211,8 @@ __global__ void __launch_bounds__(kFusedMaxWarps * 32) mamba2SplitFusedKernel(co
             xs.w = __shfl_sync(stream::kFull, xRing.w, src);
             cur.xq = lane < h ? xs : (lane == h ? xNew : make_uint4(0u, 0u, 0u, 0u));
         }
-        uint16_t* sFold = reinterpret_cast<uint16_t*>(smemSplitFused + warp * splitReadoutWarpSmemBytesM2(N));
-        splitProcess<ST, N, 1, false>(cur, p, rl, sub, sFold, Bin);
+        uint16_t* sFold = reinterpret_cast<uint16_t*>(smemSplitFused + warp * splitFusedSmemBytesM2(N, 1, MMAF));
+        splitProcess<ST, N, 1, MMAF>(cur, p, rl, sub, sFold, Bin, MMAF ? sBRec : nullptr);
     }
 }
 

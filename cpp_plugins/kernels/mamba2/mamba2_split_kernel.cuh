@@ -461,10 +461,12 @@ __device__ __forceinline__ void splitIssue(SplitItem<ST, N, MAXT>& u, const Mamb
 // bNew (the one-launch small-batch kernel, mamba2_split_fused.cuh): where a flush reads the B row of its newest
 // record (nf - 1, this step's token in standard mode) instead of the ring, because another CTA appends that ring
 // row in the same launch. nullptr (every other caller): all B_j from the ring.
+// sBStaged (MMAFOLD only; the same kernel): every record's B row already in shared memory in record order
+// (foldmma::foldRowsMmaStaged), so the tensor-core fold loads nothing; sFold is then kFoldMmaStagedWarpBytes.
 template <typename ST, int N, int MAXT, bool MMAFOLD = false>
 __device__ __forceinline__ void splitProcessRows(SplitItem<ST, N, MAXT>& u, float4 (&S)[kSplitRows][N / 128],
                                                  const Mamba2ReplayParams& p, int rl, int sub, uint16_t* sFold,
-                                                 const uint16_t* bNew = nullptr) {
+                                                 const uint16_t* bNew = nullptr, const uint16_t* sBStaged = nullptr) {
     constexpr int QPL = N / 128;
     constexpr int RWS = kSplitRows;
     using RS = stream::RowScatter<RWS>;
@@ -512,8 +514,12 @@ __device__ __forceinline__ void splitProcessRows(SplitItem<ST, N, MAXT>& u, floa
         if constexpr (MMAFOLD && N == 128) {
             if (actBf16) {
                 const uint16_t* rB0 = static_cast<const uint16_t*>(p.ring_B) + ((int64_t)u.slot * Cap * G + g) * N;
-                foldmma::foldRowsMma(S, u.gf, nf, rB0, u.o, Cap, (int64_t)G * N, u.xq, u.fw,
-                                     reinterpret_cast<unsigned char*>(sFold), rl, lane);
+                if (sBStaged)  // every record's B row already in shared memory (the one-launch small-batch step)
+                    foldmma::foldRowsMmaStaged(S, u.gf, nf, sBStaged, u.xq, u.fw,
+                                               reinterpret_cast<unsigned char*>(sFold), rl, lane);
+                else
+                    foldmma::foldRowsMma(S, u.gf, nf, rB0, u.o, Cap, (int64_t)G * N, u.xq, u.fw,
+                                         reinterpret_cast<unsigned char*>(sFold), rl, lane);
                 ST* ck = static_cast<ST*>(p.state) + (int64_t)u.slot * p.stride_state_slot +
                          (int64_t)u.head * p.stride_state_head;
                 stream::storeWarpRows<RWS, QPL, ST>(S, ck, p.stride_state_p, u.vw, P, rl, lane);
@@ -571,13 +577,14 @@ __device__ __forceinline__ void splitProcessRows(SplitItem<ST, N, MAXT>& u, floa
 
 template <typename ST, int N, int MAXT, bool MMAFOLD = false>
 __device__ __forceinline__ void splitProcess(SplitItem<ST, N, MAXT>& u, const Mamba2ReplayParams& p, int rl, int sub,
-                                             uint16_t* sFold, const uint16_t* bNew = nullptr) {
+                                             uint16_t* sFold, const uint16_t* bNew = nullptr,
+                                             const uint16_t* sBStaged = nullptr) {
     if constexpr (stream::RowQuad<ST>::kScaled) {
         float4 S[kSplitRows][N / 128];
         u.S.decode(S);
-        splitProcessRows<ST, N, MAXT, MMAFOLD>(u, S, p, rl, sub, sFold, bNew);
+        splitProcessRows<ST, N, MAXT, MMAFOLD>(u, S, p, rl, sub, sFold, bNew, sBStaged);
     } else {
-        splitProcessRows<ST, N, MAXT, MMAFOLD>(u, u.S.raw, p, rl, sub, sFold, bNew);
+        splitProcessRows<ST, N, MAXT, MMAFOLD>(u, u.S.raw, p, rl, sub, sFold, bNew, sBStaged);
     }
 }
 
