@@ -18,6 +18,7 @@
 // epilogue (ring terms, forward substitution, outputs) runs on the row's lanes.
 // K in {128, 256} (K = 64 is refused by the launcher for this variant).
 #pragma once
+#include <type_traits>
 #include "gdn/gdn_kernels.cuh"
 #include "gdn/gdn_tile_kernels.cuh"  // cpAsync16, cpAsyncWaitAll
 
@@ -165,8 +166,7 @@ __global__ void __launch_bounds__(streamWarps(VAR) * 32, streamMinBlocks(VAR))
     constexpr int LPR = RS::LPR;
 
     const int b = blockIdx.z, hv = blockIdx.y;
-    const int slot = p.state_batch_indices[b];
-    if (slot < 0 || slot >= p.num_slots) return;  // padding row: untouched
+    const int slot = p.state_batch_indices[b];  // first: the head of the dependent chain (checked below)
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int T = p.num_tokens;
     const int C = p.ring_capacity;
@@ -176,6 +176,41 @@ __global__ void __launch_bounds__(streamWarps(VAR) * 32, streamMinBlocks(VAR))
     const int hk = hv / group;
     const bool bf16 = p.act_dtype == RSSM_DTYPE_BF16;
     const bool ubf16 = p.u_dtype == RSSM_DTYPE_BF16;
+    const int nrows = min(ROWS, p.head_v - v_begin);
+
+    // ---- 0. this step's inputs that need only the batch row (sixteenth session), issued before the slot index
+    //         is loaded so that they arrive with it instead of a dependent round trip after the cursors: warp w < T
+    //         holds draft w's raw key and query quads (lane + 32 i), thread tid its first value element, the scan
+    //         warp's lane s < T draft s's gate inputs. Drafts past the warp count are loaded where they are used.
+    const int64_t vbase = (int64_t)b * p.v_stride_b + (int64_t)hv * p.v_stride_h;
+    constexpr bool kPreloadKQ = QPL == 1;  // K = 256: loaded in step 3 (registers: no spills at the 80 cap)
+    uint2 kRaw[QPL], qRaw[QPL];
+    if (kPreloadKQ && warp < T) {
+        const int64_t ko = b * p.k_stride_b + warp * p.k_stride_t + hk * p.k_stride_h;
+        const int64_t qo = b * p.q_stride_b + warp * p.q_stride_t + hk * p.q_stride_h;
+#pragma unroll
+        for (int i = 0; i < QPL; ++i) {
+            kRaw[i] = ldRaw4(p.k, ko + (lane + 32 * i) * 4);
+            qRaw[i] = ldRaw4(p.q, qo + (lane + 32 * i) * 4);
+        }
+    }
+    float vFirst = 0.f;
+    {
+        const int s = tid / ROWS, vl = tid - s * ROWS;
+        if (tid < T * ROWS && vl < nrows) vFirst = ldAct(p.v, vbase + s * p.v_stride_t + v_begin + vl, bf16);
+    }
+    const bool scanWarp = warp == kStreamWarps - 1;
+    float aPre = 0.f, bPre = 0.f, aLogH = 0.f, dtBiasH = 0.f;
+    if (scanWarp) {
+        if (lane < T) {
+            aPre = ldAct(p.a, b * p.a_stride_b + lane * p.a_stride_t + hv, bf16);
+            bPre = ldAct(p.b, b * p.b_stride_b + lane * p.b_stride_t + hv, bf16);
+        }
+        aLogH = p.A_log[hv];
+        dtBiasH = p.dt_bias[hv];
+    }
+
+    if (slot < 0 || slot >= p.num_slots) return;  // padding row: untouched
 
     // ---- 1. checkpoint rows -> registers, before the cursors are read ----
     ST* ckpt = static_cast<ST*>(p.state) + (int64_t)slot * p.state_stride_slot + (int64_t)hv * p.state_stride_head;
@@ -205,7 +240,6 @@ __global__ void __launch_bounds__(streamWarps(VAR) * 32, streamMinBlocks(VAR))
     const int64_t rk_base = (int64_t)slot * p.ring_k_stride_slot + (int64_t)hk * p.ring_k_stride_head;
     const int64_t ru_base = (int64_t)slot * p.ring_u_stride_slot + (int64_t)hv * p.ring_u_stride_head;
     const int64_t rg_base = (int64_t)slot * p.ring_g_stride_slot + hv;
-    const int nrows = min(ROWS, p.head_v - v_begin);
 
     // ---- 2. committed records -> shared (u block of the rows, raw keys): n records starting at ring
     //         index `first` into shared rows 0..n-1. Full-ring mode (small batches, the launcher's
@@ -261,6 +295,50 @@ __global__ void __launch_bounds__(streamWarps(VAR) * 32, streamMinBlocks(VAR))
             for (int i = lane; i < C; i += 32) cpAsync4(s_gring + i, p.ring_g + rg_base + (int64_t)i * p.ring_g_stride_rec);
     }
 
+    // ---- 3. this step's inputs: values, drafts (warp s normalizes draft s), before the cursors are read (they
+    //         need only the inputs of step 0, which arrived with the slot index) ----
+    if (tid < T * ROWS) s_v[tid] = vFirst;
+#pragma unroll 1
+    for (int i = tid + NT; i < T * ROWS; i += NT) {
+        const int s = i / ROWS, vl = i - s * ROWS;
+        s_v[i] = vl < nrows ? ldAct(p.v, vbase + s * p.v_stride_t + v_begin + vl, bf16) : 0.f;
+    }
+    for (int s = warp; s < T; s += kStreamWarps) {
+        uint2 kr[QPL], qr[QPL];
+#pragma unroll
+        for (int i = 0; i < QPL; ++i) {
+            kr[i] = kRaw[i];
+            qr[i] = qRaw[i];
+        }
+        if (!kPreloadKQ || s != warp) {  // drafts past the warp count (T > 4)
+            const int64_t ko = b * p.k_stride_b + s * p.k_stride_t + hk * p.k_stride_h;
+            const int64_t qo = b * p.q_stride_b + s * p.q_stride_t + hk * p.q_stride_h;
+#pragma unroll
+            for (int i = 0; i < QPL; ++i) {
+                kr[i] = ldRaw4(p.k, ko + (lane + 32 * i) * 4);
+                qr[i] = ldRaw4(p.q, qo + (lane + 32 * i) * 4);
+            }
+        }
+        float4 kf[QPL], qf[QPL];
+        float kss = 0.f, qss = 0.f;
+#pragma unroll
+        for (int i = 0; i < QPL; ++i) {
+            kf[i] = u2ToF4(kr[i], bf16);
+            qf[i] = u2ToF4(qr[i], bf16);
+            kss += dot4(kf[i], kf[i]);
+            qss += dot4(qf[i], qf[i]);
+        }
+        kss = warpSum(kss);
+        qss = warpSum(qss);
+        const float kInv = rsqrtf(kss + kL2Eps), qInv = rsqrtf(qss + kL2Eps) * p.scale;
+#pragma unroll
+        for (int i = 0; i < QPL; ++i) {
+            const int e = (lane + 32 * i) * 4;
+            *reinterpret_cast<float4*>(&s_kd[s][e]) = scale4(kf[i], kInv);
+            *reinterpret_cast<float4*>(&s_qd[s][e]) = scale4(qf[i], qInv);
+        }
+    }
+
     const int o0 = p.ring_origin[slot];
     const int h = p.ring_len[slot];
     const bool spec = p.mode == GDN_REPLAY_SPECULATIVE;
@@ -282,18 +360,17 @@ __global__ void __launch_bounds__(streamWarps(VAR) * 32, streamMinBlocks(VAR))
         const int r = o0 + j;
         return r >= C ? r - C : r;
     };
-    // ---- 3. this step's inputs: values, drafts (warp s normalizes draft s) ----
-    const int64_t vbase = (int64_t)b * p.v_stride_b + (int64_t)hv * p.v_stride_h;
-#pragma unroll 1
-    for (int i = tid; i < T * ROWS; i += NT) {
-        const int s = i / ROWS, vl = i - s * ROWS;
-        s_v[i] = vl < nrows ? ldAct(p.v, vbase + s * p.v_stride_t + v_begin + vl, bf16) : 0.f;
-    }
-    for (int s = warp; s < T; s += kStreamWarps) {
-        const void* kp = static_cast<const uint16_t*>(p.k) + b * p.k_stride_b + s * p.k_stride_t + hk * p.k_stride_h;
-        const void* qp = static_cast<const uint16_t*>(p.q) + b * p.q_stride_b + s * p.q_stride_t + hk * p.q_stride_h;
-        warpNormalizeInto<K>(kp, bf16, 1.f, s_kd[s], lane);
-        warpNormalizeInto<K>(qp, bf16, p.scale, s_qd[s], lane);
+    // Ring append of the raw keys (once per key head): warp s appends draft s (its first draft from registers).
+    if (blockIdx.x == 0 && hv % group == 0) {
+        for (int s = warp; s < T; s += kStreamWarps) {
+            const int64_t ko = b * p.k_stride_b + s * p.k_stride_t + hk * p.k_stride_h;
+            const int64_t dst = rk_base + (int64_t)((o0 + h + s) % C) * p.ring_k_stride_rec;
+#pragma unroll
+            for (int i = 0; i < QPL; ++i) {
+                const int e = (lane + 32 * i) * 4;
+                stRaw4(p.ring_k, dst + e, (kPreloadKQ && s == warp) ? kRaw[i] : ldRaw4(p.k, ko + e));
+            }
+        }
     }
     // Gates and prefix sums of g over records 0..h+T-1: the last warp, from the ring and the inputs.
     if (warp == kStreamWarps - 1) {
@@ -310,11 +387,13 @@ __global__ void __launch_bounds__(streamWarps(VAR) * 32, streamMinBlocks(VAR))
                 int ri = o0 + j;
                 if (ri >= C) ri -= C;
                 g = full_ring ? s_gring[ri] : p.ring_g[rg_base + (int64_t)ri * p.ring_g_stride_rec];
-            } else if (j < nrec) {
+            }
+            const int sd = min(max(j - h, 0), 31);  // this lane's draft, if any: gate inputs from lane sd
+            const float a = __shfl_sync(kFull, aPre, sd);
+            const float bb = __shfl_sync(kFull, bPre, sd);
+            if (j >= h && j < nrec) {
                 const int s = j - h;
-                const float a = ldAct(p.a, b * p.a_stride_b + s * p.a_stride_t + hv, bf16);
-                const float bb = ldAct(p.b, b * p.b_stride_b + s * p.b_stride_t + hv, bf16);
-                g = gdnLogDecay(a, p.A_log[hv], p.dt_bias[hv]);
+                g = gdnLogDecay(a, aLogH, dtBiasH);
                 s_gd[s] = g;
                 s_beta[s] = sigmoidf(bb);
                 if (blockIdx.x == 0) {  // ring append of g (one CTA per value head)
@@ -330,53 +409,74 @@ __global__ void __launch_bounds__(streamWarps(VAR) * 32, streamMinBlocks(VAR))
             carry = __shfl_sync(kFull, g, 31);
         }
     }
-    // Ring append of the raw keys (once per key head).
-    if (blockIdx.x == 0 && hv % group == 0) {
-        constexpr int KQ = K / 4;
-#pragma unroll 1
-        for (int i = tid; i < T * KQ; i += NT) {
-            const int s = i / KQ, c = i - s * KQ;
-            const uint2 r = ldRaw4(p.k, b * p.k_stride_b + s * p.k_stride_t + hk * p.k_stride_h + c * 4);
-            stRaw4(p.ring_k, rk_base + (int64_t)((o0 + h + s) % C) * p.ring_k_stride_rec + c * 4, r);
-        }
-    }
     cpAsyncWaitAll();
     __syncthreads();  // (A) records, values, drafts, gates, prefix sums visible
 
-    // ---- 4. per-record dots with the drafts (K / 8 lanes per record: 2 records per warp per pass at K = 128) ->
-    //         decay coefficients. A record's K elements are split over its RL lanes (2 quads
-    //         each, quad index sl + RL i); the 1 + 2T sums reduce over log2(RL) xor levels. ----
+    // ---- 5. row dots S_ckpt kn_s, S_ckpt qn_s (reduce-scatter: this lane ends with row rowL), right after (A) so
+    //         that their shuffle chains can overlap the record dots; scaled by the decays after (B) ----
+    const int vl = warp * RW + rowL;  // local row of this lane
+    const int v = v_begin + vl;
+    const int sub = lane & (LPR - 1);
+    float X[MAXT], Y[MAXT];
+#pragma unroll
+    for (int s = 0; s < MAXT; ++s) {
+        X[s] = Y[s] = 0.f;
+        if (s < T) {
+            float4 kq[QPL];
+#pragma unroll
+            for (int i = 0; i < QPL; ++i) kq[i] = ld4s(&s_kd[s][(lane + 32 * i) * 4]);
+            X[s] = stream::warpRowDot<RW, QPL>(S, kq, lane);
+#pragma unroll
+            for (int i = 0; i < QPL; ++i) kq[i] = ld4s(&s_qd[s][(lane + 32 * i) * 4]);
+            Y[s] = stream::warpRowDot<RW, QPL>(S, kq, lane);
+        }
+    }
+
+    // ---- 4. per-record dots with the drafts -> decay coefficients. A record's K elements are split over its RL
+    //         lanes (4 quads each); the 1 + 2T sums reduce over log2(RL) xor levels. ----
     {
-        constexpr int RL = K == 128 ? 16 : 32;  // lanes per record (2 quads per lane)
-        constexpr int RQ = K / 4 / RL;  // quads per lane
+        // Sixteenth session: the record's square sum and its dots with draft 0 reduced together; standard steps use
+        // K / 16 lanes per record at K = 128 (4 quads per lane: 16 records per pass of 4 warps, one pass for a
+        // standard window of 16), other steps K / 8 (2 quads per lane: fewer registers, no spills at the 80-register cap);
+        // quad chunks skewed by the record's position in the warp (fewer shared-memory conflicts).
+        constexpr int RL = (MAXT == 1 && K == 128) ? K / 16 : K / 8;  // lanes per record
+        constexpr int RQ = K / 4 / RL;                 // quads per lane (4 or 2)
         const int sl = lane & (RL - 1);
+        const int rw = lane / RL;       // record position in the warp
         const int rpp = kStreamWarps * (32 / RL);  // records per pass of the CTA
 #pragma unroll 1
         for (int rb = 0; rb < nrec; rb += rpp) {  // CTA-uniform trip count: all lanes shuffle
-            const int r = rb + warp * (32 / RL) + (lane / RL);
+            const int r = rb + warp * (32 / RL) + rw;
             const bool active = r < nrec;
             const bool committed = r < h;
             float4 kr[RQ];
-            float ss = 0.f;
+            float ss = 0.f, dk = 0.f, dq = 0.f;
 #pragma unroll
             for (int i = 0; i < RQ; ++i) {
-                const int e = (sl + RL * i) * 4;
+                const int e = (sl + RL * ((i + rw) & (RQ - 1))) * 4;
                 kr[i] = !active ? make_float4(0.f, 0.f, 0.f, 0.f)
                         : committed ? u2ToF4(*reinterpret_cast<const uint2*>(s_kr + recRow(r) * K + e), bf16)
                                     : ld4s(&s_kd[r - h][e]);
                 ss += dot4(kr[i], kr[i]);
+                dk += dot4(kr[i], ld4s(&s_kd[0][e]));
+                dq += dot4(kr[i], ld4s(&s_qd[0][e]));
             }
 #pragma unroll
-            for (int m = RL / 2; m >= 1; m >>= 1) ss += __shfl_xor_sync(kFull, ss, m);
+            for (int m = RL / 2; m >= 1; m >>= 1) {
+                ss += __shfl_xor_sync(kFull, ss, m);
+                dk += __shfl_xor_sync(kFull, dk, m);
+                dq += __shfl_xor_sync(kFull, dq, m);
+            }
             const float inv = committed ? rsqrtf(ss + kL2Eps) : 1.f;
             if (active && committed && sl == 0) s_inv[r] = inv;
             const float Pr = active ? s_P[r + 1] : 0.f;
+            if (active && sl == 0) putRecordCoef<MAXT>(s_ck, s_cq, s_P, h, r, 0, Pr, dk * inv, dq * inv);
 #pragma unroll 1
-            for (int s = 0; s < T; ++s) {
-                float dk = 0.f, dq = 0.f;
+            for (int s = 1; s < T; ++s) {
+                dk = dq = 0.f;
 #pragma unroll
                 for (int i = 0; i < RQ; ++i) {
-                    const int e = (sl + RL * i) * 4;
+                    const int e = (sl + RL * ((i + rw) & (RQ - 1))) * 4;
                     dk += dot4(kr[i], ld4s(&s_kd[s][e]));
                     dq += dot4(kr[i], ld4s(&s_qd[s][e]));
                 }
@@ -391,25 +491,14 @@ __global__ void __launch_bounds__(streamWarps(VAR) * 32, streamMinBlocks(VAR))
     }
     putDecayWeights(s_D, s_fw, &s_fD, s_P, h, T, flush, nf, tid, NT);
     __syncthreads();  // (B)
-
-    // ---- 5. row dots S_ckpt kn_s, S_ckpt qn_s (reduce-scatter: this lane ends with row rowL) ----
-    const int vl = warp * RW + rowL;  // local row of this lane
-    const int v = v_begin + vl;
-    const int sub = lane & (LPR - 1);
-    float X[MAXT], Y[MAXT];
 #pragma unroll
     for (int s = 0; s < MAXT; ++s) {
-        X[s] = Y[s] = 0.f;
         if (s < T) {
-            float4 kq[QPL];
-#pragma unroll
-            for (int i = 0; i < QPL; ++i) kq[i] = ld4s(&s_kd[s][(lane + 32 * i) * 4]);
-            X[s] = stream::warpRowDot<RW, QPL>(S, kq, lane) * s_D[s];
-#pragma unroll
-            for (int i = 0; i < QPL; ++i) kq[i] = ld4s(&s_qd[s][(lane + 32 * i) * 4]);
-            Y[s] = stream::warpRowDot<RW, QPL>(S, kq, lane) * s_D[s];
+            X[s] *= s_D[s];
+            Y[s] *= s_D[s];
         }
     }
+
     // ---- 6. committed-record terms (split over the row's lanes), drafts, outputs, u appends ----
     {
         float xs[MAXT], ys[MAXT];
@@ -466,21 +555,45 @@ __global__ void __launch_bounds__(streamWarps(VAR) * 32, streamMinBlocks(VAR))
         for (int r = 0; r < RW; ++r)
 #pragma unroll
             for (int i = 0; i < QPL; ++i) S[r][i] = scale4(S[r][i], fD);
-#pragma unroll 1
-        for (int j = 0; j < nf; ++j) {
-            float4 kj[QPL];
-            const bool rec = j < h;
+        // Committed records j < h (sixteenth session: the u and key formats as template flags, not per-element
+        // selects; the fold weight goes into the key quads; two records per trip for ILP), then in standard mode
+        // the current token (its unrounded u, its normalized key).
+        const int rowBase = warp * RW;
+        auto foldCommitted = [&](auto ubTag, auto abTag) {
+            constexpr bool UB = decltype(ubTag)::value, AB = decltype(abTag)::value;
+#pragma unroll(QPL == 1 ? 2 : 1)
+            for (int j = 0; j < h; ++j) {
+                const int rr = recRow(j);
+                const float kw = s_inv[j] * s_fw[j];
+                float4 kj[QPL];
 #pragma unroll
-            for (int i = 0; i < QPL; ++i) {
-                const int e = (lane + 32 * i) * 4;
-                kj[i] = rec ? scale4(u2ToF4(*reinterpret_cast<const uint2*>(s_kr + recRow(j) * K + e), bf16), s_inv[j])
-                            : ld4s(&s_kd[0][e]);  // standard mode: the current token, unrounded u
+                for (int i = 0; i < QPL; ++i)
+                    kj[i] = scale4(u2ToF4(*reinterpret_cast<const uint2*>(s_kr + rr * K + (lane + 32 * i) * 4), AB), kw);
+                const uint16_t* urow = s_u + rr * ROWS + rowBase;
+#pragma unroll
+                for (int r = 0; r < RW; ++r) {
+                    const uint16_t ub = urow[r ^ rowL];  // slot r holds row r ^ rowL
+                    const float w = UB ? __bfloat162float(__ushort_as_bfloat16(ub)) : __half2float(__ushort_as_half(ub));
+#pragma unroll
+                    for (int i = 0; i < QPL; ++i) S[r][i] = fma4s(S[r][i], w, kj[i]);
+                }
             }
-            const float fw = s_fw[j];
+        };
+        if (ubf16) {
+            if (bf16) foldCommitted(std::true_type{}, std::true_type{});
+            else foldCommitted(std::true_type{}, std::false_type{});
+        } else {
+            if (bf16) foldCommitted(std::false_type{}, std::true_type{});
+            else foldCommitted(std::false_type{}, std::false_type{});
+        }
+        if (!spec) {  // standard mode: record h is the current token
+            const float fw = s_fw[h];
+            float4 kj[QPL];
+#pragma unroll
+            for (int i = 0; i < QPL; ++i) kj[i] = scale4(ld4s(&s_kd[0][(lane + 32 * i) * 4]), fw);
 #pragma unroll
             for (int r = 0; r < RW; ++r) {
-                const int rl = warp * RW + (r ^ rowL);  // local row held in slot r
-                const float w = fw * (rec ? u16ToF(s_u[recRow(j) * ROWS + rl], ubf16) : s_ut[rl]);
+                const float w = s_ut[rowBase + (r ^ rowL)];
 #pragma unroll
                 for (int i = 0; i < QPL; ++i) S[r][i] = fma4s(S[r][i], w, kj[i]);
             }
