@@ -98,7 +98,7 @@ fi
 if [ $RUN_SAN -eq 1 ]; then
   for tool in memcheck racecheck; do
     t0=$(date +%s)
-    timeout ${SAN_TIMEOUT:-120} compute-sanitizer --tool $tool --error-exitcode 99 --target-processes all \
+    RSSM_UNDER_SANITIZER=1 timeout ${SAN_TIMEOUT:-120} compute-sanitizer --tool $tool --error-exitcode 99 --target-processes all \
       python3 -m pytest -q -m "gpu and sanitize" ${SAN_SEL:-tests/kernels} -p no:cacheprovider > "$LOG/sanitize-$tool.log" 2>&1
     rc=$?
     note "compute-sanitizer $tool: rc=$rc, $(grep -E 'ERROR SUMMARY' "$LOG/sanitize-$tool.log" | tail -1) $(tail -1 "$LOG/sanitize-$tool.log") [$(( $(date +%s) - t0 ))s]"

@@ -17,6 +17,10 @@ Nemotron-3-Super Mamba-2 layer H=128 P=64 N=128 G=8; Qwen3.5-122B GDN layer HK=1
   B = 256 is "split" where a family has it: the replay split kernels on the read copy + the
   dual-precision kernel on the flushing rows), unless --no-compare-paths.
 
+Every case runs --layers independent layers (default 4: own state, caches and rings, shared step inputs) in
+one CUDA graph and reports microseconds per layer, as in a model's decode graph; --layers 1 times one layer
+per graph replay, which puts the graph launch into every figure (the method before the seventeenth session).
+
 Writes bench/results/latest-precision.json (targets, rows, gpu, date, command, git_commit) and a
 section of docs/benchmarks.md through bench/common.py.
 """
@@ -47,6 +51,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reads", default=",".join(READS), help="comma list of read-copy formats")
     parser.add_argument("--act-dtype", default="bf16", choices=["bf16", "fp16"])
     parser.add_argument("--reps", type=int, default=30, help="timed graph replays per case")
+    parser.add_argument("--layers", type=int, default=4,
+                        help="layers per CUDA graph: every case runs this many independent layers (own state, "
+                             "caches and rings; shared step inputs) in one graph and reports the time per layer, "
+                             "as in a model's decode graph (1 = one layer per replay: the graph launch is then "
+                             "part of every figure, as before the seventeenth session)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-write", action="store_true", help="print only; do not write results")
     parser.add_argument("--no-compare-paths", action="store_true",
@@ -124,6 +133,9 @@ def _family_cases(family, args, torch, time_graph):
     rows, res = [], {}
     h_mid = L // 2
     stagger = (torch.arange(B, device=dev) % L).to(torch.int32)
+    nl = max(1, int(getattr(args, "layers", 1)))
+    # one graph of nl layers (fns: one callable per layer); microseconds per layer
+    timed = lambda fns: time_graph(list(fns), reps=args.reps)["median_us"]
     if family == "mamba2":
         from ..ops import mamba2 as m2
         sh = MAMBA2_SHAPE
@@ -137,10 +149,10 @@ def _family_cases(family, args, torch, time_graph):
         D = torch.rand(H, device=dev, generator=g)
         dtb = torch.full((H,), -3.0, device=dev)
         # conventional fp32 kernel (automatic choice: the warp-item kernel, variant 4, at these shapes)
-        state = torch.randn(B, H, P, N, device=dev, generator=g) * 0.5
+        states = [torch.randn(B, H, P, N, device=dev, generator=g) * 0.5 for _ in range(nl)]
         y = torch.empty_like(x)
-        res["conv"] = time_graph([lambda: m2.mamba2_decode_out(state, x, dtr, Bm, Cm, A, D, dtb, z, sbi, None, y)],
-                                 reps=args.reps)["median_us"]
+        res["conv"] = timed([lambda s=s: m2.mamba2_decode_out(s, x, dtr, Bm, Cm, A, D, dtb, z, sbi, None, y)
+                             for s in states])
         # existing fp32 replay kernel, non-flush cursors
         C = L + 1
         rdt = torch.rand(B, C, H, device=dev, generator=g) * 0.05
@@ -148,9 +160,10 @@ def _family_cases(family, args, torch, time_graph):
         rB = torch.randn(B, C, G, N, device=dev, generator=g).to(act)
         ro = torch.zeros(B, dtype=torch.int32, device=dev)
         rl = torch.full((B,), h_mid, dtype=torch.int32, device=dev)
-        res["replay_fp32"] = time_graph([lambda: m2.mamba2_replay_decode_out(
-            state, rdt, rx, rB, ro, rl, x, dtr, Bm, Cm, A, D, dtb, z, sbi, L, 0, y)], reps=args.reps)["median_us"]
-        del state
+        rings = [(rx.clone(), rB.clone()) for _ in range(nl)]  # each layer its own records
+        res["replay_fp32"] = timed([lambda s=s, r=r: m2.mamba2_replay_decode_out(
+            s, rdt, r[0], r[1], ro, rl, x, dtr, Bm, Cm, A, D, dtb, z, sbi, L, 0, y) for s, r in zip(states, rings)])
+        del states, rings
         conv_bytes = 2 * B * state_bytes("fp32", H, P)
         make = lambda rf, rec: dp.Mamba2DualPrecisionCache(B, H, P, G, L, 1, 0, rf, rec, "sr", act_dtype=act)
         dec = lambda c: (lambda: c.decode(sbi, x, dtr, Bm, Cm, A, D, dtb, z, y))
@@ -172,20 +185,22 @@ def _family_cases(family, args, torch, time_graph):
         b = torch.randn(B, 1, HV, device=dev, generator=g).to(act)
         A_log = torch.rand(HV, device=dev, generator=g)
         dtb = torch.full((HV,), -3.0, device=dev)
-        state = torch.randn(B, HV, V, K, device=dev, generator=g) * 0.5
+        states = [torch.randn(B, HV, V, K, device=dev, generator=g) * 0.5 for _ in range(nl)]
         o = torch.empty_like(v)
         # the warp-item conventional kernel (variant 6; fastest in bench gdn, seventh session)
-        res["conv"] = time_graph([lambda: gd.gdn_decode(state, sbi, q, k, v, a, b, A_log, dtb, out=o, variant=6)],
-                                 reps=args.reps)["median_us"]
+        res["conv"] = timed([lambda s=s: gd.gdn_decode(s, sbi, q, k, v, a, b, A_log, dtb, out=o, variant=6)
+                             for s in states])
         C = L + 1
         rg = -torch.rand(B, C, HV, device=dev, generator=g) * 0.1
         ru = torch.randn(B, C, HV, V, device=dev, generator=g).half()
         rk = torch.randn(B, C, HK, K, device=dev, generator=g).to(act)
         ro = torch.zeros(B, dtype=torch.int32, device=dev)
         rl = torch.full((B,), h_mid, dtype=torch.int32, device=dev)
-        res["replay_fp32"] = time_graph([lambda: gd.gdn_replay(state, sbi, ro, rl, rg, ru, rk, q, k, v, a, b, A_log,
-                                                               dtb, L, 0, out=o)], reps=args.reps)["median_us"]
-        del state
+        rings = [(ru.clone(), rk.clone()) for _ in range(nl)]  # each layer its own records
+        res["replay_fp32"] = timed([lambda s=s, r=r: gd.gdn_replay(s, sbi, ro, rl, rg, r[0], r[1], q, k, v, a, b,
+                                                                   A_log, dtb, L, 0, out=o)
+                                    for s, r in zip(states, rings)])
+        del states, rings
         conv_bytes = 2 * B * state_bytes("fp32", HV, V)
         make = lambda rf, rec: dp.GdnDualPrecisionCache(B, HK, HV, V, L, 1, 0, rf, rec, "sr", act_dtype=act)
         dec = lambda c: (lambda: c.decode(sbi, q, k, v, a, b, A_log, dtb, None, o))
@@ -202,14 +217,16 @@ def _family_cases(family, args, torch, time_graph):
     reads = [r for r in args.reads.split(",") if r]
     for rec in RECS:
         for rf in reads:
-            c = make(rf, rec)
-            _fill_copy(c.lp, torch, g)
-            if c.hp is not None:
-                _fill_copy(c.hp, torch, g)
-            fill(c)
+            cs = [make(rf, rec) for _ in range(nl)]  # one cache per layer
+            for c in cs:
+                _fill_copy(c.lp, torch, g)
+                if c.hp is not None:
+                    _fill_copy(c.hp, torch, g)
+                fill(c)
             if rec == RECS[-1]:  # the non-flush step never touches the recurrence copy (FP16+SR kept, E.4.2)
-                c.ring_len.fill_(h_mid)
-                t_nf = time_graph([dec(c)], reps=args.reps)["median_us"]
+                for c in cs:
+                    c.ring_len.fill_(h_mid)
+                t_nf = timed(dec(c) for c in cs)
                 res[("nonflush", rf)] = t_nf
                 nb = step_bytes(family, sh, B, rf, h_mid)
                 rows.append({"family": family, "case": "non-flush step", "read": rf, "recurrence": "any",
@@ -217,7 +234,7 @@ def _family_cases(family, args, torch, time_graph):
                 if rf in ("fp16", "fp8_e4m3", "nvfp4"):
                     # the default read-copy readout (tensor cores) against the CUDA-core one, in the same run
                     with env_setting("RSSM_MAMBA2_READ_MMA" if family == "mamba2" else "RSSM_GDN_READ_MMA", "0"):
-                        t_cc = time_graph([dec(c)], reps=args.reps)["median_us"]
+                        t_cc = timed(dec(c) for c in cs)
                     res[("nonflush_cudacore", rf)] = t_cc
                     rows.append({"family": family, "case": "non-flush step, CUDA-core read-copy readout", "read": rf,
                                  "recurrence": "any", "us": t_cc, "bytes": nb, "GB/s": nb / t_cc / 1e3,
@@ -226,22 +243,25 @@ def _family_cases(family, args, torch, time_graph):
                     # the same step through the other read paths (the default above is the launcher's rule)
                     for path in ALT_PATHS[rf in ("fp16", "bf16")]:
                         with decode_path(path):
-                            t_alt = time_graph([dec(c)], reps=args.reps)["median_us"]
+                            t_alt = timed(dec(c) for c in cs)
                         res[("nonflush_" + path, rf)] = t_alt
                         rows.append({"family": family, "case": f"non-flush step, {path} path", "read": rf,
                                      "recurrence": "any", "us": t_alt, "bytes": nb, "GB/s": nb / t_alt / 1e3,
                                      "x conv": res["conv"] / t_alt})
-            c.ring_len.copy_(stagger)
-            t_w = time_graph([step(c)], reps=args.reps)["median_us"]
+            for c in cs:
+                c.ring_len.copy_(stagger)
+            t_w = timed(step(c) for c in cs)
             res[("window", rf, rec)] = t_w
             nb = step_bytes(family, sh, B, rf, (L - 1) / 2, rec, 1.0 / L, deferred=True)
             rows.append({"family": family, "case": "window-amortized step", "read": rf,
                          "recurrence": rec + ("+SR" if rec != "fp32" else ""), "us": t_w, "bytes": nb,
                          "GB/s": nb / t_w / 1e3, "x conv": res["conv"] / t_w})
             # the flushing rows decoded by the decode kernels (re-reading the recurrence copy), in the same run
-            c.defer_flush_rows = False
-            t_wd = time_graph([step(c)], reps=args.reps)["median_us"]
-            c.defer_flush_rows = True
+            for c in cs:
+                c.defer_flush_rows = False
+            t_wd = timed(step(c) for c in cs)
+            for c in cs:
+                c.defer_flush_rows = True
             res[("window_decoded", rf, rec)] = t_wd
             nbd = step_bytes(family, sh, B, rf, (L - 1) / 2, rec, 1.0 / L)
             rows.append({"family": family, "case": "window-amortized step, flush rows on the decode kernel",
@@ -250,12 +270,12 @@ def _family_cases(family, args, torch, time_graph):
             # the same step with the flush on its item grid (one CTA per (head, row)) instead of the compacted
             # one-wave kernel, in the same run
             with env_setting("RSSM_DP_FLUSH_GRID", "items"):
-                t_wi = time_graph([step(c)], reps=args.reps)["median_us"]
+                t_wi = timed(step(c) for c in cs)
             res[("window_itemgrid", rf, rec)] = t_wi
             rows.append({"family": family, "case": "window-amortized step, item-grid flush", "read": rf,
                          "recurrence": rec + ("+SR" if rec != "fp32" else ""), "us": t_wi, "bytes": nb,
                          "GB/s": nb / t_wi / 1e3, "x conv": res["conv"] / t_wi})
-            del c
+            del cs, c
             torch.cuda.empty_cache()
     base = [res.get(("nonflush", "fp32")), res["replay_fp32"]]
     for r in rows:
@@ -318,7 +338,8 @@ def run(args) -> int:
     if not args.no_write:
         cmd = "replayssm-trtllm bench precision " + " ".join(sys.argv[3:] if len(sys.argv) > 3 else [])
         common.write_results("precision", all_rows, targets, cmd.strip(),
-                             extra={"batch": args.batch, "window": args.window, "act_dtype": args.act_dtype},
+                             extra={"batch": args.batch, "window": args.window, "act_dtype": args.act_dtype,
+                                    "layers_per_graph": max(1, args.layers)},
                              columns=["family", "case", "read", "recurrence", "us", "GB/s", "x fp32 read", "x conv"])
     return 0
 

@@ -32,6 +32,15 @@ namespace readmma {
 
 enum Format { kFp16 = 0, kFp8 = 1, kNvfp4 = 2 };
 
+// silu(v) = v / (1 + e^-v) with the approximate exponential and reciprocal (2 ulp; the readouts round the gated
+// output to 16 bits). Large negative v gives -0, NaN stays NaN.
+__device__ __forceinline__ float fastSilu(float v) {
+    float e, r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(v * -1.4426950408889634f));
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(1.f + e));
+    return v * r;
+}
+
 // Bytes of one 128-element row in the format.
 template <int FMT>
 __host__ __device__ constexpr int rowBytes() {

@@ -5,6 +5,7 @@
 // copied (functors). Pure CUDA.
 #pragma once
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "common/cp_async.cuh"
 #include "common/fold_mma.cuh"
@@ -14,6 +15,21 @@
 
 namespace rssm {
 namespace readmma {
+
+// CTAs of 128 threads per SM the Mamba-2 readout's registers are bounded for (__launch_bounds__), per read format:
+// fp16 streams the most bytes and keeps 4 (up to 128 registers); fp8 / nvfp4 are bound by instructions and take 5
+// (96 registers, no spills at the default depth) for more warps to issue from. (The GDN readout keeps 4.)
+template <int FMT>
+__host__ __device__ constexpr int readMmaMinBlocks() {
+    return FMT == kFp16 ? 4 : 5;
+}
+// RSSM_READ_MMA_MINB = 4 | 5 | 6 forces the bound of the window <= 16 instances compiled for the activation
+// format (side-by-side timing); 0 = the per-format default. Host side, read per launch.
+inline int forcedReadMmaMinBlocks() {
+    const char* e = getenv("RSSM_READ_MMA_MINB");
+    if (!e || !e[0]) return 0;
+    return (e[0] >= '4' && e[0] <= '6') && e[1] == 0 ? e[0] - '0' : 0;
+}
 
 // The warp's tiles [tile, tEnd) of `tiles` (< 2^31), in contiguous ranges over the grid's warps.
 struct WarpTiles {

@@ -10,6 +10,8 @@
 // and this step's tokens. The rest of the CTA then works from shared memory: two dependent memory
 // round trips per CTA instead of one per record.
 #pragma once
+#include <stdlib.h>
+
 #include "common/cp_async.cuh"
 #include "common/read_rows.cuh"
 #include "common/warp_scan.cuh"
@@ -97,45 +99,65 @@ constexpr int decodeMinBlocks(int fmt, bool one) {
 
 // FO = false: grid (row tiles, heads, B), one row per CTA. FO = true (flushOnly): only flushing rows and rows
 // with invalid cursors are decoded here (a replay kernel decodes the other rows straight from the read
-// copy: the stream and split paths); grid (row tiles, heads, ceil(B / kFlushGroup)): each CTA checks the
-// cursors of kFlushGroup rows at once (one load chain) and decodes the flushing ones in turn, so the
-// 1 - 1/L rows that do not flush cost 1/kFlushGroup of a CTA each instead of one (a grid of one CTA per
-// row and head measured 33 us of early exits at B = 256, H = 128).
+// copy: the stream and split paths). Its work items are (row group of kFlushGroup rows, head, row tile), in
+// that order, and the grid is one wave of CTAs (launchDpDecodeAs), each taking a contiguous range of items:
+// a CTA checks the cursors of a group's kFlushGroup rows once (one load chain, lanes < kFlushGroup) for all
+// of its items in that group, then decodes the group's flushing rows for each item in turn. On a step where
+// no row flushes, the kernel is one wave of cursor checks (a grid of one CTA per (row group, head, tile) took
+// 7.7 us at B = 256, H = 128: five waves of dependent loads; a grid of one CTA per (row, head) 33 us).
 constexpr int kFlushGroup = 8;
 // FO (flushOnly) is a template argument so that the one-row instance keeps its register allocation (the
-// row loop of the grouped instance costs spills).
+// row loop of the grouped instance costs spills). decodeRow(b, plan, row tile, head).
 template <bool FO, typename RowFn>
-__device__ __forceinline__ void dpDecodeRows(const DualPrecisionDecodeParams& p, RowFn decodeRow) {
+__device__ __forceinline__ void dpDecodeRows(const DualPrecisionDecodeParams& p, int tileRows, RowFn decodeRow) {
     // defer_flush_rows: valid flushing rows are the flush's (outputs and records); invalid rows stay here (NaN outputs)
     if constexpr (!FO) {
         RowPlan rp;
-        if (planRow(p, blockIdx.z, &rp) && !(p.defer_flush_rows && rp.valid && rp.flush)) decodeRow(blockIdx.z, rp);
+        if (planRow(p, blockIdx.z, &rp) && !(p.defer_flush_rows && rp.valid && rp.flush))
+            decodeRow(blockIdx.z, rp, (int)blockIdx.x, (int)blockIdx.y);
         return;
     }
-    const int lane = threadIdx.x & 31, b0 = blockIdx.z * kFlushGroup;
-    RowPlan mine;
-    const bool take = lane < kFlushGroup && b0 + lane < p.batch && planRow(p, b0 + lane, &mine) &&
-                      (!mine.valid || (mine.flush && !p.defer_flush_rows));
-    unsigned todo = __ballot_sync(0xffffffffu, take);  // the same in every warp of the CTA
-    while (todo) {
-        const int i = __ffs(todo) - 1;
-        todo &= todo - 1;
-        RowPlan rp;
-        planRow(p, b0 + i, &rp);
-        decodeRow(b0 + i, rp);
-        __syncthreads();  // shared memory is reused by the next row
+    const int lane = threadIdx.x & 31;
+    const int tiles = (p.headdim + tileRows - 1) / tileRows;
+    const long long perGroup = (long long)p.nheads * tiles;
+    const long long items = perGroup * ((p.batch + kFlushGroup - 1) / kFlushGroup);
+    const long long i0 = items * blockIdx.x / gridDim.x, i1 = items * (blockIdx.x + 1) / gridDim.x;
+    long long grp = -1;
+    unsigned mask = 0u;
+    for (long long it = i0; it < i1; ++it) {
+        const long long g = it / perGroup;
+        const int rem = (int)(it - g * perGroup);
+        const int head = rem / tiles, tile = rem - head * tiles;
+        const int b0 = (int)g * kFlushGroup;
+        if (g != grp) {  // CTA-uniform
+            grp = g;
+            RowPlan mine;
+            const bool take = lane < kFlushGroup && b0 + lane < p.batch && planRow(p, b0 + lane, &mine) &&
+                              (!mine.valid || (mine.flush && !p.defer_flush_rows));
+            mask = __ballot_sync(0xffffffffu, take);  // the same in every warp of the CTA
+        }
+        unsigned todo = mask;
+        while (todo) {
+            const int i = __ffs(todo) - 1;
+            todo &= todo - 1;
+            RowPlan rp;
+            planRow(p, b0 + i, &rp);
+            decodeRow(b0 + i, rp, tile, head);
+            __syncthreads();  // shared memory is reused by the next row
+        }
     }
 }
 // ONE: instance for num_tokens == 1 (standard decode, and T = 1 verification): per-token arrays and
 // the unrolled per-token loops shrink to one entry (fewer instructions and less shared memory).
 // One (row tile, head, row b) of the decode; CTA-uniform early returns.
 template <int RF, bool ONE>
-__device__ __forceinline__ void mamba2DpDecodeRow(const DualPrecisionDecodeParams& p, int tileRows, int b, const RowPlan& rp) {
+__device__ __forceinline__ void mamba2DpDecodeRow(const DualPrecisionDecodeParams& p, int tileRows, int b, const RowPlan& rp,
+                                                  int tileIdx, int head) {
     constexpr int N = kRowN;
     constexpr int kT = ONE ? 1 : RSSM_DP_MAX_TOKENS;
-    const int head = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int H = p.nheads, P = p.headdim, G = p.ngroups, T = p.num_tokens, Cap = p.ring_capacity;
-    const int tile0 = blockIdx.x * tileRows, tileEnd = min(P, tile0 + tileRows);
+    const int tile0 = tileIdx * tileRows, tileEnd = min(P, tile0 + tileRows);
     const bool bf16 = p.act_dtype == RSSM_DTYPE_BF16;
     uint16_t* y = static_cast<uint16_t*>(p.y);
     const int64_t yRow = (int64_t)b * T * H * P + (int64_t)head * P;  // + s*H*P + row
@@ -176,7 +198,7 @@ __device__ __forceinline__ void mamba2DpDecodeRow(const DualPrecisionDecodeParam
             float raw = p.dt_dtype == RSSM_DTYPE_FP32 ? static_cast<const float*>(p.dt_raw)[off] : actVal(p.dt_raw, off, bf16);
             if (p.dt_bias) raw += p.dt_bias[head];
             dt = softplusAcc(raw);
-            if (blockIdx.x == 0) p.ring_dt[(slotRec + (o + h + s) % Cap) * H + head] = dt;
+            if (tileIdx == 0) p.ring_dt[(slotRec + (o + h + s) % Cap) * H + head] = dt;
         }
         sDt[j] = dt;
     }
@@ -188,7 +210,7 @@ __device__ __forceinline__ void mamba2DpDecodeRow(const DualPrecisionDecodeParam
     if (warp == 0) scan::warpPrefixScaled(sDt, p.A[head], sCum, nrec);
     __syncthreads();
     // B_j . C_s (warp per record) -> coefficients exp(cum_{h+s} - cum_j) dt_j (B_j . C_s), j <= h + s
-    const bool writeB = (head % (H / G) == 0) && blockIdx.x == 0;
+    const bool writeB = (head % (H / G) == 0) && tileIdx == 0;
     for (int j = warp; j < nrec; j += kDecodeThreads / 32) {
         float4 Bj;
         if (j < h) {
@@ -246,18 +268,21 @@ __device__ __forceinline__ void mamba2DpDecodeRow(const DualPrecisionDecodeParam
 template <int RF, bool ONE, bool FO>
 __global__ void __launch_bounds__(kDecodeThreads, decodeMinBlocks(RF, ONE))
     mamba2DpDecodeKernel(const DualPrecisionDecodeParams p, int tileRows) {
-    dpDecodeRows<FO>(p, [&](int b, const RowPlan& rp) { mamba2DpDecodeRow<RF, ONE>(p, tileRows, b, rp); });
+    dpDecodeRows<FO>(p, tileRows, [&](int b, const RowPlan& rp, int tileIdx, int head) {
+        mamba2DpDecodeRow<RF, ONE>(p, tileRows, b, rp, tileIdx, head);
+    });
 }
 
 // ---------------------------------------------------------------------------------------- GDN
 // One (row tile, head, row b) of the decode; CTA-uniform early returns.
 template <int RF, bool ONE>
-__device__ __forceinline__ void gdnDpDecodeRow(const DualPrecisionDecodeParams& p, int tileRows, int b, const RowPlan& rp) {
+__device__ __forceinline__ void gdnDpDecodeRow(const DualPrecisionDecodeParams& p, int tileRows, int b, const RowPlan& rp,
+                                                  int tileIdx, int head) {
     constexpr int K = kRowN;
     constexpr int kT = ONE ? 1 : RSSM_DP_MAX_TOKENS;
-    const int head = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int HV = p.nheads, V = p.headdim, HK = p.ngroups, T = p.num_tokens, Cap = p.ring_capacity;
-    const int tile0 = blockIdx.x * tileRows, tileEnd = min(V, tile0 + tileRows);
+    const int tile0 = tileIdx * tileRows, tileEnd = min(V, tile0 + tileRows);
     const bool bf16 = p.act_dtype == RSSM_DTYPE_BF16;
     uint16_t* out = static_cast<uint16_t*>(p.o);
     if (!rp.valid) {
@@ -286,7 +311,7 @@ __device__ __forceinline__ void gdnDpDecodeRow(const DualPrecisionDecodeParams& 
     __shared__ float sG[kMaxRecs], sCum[kMaxRecs], sBeta[kT], sGam[kT];
     __shared__ float sCK[kT][kMaxRecs], sCQ[kT][kMaxRecs];
     const float qscale = p.scale > 0.f ? p.scale : rsqrtf((float)K);
-    const bool writeK = (head % (HV / HK) == 0) && blockIdx.x == 0;
+    const bool writeK = (head % (HV / HK) == 0) && tileIdx == 0;
     for (int s = warp; s < T; s += kDecodeThreads / 32) {
         const int64_t src = (((int64_t)b * T + s) * HK + hk) * K + 4 * lane;
         const uint2 kbits = *reinterpret_cast<const uint2*>(static_cast<const uint16_t*>(p.k) + src);
@@ -310,7 +335,7 @@ __device__ __forceinline__ void gdnDpDecodeRow(const DualPrecisionDecodeParams& 
             g = -expf(p.A_log[head]) * softplusAcc(av + p.gdn_dt_bias[head]);
             const float beta = 1.f / (1.f + expf(-bv));
             sBeta[s] = beta;
-            if (blockIdx.x == 0) {
+            if (tileIdx == 0) {
                 const int64_t r = (slotRec + (o + h + s) % Cap) * HV + head;
                 p.ring_g[r] = g;
                 if (p.ring_beta) p.ring_beta[r] = beta;
@@ -388,7 +413,9 @@ __device__ __forceinline__ void gdnDpDecodeRow(const DualPrecisionDecodeParams& 
 template <int RF, bool ONE, bool FO>
 __global__ void __launch_bounds__(kDecodeThreads, decodeMinBlocks(RF, ONE))
     gdnDpDecodeKernel(const DualPrecisionDecodeParams p, int tileRows) {
-    dpDecodeRows<FO>(p, [&](int b, const RowPlan& rp) { gdnDpDecodeRow<RF, ONE>(p, tileRows, b, rp); });
+    dpDecodeRows<FO>(p, tileRows, [&](int b, const RowPlan& rp, int tileIdx, int head) {
+        gdnDpDecodeRow<RF, ONE>(p, tileRows, b, rp, tileIdx, head);
+    });
 }
 
 // ---- host: the read copy's scale tensors as the split readouts take them (fp8 / nvfp4 read copies)
@@ -410,17 +437,33 @@ struct GdnDpKernels {
     template <int RF, bool ONE, bool FO>
     static auto kernel() { return &gdnDpDecodeKernel<RF, ONE, FO>; }
 };
+// Grid of a decode launch: (row tiles, heads, B) CTAs, or for the flush-only instances one wave of CTAs (at most
+// one per (row group, head, row tile) item; dpDecodeRows).
+template <bool FO, typename Kernel>
+void launchDpDecodeGrid(Kernel kernel, const DualPrecisionDecodeParams& p, int tileRows, int smem, cudaStream_t s) {
+    const int tiles = (p.headdim + tileRows - 1) / tileRows;
+    if (!FO) {
+        launchDpDecode(kernel, dim3(tiles, p.nheads, p.batch), smem, s, p, tileRows);
+        return;
+    }
+    const long long items = (long long)tiles * p.nheads * ((p.batch + kFlushGroup - 1) / kFlushGroup);
+    long long wave = (long long)oneWaveCtas(reinterpret_cast<const void*>(kernel), smem);
+    // RSSM_DP_FLUSH_ONLY_CTAS=n (tests): at most n CTAs, so each takes many items across row groups
+    if (const char* e = getenv("RSSM_DP_FLUSH_ONLY_CTAS")) {
+        const long long n = atoll(e);
+        if (n > 0 && n < wave) wave = n;
+    }
+    launchDpDecode(kernel, dim3((unsigned)(items < wave ? items : wave)), smem, s, p, tileRows);
+}
 template <typename Family, bool ONE, bool FO>
 void launchDpDecodeAs(const DualPrecisionDecodeParams& p, int tileRows, cudaStream_t s) {
-    const dim3 grid((p.headdim + tileRows - 1) / tileRows, p.nheads,
-                    FO ? (p.batch + kFlushGroup - 1) / kFlushGroup : p.batch);
     const int smem = dpRingSmemBytes(p.window, tileRows);  // <= 64 * 256 * 2 = 32 KB
     switch (p.ckpt_lp ? p.read_dtype : RSSM_DTYPE_FP32) {
-        case RSSM_DTYPE_FP32: launchDpDecode(Family::template kernel<RSSM_DTYPE_FP32, ONE, FO>(), grid, smem, s, p, tileRows); break;
-        case RSSM_DTYPE_FP16: launchDpDecode(Family::template kernel<RSSM_DTYPE_FP16, ONE, FO>(), grid, smem, s, p, tileRows); break;
-        case RSSM_DTYPE_BF16: launchDpDecode(Family::template kernel<RSSM_DTYPE_BF16, ONE, FO>(), grid, smem, s, p, tileRows); break;
-        case RSSM_DTYPE_FP8_E4M3: launchDpDecode(Family::template kernel<RSSM_DTYPE_FP8_E4M3, ONE, FO>(), grid, smem, s, p, tileRows); break;
-        default: launchDpDecode(Family::template kernel<RSSM_DTYPE_NVFP4, ONE, FO>(), grid, smem, s, p, tileRows); break;
+        case RSSM_DTYPE_FP32: launchDpDecodeGrid<FO>(Family::template kernel<RSSM_DTYPE_FP32, ONE, FO>(), p, tileRows, smem, s); break;
+        case RSSM_DTYPE_FP16: launchDpDecodeGrid<FO>(Family::template kernel<RSSM_DTYPE_FP16, ONE, FO>(), p, tileRows, smem, s); break;
+        case RSSM_DTYPE_BF16: launchDpDecodeGrid<FO>(Family::template kernel<RSSM_DTYPE_BF16, ONE, FO>(), p, tileRows, smem, s); break;
+        case RSSM_DTYPE_FP8_E4M3: launchDpDecodeGrid<FO>(Family::template kernel<RSSM_DTYPE_FP8_E4M3, ONE, FO>(), p, tileRows, smem, s); break;
+        default: launchDpDecodeGrid<FO>(Family::template kernel<RSSM_DTYPE_NVFP4, ONE, FO>(), p, tileRows, smem, s); break;
     }
 }
 // The decode launch of a family: T = 1 instances for one token, flush-only instances when another kernel

@@ -7,24 +7,41 @@ namespace rssm {
 namespace gdn {
 namespace {
 constexpr int kStages = 2;  // slots per warp (the Mamba-2 readout's measured choice)
-constexpr int kMinBlocks = 4;
+template <int FMT, int MAXM, int MINB, int AK = 0>
+const void* instance(size_t* smem) {
+    *smem = readMmaSmemBytesGdn<FMT, MAXM, kStages>();
+    return reinterpret_cast<const void*>(&gdnReadCopyMmaKernel<FMT, MAXM, kStages, MINB, AK>);
+}
+// The instance compiled for the activation / u formats (fp16 u with bf16 or fp16 activations: Qwen3.5 layers), window
+// <= 16; NULL for other formats.
+template <int FMT, int MINB>
+const void* specialized(int actDtype, int uDtype, size_t* smem) {
+    if (uDtype == RSSM_DTYPE_FP16 && actDtype == RSSM_DTYPE_BF16) return instance<FMT, 4, MINB, 1>(smem);
+    if (uDtype == RSSM_DTYPE_FP16 && actDtype == RSSM_DTYPE_FP16) return instance<FMT, 4, MINB, 2>(smem);
+    return nullptr;
+}
+// CTAs per SM the registers are bounded for: the compiled-format instances at window <= 16 take the Mamba-2 readout's
+// per-format bound (readmma::readMmaMinBlocks: fp16 4, fp8 / nvfp4 5, 96 registers without spills); the instances that
+// read the formats from the params (and window > 16) keep 4: at 5 they spill 24-184 bytes.
 template <int FMT>
-const void* kernelOf(int window, size_t* smem) {
-    if (window > 16) {
-        *smem = readMmaSmemBytesGdn<FMT, 8, kStages>();
-        return reinterpret_cast<const void*>(&gdnReadCopyMmaKernel<FMT, 8, kStages, kMinBlocks>);
-    }
-    *smem = readMmaSmemBytesGdn<FMT, 4, kStages>();
-    return reinterpret_cast<const void*>(&gdnReadCopyMmaKernel<FMT, 4, kStages, kMinBlocks>);
+const void* kernelOf(int window, int actDtype, int uDtype, size_t* smem) {
+    if (window > 16) return instance<FMT, 8, 4>(smem);
+    // RSSM_READ_MMA_MINB=4|5|6 forces the bound of the compiled-format instance (A/B; 6 spills 16-28 bytes)
+    const int forced = readmma::forcedReadMmaMinBlocks();
+    const void* k = forced == 4   ? specialized<FMT, 4>(actDtype, uDtype, smem)
+                    : forced == 5 ? specialized<FMT, 5>(actDtype, uDtype, smem)
+                    : forced == 6 ? specialized<FMT, 6>(actDtype, uDtype, smem)
+                                  : specialized<FMT, readmma::readMmaMinBlocks<FMT>()>(actDtype, uDtype, smem);
+    return k ? k : instance<FMT, 4, 4>(smem);
 }
 }  // namespace
 
-const void* readCopyMmaKernel(int stateDtype, int window, size_t* smem) {
+const void* readCopyMmaKernel(int stateDtype, int window, int actDtype, int uDtype, size_t* smem) {
     using namespace readmma;
     switch (stateDtype) {
-        case RSSM_DTYPE_FP16: return kernelOf<kFp16>(window, smem);
-        case RSSM_DTYPE_FP8_E4M3: return kernelOf<kFp8>(window, smem);
-        case RSSM_DTYPE_NVFP4: return kernelOf<kNvfp4>(window, smem);
+        case RSSM_DTYPE_FP16: return kernelOf<kFp16>(window, actDtype, uDtype, smem);
+        case RSSM_DTYPE_FP8_E4M3: return kernelOf<kFp8>(window, actDtype, uDtype, smem);
+        case RSSM_DTYPE_NVFP4: return kernelOf<kNvfp4>(window, actDtype, uDtype, smem);
         default: return nullptr;
     }
 }

@@ -42,7 +42,9 @@ __host__ __device__ constexpr size_t readMmaSmemBytesGdn() {
     return (size_t)(kReadMmaThreads / 32) * STAGES * ReadMmaSlotGdn<FMT, MAXM>::kBytes;
 }
 
-template <int FMT, int MAXM, int STAGES, int MINB>
+// AK: activation and u formats, 0 = read from the params (act_dtype, u_dtype), 1 = bf16 activations with fp16 u,
+// 2 = fp16 activations with fp16 u (compile-time: the conversions of u, v and the outputs without a select).
+template <int FMT, int MAXM, int STAGES, int MINB, int AK = 0>
 __global__ void __launch_bounds__(kReadMmaThreads, MINB)
     gdnReadCopyMmaKernel(const GdnReplayParams p, const stream::ReadCopyScales rc) {
     using namespace readmma;
@@ -63,7 +65,8 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
     }
     const int RW = splitRecordWordsGdn(p.window, 1), RM = p.window + 1;
     const float* ws = static_cast<const float*>(p.workspace);
-    const bool bf16 = p.act_dtype == RSSM_DTYPE_BF16, ubf16 = p.u_dtype == RSSM_DTYPE_BF16;
+    const bool bf16 = AK == 0 ? p.act_dtype == RSSM_DTYPE_BF16 : AK == 1;
+    const bool ubf16 = AK == 0 ? p.u_dtype == RSSM_DTYPE_BF16 : false;
     const int64_t unit = FMT == kFp16 ? 2 : 1;  // bytes per stride unit
     const int64_t rowStride = p.state_stride_v * unit;
     const uint8_t* state = static_cast<const uint8_t*>(p.state);
@@ -236,26 +239,23 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
                 Y0 = fmaf(cq, u0, Y0);
                 Y1 = fmaf(cq, u1, Y1);
             }
-#pragma unroll
-            for (int d = 1; d <= 2; d <<= 1) {
-                X0 += __shfl_xor_sync(0xFFFFFFFFu, X0, d);
-                X1 += __shfl_xor_sync(0xFFFFFFFFu, X1, d);
-                Y0 += __shfl_xor_sync(0xFFFFFFFFu, Y0, d);
-                Y1 += __shfl_xor_sync(0xFFFFFFFFu, Y1, d);
-            }
-            if (t == 0) {
-                const uint32_t vb = *reinterpret_cast<const uint32_t*>(sl + Slot::kV + 4 * g);
-                const float u0 = hsc.z * (u16ToF((uint16_t)(vb & 0xFFFFu), bf16) - X0);
-                const float u1 = hsc.z * (u16ToF((uint16_t)(vb >> 16), bf16) - X1);
-                const float o0 = fmaf(hsc.w, u0, Y0), o1 = fmaf(hsc.w, u1, Y1);
+            // row sums over the four lanes of the row pair, transposed on the way: lanes t = 0 / 2 end with row 2g,
+            // t = 1 / 3 with row 2g + 1 (four shuffles instead of eight); lanes t < 2 finish and store their row
+            const int odd = t & 1;
+            float X = odd ? X1 : X0, Y = odd ? Y1 : Y0;
+            X += __shfl_xor_sync(0xFFFFFFFFu, odd ? X0 : X1, 1);
+            Y += __shfl_xor_sync(0xFFFFFFFFu, odd ? Y0 : Y1, 1);
+            X += __shfl_xor_sync(0xFFFFFFFFu, X, 2);
+            Y += __shfl_xor_sync(0xFFFFFFFFu, Y, 2);
+            if (t < 2) {
+                const uint16_t vb = *reinterpret_cast<const uint16_t*>(sl + Slot::kV + 4 * g + 2 * t);
+                const float u = hsc.z * (u16ToF(vb, bf16) - X);
+                const float o = fmaf(hsc.w, u, Y);
                 auto bits = [](float x, bool isBf16) {
-                    return (uint32_t)(isBf16 ? __bfloat16_as_ushort(__float2bfloat16_rn(x))
-                                             : __half_as_ushort(__float2half_rn(x)));
+                    return isBf16 ? __bfloat16_as_ushort(__float2bfloat16_rn(x)) : __half_as_ushort(__float2half_rn(x));
                 };
-                *reinterpret_cast<uint32_t*>(static_cast<uint16_t*>(p.o) + (int64_t)b * p.o_stride_b +
-                                             (int64_t)hv * p.o_stride_h + r2) = bits(o0, bf16) | (bits(o1, bf16) << 16);
-                *reinterpret_cast<uint32_t*>(static_cast<uint16_t*>(p.ring_u) + uOutSlot[cs] + r2) =
-                    bits(u0, ubf16) | (bits(u1, ubf16) << 16);
+                static_cast<uint16_t*>(p.o)[(int64_t)b * p.o_stride_b + (int64_t)hv * p.o_stride_h + r2 + t] = bits(o, bf16);
+                static_cast<uint16_t*>(p.ring_u)[uOutSlot[cs] + r2 + t] = bits(u, ubf16);
             }
         }
         __syncwarp();  // every lane is done with this slot before it is refilled

@@ -166,7 +166,7 @@ bool useReadCopyMma(const GdnReplayParams& p, const stream::ReadCopyScales& rc) 
 }
 cudaError_t launchReadCopyMma(const GdnReplayParams& p, int smCount, cudaStream_t s, const stream::ReadCopyScales& rc) {
     size_t smem = 0;
-    const void* kernel = readCopyMmaKernel(p.state_dtype, p.window, &smem);
+    const void* kernel = readCopyMmaKernel(p.state_dtype, p.window, p.act_dtype, p.u_dtype, &smem);
     if (!kernel) return cudaErrorInvalidValue;
     cudaError_t e = smem <= 48 * 1024 ? cudaSuccess
                                       : cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);

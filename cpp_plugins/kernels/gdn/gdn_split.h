@@ -32,7 +32,7 @@ int verifyMmaThreads();
 // The read-copy readout on tensor cores (gdn_read_mma.cu; standard steps, skip_flush_rows, K = 128): its kernel for
 // an fp16 / fp8_e4m3 / nvfp4 read copy (NULL otherwise) and window (<= 32), *smem its dynamic shared memory per CTA;
 // its CTA size.
-const void* readCopyMmaKernel(int stateDtype, int window, size_t* smem);
+const void* readCopyMmaKernel(int stateDtype, int window, int actDtype, int uDtype, size_t* smem);
 int readCopyMmaThreads();
 }  // namespace gdn
 }  // namespace rssm

@@ -58,8 +58,9 @@ const void* splitReadCopyKernel(int stateDtype, int mode, int numTokens);
 int splitReadRows();
 // Read-copy readout on tensor cores (mamba2_read_mma.cu; standard mode, skip_flush_rows, dstate 128, headdim % 16
 // == 0, window <= 32): FP16, FP8_E4M3 and NVFP4 rows, else NULL; *smem gets its dynamic shared memory per CTA.
-// stages 0 = the format's default, 2 / 3 / 4 / 6 A/B builds (window <= 16). The launcher also checks alignments.
-const void* splitReadCopyMmaKernel(int stateDtype, int window, int stages, size_t* smem);
+// stages 0 = the format's default, 2 / 3 / 4 / 6 A/B builds (window <= 16); actDtype: the activations' format (the
+// default instance is compiled for bf16 and fp16). The launcher also checks alignments.
+const void* splitReadCopyMmaKernel(int stateDtype, int window, int stages, int actDtype, size_t* smem);
 int readMmaThreads();
 size_t splitWorkspaceBytes(int batch, int numTokens, int nheads, int window);
 size_t splitReadoutSmemBytes(int dstate);

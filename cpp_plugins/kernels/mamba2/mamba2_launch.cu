@@ -422,7 +422,7 @@ int launchSplitReadout(const char* op, Mamba2ReplayParams& q, stream::ReadCopySc
         q.window <= splitMaxRecords() && !(rr && strcmp(rr, "8") == 0) && !(rm && strcmp(rm, "0") == 0)) {
         const char* md = getenv("RSSM_MAMBA2_READ_MMA_DEPTH");
         size_t smem = 0;
-        const void* mk = splitReadCopyMmaKernel(q.state_dtype, q.window, md ? atoi(md) : 0, &smem);
+        const void* mk = splitReadCopyMmaKernel(q.state_dtype, q.window, md ? atoi(md) : 0, q.act_dtype, &smem);
         const int unit = q.state_dtype == RSSM_DTYPE_FP16 ? 2 : 1;
         auto a16 = [](const void* ptr) { return ((uintptr_t)ptr % 16) == 0; };
         const bool aligned = a16(q.state) && (q.stride_state_p * unit) % 16 == 0 &&

@@ -53,7 +53,9 @@ struct ReadMmaHead {
     int nf, o, R;          // nf >= 0 normal; kSplitSkipRow skipped; other negatives: invalid cursors
 };
 
-template <int FMT, int MAXM, int STAGES, int MINB>
+// AK: activation format, 0 = read from the params (act_dtype), 1 = bf16, 2 = fp16 (compile-time: the conversions of
+// the ring inputs, z and y without a per-element select).
+template <int FMT, int MAXM, int STAGES, int MINB, int AK = 0>
 __global__ void __launch_bounds__(kReadMmaThreads, MINB)
     mamba2ReadCopyMmaKernel(const Mamba2ReplayParams p, const stream::ReadCopyScales rc) {
     using namespace readmma;
@@ -73,7 +75,7 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
     }
     const int RW = splitRecordWordsM2(p.window, 1);
     const float* ws = static_cast<const float*>(p.workspace);
-    const bool actBf16 = p.act_dtype == RSSM_DTYPE_BF16;
+    const bool actBf16 = AK == 0 ? p.act_dtype == RSSM_DTYPE_BF16 : AK == 1;
     const int64_t unit = FMT == kFp16 ? 2 : 1;  // bytes per stride unit
     const int64_t rowStride = p.stride_state_p * unit;
     const uint8_t* state = static_cast<const uint8_t*>(p.state);
@@ -232,18 +234,16 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
                 pg = fmaf(c, actToFloat((uint16_t)(x & 0xFFFFu), actBf16), pg);
                 pg1 = fmaf(c, actToFloat((uint16_t)(x >> 16), actBf16), pg1);
             }
-            pg += __shfl_xor_sync(0xFFFFFFFFu, pg, 1);
-            pg1 += __shfl_xor_sync(0xFFFFFFFFu, pg1, 1);
-            pg += __shfl_xor_sync(0xFFFFFFFFu, pg, 2);
-            pg1 += __shfl_xor_sync(0xFFFFFFFFu, pg1, 2);
-            if (t == 0) {
-                if (p.z) {
-                    const uint32_t z = *reinterpret_cast<const uint32_t*>(sl + Slot::kZ + 4 * g);
-                    pg *= siluF(actToFloat((uint16_t)(z & 0xFFFFu), actBf16));
-                    pg1 *= siluF(actToFloat((uint16_t)(z >> 16), actBf16));
-                }
-                *reinterpret_cast<uint32_t*>(yp) =
-                    (uint32_t)floatToAct(pg, actBf16) | ((uint32_t)floatToAct(pg1, actBf16) << 16);
+            // row sums over the four lanes of the row pair, transposed on the way: lanes t = 0 / 2 end with row 2g,
+            // t = 1 / 3 with row 2g + 1 (two shuffles instead of four); lanes t < 2 gate and store their row
+            const int odd = t & 1;
+            float v = odd ? pg1 : pg;
+            v += __shfl_xor_sync(0xFFFFFFFFu, odd ? pg : pg1, 1);
+            v += __shfl_xor_sync(0xFFFFFFFFu, v, 2);
+            if (t < 2) {
+                if (p.z) v *= readmma::fastSilu(actToFloat(*reinterpret_cast<const uint16_t*>(sl + Slot::kZ + 4 * g + 2 * t),
+                                                           actBf16));
+                yp[t] = floatToAct(v, actBf16);
             }
         } else if ((info.w & kReadMmaPoison) && t == 0) {  // invalid cursors: NaN, nothing else touched
             const uint32_t nan = floatToAct(__int_as_float(0x7fc00000), actBf16);
@@ -255,11 +255,9 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
     async::waitAll();
 }
 
-// Occupancy, pipeline depth (slots per warp) per read format, instantiated in mamba2_read_mma.cu.
-template <int FMT>
-constexpr int readMmaMinBlocks() {
-    return 4;
-}
+// Pipeline depth (slots per warp) per read format, instantiated in mamba2_read_mma.cu (occupancy bound:
+// readmma::readMmaMinBlocks, common/read_mma_walk.cuh).
+using readmma::readMmaMinBlocks;
 // Slots per warp: 2 (one tile in flight while one is computed). Measured side by side (H200, Super shape, B = 256,
 // L = 16, non-flush step; RSSM_MAMBA2_READ_MMA_DEPTH): fp16 / fp8 / nvfp4 at 2 slots 194.2 / 134.5 / 146.1 us, at 3
 // slots 196.7 / 134.8 / 148.9 us, at 4 / 4 / 6 slots (the first defaults) 196.6 / 135.6 / 148.4 us: once the copy
