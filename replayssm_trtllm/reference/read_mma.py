@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 
 __all__ = ["FORMATS", "ROW_BYTES", "thread_set", "kpairs", "e2m1_words_to_e4m3", "mma_partials",
-           "staged_chunk_offset"]
+           "staged_chunk_offset", "transposed_pair_sums", "fast_div_multiplier", "fast_div"]
 
 FORMATS = ("fp16", "fp8_e4m3", "nvfp4")
 ROW_BYTES = {"fp16": 256, "fp8_e4m3": 128, "nvfp4": 64}
@@ -94,3 +94,25 @@ def staged_chunk_offset(fmt: str, r: int, c: int) -> int:
     if fmt == "nvfp4":
         return (r ^ ((r >> 1) & 1)) * 64 + 16 * c
     return r * ROW_BYTES[fmt] + 16 * (c ^ (((r >> 1) & 1) << 2))
+
+
+def transposed_pair_sums(pg, pg1) -> list:
+    """Per-lane values after the readouts' transposed row-pair reduction (mamba2_read_mma_kernel.cuh,
+    gdn_read_mma_kernel.cuh): pg / pg1 are the 32 lanes' partials of rows 2g / 2g + 1 (lane = 4g + t). Step 1 (xor 1):
+    even-t lanes keep pg and add the odd neighbour's pg, odd-t lanes keep pg1 and add the even neighbour's pg1; step 2
+    (xor 2) adds the lane two away. Lane (g, t) ends with the full sum of row 2g + (t & 1) over the group's four lanes."""
+    odd = [lane & 1 for lane in range(32)]
+    v = [pg1[lane] if odd[lane] else pg[lane] for lane in range(32)]
+    send = [pg[lane] if odd[lane] else pg1[lane] for lane in range(32)]
+    v = [v[lane] + send[lane ^ 1] for lane in range(32)]
+    return [v[lane] + v[lane ^ 2] for lane in range(32)]
+
+
+def fast_div_multiplier(d: int) -> int:
+    """``fastDivMultiplier`` (common/read_mma_walk.cuh): ceil(2^32 / d), 0 for d <= 1."""
+    return 0 if d <= 1 else (2 ** 32 + d - 1) // d
+
+
+def fast_div(n: int, d: int, m: int) -> int:
+    """``fastDiv``: n / d as the high 32 bits of n * m (exact for n * d < 2^32)."""
+    return n if d == 1 else (n * m) >> 32

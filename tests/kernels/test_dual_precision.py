@@ -256,11 +256,11 @@ def test_read_copy_readout_occupancy_bounds(family, read_fmt, minb, monkeypatch)
     kernels = set()
     act = torch.bfloat16 if read_fmt == "fp8_e4m3" else torch.float16
     if family == "mamba2":
-        flushes = _run_mamba2(read_fmt, 0, 1, S=5, H=8, P=64, G=2, L=16, steps=22, act=act, stagger=True, seed=71,
+        flushes = _run_mamba2(read_fmt, 0, 1, S=5, H=8, P=64, G=2, L=8, steps=22, act=act, stagger=True, seed=71,
                               kernels=kernels)
         name = "mamba2ReadCopyMmaKernel"
     else:
-        flushes = _run_gdn(read_fmt, 0, 1, S=5, H=2, HV=4, V=128, L=16, steps=22, act=act, stagger=True, seed=73,
+        flushes = _run_gdn(read_fmt, 0, 1, S=5, H=2, HV=4, V=128, L=8, steps=22, act=act, stagger=True, seed=73,
                            kernels=kernels)
         name = "gdnReadCopyMmaKernel"
     assert flushes >= 4, f"only {flushes} slot flushes"

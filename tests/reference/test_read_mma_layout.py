@@ -7,8 +7,9 @@ import pytest
 import torch
 
 from replayssm_trtllm.formats.codec import e2m1_values, e4m3_values
-from replayssm_trtllm.reference.read_mma import (FORMATS, ROW_BYTES, e2m1_words_to_e4m3, kpairs, mma_partials,
-                                                 staged_chunk_offset, thread_set)
+from replayssm_trtllm.reference.read_mma import (FORMATS, ROW_BYTES, e2m1_words_to_e4m3, fast_div, fast_div_multiplier,
+                                                 kpairs, mma_partials, staged_chunk_offset, thread_set,
+                                                 transposed_pair_sums)
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -87,3 +88,32 @@ def test_staged_swizzle_bijective_and_conflict_free(fmt):
                         ch = t if fmt == "nvfp4" else 4 * i + t
                         groups.add((staged_chunk_offset(fmt, 2 * gg + odd, ch) // 16) % 8)
                 assert len(groups) == 8, (fmt, p, odd, i, groups)
+
+
+def test_transposed_pair_reduction_gives_each_row_to_its_lanes():
+    """After the two xor steps, lanes t = 0 / 2 of group g hold row 2g's full sum and t = 1 / 3 row 2g + 1's (the
+    epilogue stores row 2g + t from lane t < 2)."""
+    g = torch.Generator().manual_seed(11)
+    pg = torch.randn(32, generator=g, dtype=torch.float64).tolist()
+    pg1 = torch.randn(32, generator=g, dtype=torch.float64).tolist()
+    out = transposed_pair_sums(pg, pg1)
+    for lane in range(32):
+        grp, t = lane >> 2, lane & 3
+        src = pg1 if t & 1 else pg
+        want = sum(src[4 * grp + k] for k in range(4))
+        assert abs(out[lane] - want) < 1e-12, (lane, out[lane], want)
+
+
+def test_fast_division_is_exact_below_two_to_the_sixteen():
+    """fastDiv(n, d, fastDivMultiplier(d)) == n // d for every divisor d < 2^16 at the quotient boundaries
+    (n = k d - 1, k d) and at n = 2^16 - 1: the readouts divide a head index by the heads per group with it."""
+    for d in range(1, 1 << 16):
+        m = fast_div_multiplier(d)
+        ks = torch.arange(1, (0xFFFF // d) + 2, dtype=torch.int64)
+        ns = torch.cat([ks * d - 1, ks * d, torch.tensor([0xFFFF])])
+        ns = ns[(ns >= 0) & (ns < (1 << 16))]
+        if d == 1:
+            assert all(fast_div(int(n), 1, m) == int(n) for n in ns[:8])
+            continue
+        got = (ns * m) >> 32
+        assert torch.equal(got, ns // d), d

@@ -18,7 +18,9 @@ namespace readmma {
 
 // CTAs of 128 threads per SM the Mamba-2 readout's registers are bounded for (__launch_bounds__), per read format:
 // fp16 streams the most bytes and keeps 4 (up to 128 registers); fp8 / nvfp4 are bound by instructions and take 5
-// (96 registers, no spills at the default depth) for more warps to issue from. (The GDN readout keeps 4.)
+// (96 registers, no spills at the default depth) for more warps to issue from. Measured side by side (H200, Super
+// layer, B = 256, L = 16, bench precision --layers 4, 28ecd8c) at 4 / 5 / 6 CTAs: fp8 110.5 / 109.2 / 111.7 us, nvfp4
+// 118.7 / 119.4 / 118.8 us (within the run-to-run spread); fp16 at 4 / 6: 165.9 / 164.6 us. (GDN: gdn_read_mma.cu.)
 template <int FMT>
 __host__ __device__ constexpr int readMmaMinBlocks() {
     return FMT == kFp16 ? 4 : 5;
@@ -42,9 +44,10 @@ __device__ __forceinline__ WarpTiles warpTiles(long long tiles) {
     return WarpTiles{(int)(tiles * w / nw), (int)(tiles * (w + 1) / nw)};
 }
 
-// Stage cursor over tiles (head bh, row block tr; nt row blocks per head) of [tile0, tEnd). Functors:
-// slotOf(bh) -> slot (< 0: padding), metaOf(bh) -> the head record's cursor words, headOf(bh, slot, meta) -> Head,
-// planOf(Head) -> Plan (the lane's copy sources), issue(slot memory, Head, Plan, tr) (one commit group).
+// Stage cursor over tiles (head bh = b * H + head, row block tr; nt row blocks per head) of [tile0, tEnd). The row b and
+// head of each bh are tracked incrementally (one division in the constructor, none per head). Functors:
+// slotOf(b) -> slot (< 0: padding), metaOf(bh) -> the head record's cursor words, headOf(bh, b, head, slot, meta) ->
+// Head, planOf(Head) -> Plan (the lane's copy sources), issue(slot memory, Head, Plan, tr) (one commit group).
 // The constructor waits for the prep grid (PDL) after the first slot load and before the first cursor load.
 template <typename Head, typename Plan, typename SlotOf, typename MetaOf, typename HeadOf, typename PlanOf,
           typename Issue>
@@ -54,27 +57,29 @@ struct StageCursor {
     const HeadOf& headOf;
     const PlanOf& planOf;
     const Issue& issue;
-    int nt, tEnd, lastBh, bh, tr, tile, nSlot;
+    int nt, H, tEnd, lastBh, bh, b, head, tr, tile, nSlot;
     int4 nMeta;
     Head hd;
     Plan pl;
-    __device__ __forceinline__ StageCursor(int tile0, int tEnd_, int nt_, int skipRow, const SlotOf& so,
+    __device__ __forceinline__ StageCursor(int tile0, int tEnd_, int nt_, int H_, int skipRow, const SlotOf& so,
                                            const MetaOf& mo, const HeadOf& ho, const PlanOf& po, const Issue& is)
-        : slotOf(so), metaOf(mo), headOf(ho), planOf(po), issue(is), nt(nt_), tEnd(tEnd_) {
+        : slotOf(so), metaOf(mo), headOf(ho), planOf(po), issue(is), nt(nt_), H(H_), tEnd(tEnd_) {
         bh = tile0 / nt;
         tr = tile0 - bh * nt;
         tile = tile0;
+        b = bh / H;
+        head = bh - b * H;
         {
-            const int s0 = slotOf(bh);
+            const int s0 = slotOf(b);
             pdlWaitPrimary();  // the head records and the ring's new records are the prep kernel's output
-            hd = headOf(bh, s0, metaOf(bh));
+            hd = headOf(bh, b, head, s0, metaOf(bh));
         }
         pl = planOf(hd);
         lastBh = (tEnd - 1) / nt;
         nSlot = -1;
         nMeta = make_int4(0, skipRow, 0, 0);
         if (bh < lastBh) {
-            nSlot = slotOf(bh + 1);
+            nSlot = slotOf(head + 1 == H ? b + 1 : b);
             nMeta = metaOf(bh + 1);
         }
     }
@@ -90,10 +95,14 @@ struct StageCursor {
         if (++tr == nt) {
             tr = 0;
             ++bh;
-            hd = headOf(bh, nSlot, nMeta);
+            if (++head == H) {
+                head = 0;
+                ++b;
+            }
+            hd = headOf(bh, b, head, nSlot, nMeta);
             pl = planOf(hd);
             if (bh < lastBh) {
-                nSlot = slotOf(bh + 1);
+                nSlot = slotOf(head + 1 == H ? b + 1 : b);
                 nMeta = metaOf(bh + 1);
             }
         }
@@ -103,10 +112,18 @@ struct StageCursor {
 template <typename Head, typename Plan, typename SlotOf, typename MetaOf, typename HeadOf, typename PlanOf,
           typename Issue>
 __device__ __forceinline__ StageCursor<Head, Plan, SlotOf, MetaOf, HeadOf, PlanOf, Issue> makeStageCursor(
-    int tile0, int tEnd, int nt, int skipRow, const SlotOf& so, const MetaOf& mo, const HeadOf& ho, const PlanOf& po,
-    const Issue& is) {
-    return StageCursor<Head, Plan, SlotOf, MetaOf, HeadOf, PlanOf, Issue>(tile0, tEnd, nt, skipRow, so, mo, ho, po, is);
+    int tile0, int tEnd, int nt, int H, int skipRow, const SlotOf& so, const MetaOf& mo, const HeadOf& ho,
+    const PlanOf& po, const Issue& is) {
+    return StageCursor<Head, Plan, SlotOf, MetaOf, HeadOf, PlanOf, Issue>(tile0, tEnd, nt, H, skipRow, so, mo, ho, po,
+                                                                          is);
 }
+
+// n / d for 0 <= n, d < 2^16 with the multiplier m = fastDivMultiplier(d) (one multiply-high instead of a division):
+// m = ceil(2^32 / d) gives floor(n * m / 2^32) = floor(n / d) when n * d < 2^32.
+__host__ __device__ __forceinline__ uint32_t fastDivMultiplier(uint32_t d) {
+    return d <= 1 ? 0u : (uint32_t)((0x100000000ull + d - 1) / d);
+}
+__device__ __forceinline__ int fastDiv(int n, int d, uint32_t m) { return d == 1 ? n : (int)__umulhi((uint32_t)n, m); }
 
 // The 8 k16 mma of one staged tile (rows at `rows`) against vf: acc (nvfp4: k blocks 0-3, the lane's first scale
 // block; else all) and acc2 (nvfp4: blocks 4-7).

@@ -20,9 +20,15 @@ const void* specialized(int actDtype, int uDtype, size_t* smem) {
     if (uDtype == RSSM_DTYPE_FP16 && actDtype == RSSM_DTYPE_FP16) return instance<FMT, 4, MINB, 2>(smem);
     return nullptr;
 }
-// CTAs per SM the registers are bounded for: the compiled-format instances at window <= 16 take the Mamba-2 readout's
-// per-format bound (readmma::readMmaMinBlocks: fp16 4, fp8 / nvfp4 5, 96 registers without spills); the instances that
-// read the formats from the params (and window > 16) keep 4: at 5 they spill 24-184 bytes.
+// CTAs per SM the registers of the compiled-format instances (window <= 16) are bounded for: nvfp4 5 (96 registers, no
+// spills), fp16 / fp8 4. Measured side by side (H200, 122B layer, B = 256, L = 16, non-flush step, bench precision
+// --layers 4, RSSM_READ_MMA_MINB, 28ecd8c) at 4 / 5 / 6 CTAs: fp8 128.4 / 148.1 / 133.2 us, nvfp4 133.5 / 129.6 /
+// 137.8 us; fp16 at 4 / 6: 188.2 / 190.1 us. The instances that read the formats from the params (and window > 16) keep 4: at 5
+// they spill 24-184 bytes.
+template <int FMT>
+constexpr int kMinBlocks() {
+    return FMT == readmma::kNvfp4 ? 5 : 4;
+}
 template <int FMT>
 const void* kernelOf(int window, int actDtype, int uDtype, size_t* smem) {
     if (window > 16) return instance<FMT, 8, 4>(smem);
@@ -31,7 +37,7 @@ const void* kernelOf(int window, int actDtype, int uDtype, size_t* smem) {
     const void* k = forced == 4   ? specialized<FMT, 4>(actDtype, uDtype, smem)
                     : forced == 5 ? specialized<FMT, 5>(actDtype, uDtype, smem)
                     : forced == 6 ? specialized<FMT, 6>(actDtype, uDtype, smem)
-                                  : specialized<FMT, readmma::readMmaMinBlocks<FMT>()>(actDtype, uDtype, smem);
+                                  : specialized<FMT, kMinBlocks<FMT>()>(actDtype, uDtype, smem);
     return k ? k : instance<FMT, 4, 4>(smem);
 }
 }  // namespace

@@ -75,18 +75,18 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
     struct Head {
         int bh, b, hv, key, slot, nf, o, h;
     };
-    auto slotOf = [&](int bh) {
-        const int b = bh / HV;
+    auto slotOf = [&](int b) {
         const int s = p.state_batch_indices ? p.state_batch_indices[b] : b;
         return (s < 0 || s >= p.num_slots) ? -1 : s;
     };
     auto metaOf = [&](int bh) { return *reinterpret_cast<const int4*>(ws + (size_t)bh * RW + 8); };
-    auto headOf = [&](int bh, int slot, int4 meta) {
+    const uint32_t groupMul = fastDivMultiplier((uint32_t)group);  // hv / group (heads < 2^16: the launcher's sizes)
+    auto headOf = [&](int bh, int b, int hv, int slot, int4 meta) {
         Head hd;
         hd.bh = bh;
-        hd.b = bh / HV;
-        hd.hv = bh - hd.b * HV;
-        hd.key = hd.b * p.num_heads + hd.hv / group;
+        hd.b = b;
+        hd.hv = hv;
+        hd.key = b * p.num_heads + fastDiv(hv, group, groupMul);
         hd.slot = slot;
         hd.nf = slot < 0 ? kSplitSkipRow : meta.y;
         hd.o = meta.z;
@@ -179,7 +179,7 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
 
     // Stage cursor (common/read_mma_walk.cuh); the ring_u output offset (record o + h of the tile's head) travels
     // with each slot: registers, static slot indices through the unrolled loop below
-    auto cursor = makeStageCursor<Head, Plan>(tile, tEnd, nt, kSplitSkipRow, slotOf, metaOf, headOf, planOf, issue);
+    auto cursor = makeStageCursor<Head, Plan>(tile, tEnd, nt, HV, kSplitSkipRow, slotOf, metaOf, headOf, planOf, issue);
     int64_t uOutSlot[STAGES];
     uOutSlot[0] = cursor.pl.uOut;
     cursor.first(wsm);

@@ -82,20 +82,20 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
     const uint16_t* ringX = static_cast<const uint16_t*>(p.ring_x);
     const int HP = H * P;  // ring record stride (elements; the launcher keeps C * H * P < 2^31)
 
-    auto slotOf = [&](int bh) {
-        const int b = bh / H;
+    auto slotOf = [&](int b) {
         const int s = p.state_batch_indices ? p.state_batch_indices[b] : b;
         return (s < 0 || s >= p.num_slots) ? -1 : s;
     };
     // cursors of head bh (loaded whatever the slot, so the load does not wait for the slot's; a padding row's
     // record is stale and never used)
     auto metaOf = [&](int bh) { return *reinterpret_cast<const int4*>(ws + (size_t)bh * RW + 8); };
-    auto headOf = [&](int bh, int slot, int4 meta) {
+    const uint32_t hpgMul = fastDivMultiplier((uint32_t)hpg);  // head / hpg (heads < 2^16: the launcher's sizes)
+    auto headOf = [&](int bh, int b, int head, int slot, int4 meta) {
         ReadMmaHead hd;
         hd.bh = bh;
-        hd.b = bh / H;
-        hd.head = bh - hd.b * H;
-        hd.key = hd.b * p.ngroups + hd.head / hpg;
+        hd.b = b;
+        hd.head = head;
+        hd.key = b * p.ngroups + fastDiv(head, hpg, hpgMul);
         hd.slot = slot;
         hd.nf = slot < 0 ? kSplitSkipRow : meta.y;
         hd.o = meta.z;
@@ -184,7 +184,7 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
     };
 
     // Stage cursor: the last issued tile and the next head's slot / cursors (common/read_mma_walk.cuh).
-    auto cursor = makeStageCursor<ReadMmaHead, Plan>(tile, tEnd, nt, kSplitSkipRow, slotOf, metaOf, headOf, planOf,
+    auto cursor = makeStageCursor<ReadMmaHead, Plan>(tile, tEnd, nt, H, kSplitSkipRow, slotOf, metaOf, headOf, planOf,
                                                       issue);
     cursor.first(wsm);
 #pragma unroll
