@@ -48,7 +48,9 @@ __device__ __forceinline__ WarpTiles warpTiles(long long tiles) {
 // head of each bh are tracked incrementally (one division in the constructor, none per head). Functors:
 // slotOf(b) -> slot (< 0: padding), metaOf(bh) -> the head record's cursor words, headOf(bh, b, head, slot, meta) ->
 // Head, planOf(Head) -> Plan (the lane's copy sources), issue(slot memory, Head, Plan, tr) (one commit group).
-// The constructor waits for the prep grid (PDL) after the first slot load and before the first cursor load.
+// The constructor waits for the prep grid (PDL) after the first slot load and before the first cursor load, then lets
+// this grid's programmatic dependent be scheduled (the flush-only decode kernel of the dual-precision split path, which
+// waits for this grid before it decodes a row).
 template <typename Head, typename Plan, typename SlotOf, typename MetaOf, typename HeadOf, typename PlanOf,
           typename Issue>
 struct StageCursor {
@@ -72,6 +74,7 @@ struct StageCursor {
         {
             const int s0 = slotOf(b);
             pdlWaitPrimary();  // the head records and the ring's new records are the prep kernel's output
+            pdlLaunchDependents();  // a programmatic dependent (the flush-only decode) may be scheduled now
             hd = headOf(bh, b, head, s0, metaOf(bh));
         }
         pl = planOf(hd);

@@ -3,6 +3,7 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include "common/pdl.h"
 #include "dual_precision/dual_precision.h"
 
 namespace rssm {
@@ -28,11 +29,18 @@ int oneWaveCtas(const void* kernel, int smem);
 
 // Launch of one decode kernel instance with `smem` bytes of dynamic shared memory (opted in above the
 // 48 KB default when static + dynamic need it; the call is idempotent and capture-safe).
+// dependent: launched as a programmatic dependent of the previous kernel (PDL, sm_90+; the flush-only instances,
+// which wait for it before decoding a row).
 template <typename Kernel>
 void launchDpDecode(Kernel kernel, dim3 grid, int smem, cudaStream_t s, const DualPrecisionDecodeParams& p,
-                    int tileRows) {
+                    int tileRows, bool dependent = false) {
     if (smem > 16 * 1024) cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    kernel<<<grid, 128, smem, s>>>(p, tileRows);
+    if (!dependent) {
+        kernel<<<grid, 128, smem, s>>>(p, tileRows);
+        return;
+    }
+    void* args[] = {const_cast<DualPrecisionDecodeParams*>(&p), &tileRows};
+    launchMaybeDependent(reinterpret_cast<const void*>(kernel), grid, dim3(128), smem, s, args, pdlEnabled());
 }
 }  // namespace dp
 }  // namespace rssm

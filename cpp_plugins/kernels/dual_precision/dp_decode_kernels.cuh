@@ -13,6 +13,7 @@
 #include <stdlib.h>
 
 #include "common/cp_async.cuh"
+#include "common/pdl.h"
 #include "common/read_rows.cuh"
 #include "common/warp_scan.cuh"
 #include "dual_precision/dp_read_chunk.cuh"
@@ -137,6 +138,9 @@ __device__ __forceinline__ void dpDecodeRows(const DualPrecisionDecodeParams& p,
             mask = __ballot_sync(0xffffffffu, take);  // the same in every warp of the CTA
         }
         unsigned todo = mask;
+        // launched as a programmatic dependent of the kernel that decoded the other rows: wait for it (and what it
+        // waited for) before the first row is decoded; a CTA without flushing rows never waits
+        if (todo) pdlWaitPrimary();
         while (todo) {
             const int i = __ffs(todo) - 1;
             todo &= todo - 1;
@@ -453,7 +457,7 @@ void launchDpDecodeGrid(Kernel kernel, const DualPrecisionDecodeParams& p, int t
         const long long n = atoll(e);
         if (n > 0 && n < wave) wave = n;
     }
-    launchDpDecode(kernel, dim3((unsigned)(items < wave ? items : wave)), smem, s, p, tileRows);
+    launchDpDecode(kernel, dim3((unsigned)(items < wave ? items : wave)), smem, s, p, tileRows, true);
 }
 template <typename Family, bool ONE, bool FO>
 void launchDpDecodeAs(const DualPrecisionDecodeParams& p, int tileRows, cudaStream_t s) {

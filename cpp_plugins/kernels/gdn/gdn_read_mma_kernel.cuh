@@ -61,6 +61,7 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
     int tile = wt.tile;
     if (tile >= tEnd) {
         pdlWaitPrimary();
+        pdlLaunchDependents();
         return;
     }
     const int RW = splitRecordWordsGdn(p.window, 1), RM = p.window + 1;

@@ -71,6 +71,7 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
     int tile = wt.tile;
     if (tile >= tEnd) {
         pdlWaitPrimary();
+        pdlLaunchDependents();
         return;
     }
     const int RW = splitRecordWordsM2(p.window, 1);
