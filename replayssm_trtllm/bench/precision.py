@@ -86,6 +86,17 @@ def decode_path(path):
     return env_setting("RSSM_DP_DECODE_PATH", path)
 
 
+def add_copy_fraction(rows, copy_gbps):
+    """Adds "of copy" (achieved GB/s over the measured device copy bandwidth, GB/s) to every row with a "GB/s" figure;
+    rows without one, or a missing / non-positive copy figure, are left as they are. Returns rows."""
+    if copy_gbps is None or copy_gbps <= 0:
+        return rows
+    for r in rows:
+        if r.get("GB/s") is not None:
+            r["of copy"] = r["GB/s"] / copy_gbps
+    return rows
+
+
 def nonflush_ratio(t_fp32_candidates, t_read):
     """Speedup of a read format over the FP32-read replay step: the faster fp32 step is the denominator."""
     ts = [t for t in t_fp32_candidates if t is not None and t > 0]
@@ -301,6 +312,9 @@ def _fill_copy(c, torch, g):
 
 
 def run(args) -> int:
+    if getattr(args, "layers", 1) < 1:
+        print(f"bench precision: --layers must be >= 1; got {args.layers}", file=sys.stderr)
+        return 2
     try:
         import torch
     except ImportError:
@@ -316,6 +330,11 @@ def run(args) -> int:
         return 2
     fams = [f for f in args.families.split(",") if f]
     all_rows, targets = [], {}
+    # the device's copy bandwidth (bytes read + written, best of a copy and an SM copy kernel; bench gdn's
+    # measurement) for the rows' "of copy" column
+    from .gdn import copy_bandwidth
+    copy_gbps = copy_bandwidth() / 1e9
+    print(f"device copy bandwidth: {copy_gbps:.0f} GB/s (read + write)", flush=True)
     for fam in fams:
         rows, res = _family_cases(fam, args, torch, common.time_graph)
         all_rows += rows
@@ -331,7 +350,8 @@ def run(args) -> int:
                 "mamba2_window", None if tw is None else res["conv"] / tw, WINDOW_GOAL, True,
                 f"B={args.batch} L={args.window}, staggered flushes (1/L rows per step), decode + flush")
         torch.cuda.empty_cache()
-    print(common.format_table(all_rows, ["family", "case", "read", "recurrence", "us", "bytes", "GB/s",
+    add_copy_fraction(all_rows, copy_gbps)
+    print(common.format_table(all_rows, ["family", "case", "read", "recurrence", "us", "bytes", "GB/s", "of copy",
                                          "x fp32 read", "x conv"]))
     for n, t in targets.items():
         print(f"target {n}: {t['value']} (goal {t['goal']}) {'MET' if t['met'] else 'NOT MET'}")
@@ -339,8 +359,9 @@ def run(args) -> int:
         cmd = "replayssm-trtllm bench precision " + " ".join(sys.argv[3:] if len(sys.argv) > 3 else [])
         common.write_results("precision", all_rows, targets, cmd.strip(),
                              extra={"batch": args.batch, "window": args.window, "act_dtype": args.act_dtype,
-                                    "layers_per_graph": max(1, args.layers)},
-                             columns=["family", "case", "read", "recurrence", "us", "GB/s", "x fp32 read", "x conv"])
+                                    "layers_per_graph": max(1, args.layers), "copy_GBps": copy_gbps},
+                             columns=["family", "case", "read", "recurrence", "us", "GB/s", "of copy", "x fp32 read",
+                                      "x conv"])
     return 0
 
 
