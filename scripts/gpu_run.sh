@@ -4,7 +4,8 @@
 #
 #   scripts/gpu_run.sh [--tests] [--xdist N] [--test-select PATHS] [--test-k EXPR] [--sanitize] [--harness]
 #                      [--bench mamba2,gdn,precision] [--bench-args "..."] [--profile]
-# --test-k EXPR: pytest -k expression for the GPU tests (e.g. "v4 or dual").
+# --test-k EXPR: pytest -k expression for the GPU tests (e.g. "v4 or dual"). TEST_SEL / TEST_K in the environment
+# set the defaults of --test-select / --test-k.
 # --profile: Nsight Compute (ncu) on scripts/profile_kernels.py (PROFILE_ARGS), report in logs.tgz
 #            and the per-kernel headline numbers in the output.
 # TRT_INC=<TensorRT include dir> also builds the plugin library and the enqueue harness.
@@ -18,7 +19,8 @@ cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/out}"; mkdir -p "$OUT"
 LOG=/tmp/rssm-logs; rm -rf "$LOG"; mkdir -p "$LOG"   # only 8 files come back from $OUT: logs are tarred
 export PYTHONUNBUFFERED=1
-RUN_TESTS=0; RUN_SAN=0; RUN_HARNESS=0; RUN_PROFILE=0; XDIST=""; BENCH=""; BENCH_ARGS=""; TEST_SEL="tests/kernels"; TEST_K=""
+# TEST_SEL / TEST_K in the environment are the defaults of --test-select / --test-k (like SAN_SEL for --sanitize)
+RUN_TESTS=0; RUN_SAN=0; RUN_HARNESS=0; RUN_PROFILE=0; XDIST=""; BENCH=""; BENCH_ARGS=""; TEST_SEL="${TEST_SEL:-tests/kernels}"; TEST_K="${TEST_K:-}"
 while [ $# -gt 0 ]; do
   case "$1" in
     --tests) RUN_TESTS=1 ;;
