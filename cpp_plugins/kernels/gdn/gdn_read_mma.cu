@@ -23,8 +23,8 @@ const void* specialized(int actDtype, int uDtype, size_t* smem) {
 // CTAs per SM the registers of the compiled-format instances (window <= 16) are bounded for: nvfp4 5 (96 registers, no
 // spills), fp16 / fp8 4. Measured side by side (H200, 122B layer, B = 256, L = 16, non-flush step, bench precision
 // --layers 4, RSSM_READ_MMA_MINB, 28ecd8c) at 4 / 5 / 6 CTAs: fp8 128.4 / 148.1 / 133.2 us, nvfp4 133.5 / 129.6 /
-// 137.8 us; fp16 at 4 / 6: 188.2 / 190.1 us. The instances that read the formats from the params (and window > 16) keep 4: at 5
-// they spill 24-184 bytes.
+// 137.8 us; fp16 at 4 / 6: 188.2 / 190.1 us. The instances that read the formats from the params (and window > 16)
+// keep 4: at 5 they spill 24-184 bytes.
 template <int FMT>
 constexpr int kMinBlocks() {
     return FMT == readmma::kNvfp4 ? 5 : 4;

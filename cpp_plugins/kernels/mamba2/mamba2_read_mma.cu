@@ -16,7 +16,7 @@ const void* specialized(int actDtype, size_t* smem) {
     return nullptr;
 }
 // stages 0: the format's default (readMmaStages); 2 / 3 / 4 / 6 (window <= 16): A/B builds (RSSM_MAMBA2_READ_MMA_DEPTH)
-// that read the activation format from the params; RSSM_READ_MMA_MINB=4|5 forces the occupancy bound of the
+// that read the activation format from the params; RSSM_READ_MMA_MINB=4|5|6 forces the occupancy bound of the
 // default-depth instance (A/B; at 6 it has 80 registers without spills).
 template <int FMT>
 const void* kernelOf(int window, int stages, int actDtype, size_t* smem) {
