@@ -1,6 +1,9 @@
 #include "rssm_common.h"
 
+#include <cuda_runtime.h>
+
 #include <cstdio>
+#include <mutex>
 
 #ifndef RSSM_BUILD_ARCHS
 #define RSSM_BUILD_ARCHS "unknown"
@@ -23,4 +26,57 @@ int setError(int status, const char* fmt, ...) {
     return status;
 }
 void clearError() { gLastError[0] = 0; }
+
+namespace {
+std::mutex gOccupancyLock;
+int currentDevice() {
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) {
+        cudaGetLastError();
+        dev = 0;
+    }
+    return dev;
+}
+}  // namespace
+
+int occupancyPerSm(const void* func, int threads, size_t smem) {
+    struct Entry {
+        const void* func;
+        int threads;
+        size_t smem;
+        int dev, occ;
+    };
+    static Entry cache[128] = {};
+    const int dev = currentDevice();
+    std::lock_guard<std::mutex> guard(gOccupancyLock);
+    for (const Entry& e : cache)
+        if (e.func == func && e.threads == threads && e.smem == smem && e.dev == dev) return e.occ;
+    int occ = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, func, threads, smem) != cudaSuccess || occ < 1) {
+        cudaGetLastError();
+        occ = 1;
+    }
+    for (Entry& e : cache)
+        if (e.func == nullptr) {
+            e = Entry{func, threads, smem, dev, occ};
+            break;
+        }
+    return occ;
+}
+
+int deviceSmCount() {
+    static int cached[64] = {0};
+    const int dev = currentDevice();
+    std::lock_guard<std::mutex> guard(gOccupancyLock);
+    if (dev < 0 || dev >= 64) return 1;
+    if (cached[dev] == 0) {
+        int v = 0;
+        if (cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || v < 1) {
+            cudaGetLastError();
+            v = 1;
+        }
+        cached[dev] = v;
+    }
+    return cached[dev];
+}
 }  // namespace rssm

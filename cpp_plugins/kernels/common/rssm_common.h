@@ -35,7 +35,14 @@ const char* rssm_last_error(void);
 }  // extern "C"
 
 #include <cstdarg>
+#include <cstddef>
 namespace rssm {
+// CTAs of `threads` threads with `smem` bytes of dynamic shared memory resident per SM for kernel `func` on the
+// current device (cudaOccupancyMaxActiveBlocksPerMultiprocessor; at least 1), cached per (kernel, threads, smem,
+// device) behind a lock. A host query: no stream work, safe during graph capture.
+int occupancyPerSm(const void* func, int threads, size_t smem);
+// SMs of the current device (cached per device; 1 if the query fails).
+int deviceSmCount();
 // Records a printf-style message for rssm_last_error() and returns `status`.
 int setError(int status, const char* fmt, ...);
 void clearError();

@@ -23,10 +23,6 @@ int64_t gdnDpSplitWorkspaceBytes(const DualPrecisionDecodeParams& p);
 enum class DecodePath { kTile, kStream, kSplit };
 const char* forcedPathName();  // the RSSM_DP_DECODE_PATH value, or NULL
 
-// CTAs of 128 threads with `smem` bytes of dynamic shared memory that one wave of `kernel` holds on the current
-// device (occupancy x SMs; cached per kernel, size and device; at least 1).
-int oneWaveCtas(const void* kernel, int smem);
-
 // Launch of one decode kernel instance with `smem` bytes of dynamic shared memory (opted in above the
 // 48 KB default when static + dynamic need it; the call is idempotent and capture-safe).
 // dependent: launched as a programmatic dependent of the previous kernel (PDL, sm_90+; the flush-only instances,

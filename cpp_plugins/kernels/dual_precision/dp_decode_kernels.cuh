@@ -451,7 +451,8 @@ void launchDpDecodeGrid(Kernel kernel, const DualPrecisionDecodeParams& p, int t
         return;
     }
     const long long items = (long long)tiles * p.nheads * ((p.batch + kFlushGroup - 1) / kFlushGroup);
-    long long wave = (long long)oneWaveCtas(reinterpret_cast<const void*>(kernel), smem);
+    long long wave = (long long)occupancyPerSm(reinterpret_cast<const void*>(kernel), kDecodeThreads, smem) *
+                     deviceSmCount();
     // RSSM_DP_FLUSH_ONLY_CTAS=n (tests): at most n CTAs, so each takes many items across row groups
     if (const char* e = getenv("RSSM_DP_FLUSH_ONLY_CTAS")) {
         const long long n = atoll(e);

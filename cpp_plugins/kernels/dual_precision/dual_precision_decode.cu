@@ -2,8 +2,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <mutex>
-
 #include "dual_precision/dp_decode_dispatch.h"
 #include "dual_precision/dp_read_chunk.cuh"
 #include "dual_precision/dual_precision_flush.h"
@@ -20,39 +18,6 @@ int decodeTileRows(int readDtype, int headdim) {
         default: rows = ReadFmt<RSSM_DTYPE_NVFP4>::kRows; break;
     }
     return rows < headdim ? rows : headdim;
-}
-int oneWaveCtas(const void* kernel, int smem) {
-    struct Entry {
-        const void* func;
-        int smem, dev, ctas;
-    };
-    static Entry cache[32] = {};
-    static std::mutex lock;
-    std::lock_guard<std::mutex> guard(lock);
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess) {
-        cudaGetLastError();
-        dev = 0;
-    }
-    for (const Entry& e : cache)
-        if (e.func == kernel && e.smem == smem && e.dev == dev) return e.ctas;
-    int sms = 0, perSm = 0;
-    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms < 1) {
-        cudaGetLastError();
-        sms = 1;
-    }
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, kernel, kDecodeThreads, smem) != cudaSuccess ||
-        perSm < 1) {
-        cudaGetLastError();
-        perSm = 1;
-    }
-    const int ctas = sms * perSm;
-    for (Entry& e : cache)
-        if (e.func == nullptr) {
-            e = Entry{kernel, smem, dev, ctas};
-            break;
-        }
-    return ctas;
 }
 const char* forcedPathName() {
     const char* env = getenv("RSSM_DP_DECODE_PATH");

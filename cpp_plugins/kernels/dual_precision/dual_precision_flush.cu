@@ -561,12 +561,8 @@ int launchFlush(Kernel kernel, dim3 grid, int smem, cudaStream_t stream, const D
                         p.headdim, optin);
     cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (grid.x == 0) {
-        int dev = 0, sms = 0, perSm = 0;
-        cudaGetDevice(&dev);
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, kernel, kThreads, smem);
         const long long items = (long long)p.batch * p.nheads;
-        long long g = (long long)(perSm > 0 ? perSm : 1) * (sms > 0 ? sms : 1);
+        long long g = (long long)occupancyPerSm(reinterpret_cast<const void*>(kernel), kThreads, smem) * deviceSmCount();
         if (g > items) g = items;
         grid = dim3((unsigned)(g > 0 ? g : 1));
     }

@@ -23,23 +23,10 @@ cudaError_t allowDynamicSmem(F* kernel, size_t smem) {
     return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
 }
 
-// Resident CTAs per SM of the readout (cached per kernel: a host query, no stream work).
+// Resident CTAs per SM of the readout (a cached host query, no stream work: rssm::occupancyPerSm).
 template <typename F>
 int readoutOccupancy(F* kernel, int threads, size_t smem) {
-    struct Entry { const void* f; int dev; int occ; };
-    static Entry cache[64] = {};
-    int dev = 0;
-    cudaGetDevice(&dev);
-    for (const Entry& e : cache)
-        if (e.f == reinterpret_cast<const void*>(kernel) && e.dev == dev) return e.occ;
-    int occ = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kernel, threads, smem) != cudaSuccess || occ < 1) {
-        cudaGetLastError();
-        occ = 1;
-    }
-    for (Entry& e : cache)
-        if (e.f == nullptr) { e = Entry{reinterpret_cast<const void*>(kernel), dev, occ}; break; }
-    return occ;
+    return occupancyPerSm(reinterpret_cast<const void*>(kernel), threads, smem);
 }
 
 // Persistent grid of a warp-item readout: one warp per item up to the CTAs that fit on the device at once.

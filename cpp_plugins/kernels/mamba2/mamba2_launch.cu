@@ -235,24 +235,9 @@ int autoRowsPersistent(long long batchHeads, int P, PlanFn planBytes) {
 }
 
 // Grid of a persistent launch: every resident CTA (occupancy x SMs), at most one per item.
-// (A host query, no stream work; cached per kernel and shared-memory size.)
+// (A host query, no stream work; cached: rssm::occupancyPerSm.)
 int persistentGrid(const void* func, int threads, size_t smem, long long items) {
-    struct Entry { const void* func; size_t smem; int dev; int occ; };
-    static Entry cache[64] = {};
-    int dev = 0;
-    cudaGetDevice(&dev);
-    int occ = 0;
-    for (const Entry& e : cache)
-        if (e.func == func && e.smem == smem && e.dev == dev) { occ = e.occ; break; }
-    if (occ == 0) {
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, func, threads, smem) != cudaSuccess || occ < 1) {
-            cudaGetLastError();
-            occ = 1;
-        }
-        for (Entry& e : cache)
-            if (e.func == nullptr) { e = Entry{func, smem, dev, occ}; break; }
-    }
-    const long long g = (long long)occ * smCount();
+    const long long g = (long long)occupancyPerSm(func, threads, smem) * smCount();
     return (int)(items < g ? items : g);
 }
 
