@@ -143,16 +143,23 @@ __device__ __forceinline__ void tileMma(float (&acc)[4], float (&acc2)[4], const
 }
 
 // nvfp4: the multipliers of a lane's block sums, f[r][k] for row 2g + r and block 2t + k: value(bs) * gs * 2^6 (the
-// codes are widened to e4m3 as value x 2^-6). `scales`: the staged [16 rows][8] e4m3 block scales.
+// codes are widened to e4m3 as value x 2^-6). `scales`: the staged [16 rows][8] e4m3 block scales. A pair of block
+// scales is widened by one e4m3x2 -> f16x2 conversion (hardware on sm_89+, cuda_fp8.h's fallback before): e4m3 values
+// are exact in fp16, NaN (0x7F / 0xFF) stays NaN, so each factor equals RowQuad<Nvfp4Rows>::factor bit for bit
+// (value(bs) * gs rounded once in fp32, then powers of two).
+__device__ __forceinline__ float2 nvfp4ScalePair(uint32_t pair16) {
+    const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)pair16, __NV_E4M3);
+    return __half22float2(*reinterpret_cast<const __half2*>(&h));
+}
 __device__ __forceinline__ void nvfp4BlockFactors(const uint8_t* scales, float gs, int g, int t, float (&f)[2][2]) {
-    using RQ = stream::RowQuad<stream::Nvfp4Rows>;
-    const float k = 1.f / 256.f;
+    const float k = 16384.f / 256.f;
     const uint32_t s0 = *reinterpret_cast<const uint16_t*>(scales + 16 * g + 2 * t);
     const uint32_t s1 = *reinterpret_cast<const uint16_t*>(scales + 16 * g + 8 + 2 * t);
-    f[0][0] = RQ::factor(s0 & 0xFFu, gs) * k;
-    f[0][1] = RQ::factor(s0 >> 8, gs) * k;
-    f[1][0] = RQ::factor(s1 & 0xFFu, gs) * k;
-    f[1][1] = RQ::factor(s1 >> 8, gs) * k;
+    const float2 v0 = nvfp4ScalePair(s0), v1 = nvfp4ScalePair(s1);
+    f[0][0] = __fmul_rn(v0.x, gs) * k;
+    f[0][1] = __fmul_rn(v0.y, gs) * k;
+    f[1][0] = __fmul_rn(v1.x, gs) * k;
+    f[1][1] = __fmul_rn(v1.y, gs) * k;
 }
 
 }  // namespace readmma
