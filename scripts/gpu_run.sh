@@ -3,7 +3,9 @@
 # compute-sanitizer checks and the side-by-side benchmarks, and print a short table last.
 #
 #   scripts/gpu_run.sh [--tests] [--xdist N] [--test-select PATHS] [--test-k EXPR] [--sanitize] [--harness]
-#                      [--bench mamba2,gdn,precision] [--bench-args "..."] [--profile]
+#                      [--bench mamba2,gdn,precision] [--bench-args "..."] [--profile] [--extra "CMD"]
+# --extra CMD: one more command (e.g. an A/B script under scripts/) run with the library's environment after the
+#              checks and before the benches; its output is tailed here and kept in logs.tgz (EXTRA_TIMEOUT).
 # --test-k EXPR: pytest -k expression for the GPU tests (e.g. "v4 or dual"). TEST_SEL / TEST_K in the environment
 # set the defaults of --test-select / --test-k.
 # --profile: Nsight Compute (ncu) on scripts/profile_kernels.py (PROFILE_ARGS), report in logs.tgz
@@ -20,7 +22,7 @@ OUT="${OUT:-$PWD/out}"; mkdir -p "$OUT"
 LOG=/tmp/rssm-logs; rm -rf "$LOG"; mkdir -p "$LOG"   # only 8 files come back from $OUT: logs are tarred
 export PYTHONUNBUFFERED=1
 # TEST_SEL / TEST_K in the environment are the defaults of --test-select / --test-k (like SAN_SEL for --sanitize)
-RUN_TESTS=0; RUN_SAN=0; RUN_HARNESS=0; RUN_PROFILE=0; XDIST=""; BENCH=""; BENCH_ARGS=""; TEST_SEL="${TEST_SEL:-tests/kernels}"; TEST_K="${TEST_K:-}"
+RUN_TESTS=0; RUN_SAN=0; RUN_HARNESS=0; RUN_PROFILE=0; XDIST=""; BENCH=""; BENCH_ARGS=""; EXTRA=""; TEST_SEL="${TEST_SEL:-tests/kernels}"; TEST_K="${TEST_K:-}"
 while [ $# -gt 0 ]; do
   case "$1" in
     --tests) RUN_TESTS=1 ;;
@@ -32,6 +34,7 @@ while [ $# -gt 0 ]; do
     --xdist) XDIST="-n $2"; shift ;;
     --bench) BENCH="$2"; shift ;;
     --bench-args) BENCH_ARGS="$2"; shift ;;
+    --extra) EXTRA="$2"; shift ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -118,6 +121,14 @@ if [ $RUN_HARNESS -eq 1 ]; then
   else
     note "TensorRT plugin enqueue harness: not built (configure with TRT_INC=<TensorRT include dir>)"
   fi
+fi
+
+if [ -n "$EXTRA" ]; then
+  t0=$(date +%s)
+  timeout ${EXTRA_TIMEOUT:-180} bash -c "$EXTRA" > "$LOG/extra.log" 2>&1
+  rc=$?
+  note "extra ($EXTRA): rc=$rc [$(( $(date +%s) - t0 ))s]"
+  tail -40 "$LOG/extra.log"
 fi
 
 # benches last: a slow bench cannot starve the checks above of device time

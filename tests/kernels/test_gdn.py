@@ -135,6 +135,43 @@ def test_conventional_decode(shape, B, state_dtype, act, K, T, variant):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("cfg", [0, 1, 2, 3, 4, 5])
+@pytest.mark.parametrize("B,shape,V", [pytest.param(3, "q35-4b", 128, marks=pytest.mark.sanitize),
+                                       (64, "q35-122b", 128),
+                                       pytest.param(5, "q35-4b", 88, marks=pytest.mark.sanitize)],
+                         ids=["B3-q35-4b", "B64-q35-122b", "B5-V88"])
+def test_conventional_warp_launch_shapes(cfg, B, shape, V, monkeypatch):
+    """Every launch shape of the warp-item conventional decode (RSSM_GDN_WARP_CFG: rows per warp, threads, register
+    bound; gdn_warp_decode.cu) against the float64 reference, padding rows untouched. V = 88 is not a multiple of the
+    16-row shapes: those fall back to the default shape and must still be right."""
+    monkeypatch.setenv("RSSM_GDN_WARP_CFG", str(cfg))
+    G = _ops()
+    H, HV, K, _ = SHAPES[shape]
+    gen = torch.Generator().manual_seed(4100 + 10 * cfg + B)
+    S = B + 4
+    layer = _cuda(random_gdn_layer(HV, gen))
+    slots = torch.randperm(S, generator=gen)[:B].to(torch.int32)
+    slots[1] = -1
+    inp = _inputs(B, 1, H, HV, K, V, gen, torch.bfloat16)
+    state = (0.5 * torch.randn(S, HV, V, K, generator=gen)).to(DEV)
+    before = state.clone()
+    o = torch.full((B, 1, HV, V), float("nan"), dtype=torch.bfloat16, device=DEV)
+    G.gdn_decode(state, slots.to(DEV), **_cuda(inp), **layer, out=o, variant=6)
+    torch.cuda.synchronize()
+    valid = [r for r in range(B) if slots[r] >= 0]
+    rows = _sample_rows(valid, gen)
+    sl = slots[rows].long()
+    ref_o, ref_states = gdn_decode_naive(before[sl].cpu(), *(inp[n][rows] for n in ("q", "k", "v", "a", "b")),
+                                         layer["A_log"].cpu(), layer["dt_bias"].cpu())
+    assert rel(o[rows], ref_o) < _tol_out(torch.bfloat16)
+    assert rel(state[sl], ref_states[:, -1]) < 2e-3
+    assert torch.isnan(o[1]).all(), "padding row's output was written"
+    assert not torch.isnan(o[valid]).any()
+    untouched = sorted(set(range(S)) - set(slots[valid].tolist()))
+    assert torch.equal(state[untouched], before[untouched]), "slots of no valid row changed"
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("T", list(range(1, 9)))
 @pytest.mark.parametrize("B,shape", [(3, "q35-4b"), (64, "q35-122b")])
 @pytest.mark.parametrize("variant", CONV_VARIANTS, ids=CONV_VARIANT_IDS)

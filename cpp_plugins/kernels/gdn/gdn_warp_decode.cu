@@ -9,6 +9,10 @@
 //   o = alpha Y + u (kn . qn),  S <- alpha S + u kn^T (u of each row by a shuffle), rows stored in place.
 // Same math and results as variants 0-5 (gdn_kernels.cuh). One token, no snapshots (the launcher runs variant 5
 // for the rest). Padding rows (slot < 0 or >= num_slots) are untouched.
+#include <stdlib.h>
+
+#include <type_traits>
+
 #include "gdn/gdn_kernels.cuh"
 #include "gdn/gdn_warp_decode.h"
 
@@ -16,12 +20,11 @@ namespace rssm {
 namespace gdn {
 namespace {
 
-constexpr int kWarpDecodeThreadsGdn = 256;
-
-template <typename ST, int K>
-__global__ void __launch_bounds__(kWarpDecodeThreadsGdn, K == 128 ? 3 : 2) gdnWarpDecodeKernel(const GdnDecodeParams p) {
-    using RS = stream::RowScatter<kWarpDecodeRowsGdn>;
-    constexpr int QPL = K / 128, RW = kWarpDecodeRowsGdn;
+// RW value rows per warp item, CTAs of THREADS threads, register bound for MINB CTAs per SM.
+template <typename ST, int K, int RW, int THREADS, int MINB>
+__global__ void __launch_bounds__(THREADS, MINB) gdnWarpDecodeKernel(const GdnDecodeParams p) {
+    using RS = stream::RowScatter<RW>;
+    constexpr int QPL = K / 128;
     const int HV = p.num_v_heads, V = p.head_v;
     const int nrb = V / RW;
     const unsigned items = (unsigned)p.batch * HV * nrb;  // < 2^31 (launcher)
@@ -82,10 +85,29 @@ __global__ void __launch_bounds__(kWarpDecodeThreadsGdn, K == 128 ? 3 : 2) gdnWa
     }
 }
 
+// Launch shapes of the fp32-state, K = 128 instance (the serving case), for side-by-side timing of the
+// conventional baseline: RSSM_GDN_WARP_CFG (read per launch) = 0 (default: 8 rows per warp, 256 threads, 3 CTAs
+// per SM), 1 (8 rows, 128 threads, 7 CTAs), 2 (8 rows, 128 threads, 6 CTAs), 3 (16 rows, 256 threads, 2 CTAs),
+// 4 (16 rows, 128 threads, 4 CTAs), 5 (8 rows, 256 threads, 4 CTAs: spills). Other states / key dims, or head_v not a multiple of the rows, run 0.
+struct WarpDecodeShape {
+    const void* kernel;
+    int rows, threads;
+};
+
 template <typename ST>
-const void* warpDecodeKernelFor(int K) {
-    return K == 128 ? reinterpret_cast<const void*>(&gdnWarpDecodeKernel<ST, 128>)
-                    : reinterpret_cast<const void*>(&gdnWarpDecodeKernel<ST, 256>);
+WarpDecodeShape warpDecodeShapeFor(int K, int V) {
+    if (K != 128) return {reinterpret_cast<const void*>(&gdnWarpDecodeKernel<ST, 256, 8, 256, 2>), 8, 256};
+    int cfg = 0;
+    if (const char* e = getenv("RSSM_GDN_WARP_CFG")) cfg = atoi(e);
+    if (!std::is_same<ST, float>::value || (cfg >= 3 && V % 16 != 0)) cfg = 0;
+    switch (cfg) {
+        case 1: return {reinterpret_cast<const void*>(&gdnWarpDecodeKernel<float, 128, 8, 128, 7>), 8, 128};
+        case 2: return {reinterpret_cast<const void*>(&gdnWarpDecodeKernel<float, 128, 8, 128, 6>), 8, 128};
+        case 3: return {reinterpret_cast<const void*>(&gdnWarpDecodeKernel<float, 128, 16, 256, 2>), 16, 256};
+        case 4: return {reinterpret_cast<const void*>(&gdnWarpDecodeKernel<float, 128, 16, 128, 4>), 16, 128};
+        case 5: return {reinterpret_cast<const void*>(&gdnWarpDecodeKernel<float, 128, 8, 256, 4>), 8, 256};
+        default: return {reinterpret_cast<const void*>(&gdnWarpDecodeKernel<ST, 128, 8, 256, 3>), 8, 256};
+    }
 }
 
 }  // namespace
@@ -97,14 +119,14 @@ bool warpDecodeRuns(const GdnDecodeParams& p) {
 }
 
 cudaError_t launchDecodeWarpItems(const GdnDecodeParams& p, cudaStream_t s) {
-    const void* k = p.state_dtype == RSSM_DTYPE_FP32   ? warpDecodeKernelFor<float>(p.head_k)
-                    : p.state_dtype == RSSM_DTYPE_FP16 ? warpDecodeKernelFor<__half>(p.head_k)
-                                                       : warpDecodeKernelFor<__nv_bfloat16>(p.head_k);
-    const long long items = (long long)p.batch * p.num_v_heads * (p.head_v / kWarpDecodeRowsGdn);
-    const long long ctas = (items + kWarpDecodeThreadsGdn / 32 - 1) / (kWarpDecodeThreadsGdn / 32);
+    const WarpDecodeShape sh = p.state_dtype == RSSM_DTYPE_FP32   ? warpDecodeShapeFor<float>(p.head_k, p.head_v)
+                               : p.state_dtype == RSSM_DTYPE_FP16 ? warpDecodeShapeFor<__half>(p.head_k, p.head_v)
+                                                                  : warpDecodeShapeFor<__nv_bfloat16>(p.head_k, p.head_v);
+    const long long items = (long long)p.batch * p.num_v_heads * (p.head_v / sh.rows);
+    const long long ctas = (items + sh.threads / 32 - 1) / (sh.threads / 32);
     GdnDecodeParams q = p;
     void* args[] = {&q};
-    cudaError_t e = cudaLaunchKernel(k, dim3((unsigned)ctas), dim3(kWarpDecodeThreadsGdn), args, 0, s);
+    cudaError_t e = cudaLaunchKernel(sh.kernel, dim3((unsigned)ctas), dim3(sh.threads), args, 0, s);
     return e != cudaSuccess ? e : cudaGetLastError();
 }
 
