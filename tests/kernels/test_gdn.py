@@ -401,8 +401,16 @@ MMA_SPEC_CASES = [c for c in SPEC_CASES if c[2] + c[3] <= SPLIT_MAX_RECORDS] + [
     ("q35-4b", 256, 16, 8, "random"), ("q35-122b", 64, 24, 8, "all"), ("q35-4b", 3, 24, 4, "one"),
     ("q35-4b", 3, 16, 1, "random"), ("q35-122b", 3, 4, 2, "all"),
 ]
-VERIFY_PIPES = ["1", "0"]
-VERIFY_PIPE_IDS = ["mma", "cudacore"]
+VERIFY_PIPES = ["1", "1u", "0"]
+VERIFY_PIPE_IDS = ["mma", "mma-upf", "cudacore"]  # mma-upf: the next item's u_j prefetched (RSSM_GDN_VERIFY_UPF=1)
+
+
+def _set_verify_pipe(monkeypatch, pipe):
+    monkeypatch.setenv("RSSM_GDN_VERIFY_MMA", pipe[0])
+    if pipe.endswith("u"):
+        monkeypatch.setenv("RSSM_GDN_VERIFY_UPF", "1")
+    else:
+        monkeypatch.delenv("RSSM_GDN_VERIFY_UPF", raising=False)
 
 
 @pytest.mark.gpu
@@ -410,10 +418,10 @@ VERIFY_PIPE_IDS = ["mma", "cudacore"]
                          ids=[f"{s}-B{b}-L{l}-T{t}-{a}" for s, b, l, t, a in MMA_SPEC_CASES])
 @pytest.mark.parametrize("pipe", VERIFY_PIPES, ids=VERIFY_PIPE_IDS)
 def test_replay_split_verify_mma(shape, B, L, T, accept, pipe, monkeypatch):
-    monkeypatch.setenv("RSSM_GDN_VERIFY_MMA", pipe)
+    _set_verify_pipe(monkeypatch, pipe)
     seq = _Seq(shape, B, L, 1, T, seed=B * 1000 + L * 10 + T + 7, variant=6)
     _run_speculative(seq, B, T, accept)
-    _report(f"verify-{'mma' if pipe == '1' else 'cudacore'} {shape} B={B} L={L} T={T} {accept}: "
+    _report(f"verify-{VERIFY_PIPE_IDS[VERIFY_PIPES.index(pipe)]} {shape} B={B} L={L} T={T} {accept}: "
             f"max out rel err={seq.max_err['out']:.2e} flushes={seq.flushes}")
 
 
@@ -423,7 +431,7 @@ def test_replay_split_verify_mma(shape, B, L, T, accept, pipe, monkeypatch):
 def test_replay_split_verify_mma_strided(offset, pipe, monkeypatch):
     """q / k / v as views into one packed projection (what the models pass), 16-byte aligned or only 8-byte aligned
     (the op's rule for q / k)."""
-    monkeypatch.setenv("RSSM_GDN_VERIFY_MMA", pipe)
+    _set_verify_pipe(monkeypatch, pipe)
     B, L, T = 5, 16, 4
     seq = _Seq("q35-4b", B, L, 1, T, seed=77 + offset, variant=6)
     H, HV, K, V = seq.H, seq.HV, seq.K, seq.V
@@ -455,7 +463,7 @@ def test_replay_split_verify_mma_ckpt16(state_dtype, L, monkeypatch):
     other."""
     res = {}
     for pipe in VERIFY_PIPES:
-        monkeypatch.setenv("RSSM_GDN_VERIFY_MMA", pipe)
+        _set_verify_pipe(monkeypatch, pipe)
         seq = _Seq("q35-4b", 6, L, 1, 4, seed=91, state_dtype=state_dtype, variant=6)
         seq.tol_out = 2e-2
         for t in range(30):
@@ -466,6 +474,7 @@ def test_replay_split_verify_mma_ckpt16(state_dtype, L, monkeypatch):
     e = rel(res["1"], res["0"])
     _report(f"verify ckpt16 {str(state_dtype).replace('torch.', '')} L={L}: mma vs cuda-core checkpoint rel {e:.2e}")
     assert e < 1e-2
+    assert torch.equal(res["1u"], res["1"]), "the u_j prefetch changed the tensor-core readout's results"
 
 
 @pytest.mark.gpu
@@ -573,14 +582,14 @@ def test_accuracy_speculative_verify(pipe, monkeypatch):
     against the exact float64 recurrence (no rounding of u in the reference), FP32 checkpoint, fp16 u, bf16
     activations: the tensor-core readout (TF32 state operand; its error reaches u and, through the flush, the
     checkpoint) and the CUDA-core readout."""
-    monkeypatch.setenv("RSSM_GDN_VERIFY_MMA", pipe)
+    _set_verify_pipe(monkeypatch, pipe)
     seq = _Seq("q35-4b", 4, 16, 1, 4, seed=13, u_round=None, variant=6)
     for t in range(96):
         seq.step(torch.ones(4, dtype=torch.bool), _spec_accept("random", 4, 4, seq.gen))
     torch.cuda.synchronize()
     sl = seq.slots[seq.ref_rows].long()
     e_ck = rel(seq.ckpt[sl], seq.ref.ckpt[sl])
-    _report(f"accuracy verify-{'mma' if pipe == '1' else 'cudacore'} q35-4b B=4 L=16 T=4 random, 96 steps, fp32 ckpt, "
+    _report(f"accuracy verify-{VERIFY_PIPE_IDS[VERIFY_PIPES.index(pipe)]} q35-4b B=4 L=16 T=4 random, 96 steps, fp32 ckpt, "
             f"fp16 u, bf16 act: max out rel err {seq.max_err['out']:.2e}, ckpt rel err {e_ck:.2e}, "
             f"flushes {seq.flushes}")
     assert seq.flushes >= 8
@@ -693,9 +702,10 @@ def test_sanitize_replay(variant, mode, T):
 @pytest.mark.gpu
 @pytest.mark.sanitize
 @pytest.mark.parametrize("T", [3, 6])
-def test_sanitize_replay_verify_mma(T, monkeypatch):
+@pytest.mark.parametrize("pipe", ["1", "1u"], ids=["mma", "mma-upf"])
+def test_sanitize_replay_verify_mma(T, pipe, monkeypatch):
     """The tensor-core verify readout (forced): tiny batch with a padding row, L = 4 / 8 (flushes, wrap-around)."""
-    monkeypatch.setenv("RSSM_GDN_VERIFY_MMA", "1")
+    _set_verify_pipe(monkeypatch, pipe)
     seq = _Seq("q35-4b", 3, 4 if T <= 4 else 8, 1, T, seed=41 + T, variant=6)
     for t in range(10):
         seq.step(_active(3, t, [0, 1, 2], seq.gen, 0.0), [T, 1, 2])

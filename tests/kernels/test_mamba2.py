@@ -793,9 +793,21 @@ def test_replay_split_mma_fold_sanitize(monkeypatch):
     assert _run_replay(3, 4, 3, 1, SMALL, F32, BF16, 5, seed=82, variant=4, state_pad=4) > 0
 
 MMA_READOUT_CASES = [c for c in REPLAY_CASES if c[4]["N"] == 128]
+# 4: the tensor-core readout; 4x: the same with the next item's x_j and this item's z loaded early
+# (RSSM_MAMBA2_MMA_XPF=1); 0: the CUDA-core readout.
+MMA_PIPES = ["4", "4x", "0"]
+MMA_PIPE_IDS = ["mma", "mma-xpf", "plain"]
 
 
-@pytest.mark.parametrize("pipe", ["4", "0"], ids=["mma", "plain"])
+def _set_mma_pipe(monkeypatch, pipe):
+    monkeypatch.setenv("RSSM_MAMBA2_SPLIT_PIPE", pipe[0])
+    if pipe.endswith("x"):
+        monkeypatch.setenv("RSSM_MAMBA2_MMA_XPF", "1")
+    else:
+        monkeypatch.delenv("RSSM_MAMBA2_MMA_XPF", raising=False)
+
+
+@pytest.mark.parametrize("pipe", MMA_PIPES, ids=MMA_PIPE_IDS)
 @pytest.mark.parametrize("case", MMA_READOUT_CASES, ids=[_rid(c) for c in MMA_READOUT_CASES])
 def test_replay_split_mma_readout(case, pipe, monkeypatch):
     """Variant 4 with the readout forced (RSSM_MAMBA2_SPLIT_PIPE, read per launch; unset, speculative steps of T >= 4
@@ -804,20 +816,20 @@ def test_replay_split_mma_readout(case, pipe, monkeypatch):
     activations (fp16 ones fall back to the CUDA-core readout); 0 = the CUDA-core readout at every T. Every N = 128
     case of the replay table (both model shapes, T 1..8, fp32 / fp16 / bf16 checkpoints, padding and staggered rows,
     L up to 32: two record chunks), outputs and checkpoints compared with the float64 reference."""
-    monkeypatch.setenv("RSSM_MAMBA2_SPLIT_PIPE", pipe)
+    _set_mma_pipe(monkeypatch, pipe)
     B, L, T, mode, sh, st, act, steps = case
     n_flush = _run_replay(B, L, T, mode, sh, st, act, steps, seed=zlib.crc32(_rid(case).encode()) % 10000 + 11,
                           variant=4)
     assert n_flush > 0 or n_flush == REFUSED, "case never flushed"
 
 
-@pytest.mark.parametrize("pipe", ["4", "0"], ids=["mma", "plain"])
+@pytest.mark.parametrize("pipe", MMA_PIPES, ids=MMA_PIPE_IDS)
 @pytest.mark.parametrize("accept", ["all", "one", "random"])
 def test_replay_split_mma_readout_acceptance_and_strides(accept, pipe, monkeypatch):
     """Tensor-core readout with every acceptance pattern, padded checkpoint rows, strided inputs without z / D,
     in-phase rows (every item of a step flushes), T = 8 with a window of 24 (32 records: both record chunks of the
     readout and of the fold), and a standard window of 32."""
-    monkeypatch.setenv("RSSM_MAMBA2_SPLIT_PIPE", pipe)
+    _set_mma_pipe(monkeypatch, pipe)
     assert _run_replay(3, 8, 4, 1, SUPER, F32, BF16, 10, seed=171, accept=accept, variant=4) > 0
     assert _run_replay(3, 8, 4, 1, SMALL, F32, BF16, 8, seed=172, accept=accept, variant=4, state_pad=4) > 0
     assert _run_replay(8, 4, 2, 1, SMALL, F32, BF16, 8, seed=174, staggered=False, padding=False, with_z=False,
@@ -829,11 +841,11 @@ def test_replay_split_mma_readout_acceptance_and_strides(accept, pipe, monkeypat
 
 
 @pytest.mark.sanitize
-@pytest.mark.parametrize("pipe", ["4", "0"], ids=["mma", "plain"])
+@pytest.mark.parametrize("pipe", MMA_PIPES, ids=MMA_PIPE_IDS)
 def test_replay_split_mma_readout_sanitize(pipe, monkeypatch):
     """Small tensor-core-readout cases for compute-sanitizer: standard and speculative with flushes, padded rows,
     two record chunks."""
-    monkeypatch.setenv("RSSM_MAMBA2_SPLIT_PIPE", pipe)
+    _set_mma_pipe(monkeypatch, pipe)
     assert _run_replay(3, 4, 1, 0, SMALL, F32, BF16, 6, seed=181, variant=4) > 0
     assert _run_replay(3, 4, 3, 1, SMALL, F32, BF16, 5, seed=182, variant=4, state_pad=4) > 0
     assert _run_replay(2, 24, 8, 1, SMALL, F32, BF16, 6, seed=183, variant=4) > 0

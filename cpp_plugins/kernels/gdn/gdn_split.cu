@@ -117,7 +117,8 @@ bool useVerifyMma(const GdnReplayParams& p) {
     return rowsAligned && pairs && (es == 4 || p.window <= 16);
 }
 cudaError_t launchVerifyMma(const GdnReplayParams& p, int smCount, cudaStream_t s) {
-    const void* kernel = verifyMmaKernel(p.state_dtype, p.num_tokens);
+    const char* upf = getenv("RSSM_GDN_VERIFY_UPF");  // "1": the u_j prefetch (A/B timing, tests)
+    const void* kernel = verifyMmaKernel(p.state_dtype, p.num_tokens, upf && strcmp(upf, "1") == 0);
     const int threads = verifyMmaThreads();
     const size_t smem = verifyMmaSmemBytes(p.state_dtype);
     cudaError_t e = allowDynamicSmem(kernel, smem);

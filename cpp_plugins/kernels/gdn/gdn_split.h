@@ -25,8 +25,9 @@ cudaError_t launchSplit(const GdnReplayParams& p, int smCount, cudaStream_t stre
 // q.variant 6, q.skip_flush_rows 1. Validates like rssm_gdn_replay_launch; returns its status.
 int replaySplitReadCopy(const GdnReplayParams& q, const stream::ReadCopyScales& rc, cudaStream_t stream);
 // The speculative verify readout on tensor cores (gdn_split_mma.cu): its kernel for a checkpoint dtype (fp32 / fp16 /
-// bf16; NULL otherwise) and token count (<= 8), its dynamic shared memory per CTA and its CTA size.
-const void* verifyMmaKernel(int stateDtype, int numTokens);
+// bf16; NULL otherwise) and token count (<= 8), its dynamic shared memory per CTA and its CTA size. prefetchU: the
+// next item's u_j block loaded during the current item (RSSM_GDN_VERIFY_UPF).
+const void* verifyMmaKernel(int stateDtype, int numTokens, bool prefetchU);
 size_t verifyMmaSmemBytes(int stateDtype);
 int verifyMmaThreads();
 // The read-copy readout on tensor cores (gdn_read_mma.cu; standard steps, skip_flush_rows, K = 128): its kernel for

@@ -11,17 +11,20 @@ namespace {
 // in registers: the 3-CTA build of it (80 registers, those loads inside the product loop, 140 bytes of spills) ran
 // 1.2-1.9x slower (q35-4b B = 256 T = 8: 538-824 vs 327-434 us; tenth session, docs/kernels-gdn.md).
 template <typename ST>
-const void* entry(int maxTokens) {
-    if (maxTokens <= 4) return reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 4, 3, false>);
-    return reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 8, 2, true>);
+const void* entry(int maxTokens, bool prefetchU) {
+    if (maxTokens <= 4)
+        return prefetchU ? reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 4, 3, false, true>)
+                         : reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 4, 3, false, false>);
+    return prefetchU ? reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 8, 2, true, true>)
+                     : reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 8, 2, true, false>);
 }
 }  // namespace
 
-const void* verifyMmaKernel(int stateDtype, int numTokens) {
+const void* verifyMmaKernel(int stateDtype, int numTokens, bool prefetchU) {
     switch (stateDtype) {
-        case RSSM_DTYPE_FP32: return entry<float>(numTokens);
-        case RSSM_DTYPE_FP16: return entry<__half>(numTokens);
-        case RSSM_DTYPE_BF16: return entry<__nv_bfloat16>(numTokens);
+        case RSSM_DTYPE_FP32: return entry<float>(numTokens, prefetchU);
+        case RSSM_DTYPE_FP16: return entry<__half>(numTokens, prefetchU);
+        case RSSM_DTYPE_BF16: return entry<__nv_bfloat16>(numTokens, prefetchU);
         default: return nullptr;
     }
 }

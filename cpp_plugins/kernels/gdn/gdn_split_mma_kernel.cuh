@@ -52,8 +52,11 @@ __device__ __forceinline__ float2 halfPair(uint32_t v) { return __half22float2(*
 // cursors are loaded one item ahead, the slot index three. Shared memory warpBytes<ST>() per warp (9.2 KB): up to 3
 // CTAs of 8 warps per SM. MAXT <= 4: the vectors fit rows 0..7 of the M tile (rows g + 8 are zero).
 // MINB: CTAs per SM the registers are capped for (3: 80 registers; 2: 128). HOISTB (MAXT > 4): the A fragments of
-// vector rows g + 8 loaded with the other per-item loads instead of inside the product loop.
-template <typename ST, int MAXT, int MINB, bool HOISTB>
+// vector rows g + 8 loaded with the other per-item loads instead of inside the product loop. UPF: the next item's
+// u_j block (one 16-byte ring load per committed-record lane) loaded during this item, after its products, instead of
+// at the item's start ahead of the shared-memory store and ldmatrix (the Mamba-2 readout's x_j prefetch); 4 more
+// registers. Committed records' u_j are never written by this kernel (it appends the drafts' u behind them).
+template <typename ST, int MAXT, int MINB, bool HOISTB, bool UPF = false>
 __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMmaKernel(const GdnReplayParams p) {
     using namespace mmaverify;
     using Rows = mmarows::SmemRows<ST>;
@@ -106,6 +109,20 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
     int rawNN = it + 2 * nw < items ? p.state_batch_indices[walk.next(cN).b] : -1;  // validated one item later
     pdlWaitPrimary();
     int4 metaC = slotC >= 0 ? metaOf(cC) : make_int4(0, -1, 0, 0);
+    // u_j[vw .. vw + 7] of committed record j = lane of item c (o = m.z, h = m.w; nothing for padding / invalid rows)
+    auto loadU = [&](stream::ItemCursor c, int sl, int4 m) {
+        uint4 v = make_uint4(0u, 0u, 0u, 0u);
+        if (sl >= 0 && m.y >= 0 && lane < m.w) {
+            int rr = m.z + lane;
+            rr = rr >= C ? rr - C : rr;
+            v = *reinterpret_cast<const uint4*>(ringU + (int64_t)sl * p.ring_u_stride_slot +
+                                                (int64_t)c.head * p.ring_u_stride_head +
+                                                (int64_t)rr * p.ring_u_stride_rec + c.blk * kSplitRows);
+        }
+        return v;
+    };
+    uint4 uqNext = make_uint4(0u, 0u, 0u, 0u);
+    if constexpr (UPF) uqNext = loadU(cC, slotC, metaC);
     for (int buf = 0; it < items; it += nw, buf ^= 1) {
         const int slot = slotC;
         const int4 meta = metaC;
@@ -126,15 +143,13 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
         const int slotNN = validSlot(rawNN);
         rawNN = it + 3 * nw < items ? p.state_batch_indices[walk.next(cNN).b] : -1;
 
+        bool uIssued = false;  // UPF: the next item's u_j loads
         if (slot >= 0 && nf >= 0) {  // else padding row / invalid cursors: nothing written
             const float* hr = ws + ((size_t)b * HV + hv) * RW;
             const int64_t ruBase = (int64_t)slot * p.ring_u_stride_slot + (int64_t)hv * p.ring_u_stride_head;
-            uint4 uq = make_uint4(0u, 0u, 0u, 0u);  // u_j[vw .. vw + 7] of committed record j = lane
-            if (lane < h) {
-                int rr = o + lane;
-                rr = rr >= C ? rr - C : rr;
-                uq = *reinterpret_cast<const uint4*>(ringU + ruBase + (int64_t)rr * p.ring_u_stride_rec + vw);
-            }
+            uint4 uq;  // u_j[vw .. vw + 7] of committed record j = lane
+            if constexpr (UPF) uq = uqNext;
+            else uq = loadU(cC, slot, meta);
             // The product's K order: k-tile 2k / 2k + 1 of this lane are columns 16k + 4q, + 1 / 16k + 4q + 2, + 3 (a
             // contiguous quad of the state row and of the vectors: one load each; the fold below uses the layout of
             // common/mma_rows.cuh). A fragments of vector rows g (and g + 8):
@@ -201,6 +216,10 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
                     mmarows::mmaTf32(accE, a.x << 16, a.x & 0xffff0000u, mmarows::tf32(sv.x), mmarows::tf32(sv.y));
                     mmarows::mmaTf32(accO, a.y << 16, a.y & 0xffff0000u, mmarows::tf32(sv.z), mmarows::tf32(sv.w));
                 }
+            }
+            if constexpr (UPF) {
+                uqNext = loadU(cN, slotN, metaN);
+                uIssued = true;
             }
             // E rows g (and g + 8), value rows 2q, 2q + 1: key rows g < T hold w_g = v_g - X0_g, query rows Y0
             float e0 = fmaf(scA, accE[0] + accO[0], accR[0]), e1 = fmaf(scA, accE[1] + accO[1], accR[1]);
@@ -310,6 +329,9 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
                     __trap();  // 16-bit rows with more than 16 records to fold: the launcher runs the CUDA-core readout
                 }
             }
+        }
+        if constexpr (UPF) {
+            if (!uIssued) uqNext = loadU(cN, slotN, metaN);
         }
         if (flushItem) {  // the other buffer is free again: the next item's rows
             __syncwarp();

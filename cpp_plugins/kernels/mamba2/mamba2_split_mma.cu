@@ -7,18 +7,21 @@ namespace rssm {
 namespace mamba2 {
 namespace {
 template <typename ST>
-const void* entry(bool hoistC) {
-    return hoistC ? reinterpret_cast<const void*>(&mamba2SplitReadoutMmaStagedKernel<ST, true>)
-                  : reinterpret_cast<const void*>(&mamba2SplitReadoutMmaStagedKernel<ST, false>);
+const void* entry(bool hoistC, bool prefetchX) {
+    if (prefetchX)
+        return hoistC ? reinterpret_cast<const void*>(&mamba2SplitReadoutMmaStagedKernel<ST, true, true>)
+                      : reinterpret_cast<const void*>(&mamba2SplitReadoutMmaStagedKernel<ST, false, true>);
+    return hoistC ? reinterpret_cast<const void*>(&mamba2SplitReadoutMmaStagedKernel<ST, true, false>)
+                  : reinterpret_cast<const void*>(&mamba2SplitReadoutMmaStagedKernel<ST, false, false>);
 }
 }  // namespace
 
-const void* splitMmaReadoutKernel(int stateDtype, int dstate, bool hoistC) {
+const void* splitMmaReadoutKernel(int stateDtype, int dstate, bool hoistC, bool prefetchX) {
     if (dstate != mmareadout::kN) return nullptr;
     switch (stateDtype) {
-        case RSSM_DTYPE_FP32: return entry<float>(hoistC);
-        case RSSM_DTYPE_FP16: return entry<__half>(hoistC);
-        case RSSM_DTYPE_BF16: return entry<__nv_bfloat16>(hoistC);
+        case RSSM_DTYPE_FP32: return entry<float>(hoistC, prefetchX);
+        case RSSM_DTYPE_FP16: return entry<__half>(hoistC, prefetchX);
+        case RSSM_DTYPE_BF16: return entry<__nv_bfloat16>(hoistC, prefetchX);
         default: return nullptr;
     }
 }

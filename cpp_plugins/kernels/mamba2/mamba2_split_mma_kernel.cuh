@@ -85,7 +85,11 @@ __host__ __device__ constexpr int stagedWarpBytes() { return 2 * SmemRows<ST>::k
 // Shared memory: stagedWarpBytes<ST>() per warp (9.2 KB), 76-80 registers: 3 CTAs of 8 warps per SM.
 // CHOIST: the item's C_g loads issued with the other per-item loads (16 registers live across them; fp32 rows spill
 // 16 B) instead of inside the product loop, where their latency showed as 11% of the stall samples (ninth session).
-template <typename ST, bool CHOIST>
+// XPF: the next item's x_j block (one 16-byte ring load per record lane) is loaded during this item, after its
+// products (the next item's cursors have arrived by then), and the gate z with the item's other loads: the x_j load
+// -> shared-memory store -> ldmatrix chain was 14.8% of the stall samples at the store (ninth session) and the z
+// load sat between the products and the output store. 4 + 1 more registers.
+template <typename ST, bool CHOIST, bool XPF>
 __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
     mamba2SplitReadoutMmaStagedKernel(const Mamba2ReplayParams p) {
     using namespace mmareadout;
@@ -127,6 +131,18 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
     int rawNN = it + 2 * nw < items ? rawSlot(walk.next(cN).b) : -1;  // validated one item later (load latency)
     pdlWaitPrimary();
     int4 metaC = slotC >= 0 ? metaOf(cC) : make_int4(0, -1, 0, 0);
+    // x_j[8 rows] of record `lane` of item c (o = m.z, h = m.w; nothing for padding / skipped / invalid rows)
+    auto loadX = [&](stream::ItemCursor c, int sl, int4 m) {
+        uint4 v = make_uint4(0u, 0u, 0u, 0u);
+        if (sl >= 0 && m.y >= 0 && lane < m.w + T) {
+            int rr = m.z + lane;
+            rr = rr >= Cap ? rr - Cap : rr;
+            v = *reinterpret_cast<const uint4*>(ringX + (((int64_t)sl * Cap + rr) * H + c.head) * P + c.blk * kSplitRows);
+        }
+        return v;
+    };
+    uint4 xqNext = make_uint4(0u, 0u, 0u, 0u);
+    if constexpr (XPF) xqNext = loadX(cC, slotC, metaC);
     for (int buf = 0; it < items; it += nw, buf ^= 1) {
         const int slot = slotC;
         const int4 meta = metaC;
@@ -146,6 +162,7 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
         const int slotNN = validSlot(rawNN);
         rawNN = it + 3 * nw < items ? rawSlot(walk.next(cNN).b) : -1;
 
+        bool xIssued = false;  // XPF: the next item's x_j loads
         if (slot >= 0 && nf != kSplitSkipRow) {  // else padding row / skipped flushing row: untouched
             uint16_t* yg = static_cast<uint16_t*>(p.y) + (int64_t)b * p.stride_y_b + (int64_t)g * p.stride_y_t +
                            (int64_t)head * p.stride_y_h + vw + 2 * q;
@@ -154,12 +171,9 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
             } else {
                 const float* hr = ws + ((size_t)b * H + head) * RW;
                 const int o = meta.z, R = meta.w + T;
-                uint4 xq = make_uint4(0u, 0u, 0u, 0u);
-                if (lane < R) {
-                    int rr = o + lane;
-                    rr = rr >= Cap ? rr - Cap : rr;
-                    xq = *reinterpret_cast<const uint4*>(ringX + (((int64_t)slot * Cap + rr) * H + head) * P + vw);
-                }
+                uint4 xq;
+                if constexpr (XPF) xq = xqNext;
+                else xq = loadX(cC, slot, meta);
                 const uint32_t* Crow = reinterpret_cast<const uint32_t*>(
                     static_cast<const uint16_t*>(p.Cm) + (int64_t)b * p.stride_C_b + (int64_t)grp * p.stride_C_g +
                     (int64_t)g * p.stride_C_t + 2 * q);
@@ -169,6 +183,14 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
                     for (int k = 0; k < kKT; ++k) {
                         cw[2 * k] = actTok ? __ldg(Crow + 8 * k) : 0u;
                         cw[2 * k + 1] = actTok ? __ldg(Crow + 8 * k + 4) : 0u;
+                    }
+                }
+                uint32_t zw = 0u;  // XPF: z of the lane's two rows (bf16 pair), loaded with the item's other loads
+                if constexpr (XPF) {
+                    if (actTok && p.z) {
+                        const uint16_t* zg = static_cast<const uint16_t*>(p.z) + (int64_t)b * p.stride_z_b +
+                                             (int64_t)g * p.stride_z_t + (int64_t)head * p.stride_z_h + vw + 2 * q;
+                        zw = (uint32_t)zg[0] | ((uint32_t)zg[1] << 16);
                     }
                 }
                 const float gam = actTok ? hr[g] : 0.f;
@@ -206,10 +228,19 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
                     mmaTf32(accE, c0 << 16, c0 & 0xffff0000u, tf32(v[0]), tf32(v[1]));
                     mmaTf32(accO, c1 << 16, c1 & 0xffff0000u, tf32(v[2]), tf32(v[3]));
                 }
+                if constexpr (XPF) {
+                    xqNext = loadX(cN, slotN, metaN);
+                    xIssued = true;
+                }
                 if (actTok) {
                     float y0 = fmaf(gam, accE[0] + accO[0], accR[0]);
                     float y1 = fmaf(gam, accE[1] + accO[1], accR[1]);
-                    if (p.z) {
+                    if constexpr (XPF) {
+                        if (p.z) {
+                            y0 *= siluF(actToFloat((uint16_t)(zw & 0xFFFFu), true));
+                            y1 *= siluF(actToFloat((uint16_t)(zw >> 16), true));
+                        }
+                    } else if (p.z) {
                         const uint16_t* zg = static_cast<const uint16_t*>(p.z) + (int64_t)b * p.stride_z_b +
                                              (int64_t)g * p.stride_z_t + (int64_t)head * p.stride_z_h + vw + 2 * q;
                         y0 *= siluF(actToFloat(zg[0], true));
@@ -278,6 +309,9 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
                     }
                 }
             }
+        }
+        if constexpr (XPF) {
+            if (!xIssued) xqNext = loadX(cN, slotN, metaN);
         }
         if (flushItem) {  // the other buffer is free again: the next item's rows
             __syncwarp();
