@@ -793,16 +793,16 @@ def test_replay_split_mma_fold_sanitize(monkeypatch):
     assert _run_replay(3, 4, 3, 1, SMALL, F32, BF16, 5, seed=82, variant=4, state_pad=4) > 0
 
 MMA_READOUT_CASES = [c for c in REPLAY_CASES if c[4]["N"] == 128]
-# 4: the tensor-core readout; 4x: the same with the next item's x_j and this item's z loaded early
-# (RSSM_MAMBA2_MMA_XPF=1); 0: the CUDA-core readout.
-MMA_PIPES = ["4", "4x", "0"]
-MMA_PIPE_IDS = ["mma", "mma-xpf", "plain"]
+# 4: the tensor-core readout (default: the next item's x_j and this item's z loaded early); 4n: the same without
+# that prefetch (RSSM_MAMBA2_MMA_XPF=0); 0: the CUDA-core readout.
+MMA_PIPES = ["4", "4n", "0"]
+MMA_PIPE_IDS = ["mma", "mma-noxpf", "plain"]
 
 
 def _set_mma_pipe(monkeypatch, pipe):
     monkeypatch.setenv("RSSM_MAMBA2_SPLIT_PIPE", pipe[0])
-    if pipe.endswith("x"):
-        monkeypatch.setenv("RSSM_MAMBA2_MMA_XPF", "1")
+    if pipe.endswith("n"):
+        monkeypatch.setenv("RSSM_MAMBA2_MMA_XPF", "0")
     else:
         monkeypatch.delenv("RSSM_MAMBA2_MMA_XPF", raising=False)
 

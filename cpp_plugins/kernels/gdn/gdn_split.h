@@ -26,7 +26,7 @@ cudaError_t launchSplit(const GdnReplayParams& p, int smCount, cudaStream_t stre
 int replaySplitReadCopy(const GdnReplayParams& q, const stream::ReadCopyScales& rc, cudaStream_t stream);
 // The speculative verify readout on tensor cores (gdn_split_mma.cu): its kernel for a checkpoint dtype (fp32 / fp16 /
 // bf16; NULL otherwise) and token count (<= 8), its dynamic shared memory per CTA and its CTA size. prefetchU: the
-// next item's u_j block loaded during the current item (RSSM_GDN_VERIFY_UPF).
+// next item's u_j block loaded during the current item (default for T <= 4; RSSM_GDN_VERIFY_UPF=1/0 forces it).
 const void* verifyMmaKernel(int stateDtype, int numTokens, bool prefetchU);
 size_t verifyMmaSmemBytes(int stateDtype);
 int verifyMmaThreads();

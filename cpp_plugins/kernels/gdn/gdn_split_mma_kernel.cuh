@@ -55,7 +55,8 @@ __device__ __forceinline__ float2 halfPair(uint32_t v) { return __half22float2(*
 // vector rows g + 8 loaded with the other per-item loads instead of inside the product loop. UPF: the next item's
 // u_j block (one 16-byte ring load per committed-record lane) loaded during this item, after its products, instead of
 // at the item's start ahead of the shared-memory store and ldmatrix (the Mamba-2 readout's x_j prefetch); 4 more
-// registers. Committed records' u_j are never written by this kernel (it appends the drafts' u behind them).
+// registers. Committed records' u_j are never written by this kernel (it appends the drafts' u behind them). The
+// launcher takes it for T <= 4 (gdn_split.cu).
 template <typename ST, int MAXT, int MINB, bool HOISTB, bool UPF = false>
 __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMmaKernel(const GdnReplayParams p) {
     using namespace mmaverify;

@@ -17,14 +17,10 @@
 namespace rssm {
 namespace mamba2 {
 namespace {
-// Environment switches for side-by-side timing (read per launch): set and starting with '0' / '1'.
+// Environment switches for side-by-side timing (read per launch): set and starting with '0'.
 bool envIsZero(const char* name) {
     const char* e = getenv(name);
     return e && e[0] == '0';
-}
-bool envIsOne(const char* name) {
-    const char* e = getenv(name);
-    return e && e[0] == '1';
 }
 
 constexpr size_t kTileBytes = 40 * 1024;  // checkpoint bytes one CTA stages (auto tile choice)
@@ -457,7 +453,7 @@ int launchSplitReadout(const char* op, Mamba2ReplayParams& q, stream::ReadCopySc
         const bool chunks = q.state_dtype == RSSM_DTYPE_FP32 || q.window <= 16;
         const void* mk = q.act_dtype == RSSM_DTYPE_BF16 && aligned && chunks && !q.skip_flush_rows
                              ? splitMmaReadoutKernel(q.state_dtype, q.dstate, !envIsZero("RSSM_MAMBA2_MMA_CHOIST"),
-                                                     envIsOne("RSSM_MAMBA2_MMA_XPF"))
+                                                     !envIsZero("RSSM_MAMBA2_MMA_XPF"))
                              : nullptr;
         if (mk) {
             const long long items = (long long)q.batch * q.nheads * (q.headdim / splitRows());

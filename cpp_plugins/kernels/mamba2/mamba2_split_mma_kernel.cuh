@@ -88,7 +88,9 @@ __host__ __device__ constexpr int stagedWarpBytes() { return 2 * SmemRows<ST>::k
 // XPF: the next item's x_j block (one 16-byte ring load per record lane) is loaded during this item, after its
 // products (the next item's cursors have arrived by then), and the gate z with the item's other loads: the x_j load
 // -> shared-memory store -> ldmatrix chain was 14.8% of the stall samples at the store (ninth session) and the z
-// load sat between the products and the output store. 4 + 1 more registers.
+// load sat between the products and the output store. 4 + 1 more registers (fp32 rows: 80, no spills, where XPF off
+// spills 12-16 bytes). Default on (the launcher; RSSM_MAMBA2_MMA_XPF=0 turns it off): Super, B = 256, L = 16, side by
+// side, T = 4 0-0.5% and T = 8 2.9-3.1% faster (eighteenth session, docs/kernels-mamba2.md).
 template <typename ST, bool CHOIST, bool XPF>
 __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
     mamba2SplitReadoutMmaStagedKernel(const Mamba2ReplayParams p) {
