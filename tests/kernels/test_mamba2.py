@@ -840,6 +840,20 @@ def test_replay_split_mma_readout_acceptance_and_strides(accept, pipe, monkeypat
     assert _run_replay(3, 24, 1, 0, SMALL, BF16, BF16, 30, seed=177, variant=4) > 0
 
 
+@pytest.mark.parametrize("lf", ["1", "0"], ids=["loads-first", "token-loop"])
+@pytest.mark.parametrize("T", [2, 3, 4, 8])
+def test_replay_split_prep_loads_first(T, lf, monkeypatch):
+    """The speculative prep with this step's B / C loaded before their stores (default; RSSM_MAMBA2_PREP_LF=0: one
+    load round trip per token, the earlier code). Both against the float64 reference: both model shapes, wrap-around
+    (L = 8 with T drafts), padding and staggered rows, random acceptance, a GQA group of 16 heads (Super)."""
+    if lf == "0":
+        monkeypatch.setenv("RSSM_MAMBA2_PREP_LF", "0")
+    else:
+        monkeypatch.delenv("RSSM_MAMBA2_PREP_LF", raising=False)
+    assert _run_replay(5, 8, T, 1, SUPER, F32, BF16, 10, seed=300 + T, variant=4) > 0
+    assert _run_replay(3, 16, T, 1, NANO, F32, BF16, 12, seed=310 + T, accept="all", variant=4) > 0
+
+
 @pytest.mark.sanitize
 @pytest.mark.parametrize("pipe", MMA_PIPES, ids=MMA_PIPE_IDS)
 def test_replay_split_mma_readout_sanitize(pipe, monkeypatch):

@@ -77,7 +77,10 @@ __host__ __device__ inline size_t splitMmaFoldSmemBytesM2(int N) {
 
 // The prep kernel's body for CTAs of THREADS threads (heads per warp = 16 / warps). Two entry points below:
 // the default one (256 threads, no occupancy bound) and bounded ones for the occupancy A/B of launchSplit.
-template <int MAXT, int THREADS>
+// LF (T > 1, dstate <= 128): this step's B / C of all T tokens are loaded before any of their stores (one round trip;
+// a thread's loads of token s + 1 cannot pass its ring store of token s, which may alias them, so the token loop
+// paid one round trip per token), and stored after the dt loads are issued.
+template <int MAXT, int THREADS, bool LF = false>
 __device__ __forceinline__ void splitPrepBody(const Mamba2ReplayParams& p) {
     pdlLaunchDependents();  // the readout may be scheduled now; it waits for this grid before reading its output
     const int b = blockIdx.z, g = blockIdx.y;
@@ -129,7 +132,20 @@ __device__ __forceinline__ void splitPrepBody(const Mamba2ReplayParams& p) {
         for (int v = lane; v < N / 8; v += 32) cpAsync16(sB + j * N + v * 8, rB + ((ringRowSlot + rr) * G + g) * N + v * 8);
     }
     cpAsyncCommit();
-    {
+    // LF: B / C of this step as packed pairs (B bits | C bits << 16), element i = s N + n of the lane's tid + e THREADS
+    constexpr int kLfPer = LF ? (MAXT * 128 + THREADS - 1) / THREADS : 1;
+    const bool lf = LF && MAXT > 1 && N <= 128;
+    const int nShift = __ffs(N) - 1;  // N is a power of two (launcher)
+    uint32_t bcLf[kLfPer];
+    if (lf) {
+        const uint16_t* Bg = static_cast<const uint16_t*>(p.Bm) + (int64_t)b * p.stride_B_b + (int64_t)g * p.stride_B_g;
+        const uint16_t* Cg = static_cast<const uint16_t*>(p.Cm) + (int64_t)b * p.stride_C_b + (int64_t)g * p.stride_C_g;
+#pragma unroll
+        for (int e = 0; e < kLfPer; ++e) {
+            const int i = tid + e * THREADS, s = i >> nShift, n = i - (s << nShift);
+            bcLf[e] = i < T * N ? (uint32_t)Bg[s * p.stride_B_t + n] | ((uint32_t)Cg[s * p.stride_C_t + n] << 16) : 0u;
+        }
+    } else {
         const uint16_t* Bg = static_cast<const uint16_t*>(p.Bm) + (int64_t)b * p.stride_B_b + (int64_t)g * p.stride_B_g;
         const uint16_t* Cg = static_cast<const uint16_t*>(p.Cm) + (int64_t)b * p.stride_C_b + (int64_t)g * p.stride_C_g;
         uint16_t* wB = static_cast<uint16_t*>(p.ring_B);
@@ -217,6 +233,24 @@ __device__ __forceinline__ void splitPrepBody(const Mamba2ReplayParams& p) {
                     dtj[k] = loadDt(p.dt_raw, dtF32, actBf16,
                                     (int64_t)b * p.stride_dt_b + (int64_t)s * p.stride_dt_t + (int64_t)head * p.stride_dt_h,
                                     p.dt_bias, head);
+                }
+            }
+        }
+        if (lf) {  // this step's B / C into shared memory, B appended to the ring once per group
+            uint16_t* wB = static_cast<uint16_t*>(p.ring_B);
+            const bool writeB = blockIdx.x == 0;
+#pragma unroll
+            for (int e = 0; e < kLfPer; ++e) {
+                const int i = tid + e * THREADS, s = i >> nShift, n = i - (s << nShift);
+                if (i < T * N) {
+                    const uint16_t bb = (uint16_t)(bcLf[e] & 0xFFFFu);
+                    sB[(h + s) * N + n] = bb;
+                    sC[s * N + n] = actToFloat((uint16_t)(bcLf[e] >> 16), actBf16);
+                    if (writeB) {
+                        int rr = o + h + s;
+                        rr = rr >= Cap ? rr - Cap : rr;
+                        wB[((ringRowSlot + rr) * G + g) * N + n] = bb;
+                    }
                 }
             }
         }
@@ -353,15 +387,15 @@ __device__ __forceinline__ void splitPrepBody(const Mamba2ReplayParams& p) {
     }
 }
 
-template <int MAXT>
+template <int MAXT, bool LF = false>
 __global__ void __launch_bounds__(kSplitPrepThreads) mamba2SplitPrepKernel(const Mamba2ReplayParams p) {
-    splitPrepBody<MAXT, kSplitPrepThreads>(p);
+    splitPrepBody<MAXT, kSplitPrepThreads, LF>(p);
 }
 // With a minimum of MINB CTAs per SM (ptxas then caps the registers). An explicit minimum of 1 is not the
 // same as none: ptxas gives the MAXT = 1 body 64 instead of 40 registers, hence the separate entry point.
-template <int MAXT, int THREADS, int MINB>
+template <int MAXT, int THREADS, int MINB, bool LF = false>
 __global__ void __launch_bounds__(THREADS, MINB) mamba2SplitPrepKernelBounded(const Mamba2ReplayParams p) {
-    splitPrepBody<MAXT, THREADS>(p);
+    splitPrepBody<MAXT, THREADS, LF>(p);
 }
 
 using stream::unpack8;
