@@ -74,6 +74,17 @@ def _sample_rows(valid_rows, gen, n=MAX_REF_ROWS):
     return sorted(valid_rows[i] for i in perm)
 
 
+def _conventional_reference(before, slots, inp, layer, gen):
+    """The float64 reference of one conventional step for a sample of the valid rows (slot >= 0):
+    (valid rows, sampled rows, their slots, reference outputs, reference states after each token)."""
+    valid = [r for r in range(slots.shape[0]) if slots[r] >= 0]
+    rows = _sample_rows(valid, gen)
+    sl = slots[rows].long()
+    ref_o, ref_states = gdn_decode_naive(before[sl].cpu(), *(inp[n][rows] for n in ("q", "k", "v", "a", "b")),
+                                         layer["A_log"].cpu(), layer["dt_bias"].cpu())
+    return valid, rows, sl, ref_o, ref_states
+
+
 def _ops():
     from replayssm_trtllm.ops import commit  # noqa: F401  (registers torch.ops.replayssm.replay_commit)
     from replayssm_trtllm.ops import gdn as G
@@ -116,11 +127,7 @@ def test_conventional_decode(shape, B, state_dtype, act, K, T, variant):
         return
     G.gdn_decode(state, slots.to(DEV), **_cuda(inp), **layer, out=o, variant=variant)
     torch.cuda.synchronize()
-    valid = [r for r in range(B) if slots[r] >= 0]
-    rows = _sample_rows(valid, gen)
-    sl = slots[rows].long()
-    ref_o, ref_states = gdn_decode_naive(before[sl].cpu(), *(inp[n][rows] for n in ("q", "k", "v", "a", "b")),
-                                         layer["A_log"].cpu(), layer["dt_bias"].cpu())
+    valid, rows, sl, ref_o, ref_states = _conventional_reference(before, slots, inp, layer, gen)
     e_o = rel(o[rows], ref_o)
     e_s = rel(state[sl], ref_states[:, -1])
     tol_s = 2e-3 if state_dtype == torch.float32 else 1e-2
@@ -158,11 +165,7 @@ def test_conventional_warp_launch_shapes(cfg, B, shape, V, monkeypatch):
     o = torch.full((B, 1, HV, V), float("nan"), dtype=torch.bfloat16, device=DEV)
     G.gdn_decode(state, slots.to(DEV), **_cuda(inp), **layer, out=o, variant=6)
     torch.cuda.synchronize()
-    valid = [r for r in range(B) if slots[r] >= 0]
-    rows = _sample_rows(valid, gen)
-    sl = slots[rows].long()
-    ref_o, ref_states = gdn_decode_naive(before[sl].cpu(), *(inp[n][rows] for n in ("q", "k", "v", "a", "b")),
-                                         layer["A_log"].cpu(), layer["dt_bias"].cpu())
+    valid, rows, sl, ref_o, ref_states = _conventional_reference(before, slots, inp, layer, gen)
     assert rel(o[rows], ref_o) < _tol_out(torch.bfloat16)
     assert rel(state[sl], ref_states[:, -1]) < 2e-3
     assert torch.isnan(o[1]).all(), "padding row's output was written"
