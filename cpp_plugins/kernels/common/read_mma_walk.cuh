@@ -32,6 +32,13 @@ inline int forcedReadMmaMinBlocks() {
     if (!e || !e[0]) return 0;
     return (e[0] >= '4' && e[0] <= '6') && e[1] == 0 ? e[0] - '0' : 0;
 }
+// RSSM_READ_MMA_CTAS = n (tests) caps a read-copy readout's grid at n CTAs, so that each warp walks many tiles across
+// heads and rows; otherwise `grid`. Host side, read per launch.
+inline int cappedReadMmaGrid(int grid) {
+    const char* cap = getenv("RSSM_READ_MMA_CTAS");
+    const int n = cap ? atoi(cap) : 0;
+    return n > 0 && n < grid ? n : grid;
+}
 
 // The warp's tiles [tile, tEnd) of `tiles` (< 2^31), in contiguous ranges over the grid's warps.
 struct WarpTiles {
@@ -148,7 +155,7 @@ __device__ __forceinline__ void tileMma(float (&acc)[4], float (&acc2)[4], const
 // are exact in fp16, NaN (0x7F / 0xFF) stays NaN, so each factor equals RowQuad<Nvfp4Rows>::factor bit for bit
 // (value(bs) * gs rounded once in fp32, then powers of two).
 __device__ __forceinline__ float2 nvfp4ScalePair(uint32_t pair16) {
-    const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)pair16, __NV_E4M3);
+    const uint32_t h = e4m3x2ToF16x2(pair16);  // common/read_mma.cuh
     return __half22float2(*reinterpret_cast<const __half2*>(&h));
 }
 __device__ __forceinline__ void nvfp4BlockFactors(const uint8_t* scales, float gs, int g, int t, float (&f)[2][2]) {

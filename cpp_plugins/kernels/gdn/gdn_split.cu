@@ -165,9 +165,8 @@ cudaError_t launchReadCopyMma(const GdnReplayParams& p, int smCount, cudaStream_
     if (e != cudaSuccess) return e;
     const int threads = readCopyMmaThreads();
     const long long tiles = (long long)p.batch * p.num_v_heads * (p.head_v / 16);
-    int grid = persistentGrid(kernel, threads, smem, tiles, smCount);  // one warp per tile at most
-    // RSSM_READ_MMA_CTAS=n (tests): at most n CTAs, so each warp walks many tiles across heads and rows
-    if (const char* cap = getenv("RSSM_READ_MMA_CTAS")) grid = atoi(cap) > 0 && atoi(cap) < grid ? atoi(cap) : grid;
+    // one warp per tile at most; RSSM_READ_MMA_CTAS caps it (tests)
+    const int grid = readmma::cappedReadMmaGrid(persistentGrid(kernel, threads, smem, tiles, smCount));
     void* args[] = {const_cast<GdnReplayParams*>(&p), const_cast<stream::ReadCopyScales*>(&rc)};
     e = launchMaybeDependent(kernel, dim3(grid), dim3(threads), smem, s, args, pdlEnabled());
     return e != cudaSuccess ? e : cudaGetLastError();

@@ -427,9 +427,8 @@ int launchSplitReadout(const char* op, Mamba2ReplayParams& q, stream::ReadCopySc
         if (mk && aligned && sizes && readmma::deviceSmVersion() >= 80 && allowSmem(mk, smem)) {
             const long long tiles = (long long)q.batch * q.nheads * (q.headdim / 16);
             const int warps = readMmaThreads() / 32;
-            int g = persistentGrid(mk, readMmaThreads(), smem, (tiles + warps - 1) / warps);
-            // RSSM_READ_MMA_CTAS=n (tests): at most n CTAs, so each warp walks many tiles across heads and rows
-            if (const char* cap = getenv("RSSM_READ_MMA_CTAS")) g = atoi(cap) > 0 && atoi(cap) < g ? atoi(cap) : g;
+            // RSSM_READ_MMA_CTAS caps the grid (tests)
+            const int g = readmma::cappedReadMmaGrid(persistentGrid(mk, readMmaThreads(), smem, (tiles + warps - 1) / warps));
             return launch(op, mk, dim3(g), readMmaThreads(), smem, &q, stream, &rc, pdlEnabled());
         }
     }

@@ -137,17 +137,15 @@ __device__ __forceinline__ void splitPrepBody(const Mamba2ReplayParams& p) {
     const bool lf = LF && MAXT > 1 && N <= 128;
     const int nShift = __ffs(N) - 1;  // N is a power of two (launcher)
     uint32_t bcLf[kLfPer];
+    const uint16_t* Bg = static_cast<const uint16_t*>(p.Bm) + (int64_t)b * p.stride_B_b + (int64_t)g * p.stride_B_g;
+    const uint16_t* Cg = static_cast<const uint16_t*>(p.Cm) + (int64_t)b * p.stride_C_b + (int64_t)g * p.stride_C_g;
     if (lf) {
-        const uint16_t* Bg = static_cast<const uint16_t*>(p.Bm) + (int64_t)b * p.stride_B_b + (int64_t)g * p.stride_B_g;
-        const uint16_t* Cg = static_cast<const uint16_t*>(p.Cm) + (int64_t)b * p.stride_C_b + (int64_t)g * p.stride_C_g;
 #pragma unroll
         for (int e = 0; e < kLfPer; ++e) {
             const int i = tid + e * THREADS, s = i >> nShift, n = i - (s << nShift);
             bcLf[e] = i < T * N ? (uint32_t)Bg[s * p.stride_B_t + n] | ((uint32_t)Cg[s * p.stride_C_t + n] << 16) : 0u;
         }
     } else {
-        const uint16_t* Bg = static_cast<const uint16_t*>(p.Bm) + (int64_t)b * p.stride_B_b + (int64_t)g * p.stride_B_g;
-        const uint16_t* Cg = static_cast<const uint16_t*>(p.Cm) + (int64_t)b * p.stride_C_b + (int64_t)g * p.stride_C_g;
         uint16_t* wB = static_cast<uint16_t*>(p.ring_B);
         const bool writeB = blockIdx.x == 0;
         for (int s = 0; s < T; ++s) {
