@@ -24,6 +24,7 @@
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "common/fold_mma.cuh"
 
@@ -189,6 +190,14 @@ struct VectorFragments {
         }
     }
 };
+
+// RSSM_READ_MMA_CTAS = n (tests) caps a read-copy readout's grid at n CTAs, so that each warp walks many tiles across
+// heads and rows; otherwise `grid`. Host side, read per launch.
+inline int cappedReadMmaGrid(int grid) {
+    const char* cap = getenv("RSSM_READ_MMA_CTAS");
+    const int n = cap ? atoi(cap) : 0;
+    return n > 0 && n < grid ? n : grid;
+}
 
 // Host side: the device's SM version (major * 10 + minor), cached per device; 0 if unknown.
 inline int deviceSmVersion() {

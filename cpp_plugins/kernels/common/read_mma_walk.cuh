@@ -32,13 +32,6 @@ inline int forcedReadMmaMinBlocks() {
     if (!e || !e[0]) return 0;
     return (e[0] >= '4' && e[0] <= '6') && e[1] == 0 ? e[0] - '0' : 0;
 }
-// RSSM_READ_MMA_CTAS = n (tests) caps a read-copy readout's grid at n CTAs, so that each warp walks many tiles across
-// heads and rows; otherwise `grid`. Host side, read per launch.
-inline int cappedReadMmaGrid(int grid) {
-    const char* cap = getenv("RSSM_READ_MMA_CTAS");
-    const int n = cap ? atoi(cap) : 0;
-    return n > 0 && n < grid ? n : grid;
-}
 
 // The warp's tiles [tile, tEnd) of `tiles` (< 2^31), in contiguous ranges over the grid's warps.
 struct WarpTiles {
