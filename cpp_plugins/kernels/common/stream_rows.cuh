@@ -8,6 +8,8 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+#include <type_traits>
+
 namespace rssm {
 namespace stream {
 
@@ -145,7 +147,24 @@ __device__ __forceinline__ float warpRowDot(const float4 (&S)[RW][QPL], const fl
 }
 
 // The warp's RW rows (row vw + (r ^ rl) into slot r; rows >= nv are zero) and their stores.
-template <int RW, int QPL, typename ST>
+// An fp32 state quad with the L2 prefetch-size hint: the L2 fetches the aligned 256 bytes around it from DRAM
+// (ld.global.cs.L2::256B). The warp's rows are read in 64-byte pieces of eight rows per instruction (XOR-permuted
+// slots), so the hint asks DRAM for whole 256-byte blocks up front. PF = 1 in loadWarpRows selects it (fp32 state
+// only; other states ignore PF).
+__device__ __forceinline__ float4 ldStreamPf256(const float* p) {
+    float4 v;
+    asm("ld.global.cs.L2::256B.v4.f32 {%0, %1, %2, %3}, [%4];"
+        : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+        : "l"(p));
+    return v;
+}
+template <int PF, typename ST>
+__device__ __forceinline__ float4 ldStateQuad(const ST* p) {
+    if constexpr (PF == 1 && std::is_same<ST, float>::value) return ldStreamPf256(p);
+    else return StateRow4<ST>::ld(p);
+}
+
+template <int RW, int QPL, typename ST, int PF = 0>
 __device__ __forceinline__ void loadWarpRows(float4 (&S)[RW][QPL], const ST* base, int64_t stride_v, int vw, int nv,
                                              int rl, int lane) {
     const ST* rp = base + (int64_t)vw * stride_v + lane * 4;
@@ -154,7 +173,7 @@ __device__ __forceinline__ void loadWarpRows(float4 (&S)[RW][QPL], const ST* bas
         for (int r = 0; r < RW; ++r) {
             const ST* q = rp + (int64_t)(r ^ rl) * stride_v;
 #pragma unroll
-            for (int i = 0; i < QPL; ++i) S[r][i] = StateRow4<ST>::ld(q + 128 * i);
+            for (int i = 0; i < QPL; ++i) S[r][i] = ldStateQuad<PF>(q + 128 * i);
         }
     } else {
 #pragma unroll
@@ -162,7 +181,7 @@ __device__ __forceinline__ void loadWarpRows(float4 (&S)[RW][QPL], const ST* bas
             const ST* q = rp + (int64_t)(r ^ rl) * stride_v;
 #pragma unroll
             for (int i = 0; i < QPL; ++i)
-                S[r][i] = vw + (r ^ rl) < nv ? StateRow4<ST>::ld(q + 128 * i) : make_float4(0.f, 0.f, 0.f, 0.f);
+                S[r][i] = vw + (r ^ rl) < nv ? ldStateQuad<PF>(q + 128 * i) : make_float4(0.f, 0.f, 0.f, 0.f);
         }
     }
 }

@@ -56,6 +56,12 @@ cudaError_t launchReadout(const GdnReplayParams& p, int smCount, cudaStream_t s,
     const bool serving = p.act_dtype == RSSM_DTYPE_BF16 && p.u_dtype == RSSM_DTYPE_FP16;
     auto* readout = serving ? gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U>
                             : gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtRuntime>;
+    if constexpr (std::is_same<ST, float>::value && K == 128 && MAXT == 1 && NT == 128 && MINB == 5) {
+        // RSSM_GDN_SPLIT_PF=1 (read per launch): the serving instance with the L2 256-byte prefetch hint on the
+        // checkpoint loads (side-by-side timing)
+        const char* pf = getenv("RSSM_GDN_SPLIT_PF");
+        if (serving && pf && pf[0] == '1') readout = gdnSplitReadoutKernel<float, 128, 1, 128, 5, kDtBf16ActFp16U, 1>;
+    }
     const size_t smem = splitReadoutSmemBytesGdn(K, NT);
     cudaError_t e = allowDynamicSmem(readout, smem);
     if (e != cudaSuccess) return e;

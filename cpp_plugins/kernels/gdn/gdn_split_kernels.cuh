@@ -434,7 +434,9 @@ constexpr int kDtBf16ActFp16U = 1;
 // K = 128; 256 x 2: 128 registers; 128 x 5: 96 registers). Dynamic shared memory:
 // (NT / 32) x splitReadoutWarpSmemBytesGdn(K). (A two-stage cp.async state pipeline in shared memory measured
 // slower: 4B B = 256 215 vs 186 us, more instructions; docs/kernels-gdn.md "Variant 6".)
-template <typename ST, int K, int MAXT, int NT, int MINB, int DT>
+// PF = 1: the checkpoint loads carry the L2 256-byte prefetch hint (stream::ldStreamPf256; fp32 checkpoints;
+// RSSM_GDN_SPLIT_PF=1, side-by-side timing).
+template <typename ST, int K, int MAXT, int NT, int MINB, int DT, int PF = 0>
 __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnReplayParams p,
                                                                    const stream::ReadCopyScales rc) {
     pdlWaitPrimary();  // launched as a programmatic dependent of the prep kernel
@@ -633,7 +635,7 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
             } else {
                 const ST* ckpt = static_cast<const ST*>(p.state) + (int64_t)slot * p.state_stride_slot +
                                  (int64_t)cur.head * p.state_stride_head;
-                stream::loadWarpRows<RWS, QPL, ST>(S, ckpt, p.state_stride_v, cur.blk * kSplitRows, V, rl, lane);
+                stream::loadWarpRows<RWS, QPL, ST, PF>(S, ckpt, p.state_stride_v, cur.blk * kSplitRows, V, rl, lane);
             }
             process(cur, slot, meta, S, fac, sFoldWarp);
         }

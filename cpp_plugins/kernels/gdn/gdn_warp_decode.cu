@@ -20,8 +20,9 @@ namespace rssm {
 namespace gdn {
 namespace {
 
-// RW value rows per warp item, CTAs of THREADS threads, register bound for MINB CTAs per SM.
-template <typename ST, int K, int RW, int THREADS, int MINB>
+// RW value rows per warp item, CTAs of THREADS threads, register bound for MINB CTAs per SM; PF = 1: the state
+// loads carry the L2 256-byte prefetch hint (stream::ldStreamPf256, fp32 state).
+template <typename ST, int K, int RW, int THREADS, int MINB, int PF = 0>
 __global__ void __launch_bounds__(THREADS, MINB) gdnWarpDecodeKernel(const GdnDecodeParams p) {
     using RS = stream::RowScatter<RW>;
     constexpr int QPL = K / 128;
@@ -41,7 +42,7 @@ __global__ void __launch_bounds__(THREADS, MINB) gdnWarpDecodeKernel(const GdnDe
         if (slot < 0 || slot >= p.num_slots) continue;  // padding row: untouched
         ST* st = static_cast<ST*>(p.state) + (int64_t)slot * p.state_stride_slot + (int64_t)hv * p.state_stride_head;
         float4 S[RW][QPL];
-        stream::loadWarpRows<RW, QPL, ST>(S, st, p.state_stride_v, vw, V, rl, lane);
+        stream::loadWarpRows<RW, QPL, ST, PF>(S, st, p.state_stride_v, vw, V, rl, lane);
         const int hk = hv / (HV / p.num_heads);
         float4 k4[QPL], q4[QPL];
         float kss = 0.f, qss = 0.f, kq = 0.f;
@@ -88,7 +89,8 @@ __global__ void __launch_bounds__(THREADS, MINB) gdnWarpDecodeKernel(const GdnDe
 // Launch shapes of the fp32-state, K = 128 instance (the serving case), for side-by-side timing of the
 // conventional baseline: RSSM_GDN_WARP_CFG (read per launch) = 0 (default: 8 rows per warp, 256 threads, 3 CTAs
 // per SM), 1 (8 rows, 128 threads, 7 CTAs), 2 (8 rows, 128 threads, 6 CTAs), 3 (16 rows, 256 threads, 2 CTAs),
-// 4 (16 rows, 128 threads, 4 CTAs), 5 (8 rows, 256 threads, 4 CTAs: spills). Other states / key dims, or head_v not a multiple of the rows, run 0.
+// 4 (16 rows, 128 threads, 4 CTAs), 5 (8 rows, 256 threads, 4 CTAs: spills), 6 (0 with the L2 256-byte prefetch hint
+// on the state loads), 7 (2 with the hint). Other states / key dims, or head_v not a multiple of the rows, run 0.
 struct WarpDecodeShape {
     const void* kernel;
     int rows, threads;
@@ -106,6 +108,8 @@ WarpDecodeShape warpDecodeShapeFor(int K, int V) {
         case 3: return {reinterpret_cast<const void*>(&gdnWarpDecodeKernel<float, 128, 16, 256, 2>), 16, 256};
         case 4: return {reinterpret_cast<const void*>(&gdnWarpDecodeKernel<float, 128, 16, 128, 4>), 16, 128};
         case 5: return {reinterpret_cast<const void*>(&gdnWarpDecodeKernel<float, 128, 8, 256, 4>), 8, 256};
+        case 6: return {reinterpret_cast<const void*>(&gdnWarpDecodeKernel<float, 128, 8, 256, 3, 1>), 8, 256};
+        case 7: return {reinterpret_cast<const void*>(&gdnWarpDecodeKernel<float, 128, 8, 128, 6, 1>), 8, 128};
         default: return {reinterpret_cast<const void*>(&gdnWarpDecodeKernel<ST, 128, 8, 256, 3>), 8, 256};
     }
 }
