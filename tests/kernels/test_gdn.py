@@ -142,7 +142,7 @@ def test_conventional_decode(shape, B, state_dtype, act, K, T, variant):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("cfg", [0, 1, 2, 3, 4, 5])
+@pytest.mark.parametrize("cfg", [0, 1, 2, 3, 4, 5, 6])
 @pytest.mark.parametrize("B,shape,V", [pytest.param(3, "q35-4b", 128, marks=pytest.mark.sanitize),
                                        (64, "q35-122b", 128),
                                        pytest.param(5, "q35-4b", 88, marks=pytest.mark.sanitize)],
