@@ -1,5 +1,7 @@
 // Instantiations of the GDN read-copy readout on tensor cores (gdn_read_mma_kernel.cuh): per read format (fp16 /
 // fp8_e4m3 / nvfp4 rows, K = 128, one token) and ring size (window <= 16: 4 records per lane, else 8).
+#include <stdlib.h>
+
 #include "gdn/gdn_read_mma_kernel.cuh"
 #include "gdn/gdn_split.h"
 
@@ -7,16 +9,21 @@ namespace rssm {
 namespace gdn {
 namespace {
 constexpr int kStages = 2;  // slots per warp (the Mamba-2 readout's measured choice)
-template <int FMT, int MAXM, int MINB, int AK = 0>
+template <int FMT, int MAXM, int MINB, int AK = 0, int EARLY = 0>
 const void* instance(size_t* smem) {
     *smem = readMmaSmemBytesGdn<FMT, MAXM, kStages>();
-    return reinterpret_cast<const void*>(&gdnReadCopyMmaKernel<FMT, MAXM, kStages, MINB, AK>);
+    return reinterpret_cast<const void*>(&gdnReadCopyMmaKernel<FMT, MAXM, kStages, MINB, AK, EARLY>);
 }
 // The instance compiled for the activation / u formats (fp16 u with bf16 or fp16 activations: Qwen3.5 layers), window
-// <= 16; NULL for other formats.
+// <= 16; NULL for other formats. RSSM_GDN_READ_MMA_EARLY=1 (read per launch, side-by-side timing): the bf16 / fp16-u
+// instance that copies each warp's first tile's rows before the wait for the prep grid (EARLY).
 template <int FMT, int MINB>
 const void* specialized(int actDtype, int uDtype, size_t* smem) {
-    if (uDtype == RSSM_DTYPE_FP16 && actDtype == RSSM_DTYPE_BF16) return instance<FMT, 4, MINB, 1>(smem);
+    if (uDtype == RSSM_DTYPE_FP16 && actDtype == RSSM_DTYPE_BF16) {
+        const char* e = getenv("RSSM_GDN_READ_MMA_EARLY");
+        if (e && e[0] == '1') return instance<FMT, 4, MINB, 1, 1>(smem);
+        return instance<FMT, 4, MINB, 1>(smem);
+    }
     if (uDtype == RSSM_DTYPE_FP16 && actDtype == RSSM_DTYPE_FP16) return instance<FMT, 4, MINB, 2>(smem);
     return nullptr;
 }

@@ -44,7 +44,10 @@ __host__ __device__ constexpr size_t readMmaSmemBytesGdn() {
 
 // AK: activation and u formats, 0 = read from the params (act_dtype, u_dtype), 1 = bf16 activations with fp16 u,
 // 2 = fp16 activations with fp16 u (compile-time: the conversions of u, v and the outputs without a select).
-template <int FMT, int MAXM, int STAGES, int MINB, int AK = 0>
+// EARLY = 1: the warp's first tile's rows are copied into its slot before the wait for the prep grid (the read copy is
+// not the prep's output and nothing this step writes it before this kernel; the prep is an ordinary launch), so they
+// overlap the prep's tail; the tile's other inputs follow after the wait in the same commit group.
+template <int FMT, int MAXM, int STAGES, int MINB, int AK = 0, int EARLY = 0>
 __global__ void __launch_bounds__(kReadMmaThreads, MINB)
     gdnReadCopyMmaKernel(const GdnReplayParams p, const stream::ReadCopyScales rc) {
     using namespace readmma;
@@ -144,16 +147,30 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
         return pl;
     };
     const int64_t scaleRowBytes = FMT == kFp8 ? 4 : 8;
+    auto copyRows = [&](uint8_t* sl, const uint8_t* src) {  // the tile's 16 rows from src (row 0)
+#pragma unroll
+        for (int i = 0; i < CPR / 2; ++i)
+            async::copy16(sl + Slot::kRows + stagedChunkOffset<FMT>(rowL + (32 / CPR) * i, chL),
+                          src + (32 / CPR) * i * rowStride);
+    };
+    bool rowsStaged = false;  // EARLY: the first tile's rows are already in flight
+    if constexpr (EARLY != 0) {
+        const int bh0 = tile / nt, tr0 = tile - bh0 * nt, b0 = bh0 / HV, hv0 = bh0 - b0 * HV;
+        const int s0 = slotOf(b0);
+        if (s0 >= 0) {
+            copyRows(wsm, state + ((int64_t)s0 * p.state_stride_slot + (int64_t)hv0 * p.state_stride_head) * unit +
+                              rowL * rowStride + 16 * chL + (int64_t)tr0 * 16 * rowStride);
+            rowsStaged = true;
+        }
+    }
     auto issue = [&](uint8_t* sl, const Head& hd, const Plan& pl, int tr) {
         const bool normal = hd.slot >= 0 && hd.nf >= 0;
+        const bool staged = rowsStaged;  // only the first tile's (a skipped row's early copy lands unused)
+        rowsStaged = false;
         if (lane == 0) *reinterpret_cast<int4*>(sl + Slot::kInfo) = make_int4(hd.b, hd.hv, hd.key, tr | (normal ? kNormal : 0));
         if (normal) {
             const int r0 = tr * 16;
-            const uint8_t* src = pl.rows + r0 * rowStride;
-#pragma unroll
-            for (int i = 0; i < CPR / 2; ++i)
-                async::copy16(sl + Slot::kRows + stagedChunkOffset<FMT>(rowL + (32 / CPR) * i, chL),
-                              src + (32 / CPR) * i * rowStride);
+            if (!staged) copyRows(sl, pl.rows + r0 * rowStride);
 #pragma unroll
             for (int i = 0; i < XR; ++i) {
                 if ((lane >> 1) + 16 * i < 4 * MAXM) {

@@ -57,10 +57,15 @@ cudaError_t launchReadout(const GdnReplayParams& p, int smCount, cudaStream_t s,
     auto* readout = serving ? gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U>
                             : gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtRuntime>;
     if constexpr (std::is_same<ST, float>::value && K == 128 && MAXT == 1 && NT == 128 && MINB == 5) {
-        // RSSM_GDN_SPLIT_PF=1 (read per launch): the serving instance with the L2 256-byte prefetch hint on the
-        // checkpoint loads (side-by-side timing)
+        // RSSM_GDN_SPLIT_PF=1 / RSSM_GDN_SPLIT_EARLY=1 (read per launch, side-by-side timing): the serving
+        // instance with the L2 256-byte prefetch hint on the checkpoint loads / the first item's rows loaded before
+        // the wait for the prep grid (gdnSplitReadoutKernel's OPT)
         const char* pf = getenv("RSSM_GDN_SPLIT_PF");
-        if (serving && pf && pf[0] == '1') readout = gdnSplitReadoutKernel<float, 128, 1, 128, 5, kDtBf16ActFp16U, 1>;
+        const char* early = getenv("RSSM_GDN_SPLIT_EARLY");
+        const int opt = (pf && pf[0] == '1' ? 1 : 0) | (early && early[0] == '1' ? 2 : 0);
+        if (serving && opt == 1) readout = gdnSplitReadoutKernel<float, 128, 1, 128, 5, kDtBf16ActFp16U, 1>;
+        if (serving && opt == 2) readout = gdnSplitReadoutKernel<float, 128, 1, 128, 5, kDtBf16ActFp16U, 2>;
+        if (serving && opt == 3) readout = gdnSplitReadoutKernel<float, 128, 1, 128, 5, kDtBf16ActFp16U, 3>;
     }
     const size_t smem = splitReadoutSmemBytesGdn(K, NT);
     cudaError_t e = allowDynamicSmem(readout, smem);
@@ -181,6 +186,13 @@ cudaError_t launchReadCopyMma(const GdnReplayParams& p, int smCount, cudaStream_
 template <typename ST, int K, int MAXT>
 cudaError_t launchSplitKT(const GdnReplayParams& p, int smCount, cudaStream_t s, const stream::ReadCopyScales& rc) {
     auto* prep = gdnSplitPrepKernel<K, MAXT>;
+    if constexpr (K == 128 && MAXT == 1) {
+        // RSSM_GDN_PREP_MINB = 7 | 8 (read per launch, side-by-side timing): the one-token prep with its registers
+        // capped for 7 / 8 CTAs per SM (B x H = 4096 warps at B = 256 fit one wave at 8)
+        const char* e = getenv("RSSM_GDN_PREP_MINB");
+        if (e && e[0] == '8') prep = gdnSplitPrepKernel<128, 1, 8>;
+        if (e && e[0] == '7') prep = gdnSplitPrepKernel<128, 1, 7>;
+    }
     // Warps (one (row, key head) pair each) per prep CTA: 4, fewer when their shared memory would pass 64 KB.
     const size_t warpSmem = splitPrepWarpSmemBytesGdn(p.window, p.num_tokens, K);
     int warps = kSplitPrepMaxThreads / 32;
