@@ -352,6 +352,28 @@ def test_replay_standard(shape, B, L, stag, variant):
             f"max out rel err={seq.max_err['out']:.2e} flushes={seq.flushes}")
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("minb", ["6", "8"])
+@pytest.mark.parametrize("shape,B,L,stag", [pytest.param("q35-4b", 3, 8, True, marks=pytest.mark.sanitize),
+                                             ("q35-122b", 256, 16, True)],
+                         ids=["q35-4b-B3-L8-stag", "q35-122b-B256-L16-stag"])
+def test_replay_standard_prep_register_bounds(minb, shape, B, L, stag, monkeypatch):
+    """The one-token split prep at both register bounds (RSSM_GDN_PREP_MINB: 8 CTAs per SM, the default since the
+    nineteenth session, and 6, the previous one) on the split kernels (variant 6), staggered rows with flushes."""
+    monkeypatch.setenv("RSSM_GDN_PREP_MINB", minb)
+    seq = _Seq(shape, B, L, 0, 1, seed=B * 100 + L + int(minb), variant=6)
+    join = [(r * 5) % L for r in range(B)]
+    steps = 3 * L + max(join)
+    for t in range(steps):
+        seq.step(_active(B, t, join, seq.gen, 0.1))
+        if t % 11 == 10:
+            seq.compare_buffers()
+    seq.compare_buffers()
+    assert seq.flushes > 0
+    _report(f"replay-standard prep minb={minb} {shape} B={B} L={L}: steps={steps} "
+            f"max out rel err={seq.max_err['out']:.2e} flushes={seq.flushes}")
+
+
 def _spec_accept(accept, B, T, gen):
     if accept == "all":
         return [T] * B

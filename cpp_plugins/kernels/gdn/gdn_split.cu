@@ -56,17 +56,6 @@ cudaError_t launchReadout(const GdnReplayParams& p, int smCount, cudaStream_t s,
     const bool serving = p.act_dtype == RSSM_DTYPE_BF16 && p.u_dtype == RSSM_DTYPE_FP16;
     auto* readout = serving ? gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U>
                             : gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtRuntime>;
-    if constexpr (std::is_same<ST, float>::value && K == 128 && MAXT == 1 && NT == 128 && MINB == 5) {
-        // RSSM_GDN_SPLIT_PF=1 / RSSM_GDN_SPLIT_EARLY=1 (read per launch, side-by-side timing): the serving
-        // instance with the L2 256-byte prefetch hint on the checkpoint loads / the first item's rows loaded before
-        // the wait for the prep grid (gdnSplitReadoutKernel's OPT)
-        const char* pf = getenv("RSSM_GDN_SPLIT_PF");
-        const char* early = getenv("RSSM_GDN_SPLIT_EARLY");
-        const int opt = (pf && pf[0] == '1' ? 1 : 0) | (early && early[0] == '1' ? 2 : 0);
-        if (serving && opt == 1) readout = gdnSplitReadoutKernel<float, 128, 1, 128, 5, kDtBf16ActFp16U, 1>;
-        if (serving && opt == 2) readout = gdnSplitReadoutKernel<float, 128, 1, 128, 5, kDtBf16ActFp16U, 2>;
-        if (serving && opt == 3) readout = gdnSplitReadoutKernel<float, 128, 1, 128, 5, kDtBf16ActFp16U, 3>;
-    }
     const size_t smem = splitReadoutSmemBytesGdn(K, NT);
     cudaError_t e = allowDynamicSmem(readout, smem);
     if (e != cudaSuccess) return e;
@@ -187,11 +176,14 @@ template <typename ST, int K, int MAXT>
 cudaError_t launchSplitKT(const GdnReplayParams& p, int smCount, cudaStream_t s, const stream::ReadCopyScales& rc) {
     auto* prep = gdnSplitPrepKernel<K, MAXT>;
     if constexpr (K == 128 && MAXT == 1) {
-        // RSSM_GDN_PREP_MINB = 7 | 8 (read per launch, side-by-side timing): the one-token prep with its registers
-        // capped for 7 / 8 CTAs per SM (B x H = 4096 warps at B = 256 fit one wave at 8)
+        // The one-token prep with its registers capped for 8 CTAs per SM (64 registers, no spills): B x H = 4096
+        // warps at B = 256 fit one wave (1.29 waves at 6). Side by side (nineteenth session, call 3): in-phase
+        // standard steps 3.7-4.1% faster (q35-4b 181.2 -> 174.0 us, q35-122b 347.6 -> 335.4), staggered 0.3-0.8%
+        // slower, the dual-precision non-flush steps 2.4% (fp8 / nvfp4 reads) and 5.7% (fp32 read) faster.
+        // RSSM_GDN_PREP_MINB=6 (read per launch) keeps the previous bound for A/B.
+        prep = gdnSplitPrepKernel<128, 1, 8>;
         const char* e = getenv("RSSM_GDN_PREP_MINB");
-        if (e && e[0] == '8') prep = gdnSplitPrepKernel<128, 1, 8>;
-        if (e && e[0] == '7') prep = gdnSplitPrepKernel<128, 1, 7>;
+        if (e && e[0] == '6' && e[1] == 0) prep = gdnSplitPrepKernel<128, 1, 6>;
     }
     // Warps (one (row, key head) pair each) per prep CTA: 4, fewer when their shared memory would pass 64 KB.
     const size_t warpSmem = splitPrepWarpSmemBytesGdn(p.window, p.num_tokens, K);

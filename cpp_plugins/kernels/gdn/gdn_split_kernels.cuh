@@ -134,7 +134,7 @@ __device__ __forceinline__ void writeDraftSolve(float* Mg, const float* sTri, in
 // independently), so that the whole batch is one wave: B x H warps. Grid ceil(B H / warps), block warps x 32,
 // dynamic shared memory warps x splitPrepWarpSmemBytesGdn(L, T, K).
 // mmaBlock: also write the record block of the tensor-core verify readout (T >= 2). MINB: prep CTAs per SM the
-// registers are capped for.
+// registers are capped for (the launcher takes 8 for K = 128 with one token).
 template <int K, int MAXT, int MINB = kSplitPrepMinBlocks>
 __global__ void __launch_bounds__(kSplitPrepMaxThreads, MINB)
     gdnSplitPrepKernel(const GdnReplayParams p, int mmaBlock) {
@@ -435,18 +435,11 @@ constexpr int kDtBf16ActFp16U = 1;
 // K = 128; 256 x 2: 128 registers; 128 x 5: 96 registers). Dynamic shared memory:
 // (NT / 32) x splitReadoutWarpSmemBytesGdn(K). (A two-stage cp.async state pipeline in shared memory measured
 // slower: 4B B = 256 215 vs 186 us, more instructions; docs/kernels-gdn.md "Variant 6".)
-// OPT (side-by-side timing; 0 = default): bit 0 gives the checkpoint loads the L2 256-byte prefetch hint
-// (stream::ldStreamPf256, fp32 checkpoints; RSSM_GDN_SPLIT_PF=1); bit 1 loads the warp's first item's checkpoint
-// rows before waiting for the prep grid (RSSM_GDN_SPLIT_EARLY=1; 16-bit / fp32 checkpoints): the rows are not the
-// prep's output, and nothing this step writes them before the readout's own flush (the prep kernel is an ordinary
-// launch, so the previous step's writes are complete), so the first loads overlap the prep's tail.
-template <typename ST, int K, int MAXT, int NT, int MINB, int DT, int OPT = 0>
+template <typename ST, int K, int MAXT, int NT, int MINB, int DT>
 __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnReplayParams p,
                                                                    const stream::ReadCopyScales rc) {
-    constexpr int PF = OPT & 1;
+    pdlWaitPrimary();  // launched as a programmatic dependent of the prep kernel
     constexpr bool kScaled = stream::RowQuad<ST>::kScaled;  // read-only fp8 / nvfp4 rows (skip_flush_rows)
-    constexpr bool kEarly = (OPT & 2) != 0 && !kScaled;
-    if constexpr (!kEarly) pdlWaitPrimary();  // launched as a programmatic dependent of the prep kernel
     using RS = stream::RowScatter<kSplitRows>;
     constexpr int QPL = K / 128;
     constexpr int RWS = kSplitRows;
@@ -614,25 +607,6 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
         }
     };
     auto valid = [&](int slot, int4 meta) { return slot >= 0 && slot < p.num_slots && meta.y >= 0; };
-    if constexpr (kEarly) {
-        // the first item: its rows before the wait for the prep grid, its cursors after
-        const int slot = slotOf(cur);
-        const bool inRange = cur.b < p.batch && slot >= 0 && slot < p.num_slots;
-        float4 S[RWS][QPL];
-        if (inRange) {
-            const ST* ckpt = static_cast<const ST*>(p.state) + (int64_t)slot * p.state_stride_slot +
-                             (int64_t)cur.head * p.state_stride_head;
-            stream::loadWarpRows<RWS, QPL, ST, PF>(S, ckpt, p.state_stride_v, cur.blk * kSplitRows, V, rl, lane);
-        }
-        pdlWaitPrimary();
-        if (cur.b >= p.batch) return;
-        const int4 meta = metaOf(cur);
-        if (valid(slot, meta)) {
-            float fac[RWS];
-            process(cur, slot, meta, S, fac, sFoldWarp);
-        }
-        cur = advance(cur);
-    }
     {
         int slotNext = slotOf(cur);
         int4 metaNext = metaOf(cur);
@@ -660,7 +634,7 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
             } else {
                 const ST* ckpt = static_cast<const ST*>(p.state) + (int64_t)slot * p.state_stride_slot +
                                  (int64_t)cur.head * p.state_stride_head;
-                stream::loadWarpRows<RWS, QPL, ST, PF>(S, ckpt, p.state_stride_v, cur.blk * kSplitRows, V, rl, lane);
+                stream::loadWarpRows<RWS, QPL, ST>(S, ckpt, p.state_stride_v, cur.blk * kSplitRows, V, rl, lane);
             }
             process(cur, slot, meta, S, fac, sFoldWarp);
         }

@@ -1,9 +1,5 @@
 // Instantiations of the conventional Mamba-2 warp-item decode (variant 4 of Mamba2Decode): state fp32 /
 // fp16 / bf16 x N = 128 / 256 x {one token, 1..8 tokens} (mamba2_warp_decode_kernel.cuh).
-#include <stdlib.h>
-
-#include <type_traits>
-
 #include "mamba2/mamba2_dispatch.h"
 #include "mamba2/mamba2_warp_decode_kernel.cuh"
 
@@ -21,12 +17,6 @@ const void* warpDecodeByN(int N) {
 template <typename ST>
 const void* warpDecodeByT(int N, int T, int rows) {
     if (T != 1) return rows == 8 ? warpDecodeByN<ST, false, 8>(N) : nullptr;
-    if (std::is_same<ST, float>::value && N == 128 && rows == 8) {
-        // RSSM_MAMBA2_WARP_PF=1 (read per launch): the one-token fp32 N = 128 instance with the L2 256-byte
-        // prefetch hint on the state loads (side-by-side timing)
-        const char* e = getenv("RSSM_MAMBA2_WARP_PF");
-        if (e && e[0] == '1') return reinterpret_cast<const void*>(&mamba2WarpDecodeKernel<float, 128, true, 8, 1>);
-    }
     return rows == 8 ? warpDecodeByN<ST, true, 8>(N) : nullptr;
 }
 }  // namespace

@@ -30,7 +30,7 @@ __device__ __forceinline__ void loadPermutedX(const uint16_t* xr, int rl, bool b
     stream::unpack8(stream::xorPermute8(*reinterpret_cast<const uint4*>(xr), rl), bf16, xf);
 }
 
-template <typename ST, int N, bool ONE, int RWS, int PF>
+template <typename ST, int N, bool ONE, int RWS>
 __device__ __forceinline__ void warpDecodeItem(const Mamba2DecodeParams& p, int b, int head, int vw, int slot, int rl,
                                                int lane) {
     using RS = stream::RowScatter<RWS>;
@@ -41,7 +41,7 @@ __device__ __forceinline__ void warpDecodeItem(const Mamba2DecodeParams& p, int 
     const int sub = lane & (LPR - 1), row = vw + rl;
     ST* st = static_cast<ST*>(p.state) + (int64_t)slot * p.stride_state_slot + (int64_t)head * p.stride_state_head;
     float4 S[RWS][QPL];
-    stream::loadWarpRows<RWS, QPL, ST, PF>(S, st, p.stride_state_p, vw, P, rl, lane);
+    stream::loadWarpRows<RWS, QPL, ST>(S, st, p.stride_state_p, vw, P, rl, lane);
     const float A = p.A[head], D = p.D ? p.D[head] : 0.f;
     for (int s = 0; s < T; ++s) {
         // This token's inputs (issued with the rows for s = 0).
@@ -103,9 +103,8 @@ __device__ __forceinline__ void warpDecodeItem(const Mamba2DecodeParams& p, int 
 }
 
 // ONE: one token per row (standard decode; T is a compile-time 1), else 1..8 tokens (per-draft snapshots).
-// RWS: state rows per item (8). PF = 1: the state loads carry the L2 256-byte prefetch hint (fp32 state;
-// RSSM_MAMBA2_WARP_PF=1, side-by-side timing).
-template <typename ST, int N, bool ONE, int RWS, int PF = 0>
+// RWS: state rows per item (8).
+template <typename ST, int N, bool ONE, int RWS>
 __global__ void __launch_bounds__(kWarpDecodeThreads, ONE && N == 128 && RWS == 8 ? 3 : 2)
     mamba2WarpDecodeKernel(const Mamba2DecodeParams p) {
     const int nrb = p.headdim / RWS;
@@ -126,7 +125,7 @@ __global__ void __launch_bounds__(kWarpDecodeThreads, ONE && N == 128 && RWS == 
     for (; it < items; it += nw) {
         const stream::ItemCursor nc = walk.next(c);
         const int nslot = it + nw < items ? slotOf(nc.b) : -1;  // one item ahead
-        if (slot >= 0) warpDecodeItem<ST, N, ONE, RWS, PF>(p, c.b, c.head, c.blk * RWS, slot, rl, lane);
+        if (slot >= 0) warpDecodeItem<ST, N, ONE, RWS>(p, c.b, c.head, c.blk * RWS, slot, rl, lane);
         c = nc;
         slot = nslot;
     }
