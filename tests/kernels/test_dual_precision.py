@@ -221,7 +221,7 @@ def test_mamba2_read_copy_readout(read_fmt, mma, P, L, act, monkeypatch):
     assert flushes >= 4, f"only {flushes} slot flushes"
     used = any("mamba2ReadCopyMmaKernel" in n for n in kernels)
     assert kernels, "the profiler saw no CUDA kernels"
-    assert used == (mma[0] == "1"), f"tensor-core read-copy readout used: {used}; kernels {sorted(kernels)}"
+    assert used == (mma == "1"), f"tensor-core read-copy readout used: {used}; kernels {sorted(kernels)}"
 
 
 # The GDN read-copy readout on tensor cores (RSSM_GDN_READ_MMA unset or 1) and the CUDA-core one (0), side by side:
@@ -245,7 +245,7 @@ def test_gdn_read_copy_readout(read_fmt, mma, H, HV, V, L, act, monkeypatch):
     assert flushes >= 4, f"only {flushes} slot flushes"
     used = any("gdnReadCopyMmaKernel" in n for n in kernels)
     assert kernels, "the profiler saw no CUDA kernels"
-    assert used == (mma == "1"), f"tensor-core read-copy readout used: {used}; kernels {sorted(kernels)}"
+    assert used == (mma[0] == "1"), f"tensor-core read-copy readout used: {used}; kernels {sorted(kernels)}"
 
 
 # The occupancy bounds of the tensor-core readouts' compiled-format instances (RSSM_READ_MMA_MINB, the A/B switch: 4, 5
