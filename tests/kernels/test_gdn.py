@@ -334,6 +334,17 @@ STD_CASES = [  # shape, B, L, staggered
 ]
 
 
+def _run_standard(seq, B, join, drop, steps, every):
+    """Standard steps with the given joins and padding-row rate, buffers compared every `every` steps and at the
+    end; at least one flush must have happened."""
+    for t in range(steps):
+        seq.step(_active(B, t, join, seq.gen, drop))
+        if t % every == every - 1:
+            seq.compare_buffers()
+    seq.compare_buffers()
+    assert seq.flushes > 0
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape,B,L,stag", STD_CASES, ids=[f"{s}-B{b}-L{l}-{'stag' if t else 'phase'}"
                                                            for s, b, l, t in STD_CASES])
@@ -342,12 +353,7 @@ def test_replay_standard(shape, B, L, stag, variant):
     seq = _Seq(shape, B, L, 0, 1, seed=B * 100 + L, variant=variant)
     join = [(r * 5) % L if stag else 0 for r in range(B)]
     steps = 2 * L + max(join) + 8 if L >= 32 else max(64, 3 * L)
-    for t in range(steps):
-        seq.step(_active(B, t, join, seq.gen, 0.1 if stag else 0.0))
-        if t % 17 == 16:
-            seq.compare_buffers()
-    seq.compare_buffers()
-    assert seq.flushes > 0
+    _run_standard(seq, B, join, 0.1 if stag else 0.0, steps, 17)
     _report(f"replay-standard v{variant} {shape} B={B} L={L} {'stag' if stag else 'phase'}: steps={steps} "
             f"max out rel err={seq.max_err['out']:.2e} flushes={seq.flushes}")
 
@@ -364,12 +370,7 @@ def test_replay_standard_prep_register_bounds(minb, shape, B, L, stag, monkeypat
     seq = _Seq(shape, B, L, 0, 1, seed=B * 100 + L + int(minb), variant=6)
     join = [(r * 5) % L for r in range(B)]
     steps = 3 * L + max(join)
-    for t in range(steps):
-        seq.step(_active(B, t, join, seq.gen, 0.1))
-        if t % 11 == 10:
-            seq.compare_buffers()
-    seq.compare_buffers()
-    assert seq.flushes > 0
+    _run_standard(seq, B, join, 0.1, steps, 11)
     _report(f"replay-standard prep minb={minb} {shape} B={B} L={L}: steps={steps} "
             f"max out rel err={seq.max_err['out']:.2e} flushes={seq.flushes}")
 
