@@ -1,7 +1,6 @@
 // Instantiations of the GDN read-copy readout on tensor cores (gdn_read_mma_kernel.cuh): per read format (fp16 /
 // fp8_e4m3 / nvfp4 rows, K = 128, one token) and ring size (window <= 16: 4 records per lane, else 8).
-#include <stdlib.h>
-
+#include "common/env_switch.h"
 #include "gdn/gdn_read_mma_kernel.cuh"
 #include "gdn/gdn_split.h"
 
@@ -22,9 +21,8 @@ const void* instance(size_t* smem) {
 template <int FMT, int MINB>
 const void* specialized(int actDtype, int uDtype, size_t* smem) {
     if (uDtype == RSSM_DTYPE_FP16 && actDtype == RSSM_DTYPE_BF16) {
-        const char* e = getenv("RSSM_GDN_READ_MMA_EARLY");
-        if (e && e[0] == '0') return instance<FMT, 4, MINB, 1>(smem);
-        return instance<FMT, 4, MINB, 1, 1>(smem);
+        return envSwitch("RSSM_GDN_READ_MMA_EARLY", true) ? instance<FMT, 4, MINB, 1, 1>(smem)
+                                                          : instance<FMT, 4, MINB, 1>(smem);
     }
     if (uDtype == RSSM_DTYPE_FP16 && actDtype == RSSM_DTYPE_FP16) return instance<FMT, 4, MINB, 2>(smem);
     return nullptr;

@@ -113,10 +113,13 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
         const uint8_t* v;      // lanes 16-17: v at tile row 0
         int64_t uOut;          // ring_u element offset of record o + h (rows at + r)
     };
+    auto rowsOf = [&](int slot, int hv) {  // the lane's chunk of row block 0 of (slot, value head)
+        return state + ((int64_t)slot * p.state_stride_slot + (int64_t)hv * p.state_stride_head) * unit +
+               rowL * rowStride + 16 * chL;
+    };
     auto planOf = [&](const Head& hd) {
         Plan pl;
-        pl.rows = state + ((int64_t)hd.slot * p.state_stride_slot + (int64_t)hd.hv * p.state_stride_head) * unit +
-                  rowL * rowStride + 16 * chL;
+        pl.rows = rowsOf(hd.slot, hd.hv);
         const int64_t ruBase = (int64_t)hd.slot * p.ring_u_stride_slot + (int64_t)hd.hv * p.ring_u_stride_head;
 #pragma unroll
         for (int i = 0; i < XR; ++i) {
@@ -158,8 +161,7 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
         const int bh0 = tile / nt, tr0 = tile - bh0 * nt, b0 = bh0 / HV, hv0 = bh0 - b0 * HV;
         const int s0 = slotOf(b0);
         if (s0 >= 0) {
-            copyRows(wsm, state + ((int64_t)s0 * p.state_stride_slot + (int64_t)hv0 * p.state_stride_head) * unit +
-                              rowL * rowStride + 16 * chL + (int64_t)tr0 * 16 * rowStride);
+            copyRows(wsm, rowsOf(s0, hv0) + (int64_t)tr0 * 16 * rowStride);
             rowsStaged = true;
         }
     }

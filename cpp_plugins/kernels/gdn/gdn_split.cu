@@ -9,6 +9,7 @@
 
 #include <type_traits>
 
+#include "common/env_switch.h"
 #include "common/pdl.h"
 #include "common/read_mma.cuh"
 #include "gdn/gdn_split_kernels.cuh"
@@ -120,8 +121,7 @@ cudaError_t launchVerifyMma(const GdnReplayParams& p, int smCount, cudaStream_t 
     // The u_j prefetch: default for T <= 4 (3 CTAs per SM: 1.5-2% faster), not for T > 4 (2 CTAs per SM, 128
     // registers: 1.5-2% slower); eighteenth session, docs/kernels-gdn.md. RSSM_GDN_VERIFY_UPF = "1" / "0" forces it
     // on / off (A/B timing, tests).
-    const char* upf = getenv("RSSM_GDN_VERIFY_UPF");
-    const bool prefetchU = upf && strcmp(upf, "1") == 0 ? true : upf && strcmp(upf, "0") == 0 ? false : p.num_tokens <= 4;
+    const bool prefetchU = envSwitch("RSSM_GDN_VERIFY_UPF", p.num_tokens <= 4);
     const void* kernel = verifyMmaKernel(p.state_dtype, p.num_tokens, prefetchU);
     const int threads = verifyMmaThreads();
     const size_t smem = verifyMmaSmemBytes(p.state_dtype);

@@ -92,7 +92,8 @@ __global__ void __launch_bounds__(THREADS, MINB) gdnWarpDecodeKernel(const GdnDe
 // threads, 6 CTAs), 3 (16 rows, 256 threads, 2 CTAs), 4 (16 rows, 128 threads, 4 CTAs), 5 (8 rows, 256 threads, 4
 // CTAs: spills), 6 (0 without the prefetch hint: the default until the nineteenth session). Shapes 1-5 load without
 // the hint. The hint measured 0.7-0.8 points of copy bandwidth faster than shape 6 at B = 256 (both shapes, median of
-// 5 interleaved rounds, docs/kernels-gdn.md "Nineteenth session"). 16-bit states ignore the hint. Other states / key dims, or head_v not a multiple of the rows, run 0.
+// 5 interleaved rounds, docs/kernels-gdn.md "Nineteenth session"). 16-bit states ignore the hint. Other states / key
+// dims, or head_v not a multiple of the rows, run 0.
 struct WarpDecodeShape {
     const void* kernel;
     int rows, threads;

@@ -8,6 +8,7 @@
 #include "common/read_rows.cuh"
 #include "mamba2/mamba2.h"
 #include "mamba2/mamba2_decode_kernel.cuh"
+#include "common/env_switch.h"
 #include "common/pdl.h"
 #include "common/warp_item_grid.h"
 #include "mamba2/mamba2_dispatch.h"
@@ -17,11 +18,6 @@
 namespace rssm {
 namespace mamba2 {
 namespace {
-// Environment switches for side-by-side timing (read per launch): set and starting with '0'.
-bool envIsZero(const char* name) {
-    const char* e = getenv(name);
-    return e && e[0] == '0';
-}
 
 constexpr size_t kTileBytes = 40 * 1024;  // checkpoint bytes one CTA stages (auto tile choice)
 
@@ -451,8 +447,8 @@ int launchSplitReadout(const char* op, Mamba2ReplayParams& q, stream::ReadCopySc
                              (q.stride_state_head * es) % 16 == 0 && (q.stride_state_slot * es) % 16 == 0;
         const bool chunks = q.state_dtype == RSSM_DTYPE_FP32 || q.window <= 16;
         const void* mk = q.act_dtype == RSSM_DTYPE_BF16 && aligned && chunks && !q.skip_flush_rows
-                             ? splitMmaReadoutKernel(q.state_dtype, q.dstate, !envIsZero("RSSM_MAMBA2_MMA_CHOIST"),
-                                                     !envIsZero("RSSM_MAMBA2_MMA_XPF"))
+                             ? splitMmaReadoutKernel(q.state_dtype, q.dstate, envSwitch("RSSM_MAMBA2_MMA_CHOIST", true),
+                                                     envSwitch("RSSM_MAMBA2_MMA_XPF", true))
                              : nullptr;
         if (mk) {
             const long long items = (long long)q.batch * q.nheads * (q.headdim / splitRows());

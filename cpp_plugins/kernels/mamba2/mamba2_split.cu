@@ -1,6 +1,7 @@
 // Instantiations of the Mamba-2 split replay kernels (variant 4): prep kernel per token bucket
 // (MAXT = 1 standard, 2, 4, 8), readout kernel per state dtype (fp32 / fp16 / bf16) x N (128 / 256) x
 // token bucket, and per read-only dual-precision read format (fp8_e4m3 / nvfp4, N = 128) x token bucket.
+#include "common/env_switch.h"
 #include "mamba2/mamba2_dispatch.h"
 #include "mamba2/mamba2_split_kernel.cuh"
 #include "mamba2/mamba2_split_prep_lean.cuh"
@@ -59,8 +60,7 @@ const void* splitPrepKernel(int mode, int numTokens, int occupancy, int* threads
     }
     // T > 1: this step's B / C loaded before their stores (splitPrepBody's LF; eighteenth session), unless
     // RSSM_MAMBA2_PREP_LF=0 (read per launch; A/B timing, tests).
-    const char* lfEnv = getenv("RSSM_MAMBA2_PREP_LF");
-    const bool lf = !(lfEnv && lfEnv[0] == '0');
+    const bool lf = envSwitch("RSSM_MAMBA2_PREP_LF", true);
     switch (maxT) {
         case 1: return reinterpret_cast<const void*>(&mamba2SplitPrepKernel<1>);
         case 2: return lf ? reinterpret_cast<const void*>(&mamba2SplitPrepKernel<2, true>)
