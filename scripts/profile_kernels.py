@@ -47,6 +47,9 @@ def main() -> int:
     ap.add_argument("--dp-rec", default="fp32", choices=["fp32", "fp16"],
                     help="recurrence copy of the 'dp' case (fp16: fp16 + stochastic rounding)")
     ap.add_argument("--dp-families", default="mamba2,gdn", help="families of the 'dp' case")
+    ap.add_argument("--dp-steps", default="nonflush,stagger",
+                    help="steps of the 'dp' case: nonflush (h = L/2), stagger (decode, flush and cache step of "
+                         "staggered rows)")
     args = ap.parse_args()
     B, L = args.batch, args.window
     h0 = torch.arange(B, dtype=torch.int32, device="cuda") % L
@@ -80,11 +83,15 @@ def main() -> int:
                 _run(f"m2_replay_spec_T{T}_v{v}", lambda: ls.replay_step(0, T, 1, variant=v))
     if "dp" in args.cases:
         _profile_dual_precision(B, L, [r for r in args.dp_reads.split(",") if r], args.dp_rec,
-                                [f for f in args.dp_families.split(",") if f])
+                                [f for f in args.dp_families.split(",") if f],
+                                [s for s in args.dp_steps.split(",") if s])
     return 0
 
 
-def _profile_dual_precision(B, L, reads, rec="fp32", families=("mamba2", "gdn")):
+def _profile_dual_precision(B, L, reads, rec="fp32", families=("mamba2", "gdn"), steps=("nonflush", "stagger")):
+    unknown = set(steps) - {"nonflush", "stagger"}
+    if unknown:
+        raise SystemExit(f"--dp-steps: unknown step(s) {sorted(unknown)}; expected nonflush, stagger")
     from replayssm_trtllm.bench.precision import GDN_SHAPE, MAMBA2_SHAPE
     from replayssm_trtllm.ops import dual_precision as dp
     dev, act = "cuda", torch.bfloat16
@@ -106,22 +113,26 @@ def _profile_dual_precision(B, L, reads, rec="fp32", families=("mamba2", "gdn"))
     for rf in reads:
         if "mamba2" in families:
             c = dp.Mamba2DualPrecisionCache(B, H, P, G, L, 1, 0, rf, rec, "sr", act_dtype=act)
-            c.ring_len.fill_(L // 2)
-            _run(f"dp_m2_nonflush_{rf}", lambda: c.decode(sbi, x, dtr, Bm, Cm, A, D, dtb, z, y))
-            c.ring_len.copy_(stagger)  # 1/L of the rows flush: decode + flush of the window-amortized step
-            _run(f"dp_m2_stagger_decode_{rf}", lambda: c.decode(sbi, x, dtr, Bm, Cm, A, D, dtb, z, y))
-            _run(f"dp_m2_stagger_flush_{rf}", lambda: c.flush(sbi, A, 1, fl, False))
-            # the cache's step: flushing rows deferred to the flush (standard mode default)
-            _run(f"dp_m2_stagger_step_{rf}", lambda: c.step(sbi, x, dtr, Bm, Cm, A, D, dtb, z, fl, False, y))
+            if "nonflush" in steps:
+                c.ring_len.fill_(L // 2)
+                _run(f"dp_m2_nonflush_{rf}", lambda: c.decode(sbi, x, dtr, Bm, Cm, A, D, dtb, z, y))
+            if "stagger" in steps:
+                c.ring_len.copy_(stagger)  # 1/L of the rows flush: decode + flush of the window-amortized step
+                _run(f"dp_m2_stagger_decode_{rf}", lambda: c.decode(sbi, x, dtr, Bm, Cm, A, D, dtb, z, y))
+                _run(f"dp_m2_stagger_flush_{rf}", lambda: c.flush(sbi, A, 1, fl, False))
+                # the cache's step: flushing rows deferred to the flush (standard mode default)
+                _run(f"dp_m2_stagger_step_{rf}", lambda: c.step(sbi, x, dtr, Bm, Cm, A, D, dtb, z, fl, False, y))
             del c
         if "gdn" in families:
             c = dp.GdnDualPrecisionCache(B, HK, HV, V, L, 1, 0, rf, rec, "sr", act_dtype=act)
-            c.ring_len.fill_(L // 2)
-            _run(f"dp_gdn_nonflush_{rf}", lambda: c.decode(sbi, q, k, v, a, b, A_log, gdtb, None, o))
-            c.ring_len.copy_(stagger)
-            _run(f"dp_gdn_stagger_decode_{rf}", lambda: c.decode(sbi, q, k, v, a, b, A_log, gdtb, None, o))
-            _run(f"dp_gdn_stagger_flush_{rf}", lambda: c.flush(sbi, 1, fl, False))
-            _run(f"dp_gdn_stagger_step_{rf}", lambda: c.step(sbi, q, k, v, a, b, A_log, gdtb, None, fl, False, o))
+            if "nonflush" in steps:
+                c.ring_len.fill_(L // 2)
+                _run(f"dp_gdn_nonflush_{rf}", lambda: c.decode(sbi, q, k, v, a, b, A_log, gdtb, None, o))
+            if "stagger" in steps:
+                c.ring_len.copy_(stagger)
+                _run(f"dp_gdn_stagger_decode_{rf}", lambda: c.decode(sbi, q, k, v, a, b, A_log, gdtb, None, o))
+                _run(f"dp_gdn_stagger_flush_{rf}", lambda: c.flush(sbi, 1, fl, False))
+                _run(f"dp_gdn_stagger_step_{rf}", lambda: c.step(sbi, q, k, v, a, b, A_log, gdtb, None, fl, False, o))
             del c
 
 if __name__ == "__main__":
