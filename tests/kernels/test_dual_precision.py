@@ -209,19 +209,21 @@ def test_gdn_split_path_8_row_items(read_fmt, mode, T, monkeypatch):
 READ_MMA_CASES = [(64, 16, torch.float16), (80, 24, torch.bfloat16), (128, 8, torch.bfloat16)]
 
 
+# "1" runs the lean instances (the default for windows <= 16), "1-fat" the ones without (RSSM_MAMBA2_READ_MMA_LEAN=0).
 @pytest.mark.parametrize("read_fmt", ["fp16", "fp8_e4m3", "nvfp4"])
-@pytest.mark.parametrize("mma", ["1", "0"], ids=["mma", "cuda-core"])
+@pytest.mark.parametrize("mma", ["1", "1-fat", "0"], ids=["mma", "mma-fat", "cuda-core"])
 @pytest.mark.parametrize("P,L,act", READ_MMA_CASES, ids=["P64-L16-fp16", "P80-L24-bf16", "P128-L8-bf16"])
 def test_mamba2_read_copy_readout(read_fmt, mma, P, L, act, monkeypatch):
     monkeypatch.setenv("RSSM_DP_DECODE_PATH", "split")
-    monkeypatch.setenv("RSSM_MAMBA2_READ_MMA", mma)
+    monkeypatch.setenv("RSSM_MAMBA2_READ_MMA", mma[0])
+    monkeypatch.setenv("RSSM_MAMBA2_READ_MMA_LEAN", "0" if mma.endswith("fat") else "1")
     kernels = set()
     flushes = _run_mamba2(read_fmt, 0, 1, S=5, H=8, P=P, G=2, L=L, steps=2 * L + 6, act=act, stagger=True, seed=47,
                           kernels=kernels)
     assert flushes >= 4, f"only {flushes} slot flushes"
     used = any("mamba2ReadCopyMmaKernel" in n for n in kernels)
     assert kernels, "the profiler saw no CUDA kernels"
-    assert used == (mma == "1"), f"tensor-core read-copy readout used: {used}; kernels {sorted(kernels)}"
+    assert used == (mma[0] == "1"), f"tensor-core read-copy readout used: {used}; kernels {sorted(kernels)}"
 
 
 # The GDN read-copy readout on tensor cores (RSSM_GDN_READ_MMA unset or 1) and the CUDA-core one (0), side by side:
@@ -230,15 +232,17 @@ def test_mamba2_read_copy_readout(read_fmt, mma, P, L, act, monkeypatch):
 GDN_READ_MMA_CASES = [(2, 4, 128, 16, torch.bfloat16), (1, 4, 64, 24, torch.float16)]
 
 
-# "1" runs the bf16 instance with the first tile's rows copied before the PDL wait (the default), "1-late" without
-# (RSSM_GDN_READ_MMA_EARLY=0).
+# "1" runs the bf16 instance with the first tile's rows copied before the PDL wait and the lean tile path (the
+# defaults), "1-late" without the early rows (RSSM_GDN_READ_MMA_EARLY=0), "1-fat" without the lean path
+# (RSSM_GDN_READ_MMA_LEAN=0).
 @pytest.mark.parametrize("read_fmt", ["fp16", "fp8_e4m3", "nvfp4"])
-@pytest.mark.parametrize("mma", ["1", "1-late", "0"], ids=["mma", "mma-late", "cuda-core"])
+@pytest.mark.parametrize("mma", ["1", "1-late", "1-fat", "0"], ids=["mma", "mma-late", "mma-fat", "cuda-core"])
 @pytest.mark.parametrize("H,HV,V,L,act", GDN_READ_MMA_CASES, ids=["gqa2-V128-L16-bf16", "gqa4-V64-L24-fp16"])
 def test_gdn_read_copy_readout(read_fmt, mma, H, HV, V, L, act, monkeypatch):
     monkeypatch.setenv("RSSM_DP_DECODE_PATH", "split")
     monkeypatch.setenv("RSSM_GDN_READ_MMA", mma[0])
     monkeypatch.setenv("RSSM_GDN_READ_MMA_EARLY", "0" if mma.endswith("late") else "1")
+    monkeypatch.setenv("RSSM_GDN_READ_MMA_LEAN", "0" if mma.endswith("fat") else "1")
     kernels = set()
     flushes = _run_gdn(read_fmt, 0, 1, S=5, H=H, HV=HV, V=V, L=L, steps=2 * L + 6, act=act, stagger=True, seed=53,
                        kernels=kernels)

@@ -23,6 +23,27 @@ __device__ __forceinline__ void copy4(void* dst, const void* src) {
 __device__ __forceinline__ void copy16Prefix(void* dst, const void* src, unsigned bytes) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smemAddr(dst)), "l"(src), "r"(bytes) : "memory");
 }
+// Predicated forms (no branch: the copy is one predicated instruction, so optional per-lane copies do not split the
+// warp into divergent regions): copied only where `pred`; copy4Zfill reads `bytes` (0 or 4) and zero-fills the rest.
+__device__ __forceinline__ void copy16If(bool pred, void* dst, const void* src) {
+    asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %2, 0;\n @p cp.async.cg.shared.global [%0], [%1], 16;\n}\n" ::"r"(
+                     smemAddr(dst)),
+                 "l"(src), "r"((int)pred)
+                 : "memory");
+}
+__device__ __forceinline__ void copy4If(bool pred, void* dst, const void* src) {
+    asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %2, 0;\n @p cp.async.ca.shared.global [%0], [%1], 4;\n}\n" ::"r"(
+                     smemAddr(dst)),
+                 "l"(src), "r"((int)pred)
+                 : "memory");
+}
+__device__ __forceinline__ void copy4Zfill(bool pred, void* dst, const void* src, unsigned bytes) {
+    asm volatile(
+        "{\n .reg .pred p;\n setp.ne.b32 p, %3, 0;\n @p cp.async.ca.shared.global [%0], [%1], 4, %2;\n}\n" ::"r"(
+            smemAddr(dst)),
+        "l"(src), "r"(bytes), "r"((int)pred)
+        : "memory");
+}
 __device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 // Waits for every cp.async this thread issued (the caller then synchronizes the CTA).
 __device__ __forceinline__ void waitAll() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }

@@ -71,15 +71,28 @@ __device__ __forceinline__ uint32_t e4m3x2ToF16x2(uint32_t w16) {
     return (uint32_t)h.x | ((uint32_t)h.y << 16);
 }
 
+// The same for the two codes in bits 16-31 of w, taken as the upper half of the register (no shift in the PTX: ptxas
+// may read the half directly).
+__device__ __forceinline__ uint32_t e4m3x2HiToF16x2(uint32_t w) {
+    uint32_t r;
+    asm("{\n .reg .b16 lo, hi;\n mov.b32 {lo, hi}, %1;\n cvt.rn.f16x2.e4m3x2 %0, hi;\n}\n" : "=r"(r) : "r"(w));
+    return r;
+}
+
 __device__ __forceinline__ uint32_t u4At(const uint4& v, int i) {
     return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
 
 // A fragments of the 8 k16 blocks of one tile, read from the staged rows (rows 2g, 2g + 1 of `rows`, the lane's
 // thread set), as f16x2 words: a[j] = {row 2g lo, row 2g + 1 lo, row 2g hi, row 2g + 1 hi} of block j.
-template <int FMT>
+// HI: the upper code pairs converted by e4m3x2HiToF16x2 (the lean GDN read-copy readout) instead of a shift first.
+template <int FMT, bool HI = false>
 struct TileFragments {
     uint32_t a[8][4];
+    __device__ __forceinline__ static uint32_t hiPair(uint32_t w) {
+        if constexpr (HI) return e4m3x2HiToF16x2(w);
+        else return e4m3x2ToF16x2(w >> 16);
+    }
     __device__ __forceinline__ void load(const uint8_t* rows, int g, int t) {
         const int r0 = 2 * g, r1 = 2 * g + 1;
         if constexpr (FMT == kFp16) {  // piece i: chunk 4i + t (elements 32 i + 8 t ..); block j: words 2j, 2j + 1
@@ -106,8 +119,8 @@ struct TileFragments {
                     const uint32_t w0 = u4At(p0, m), w1 = u4At(p1, m);
                     a[4 * i + m][0] = e4m3x2ToF16x2(w0);
                     a[4 * i + m][1] = e4m3x2ToF16x2(w1);
-                    a[4 * i + m][2] = e4m3x2ToF16x2(w0 >> 16);
-                    a[4 * i + m][3] = e4m3x2ToF16x2(w1 >> 16);
+                    a[4 * i + m][2] = hiPair(w0);
+                    a[4 * i + m][3] = hiPair(w1);
                 }
             }
         } else {  // piece = chunk t; word w = elements 8w .. 8w + 7 -> blocks 2w (evens / odds 0-3), 2w + 1 (4-7)
@@ -121,10 +134,10 @@ struct TileFragments {
                 a[2 * w][1] = e4m3x2ToF16x2(e1);
                 a[2 * w][2] = e4m3x2ToF16x2(o0);
                 a[2 * w][3] = e4m3x2ToF16x2(o1);
-                a[2 * w + 1][0] = e4m3x2ToF16x2(e0 >> 16);
-                a[2 * w + 1][1] = e4m3x2ToF16x2(e1 >> 16);
-                a[2 * w + 1][2] = e4m3x2ToF16x2(o0 >> 16);
-                a[2 * w + 1][3] = e4m3x2ToF16x2(o1 >> 16);
+                a[2 * w + 1][0] = hiPair(e0);
+                a[2 * w + 1][1] = hiPair(e1);
+                a[2 * w + 1][2] = hiPair(o0);
+                a[2 * w + 1][3] = hiPair(o1);
             }
         }
     }

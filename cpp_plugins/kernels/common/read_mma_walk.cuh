@@ -130,10 +130,10 @@ __device__ __forceinline__ int fastDiv(int n, int d, uint32_t m) { return d == 1
 
 // The 8 k16 mma of one staged tile (rows at `rows`) against vf: acc (nvfp4: k blocks 0-3, the lane's first scale
 // block; else all) and acc2 (nvfp4: blocks 4-7).
-template <int FMT, int NV>
+template <int FMT, int NV, bool HI = false>
 __device__ __forceinline__ void tileMma(float (&acc)[4], float (&acc2)[4], const uint8_t* rows,
                                         const VectorFragments<FMT, NV>& vf, int g, int t) {
-    TileFragments<FMT> tf;
+    TileFragments<FMT, HI> tf;
     tf.load(rows, g, t);
 #pragma unroll
     for (int j = 0; j < 8; ++j) {

@@ -8,23 +8,28 @@ namespace rssm {
 namespace gdn {
 namespace {
 constexpr int kStages = 2;  // slots per warp (the Mamba-2 readout's measured choice)
-template <int FMT, int MAXM, int MINB, int AK = 0, int EARLY = 0>
+template <int FMT, int MAXM, int MINB, int AK = 0, int EARLY = 0, int LEAN = 0>
 const void* instance(size_t* smem) {
     *smem = readMmaSmemBytesGdn<FMT, MAXM, kStages>();
-    return reinterpret_cast<const void*>(&gdnReadCopyMmaKernel<FMT, MAXM, kStages, MINB, AK, EARLY>);
+    return reinterpret_cast<const void*>(&gdnReadCopyMmaKernel<FMT, MAXM, kStages, MINB, AK, EARLY, LEAN>);
 }
 // The instance compiled for the activation / u formats (fp16 u with bf16 or fp16 activations: Qwen3.5 layers), window
 // <= 16; NULL for other formats. The bf16-activation instance copies each warp's first tile's rows before the wait
 // for the prep grid (EARLY): side by side (122B layer, B = 256, L = 16, non-flush step, nineteenth session, call 3)
 // nvfp4 122.8 -> 117.4 us, fp8 122.7 -> 122.1 us (its nvfp4 instance also compiles without the 8 bytes of spills of
 // the other). RSSM_GDN_READ_MMA_EARLY=0 (read per launch) takes the instance without it, for A/B.
+// These instances are also the lean ones (gdn_read_mma_kernel.cuh, LEAN; twentieth session): RSSM_GDN_READ_MMA_LEAN=0
+// (read per launch) takes the instances without it, for A/B.
 template <int FMT, int MINB>
 const void* specialized(int actDtype, int uDtype, size_t* smem) {
+    const bool lean = envSwitch("RSSM_GDN_READ_MMA_LEAN", true);
     if (uDtype == RSSM_DTYPE_FP16 && actDtype == RSSM_DTYPE_BF16) {
-        return envSwitch("RSSM_GDN_READ_MMA_EARLY", true) ? instance<FMT, 4, MINB, 1, 1>(smem)
-                                                          : instance<FMT, 4, MINB, 1>(smem);
+        if (envSwitch("RSSM_GDN_READ_MMA_EARLY", true))
+            return lean ? instance<FMT, 4, MINB, 1, 1, 1>(smem) : instance<FMT, 4, MINB, 1, 1>(smem);
+        return lean ? instance<FMT, 4, MINB, 1, 0, 1>(smem) : instance<FMT, 4, MINB, 1>(smem);
     }
-    if (uDtype == RSSM_DTYPE_FP16 && actDtype == RSSM_DTYPE_FP16) return instance<FMT, 4, MINB, 2>(smem);
+    if (uDtype == RSSM_DTYPE_FP16 && actDtype == RSSM_DTYPE_FP16)
+        return lean ? instance<FMT, 4, MINB, 2, 0, 1>(smem) : instance<FMT, 4, MINB, 2>(smem);
     return nullptr;
 }
 // CTAs per SM the registers of the compiled-format instances (window <= 16) are bounded for: nvfp4 5 (96 registers, no

@@ -47,7 +47,14 @@ __host__ __device__ constexpr size_t readMmaSmemBytesGdn() {
 // EARLY = 1: the warp's first tile's rows are copied into its slot before the wait for the prep grid (the read copy is
 // not the prep's output and nothing this step writes it before this kernel; the prep is an ordinary launch), so they
 // overlap the prep's tail; the tile's other inputs follow after the wait in the same commit group.
-template <int FMT, int MAXM, int STAGES, int MINB, int AK = 0, int EARLY = 0>
+// LEAN = 1: fewer instructions per tile (the kernel is issue-bound: ~480 warp instructions per 16-row nvfp4 tile in the
+// twentieth session's source counters, of which ~100 decode the rows). The optional per-lane copies are predicated
+// cp.async instructions instead of branches (no divergent regions in the copy path), the coefficients ck / cq are
+// staged in lane order (lane t reads its records t + 4m with one 16-byte load each), the epilogue computes on every
+// lane and only the stores are predicated, and the o row offset of a tile's head travels with its slot (no 64-bit
+// index arithmetic per tile), and the upper e4m3 code pairs of fp8 / nvfp4 rows are converted from the register's upper
+// half (e4m3x2HiToF16x2) instead of after a shift. Same values, same stores.
+template <int FMT, int MAXM, int STAGES, int MINB, int AK = 0, int EARLY = 0, int LEAN = 0>
 __global__ void __launch_bounds__(kReadMmaThreads, MINB)
     gdnReadCopyMmaKernel(const GdnReplayParams p, const stream::ReadCopyScales rc) {
     using namespace readmma;
@@ -112,6 +119,7 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
         const uint8_t* scale;  // lanes 8 ..: the tile's scale chunk at tile row 0
         const uint8_t* v;      // lanes 16-17: v at tile row 0
         int64_t uOut;          // ring_u element offset of record o + h (rows at + r)
+        int64_t oOut;          // o element offset of (row b, value head) (rows at + r)
     };
     auto rowsOf = [&](int slot, int hv) {  // the lane's chunk of row block 0 of (slot, value head)
         return state + ((int64_t)slot * p.state_stride_slot + (int64_t)hv * p.state_stride_head) * unit +
@@ -135,6 +143,7 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
             rr = rr >= C ? rr - C : rr;
             pl.uOut = ruBase + (int64_t)rr * p.ring_u_stride_rec;
         }
+        pl.oOut = (int64_t)hd.b * p.o_stride_b + (int64_t)hd.hv * p.o_stride_h;
         const float* rec = ws + (size_t)hd.bh * RW;
         pl.coef = lane < hd.h && lane < 4 * MAXM ? rec + kSplitCoef + lane : nullptr;
         pl.scalar = lane == 0 ? rec : lane == 1 ? rec + 16 : lane == 2 ? rec + 24 : lane == 3 ? rec + kSplitCoef + RM + hd.h
@@ -150,6 +159,11 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
         return pl;
     };
     const int64_t scaleRowBytes = FMT == kFp8 ? 4 : 8;
+    // LEAN: the lanes of the optional copies (planOf gives these lanes their sources)
+    const bool coefLane = lane < 4 * MAXM;
+    const bool scalarLane = lane < (FMT == kNvfp4 ? 5 : 4);
+    const bool scaleLane = lane >= 8 && lane < 8 + scaleLanes;
+    const bool vLane = lane == 16 || lane == 17;
     auto copyRows = [&](uint8_t* sl, const uint8_t* src) {  // the tile's 16 rows from src (row 0)
 #pragma unroll
         for (int i = 0; i < CPR / 2; ++i)
@@ -181,18 +195,34 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
                                         us ? us + 2 * r0 : pl.rows, us ? 16u : 0u);
                 }
             }
-            if (lane < 4 * MAXM) {
-                if (pl.coef) {
-                    async::copy4(sl + Slot::kCk + 4 * lane, pl.coef);
-                    async::copy4(sl + Slot::kCq + 4 * lane, pl.coef + RM);
-                } else {
-                    *reinterpret_cast<float*>(sl + Slot::kCk + 4 * lane) = 0.f;
-                    *reinterpret_cast<float*>(sl + Slot::kCq + 4 * lane) = 0.f;
+            if constexpr (LEAN != 0) {
+                // record `lane` at lane-order position (lane & 3) MAXM + lane / 4; past h: zero-filled (no read)
+                const int pos = 4 * ((lane & 3) * MAXM + (lane >> 2));
+                const float* cs = pl.coef ? pl.coef : ws;
+                const unsigned cb = pl.coef ? 4u : 0u;
+                async::copy4Zfill(coefLane, sl + Slot::kCk + pos, cs, cb);
+                async::copy4Zfill(coefLane, sl + Slot::kCq + pos, pl.coef ? cs + RM : ws, cb);
+                async::copy4If(scalarLane, sl + Slot::kHead + 4 * lane, pl.scalar);
+                // (pointer + offset as integers: the other lanes' pointers are null, and their copies are predicated off)
+                auto at = [](const uint8_t* q, int64_t off) {
+                    return reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(q) + (uintptr_t)off);
+                };
+                async::copy16If(scaleLane, sl + Slot::kScale + 16 * (lane - 8), at(pl.scale, scaleRowBytes * r0));
+                async::copy16If(vLane, sl + Slot::kV + 16 * (lane - 16), at(pl.v, 2 * r0));
+            } else {
+                if (lane < 4 * MAXM) {
+                    if (pl.coef) {
+                        async::copy4(sl + Slot::kCk + 4 * lane, pl.coef);
+                        async::copy4(sl + Slot::kCq + 4 * lane, pl.coef + RM);
+                    } else {
+                        *reinterpret_cast<float*>(sl + Slot::kCk + 4 * lane) = 0.f;
+                        *reinterpret_cast<float*>(sl + Slot::kCq + 4 * lane) = 0.f;
+                    }
                 }
+                if (pl.scalar) async::copy4(sl + Slot::kHead + 4 * lane, pl.scalar);
+                if (pl.scale) async::copy16(sl + Slot::kScale + 16 * (lane - 8), pl.scale + scaleRowBytes * r0);
+                if (pl.v) async::copy16(sl + Slot::kV + 16 * (lane - 16), pl.v + 2 * r0);
             }
-            if (pl.scalar) async::copy4(sl + Slot::kHead + 4 * lane, pl.scalar);
-            if (pl.scale) async::copy16(sl + Slot::kScale + 16 * (lane - 8), pl.scale + scaleRowBytes * r0);
-            if (pl.v) async::copy16(sl + Slot::kV + 16 * (lane - 16), pl.v + 2 * r0);
         }
         async::commit();
     };
@@ -200,13 +230,15 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
     // Stage cursor (common/read_mma_walk.cuh); the ring_u output offset (record o + h of the tile's head) travels
     // with each slot: registers, static slot indices through the unrolled loop below
     auto cursor = makeStageCursor<Head, Plan>(tile, tEnd, nt, HV, kSplitSkipRow, slotOf, metaOf, headOf, planOf, issue);
-    int64_t uOutSlot[STAGES];
+    int64_t uOutSlot[STAGES], oOutSlot[STAGES];
     uOutSlot[0] = cursor.pl.uOut;
+    oOutSlot[0] = cursor.pl.oOut;
     cursor.first(wsm);
 #pragma unroll
     for (int d = 1; d + 1 < STAGES; ++d) {
         cursor.next(wsm + d * Slot::kBytes);
         uOutSlot[d] = cursor.pl.uOut;
+        oOutSlot[d] = cursor.pl.oOut;
     }
 
     VectorFragments<FMT, 2> vf;
@@ -214,6 +246,7 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
     auto body = [&](int cs, int ns) -> bool {  // cs / ns: the computed / refilled slot
         cursor.next(wsm + ns * Slot::kBytes);
         uOutSlot[ns] = cursor.pl.uOut;
+        oOutSlot[ns] = cursor.pl.oOut;
         async::waitGroup<STAGES - 1>();
         __syncwarp();
         const uint8_t* sl = wsm + cs * Slot::kBytes;
@@ -228,7 +261,7 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
                 vfKey = info.z;
             }
             float acc[4] = {0.f, 0.f, 0.f, 0.f}, acc2[4] = {0.f, 0.f, 0.f, 0.f};
-            tileMma(acc, acc2, sl + Slot::kRows, vf, g, t);
+            tileMma<FMT, 2, LEAN != 0>(acc, acc2, sl + Slot::kRows, vf, g, t);
             // acc: [row 2g k, row 2g q, row 2g + 1 k, row 2g + 1 q] partial dots of this lane's columns
             float dk0, dq0, dk1, dq1;
             if constexpr (FMT == kFp16) {
@@ -247,11 +280,28 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
             const float4 hsc = *reinterpret_cast<const float4*>(sl + Slot::kHead);  // gk, gq, beta, cq_h
             const float gk = hsc.x * vf.inv[0], gq = hsc.y * vf.inv[1];
             float X0 = gk * dk0, X1 = gk * dk1, Y0 = gq * dq0, Y1 = gq * dq1;
+            float ckL[MAXM], cqL[MAXM];  // LEAN: records t + 4m, staged in lane order at t MAXM + m (16-byte loads)
+            if constexpr (LEAN != 0) {
+                static_assert(MAXM % 4 == 0, "lane-order coefficients: whole 16-byte pieces");
+#pragma unroll
+                for (int q = 0; q < MAXM / 4; ++q) {
+                    const float4 k4 = *reinterpret_cast<const float4*>(sl + Slot::kCk + 16 * (t * (MAXM / 4) + q));
+                    const float4 q4 = *reinterpret_cast<const float4*>(sl + Slot::kCq + 16 * (t * (MAXM / 4) + q));
+                    ckL[4 * q] = k4.x, ckL[4 * q + 1] = k4.y, ckL[4 * q + 2] = k4.z, ckL[4 * q + 3] = k4.w;
+                    cqL[4 * q] = q4.x, cqL[4 * q + 1] = q4.y, cqL[4 * q + 2] = q4.z, cqL[4 * q + 3] = q4.w;
+                }
+            }
 #pragma unroll
             for (int m = 0; m < MAXM; ++m) {
                 const int j = t + 4 * m;
-                const float ck = *reinterpret_cast<const float*>(sl + Slot::kCk + 4 * j);
-                const float cq = *reinterpret_cast<const float*>(sl + Slot::kCq + 4 * j);
+                float ck, cq;
+                if constexpr (LEAN != 0) {
+                    ck = ckL[m];
+                    cq = cqL[m];
+                } else {
+                    ck = *reinterpret_cast<const float*>(sl + Slot::kCk + 4 * j);
+                    cq = *reinterpret_cast<const float*>(sl + Slot::kCq + 4 * j);
+                }
                 const uint32_t u = *reinterpret_cast<const uint32_t*>(sl + Slot::kU + 32 * j + 4 * g);
                 const float u0 = u16ToF((uint16_t)(u & 0xFFFFu), ubf16), u1 = u16ToF((uint16_t)(u >> 16), ubf16);
                 X0 = fmaf(ck, u0, X0);
@@ -267,13 +317,23 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
             Y += __shfl_xor_sync(0xFFFFFFFFu, odd ? Y0 : Y1, 1);
             X += __shfl_xor_sync(0xFFFFFFFFu, X, 2);
             Y += __shfl_xor_sync(0xFFFFFFFFu, Y, 2);
-            if (t < 2) {
+            auto bits = [](float x, bool isBf16) {
+                return isBf16 ? __bfloat16_as_ushort(__float2bfloat16_rn(x)) : __half_as_ushort(__float2half_rn(x));
+            };
+            if constexpr (LEAN != 0) {  // every lane computes (lanes t >= 2 duplicate t - 2); lanes t < 2 store
+                const uint16_t vb = *reinterpret_cast<const uint16_t*>(sl + Slot::kV + 4 * g + 2 * odd);
+                const float u = hsc.z * (u16ToF(vb, bf16) - X);
+                const float o = fmaf(hsc.w, u, Y);
+                const uint16_t ob = bits(o, bf16), ub = bits(u, ubf16);
+                const int64_t e = r2 + odd;
+                if (t < 2) {
+                    static_cast<uint16_t*>(p.o)[oOutSlot[cs] + e] = ob;
+                    static_cast<uint16_t*>(p.ring_u)[uOutSlot[cs] + e] = ub;
+                }
+            } else if (t < 2) {
                 const uint16_t vb = *reinterpret_cast<const uint16_t*>(sl + Slot::kV + 4 * g + 2 * t);
                 const float u = hsc.z * (u16ToF(vb, bf16) - X);
                 const float o = fmaf(hsc.w, u, Y);
-                auto bits = [](float x, bool isBf16) {
-                    return isBf16 ? __bfloat16_as_ushort(__float2bfloat16_rn(x)) : __half_as_ushort(__float2half_rn(x));
-                };
                 static_cast<uint16_t*>(p.o)[(int64_t)b * p.o_stride_b + (int64_t)hv * p.o_stride_h + r2 + t] = bits(o, bf16);
                 static_cast<uint16_t*>(p.ring_u)[uOutSlot[cs] + r2 + t] = bits(u, ubf16);
             }

@@ -1,18 +1,26 @@
 // Instantiations of the Mamba-2 read-copy readout on tensor cores (mamba2_read_mma_kernel.cuh): per read format
 // (fp16 / fp8_e4m3 / nvfp4 rows, dstate 128, one token) and ring size (window <= 16: 4 records per lane, else 8).
+#include "common/env_switch.h"
 #include "mamba2/mamba2_dispatch.h"
 #include "mamba2/mamba2_read_mma_kernel.cuh"
 
 namespace rssm {
 namespace mamba2 {
 namespace {
-// The default-depth instance compiled for the activation format (bf16 / fp16), window <= 16; NULL for others.
+// The default-depth instance compiled for the activation format (bf16 / fp16), window <= 16; NULL for others. These are
+// also the lean instances (mamba2_read_mma_kernel.cuh, LEAN; twentieth session): RSSM_MAMBA2_READ_MMA_LEAN=0 (read per
+// launch) takes the instances without it, for A/B.
 template <int FMT, int MINB>
 const void* specialized(int actDtype, size_t* smem) {
     constexpr int S = readMmaStages<FMT>();
     *smem = readMmaSmemBytes<FMT, 4, S>();
-    if (actDtype == RSSM_DTYPE_BF16) return reinterpret_cast<const void*>(&mamba2ReadCopyMmaKernel<FMT, 4, S, MINB, 1>);
-    if (actDtype == RSSM_DTYPE_FP16) return reinterpret_cast<const void*>(&mamba2ReadCopyMmaKernel<FMT, 4, S, MINB, 2>);
+    const bool lean = envSwitch("RSSM_MAMBA2_READ_MMA_LEAN", true);
+    if (actDtype == RSSM_DTYPE_BF16)
+        return lean ? reinterpret_cast<const void*>(&mamba2ReadCopyMmaKernel<FMT, 4, S, MINB, 1, 1>)
+                    : reinterpret_cast<const void*>(&mamba2ReadCopyMmaKernel<FMT, 4, S, MINB, 1>);
+    if (actDtype == RSSM_DTYPE_FP16)
+        return lean ? reinterpret_cast<const void*>(&mamba2ReadCopyMmaKernel<FMT, 4, S, MINB, 2, 1>)
+                    : reinterpret_cast<const void*>(&mamba2ReadCopyMmaKernel<FMT, 4, S, MINB, 2>);
     return nullptr;
 }
 // stages 0: the format's default (readMmaStages); 2 / 3 / 4 / 6 (window <= 16): A/B builds (RSSM_MAMBA2_READ_MMA_DEPTH)

@@ -37,7 +37,8 @@ struct ReadMmaSlot {
     static constexpr int kZ = kScale + 128;                              // [16] activation bits
     static constexpr int kHead = kZ + 32;                                // gamma, (nvfp4) state scale
     static constexpr int kInfo = kHead + 16;                             // b, head, key, tile row block | flags
-    static constexpr int kBytes = kInfo + 16;
+    static constexpr int kYOff = kInfo + 16;                             // (LEAN) int64 y offset of (b, head)
+    static constexpr int kBytes = kYOff + 16;
 };
 constexpr int kReadMmaNormal = 1 << 16;  // info flag: the tile is computed
 constexpr int kReadMmaPoison = 1 << 17;  // info flag: invalid cursors, NaN outputs
@@ -55,7 +56,11 @@ struct ReadMmaHead {
 
 // AK: activation format, 0 = read from the params (act_dtype), 1 = bf16, 2 = fp16 (compile-time: the conversions of
 // the ring inputs, z and y without a per-element select).
-template <int FMT, int MAXM, int STAGES, int MINB, int AK = 0>
+// LEAN = 1 (twentieth session, as the GDN read-copy readout's): the upper e4m3 code pairs of fp8 / nvfp4 rows converted
+// from the register's upper half (no shift first), the y offset of a tile's (row, head) computed once per head and
+// staged with the tile's info (no 64-bit index arithmetic per tile), and the gate / store epilogue computed on every
+// lane with only the store predicated (no divergent branch). Same values, same stores.
+template <int FMT, int MAXM, int STAGES, int MINB, int AK = 0, int LEAN = 0>
 __global__ void __launch_bounds__(kReadMmaThreads, MINB)
     mamba2ReadCopyMmaKernel(const Mamba2ReplayParams p, const stream::ReadCopyScales rc) {
     using namespace readmma;
@@ -118,6 +123,7 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
         const uint8_t* x[XR];  // ring record of this lane (rows 8 (lane & 1) ..), or null past R
         const uint8_t* small;  // role source
         unsigned smallBytes;   // coefficient prefix bytes (role 0)
+        int64_t yOff;          // y element offset of (row b, head) (rows at + r)
     };
     auto planOf = [&](const ReadMmaHead& hd) {
         Plan pl;
@@ -135,6 +141,7 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
         const int64_t srow = ((int64_t)hd.slot * rc.nheads + hd.head) * P;
         pl.small = nullptr;
         pl.smallBytes = 16;
+        pl.yOff = (int64_t)hd.b * p.stride_y_b + (int64_t)hd.head * p.stride_y_h;
         if (role == 0) {
             pl.small = reinterpret_cast<const uint8_t*>(hr + kSplitCoef + 4 * lane);
             const int left = hd.R - 4 * lane;
@@ -162,6 +169,7 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
         if (lane == 0) {
             const int flags = normal ? kReadMmaNormal : (hd.slot >= 0 && hd.nf != kSplitSkipRow) ? kReadMmaPoison : 0;
             *reinterpret_cast<int4*>(sl + Slot::kInfo) = make_int4(hd.b, hd.head, hd.key, tr | flags);
+            if constexpr (LEAN != 0) *reinterpret_cast<int64_t*>(sl + Slot::kYOff) = pl.yOff;
         }
         if (normal) {
             const int r0 = tr * 16;
@@ -200,7 +208,9 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
         const uint8_t* sl = wsm + (k % STAGES) * Slot::kBytes;
         const int4 info = *reinterpret_cast<const int4*>(sl + Slot::kInfo);
         const int b = info.x, head = info.y, r2 = (info.w & 0xFFFF) * 16 + 2 * g;
-        uint16_t* yp = static_cast<uint16_t*>(p.y) + (int64_t)b * p.stride_y_b + (int64_t)head * p.stride_y_h + r2;
+        uint16_t* yp = static_cast<uint16_t*>(p.y) + r2 +
+                       (LEAN != 0 ? *reinterpret_cast<const int64_t*>(sl + Slot::kYOff)
+                                  : (int64_t)b * p.stride_y_b + (int64_t)head * p.stride_y_h);
         if (info.w & kReadMmaNormal) {
             if (info.z != vfKey) {  // warp-uniform
                 const uint16_t* cv = static_cast<const uint16_t*>(p.Cm) + (int64_t)b * p.stride_C_b +
@@ -209,7 +219,7 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
                 vfKey = info.z;
             }
             float acc[4] = {0.f, 0.f, 0.f, 0.f}, acc2[4] = {0.f, 0.f, 0.f, 0.f};
-            tileMma(acc, acc2, sl + Slot::kRows, vf, g, t);
+            tileMma<FMT, 1, LEAN != 0>(acc, acc2, sl + Slot::kRows, vf, g, t);
             float pg, pg1;  // rows 2g, 2g + 1
             if constexpr (FMT == kFp16) {
                 pg = acc[0];
@@ -241,7 +251,12 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
             float v = odd ? pg1 : pg;
             v += __shfl_xor_sync(0xFFFFFFFFu, odd ? pg : pg1, 1);
             v += __shfl_xor_sync(0xFFFFFFFFu, v, 2);
-            if (t < 2) {
+            if constexpr (LEAN != 0) {  // every lane computes (lanes t >= 2 duplicate t - 2); lanes t < 2 store
+                if (p.z) v *= readmma::fastSilu(actToFloat(*reinterpret_cast<const uint16_t*>(sl + Slot::kZ + 4 * g + 2 * odd),
+                                                           actBf16));
+                const uint16_t yb = floatToAct(v, actBf16);
+                if (t < 2) yp[odd] = yb;
+            } else if (t < 2) {
                 if (p.z) v *= readmma::fastSilu(actToFloat(*reinterpret_cast<const uint16_t*>(sl + Slot::kZ + 4 * g + 2 * t),
                                                            actBf16));
                 yp[t] = floatToAct(v, actBf16);

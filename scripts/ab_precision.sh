@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Side-by-side A/B of the dual-precision non-flush step (bench precision), one process per setting:
+#   scripts/ab_precision.sh "BENCH PRECISION ARGS" SETTING [SETTING ...]
+# SETTING: "-" (defaults) or space-separated VAR=VALUE assignments for that process. Prints each process's non-flush
+# rows and targets (no results are written: --no-write). Run on the GPU machine with the library's environment
+# (scripts/gpu_run.sh --extra). Example:
+#   scripts/ab_precision.sh "--families gdn --reads fp8_e4m3,nvfp4 --reps 20" - RSSM_GDN_READ_MMA_LEAN=0 -
+set -u
+cd "$(dirname "$0")/.."
+args="$1"; shift
+for s in "$@"; do
+  echo "== precision [$s] $args"
+  envs=(); [ "$s" != "-" ] && read -r -a envs <<< "$s"
+  # shellcheck disable=SC2086
+  env "${envs[@]}" python3 -m replayssm_trtllm bench precision $args --no-compare-paths --no-write 2>&1 \
+    | grep -E "non-flush step|^target .*nonflush|copy bandwidth|Error|error" | grep -v "CUDA-core" | sed -E 's/ +/ /g'
+done
