@@ -114,7 +114,8 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
     struct Plan {
         const uint8_t* rows;
         const uint8_t* u[XR];  // null: record past h
-        const float* coef;     // ck of record `lane` (cq at + RM); null: past h
+        const float* coef;     // ck of record `lane` (cq at + RM); past h: the workspace base (read with 0 bytes)
+        unsigned coefBytes;    // 4, or 0 past h (selected once per head, not per tile)
         const float* scalar;   // lanes 0-4: gk, gq, beta, cq_h, state scale
         const uint8_t* scale;  // lanes 8 ..: the tile's scale chunk at tile row 0
         const uint8_t* v;      // lanes 16-17: v at tile row 0
@@ -145,7 +146,9 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
         }
         pl.oOut = (int64_t)hd.b * p.o_stride_b + (int64_t)hd.hv * p.o_stride_h;
         const float* rec = ws + (size_t)hd.bh * RW;
-        pl.coef = lane < hd.h && lane < 4 * MAXM ? rec + kSplitCoef + lane : nullptr;
+        const bool hasCoef = lane < hd.h && lane < 4 * MAXM;
+        pl.coef = hasCoef ? rec + kSplitCoef + lane : ws;
+        pl.coefBytes = hasCoef ? 4u : 0u;
         pl.scalar = lane == 0 ? rec : lane == 1 ? rec + 16 : lane == 2 ? rec + 24 : lane == 3 ? rec + kSplitCoef + RM + hd.h
                   : (FMT == kNvfp4 && lane == 4) ? rc.gscale + (int64_t)hd.slot * rc.nheads + hd.hv : nullptr;
         const int64_t srow = ((int64_t)hd.slot * rc.nheads + hd.hv) * V;
@@ -198,10 +201,9 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
             if constexpr (LEAN != 0) {
                 // record `lane` at lane-order position (lane & 3) MAXM + lane / 4; past h: zero-filled (no read)
                 const int pos = 4 * ((lane & 3) * MAXM + (lane >> 2));
-                const float* cs = pl.coef ? pl.coef : ws;
-                const unsigned cb = pl.coef ? 4u : 0u;
-                async::copy4Zfill(coefLane, sl + Slot::kCk + pos, cs, cb);
-                async::copy4Zfill(coefLane, sl + Slot::kCq + pos, pl.coef ? cs + RM : ws, cb);
+                async::copy4Zfill(coefLane, sl + Slot::kCk + pos, pl.coef, pl.coefBytes);
+                // (past h: ws + RM is inside the first head record, RM < RW; no byte is read)
+                async::copy4Zfill(coefLane, sl + Slot::kCq + pos, pl.coef + RM, pl.coefBytes);
                 async::copy4If(scalarLane, sl + Slot::kHead + 4 * lane, pl.scalar);
                 // (pointer + offset as integers: the other lanes' pointers are null, and their copies are predicated off)
                 auto at = [](const uint8_t* q, int64_t off) {
@@ -211,7 +213,7 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
                 async::copy16If(vLane, sl + Slot::kV + 16 * (lane - 16), at(pl.v, 2 * r0));
             } else {
                 if (lane < 4 * MAXM) {
-                    if (pl.coef) {
+                    if (pl.coefBytes) {
                         async::copy4(sl + Slot::kCk + 4 * lane, pl.coef);
                         async::copy4(sl + Slot::kCq + 4 * lane, pl.coef + RM);
                     } else {

@@ -36,9 +36,9 @@ struct ReadMmaSlot {
     static constexpr int kScale = kCoef + 4 * MAXM * 4;                  // fp8: [16] fp32; nvfp4: [16][8] e4m3
     static constexpr int kZ = kScale + 128;                              // [16] activation bits
     static constexpr int kHead = kZ + 32;                                // gamma, (nvfp4) state scale
+    static constexpr int kYOff = kHead + 8;                              // (LEAN) int64 y offset of (b, head)
     static constexpr int kInfo = kHead + 16;                             // b, head, key, tile row block | flags
-    static constexpr int kYOff = kInfo + 16;                             // (LEAN) int64 y offset of (b, head)
-    static constexpr int kBytes = kYOff + 16;
+    static constexpr int kBytes = kInfo + 16;
 };
 constexpr int kReadMmaNormal = 1 << 16;  // info flag: the tile is computed
 constexpr int kReadMmaPoison = 1 << 17;  // info flag: invalid cursors, NaN outputs

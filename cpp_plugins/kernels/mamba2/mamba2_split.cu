@@ -60,21 +60,27 @@ const void* splitPrepKernel(int mode, int numTokens, int occupancy, int* threads
     }
     // T > 1: this step's B / C loaded before their stores (splitPrepBody's LF; eighteenth session), unless
     // RSSM_MAMBA2_PREP_LF=0 (read per launch; A/B timing, tests).
+    // With LF, the record dots on tensor cores (splitPrepBody's MMADOT; twenty-first session) unless
+    // RSSM_MAMBA2_PREP_MMA_DOTS=0 (read per launch; A/B timing, tests).
     const bool lf = envSwitch("RSSM_MAMBA2_PREP_LF", true);
+    const bool mmaDots = lf && envSwitch("RSSM_MAMBA2_PREP_MMA_DOTS", true);
     switch (maxT) {
         case 1: return reinterpret_cast<const void*>(&mamba2SplitPrepKernel<1>);
-        case 2: return lf ? reinterpret_cast<const void*>(&mamba2SplitPrepKernel<2, true>)
-                          : reinterpret_cast<const void*>(&mamba2SplitPrepKernel<2>);
+        case 2: return mmaDots ? reinterpret_cast<const void*>(&mamba2SplitPrepKernel<2, true, true>)
+                     : lf      ? reinterpret_cast<const void*>(&mamba2SplitPrepKernel<2, true>)
+                               : reinterpret_cast<const void*>(&mamba2SplitPrepKernel<2>);
         case 4:  // occupancy 4 (RSSM_MAMBA2_SPLIT_PREP=lb5, A/B): capped for 5 CTAs / SM (48 registers, 12 B spills)
             if (occupancy == 4) return reinterpret_cast<const void*>(&mamba2SplitPrepKernelBounded<4, 256, 5>);
-            return lf ? reinterpret_cast<const void*>(&mamba2SplitPrepKernel<4, true>)
-                      : reinterpret_cast<const void*>(&mamba2SplitPrepKernel<4>);
+            return mmaDots ? reinterpret_cast<const void*>(&mamba2SplitPrepKernel<4, true, true>)
+                 : lf      ? reinterpret_cast<const void*>(&mamba2SplitPrepKernel<4, true>)
+                           : reinterpret_cast<const void*>(&mamba2SplitPrepKernel<4>);
         default:
             // eight tokens: 114 registers (2 CTAs / SM, 7.8 waves at B = 256, G = 8) unless capped for 4 CTAs / SM
             // (64 registers, 96 bytes of spills); occupancy 3 (RSSM_MAMBA2_SPLIT_PREP=default) keeps the uncapped one
             if (occupancy == 3) return reinterpret_cast<const void*>(&mamba2SplitPrepKernel<8>);
-            return lf ? reinterpret_cast<const void*>(&mamba2SplitPrepKernelBounded<8, 256, 4, true>)
-                      : reinterpret_cast<const void*>(&mamba2SplitPrepKernelBounded<8, 256, 4>);
+            return mmaDots ? reinterpret_cast<const void*>(&mamba2SplitPrepKernelBounded<8, 256, 4, true, true>)
+                 : lf      ? reinterpret_cast<const void*>(&mamba2SplitPrepKernelBounded<8, 256, 4, true>)
+                           : reinterpret_cast<const void*>(&mamba2SplitPrepKernelBounded<8, 256, 4>);
     }
 }
 const void* splitPrepLeanKernel(int dstate, int actDtype) {

@@ -51,10 +51,14 @@ __host__ __device__ inline int splitRecordWordsM2(int L, int T) { return (kSplit
 __host__ __device__ inline size_t splitWorkspaceBytesM2(int B, int T, int H, int L) {
     return (size_t)B * H * splitRecordWordsM2(L, T) * sizeof(float);
 }
-// Prep kernel dynamic shared memory: B_j bits [R][N], C_s [T][N] fp32, dots [T][R].
+// Prep kernel dynamic shared memory: B_j bits [R][N], C_s [T][N] fp32, dots [T][R]; or, with the record dots on
+// tensor cores (MMADOT), B_j bits [R][N + 8] and C_s bits [T][N + 8] (padded rows: conflict-free ldmatrix), dots
+// [T][R]. Sized for the larger of the two layouts (one size for every prep instance).
 __host__ __device__ inline size_t splitPrepSmemBytesM2(int L, int T, int N) {
     const size_t R = (size_t)L + T;
-    return R * N * 2 + (size_t)T * N * 4 + (size_t)T * R * 4;
+    const size_t scalar = R * N * 2 + (size_t)T * N * 4 + (size_t)T * R * 4;
+    const size_t mma = (R + T) * ((size_t)N + 8) * 2 + (size_t)T * R * 4;
+    return scalar > mma ? scalar : mma;
 }
 static_assert(kSplitHeadsPerPrep % (kSplitPrepThreads / 32) == 0, "heads per prep warp");
 // Readout kernel dynamic shared memory: per warp two chunks of kSplitFoldChunk B_j rows (16-bit) and
@@ -80,7 +84,10 @@ __host__ __device__ inline size_t splitMmaFoldSmemBytesM2(int N) {
 // LF (T > 1, dstate <= 128): this step's B / C of all T tokens are loaded before any of their stores (one round trip;
 // a thread's loads of token s + 1 cannot pass its ring store of token s, which may alias them, so the token loop
 // paid one round trip per token), and stored after the dt loads are issued.
-template <int MAXT, int THREADS, bool LF = false>
+// MMADOT (with LF's path only): the record dots B_j . C_s on tensor cores (m16n8k16, the raw 16-bit B and C bits,
+// exact products, fp32 accumulation), one warp per 16 records, instead of a warp per record with shuffle reductions
+// (twenty-first session: the dots were about 30% of the eight-token prep's stall samples).
+template <int MAXT, int THREADS, bool LF = false, bool MMADOT = false>
 __device__ __forceinline__ void splitPrepBody(const Mamba2ReplayParams& p) {
     pdlLaunchDependents();  // the readout may be scheduled now; it waits for this grid before reading its output
     const int b = blockIdx.z, g = blockIdx.y;
@@ -119,22 +126,27 @@ __device__ __forceinline__ void splitPrepBody(const Mamba2ReplayParams& p) {
     int rrLane = o + lane;  // ring row of record `lane`
     rrLane = rrLane >= Cap ? rrLane - Cap : rrLane;
 
+    // LF / MMADOT as in the comment above; both need this step's B / C in registers (N <= 128)
+    constexpr int kLfPer = LF ? (MAXT * 128 + THREADS - 1) / THREADS : 1;
+    const bool lf = LF && MAXT > 1 && N <= 128;
+    const bool mmaDots = MMADOT && lf;
+    const int sbStride = mmaDots ? N + 8 : N;  // B_j / C_s row stride (elements)
+
     extern __shared__ __align__(16) unsigned char smemSplit[];
-    uint16_t* sB = reinterpret_cast<uint16_t*>(smemSplit);     // [R][N] B_j bits
-    float* sC = reinterpret_cast<float*>(sB + (size_t)R * N);  // [T][N]
-    float* sDot = sC + T * N;                                   // [T][R]
+    uint16_t* sB = reinterpret_cast<uint16_t*>(smemSplit);      // [R][sbStride] B_j bits
+    float* sC = reinterpret_cast<float*>(sB + (size_t)R * N);   // (scalar dots) [T][N]
+    uint16_t* sC16 = sB + (size_t)R * sbStride;                 // (MMADOT) [T][sbStride] C_s bits
+    float* sDot = mmaDots ? reinterpret_cast<float*>(sC16 + (size_t)T * sbStride) : sC + T * N;  // [T][R]
 
     // ---- committed B_j of the group (cp.async; one warp per record), this step's B_s / C_s
     const uint16_t* rB = static_cast<const uint16_t*>(p.ring_B);
     for (int j = warp; j < h; j += NW) {
         int rr = o + j;
         rr = rr >= Cap ? rr - Cap : rr;
-        for (int v = lane; v < N / 8; v += 32) cpAsync16(sB + j * N + v * 8, rB + ((ringRowSlot + rr) * G + g) * N + v * 8);
+        for (int v = lane; v < N / 8; v += 32) cpAsync16(sB + j * sbStride + v * 8, rB + ((ringRowSlot + rr) * G + g) * N + v * 8);
     }
     cpAsyncCommit();
     // LF: B / C of this step as packed pairs (B bits | C bits << 16), element i = s N + n of the lane's tid + e THREADS
-    constexpr int kLfPer = LF ? (MAXT * 128 + THREADS - 1) / THREADS : 1;
-    const bool lf = LF && MAXT > 1 && N <= 128;
     const int nShift = __ffs(N) - 1;  // N is a power of two (launcher)
     uint32_t bcLf[kLfPer];
     const uint16_t* Bg = static_cast<const uint16_t*>(p.Bm) + (int64_t)b * p.stride_B_b + (int64_t)g * p.stride_B_g;
@@ -242,8 +254,13 @@ __device__ __forceinline__ void splitPrepBody(const Mamba2ReplayParams& p) {
                 const int i = tid + e * THREADS, s = i >> nShift, n = i - (s << nShift);
                 if (i < T * N) {
                     const uint16_t bb = (uint16_t)(bcLf[e] & 0xFFFFu);
-                    sB[(h + s) * N + n] = bb;
-                    sC[s * N + n] = actToFloat((uint16_t)(bcLf[e] >> 16), actBf16);
+                    if (mmaDots) {
+                        sB[(h + s) * sbStride + n] = bb;
+                        sC16[s * sbStride + n] = (uint16_t)(bcLf[e] >> 16);
+                    } else {
+                        sB[(h + s) * N + n] = bb;
+                        sC[s * N + n] = actToFloat((uint16_t)(bcLf[e] >> 16), actBf16);
+                    }
                     if (writeB) {
                         int rr = o + h + s;
                         rr = rr >= Cap ? rr - Cap : rr;
@@ -334,7 +351,33 @@ __device__ __forceinline__ void splitPrepBody(const Mamba2ReplayParams& p) {
     cpAsyncWaitAll();
     __syncthreads();
 
-    // ---- record dots B_j . C_s (a warp per record; token s sees records j <= h + s)
+    // ---- record dots B_j . C_s (token s sees records j <= h + s; every pair j < R, s < T is formed)
+    if (mmaDots) {
+        // records as M (16 per warp), tokens as N (one n-tile, T <= 8), dstate as the reduction. ldmatrix rows:
+        // A (records) row (lane & 7) + 8 ((lane >> 3) & 1), column half lane >> 4; B (tokens) row lane & 7, the four
+        // matrices the four 8-column quarters of two k-steps. Rows past R / T read row 0 (their results are unused).
+        const int mt = warp;
+        if (mt * 16 < R) {
+            const int jr = mt * 16 + (lane & 7) + 8 * ((lane >> 3) & 1);
+            const uint16_t* aRow = sB + (jr < R ? jr : 0) * sbStride + 8 * (lane >> 4);
+            const uint16_t* bRow = sC16 + ((lane & 7) < T ? (lane & 7) : 0) * sbStride + 8 * (lane >> 3);
+            float d[4] = {0.f, 0.f, 0.f, 0.f};
+            for (int k2 = 0; k2 < N / 32; ++k2) {
+                uint32_t a0[4], a1[4], bb[4];
+                foldmma::ldmatrixX4(bb, bRow + 32 * k2);
+                foldmma::ldmatrixX4(a0, aRow + 32 * k2);
+                foldmma::ldmatrixX4(a1, aRow + 32 * k2 + 16);
+                foldmma::mma16(d, a0, bb[0], bb[1], actBf16);
+                foldmma::mma16(d, a1, bb[2], bb[3], actBf16);
+            }
+            const int gq = lane >> 2, q = lane & 3;
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int j = mt * 16 + gq + 8 * (e >> 1), s = 2 * q + (e & 1);
+                if (j < R && s < T) sDot[s * R + j] = d[e];
+            }
+        }
+    } else
     for (int j = warp; j < R; j += NW) {
         float acc[MAXT];
 #pragma unroll
@@ -385,15 +428,15 @@ __device__ __forceinline__ void splitPrepBody(const Mamba2ReplayParams& p) {
     }
 }
 
-template <int MAXT, bool LF = false>
+template <int MAXT, bool LF = false, bool MMADOT = false>
 __global__ void __launch_bounds__(kSplitPrepThreads) mamba2SplitPrepKernel(const Mamba2ReplayParams p) {
-    splitPrepBody<MAXT, kSplitPrepThreads, LF>(p);
+    splitPrepBody<MAXT, kSplitPrepThreads, LF, MMADOT>(p);
 }
 // With a minimum of MINB CTAs per SM (ptxas then caps the registers). An explicit minimum of 1 is not the
 // same as none: ptxas gives the MAXT = 1 body 64 instead of 40 registers, hence the separate entry point.
-template <int MAXT, int THREADS, int MINB, bool LF = false>
+template <int MAXT, int THREADS, int MINB, bool LF = false, bool MMADOT = false>
 __global__ void __launch_bounds__(THREADS, MINB) mamba2SplitPrepKernelBounded(const Mamba2ReplayParams p) {
-    splitPrepBody<MAXT, THREADS, LF>(p);
+    splitPrepBody<MAXT, THREADS, LF, MMADOT>(p);
 }
 
 using stream::unpack8;
