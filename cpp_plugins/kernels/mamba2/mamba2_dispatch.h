@@ -31,8 +31,9 @@ size_t replayStreamSmemBytes(int window, int numTokens, int headdim, int dstate)
 // Variant 4 (split: prep kernel + readout kernel, replay only; mamba2_split.cu).
 // occupancy (RSSM_MAMBA2_SPLIT_PREP, mamba2_launch.cu): 0 the default kernels (256 threads; eight tokens capped for 4
 // CTAs per SM), one token: 1 256 threads with >= 8 CTAs per SM, 2 128 threads with >= 16 CTAs per SM; 3 the uncapped
-// kernels for every token count. *threads gets the CTA size.
-const void* splitPrepKernel(int mode, int numTokens, int occupancy, int* threads);
+// kernels for every token count. *threads gets the CTA size. xAligned: x and ring_x in 16-byte pieces (T > 1 then stages
+// x in shared memory; see mamba2_split.cu).
+const void* splitPrepKernel(int mode, int numTokens, int occupancy, int* threads, bool xAligned);
 // The lean one-token prep (mamba2_split_prep_lean.cuh; standard mode, 16-byte aligned B / C / x rows): dstate 128 /
 // 256 (the split kernels' dstates) and bf16 / fp16 activations, else NULL. 128 threads per CTA, same grid as splitPrepKernel.
 const void* splitPrepLeanKernel(int dstate, int actDtype);
@@ -73,7 +74,7 @@ int splitMaxRecords();
 // this item's z loaded early; mamba2_split_mma_kernel.cuh; measured 0-0.5% faster at T = 4, 3% at T = 8)
 const void* splitMmaReadoutKernel(int stateDtype, int dstate, bool hoistC, bool prefetchX);
 size_t splitMmaReadoutSmemBytes(int stateDtype);
-size_t splitPrepSmemBytes(int window, int numTokens, int dstate);
+size_t splitPrepSmemBytes(int window, int numTokens, int dstate, int headdim);
 int splitHeadsPerPrep();
 int splitReadoutThreads();
 int splitRows();

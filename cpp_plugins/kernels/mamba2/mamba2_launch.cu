@@ -314,7 +314,7 @@ int launchSplitReadout(const char* op, Mamba2ReplayParams& q, stream::ReadCopySc
 int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc, cudaStream_t stream) {
     const int hpg = q.nheads / q.ngroups;
     const dim3 prepGrid((hpg + splitHeadsPerPrep() - 1) / splitHeadsPerPrep(), q.ngroups, q.batch);
-    const size_t prepSmem = splitPrepSmemBytes(q.window, q.num_tokens, q.dstate);
+    const size_t prepSmem = splitPrepSmemBytes(q.window, q.num_tokens, q.dstate, q.headdim);
     // Prep occupancy. The default prep kernel (256 threads, 40 registers, 6 CTAs / SM) needs 2.6 waves at B = 256
     // (G = 8); the 128-thread one (4 heads per warp, 32 registers, 16 CTAs / SM) runs the same grid in one wave.
     // Measured side by side (eighth session, standard decode, docs/kernels-mamba2.md): B = 256 2-5 us faster per
@@ -322,6 +322,9 @@ int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc
     // than one wave. RSSM_MAMBA2_SPLIT_PREP (read per launch, A/B timing) forces "default", "lb8" (256 threads
     // with >= 8 CTAs / SM) or "w4".
     const char* pp = getenv("RSSM_MAMBA2_SPLIT_PREP");
+    // x in 16-byte pieces (the speculative prep's shared-memory x staging needs it; splitPrepKernel)
+    const bool xAligned = q.headdim % 8 == 0 && reinterpret_cast<uintptr_t>(q.x) % 16 == 0 && q.stride_x_b % 8 == 0 &&
+                          q.stride_x_t % 8 == 0 && q.stride_x_h % 8 == 0 && reinterpret_cast<uintptr_t>(q.ring_x) % 16 == 0;
     int prepThreads = 0;
     int prepOcc = 0;
     // Standard steps take the lean one-token prep (thirteenth session) where its 16-byte pieces are aligned;
@@ -371,11 +374,11 @@ int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc
     } else if (pp && strcmp(pp, "default") == 0) {
         prepOcc = 3;  // the uncapped kernels (eight tokens included)
     } else {
-        const void* dflt = splitPrepKernel(q.mode, q.num_tokens, 0, &prepThreads);
+        const void* dflt = splitPrepKernel(q.mode, q.num_tokens, 0, &prepThreads, xAligned);
         const long long ctas = (long long)prepGrid.x * prepGrid.y * prepGrid.z;
         if (ctas > persistentGrid(dflt, prepThreads, prepSmem, ctas)) prepOcc = 2;  // more than one wave
     }
-    const void* prep = splitPrepKernel(q.mode, q.num_tokens, prepOcc, &prepThreads);
+    const void* prep = splitPrepKernel(q.mode, q.num_tokens, prepOcc, &prepThreads, xAligned);
     return launchSplitReadout(op, q, rc, stream, prep, prepGrid, prepThreads, prepSmem);
 }
 

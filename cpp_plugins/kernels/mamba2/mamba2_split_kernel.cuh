@@ -53,12 +53,16 @@ __host__ __device__ inline size_t splitWorkspaceBytesM2(int B, int T, int H, int
 }
 // Prep kernel dynamic shared memory: B_j bits [R][N], C_s [T][N] fp32, dots [T][R]; or, with the record dots on
 // tensor cores (MMADOT), B_j bits [R][N + 8] and C_s bits [T][N + 8] (padded rows: conflict-free ldmatrix), dots
-// [T][R]. Sized for the larger of the two layouts (one size for every prep instance).
-__host__ __device__ inline size_t splitPrepSmemBytesM2(int L, int T, int N) {
+// [T][R]. Sized for the larger of the two layouts (one size for every prep instance). T > 1: then (XSM) this step's x
+// rows of the CTA's heads, [16 heads][T][P] bits, at a 16-byte aligned offset (splitPrepXStageOffsetM2).
+__host__ __device__ inline size_t splitPrepXStageOffsetM2(int L, int T, int N) {
     const size_t R = (size_t)L + T;
     const size_t scalar = R * N * 2 + (size_t)T * N * 4 + (size_t)T * R * 4;
     const size_t mma = (R + T) * ((size_t)N + 8) * 2 + (size_t)T * R * 4;
-    return scalar > mma ? scalar : mma;
+    return ((scalar > mma ? scalar : mma) + 15) / 16 * 16;
+}
+__host__ __device__ inline size_t splitPrepSmemBytesM2(int L, int T, int N, int P) {
+    return splitPrepXStageOffsetM2(L, T, N) + (T > 1 ? (size_t)kSplitHeadsPerPrep * T * P * 2 : 0);
 }
 static_assert(kSplitHeadsPerPrep % (kSplitPrepThreads / 32) == 0, "heads per prep warp");
 // Readout kernel dynamic shared memory: per warp two chunks of kSplitFoldChunk B_j rows (16-bit) and
@@ -87,7 +91,10 @@ __host__ __device__ inline size_t splitMmaFoldSmemBytesM2(int N) {
 // MMADOT (with LF's path only): the record dots B_j . C_s on tensor cores (m16n8k16, the raw 16-bit B and C bits,
 // exact products, fp32 accumulation), one warp per 16 records, instead of a warp per record with shuffle reductions
 // (twenty-first session: the dots were about 30% of the eight-token prep's stall samples).
-template <int MAXT, int THREADS, bool LF = false, bool MMADOT = false>
+// XSM (T > 1; the launcher picks it for 16-byte aligned x only): this step's x rows are copied to shared memory with cp.async beside
+// the other loads and appended to the ring from there after the wait, instead of through 2 x 4 uint4 registers per
+// lane (the eight-token prep's largest register block; twenty-first session).
+template <int MAXT, int THREADS, bool LF = false, bool MMADOT = false, bool XSM = false>
 __device__ __forceinline__ void splitPrepBody(const Mamba2ReplayParams& p) {
     pdlLaunchDependents();  // the readout may be scheduled now; it waits for this grid before reading its output
     const int b = blockIdx.z, g = blockIdx.y;
@@ -133,6 +140,8 @@ __device__ __forceinline__ void splitPrepBody(const Mamba2ReplayParams& p) {
     const int sbStride = mmaDots ? N + 8 : N;  // B_j / C_s row stride (elements)
 
     extern __shared__ __align__(16) unsigned char smemSplit[];
+    uint16_t* sX = reinterpret_cast<uint16_t*>(smemSplit + splitPrepXStageOffsetM2(L, T, N));  // (XSM) x rows
+    bool xStaged = false;
     uint16_t* sB = reinterpret_cast<uint16_t*>(smemSplit);      // [R][sbStride] B_j bits
     float* sC = reinterpret_cast<float*>(sB + (size_t)R * N);   // (scalar dots) [T][N]
     uint16_t* sC16 = sB + (size_t)R * sbStride;                 // (MMADOT) [T][sbStride] C_s bits
@@ -273,7 +282,44 @@ __device__ __forceinline__ void splitPrepBody(const Mamba2ReplayParams& p) {
             const bool xVec = (P % 8) == 0 && (reinterpret_cast<uintptr_t>(p.x) % 16) == 0 &&
                           (p.stride_x_b % 8) == 0 && (p.stride_x_t % 8) == 0 && (p.stride_x_h % 8) == 0 &&
                           (reinterpret_cast<uintptr_t>(wX) % 16) == 0;
-        if (xVec) {
+        if constexpr (XSM) {
+          if (xVec && T > 1) {
+            // piece i = token * P / 8 + piece of head hl at sX + (hl T P / 8 + i) 16 bytes; stored after the wait below
+            xStaged = true;
+            constexpr int kPiecesPerLane = (MAXT * 16 + 31) / 32;
+            const int ppr = P / 8;
+            const int magic = (65536 + ppr - 1) / ppr;
+    #pragma unroll
+            for (int k = 0; k < HPW; ++k) {
+                const int hl = warp + NW * k;
+    #pragma unroll
+                for (int e = 0; e < kPiecesPerLane; ++e) {
+                    const int i = lane + 32 * e;
+                    if (hl < nh && i < T * ppr) {
+                        const int s = (i * magic) >> 16, v = i - s * ppr;
+                        cpAsync16(sX + ((size_t)hl * T * ppr + i) * 8,
+                                  static_cast<const uint16_t*>(p.x) + (int64_t)b * p.stride_x_b + (int64_t)s * p.stride_x_t +
+                                      (int64_t)(h0 + hl) * p.stride_x_h + 8 * v);
+                    }
+                }
+            }
+          } else {  // (the launcher picks XSM instances for aligned x only; correct but slow otherwise)
+            const uint16_t* xb = static_cast<const uint16_t*>(p.x) + (int64_t)b * p.stride_x_b;
+    #pragma unroll 1
+            for (int k = 0; k < HPW; ++k) {
+                const int hl = warp + NW * k;
+                if (hl >= nh) break;
+    #pragma unroll 1
+                for (int i = lane; i < T * P; i += 32) {
+                    const int s = i / P, row = i - s * P;
+                    int rr = o + h + s;
+                    rr = rr >= Cap ? rr - Cap : rr;
+                    wX[((ringRowSlot + rr) * H + h0 + hl) * P + row] =
+                        xb[(int64_t)s * p.stride_x_t + (int64_t)(h0 + hl) * p.stride_x_h + row];
+                }
+            }
+          }
+        } else if (xVec) {
             constexpr int kPiecesPerLane = (MAXT * 16 + 31) / 32;  // per head: T tokens x P / 8 <= 16 pieces
             const int ppr = P / 8;                                 // 16-byte pieces per (token, head) row
             const int magic = (65536 + ppr - 1) / ppr;             // token = (i * magic) >> 16 for i < T * ppr
@@ -349,6 +395,27 @@ __device__ __forceinline__ void splitPrepBody(const Mamba2ReplayParams& p) {
         }
     }
     cpAsyncWaitAll();
+    if (XSM && xStaged) {  // the ring append of this step's x rows (each lane stores the pieces it copied)
+        uint16_t* wX = static_cast<uint16_t*>(p.ring_x);
+        constexpr int kPiecesPerLane = (MAXT * 16 + 31) / 32;
+        const int ppr = P / 8;
+        const int magic = (65536 + ppr - 1) / ppr;
+#pragma unroll
+        for (int k = 0; k < HPW; ++k) {
+            const int hl = warp + NW * k;
+#pragma unroll
+            for (int e = 0; e < kPiecesPerLane; ++e) {
+                const int i = lane + 32 * e;
+                if (hl < nh && i < T * ppr) {
+                    const int s = (i * magic) >> 16, v = i - s * ppr;
+                    int rr = o + h + s;
+                    rr = rr >= Cap ? rr - Cap : rr;
+                    *reinterpret_cast<uint4*>(wX + ((ringRowSlot + rr) * H + h0 + hl) * P + 8 * v) =
+                        *reinterpret_cast<const uint4*>(sX + ((size_t)hl * T * ppr + i) * 8);
+                }
+            }
+        }
+    }
     __syncthreads();
 
     // ---- record dots B_j . C_s (token s sees records j <= h + s; every pair j < R, s < T is formed)
@@ -434,9 +501,9 @@ __global__ void __launch_bounds__(kSplitPrepThreads) mamba2SplitPrepKernel(const
 }
 // With a minimum of MINB CTAs per SM (ptxas then caps the registers). An explicit minimum of 1 is not the
 // same as none: ptxas gives the MAXT = 1 body 64 instead of 40 registers, hence the separate entry point.
-template <int MAXT, int THREADS, int MINB, bool LF = false, bool MMADOT = false>
+template <int MAXT, int THREADS, int MINB, bool LF = false, bool MMADOT = false, bool XSM = false>
 __global__ void __launch_bounds__(THREADS, MINB) mamba2SplitPrepKernelBounded(const Mamba2ReplayParams p) {
-    splitPrepBody<MAXT, THREADS, LF, MMADOT>(p);
+    splitPrepBody<MAXT, THREADS, LF, MMADOT, XSM>(p);
 }
 
 using stream::unpack8;
