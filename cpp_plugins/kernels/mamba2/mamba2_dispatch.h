@@ -74,7 +74,7 @@ int splitMaxRecords();
 // this item's z loaded early; mamba2_split_mma_kernel.cuh; measured 0-0.5% faster at T = 4, 3% at T = 8)
 const void* splitMmaReadoutKernel(int stateDtype, int dstate, bool hoistC, bool prefetchX);
 size_t splitMmaReadoutSmemBytes(int stateDtype);
-size_t splitPrepSmemBytes(int window, int numTokens, int dstate, int headdim);
+size_t splitPrepSmemBytes(int window, int numTokens, int dstate, int headdim, int headsPerGroup);
 int splitHeadsPerPrep();
 int splitReadoutThreads();
 int splitRows();

@@ -314,7 +314,7 @@ int launchSplitReadout(const char* op, Mamba2ReplayParams& q, stream::ReadCopySc
 int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc, cudaStream_t stream) {
     const int hpg = q.nheads / q.ngroups;
     const dim3 prepGrid((hpg + splitHeadsPerPrep() - 1) / splitHeadsPerPrep(), q.ngroups, q.batch);
-    const size_t prepSmem = splitPrepSmemBytes(q.window, q.num_tokens, q.dstate, q.headdim);
+    const size_t prepSmem = splitPrepSmemBytes(q.window, q.num_tokens, q.dstate, q.headdim, hpg);
     // Prep occupancy. The default prep kernel (256 threads, 40 registers, 6 CTAs / SM) needs 2.6 waves at B = 256
     // (G = 8); the 128-thread one (4 heads per warp, 32 registers, 16 CTAs / SM) runs the same grid in one wave.
     // Measured side by side (eighth session, standard decode, docs/kernels-mamba2.md): B = 256 2-5 us faster per

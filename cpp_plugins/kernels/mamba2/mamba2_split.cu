@@ -62,14 +62,15 @@ const void* splitPrepKernel(int mode, int numTokens, int occupancy, int* threads
     // RSSM_MAMBA2_PREP_LF=0 (read per launch; A/B timing, tests).
     // With LF, the record dots on tensor cores (splitPrepBody's MMADOT; twenty-first session) unless
     // RSSM_MAMBA2_PREP_MMA_DOTS=0, and for 16-byte aligned x the x rows staged in shared memory (XSM), which frees
-    // the registers for more CTAs per SM: T = 4 capped for 5 CTAs / SM (48 registers), T = 8 for 6 (40 registers), no
-    // spills. RSSM_MAMBA2_PREP_XSM=0 keeps the register copies; =8 (A/B) caps T = 8 for 8 CTAs / SM (32 registers,
-    // 20 bytes of spills). All read per launch.
+    // the registers for more CTAs per SM: T = 4 capped for 5 CTAs / SM (48 registers, no spills), T = 8 for 8 (32
+    // registers, 20 bytes of spills; measured 4-15 us faster per T = 8 step than 6 CTAs / SM with 40 registers and no
+    // spills, twenty-first session). RSSM_MAMBA2_PREP_XSM=0 keeps the register copies; =6 (A/B) runs T = 8 at 6 CTAs
+    // / SM. All read per launch.
     const bool lf = envSwitch("RSSM_MAMBA2_PREP_LF", true);
     const bool mmaDots = lf && envSwitch("RSSM_MAMBA2_PREP_MMA_DOTS", true);
     const char* xe = getenv("RSSM_MAMBA2_PREP_XSM");
     const bool xsm = mmaDots && xAligned && !(xe && strcmp(xe, "0") == 0);
-    const bool xsm8 = xsm && xe && strcmp(xe, "8") == 0;
+    const bool xsm6 = xsm && xe && strcmp(xe, "6") == 0;
     switch (maxT) {
         case 1: return reinterpret_cast<const void*>(&mamba2SplitPrepKernel<1>);
         case 2: return mmaDots ? reinterpret_cast<const void*>(&mamba2SplitPrepKernel<2, true, true>)
@@ -85,8 +86,8 @@ const void* splitPrepKernel(int mode, int numTokens, int occupancy, int* threads
             // eight tokens: 114 registers (2 CTAs / SM, 7.8 waves at B = 256, G = 8) unless capped for 4 CTAs / SM
             // (64 registers, 96 bytes of spills); occupancy 3 (RSSM_MAMBA2_SPLIT_PREP=default) keeps the uncapped one
             if (occupancy == 3) return reinterpret_cast<const void*>(&mamba2SplitPrepKernel<8>);
-            return xsm8    ? reinterpret_cast<const void*>(&mamba2SplitPrepKernelBounded<8, 256, 8, true, true, true>)
-                 : xsm     ? reinterpret_cast<const void*>(&mamba2SplitPrepKernelBounded<8, 256, 6, true, true, true>)
+            return xsm6    ? reinterpret_cast<const void*>(&mamba2SplitPrepKernelBounded<8, 256, 6, true, true, true>)
+                 : xsm     ? reinterpret_cast<const void*>(&mamba2SplitPrepKernelBounded<8, 256, 8, true, true, true>)
                  : mmaDots ? reinterpret_cast<const void*>(&mamba2SplitPrepKernelBounded<8, 256, 4, true, true>)
                  : lf      ? reinterpret_cast<const void*>(&mamba2SplitPrepKernelBounded<8, 256, 4, true>)
                            : reinterpret_cast<const void*>(&mamba2SplitPrepKernelBounded<8, 256, 4>);
@@ -141,8 +142,8 @@ size_t splitWorkspaceBytes(int batch, int numTokens, int nheads, int window) {
 size_t splitReadoutSmemBytes(int dstate) { return splitReadoutSmemBytesM2(dstate); }
 size_t splitMmaFoldSmemBytes(int dstate) { return splitMmaFoldSmemBytesM2(dstate); }
 int splitMaxRecords() { return kSplitMaxRecords; }
-size_t splitPrepSmemBytes(int window, int numTokens, int dstate, int headdim) {
-    return splitPrepSmemBytesM2(window, numTokens, dstate, headdim);
+size_t splitPrepSmemBytes(int window, int numTokens, int dstate, int headdim, int headsPerGroup) {
+    return splitPrepSmemBytesM2(window, numTokens, dstate, headdim, headsPerGroup);
 }
 int splitHeadsPerPrep() { return kSplitHeadsPerPrep; }
 int splitReadoutThreads() { return kSplitReadoutThreads; }

@@ -54,15 +54,17 @@ __host__ __device__ inline size_t splitWorkspaceBytesM2(int B, int T, int H, int
 // Prep kernel dynamic shared memory: B_j bits [R][N], C_s [T][N] fp32, dots [T][R]; or, with the record dots on
 // tensor cores (MMADOT), B_j bits [R][N + 8] and C_s bits [T][N + 8] (padded rows: conflict-free ldmatrix), dots
 // [T][R]. Sized for the larger of the two layouts (one size for every prep instance). T > 1: then (XSM) this step's x
-// rows of the CTA's heads, [16 heads][T][P] bits, at a 16-byte aligned offset (splitPrepXStageOffsetM2).
+// rows of the CTA's heads, [heads][T][P] bits (heads = min(16, heads per group)), at a 16-byte aligned offset
+// (splitPrepXStageOffsetM2).
 __host__ __device__ inline size_t splitPrepXStageOffsetM2(int L, int T, int N) {
     const size_t R = (size_t)L + T;
     const size_t scalar = R * N * 2 + (size_t)T * N * 4 + (size_t)T * R * 4;
     const size_t mma = (R + T) * ((size_t)N + 8) * 2 + (size_t)T * R * 4;
     return ((scalar > mma ? scalar : mma) + 15) / 16 * 16;
 }
-__host__ __device__ inline size_t splitPrepSmemBytesM2(int L, int T, int N, int P) {
-    return splitPrepXStageOffsetM2(L, T, N) + (T > 1 ? (size_t)kSplitHeadsPerPrep * T * P * 2 : 0);
+__host__ __device__ inline size_t splitPrepSmemBytesM2(int L, int T, int N, int P, int headsPerGroup) {
+    const int heads = headsPerGroup < kSplitHeadsPerPrep ? headsPerGroup : kSplitHeadsPerPrep;
+    return splitPrepXStageOffsetM2(L, T, N) + (T > 1 ? (size_t)heads * T * P * 2 : 0);
 }
 static_assert(kSplitHeadsPerPrep % (kSplitPrepThreads / 32) == 0, "heads per prep warp");
 // Readout kernel dynamic shared memory: per warp two chunks of kSplitFoldChunk B_j rows (16-bit) and
