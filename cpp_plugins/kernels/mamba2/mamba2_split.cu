@@ -65,19 +65,12 @@ const void* splitPrepKernel(int mode, int numTokens, int occupancy, int* threads
     // the registers for more CTAs per SM: T = 4 capped for 5 CTAs / SM (48 registers, no spills), T = 8 for 8 (32
     // registers, 20 bytes of spills; measured 4-15 us faster per T = 8 step than 6 CTAs / SM with 40 registers and no
     // spills, twenty-first session). RSSM_MAMBA2_PREP_XSM=0 keeps the register copies; =6 (A/B) runs T = 8 at 6 CTAs
-    // / SM; =w16 (A/B) runs T = 4 and T = 8 with 512-thread CTAs (16 warps, one head each; 4 CTAs / SM, 32 registers).
-    // All read per launch.
+    // / SM. All read per launch.
     const bool lf = envSwitch("RSSM_MAMBA2_PREP_LF", true);
     const bool mmaDots = lf && envSwitch("RSSM_MAMBA2_PREP_MMA_DOTS", true);
     const char* xe = getenv("RSSM_MAMBA2_PREP_XSM");
     const bool xsm = mmaDots && xAligned && !(xe && strcmp(xe, "0") == 0);
     const bool xsm6 = xsm && xe && strcmp(xe, "6") == 0;
-    const bool xsm16 = xsm && xe && strcmp(xe, "w16") == 0;
-    if (xsm16 && (maxT == 4 || maxT == 8) && occupancy != 3 && occupancy != 4) {
-        *threads = 512;
-        return maxT == 4 ? reinterpret_cast<const void*>(&mamba2SplitPrepKernelBounded<4, 512, 4, true, true, true>)
-                         : reinterpret_cast<const void*>(&mamba2SplitPrepKernelBounded<8, 512, 4, true, true, true>);
-    }
     switch (maxT) {
         case 1: return reinterpret_cast<const void*>(&mamba2SplitPrepKernel<1>);
         case 2: return mmaDots ? reinterpret_cast<const void*>(&mamba2SplitPrepKernel<2, true, true>)
