@@ -144,6 +144,25 @@ __device__ __forceinline__ void splitPrepBody(const Mamba2ReplayParams& p) {
     extern __shared__ __align__(16) unsigned char smemSplit[];
     uint16_t* sX = reinterpret_cast<uint16_t*>(smemSplit + splitPrepXStageOffsetM2(L, T, N));  // (XSM) x rows
     bool xStaged = false;
+    // (XSM) fn(hl, i, s, v, ppr) for each 16-byte x piece of this lane: piece i = s ppr + v (token s, piece v of its
+    // row; ppr = P / 8 pieces per row) of the warp's heads hl = warp + NW k
+    auto forEachXPiece = [&](auto&& fn) {
+        constexpr int kPiecesPerLane = (MAXT * 16 + 31) / 32;  // T tokens x P / 8 <= 16 pieces per head and token
+        const int ppr = P / 8;
+        const int magic = (65536 + ppr - 1) / ppr;  // token = (i * magic) >> 16 for i < T * ppr
+#pragma unroll
+        for (int k = 0; k < HPW; ++k) {
+            const int hl = warp + NW * k;
+#pragma unroll
+            for (int e = 0; e < kPiecesPerLane; ++e) {
+                const int i = lane + 32 * e;
+                if (hl < nh && i < T * ppr) {
+                    const int s = (i * magic) >> 16, v = i - s * ppr;
+                    fn(hl, i, s, v, ppr);
+                }
+            }
+        }
+    };
     uint16_t* sB = reinterpret_cast<uint16_t*>(smemSplit);      // [R][sbStride] B_j bits
     float* sC = reinterpret_cast<float*>(sB + (size_t)R * N);   // (scalar dots) [T][N]
     uint16_t* sC16 = sB + (size_t)R * sbStride;                 // (MMADOT) [T][sbStride] C_s bits
@@ -288,23 +307,11 @@ __device__ __forceinline__ void splitPrepBody(const Mamba2ReplayParams& p) {
           if (xVec && T > 1) {
             // piece i = token * P / 8 + piece of head hl at sX + (hl T P / 8 + i) 16 bytes; stored after the wait below
             xStaged = true;
-            constexpr int kPiecesPerLane = (MAXT * 16 + 31) / 32;
-            const int ppr = P / 8;
-            const int magic = (65536 + ppr - 1) / ppr;
-    #pragma unroll
-            for (int k = 0; k < HPW; ++k) {
-                const int hl = warp + NW * k;
-    #pragma unroll
-                for (int e = 0; e < kPiecesPerLane; ++e) {
-                    const int i = lane + 32 * e;
-                    if (hl < nh && i < T * ppr) {
-                        const int s = (i * magic) >> 16, v = i - s * ppr;
-                        cpAsync16(sX + ((size_t)hl * T * ppr + i) * 8,
-                                  static_cast<const uint16_t*>(p.x) + (int64_t)b * p.stride_x_b + (int64_t)s * p.stride_x_t +
-                                      (int64_t)(h0 + hl) * p.stride_x_h + 8 * v);
-                    }
-                }
-            }
+            forEachXPiece([&](int hl, int i, int s, int v, int ppr) {
+                cpAsync16(sX + ((size_t)hl * T * ppr + i) * 8,
+                          static_cast<const uint16_t*>(p.x) + (int64_t)b * p.stride_x_b + (int64_t)s * p.stride_x_t +
+                              (int64_t)(h0 + hl) * p.stride_x_h + 8 * v);
+            });
           } else {  // (the launcher picks XSM instances for aligned x only; correct but slow otherwise)
             const uint16_t* xb = static_cast<const uint16_t*>(p.x) + (int64_t)b * p.stride_x_b;
     #pragma unroll 1
@@ -399,24 +406,12 @@ __device__ __forceinline__ void splitPrepBody(const Mamba2ReplayParams& p) {
     cpAsyncWaitAll();
     if (XSM && xStaged) {  // the ring append of this step's x rows (each lane stores the pieces it copied)
         uint16_t* wX = static_cast<uint16_t*>(p.ring_x);
-        constexpr int kPiecesPerLane = (MAXT * 16 + 31) / 32;
-        const int ppr = P / 8;
-        const int magic = (65536 + ppr - 1) / ppr;
-#pragma unroll
-        for (int k = 0; k < HPW; ++k) {
-            const int hl = warp + NW * k;
-#pragma unroll
-            for (int e = 0; e < kPiecesPerLane; ++e) {
-                const int i = lane + 32 * e;
-                if (hl < nh && i < T * ppr) {
-                    const int s = (i * magic) >> 16, v = i - s * ppr;
-                    int rr = o + h + s;
-                    rr = rr >= Cap ? rr - Cap : rr;
-                    *reinterpret_cast<uint4*>(wX + ((ringRowSlot + rr) * H + h0 + hl) * P + 8 * v) =
-                        *reinterpret_cast<const uint4*>(sX + ((size_t)hl * T * ppr + i) * 8);
-                }
-            }
-        }
+        forEachXPiece([&](int hl, int i, int s, int v, int ppr) {
+            int rr = o + h + s;
+            rr = rr >= Cap ? rr - Cap : rr;
+            *reinterpret_cast<uint4*>(wX + ((ringRowSlot + rr) * H + h0 + hl) * P + 8 * v) =
+                *reinterpret_cast<const uint4*>(sX + ((size_t)hl * T * ppr + i) * 8);
+        });
     }
     __syncthreads();
 
