@@ -93,9 +93,9 @@ __host__ __device__ inline size_t splitMmaFoldSmemBytesM2(int N) {
 // MMADOT (with LF's path only): the record dots B_j . C_s on tensor cores (m16n8k16, the raw 16-bit B and C bits,
 // exact products, fp32 accumulation), one warp per 16 records, instead of a warp per record with shuffle reductions
 // (twenty-first session: the dots were about 30% of the eight-token prep's stall samples).
-// XSM (T > 1; the launcher picks it for 16-byte aligned x only): this step's x rows are copied to shared memory with cp.async beside
-// the other loads and appended to the ring from there after the wait, instead of through 2 x 4 uint4 registers per
-// lane (the eight-token prep's largest register block; twenty-first session).
+// XSM (T > 1; the launcher picks it for 16-byte aligned x only): this step's x rows are copied to shared memory with
+// cp.async beside the other loads and appended to the ring from there after the wait, instead of through 2 x 4 uint4
+// registers per lane (the eight-token prep's largest register block; twenty-first session).
 template <int MAXT, int THREADS, bool LF = false, bool MMADOT = false, bool XSM = false>
 __device__ __forceinline__ void splitPrepBody(const Mamba2ReplayParams& p) {
     pdlLaunchDependents();  // the readout may be scheduled now; it waits for this grid before reading its output
@@ -135,7 +135,7 @@ __device__ __forceinline__ void splitPrepBody(const Mamba2ReplayParams& p) {
     int rrLane = o + lane;  // ring row of record `lane`
     rrLane = rrLane >= Cap ? rrLane - Cap : rrLane;
 
-    // LF / MMADOT as in the comment above; both need this step's B / C in registers (N <= 128)
+    // LF / MMADOT as in the comment above: LF for N <= 128 only, MMADOT on LF's path only
     constexpr int kLfPer = LF ? (MAXT * 128 + THREADS - 1) / THREADS : 1;
     const bool lf = LF && MAXT > 1 && N <= 128;
     const bool mmaDots = MMADOT && lf;
