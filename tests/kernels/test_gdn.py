@@ -375,6 +375,23 @@ def test_replay_standard_prep_register_bounds(minb, shape, B, L, stag, monkeypat
             f"max out rel err={seq.max_err['out']:.2e} flushes={seq.flushes}")
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape,B,L,stag", [pytest.param("q35-4b", 3, 8, True, marks=pytest.mark.sanitize),
+                                             ("q35-4b", 64, 16, False), ("q35-122b", 256, 16, True)],
+                         ids=["q35-4b-B3-L8-stag", "q35-4b-B64-L16-phase", "q35-122b-B256-L16-stag"])
+def test_replay_standard_readout_l2_prefetch(shape, B, L, stag, monkeypatch):
+    """The split readout with the next item's state rows prefetched into L2 (RSSM_GDN_SPLIT_L2PF=1, an A/B switch,
+    off by default) on the split kernels (variant 6): padding and staggered rows, flushes, wrap-around, against the
+    float64 reference, with the default tolerances (the prefetch changes no arithmetic)."""
+    monkeypatch.setenv("RSSM_GDN_SPLIT_L2PF", "1")
+    seq = _Seq(shape, B, L, 0, 1, seed=B * 100 + L + 7, variant=6)
+    join = [(r * 5) % L if stag else 0 for r in range(B)]
+    steps = 3 * L + max(join)
+    _run_standard(seq, B, join, 0.1, steps, 11)
+    _report(f"replay-standard readout L2 prefetch {shape} B={B} L={L}: steps={steps} "
+            f"max out rel err={seq.max_err['out']:.2e} flushes={seq.flushes}")
+
+
 def _spec_accept(accept, B, T, gen):
     if accept == "all":
         return [T] * B

@@ -1,5 +1,7 @@
 // Instantiations of the Mamba-2 split readout on tensor cores (variant 4, readout "mma",
 // mamba2_split_mma_kernel.cuh): fp32 / fp16 / bf16 checkpoints, dstate 128, any mode and T <= 8.
+#include <type_traits>
+#include "common/env_switch.h"
 #include "mamba2/mamba2_dispatch.h"
 #include "mamba2/mamba2_split_mma_kernel.cuh"
 
@@ -8,6 +10,12 @@ namespace mamba2 {
 namespace {
 template <typename ST>
 const void* entry(bool hoistC, bool prefetchX) {
+    // RSSM_MAMBA2_MMA_L2PF=1 (A/B, read per launch; off by default, not yet timed): fp32 rows with the default C / x
+    // loads and the rows two items ahead prefetched into L2 (mamba2SplitReadoutMmaStagedKernel's L2PF)
+    if constexpr (std::is_same<ST, float>::value) {
+        if (hoistC && prefetchX && envSwitch("RSSM_MAMBA2_MMA_L2PF", false))
+            return reinterpret_cast<const void*>(&mamba2SplitReadoutMmaStagedKernel<ST, true, true, true>);
+    }
     if (prefetchX)
         return hoistC ? reinterpret_cast<const void*>(&mamba2SplitReadoutMmaStagedKernel<ST, true, true>)
                       : reinterpret_cast<const void*>(&mamba2SplitReadoutMmaStagedKernel<ST, false, true>);

@@ -91,7 +91,10 @@ __host__ __device__ constexpr int stagedWarpBytes() { return 2 * SmemRows<ST>::k
 // load sat between the products and the output store. 4 + 1 more registers (fp32 rows: 80, no spills, where XPF off
 // spills 12-16 bytes). Default on (the launcher; RSSM_MAMBA2_MMA_XPF=0 turns it off): Super, B = 256, L = 16, side by
 // side, T = 4 0-0.5% and T = 8 2.9-3.1% faster (eighteenth session, docs/kernels-mamba2.md).
-template <typename ST, bool CHOIST, bool XPF>
+// L2PF (A/B, twenty-first session; not yet run on a GPU): the rows of the item after the next one are prefetched into
+// L2 (stream::prefetchWarpRowsL2) as soon as its slot is known, so a warp has a third item's rows in flight (current in
+// shared memory, next in cp.async flight, the one after in L2) without registers or shared memory for them.
+template <typename ST, bool CHOIST, bool XPF, bool L2PF = false>
 __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
     mamba2SplitReadoutMmaStagedKernel(const Mamba2ReplayParams p) {
     using namespace mmareadout;
@@ -163,6 +166,10 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
         const stream::ItemCursor cNN = walk.next(cN);
         const int slotNN = validSlot(rawNN);
         rawNN = it + 3 * nw < items ? rawSlot(walk.next(cNN).b) : -1;
+        if constexpr (L2PF) {
+            if (slotNN >= 0)
+                stream::prefetchWarpRowsL2<kSplitRows, kN, ST>(rowsOf(cNN, slotNN), p.stride_state_p, 0, kSplitRows, lane);
+        }
 
         bool xIssued = false;  // XPF: the next item's x_j loads
         if (slot >= 0 && nf != kSplitSkipRow) {  // else padding row / skipped flushing row: untouched
