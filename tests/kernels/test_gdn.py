@@ -273,6 +273,7 @@ class _Seq:
             x = self.input_view(x)
         self.G.gdn_replay(self.ckpt, sbi.to(DEV), self.origin, self.length, self.ring_g, self.ring_u, self.ring_k,
                           **x, **self.layer_c, window=self.L, mode=self.mode, out=o, variant=self.variant)
+        self.last_out = o
         rows = [r for r in self.ref_rows if active[r]]
         if rows:
             ref_o = self.ref.step(sbi[rows], *(inp[n][rows] for n in ("q", "k", "v", "a", "b")),
@@ -446,16 +447,22 @@ MMA_SPEC_CASES = [c for c in SPEC_CASES if c[2] + c[3] <= SPLIT_MAX_RECORDS] + [
 ]
 # mma: the default (the next item's u_j prefetched at T <= 4); mma-upf / mma-noupf: the prefetch forced on / off
 # (RSSM_GDN_VERIFY_UPF=1 / 0) so that every kernel instance runs.
-VERIFY_PIPES = ["1", "1u", "1n", "0"]
-VERIFY_PIPE_IDS = ["mma", "mma-upf", "mma-noupf", "cudacore"]
+VERIFY_PIPES = ["1", "1u", "1p", "1n", "0"]
+VERIFY_PIPE_IDS = ["mma", "mma-upf", "mma-l2pf", "mma-noupf", "cudacore"]
 
 
 def _set_verify_pipe(monkeypatch, pipe):
+    """pipe: the readout (RSSM_GDN_VERIFY_MMA) and a suffix: "u" / "n" force the u_j prefetch on / off, "p" turns on
+    the L2 prefetch of the rows two items ahead (RSSM_GDN_MMA_L2PF, an A/B switch, off by default; fp32 rows)."""
     monkeypatch.setenv("RSSM_GDN_VERIFY_MMA", pipe[0])
     if pipe[1:] in ("u", "n"):
         monkeypatch.setenv("RSSM_GDN_VERIFY_UPF", "1" if pipe.endswith("u") else "0")
     else:
         monkeypatch.delenv("RSSM_GDN_VERIFY_UPF", raising=False)
+    if pipe.endswith("p"):
+        monkeypatch.setenv("RSSM_GDN_MMA_L2PF", "1")
+    else:
+        monkeypatch.delenv("RSSM_GDN_MMA_L2PF", raising=False)
 
 
 @pytest.mark.gpu
@@ -497,6 +504,34 @@ def test_replay_split_verify_mma_strided(offset, pipe, monkeypatch):
         seq.step(torch.ones(B, dtype=torch.bool), _spec_accept("random", B, T, seq.gen))
     seq.compare_buffers()
     assert seq.flushes > 0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("T", [4, 8])
+def test_l2_prefetch_changes_no_value(T, monkeypatch):
+    """The L2 prefetch switches (RSSM_GDN_MMA_L2PF for the tensor-core verify readout, RSSM_GDN_SPLIT_L2PF for the
+    standard step's split readout) issue prefetches only: the same sequence with and without them gives bit-identical
+    outputs and checkpoints (fp32 rows, padding and staggered rows, random acceptance, flushes)."""
+    res = {}
+    for on in ("0", "1"):
+        _set_verify_pipe(monkeypatch, "1u")
+        monkeypatch.setenv("RSSM_GDN_MMA_L2PF", on)
+        monkeypatch.setenv("RSSM_GDN_SPLIT_L2PF", on)
+        spec = _Seq("q35-4b", 7, 16, 1, T, seed=93 + T, variant=6)
+        std = _Seq("q35-122b", 7, 8, 0, 1, seed=95, variant=6)
+        outs = []
+        for t in range(24):
+            spec.step(_active(7, t, [0, 3, 5, 0, 2, 7, 1], spec.gen, 0.15), _spec_accept("random", 7, T, spec.gen))
+            std.step(_active(7, t, [0, 3, 5, 0, 2, 7, 1], std.gen, 0.15))
+            outs.append(spec.last_out.clone())
+            outs.append(std.last_out.clone())
+        torch.cuda.synchronize()
+        assert spec.flushes > 0 and std.flushes > 0
+        res[on] = (outs, [spec.ckpt.clone(), std.ckpt.clone(), spec.ring_u.clone(), std.ring_u.clone()])
+    for a, b in zip(res["0"][0], res["1"][0]):
+        assert torch.equal(a.nan_to_num(7.0), b.nan_to_num(7.0)), "an L2 prefetch switch changed an output"
+    for a, b in zip(res["0"][1], res["1"][1]):
+        assert torch.equal(a, b), "an L2 prefetch switch changed a checkpoint or ring_u"
 
 
 @pytest.mark.gpu
@@ -747,7 +782,7 @@ def test_sanitize_replay(variant, mode, T):
 @pytest.mark.gpu
 @pytest.mark.sanitize
 @pytest.mark.parametrize("T", [3, 6])
-@pytest.mark.parametrize("pipe", ["1u", "1n"], ids=["mma-upf", "mma-noupf"])
+@pytest.mark.parametrize("pipe", ["1u", "1n", "1p"], ids=["mma-upf", "mma-noupf", "mma-l2pf"])
 def test_sanitize_replay_verify_mma(T, pipe, monkeypatch):
     """The tensor-core verify readout (forced): tiny batch with a padding row, L = 4 / 8 (flushes, wrap-around)."""
     _set_verify_pipe(monkeypatch, pipe)
