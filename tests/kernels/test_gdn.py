@@ -142,7 +142,7 @@ def test_conventional_decode(shape, B, state_dtype, act, K, T, variant):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("cfg", [0, 1, 2, 3, 4, 5, 6])
+@pytest.mark.parametrize("cfg", [0, 1, 2, 3, 4, 5, 6, 7])
 @pytest.mark.parametrize("B,shape,V", [pytest.param(3, "q35-4b", 128, marks=pytest.mark.sanitize),
                                        (64, "q35-122b", 128),
                                        pytest.param(5, "q35-4b", 88, marks=pytest.mark.sanitize)],
@@ -150,8 +150,15 @@ def test_conventional_decode(shape, B, state_dtype, act, K, T, variant):
 def test_conventional_warp_launch_shapes(cfg, B, shape, V, monkeypatch):
     """Every launch shape of the warp-item conventional decode (RSSM_GDN_WARP_CFG: rows per warp, threads, register
     bound; gdn_warp_decode.cu) against the float64 reference, padding rows untouched. V = 88 is not a multiple of the
-    16-row shapes: those fall back to the default shape and must still be right."""
-    monkeypatch.setenv("RSSM_GDN_WARP_CFG", str(cfg))
+    16-row shapes: those fall back to the default shape and must still be right. cfg 7 here: the default shape with
+    RSSM_GDN_WARP_L2PF=1 (persistent grid, each warp's next item prefetched into L2; an A/B switch, off by default);
+    at B = 64 every warp walks about 20 items."""
+    if cfg == 7:
+        monkeypatch.setenv("RSSM_GDN_WARP_CFG", "0")
+        monkeypatch.setenv("RSSM_GDN_WARP_L2PF", "1")
+    else:
+        monkeypatch.setenv("RSSM_GDN_WARP_CFG", str(cfg))
+        monkeypatch.delenv("RSSM_GDN_WARP_L2PF", raising=False)
     G = _ops()
     H, HV, K, _ = SHAPES[shape]
     gen = torch.Generator().manual_seed(4100 + 10 * cfg + B)
