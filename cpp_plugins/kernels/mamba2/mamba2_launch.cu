@@ -575,7 +575,7 @@ extern "C" int rssm_mamba2_decode_launch(const Mamba2DecodeParams* pIn, cudaStre
         const int rows = warpDecodeRows();
         // RSSM_MAMBA2_WARP_L2PF=1 (A/B, read per launch; off by default, not yet timed): the instance that prefetches
         // each warp's next item into L2, on a persistent grid unless RSSM_MAMBA2_WARP_DECODE_GRID=full
-        const bool l2pf = envSwitch("RSSM_MAMBA2_WARP_L2PF", false);
+        const bool l2pf = rssm::envSwitch("RSSM_MAMBA2_WARP_L2PF", false);
         const void* k = warpDecodeKernel(q.state_dtype, q.dstate, q.num_tokens, rows, l2pf);
         const long long items = (long long)q.batch * q.nheads * (q.headdim / rows);
         const bool ok = k && q.headdim % rows == 0 && items < (1LL << 31) &&
