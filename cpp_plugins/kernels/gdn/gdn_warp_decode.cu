@@ -154,13 +154,8 @@ cudaError_t launchDecodeWarpItems(const GdnDecodeParams& p, cudaStream_t s) {
                                                                   : warpDecodeShapeFor<__nv_bfloat16>(p.head_k, p.head_v);
     const long long items = (long long)p.batch * p.num_v_heads * (p.head_v / sh.rows);
     long long ctas = (items + sh.threads / 32 - 1) / (sh.threads / 32);
-    if (sh.persistent) {  // every resident CTA, at most one per warp's worth of items
-        int dev = 0, sms = 0, perSm = 0;
-        cudaError_t e = cudaGetDevice(&dev);
-        if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-        if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, sh.kernel, sh.threads, 0);
-        if (e != cudaSuccess) return e;
-        const long long resident = (long long)(perSm > 0 ? perSm : 1) * sms;
+    if (sh.persistent) {  // every resident CTA (cached host queries), at most one per warp's worth of items
+        const long long resident = (long long)rssm::occupancyPerSm(sh.kernel, sh.threads, 0) * rssm::deviceSmCount();
         if (resident < ctas) ctas = resident;
     }
     GdnDecodeParams q = p;

@@ -323,8 +323,8 @@ int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc
     // with >= 8 CTAs / SM) or "w4".
     const char* pp = getenv("RSSM_MAMBA2_SPLIT_PREP");
     // x in 16-byte pieces (the speculative prep's shared-memory x staging needs it; splitPrepKernel)
-    const bool xAligned = q.headdim % 8 == 0 && reinterpret_cast<uintptr_t>(q.x) % 16 == 0 && q.stride_x_b % 8 == 0 &&
-                          q.stride_x_t % 8 == 0 && q.stride_x_h % 8 == 0 && reinterpret_cast<uintptr_t>(q.ring_x) % 16 == 0;
+    const bool xAligned = q.x && q.headdim % 8 == 0 && bulkRows(q.x, q.stride_x_b, q.stride_x_t, q.stride_x_h) &&
+                          bulkRows(q.ring_x, 0, 0, 0);
     int prepThreads = 0;
     int prepOcc = 0;
     // Standard steps take the lean one-token prep (thirteenth session) where its 16-byte pieces are aligned;
