@@ -21,7 +21,8 @@ cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/out}"; mkdir -p "$OUT"
 LOG=/tmp/rssm-logs; rm -rf "$LOG"; mkdir -p "$LOG"   # only 8 files come back from $OUT: logs are tarred
 export PYTHONUNBUFFERED=1
-# TEST_SEL / TEST_K in the environment are the defaults of --test-select / --test-k (like SAN_SEL for --sanitize)
+# TEST_SEL / TEST_K in the environment are the defaults of --test-select / --test-k (like SAN_SEL / SAN_K, the paths
+# and the -k expression of --sanitize)
 RUN_TESTS=0; RUN_SAN=0; RUN_HARNESS=0; RUN_PROFILE=0; XDIST=""; BENCH=""; BENCH_ARGS=""; EXTRA=""; TEST_SEL="${TEST_SEL:-tests/kernels}"; TEST_K="${TEST_K:-}"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -104,7 +105,7 @@ if [ $RUN_SAN -eq 1 ]; then
   for tool in memcheck racecheck; do
     t0=$(date +%s)
     RSSM_UNDER_SANITIZER=1 timeout ${SAN_TIMEOUT:-120} compute-sanitizer --tool $tool --error-exitcode 99 --target-processes all \
-      python3 -m pytest -q -m "gpu and sanitize" ${SAN_SEL:-tests/kernels} -p no:cacheprovider > "$LOG/sanitize-$tool.log" 2>&1
+      python3 -m pytest -q -m "gpu and sanitize" ${SAN_SEL:-tests/kernels} ${SAN_K:+-k "$SAN_K"} -p no:cacheprovider > "$LOG/sanitize-$tool.log" 2>&1
     rc=$?
     note "compute-sanitizer $tool: rc=$rc, $(grep -E 'ERROR SUMMARY' "$LOG/sanitize-$tool.log" | tail -1) $(tail -1 "$LOG/sanitize-$tool.log") [$(( $(date +%s) - t0 ))s]"
   done
