@@ -42,6 +42,9 @@ def main() -> int:
     ap.add_argument("--gdn-variants", default="0,1")
     ap.add_argument("--mamba2-variants", default="0,2")
     ap.add_argument("--spec-tokens", default="4")
+    ap.add_argument("--spec-h", type=int, default=-1,
+                    help="committed records of every row in the speculative cases (mamba2); -1: staggered h = b %% L "
+                         "(rows with h + T > L flush). A value <= L - T gives a step where no row flushes")
     ap.add_argument("--dp-reads", default="fp16,nvfp4", help="read formats of the 'dp' case (dual-precision "
                     "decode, non-flush step, h = L/2, the shapes of bench precision)")
     ap.add_argument("--dp-rec", default="fp32", choices=["fp32", "fp16"],
@@ -79,7 +82,12 @@ def main() -> int:
             ls.set_cursors(torch.full_like(h0, L - 1))  # in phase, every row flushes
             _run(f"m2_replay_std_allflush_v{v}", lambda: ls.replay_step(0, 1, 0, variant=v))
             for T in spec:
-                ls.set_cursors(h0)
+                if args.spec_h < 0:
+                    ls.set_cursors(h0)
+                else:
+                    if args.spec_h > L:
+                        raise SystemExit(f"--spec-h {args.spec_h}: expected 0 .. L = {L}")
+                    ls.set_cursors(torch.full_like(h0, args.spec_h))
                 _run(f"m2_replay_spec_T{T}_v{v}", lambda: ls.replay_step(0, T, 1, variant=v))
     if "dp" in args.cases:
         _profile_dual_precision(B, L, [r for r in args.dp_reads.split(",") if r], args.dp_rec,
