@@ -816,24 +816,25 @@ def test_replay_split_mma_fold_sanitize(monkeypatch):
     assert _run_replay(3, 4, 3, 1, SMALL, F32, BF16, 5, seed=82, variant=4, state_pad=4) > 0
 
 MMA_READOUT_CASES = [c for c in REPLAY_CASES if c[4]["N"] == 128]
-# 4: the tensor-core readout (default: the next item's x_j and this item's z loaded early); 4n: the same without
-# that prefetch (RSSM_MAMBA2_MMA_XPF=0); 0: the CUDA-core readout.
-MMA_PIPES = ["4", "4p", "4n", "0"]
-MMA_PIPE_IDS = ["mma", "mma-l2pf", "mma-noxpf", "plain"]
+# 4: the tensor-core readout (default: the next item's x_j and z loaded one item ahead, fp32 rows); 4z: without the
+# z prefetch (RSSM_MAMBA2_MMA_ZPF=0, the default before the twenty-second session); 4n: without either prefetch
+# (RSSM_MAMBA2_MMA_XPF=0); 0: the CUDA-core readout.
+MMA_PIPES = ["4", "4z", "4n", "0"]
+MMA_PIPE_IDS = ["mma", "mma-nozpf", "mma-noxpf", "plain"]
 
 
 def _set_mma_pipe(monkeypatch, pipe):
-    """pipe: the readout (RSSM_MAMBA2_SPLIT_PIPE) and a suffix: "n" turns the x_j prefetch off, "p" turns on the
-    L2 prefetch of the rows two items ahead (RSSM_MAMBA2_MMA_L2PF, an A/B switch, off by default; fp32 rows)."""
+    """pipe: the readout (RSSM_MAMBA2_SPLIT_PIPE) and a suffix: "n" turns the x_j (and z) prefetch off, "z" only the
+    z prefetch (RSSM_MAMBA2_MMA_ZPF=0)."""
     monkeypatch.setenv("RSSM_MAMBA2_SPLIT_PIPE", pipe[0])
     if pipe.endswith("n"):
         monkeypatch.setenv("RSSM_MAMBA2_MMA_XPF", "0")
     else:
         monkeypatch.delenv("RSSM_MAMBA2_MMA_XPF", raising=False)
-    if pipe.endswith("p"):
-        monkeypatch.setenv("RSSM_MAMBA2_MMA_L2PF", "1")
+    if pipe.endswith("z"):
+        monkeypatch.setenv("RSSM_MAMBA2_MMA_ZPF", "0")
     else:
-        monkeypatch.delenv("RSSM_MAMBA2_MMA_L2PF", raising=False)
+        monkeypatch.delenv("RSSM_MAMBA2_MMA_ZPF", raising=False)
 
 
 @pytest.mark.parametrize("pipe", MMA_PIPES, ids=MMA_PIPE_IDS)

@@ -449,9 +449,12 @@ int launchSplitReadout(const char* op, Mamba2ReplayParams& q, stream::ReadCopySc
         const bool aligned = ((uintptr_t)q.state % 16) == 0 && (q.stride_state_p * es) % 16 == 0 &&
                              (q.stride_state_head * es) % 16 == 0 && (q.stride_state_slot * es) % 16 == 0;
         const bool chunks = q.state_dtype == RSSM_DTYPE_FP32 || q.window <= 16;
+        // z read as 4-byte pairs (the rows an item's lane owns are 2q, 2q + 1 of 8; no gate counts as aligned)
+        const bool zPairs = q.z == nullptr || (((uintptr_t)q.z % 4) == 0 && q.stride_z_b % 2 == 0 &&
+                                               q.stride_z_t % 2 == 0 && q.stride_z_h % 2 == 0);
         const void* mk = q.act_dtype == RSSM_DTYPE_BF16 && aligned && chunks && !q.skip_flush_rows
                              ? splitMmaReadoutKernel(q.state_dtype, q.dstate, envSwitch("RSSM_MAMBA2_MMA_CHOIST", true),
-                                                     envSwitch("RSSM_MAMBA2_MMA_XPF", true))
+                                                     envSwitch("RSSM_MAMBA2_MMA_XPF", true), zPairs)
                              : nullptr;
         if (mk) {
             const long long items = (long long)q.batch * q.nheads * (q.headdim / splitRows());

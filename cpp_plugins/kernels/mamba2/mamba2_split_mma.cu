@@ -9,11 +9,11 @@ namespace rssm {
 namespace mamba2 {
 namespace {
 template <typename ST>
-const void* entry(bool hoistC, bool prefetchX) {
-    // RSSM_MAMBA2_MMA_L2PF=1 (A/B, read per launch; off by default, not yet timed): fp32 rows with the default C / x
-    // loads and the rows two items ahead prefetched into L2 (mamba2SplitReadoutMmaStagedKernel's L2PF)
+const void* entry(bool hoistC, bool prefetchX, bool zPairs) {
+    // fp32 rows with the default C / x loads and 4-byte aligned z pairs: z one item ahead and the head records before
+    // C (mamba2SplitReadoutMmaStagedKernel's ZPF); RSSM_MAMBA2_MMA_ZPF=0 (A/B, read per launch) turns it off
     if constexpr (std::is_same<ST, float>::value) {
-        if (hoistC && prefetchX && envSwitch("RSSM_MAMBA2_MMA_L2PF", false))
+        if (hoistC && prefetchX && zPairs && envSwitch("RSSM_MAMBA2_MMA_ZPF", true))
             return reinterpret_cast<const void*>(&mamba2SplitReadoutMmaStagedKernel<ST, true, true, true>);
     }
     if (prefetchX)
@@ -24,12 +24,12 @@ const void* entry(bool hoistC, bool prefetchX) {
 }
 }  // namespace
 
-const void* splitMmaReadoutKernel(int stateDtype, int dstate, bool hoistC, bool prefetchX) {
+const void* splitMmaReadoutKernel(int stateDtype, int dstate, bool hoistC, bool prefetchX, bool zPairs) {
     if (dstate != mmareadout::kN) return nullptr;
     switch (stateDtype) {
-        case RSSM_DTYPE_FP32: return entry<float>(hoistC, prefetchX);
-        case RSSM_DTYPE_FP16: return entry<__half>(hoistC, prefetchX);
-        case RSSM_DTYPE_BF16: return entry<__nv_bfloat16>(hoistC, prefetchX);
+        case RSSM_DTYPE_FP32: return entry<float>(hoistC, prefetchX, zPairs);
+        case RSSM_DTYPE_FP16: return entry<__half>(hoistC, prefetchX, zPairs);
+        case RSSM_DTYPE_BF16: return entry<__nv_bfloat16>(hoistC, prefetchX, zPairs);
         default: return nullptr;
     }
 }

@@ -91,10 +91,14 @@ __host__ __device__ constexpr int stagedWarpBytes() { return 2 * SmemRows<ST>::k
 // load sat between the products and the output store. 4 + 1 more registers (fp32 rows: 80, no spills, where XPF off
 // spills 12-16 bytes). Default on (the launcher; RSSM_MAMBA2_MMA_XPF=0 turns it off): Super, B = 256, L = 16, side by
 // side, T = 4 0-0.5% and T = 8 2.9-3.1% faster (eighteenth session, docs/kernels-mamba2.md).
-// L2PF (A/B, twenty-first session; not yet run on a GPU): the rows of the item after the next one are prefetched into
-// L2 (stream::prefetchWarpRowsL2) as soon as its slot is known, so a warp has a third item's rows in flight (current in
-// shared memory, next in cp.async flight, the one after in L2) without registers or shared memory for them.
-template <typename ST, bool CHOIST, bool XPF, bool L2PF = false>
+// ZPF (with XPF; twenty-second session): the gate z of the lane's two rows is loaded one item ahead (beside the next
+// item's x_j block; one 32-bit load and register: the launcher requires 4-byte aligned z pairs), and the item's head records (gamma, coefficients) are issued before its C_g loads.
+// Nsight Compute source counters of the T = 4 and T = 8 non-flush steps (Super, B = 256; the default without ZPF) put
+// 18% of the stall samples on the z pair's combine right after its loads (a DRAM round trip per item, before the
+// coefficient loads were even issued) and 16% on the first coefficient use.
+// (An L2 prefetch of the rows two items ahead, L2PF, measured 9% slower at T = 4 and T = 8 in the twenty-second
+// session and was removed.)
+template <typename ST, bool CHOIST, bool XPF, bool ZPF = false>
 __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
     mamba2SplitReadoutMmaStagedKernel(const Mamba2ReplayParams p) {
     using namespace mmareadout;
@@ -148,6 +152,17 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
     };
     uint4 xqNext = make_uint4(0u, 0u, 0u, 0u);
     if constexpr (XPF) xqNext = loadX(cC, slotC, metaC);
+    // ZPF: z of the lane's two rows of item c (a bf16 pair, 4-byte aligned; 0 for padding rows or without a gate)
+    auto loadZ = [&](stream::ItemCursor c, int sl) {
+        uint32_t z = 0u;
+        if (actTok && p.z && sl >= 0)
+            z = *reinterpret_cast<const uint32_t*>(static_cast<const uint16_t*>(p.z) + (int64_t)c.b * p.stride_z_b +
+                                                   (int64_t)g * p.stride_z_t + (int64_t)c.head * p.stride_z_h +
+                                                   c.blk * kSplitRows + 2 * q);
+        return z;
+    };
+    uint32_t zNext = 0u;
+    if constexpr (ZPF) zNext = loadZ(cC, slotC);
     for (int buf = 0; it < items; it += nw, buf ^= 1) {
         const int slot = slotC;
         const int4 meta = metaC;
@@ -166,10 +181,6 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
         const stream::ItemCursor cNN = walk.next(cN);
         const int slotNN = validSlot(rawNN);
         rawNN = it + 3 * nw < items ? rawSlot(walk.next(cNN).b) : -1;
-        if constexpr (L2PF) {
-            if (slotNN >= 0)
-                stream::prefetchWarpRowsL2<kSplitRows, kN, ST>(rowsOf(cNN, slotNN), p.stride_state_p, 0, kSplitRows, lane);
-        }
 
         bool xIssued = false;  // XPF: the next item's x_j loads
         if (slot >= 0 && nf != kSplitSkipRow) {  // else padding row / skipped flushing row: untouched
@@ -186,6 +197,16 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
                 const uint32_t* Crow = reinterpret_cast<const uint32_t*>(
                     static_cast<const uint16_t*>(p.Cm) + (int64_t)b * p.stride_C_b + (int64_t)grp * p.stride_C_g +
                     (int64_t)g * p.stride_C_t + 2 * q);
+                float gam, cf[8];  // gamma_s and the coefficients of the lane's token, records 8c + 2q, + 1
+                auto loadHeadRecords = [&]() {
+                    gam = actTok ? hr[g] : 0.f;
+#pragma unroll
+                    for (int i = 0; i < 8; ++i) {
+                        const int j = 8 * (i >> 1) + 2 * q + (i & 1);
+                        cf[i] = (actTok && j < R) ? hr[kSplitCoef + g * RM + j] : 0.f;
+                    }
+                };
+                if constexpr (ZPF) loadHeadRecords();  // before the C_g loads: their round trips overlap
                 uint32_t cw[2 * kKT];  // C_g pairs of this lane's token: columns 16k + 2q, + 1 and 16k + 8 + 2q, + 1
                 if constexpr (CHOIST) {
 #pragma unroll
@@ -195,20 +216,15 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
                     }
                 }
                 uint32_t zw = 0u;  // XPF: z of the lane's two rows (bf16 pair), loaded with the item's other loads
-                if constexpr (XPF) {
+                const uint32_t zc = zNext;  // ZPF: loaded one item earlier
+                if constexpr (XPF && !ZPF) {
                     if (actTok && p.z) {
                         const uint16_t* zg = static_cast<const uint16_t*>(p.z) + (int64_t)b * p.stride_z_b +
                                              (int64_t)g * p.stride_z_t + (int64_t)head * p.stride_z_h + vw + 2 * q;
                         zw = (uint32_t)zg[0] | ((uint32_t)zg[1] << 16);
                     }
                 }
-                const float gam = actTok ? hr[g] : 0.f;
-                float cf[8];
-#pragma unroll
-                for (int i = 0; i < 8; ++i) {
-                    const int j = 8 * (i >> 1) + 2 * q + (i & 1);
-                    cf[i] = (actTok && j < R) ? hr[kSplitCoef + g * RM + j] : 0.f;
-                }
+                if constexpr (!ZPF) loadHeadRecords();
                 *reinterpret_cast<uint4*>(sX + lane * kSplitRows) = xq;
                 __syncwarp();
                 uint32_t xb[4];
@@ -239,12 +255,18 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
                 }
                 if constexpr (XPF) {
                     xqNext = loadX(cN, slotN, metaN);
+                    if constexpr (ZPF) zNext = loadZ(cN, slotN);
                     xIssued = true;
                 }
                 if (actTok) {
                     float y0 = fmaf(gam, accE[0] + accO[0], accR[0]);
                     float y1 = fmaf(gam, accE[1] + accO[1], accR[1]);
-                    if constexpr (XPF) {
+                    if constexpr (ZPF) {
+                        if (p.z) {
+                            y0 *= siluF(actToFloat((uint16_t)(zc & 0xFFFFu), true));
+                            y1 *= siluF(actToFloat((uint16_t)(zc >> 16), true));
+                        }
+                    } else if constexpr (XPF) {
                         if (p.z) {
                             y0 *= siluF(actToFloat((uint16_t)(zw & 0xFFFFu), true));
                             y1 *= siluF(actToFloat((uint16_t)(zw >> 16), true));
@@ -320,7 +342,10 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
             }
         }
         if constexpr (XPF) {
-            if (!xIssued) xqNext = loadX(cN, slotN, metaN);
+            if (!xIssued) {
+                xqNext = loadX(cN, slotN, metaN);
+                if constexpr (ZPF) zNext = loadZ(cN, slotN);
+            }
         }
         if (flushItem) {  // the other buffer is free again: the next item's rows
             __syncwarp();
