@@ -98,7 +98,10 @@ __host__ __device__ constexpr int stagedWarpBytes() { return 2 * SmemRows<ST>::k
 // coefficient loads were even issued) and 16% on the first coefficient use.
 // (An L2 prefetch of the rows two items ahead, L2PF, measured 9% slower at T = 4 and T = 8 in the twenty-second
 // session and was removed.)
-template <typename ST, bool CHOIST, bool XPF, bool ZPF = false>
+// FPF (A/B, twenty-second session; not yet run on a GPU): a flush item, whose other row buffer holds its B_j chunk so
+// that the next item's rows are only issued after the fold, prefetches those rows into L2 at its start
+// (stream::prefetchWarpRowsL2, one 128-byte line per lane), so the fold no longer leaves the warp's pipeline empty.
+template <typename ST, bool CHOIST, bool XPF, bool ZPF = false, bool FPF = false>
 __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
     mamba2SplitReadoutMmaStagedKernel(const Mamba2ReplayParams p) {
     using namespace mmareadout;
@@ -175,6 +178,10 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
         const bool flushItem = slot >= 0 && nf > 0;
         uint16_t* sB = reinterpret_cast<uint16_t*>(sRows(buf ^ 1));
         if (flushItem) stageBRows(sB, ringBg, 0, nf, meta.z, Cap, (int64_t)G * kN, lane);
+        if constexpr (FPF) {
+            if (flushItem && slotN >= 0)
+                stream::prefetchWarpRowsL2<kSplitRows, kN, ST>(rowsOf(cN, slotN), p.stride_state_p, 0, kSplitRows, lane);
+        }
         else if (slotN >= 0) Rows::issue(sRows(buf ^ 1), rowsOf(cN, slotN), p.stride_state_p, lane);
         if (!flushItem) async::commit();
         const int4 metaN = slotN >= 0 ? metaOf(cN) : make_int4(0, -1, 0, 0);
