@@ -142,7 +142,7 @@ def test_conventional_decode(shape, B, state_dtype, act, K, T, variant):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("cfg", [0, 1, 2, 3, 4, 5, 6, 7])
+@pytest.mark.parametrize("cfg", [0, 1, 2, 3, 4, 5, 6])
 @pytest.mark.parametrize("B,shape,V", [pytest.param(3, "q35-4b", 128, marks=pytest.mark.sanitize),
                                        (64, "q35-122b", 128),
                                        pytest.param(5, "q35-4b", 88, marks=pytest.mark.sanitize)],
@@ -150,15 +150,8 @@ def test_conventional_decode(shape, B, state_dtype, act, K, T, variant):
 def test_conventional_warp_launch_shapes(cfg, B, shape, V, monkeypatch):
     """Every launch shape of the warp-item conventional decode (RSSM_GDN_WARP_CFG: rows per warp, threads, register
     bound; gdn_warp_decode.cu) against the float64 reference, padding rows untouched. V = 88 is not a multiple of the
-    16-row shapes: those fall back to the default shape and must still be right. cfg 7 here: the default shape with
-    RSSM_GDN_WARP_L2PF=1 (persistent grid, each warp's next item prefetched into L2; an A/B switch, off by default);
-    at B = 64 every warp walks about 20 items."""
-    if cfg == 7:
-        monkeypatch.setenv("RSSM_GDN_WARP_CFG", "0")
-        monkeypatch.setenv("RSSM_GDN_WARP_L2PF", "1")
-    else:
-        monkeypatch.setenv("RSSM_GDN_WARP_CFG", str(cfg))
-        monkeypatch.delenv("RSSM_GDN_WARP_L2PF", raising=False)
+    16-row shapes: those fall back to the default shape and must still be right."""
+    monkeypatch.setenv("RSSM_GDN_WARP_CFG", str(cfg))
     G = _ops()
     H, HV, K, _ = SHAPES[shape]
     gen = torch.Generator().manual_seed(4100 + 10 * cfg + B)
@@ -280,7 +273,6 @@ class _Seq:
             x = self.input_view(x)
         self.G.gdn_replay(self.ckpt, sbi.to(DEV), self.origin, self.length, self.ring_g, self.ring_u, self.ring_k,
                           **x, **self.layer_c, window=self.L, mode=self.mode, out=o, variant=self.variant)
-        self.last_out = o
         rows = [r for r in self.ref_rows if active[r]]
         if rows:
             ref_o = self.ref.step(sbi[rows], *(inp[n][rows] for n in ("q", "k", "v", "a", "b")),
@@ -383,23 +375,6 @@ def test_replay_standard_prep_register_bounds(minb, shape, B, L, stag, monkeypat
             f"max out rel err={seq.max_err['out']:.2e} flushes={seq.flushes}")
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("shape,B,L,stag", [pytest.param("q35-4b", 3, 8, True, marks=pytest.mark.sanitize),
-                                             ("q35-4b", 64, 16, False), ("q35-122b", 256, 16, True)],
-                         ids=["q35-4b-B3-L8-stag", "q35-4b-B64-L16-phase", "q35-122b-B256-L16-stag"])
-def test_replay_standard_readout_l2_prefetch(shape, B, L, stag, monkeypatch):
-    """The split readout with the next item's state rows prefetched into L2 (RSSM_GDN_SPLIT_L2PF=1, an A/B switch,
-    off by default) on the split kernels (variant 6): padding and staggered rows, flushes, wrap-around, against the
-    float64 reference, with the default tolerances (the prefetch changes no arithmetic)."""
-    monkeypatch.setenv("RSSM_GDN_SPLIT_L2PF", "1")
-    seq = _Seq(shape, B, L, 0, 1, seed=B * 100 + L + 7, variant=6)
-    join = [(r * 5) % L if stag else 0 for r in range(B)]
-    steps = 3 * L + max(join)
-    _run_standard(seq, B, join, 0.1, steps, 11)
-    _report(f"replay-standard readout L2 prefetch {shape} B={B} L={L}: steps={steps} "
-            f"max out rel err={seq.max_err['out']:.2e} flushes={seq.flushes}")
-
-
 def _spec_accept(accept, B, T, gen):
     if accept == "all":
         return [T] * B
@@ -454,22 +429,16 @@ MMA_SPEC_CASES = [c for c in SPEC_CASES if c[2] + c[3] <= SPLIT_MAX_RECORDS] + [
 ]
 # mma: the default (the next item's u_j prefetched at T <= 4); mma-upf / mma-noupf: the prefetch forced on / off
 # (RSSM_GDN_VERIFY_UPF=1 / 0) so that every kernel instance runs.
-VERIFY_PIPES = ["1", "1u", "1p", "1n", "0"]
-VERIFY_PIPE_IDS = ["mma", "mma-upf", "mma-l2pf", "mma-noupf", "cudacore"]
+VERIFY_PIPES = ["1", "1u", "1n", "0"]
+VERIFY_PIPE_IDS = ["mma", "mma-upf", "mma-noupf", "cudacore"]
 
 
 def _set_verify_pipe(monkeypatch, pipe):
-    """pipe: the readout (RSSM_GDN_VERIFY_MMA) and a suffix: "u" / "n" force the u_j prefetch on / off, "p" turns on
-    the L2 prefetch of the rows two items ahead (RSSM_GDN_MMA_L2PF, an A/B switch, off by default; fp32 rows)."""
     monkeypatch.setenv("RSSM_GDN_VERIFY_MMA", pipe[0])
     if pipe[1:] in ("u", "n"):
         monkeypatch.setenv("RSSM_GDN_VERIFY_UPF", "1" if pipe.endswith("u") else "0")
     else:
         monkeypatch.delenv("RSSM_GDN_VERIFY_UPF", raising=False)
-    if pipe.endswith("p"):
-        monkeypatch.setenv("RSSM_GDN_MMA_L2PF", "1")
-    else:
-        monkeypatch.delenv("RSSM_GDN_MMA_L2PF", raising=False)
 
 
 @pytest.mark.gpu
@@ -511,34 +480,6 @@ def test_replay_split_verify_mma_strided(offset, pipe, monkeypatch):
         seq.step(torch.ones(B, dtype=torch.bool), _spec_accept("random", B, T, seq.gen))
     seq.compare_buffers()
     assert seq.flushes > 0
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("T", [4, 8])
-def test_l2_prefetch_changes_no_value(T, monkeypatch):
-    """The L2 prefetch switches (RSSM_GDN_MMA_L2PF for the tensor-core verify readout, RSSM_GDN_SPLIT_L2PF for the
-    standard step's split readout) issue prefetches only: the same sequence with and without them gives bit-identical
-    outputs and checkpoints (fp32 rows, padding and staggered rows, random acceptance, flushes)."""
-    res = {}
-    for on in ("0", "1"):
-        _set_verify_pipe(monkeypatch, "1u")
-        monkeypatch.setenv("RSSM_GDN_MMA_L2PF", on)
-        monkeypatch.setenv("RSSM_GDN_SPLIT_L2PF", on)
-        spec = _Seq("q35-4b", 7, 16, 1, T, seed=93 + T, variant=6)
-        std = _Seq("q35-122b", 7, 8, 0, 1, seed=95, variant=6)
-        outs = []
-        for t in range(24):
-            spec.step(_active(7, t, [0, 3, 5, 0, 2, 7, 1], spec.gen, 0.15), _spec_accept("random", 7, T, spec.gen))
-            std.step(_active(7, t, [0, 3, 5, 0, 2, 7, 1], std.gen, 0.15))
-            outs.append(spec.last_out.clone())
-            outs.append(std.last_out.clone())
-        torch.cuda.synchronize()
-        assert spec.flushes > 0 and std.flushes > 0
-        res[on] = (outs, [spec.ckpt.clone(), std.ckpt.clone(), spec.ring_u.clone(), std.ring_u.clone()])
-    for a, b in zip(res["0"][0], res["1"][0]):
-        assert torch.equal(a.nan_to_num(7.0), b.nan_to_num(7.0)), "an L2 prefetch switch changed an output"
-    for a, b in zip(res["0"][1], res["1"][1]):
-        assert torch.equal(a, b), "an L2 prefetch switch changed a checkpoint or ring_u"
 
 
 @pytest.mark.gpu
@@ -789,7 +730,7 @@ def test_sanitize_replay(variant, mode, T):
 @pytest.mark.gpu
 @pytest.mark.sanitize
 @pytest.mark.parametrize("T", [3, 6])
-@pytest.mark.parametrize("pipe", ["1u", "1n", "1p"], ids=["mma-upf", "mma-noupf", "mma-l2pf"])
+@pytest.mark.parametrize("pipe", ["1u", "1n"], ids=["mma-upf", "mma-noupf"])
 def test_sanitize_replay_verify_mma(T, pipe, monkeypatch):
     """The tensor-core verify readout (forced): tiny batch with a padding row, L = 4 / 8 (flushes, wrap-around)."""
     _set_verify_pipe(monkeypatch, pipe)

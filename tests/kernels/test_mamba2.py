@@ -131,29 +131,6 @@ def test_conventional_decode_sanitize(variant):
     _run_conventional((3, 3, dict(H=4, P=32, N=64, G=2), F32, F16, True, True, False), variant)
 
 
-@pytest.mark.parametrize("grid", ["persistent", "full"])
-def test_conventional_warp_l2_prefetch(grid, monkeypatch):
-    """The warp-item conventional decode with each warp's next item prefetched into L2 (RSSM_MAMBA2_WARP_L2PF=1, an
-    A/B switch, off by default; fp32 state, dstate 128, one token), on its default persistent grid (every warp walks
-    several items at B = 256) and on the full grid, against the float64 reference: both model shapes, padding rows,
-    strided inputs, z. Cases that the instance does not cover (snapshots, fp16 state) must fall back unchanged."""
-    monkeypatch.setenv("RSSM_MAMBA2_WARP_L2PF", "1")
-    monkeypatch.setenv("RSSM_MAMBA2_WARP_DECODE_GRID", grid)
-    _run_conventional((256, 1, SUPER, F32, BF16, False, True, False), 4)
-    _run_conventional((64, 1, NANO, F32, BF16, False, True, True), 4)
-    _run_conventional((3, 1, SMALL, F32, BF16, False, True, False), 4)
-    _run_conventional((64, 1, SUPER, F32, BF16, False, True, False), 4, state_pad=4)  # rows off 128-byte lines
-    _run_conventional((3, 4, NANO, F32, BF16, True, True, False), 4)
-    _run_conventional((5, 1, dict(H=8, P=80, N=256, G=2), F16, BF16, False, True, True), 4)
-
-
-@pytest.mark.sanitize
-def test_conventional_warp_l2_prefetch_sanitize(monkeypatch):
-    """compute-sanitizer case of the L2-prefetch warp decode (persistent grid, padding rows)."""
-    monkeypatch.setenv("RSSM_MAMBA2_WARP_L2PF", "1")
-    _run_conventional((6, 1, SMALL, F32, BF16, False, True, False), 4)
-
-
 @pytest.mark.parametrize("variant", [1, 2])
 @pytest.mark.parametrize("rows", [8, 24, 40])
 def test_conventional_persistent_rows(variant, rows):

@@ -57,12 +57,6 @@ cudaError_t launchReadout(const GdnReplayParams& p, int smCount, cudaStream_t s,
     const bool serving = p.act_dtype == RSSM_DTYPE_BF16 && p.u_dtype == RSSM_DTYPE_FP16;
     auto* readout = serving ? gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U>
                             : gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtRuntime>;
-    // RSSM_GDN_SPLIT_L2PF=1 (A/B, read per launch; off by default, not yet timed): the serving instance of the
-    // fp32-row, K = 128 standard step with the next item's rows prefetched into L2 (gdnSplitReadoutKernel's L2PF).
-    if constexpr (std::is_same<ST, float>::value && K == 128 && MAXT == 1) {
-        if (serving && envSwitch("RSSM_GDN_SPLIT_L2PF", false))
-            readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1>;
-    }
     const size_t smem = splitReadoutSmemBytesGdn(K, NT);
     cudaError_t e = allowDynamicSmem(readout, smem);
     if (e != cudaSuccess) return e;

@@ -435,10 +435,7 @@ constexpr int kDtBf16ActFp16U = 1;
 // K = 128; 256 x 2: 128 registers; 128 x 5: 96 registers). Dynamic shared memory:
 // (NT / 32) x splitReadoutWarpSmemBytesGdn(K). (A two-stage cp.async state pipeline in shared memory measured
 // slower: 4B B = 256 215 vs 186 us, more instructions; docs/kernels-gdn.md "Variant 6".)
-// L2PF (A/B, twenty-first session; not yet run on a GPU): the slots are loaded two items ahead, and at the start of
-// each item the next item's state rows are prefetched into L2 (stream::prefetchWarpRowsL2), so that a warp has two
-// items' rows in flight without holding either in registers. 16-bit / fp32 rows only.
-template <typename ST, int K, int MAXT, int NT, int MINB, int DT, int L2PF = 0>
+template <typename ST, int K, int MAXT, int NT, int MINB, int DT>
 __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnReplayParams p,
                                                                    const stream::ReadCopyScales rc) {
     pdlWaitPrimary();  // launched as a programmatic dependent of the prep kernel
@@ -613,28 +610,14 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
     {
         int slotNext = slotOf(cur);
         int4 metaNext = metaOf(cur);
-        int slotAfter = 0;  // L2PF: the slot of the item after the next one (loaded one item before it is used)
-        if constexpr (L2PF != 0) slotAfter = slotOf(advance(cur));
 #pragma unroll 1
         for (; cur.b < p.batch; cur = advance(cur)) {
             const int slot = slotNext;
             const int4 meta = metaNext;
             {
                 const ItemCursor nx = advance(cur);
-                if constexpr (L2PF != 0) {
-                    static_assert(!kScaled, "L2PF: 16-bit / fp32 rows");
-                    slotNext = slotAfter;
-                    metaNext = metaOf(nx);
-                    if (slotNext >= 0 && slotNext < p.num_slots)
-                        stream::prefetchWarpRowsL2<RWS, K, ST>(
-                            static_cast<const ST*>(p.state) + (int64_t)slotNext * p.state_stride_slot +
-                                (int64_t)nx.head * p.state_stride_head,
-                            p.state_stride_v, nx.blk * kSplitRows, V, lane);
-                    slotAfter = slotOf(advance(nx));
-                } else {
-                    slotNext = slotOf(nx);
-                    metaNext = metaOf(nx);
-                }
+                slotNext = slotOf(nx);
+                metaNext = metaOf(nx);
             }
             // padding rows and invalid cursors: nothing written
             if (!valid(slot, meta)) continue;

@@ -2,8 +2,6 @@
 // gdn_split_mma_kernel.cuh): fp32 / fp16 / bf16 checkpoints x token bucket (MAXT 4: vectors in M rows 0..7;
 // 8: all 16), K = 128. The launch is in gdn_split.cu (useVerifyMma).
 #include "gdn/gdn_split.h"
-#include <type_traits>
-#include "common/env_switch.h"
 #include "gdn/gdn_split_mma_kernel.cuh"
 
 namespace rssm {
@@ -14,17 +12,6 @@ namespace {
 // 1.2-1.9x slower (q35-4b B = 256 T = 8: 538-824 vs 327-434 us; tenth session, docs/kernels-gdn.md).
 template <typename ST>
 const void* entry(int maxTokens, bool prefetchU) {
-    // RSSM_GDN_MMA_L2PF=1 (A/B, read per launch; off by default, not yet timed): fp32 rows, the same u_j choice, and
-    // the rows two items ahead prefetched into L2 (gdnSplitVerifyMmaKernel's L2PF)
-    if constexpr (std::is_same<ST, float>::value) {
-        if (envSwitch("RSSM_GDN_MMA_L2PF", false)) {
-            if (maxTokens <= 4)
-                return prefetchU ? reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 4, 3, false, true, true>)
-                                 : reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 4, 3, false, false, true>);
-            return prefetchU ? reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 8, 2, true, true, true>)
-                             : reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 8, 2, true, false, true>);
-        }
-    }
     if (maxTokens <= 4)
         return prefetchU ? reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 4, 3, false, true>)
                          : reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 4, 3, false, false>);

@@ -57,9 +57,7 @@ __device__ __forceinline__ float2 halfPair(uint32_t v) { return __half22float2(*
 // at the item's start ahead of the shared-memory store and ldmatrix (the Mamba-2 readout's x_j prefetch); 4 more
 // registers. Committed records' u_j are never written by this kernel (it appends the drafts' u behind them). The
 // launcher takes it for T <= 4 (gdn_split.cu).
-// L2PF (A/B, twenty-first session; not yet run on a GPU): the rows of the item after the next one are prefetched into
-// L2 (stream::prefetchWarpRowsL2) as soon as its slot is known: a third item's rows in flight per warp.
-template <typename ST, int MAXT, int MINB, bool HOISTB, bool UPF = false, bool L2PF = false>
+template <typename ST, int MAXT, int MINB, bool HOISTB, bool UPF = false>
 __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMmaKernel(const GdnReplayParams p) {
     using namespace mmaverify;
     using Rows = mmarows::SmemRows<ST>;
@@ -145,10 +143,6 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
         const stream::ItemCursor cNN = walk.next(cN);
         const int slotNN = validSlot(rawNN);
         rawNN = it + 3 * nw < items ? p.state_batch_indices[walk.next(cNN).b] : -1;
-        if constexpr (L2PF) {
-            if (slotNN >= 0)
-                stream::prefetchWarpRowsL2<kSplitRows, 128, ST>(rowsOf(cNN, slotNN), p.state_stride_v, 0, kSplitRows, lane);
-        }
 
         bool uIssued = false;  // UPF: the next item's u_j loads
         if (slot >= 0 && nf >= 0) {  // else padding row / invalid cursors: nothing written

@@ -13,7 +13,6 @@
 
 #include <type_traits>
 
-#include "common/env_switch.h"
 #include "gdn/gdn_kernels.cuh"
 #include "gdn/gdn_warp_decode.h"
 
@@ -23,10 +22,7 @@ namespace {
 
 // RW value rows per warp item, CTAs of THREADS threads, register bound for MINB CTAs per SM; PF = 1: the state
 // loads carry the L2 256-byte prefetch hint (stream::ldStreamPf256, fp32 state).
-// L2PF (A/B, twenty-first session; not yet run on a GPU; for a persistent grid, where a warp walks several items): the
-// next item's rows are prefetched into L2 at the start of each item (stream::prefetchWarpRowsL2), its slot loaded one
-// item earlier.
-template <typename ST, int K, int RW, int THREADS, int MINB, int PF = 0, bool L2PF = false>
+template <typename ST, int K, int RW, int THREADS, int MINB, int PF = 0>
 __global__ void __launch_bounds__(THREADS, MINB) gdnWarpDecodeKernel(const GdnDecodeParams p) {
     using RS = stream::RowScatter<RW>;
     constexpr int QPL = K / 128;
@@ -40,24 +36,9 @@ __global__ void __launch_bounds__(THREADS, MINB) gdnWarpDecodeKernel(const GdnDe
     unsigned it = blockIdx.x * wpc + (threadIdx.x >> 5);
     if (it >= items) return;
     const stream::ItemWalker walk(HV, nrb, nw);
-    int slotNext = -1;  // L2PF: the next item's slot (loaded one item before it is used)
-    if constexpr (L2PF)
-        slotNext = (unsigned long long)it + nw < items ? p.state_indices[(int64_t)walk.next(walk.at(it)).b * p.indices_stride_b]
-                                                       : -1;
     for (stream::ItemCursor c = walk.at(it); it < items; it += nw, c = walk.next(c)) {
         const int b = c.b, hv = c.head, vw = c.blk * RW;
         const int slot = p.state_indices[(int64_t)b * p.indices_stride_b];
-        if constexpr (L2PF) {
-            const stream::ItemCursor nc = walk.next(c);
-            if (slotNext >= 0 && slotNext < p.num_slots)
-                stream::prefetchWarpRowsL2<RW, K, ST>(static_cast<const ST*>(p.state) +
-                                                          (int64_t)slotNext * p.state_stride_slot +
-                                                          (int64_t)nc.head * p.state_stride_head,
-                                                      p.state_stride_v, nc.blk * RW, V, lane);
-            slotNext = (unsigned long long)it + 2ull * nw < items
-                           ? p.state_indices[(int64_t)walk.next(nc).b * p.indices_stride_b]
-                           : -1;
-        }
         if (slot < 0 || slot >= p.num_slots) continue;  // padding row: untouched
         ST* st = static_cast<ST*>(p.state) + (int64_t)slot * p.state_stride_slot + (int64_t)hv * p.state_stride_head;
         float4 S[RW][QPL];
@@ -116,7 +97,6 @@ __global__ void __launch_bounds__(THREADS, MINB) gdnWarpDecodeKernel(const GdnDe
 struct WarpDecodeShape {
     const void* kernel;
     int rows, threads;
-    bool persistent = false;  // grid: every resident CTA (items walked grid-strided), else one item per warp
 };
 
 template <typename ST>
@@ -125,10 +105,6 @@ WarpDecodeShape warpDecodeShapeFor(int K, int V) {
     int cfg = 0;
     if (const char* e = getenv("RSSM_GDN_WARP_CFG")) cfg = atoi(e);
     if (!std::is_same<ST, float>::value || (cfg >= 3 && V % 16 != 0)) cfg = 0;
-    // RSSM_GDN_WARP_L2PF=1 (A/B, read per launch; off by default, not yet timed): the default shape with each warp's
-    // next item prefetched into L2, on a persistent grid
-    if (std::is_same<ST, float>::value && cfg == 0 && envSwitch("RSSM_GDN_WARP_L2PF", false))
-        return {reinterpret_cast<const void*>(&gdnWarpDecodeKernel<float, 128, 8, 256, 3, 1, true>), 8, 256, true};
     switch (cfg) {
         case 1: return {reinterpret_cast<const void*>(&gdnWarpDecodeKernel<float, 128, 8, 128, 7>), 8, 128};
         case 2: return {reinterpret_cast<const void*>(&gdnWarpDecodeKernel<float, 128, 8, 128, 6>), 8, 128};
@@ -153,11 +129,7 @@ cudaError_t launchDecodeWarpItems(const GdnDecodeParams& p, cudaStream_t s) {
                                : p.state_dtype == RSSM_DTYPE_FP16 ? warpDecodeShapeFor<__half>(p.head_k, p.head_v)
                                                                   : warpDecodeShapeFor<__nv_bfloat16>(p.head_k, p.head_v);
     const long long items = (long long)p.batch * p.num_v_heads * (p.head_v / sh.rows);
-    long long ctas = (items + sh.threads / 32 - 1) / (sh.threads / 32);
-    if (sh.persistent) {  // every resident CTA (cached host queries), at most one per warp's worth of items
-        const long long resident = (long long)rssm::occupancyPerSm(sh.kernel, sh.threads, 0) * rssm::deviceSmCount();
-        if (resident < ctas) ctas = resident;
-    }
+    const long long ctas = (items + sh.threads / 32 - 1) / (sh.threads / 32);
     GdnDecodeParams q = p;
     void* args[] = {&q};
     cudaError_t e = cudaLaunchKernel(sh.kernel, dim3((unsigned)ctas), dim3(sh.threads), args, 0, s);

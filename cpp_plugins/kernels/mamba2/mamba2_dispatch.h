@@ -80,8 +80,7 @@ int splitReadoutThreads();
 int splitRows();
 // Variant 4 of the conventional decode (warp items, mamba2_warp_decode.cu): N 128 / 256 with `rows` = 8 state rows per
 // item (warpDecodeRows()), else NULL.
-// l2Prefetch: the L2-prefetch instance (fp32, dstate 128, one token, 8 rows; else the normal one), for a persistent grid.
-const void* warpDecodeKernel(int stateDtype, int dstate, int numTokens, int rows, bool l2Prefetch);
+const void* warpDecodeKernel(int stateDtype, int dstate, int numTokens, int rows);
 int warpDecodeThreads();
 int warpDecodeRows();
 }  // namespace mamba2

@@ -10,7 +10,6 @@
 #include "mamba2/mamba2_decode_kernel.cuh"
 #include "common/env_switch.h"
 #include "common/pdl.h"
-#include "common/warp_item_grid.h"
 #include "mamba2/mamba2_dispatch.h"
 #include "mamba2/mamba2_persistent.cuh"
 #include "mamba2/mamba2_replay_kernel.cuh"
@@ -576,10 +575,7 @@ extern "C" int rssm_mamba2_decode_launch(const Mamba2DecodeParams* pIn, cudaStre
         // Warp-item kernel: 16-byte x / z rows and B / C rows (as the persistent kernels), headdim % 8 == 0,
         // 32-bit item arithmetic. Otherwise the documented fallback: variant 2 (same results).
         const int rows = warpDecodeRows();
-        // RSSM_MAMBA2_WARP_L2PF=1 (A/B, read per launch; off by default, not yet timed): the instance that prefetches
-        // each warp's next item into L2, on a persistent grid unless RSSM_MAMBA2_WARP_DECODE_GRID=full
-        const bool l2pf = rssm::envSwitch("RSSM_MAMBA2_WARP_L2PF", false);
-        const void* k = warpDecodeKernel(q.state_dtype, q.dstate, q.num_tokens, rows, l2pf);
+        const void* k = warpDecodeKernel(q.state_dtype, q.dstate, q.num_tokens, rows);
         const long long items = (long long)q.batch * q.nheads * (q.headdim / rows);
         const bool ok = k && q.headdim % rows == 0 && items < (1LL << 31) &&
                         bulkRows(q.x, q.stride_x_b, q.stride_x_t, q.stride_x_h) &&
@@ -589,13 +585,9 @@ extern "C" int rssm_mamba2_decode_launch(const Mamba2DecodeParams* pIn, cudaStre
         if (ok) {
             const int threads = warpDecodeThreads();  // 4-warp CTAs measured the same (seventh session)
             const int warps = threads / 32;
-            // One item per warp (full grid) by default: 87.6% of copy vs 79.7% persistent (Super, B = 256; seventh
-            // session). RSSM_MAMBA2_WARP_DECODE_GRID=persistent|full overrides (read per launch, A/B timing).
+            // One item per warp (full grid): 87.6% of copy vs 79.7% persistent (Super, B = 256; seventh session).
             const long long ctas = (items + warps - 1) / warps;
-            const rssm::WarpItemGrid gc = rssm::warpItemGridChoice(
-                "RSSM_MAMBA2_WARP_DECODE_GRID", l2pf ? rssm::WarpItemGrid::kPersistent : rssm::WarpItemGrid::kFull);
-            const int grid = gc == rssm::WarpItemGrid::kFull ? (int)ctas : persistentGrid(k, threads, 0, ctas);
-            return launch(op, k, dim3(grid), threads, 0, &q, stream);
+            return launch(op, k, dim3((unsigned)ctas), threads, 0, &q, stream);
         }
         q.variant = RSSM_MAMBA2_VARIANT_PERSISTENT_SMALL;
         q.rows_per_cta = 0;

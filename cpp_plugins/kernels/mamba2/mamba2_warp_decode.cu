@@ -21,10 +21,7 @@ const void* warpDecodeByT(int N, int T, int rows) {
 }
 }  // namespace
 
-const void* warpDecodeKernel(int stateDtype, int dstate, int numTokens, int rows, bool l2Prefetch) {
-    // l2Prefetch (RSSM_MAMBA2_WARP_L2PF=1, A/B; mamba2_launch.cu): fp32 rows, dstate 128, one token, 8-row items
-    if (l2Prefetch && stateDtype == RSSM_DTYPE_FP32 && dstate == 128 && numTokens == 1 && rows == 8)
-        return reinterpret_cast<const void*>(&mamba2WarpDecodeKernel<float, 128, true, 8, true>);
+const void* warpDecodeKernel(int stateDtype, int dstate, int numTokens, int rows) {
     switch (stateDtype) {
         case RSSM_DTYPE_FP32: return warpDecodeByT<float>(dstate, numTokens, rows);
         case RSSM_DTYPE_FP16: return warpDecodeByT<__half>(dstate, numTokens, rows);

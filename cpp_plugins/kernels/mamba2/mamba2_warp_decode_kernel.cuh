@@ -104,10 +104,7 @@ __device__ __forceinline__ void warpDecodeItem(const Mamba2DecodeParams& p, int 
 
 // ONE: one token per row (standard decode; T is a compile-time 1), else 1..8 tokens (per-draft snapshots).
 // RWS: state rows per item (8).
-// L2PF (A/B, twenty-first session; not yet run on a GPU; meant for a persistent grid): the slots are loaded two items
-// ahead and the next item's rows are prefetched into L2 at the start of each item (stream::prefetchWarpRowsL2), so a
-// warp of a persistent grid keeps a second item's rows in flight without registers.
-template <typename ST, int N, bool ONE, int RWS, bool L2PF = false>
+template <typename ST, int N, bool ONE, int RWS>
 __global__ void __launch_bounds__(kWarpDecodeThreads, ONE && N == 128 && RWS == 8 ? 3 : 2)
     mamba2WarpDecodeKernel(const Mamba2DecodeParams p) {
     const int nrb = p.headdim / RWS;
@@ -125,22 +122,9 @@ __global__ void __launch_bounds__(kWarpDecodeThreads, ONE && N == 128 && RWS == 
     };
     stream::ItemCursor c = walk.at(it);
     int slot = slotOf(c.b);
-    int slotAfter = -1;  // L2PF: the slot of the item after the next one (loaded one item before it is used)
-    if constexpr (L2PF) slotAfter = (unsigned long long)it + nw < items ? slotOf(walk.next(c).b) : -1;
     for (; it < items; it += nw) {
         const stream::ItemCursor nc = walk.next(c);
-        int nslot;
-        if constexpr (L2PF) {
-            nslot = slotAfter;
-            if (nslot >= 0)
-                stream::prefetchWarpRowsL2<RWS, N, ST>(
-                    static_cast<const ST*>(p.state) + (int64_t)nslot * p.stride_state_slot +
-                        (int64_t)nc.head * p.stride_state_head,
-                    p.stride_state_p, nc.blk * RWS, p.headdim, lane);
-            slotAfter = (unsigned long long)it + 2ull * nw < items ? slotOf(walk.next(nc).b) : -1;
-        } else {
-            nslot = it + nw < items ? slotOf(nc.b) : -1;  // one item ahead
-        }
+        const int nslot = it + nw < items ? slotOf(nc.b) : -1;  // one item ahead
         if (slot >= 0) warpDecodeItem<ST, N, ONE, RWS>(p, c.b, c.head, c.blk * RWS, slot, rl, lane);
         c = nc;
         slot = nslot;
