@@ -18,6 +18,11 @@ const void* entry(bool hoistC, bool prefetchX, bool zPairs) {
             // into L2 before their fold (FPF)
             if (envSwitch("RSSM_MAMBA2_MMA_FPF", false))
                 return reinterpret_cast<const void*>(&mamba2SplitReadoutMmaStagedKernel<ST, true, true, true, true>);
+            // RSSM_MAMBA2_MMA_CPF=1 (A/B, off by default, not yet timed): C_g one item ahead, the coefficient products
+            // after the state products (CPF)
+            if (envSwitch("RSSM_MAMBA2_MMA_CPF", false))
+                return reinterpret_cast<const void*>(
+                    &mamba2SplitReadoutMmaStagedKernel<ST, true, true, true, false, true>);
             return reinterpret_cast<const void*>(&mamba2SplitReadoutMmaStagedKernel<ST, true, true, true>);
         }
     }
