@@ -34,6 +34,14 @@ def _run(name, fn):
     print(f"ran {name}", flush=True)
 
 
+def _held(h0, L, h):
+    """Cursors with h committed records on every row (--spec-h)."""
+    import torch
+    if not 0 <= h <= L:
+        raise SystemExit(f"--spec-h {h}: expected 0 .. L = {L}")
+    return torch.full_like(h0, h)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cases", default="gdn,mamba2", help="comma list of gdn, mamba2, dp")
@@ -43,7 +51,7 @@ def main() -> int:
     ap.add_argument("--mamba2-variants", default="0,2")
     ap.add_argument("--spec-tokens", default="4")
     ap.add_argument("--spec-h", type=int, default=-1,
-                    help="committed records of every row in the speculative cases (mamba2); -1: staggered h = b %% L "
+                    help="committed records of every row in the speculative cases (gdn, mamba2); -1: staggered rows "
                          "(rows with h + T > L flush). A value <= L - T gives a step where no row flushes")
     ap.add_argument("--dp-reads", default="fp16,nvfp4", help="read formats of the 'dp' case (dual-precision "
                     "decode, non-flush step, h = L/2, the shapes of bench precision)")
@@ -67,8 +75,7 @@ def main() -> int:
             ls.set_cursors(h0)
             _run(f"gdn_replay_std_v{v}", lambda: ls.replay_step(0, 1, 0, v))
             for T in spec:
-                hs = torch.clamp(h0, max=L - 1)
-                ls.set_cursors(hs)
+                ls.set_cursors(torch.clamp(h0, max=L - 1) if args.spec_h < 0 else _held(h0, L, args.spec_h))
                 _run(f"gdn_replay_spec_T{T}_v{v}", lambda: ls.replay_step(0, T, 1, v))
         del ls
     if "mamba2" in args.cases:
@@ -82,12 +89,7 @@ def main() -> int:
             ls.set_cursors(torch.full_like(h0, L - 1))  # in phase, every row flushes
             _run(f"m2_replay_std_allflush_v{v}", lambda: ls.replay_step(0, 1, 0, variant=v))
             for T in spec:
-                if args.spec_h < 0:
-                    ls.set_cursors(h0)
-                else:
-                    if args.spec_h > L:
-                        raise SystemExit(f"--spec-h {args.spec_h}: expected 0 .. L = {L}")
-                    ls.set_cursors(torch.full_like(h0, args.spec_h))
+                ls.set_cursors(h0 if args.spec_h < 0 else _held(h0, L, args.spec_h))
                 _run(f"m2_replay_spec_T{T}_v{v}", lambda: ls.replay_step(0, T, 1, variant=v))
     if "dp" in args.cases:
         _profile_dual_precision(B, L, [r for r in args.dp_reads.split(",") if r], args.dp_rec,

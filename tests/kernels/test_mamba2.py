@@ -795,17 +795,14 @@ def test_replay_split_mma_fold_sanitize(monkeypatch):
 MMA_READOUT_CASES = [c for c in REPLAY_CASES if c[4]["N"] == 128]
 # 4: the tensor-core readout (default: the next item's x_j and z loaded one item ahead, fp32 rows); 4z: without the
 # z prefetch (RSSM_MAMBA2_MMA_ZPF=0, the default before the twenty-second session); 4n: without either prefetch
-# (RSSM_MAMBA2_MMA_XPF=0); 4f: flush items prefetch the next item's rows into L2 (RSSM_MAMBA2_MMA_FPF=1, an A/B
-# switch, off by default); 4c: C_g one item ahead and the coefficient products after the state products
-# (RSSM_MAMBA2_MMA_CPF=1, an A/B switch, off by default); 0: the CUDA-core readout.
-MMA_PIPES = ["4", "4z", "4n", "4f", "4c", "0"]
-MMA_PIPE_IDS = ["mma", "mma-nozpf", "mma-noxpf", "mma-fpf", "mma-cpf", "plain"]
+# (RSSM_MAMBA2_MMA_XPF=0); 0: the CUDA-core readout.
+MMA_PIPES = ["4", "4z", "4n", "0"]
+MMA_PIPE_IDS = ["mma", "mma-nozpf", "mma-noxpf", "plain"]
 
 
 def _set_mma_pipe(monkeypatch, pipe):
     """pipe: the readout (RSSM_MAMBA2_SPLIT_PIPE) and a suffix: "n" turns the x_j (and z) prefetch off, "z" only the
-    z prefetch (RSSM_MAMBA2_MMA_ZPF=0), "f" turns the flush items' L2 prefetch on (RSSM_MAMBA2_MMA_FPF=1), "c" the C_g
-    prefetch (RSSM_MAMBA2_MMA_CPF=1)."""
+    z prefetch (RSSM_MAMBA2_MMA_ZPF=0)."""
     monkeypatch.setenv("RSSM_MAMBA2_SPLIT_PIPE", pipe[0])
     if pipe.endswith("n"):
         monkeypatch.setenv("RSSM_MAMBA2_MMA_XPF", "0")
@@ -815,14 +812,6 @@ def _set_mma_pipe(monkeypatch, pipe):
         monkeypatch.setenv("RSSM_MAMBA2_MMA_ZPF", "0")
     else:
         monkeypatch.delenv("RSSM_MAMBA2_MMA_ZPF", raising=False)
-    if pipe.endswith("f"):
-        monkeypatch.setenv("RSSM_MAMBA2_MMA_FPF", "1")
-    else:
-        monkeypatch.delenv("RSSM_MAMBA2_MMA_FPF", raising=False)
-    if pipe.endswith("c"):
-        monkeypatch.setenv("RSSM_MAMBA2_MMA_CPF", "1")
-    else:
-        monkeypatch.delenv("RSSM_MAMBA2_MMA_CPF", raising=False)
 
 
 @pytest.mark.parametrize("pipe", MMA_PIPES, ids=MMA_PIPE_IDS)

@@ -185,25 +185,6 @@ __device__ __forceinline__ void loadWarpRows(float4 (&S)[RW][QPL], const ST* bas
         }
     }
 }
-// L2 prefetch of the warp's RW rows (rows vw .. vw + RW - 1 below nv) of K elements of ST: one prefetch.global.L2 per
-// 128-byte line, the lines spread over the lanes (fp32, K = 128: one line per lane). Nothing comes back to registers;
-// a later loadWarpRows of the same rows then finds them in L2. (A row that does not start on a 128-byte boundary
-// leaves its last partial line to the load.)
-template <int RW, int K, typename ST>
-__device__ __forceinline__ void prefetchWarpRowsL2(const ST* base, int64_t stride_v, int vw, int nv, int lane) {
-    constexpr int kLinesPerRow = (K * (int)sizeof(ST) + 127) / 128;
-    constexpr int kElemsPerLine = 128 / (int)sizeof(ST);
-    constexpr int kLines = RW * kLinesPerRow;
-#pragma unroll
-    for (int k = 0; k < (kLines + 31) / 32; ++k) {
-        const int j = lane + 32 * k;
-        const int r = j / kLinesPerRow, line = j - r * kLinesPerRow;
-        if (j < kLines && vw + r < nv) {
-            const ST* q = base + (int64_t)(vw + r) * stride_v + line * kElemsPerLine;
-            asm volatile("prefetch.global.L2 [%0];" ::"l"(q));
-        }
-    }
-}
 template <int RW, int QPL, typename ST>
 __device__ __forceinline__ void storeWarpRows(const float4 (&S)[RW][QPL], ST* base, int64_t stride_v, int vw, int nv,
                                               int rl, int lane) {

@@ -13,18 +13,8 @@ const void* entry(bool hoistC, bool prefetchX, bool zPairs) {
     // fp32 rows with the default C / x loads and 4-byte aligned z pairs: z one item ahead and the head records before
     // C (mamba2SplitReadoutMmaStagedKernel's ZPF); RSSM_MAMBA2_MMA_ZPF=0 (A/B, read per launch) turns it off
     if constexpr (std::is_same<ST, float>::value) {
-        if (hoistC && prefetchX && zPairs && envSwitch("RSSM_MAMBA2_MMA_ZPF", true)) {
-            // RSSM_MAMBA2_MMA_FPF=1 (A/B, off by default, not yet timed): flush items prefetch the next item's rows
-            // into L2 before their fold (FPF)
-            if (envSwitch("RSSM_MAMBA2_MMA_FPF", false))
-                return reinterpret_cast<const void*>(&mamba2SplitReadoutMmaStagedKernel<ST, true, true, true, true>);
-            // RSSM_MAMBA2_MMA_CPF=1 (A/B, off by default, not yet timed): C_g one item ahead, the coefficient products
-            // after the state products (CPF)
-            if (envSwitch("RSSM_MAMBA2_MMA_CPF", false))
-                return reinterpret_cast<const void*>(
-                    &mamba2SplitReadoutMmaStagedKernel<ST, true, true, true, false, true>);
+        if (hoistC && prefetchX && zPairs && envSwitch("RSSM_MAMBA2_MMA_ZPF", true))
             return reinterpret_cast<const void*>(&mamba2SplitReadoutMmaStagedKernel<ST, true, true, true>);
-        }
     }
     if (prefetchX)
         return hoistC ? reinterpret_cast<const void*>(&mamba2SplitReadoutMmaStagedKernel<ST, true, true>)

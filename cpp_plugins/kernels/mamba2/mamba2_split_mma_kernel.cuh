@@ -98,13 +98,10 @@ __host__ __device__ constexpr int stagedWarpBytes() { return 2 * SmemRows<ST>::k
 // coefficient loads were even issued) and 16% on the first coefficient use.
 // (An L2 prefetch of the rows two items ahead, L2PF, measured 9% slower at T = 4 and T = 8 in the twenty-second
 // session and was removed.)
-// FPF (A/B, twenty-second session; not yet run on a GPU): a flush item, whose other row buffer holds its B_j chunk so
-// that the next item's rows are only issued after the fold, prefetches those rows into L2 at its start
-// (stream::prefetchWarpRowsL2, one 128-byte line per lane), so the fold no longer leaves the warp's pipeline empty.
-// CPF (A/B, with CHOIST, XPF and ZPF; twenty-second session, not yet run on a GPU): the item's C_g pairs are loaded one
-// item ahead (into the registers the products have just freed) and the coefficient products follow the state products,
-// so the one round trip left at an item's start (its head records) overlaps the products instead of preceding them.
-template <typename ST, bool CHOIST, bool XPF, bool ZPF = false, bool FPF = false, bool CPF = false>
+// Also measured in the twenty-second session and removed: flush items prefetching the next item's rows into L2 before
+// their fold (within 1%, slower), and C_g loaded one item ahead with the coefficient products after the state
+// products (78 bytes of spills at the 80-register bound: 25-35% slower).
+template <typename ST, bool CHOIST, bool XPF, bool ZPF = false>
 __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
     mamba2SplitReadoutMmaStagedKernel(const Mamba2ReplayParams p) {
     using namespace mmareadout;
@@ -169,21 +166,6 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
     };
     uint32_t zNext = 0u;
     if constexpr (ZPF) zNext = loadZ(cC, slotC);
-    static_assert(!CPF || (CHOIST && XPF && ZPF), "CPF builds on CHOIST, XPF and ZPF");
-    // CPF: C_g pairs of the lane's token for item c (0 for padding rows)
-    auto loadC = [&](stream::ItemCursor c, int sl, uint32_t(&w)[2 * kKT]) {
-        const uint32_t* cr = reinterpret_cast<const uint32_t*>(
-            static_cast<const uint16_t*>(p.Cm) + (int64_t)c.b * p.stride_C_b + (int64_t)(c.head / hpg) * p.stride_C_g +
-            (int64_t)g * p.stride_C_t + 2 * q);
-        const bool on = actTok && sl >= 0;
-#pragma unroll
-        for (int k = 0; k < kKT; ++k) {
-            w[2 * k] = on ? __ldg(cr + 8 * k) : 0u;
-            w[2 * k + 1] = on ? __ldg(cr + 8 * k + 4) : 0u;
-        }
-    };
-    uint32_t cwNext[2 * kKT];
-    if constexpr (CPF) loadC(cC, slotC, cwNext);
     for (int buf = 0; it < items; it += nw, buf ^= 1) {
         const int slot = slotC;
         const int4 meta = metaC;
@@ -198,17 +180,12 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
         if (flushItem) stageBRows(sB, ringBg, 0, nf, meta.z, Cap, (int64_t)G * kN, lane);
         else if (slotN >= 0) Rows::issue(sRows(buf ^ 1), rowsOf(cN, slotN), p.stride_state_p, lane);
         if (!flushItem) async::commit();
-        if constexpr (FPF) {
-            if (flushItem && slotN >= 0)
-                stream::prefetchWarpRowsL2<kSplitRows, kN, ST>(rowsOf(cN, slotN), p.stride_state_p, 0, kSplitRows, lane);
-        }
         const int4 metaN = slotN >= 0 ? metaOf(cN) : make_int4(0, -1, 0, 0);
         const stream::ItemCursor cNN = walk.next(cN);
         const int slotNN = validSlot(rawNN);
         rawNN = it + 3 * nw < items ? rawSlot(walk.next(cNN).b) : -1;
 
         bool xIssued = false;  // XPF: the next item's x_j loads
-        bool cIssued = false;  // CPF: the next item's C_g loads
         if (slot >= 0 && nf != kSplitSkipRow) {  // else padding row / skipped flushing row: untouched
             uint16_t* yg = static_cast<uint16_t*>(p.y) + (int64_t)b * p.stride_y_b + (int64_t)g * p.stride_y_t +
                            (int64_t)head * p.stride_y_h + vw + 2 * q;
@@ -234,10 +211,7 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
                 };
                 if constexpr (ZPF) loadHeadRecords();  // before the C_g loads: their round trips overlap
                 uint32_t cw[2 * kKT];  // C_g pairs of this lane's token: columns 16k + 2q, + 1 and 16k + 8 + 2q, + 1
-                if constexpr (CPF) {
-#pragma unroll
-                    for (int k = 0; k < 2 * kKT; ++k) cw[k] = cwNext[k];
-                } else if constexpr (CHOIST) {
+                if constexpr (CHOIST) {
 #pragma unroll
                     for (int k = 0; k < kKT; ++k) {
                         cw[2 * k] = actTok ? __ldg(Crow + 8 * k) : 0u;
@@ -259,14 +233,11 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
                 uint32_t xb[4];
                 ldmatrixX4Trans(xb, sX + lane * kSplitRows);
                 float accE[4] = {0.f, 0.f, 0.f, 0.f}, accO[4] = {0.f, 0.f, 0.f, 0.f}, accR[4] = {0.f, 0.f, 0.f, 0.f};
-                auto coefProducts = [&]() {
 #pragma unroll
-                    for (int c = 0; c < 4; ++c) {
-                        if (8 * c >= R) break;
-                        mmaTf32(accR, tf32(cf[2 * c]), tf32(cf[2 * c + 1]), xb[c] << 16, xb[c] & 0xffff0000u);
-                    }
-                };
-                if constexpr (!CPF) coefProducts();
+                for (int c = 0; c < 4; ++c) {
+                    if (8 * c >= R) break;
+                    mmaTf32(accR, tf32(cf[2 * c]), tf32(cf[2 * c + 1]), xb[c] << 16, xb[c] & 0xffff0000u);
+                }
                 async::waitAllButOne();  // this item's rows (the next item's rows / B_j chunk may be in flight)
                 __syncwarp();
                 const ST* rowG = sRows(buf) + g * Rows::kStride;
@@ -288,15 +259,8 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
                 if constexpr (XPF) {
                     xqNext = loadX(cN, slotN, metaN);
                     if constexpr (ZPF) zNext = loadZ(cN, slotN);
-                    if constexpr (CPF) {  // a flush item loads them after its fold (registers)
-                        if (nf == 0) {
-                            loadC(cN, slotN, cwNext);
-                            cIssued = true;
-                        }
-                    }
                     xIssued = true;
                 }
-                if constexpr (CPF) coefProducts();
                 if (actTok) {
                     float y0 = fmaf(gam, accE[0] + accO[0], accR[0]);
                     float y1 = fmaf(gam, accE[1] + accO[1], accR[1]);
@@ -385,9 +349,6 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
                 xqNext = loadX(cN, slotN, metaN);
                 if constexpr (ZPF) zNext = loadZ(cN, slotN);
             }
-        }
-        if constexpr (CPF) {
-            if (!cIssued) loadC(cN, slotN, cwNext);
         }
         if (flushItem) {  // the other buffer is free again: the next item's rows
             __syncwarp();
