@@ -795,14 +795,15 @@ def test_replay_split_mma_fold_sanitize(monkeypatch):
 MMA_READOUT_CASES = [c for c in REPLAY_CASES if c[4]["N"] == 128]
 # 4: the tensor-core readout (default: the next item's x_j and z loaded one item ahead, fp32 rows); 4z: without the
 # z prefetch (RSSM_MAMBA2_MMA_ZPF=0, the default before the twenty-second session); 4n: without either prefetch
-# (RSSM_MAMBA2_MMA_XPF=0); 0: the CUDA-core readout.
-MMA_PIPES = ["4", "4z", "4n", "0"]
-MMA_PIPE_IDS = ["mma", "mma-nozpf", "mma-noxpf", "plain"]
+# (RSSM_MAMBA2_MMA_XPF=0); 4h: the head records by bulk copy into shared memory one item ahead (RSSM_MAMBA2_MMA_HSM=1,
+# an A/B switch, off by default; fp32 rows, T <= 4, window + T <= 32, else the default runs); 0: the CUDA-core readout.
+MMA_PIPES = ["4", "4z", "4n", "4h", "0"]
+MMA_PIPE_IDS = ["mma", "mma-nozpf", "mma-noxpf", "mma-hsm", "plain"]
 
 
 def _set_mma_pipe(monkeypatch, pipe):
     """pipe: the readout (RSSM_MAMBA2_SPLIT_PIPE) and a suffix: "n" turns the x_j (and z) prefetch off, "z" only the
-    z prefetch (RSSM_MAMBA2_MMA_ZPF=0)."""
+    z prefetch (RSSM_MAMBA2_MMA_ZPF=0), "h" turns the head records' bulk copy on (RSSM_MAMBA2_MMA_HSM=1)."""
     monkeypatch.setenv("RSSM_MAMBA2_SPLIT_PIPE", pipe[0])
     if pipe.endswith("n"):
         monkeypatch.setenv("RSSM_MAMBA2_MMA_XPF", "0")
@@ -812,6 +813,10 @@ def _set_mma_pipe(monkeypatch, pipe):
         monkeypatch.setenv("RSSM_MAMBA2_MMA_ZPF", "0")
     else:
         monkeypatch.delenv("RSSM_MAMBA2_MMA_ZPF", raising=False)
+    if pipe.endswith("h"):
+        monkeypatch.setenv("RSSM_MAMBA2_MMA_HSM", "1")
+    else:
+        monkeypatch.delenv("RSSM_MAMBA2_MMA_HSM", raising=False)
 
 
 @pytest.mark.parametrize("pipe", MMA_PIPES, ids=MMA_PIPE_IDS)

@@ -72,8 +72,12 @@ int splitMaxRecords();
 // dynamic shared memory per CTA (splitReadoutThreads() threads).
 // hoistC: RSSM_MAMBA2_MMA_CHOIST (default on); prefetchX: RSSM_MAMBA2_MMA_XPF (default on: the next item's x_j and
 // this item's z loaded early; mamba2_split_mma_kernel.cuh; measured 0-0.5% faster at T = 4, 3% at T = 8)
-const void* splitMmaReadoutKernel(int stateDtype, int dstate, bool hoistC, bool prefetchX, bool zPairs);
-size_t splitMmaReadoutSmemBytes(int stateDtype);
+const void* splitMmaReadoutKernel(int stateDtype, int dstate, bool hoistC, bool prefetchX, bool zPairs,
+                                  bool headSmem);
+// HSM: bytes of the head-record copy for T tokens and a window, and the warp's head buffer (the launcher's condition)
+int splitMmaHeadCopyBytes(int tokens, int window);
+int splitMmaHeadBufferBytes();
+size_t splitMmaReadoutSmemBytes(int stateDtype, bool headSmem);
 size_t splitPrepSmemBytes(int window, int numTokens, int dstate, int headdim, int headsPerGroup);
 int splitHeadsPerPrep();
 int splitReadoutThreads();

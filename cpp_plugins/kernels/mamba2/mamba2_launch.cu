@@ -451,14 +451,24 @@ int launchSplitReadout(const char* op, Mamba2ReplayParams& q, stream::ReadCopySc
         // z read as 4-byte pairs (the rows an item's lane owns are 2q, 2q + 1 of 8; no gate counts as aligned)
         const bool zPairs = q.z == nullptr || (((uintptr_t)q.z % 4) == 0 && q.stride_z_b % 2 == 0 &&
                                                q.stride_z_t % 2 == 0 && q.stride_z_h % 2 == 0);
-        const void* mk = q.act_dtype == RSSM_DTYPE_BF16 && aligned && chunks && !q.skip_flush_rows
-                             ? splitMmaReadoutKernel(q.state_dtype, q.dstate, envSwitch("RSSM_MAMBA2_MMA_CHOIST", true),
-                                                     envSwitch("RSSM_MAMBA2_MMA_XPF", true), zPairs)
-                             : nullptr;
+        // RSSM_MAMBA2_MMA_HSM=1 (A/B, off by default, not yet run on a GPU): the head records by bulk copy into shared
+        // memory one item ahead (fp32 rows, T <= 4, window + T <= 32, a 16-byte aligned workspace, sm_90+)
+        const bool mmaOk = q.act_dtype == RSSM_DTYPE_BF16 && aligned && chunks && !q.skip_flush_rows;
+        const bool hoistC = envSwitch("RSSM_MAMBA2_MMA_CHOIST", true), prefetchX = envSwitch("RSSM_MAMBA2_MMA_XPF", true);
+        bool headSmem = envSwitch("RSSM_MAMBA2_MMA_HSM", false) && q.state_dtype == RSSM_DTYPE_FP32 && hoistC &&
+                        prefetchX && zPairs && envSwitch("RSSM_MAMBA2_MMA_ZPF", true) && q.num_tokens <= 4 &&
+                        splitMmaHeadCopyBytes(q.num_tokens, q.window) <= splitMmaHeadBufferBytes() &&
+                        ((uintptr_t)q.workspace % 16) == 0;
+        const void* mk = mmaOk ? splitMmaReadoutKernel(q.state_dtype, q.dstate, hoistC, prefetchX, zPairs, headSmem)
+                               : nullptr;
+        if (mk && headSmem && !persistentUsable(mk)) {  // no sm_90 bulk copies on this device / in this build
+            headSmem = false;
+            mk = splitMmaReadoutKernel(q.state_dtype, q.dstate, hoistC, prefetchX, zPairs, false);
+        }
         if (mk) {
             const long long items = (long long)q.batch * q.nheads * (q.headdim / splitRows());
             const int warps = splitReadoutThreads() / 32;
-            const size_t smem = splitMmaReadoutSmemBytes(q.state_dtype);
+            const size_t smem = splitMmaReadoutSmemBytes(q.state_dtype, headSmem);
             if (!allowSmem(mk, smem))
                 return setError(RSSM_ERR_CUDA, "%s: cannot raise the shared-memory limit of the split mma readout", op);
             const int g = persistentGrid(mk, splitReadoutThreads(), smem, (items + warps - 1) / warps);
