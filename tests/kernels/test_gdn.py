@@ -375,6 +375,40 @@ def test_replay_standard_prep_register_bounds(minb, shape, B, L, stag, monkeypat
             f"max out rel err={seq.max_err['out']:.2e} flushes={seq.flushes}")
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape,B,L,stag", [pytest.param("q35-4b", 3, 8, True, marks=pytest.mark.sanitize),
+                                             ("q35-4b", 64, 16, False), ("q35-122b", 256, 16, True)],
+                         ids=["q35-4b-B3-L8-stag", "q35-4b-B64-L16-phase", "q35-122b-B256-L16-stag"])
+def test_replay_standard_readout_deferred_permute(shape, B, L, stag, monkeypatch):
+    """The split readout with the committed records' u_j permuted after token 0's loads (RSSM_GDN_SPLIT_UPD=1, an A/B
+    switch, off by default; the serving fp32-row K = 128 instance) on the split kernels (variant 6): padding and
+    staggered rows, flushes, wrap-around, against the float64 reference with the default tolerances."""
+    monkeypatch.setenv("RSSM_GDN_SPLIT_UPD", "1")
+    seq = _Seq(shape, B, L, 0, 1, seed=B * 100 + L + 9, variant=6)
+    join = [(r * 5) % L if stag else 0 for r in range(B)]
+    steps = 3 * L + max(join)
+    _run_standard(seq, B, join, 0.1, steps, 11)
+    _report(f"replay-standard readout deferred u permute {shape} B={B} L={L}: steps={steps} "
+            f"max out rel err={seq.max_err['out']:.2e} flushes={seq.flushes}")
+
+
+@pytest.mark.gpu
+def test_deferred_permute_changes_no_value(monkeypatch):
+    """RSSM_GDN_SPLIT_UPD only moves an instruction: the same standard-step sequence with and without it leaves
+    bit-identical checkpoints and ring u (fp32 rows, padding and staggered rows, flushes)."""
+    res = {}
+    for on in ("0", "1"):
+        monkeypatch.setenv("RSSM_GDN_SPLIT_UPD", on)
+        seq = _Seq("q35-122b", 7, 8, 0, 1, seed=95, variant=6)
+        for t in range(24):
+            seq.step(_active(7, t, [0, 3, 5, 0, 2, 7, 1], seq.gen, 0.15))
+        torch.cuda.synchronize()
+        assert seq.flushes > 0
+        res[on] = (seq.ckpt.clone(), seq.ring_u.clone())
+    assert torch.equal(res["0"][0], res["1"][0]), "RSSM_GDN_SPLIT_UPD changed a checkpoint"
+    assert torch.equal(res["0"][1], res["1"][1]), "RSSM_GDN_SPLIT_UPD changed ring u"
+
+
 def _spec_accept(accept, B, T, gen):
     if accept == "all":
         return [T] * B

@@ -435,7 +435,12 @@ constexpr int kDtBf16ActFp16U = 1;
 // K = 128; 256 x 2: 128 registers; 128 x 5: 96 registers). Dynamic shared memory:
 // (NT / 32) x splitReadoutWarpSmemBytesGdn(K). (A two-stage cp.async state pipeline in shared memory measured
 // slower: 4B B = 256 215 vs 186 us, more instructions; docs/kernels-gdn.md "Variant 6".)
-template <typename ST, int K, int MAXT, int NT, int MINB, int DT>
+// UPD (A/B, twenty-second session, NOT yet run on a GPU; the serving standard-step instance only): the committed
+// records' u_j block is permuted into the lane's row slots after token 0's k / q / v / coefficient loads are issued,
+// not right after its own load. The permute consumes the load, so in the default order every item waits one
+// round trip for u_j before it even issues the rest (the Mamba-2 verify readout's gate z had the same pattern: 18% of
+// its stall samples, 5-7% of the step once moved; docs/kernels-mamba2.md "Twenty-second session").
+template <typename ST, int K, int MAXT, int NT, int MINB, int DT, int UPD = 0>
 __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnReplayParams p,
                                                                    const stream::ReadCopyScales rc) {
     pdlWaitPrimary();  // launched as a programmatic dependent of the prep kernel
@@ -497,7 +502,9 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
             }
             return q;
         };
-        const uint4 uperm = xorPermute8(loadU(), rl);  // u_lane of the rows in this lane's register slots (packed)
+        // u_lane of the rows in this lane's register slots (packed); UPD: permuted after token 0's loads (uraw)
+        const uint4 uraw = UPD != 0 ? loadU() : make_uint4(0u, 0u, 0u, 0u);
+        uint4 uperm = UPD != 0 ? make_uint4(0u, 0u, 0u, 0u) : xorPermute8(loadU(), rl);
         const int hk = hv / group;
         const int row = vw + rl;
         const int64_t kBase = (int64_t)b * p.k_stride_b + (int64_t)hk * p.k_stride_h + lane * 4;
@@ -520,6 +527,9 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
                 const float vv = ldAct(p.v, vOff + (int64_t)s * p.v_stride_t, bf16);
                 float ck, cq, gk, gq, beta, ckd[MAXT], cqd[MAXT];
                 loadTokenCoefs<MAXT>(rec, s, T, RM, h, lane, ck, cq, gk, gq, beta, ckd, cqd);
+                if constexpr (UPD != 0) {
+                    if (s == 0) uperm = xorPermute8(uraw, rl);
+                }
                 // g (S[row] . vec) + c u_lane[row], summed over the warp: the full value of row rl in this lane
                 auto rowTerm = [&](const float4 (&vec)[QPL], float g, float c) {
                     float part[RWS];
