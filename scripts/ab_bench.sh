@@ -5,13 +5,15 @@
 #
 # SETTING is "-" (no switch) or space-separated NAME=VALUE pairs, e.g. "RSSM_MAMBA2_SPLIT_PREP=w4". Prints the
 # timing lines of `replayssm-trtllm bench FAMILY BENCH ARGS` per setting (correctness checks that fail are
-# printed too). Expects the kernel library built or unpacked by scripts/gpu_run.sh (build/gpu). Timings only: the
-# official results come from scripts/gpu_run.sh --bench (which writes the JSON).
+# printed too), then one table of every case by process (scripts/ab_summary.py). Expects the kernel library built
+# or unpacked by scripts/gpu_run.sh (build/gpu). Timings only: the official results come from scripts/gpu_run.sh
+# --bench (which writes the JSON).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 fam="$1"; args="$2"; shift 2
 export RSSM_KERNEL_LIB="${RSSM_KERNEL_LIB:-$PWD/build/gpu/libreplayssm_kernels.so}"
 export PYTHONPATH="$PWD:${PYTHONPATH:-}"
+log="$(mktemp /tmp/ab-$fam-XXXX.log)"
 for setting in "$@"; do
   echo "== $fam [$setting] bench $args"
   envs=()
@@ -19,4 +21,6 @@ for setting in "$@"; do
   # shellcheck disable=SC2086
   env "${envs[@]}" python3 -m replayssm_trtllm bench "$fam" $args --out "/tmp/ab-$fam.json" 2>&1 \
     | grep -E "us/step| us |FAIL|rror|copy:|copy bandwidth" | grep -v "^  best" | sed -E 's/ +/ /g'
-done
+done | tee "$log"
+# one row per case, one column per process (scripts/ab_summary.py)
+python3 scripts/ab_summary.py "$log"

@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""Compact side-by-side table of scripts/ab_bench.sh output: one row per timed case, one column per process (setting).
+
+    python3 scripts/ab_summary.py AB_OUTPUT.log        (scripts/ab_bench.sh prints it at its end)
+
+Reads the "== FAMILY [SETTING] bench ARGS" headers and the timing lines under them ("<case> 463.64 us/step ..." from
+bench mamba2, "<case>: 175.73 us ..." from bench gdn); cases that appear under no header are ignored. The last column
+is the ratio of the second process to the first where both timed the case (e.g. switch / default).
+"""
+from __future__ import annotations
+
+import re
+import sys
+
+HEADER = re.compile(r"^== (\S+) \[(.*)\] bench")
+TIMING = re.compile(r"^(?P<case>.+?)[ :]+(?P<us>[0-9]+\.[0-9]+) us(/step)?\b")
+
+
+def parse(lines):
+    """[(column label, {case: us})] in process order."""
+    cols = []
+    for line in lines:
+        line = line.rstrip("\n")
+        m = HEADER.match(line)
+        if m:
+            cols.append((f"{m.group(1)} [{m.group(2)}]", {}))
+            continue
+        m = TIMING.match(line)
+        if m and cols and "best" not in m.group("case"):
+            case = re.sub(r"\s+", " ", m.group("case")).strip()
+            cols[-1][1].setdefault(case, float(m.group("us")))
+    return cols
+
+
+def table(cols):
+    """Markdown-ish rows: per family, the cases in first-seen order."""
+    out = []
+    fams = []
+    for label, _ in cols:
+        fam = label.split(" ", 1)[0]
+        if fam not in fams:
+            fams.append(fam)
+    for fam in fams:
+        fc = [(label, d) for label, d in cols if label.split(" ", 1)[0] == fam]
+        cases = []
+        for _, d in fc:
+            cases += [c for c in d if c not in cases]
+        if not cases:
+            continue
+        heads = [f"{i + 1}: {label.split(' ', 1)[1]}" for i, (label, _) in enumerate(fc)]
+        out.append(f"# {fam}: us per step; columns = processes in order")
+        out.append("| case | " + " | ".join(heads) + " | 2 / 1 |")
+        for case in cases:
+            vals = [d.get(case) for _, d in fc]
+            cells = ["" if v is None else f"{v:.1f}" for v in vals]
+            ratio = f"{vals[1] / vals[0]:.3f}" if len(vals) > 1 and vals[0] and vals[1] else ""
+            out.append(f"| {case} | " + " | ".join(cells) + f" | {ratio} |")
+    return out
+
+
+def main(argv) -> int:
+    if len(argv) != 2:
+        print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
+        return 2
+    with open(argv[1], encoding="utf-8", errors="replace") as f:
+        rows = table(parse(f))
+    print("\n".join(rows) if rows else "ab_summary: no timing lines found")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

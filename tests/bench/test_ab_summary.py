@@ -1,0 +1,52 @@
+"""scripts/ab_summary.py: the side-by-side table of scripts/ab_bench.sh output (CPU)."""
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+
+_PATH = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "ab_summary.py"
+_spec = importlib.util.spec_from_file_location("ab_summary", _PATH)
+ab_summary = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(ab_summary)
+
+LOG = """\
+stray line 1.0 us before any header
+== mamba2 [-] bench --shapes super --tokens 4
+device-to-device copy: 4.255 TB/s (read + write)
+super B=256 L=16 T=1 conventional v4 rows=auto 562.93 us/step 3815 GB/s (89.9% copy)
+super B=256 L=16 T=4 replay verify all-accepted v4 rows=auto 489.18 us/step speedup 3.659x x0.869 conv
+== mamba2 [RSSM_X=1 RSSM_Y=0] bench --shapes super --tokens 4
+super B=256 L=16 T=1 conventional v4 rows=auto 560.00 us/step 3815 GB/s (90.0% copy)
+super B=256 L=16 T=4 replay verify all-accepted v4 rows=auto 440.26 us/step speedup 3.9x x0.786 conv
+== gdn [-] bench --variants 6
+q35-4b B=256 L=16 T=1 conventional v6: 277.46 us 3870 GB/s (90.3% of copy)
+q35-4b B=256 L=16 T=1 conventional best: v6 277.46 us (90.3% of copy)
+q35-4b B=256 L=16 T=1 replay v6 inphase : 175.73 us speedup 1.579x
+"""
+
+
+def test_parse_columns_and_cases():
+    cols = ab_summary.parse(LOG.splitlines())
+    assert [label for label, _ in cols] == ["mamba2 [-]", "mamba2 [RSSM_X=1 RSSM_Y=0]", "gdn [-]"]
+    assert cols[0][1] == {"super B=256 L=16 T=1 conventional v4 rows=auto": 562.93,
+                          "super B=256 L=16 T=4 replay verify all-accepted v4 rows=auto": 489.18}
+    # "best" summary lines are skipped; the gdn "case: value us" form is read
+    assert cols[2][1] == {"q35-4b B=256 L=16 T=1 conventional v6": 277.46,
+                          "q35-4b B=256 L=16 T=1 replay v6 inphase": 175.73}
+
+
+def test_table_ratio_of_second_to_first_process():
+    rows = ab_summary.table(ab_summary.parse(LOG.splitlines()))
+    verify = [r for r in rows if "verify all-accepted" in r]
+    assert verify == ["| super B=256 L=16 T=4 replay verify all-accepted v4 rows=auto | 489.2 | 440.3 | 0.900 |"]
+    assert any(r.startswith("# gdn") for r in rows)
+    gdn_row = [r for r in rows if r.startswith("| q35-4b B=256 L=16 T=1 replay v6 inphase")]
+    assert gdn_row == ["| q35-4b B=256 L=16 T=1 replay v6 inphase | 175.7 |  |"]  # one process: no ratio
+
+
+def test_main_reports_missing_timings(tmp_path, capsys):
+    empty = tmp_path / "empty.log"
+    empty.write_text("== mamba2 [-] bench x\nnothing timed\n")
+    assert ab_summary.main(["ab_summary.py", str(empty)]) == 0
+    assert "no timing lines found" in capsys.readouterr().out
+    assert ab_summary.main(["ab_summary.py"]) == 2
