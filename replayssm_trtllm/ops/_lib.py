@@ -36,6 +36,10 @@ def load_library() -> ctypes.CDLL:
     global _lib
     if _lib is not None:
         return _lib
+    env = os.environ.get("RSSM_KERNEL_LIB")
+    if env and not Path(env).is_file():  # an explicit path must not fall back to another (maybe stale) build
+        raise KernelLibraryError(f"RSSM_KERNEL_LIB={env}: no such file (expected the path of {LIB_NAME}; "
+                                 "unset it to use the library built into the package)")
     tried = []
     for path in _candidates():
         tried.append(str(path))

@@ -50,6 +50,10 @@ def _candidates():
 
 
 def find_plugin_library() -> Path:
+    env = os.environ.get("RSSM_TRT_PLUGIN_LIB")
+    if env and not Path(env).is_file():  # an explicit path must not fall back to another (maybe stale) build
+        raise PluginLibraryError(f"RSSM_TRT_PLUGIN_LIB={env}: no such file (expected the path of {LIB_NAME}; "
+                                 "unset it to use the library built into the package)")
     tried = []
     for p in _candidates():
         tried.append(str(p))

@@ -26,10 +26,22 @@ def test_lazy_import_error(monkeypatch):
 
 
 def test_missing_library_message(monkeypatch, tmp_path):
-    monkeypatch.setenv("RSSM_TRT_PLUGIN_LIB", str(tmp_path / "nope.so"))
+    monkeypatch.delenv("RSSM_TRT_PLUGIN_LIB", raising=False)
     monkeypatch.setattr(plugins, "_candidates", lambda: iter([tmp_path / "nope.so"]))
     with pytest.raises(rt.PluginLibraryError, match=r"libreplayssm_trt_plugins.so not found .*TensorRT_INCLUDE_DIR"):
         rt.find_plugin_library()
+
+
+def test_explicit_library_path_must_exist(monkeypatch, tmp_path):
+    """RSSM_TRT_PLUGIN_LIB naming a missing file is an error, not a silent fall back to another build."""
+    other = tmp_path / "other.so"
+    other.write_bytes(b"")
+    monkeypatch.setenv("RSSM_TRT_PLUGIN_LIB", str(tmp_path / "nope.so"))
+    monkeypatch.setattr(plugins, "_candidates", lambda: iter([tmp_path / "nope.so", other]))
+    with pytest.raises(rt.PluginLibraryError, match=r"RSSM_TRT_PLUGIN_LIB=.*nope\.so: no such file"):
+        rt.find_plugin_library()
+    monkeypatch.setenv("RSSM_TRT_PLUGIN_LIB", str(other))
+    assert rt.find_plugin_library() == other
 
 
 def test_major_version_check():

@@ -1,0 +1,22 @@
+"""The kernel library loader (replayssm_trtllm.ops._lib, CPU): an explicit RSSM_KERNEL_LIB that names a missing file
+is an error, not a silent fall back to another (maybe stale) build."""
+from __future__ import annotations
+
+import pytest
+
+from replayssm_trtllm.ops import _lib
+
+
+def test_explicit_library_path_must_exist(monkeypatch, tmp_path):
+    monkeypatch.setattr(_lib, "_lib", None)  # no library loaded yet in this process, as far as the loader knows
+    monkeypatch.setenv("RSSM_KERNEL_LIB", str(tmp_path / "missing.so"))
+    with pytest.raises(_lib.KernelLibraryError, match=r"RSSM_KERNEL_LIB=.*missing\.so: no such file"):
+        _lib.load_library()
+
+
+def test_not_found_message_names_every_place(monkeypatch, tmp_path):
+    monkeypatch.setattr(_lib, "_lib", None)
+    monkeypatch.delenv("RSSM_KERNEL_LIB", raising=False)
+    monkeypatch.setattr(_lib, "_candidates", lambda: iter([tmp_path / "a.so", tmp_path / "b.so"]))
+    with pytest.raises(_lib.KernelLibraryError, match=r"not found \(looked in: .*a\.so, .*b\.so\).*RSSM_KERNEL_LIB"):
+        _lib.load_library()
