@@ -120,7 +120,9 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
     using Rows = SmemRows<ST>;
     extern __shared__ __align__(16) unsigned char smemSplitMmaStaged[];
     const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-    unsigned char* wsm = smemSplitMmaStaged + (threadIdx.x >> 5) * stagedWarpBytes<ST>();
+    // the warp's shared memory: row buffers, x block (and with HSM the head buffer and its mbarrier)
+    unsigned char* wsm =
+        smemSplitMmaStaged + (threadIdx.x >> 5) * (HSM ? stagedWarpBytesHsm<ST>() : stagedWarpBytes<ST>());
     auto sRows = [&](int i) { return reinterpret_cast<ST*>(wsm + i * Rows::kBufBytes); };
     uint16_t* sX = reinterpret_cast<uint16_t*>(wsm + 2 * Rows::kBufBytes);  // [32 records][8 rows]
     const int H = p.nheads, P = p.headdim, T = p.num_tokens, G = p.ngroups, Cap = p.ring_capacity;
