@@ -5,7 +5,7 @@
 # the library's environment after their tests, e.g.
 #   SAN_SEL="tests/kernels/test_mamba2.py tests/kernels/test_gdn.py" SAN_K="mma_readout_sanitize or deferred" \
 #   EXTRA_TIMEOUT=300 scripts/gpu_run.sh --tests --xdist 4 \
-#     --test-select "tests/kernels/test_mamba2.py tests/kernels/test_gdn.py" --test-k "mma-hsm or deferred" \
+#     --test-select "tests/kernels/test_mamba2.py tests/kernels/test_gdn.py" --test-k "hsm or deferred" \
 #     --sanitize --extra scripts/ab_prepared.sh
 set -u
 cd "$(dirname "$0")/.."

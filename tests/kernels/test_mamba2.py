@@ -801,6 +801,35 @@ MMA_PIPES = ["4", "4z", "4n", "4h", "0"]
 MMA_PIPE_IDS = ["mma", "mma-nozpf", "mma-noxpf", "mma-hsm", "plain"]
 
 
+@pytest.mark.parametrize("T,hsm", [(4, True), (8, False)], ids=["T4-hsm", "T8-fallback"])
+def test_mma_readout_hsm_instance_runs(T, hsm, monkeypatch):
+    """RSSM_MAMBA2_MMA_HSM=1 is silently a no-op where its conditions fail, so check which readout instance ran (torch
+    profiler): the HSM instance at the bench's Super shape (fp32 rows, bf16 activations, z, L = 16, T = 4), the ZPF
+    default at T = 8 (HSM needs T <= 4)."""
+    import os
+    import re
+    if os.environ.get("RSSM_UNDER_SANITIZER"):
+        pytest.skip("compute-sanitizer holds CUPTI: the profiler sees no kernels")
+    import replayssm_trtllm.ops.commit  # noqa: F401
+    import replayssm_trtllm.ops.mamba2  # noqa: F401
+    from torch.profiler import ProfilerActivity, profile
+    from replayssm_trtllm.bench import mamba2 as bm2
+    monkeypatch.setenv("RSSM_MAMBA2_MMA_HSM", "1")
+    B, L = 8, 16
+    ls = bm2._Layerset(bm2.SHAPES["super"], B, L, T, F32, BF16, 1, 0, need_conv=False, token_list=[T])
+    ls.set_cursors(torch.full((B,), 4, dtype=torch.int32, device="cuda"))  # h = 4: no row flushes
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        ls.replay_step(0, T, 1, variant=4)
+        torch.cuda.synchronize()
+    names = {e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA}
+    readouts = [m for m in (re.search(r"mamba2SplitReadoutMmaStagedKernel<float, ([^,]+), ([^,]+), ([^,]+), ([^,>]+)>", n)
+                            for n in names) if m]
+    assert readouts, f"no tensor-core readout ran: {sorted(names)}"
+    on = {"true", "1", "(bool)1"}
+    assert all(m.group(3).strip() in on for m in readouts), "the ZPF instance did not run"
+    assert any(m.group(4).strip() in on for m in readouts) == hsm, [m.group(0) for m in readouts]
+
+
 def _set_mma_pipe(monkeypatch, pipe):
     """pipe: the readout (RSSM_MAMBA2_SPLIT_PIPE) and a suffix: "n" turns the x_j (and z) prefetch off, "z" only the
     z prefetch (RSSM_MAMBA2_MMA_ZPF=0), "h" turns the head records' bulk copy on (RSSM_MAMBA2_MMA_HSM=1)."""

@@ -452,7 +452,8 @@ int launchSplitReadout(const char* op, Mamba2ReplayParams& q, stream::ReadCopySc
         const bool zPairs = q.z == nullptr || (((uintptr_t)q.z % 4) == 0 && q.stride_z_b % 2 == 0 &&
                                                q.stride_z_t % 2 == 0 && q.stride_z_h % 2 == 0);
         // RSSM_MAMBA2_MMA_HSM=1 (A/B, off by default, not yet run on a GPU): the head records by bulk copy into shared
-        // memory one item ahead (fp32 rows, T <= 4, window + T <= 32, a 16-byte aligned workspace, sm_90+)
+        // memory one item ahead (fp32 rows, T <= 4, gamma + coefficients within the 368-byte buffer: T = 4 needs a
+        // window <= 18; a 16-byte aligned workspace, sm_90+)
         const bool mmaOk = q.act_dtype == RSSM_DTYPE_BF16 && aligned && chunks && !q.skip_flush_rows;
         const bool hoistC = envSwitch("RSSM_MAMBA2_MMA_CHOIST", true), prefetchX = envSwitch("RSSM_MAMBA2_MMA_XPF", true);
         bool headSmem = envSwitch("RSSM_MAMBA2_MMA_HSM", false) && q.state_dtype == RSSM_DTYPE_FP32 && hoistC &&

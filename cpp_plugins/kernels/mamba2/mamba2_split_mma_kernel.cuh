@@ -71,12 +71,16 @@ __device__ __forceinline__ void foldWeights(uint32_t (&a)[3][4], uint32_t xr0, u
 
 template <typename ST>
 __host__ __device__ constexpr int stagedWarpBytes() { return 2 * SmemRows<ST>::kBufBytes + kXBytes; }
-// HSM: the head record's first words (gamma, the T tokens' coefficient rows) of the next item, copied into the warp's
-// shared memory by one bulk copy (T <= 4, window + T <= 32: at most 4 (16 + 4 x 32) = 576 bytes), and its mbarrier.
-constexpr int kHeadBytes = 576;
-__host__ __device__ constexpr int headCopyBytes(int T, int RM) { return (4 * (kSplitCoef + T * RM) + 15) / 16 * 16; }
+// HSM: the next item's gamma (head-record words 0-3) and the T tokens' coefficient rows (words kSplitCoef on), copied
+// into the warp's shared memory by two bulk copies on one mbarrier: buffer words 0-3 and 4 on. 368 bytes of buffer +
+// 16 for the mbarrier keep 3 CTAs of 8 warps per SM with fp32 rows (3 x (8 x 9,600 + 1,024) = 233,472 bytes, the
+// H100 / H200 maximum): T x (window + T) <= 88 coefficient words (T = 4: window <= 18; the launcher's condition).
+constexpr int kHeadBytes = 368;
+__host__ __device__ constexpr int headCoefCopyBytes(int T, int RM) { return (4 * T * RM + 15) / 16 * 16; }
+__host__ __device__ constexpr int headCopyBytes(int T, int RM) { return 16 + headCoefCopyBytes(T, RM); }
 template <typename ST>
 __host__ __device__ constexpr int stagedWarpBytesHsm() { return stagedWarpBytes<ST>() + kHeadBytes + 16; }
+static_assert(3 * (8 * stagedWarpBytesHsm<float>() + 1024) <= 233472, "HSM: 3 CTAs of 8 warps per SM (fp32 rows)");
 
 
 }  // namespace mmareadout
@@ -109,10 +113,10 @@ __host__ __device__ constexpr int stagedWarpBytesHsm() { return stagedWarpBytes<
 // their fold (within 1%, slower), and C_g loaded one item ahead with the coefficient products after the state
 // products (78 bytes of spills at the 80-register bound: 25-35% slower).
 // HSM (A/B, with ZPF, fp32 rows, T <= 4; twenty-second session, NOT yet run on a GPU): the head records (gamma and the
-// coefficients) of the next item arrive in the warp's shared memory by one bulk copy (TMA, mbarrier) issued when the
+// coefficients) of the next item arrive in the warp's shared memory by two bulk copies (TMA, one mbarrier) issued when the
 // current item has read its own, so an item's coefficient products no longer wait for a round trip to the prep's
 // workspace (16% of the stall samples with ZPF). Registers do not allow the same in registers (72-108 bytes of spills,
-// docs/kernels-mamba2.md "Twenty-second session"); the 576 bytes fit beside 3 CTAs per SM. sm_90+ only (the launcher).
+// docs/kernels-mamba2.md "Twenty-second session"); the 368-byte buffer fits beside 3 CTAs per SM. sm_90+ only.
 template <typename ST, bool CHOIST, bool XPF, bool ZPF = false, bool HSM = false>
 __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
     mamba2SplitReadoutMmaStagedKernel(const Mamba2ReplayParams p) {
@@ -189,10 +193,11 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
     auto issueHead = [&](stream::ItemCursor c) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
         if (lane == 0) {
-            const uint32_t bytes = (uint32_t)headCopyBytes(T, RM);
+            const float* rec = ws + ((size_t)c.b * H + c.head) * RW;
             asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // the lanes' reads before the copy
-            mbarArriveExpectTx(headBar(), bytes);
-            bulkG2S(headBuf(), ws + ((size_t)c.b * H + c.head) * RW, bytes, headBar());
+            mbarArriveExpectTx(headBar(), (uint32_t)headCopyBytes(T, RM));
+            bulkG2S(headBuf(), rec, 16u, headBar());                             // gamma: words 0-3
+            bulkG2S(headBuf() + 4, rec + kSplitCoef, (uint32_t)headCoefCopyBytes(T, RM), headBar());
         }
 #else
         (void)c;
@@ -241,7 +246,7 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
 #pragma unroll
             for (int i = 0; i < 8; ++i) {
                 const int j = 8 * (i >> 1) + 2 * q + (i & 1);
-                cfS[i] = (on && j < Rc) ? sHead[kSplitCoef + g * RM + j] : 0.f;
+                cfS[i] = (on && j < Rc) ? sHead[4 + g * RM + j] : 0.f;
             }
             __syncwarp();  // every lane has read the buffer: the next item's copy may overwrite it
             if (it + nw < items) issueHead(cN);
