@@ -452,20 +452,19 @@ int launchSplitReadout(const char* op, Mamba2ReplayParams& q, stream::ReadCopySc
         const bool zPairs = q.z == nullptr || (((uintptr_t)q.z % 4) == 0 && q.stride_z_b % 2 == 0 &&
                                                q.stride_z_t % 2 == 0 && q.stride_z_h % 2 == 0);
         // RSSM_MAMBA2_MMA_HSM=1 (A/B, off by default, not yet run on a GPU): the head records by bulk copy into shared
-        // memory one item ahead (fp32 rows, T <= 4, gamma + coefficients within the 368-byte buffer: T = 4 needs a
-        // window <= 18; a 16-byte aligned workspace, sm_90+)
+        // memory one item ahead (T <= 4, gamma + coefficients within the 368-byte buffer: T = 4 needs a window <= 18;
+        // a 16-byte aligned workspace, sm_90+; the instance's own conditions: splitMmaReadoutKernel)
         const bool mmaOk = q.act_dtype == RSSM_DTYPE_BF16 && aligned && chunks && !q.skip_flush_rows;
         const bool hoistC = envSwitch("RSSM_MAMBA2_MMA_CHOIST", true), prefetchX = envSwitch("RSSM_MAMBA2_MMA_XPF", true);
-        bool headSmem = envSwitch("RSSM_MAMBA2_MMA_HSM", false) && q.state_dtype == RSSM_DTYPE_FP32 && hoistC &&
-                        prefetchX && zPairs && envSwitch("RSSM_MAMBA2_MMA_ZPF", true) && q.num_tokens <= 4 &&
-                        splitMmaHeadCopyBytes(q.num_tokens, q.window) <= splitMmaHeadBufferBytes() &&
-                        ((uintptr_t)q.workspace % 16) == 0;
-        const void* mk = mmaOk ? splitMmaReadoutKernel(q.state_dtype, q.dstate, hoistC, prefetchX, zPairs, headSmem)
-                               : nullptr;
-        if (mk && headSmem && !persistentUsable(mk)) {  // no sm_90 bulk copies on this device / in this build
-            headSmem = false;
-            mk = splitMmaReadoutKernel(q.state_dtype, q.dstate, hoistC, prefetchX, zPairs, false);
-        }
+        const bool wantHeadSmem = envSwitch("RSSM_MAMBA2_MMA_HSM", false) && q.num_tokens <= 4 &&
+                                  splitMmaHeadCopyBytes(q.num_tokens, q.window) <= splitMmaHeadBufferBytes() &&
+                                  ((uintptr_t)q.workspace % 16) == 0;
+        bool headSmem = false;
+        const void* mk =
+            mmaOk ? splitMmaReadoutKernel(q.state_dtype, q.dstate, hoistC, prefetchX, zPairs, wantHeadSmem, &headSmem)
+                  : nullptr;
+        if (mk && headSmem && !persistentUsable(mk))  // no sm_90 bulk copies on this device / in this build
+            mk = splitMmaReadoutKernel(q.state_dtype, q.dstate, hoistC, prefetchX, zPairs, false, &headSmem);
         if (mk) {
             const long long items = (long long)q.batch * q.nheads * (q.headdim / splitRows());
             const int warps = splitReadoutThreads() / 32;

@@ -9,15 +9,17 @@ namespace rssm {
 namespace mamba2 {
 namespace {
 template <typename ST>
-const void* entry(bool hoistC, bool prefetchX, bool zPairs, bool headSmem) {
+const void* entry(bool hoistC, bool prefetchX, bool zPairs, bool headSmem, bool* headSmemUsed) {
     // fp32 rows with the default C / x loads and 4-byte aligned z pairs: z one item ahead and the head records before
     // C (mamba2SplitReadoutMmaStagedKernel's ZPF); RSSM_MAMBA2_MMA_ZPF=0 (A/B, read per launch) turns it off
     if constexpr (std::is_same<ST, float>::value) {
         if (hoistC && prefetchX && zPairs && envSwitch("RSSM_MAMBA2_MMA_ZPF", true)) {
             // headSmem (RSSM_MAMBA2_MMA_HSM=1 and the launcher's conditions; A/B, off by default, not yet run on a GPU):
             // the head records by bulk copy one item ahead (HSM)
-            if (headSmem)
+            if (headSmem) {
+                *headSmemUsed = true;
                 return reinterpret_cast<const void*>(&mamba2SplitReadoutMmaStagedKernel<ST, true, true, true, true>);
+            }
             return reinterpret_cast<const void*>(&mamba2SplitReadoutMmaStagedKernel<ST, true, true, true>);
         }
     }
@@ -30,12 +32,13 @@ const void* entry(bool hoistC, bool prefetchX, bool zPairs, bool headSmem) {
 }  // namespace
 
 const void* splitMmaReadoutKernel(int stateDtype, int dstate, bool hoistC, bool prefetchX, bool zPairs,
-                                  bool headSmem) {
+                                  bool headSmem, bool* headSmemUsed) {
+    *headSmemUsed = false;
     if (dstate != mmareadout::kN) return nullptr;
     switch (stateDtype) {
-        case RSSM_DTYPE_FP32: return entry<float>(hoistC, prefetchX, zPairs, headSmem);
-        case RSSM_DTYPE_FP16: return entry<__half>(hoistC, prefetchX, zPairs, false);
-        case RSSM_DTYPE_BF16: return entry<__nv_bfloat16>(hoistC, prefetchX, zPairs, false);
+        case RSSM_DTYPE_FP32: return entry<float>(hoistC, prefetchX, zPairs, headSmem, headSmemUsed);
+        case RSSM_DTYPE_FP16: return entry<__half>(hoistC, prefetchX, zPairs, false, headSmemUsed);
+        case RSSM_DTYPE_BF16: return entry<__nv_bfloat16>(hoistC, prefetchX, zPairs, false, headSmemUsed);
         default: return nullptr;
     }
 }
