@@ -1,15 +1,14 @@
 #!/usr/bin/env bash
-# The twenty-second session's prepared A/B switches (both off by default, neither yet run on a GPU), side by side, two
-# processes per setting: RSSM_MAMBA2_MMA_HSM=1 (Mamba-2 verify readout: head records by bulk copy, T <= 4) and
-# RSSM_GDN_SPLIT_UPD=1 (GDN standard-step readout: the u_j permute after token 0's loads). Run on the GPU machine with
-# the library's environment after their tests, e.g.
-#   SAN_SEL="tests/kernels/test_mamba2.py tests/kernels/test_gdn.py" SAN_K="mma_readout_sanitize or deferred" \
-#   EXTRA_TIMEOUT=300 scripts/gpu_run.sh --tests --xdist 4 \
-#     --test-select "tests/kernels/test_mamba2.py tests/kernels/test_gdn.py" --test-k "hsm or deferred" \
-#     --sanitize --extra scripts/ab_prepared.sh
+# The switches prepared for the next device session, side by side (one process per setting, each setting twice).
+# Twenty-third session: RSSM_MAMBA2_FUSED_PARTS=n (the one-launch small-batch Mamba-2 step with a head's 8-row items
+# split over n CTAs; 1 = one CTA per (row, head), the default) at B = 1 on both shapes. Run on the GPU machine with the
+# library's environment after the fused tests, e.g.
+#   SAN_SEL=tests/kernels/test_mamba2.py SAN_K=fused_sanitize EXTRA_TIMEOUT=300 scripts/gpu_run.sh --tests --xdist 4 \
+#     --test-select tests/kernels/test_mamba2.py --test-k fused --sanitize --extra scripts/ab_prepared.sh
+# (The twenty-second session's switches, RSSM_MAMBA2_MMA_HSM and RSSM_GDN_SPLIT_UPD, were decided in the twenty-third:
+# HSM removed, UPD the default.)
 set -u
 cd "$(dirname "$0")/.."
-scripts/ab_bench.sh mamba2 "--shapes super,nano --tokens 4 --batch 256 --window 16 --variants 4 --no-sweep-rows \
---no-flashinfer --repeats 3" - RSSM_MAMBA2_MMA_HSM=1 - RSSM_MAMBA2_MMA_HSM=1
-scripts/ab_bench.sh gdn "--variants 6 --tokens 1 --batch 256 --window 16 --repeats 3" - RSSM_GDN_SPLIT_UPD=1 - \
-  RSSM_GDN_SPLIT_UPD=1
+scripts/ab_bench.sh mamba2 "--shapes super,nano --tokens 1 --batch 1 --window 16 --variants 4 --no-sweep-rows \
+--no-flashinfer --repeats 5" - RSSM_MAMBA2_FUSED_PARTS=2 RSSM_MAMBA2_FUSED_PARTS=4 RSSM_MAMBA2_FUSED_PARTS=10 \
+  - RSSM_MAMBA2_FUSED_PARTS=2 RSSM_MAMBA2_FUSED_PARTS=4 RSSM_MAMBA2_FUSED_PARTS=10

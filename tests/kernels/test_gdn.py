@@ -381,10 +381,11 @@ def test_replay_standard_prep_register_bounds(minb, shape, B, L, stag, monkeypat
                                              ("q35-4b", 64, 16, False), ("q35-122b", 256, 16, True)],
                          ids=["q35-4b-B3-L8-stag", "q35-4b-B64-L16-phase", "q35-122b-B256-L16-stag"])
 def test_replay_standard_readout_deferred_permute(shape, B, L, stag, monkeypatch):
-    """The split readout with the committed records' u_j permuted after token 0's loads (RSSM_GDN_SPLIT_UPD=1, an A/B
-    switch, off by default; the serving fp32-row K = 128 instance) on the split kernels (variant 6): padding and
-    staggered rows, flushes, wrap-around, against the float64 reference with the default tolerances."""
-    monkeypatch.setenv("RSSM_GDN_SPLIT_UPD", "1")
+    """The split readout with the committed records' u_j permuted right after their load (RSSM_GDN_SPLIT_UPD=0, the A/B
+    alternative; the default since the twenty-third session permutes after token 0's loads, and every other variant-6
+    standard-step test runs it) on the serving fp32-row K = 128 instance: padding and staggered rows, flushes,
+    wrap-around, against the float64 reference with the default tolerances."""
+    monkeypatch.setenv("RSSM_GDN_SPLIT_UPD", "0")
     seq = _Seq(shape, B, L, 0, 1, seed=B * 100 + L + 9, variant=6)
     join = [(r * 5) % L if stag else 0 for r in range(B)]
     steps = 3 * L + max(join)

@@ -632,16 +632,24 @@ FUSED_CASES = [
 ]
 
 
+# CTAs per (row, head) of the fused step (RSSM_MAMBA2_FUSED_PARTS): 1 (default), 3 (uneven: Nano's 10 items as 4 + 4
+# + 2, headdim 32's 4 items as 2 + 2), 99 (capped at the item count: one warp per CTA)
+FUSED_PARTS = ["1", "3", "99"]
+
+
+@pytest.mark.parametrize("parts", FUSED_PARTS, ids=[f"parts{p}" for p in FUSED_PARTS])
 @pytest.mark.parametrize("fold", ["auto", "cuda"])
 @pytest.mark.parametrize("B,L,sh,st,act,steps", FUSED_CASES,
                          ids=[f"B{c[0]}-L{c[1]}-H{c[2]['H']}-P{c[2]['P']}-N{c[2]['N']}-{_DN[c[3]]}-{_DN[c[4]]}"
                               for c in FUSED_CASES])
-def test_replay_split_fused_vs_reference(B, L, sh, st, act, steps, fold, monkeypatch):
+def test_replay_split_fused_vs_reference(B, L, sh, st, act, steps, fold, parts, monkeypatch):
     """The one-launch small-batch standard step (RSSM_MAMBA2_FUSED=1 forces it; the launcher takes it by itself at
     B = 1 at the model shapes) against the float64 reference over more than two windows: staggered rows, flushes
     (the fold reads the newest record's B from the input), ring wrap-around, padding rows (B >= 3), fp32 / 16-bit
-    checkpoints, bf16 / fp16 activations, dstate 256, headdim 32 .. 128 (4 .. 16 warps per CTA)."""
+    checkpoints, bf16 / fp16 activations, dstate 256, headdim 32 .. 128 (4 .. 16 warps per CTA), a head's items in
+    one CTA or split over several (parts: each repeats the record dots, part 0 alone appends dt and B)."""
     monkeypatch.setenv("RSSM_MAMBA2_FUSED", "1")
+    monkeypatch.setenv("RSSM_MAMBA2_FUSED_PARTS", parts)
     # fold "auto": dstate 128 with bf16 activations folds on tensor cores from the rows the record dots staged in
     # shared memory (fifteenth session); "cuda" forces the CUDA-core fold (RSSM_MAMBA2_FUSED_FOLD=cuda)
     if fold == "cuda":
@@ -649,12 +657,15 @@ def test_replay_split_fused_vs_reference(B, L, sh, st, act, steps, fold, monkeyp
     assert _run_replay(B, L, 1, 0, sh, st, act, steps, seed=140 + B + L, variant=4) > 0
 
 
+@pytest.mark.parametrize("parts", ["1", "3"], ids=["parts1", "parts3"])
 @pytest.mark.parametrize("sh,act", [(SUPER, BF16), (NANO, F16), (dict(H=10, P=64, N=256, G=2), BF16)],
                          ids=["super", "nano-fp16", "H10-N256-G2"])
-def test_replay_split_fused_vs_split(sh, act, monkeypatch):
+def test_replay_split_fused_vs_split(sh, act, parts, monkeypatch):
     """The fused step against the two-kernel split step (RSSM_MAMBA2_FUSED=0) on identical caches and inputs, staggered
     rows (some flushing), padding rows, three steps with commits between: ring appends (dt, x, B) and cursors
-    bit-identical (same dots, same appends), outputs and checkpoints equal up to fp32 contraction differences."""
+    bit-identical (same dots, same appends), outputs and checkpoints equal up to fp32 contraction differences. With
+    parts = 3 a head's items are split over three CTAs."""
+    monkeypatch.setenv("RSSM_MAMBA2_FUSED_PARTS", parts)
     import replayssm_trtllm.ops.commit  # noqa: F401
     import replayssm_trtllm.ops.mamba2  # noqa: F401
     H, P, N, G = sh["H"], sh["P"], sh["N"], sh["G"]
@@ -744,6 +755,10 @@ def test_replay_split_fused_sanitize(monkeypatch):
     assert _run_replay(4, 4, 1, 0, SMALL, F32, BF16, 7, seed=26, variant=4) > 0  # tensor-core fold (staged rows)
     assert _run_replay(3, 20, 1, 0, SMALL, BF16, BF16, 45, seed=28, variant=4) > 0  # two 16-record chunks, padding
     assert _run_replay(3, 4, 1, 0, dict(H=4, P=80, N=256, G=2), F16, F16, 6, seed=27, variant=4) > 0
+    monkeypatch.setenv("RSSM_MAMBA2_FUSED_PARTS", "3")  # a head's items over three CTAs (uneven for P = 80)
+    assert _run_replay(4, 4, 1, 0, SMALL, F32, BF16, 7, seed=26, variant=4) > 0
+    assert _run_replay(3, 4, 1, 0, dict(H=4, P=80, N=256, G=2), F16, F16, 6, seed=27, variant=4) > 0
+    monkeypatch.delenv("RSSM_MAMBA2_FUSED_PARTS")
     monkeypatch.setenv("RSSM_MAMBA2_FUSED_FOLD", "cuda")
     assert _run_replay(4, 4, 1, 0, SMALL, F32, BF16, 7, seed=26, variant=4) > 0
 
@@ -795,17 +810,17 @@ def test_replay_split_mma_fold_sanitize(monkeypatch):
 MMA_READOUT_CASES = [c for c in REPLAY_CASES if c[4]["N"] == 128]
 # 4: the tensor-core readout (default: the next item's x_j and z loaded one item ahead, fp32 rows); 4z: without the
 # z prefetch (RSSM_MAMBA2_MMA_ZPF=0, the default before the twenty-second session); 4n: without either prefetch
-# (RSSM_MAMBA2_MMA_XPF=0); 4h: the head records by bulk copy into shared memory one item ahead (RSSM_MAMBA2_MMA_HSM=1,
-# an A/B switch, off by default; fp32 rows, T <= 4, window + T <= 32, else the default runs); 0: the CUDA-core readout.
-MMA_PIPES = ["4", "4z", "4n", "4h", "0"]
-MMA_PIPE_IDS = ["mma", "mma-nozpf", "mma-noxpf", "mma-hsm", "plain"]
+# (RSSM_MAMBA2_MMA_XPF=0); 0: the CUDA-core readout. (The twenty-second session's HSM instance, head records by bulk
+# copy, was 3-5% slower on the H200 and was removed in the twenty-third.)
+MMA_PIPES = ["4", "4z", "4n", "0"]
+MMA_PIPE_IDS = ["mma", "mma-nozpf", "mma-noxpf", "plain"]
 
 
-@pytest.mark.parametrize("T,hsm", [(4, True), (8, False)], ids=["T4-hsm", "T8-fallback"])
-def test_mma_readout_hsm_instance_runs(T, hsm, monkeypatch):
-    """RSSM_MAMBA2_MMA_HSM=1 is silently a no-op where its conditions fail, so check which readout instance ran (torch
-    profiler): the HSM instance at the bench's Super shape (fp32 rows, bf16 activations, z, L = 16, T = 4), the ZPF
-    default at T = 8 (HSM needs T <= 4)."""
+@pytest.mark.parametrize("T", [4, 8], ids=["T4", "T8"])
+def test_mma_readout_zpf_instance_runs(T):
+    """The launcher's ZPF rule (fp32 rows, 4-byte aligned z pairs, C / x loads on) is silent when it fails, so check
+    which readout instance ran (torch profiler) at the bench's Super shape (fp32 rows, bf16 activations, z, L = 16):
+    the ZPF instance, at T = 4 and T = 8."""
     import os
     import re
     if os.environ.get("RSSM_UNDER_SANITIZER"):
@@ -814,7 +829,6 @@ def test_mma_readout_hsm_instance_runs(T, hsm, monkeypatch):
     import replayssm_trtllm.ops.mamba2  # noqa: F401
     from torch.profiler import ProfilerActivity, profile
     from replayssm_trtllm.bench import mamba2 as bm2
-    monkeypatch.setenv("RSSM_MAMBA2_MMA_HSM", "1")
     B, L = 8, 16
     ls = bm2._Layerset(bm2.SHAPES["super"], B, L, T, F32, BF16, 1, 0, need_conv=False, token_list=[T])
     ls.set_cursors(torch.full((B,), 4, dtype=torch.int32, device="cuda"))  # h = 4: no row flushes
@@ -822,17 +836,16 @@ def test_mma_readout_hsm_instance_runs(T, hsm, monkeypatch):
         ls.replay_step(0, T, 1, variant=4)
         torch.cuda.synchronize()
     names = {e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA}
-    readouts = [m for m in (re.search(r"mamba2SplitReadoutMmaStagedKernel<float, ([^,]+), ([^,]+), ([^,]+), ([^,>]+)>", n)
+    readouts = [m for m in (re.search(r"mamba2SplitReadoutMmaStagedKernel<float, ([^,>]+), ([^,>]+), ([^,>]+)", n)
                             for n in names) if m]
     assert readouts, f"no tensor-core readout ran: {sorted(names)}"
     on = {"true", "1", "(bool)1"}
-    assert all(m.group(3).strip() in on for m in readouts), "the ZPF instance did not run"
-    assert any(m.group(4).strip() in on for m in readouts) == hsm, [m.group(0) for m in readouts]
+    assert all(m.group(3).strip() in on for m in readouts), [m.group(0) for m in readouts]
 
 
 def _set_mma_pipe(monkeypatch, pipe):
     """pipe: the readout (RSSM_MAMBA2_SPLIT_PIPE) and a suffix: "n" turns the x_j (and z) prefetch off, "z" only the
-    z prefetch (RSSM_MAMBA2_MMA_ZPF=0), "h" turns the head records' bulk copy on (RSSM_MAMBA2_MMA_HSM=1)."""
+    z prefetch (RSSM_MAMBA2_MMA_ZPF=0)."""
     monkeypatch.setenv("RSSM_MAMBA2_SPLIT_PIPE", pipe[0])
     if pipe.endswith("n"):
         monkeypatch.setenv("RSSM_MAMBA2_MMA_XPF", "0")
@@ -842,10 +855,6 @@ def _set_mma_pipe(monkeypatch, pipe):
         monkeypatch.setenv("RSSM_MAMBA2_MMA_ZPF", "0")
     else:
         monkeypatch.delenv("RSSM_MAMBA2_MMA_ZPF", raising=False)
-    if pipe.endswith("h"):
-        monkeypatch.setenv("RSSM_MAMBA2_MMA_HSM", "1")
-    else:
-        monkeypatch.delenv("RSSM_MAMBA2_MMA_HSM", raising=False)
 
 
 @pytest.mark.parametrize("pipe", MMA_PIPES, ids=MMA_PIPE_IDS)

@@ -72,14 +72,8 @@ int splitMaxRecords();
 // dynamic shared memory per CTA (splitReadoutThreads() threads).
 // hoistC: RSSM_MAMBA2_MMA_CHOIST (default on); prefetchX: RSSM_MAMBA2_MMA_XPF (default on: the next item's x_j and
 // this item's z loaded early; mamba2_split_mma_kernel.cuh; measured 0-0.5% faster at T = 4, 3% at T = 8)
-// headSmem: take the HSM instance where the other conditions allow it (fp32 rows, hoistC, prefetchX, zPairs and ZPF
-// on); *headSmemUsed says whether it was taken (its shared memory: splitMmaReadoutSmemBytes(..., true)).
-const void* splitMmaReadoutKernel(int stateDtype, int dstate, bool hoistC, bool prefetchX, bool zPairs,
-                                  bool headSmem, bool* headSmemUsed);
-// HSM: bytes of the head-record copy for T tokens and a window, and the warp's head buffer (the launcher's condition)
-int splitMmaHeadCopyBytes(int tokens, int window);
-int splitMmaHeadBufferBytes();
-size_t splitMmaReadoutSmemBytes(int stateDtype, bool headSmem);
+const void* splitMmaReadoutKernel(int stateDtype, int dstate, bool hoistC, bool prefetchX, bool zPairs);
+size_t splitMmaReadoutSmemBytes(int stateDtype);
 size_t splitPrepSmemBytes(int window, int numTokens, int dstate, int headdim, int headsPerGroup);
 int splitHeadsPerPrep();
 int splitReadoutThreads();

@@ -355,11 +355,19 @@ int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc
                                  ? splitFusedKernel(q.state_dtype, q.dstate, q.act_dtype, mmaFold)
                                  : nullptr;
             if (fk) {
-                const int warps = (q.headdim + splitRows() - 1) / splitRows();
+                // RSSM_MAMBA2_FUSED_PARTS=n (A/B, read per launch; 1 by default): a head's 8-row items over n CTAs
+                // of ceil(items / n) warps (each repeats the record dots), so that fewer (row, head) pairs than SMs
+                // still spread over the GPU
+                const int items = (q.headdim + splitRows() - 1) / splitRows();
+                const char* fpe = getenv("RSSM_MAMBA2_FUSED_PARTS");
+                int wantParts = fpe ? atoi(fpe) : 1;
+                wantParts = wantParts < 1 ? 1 : (wantParts > items ? items : wantParts);
+                const int warps = (items + wantParts - 1) / wantParts;  // per CTA
+                const int parts = (items + warps - 1) / warps;
                 const size_t smem = splitFusedSmemBytes(q.dstate, warps, mmaFold);
-                const long long ctas = (long long)q.batch * q.nheads;
+                const long long ctas = (long long)q.batch * q.nheads * parts;
                 if (allowSmem(fk, smem) && (fusedOn || ctas <= persistentGrid(fk, warps * 32, smem, ctas)))
-                    return launch(op, fk, dim3(q.nheads, q.batch), warps * 32, smem, &q, stream);
+                    return launch(op, fk, dim3(q.nheads, q.batch, parts), warps * 32, smem, &q, stream);
             }
             return launchSplitReadout(op, q, rc, stream, lean, prepGrid, splitPrepLeanThreads(), 0);
         }
@@ -451,24 +459,14 @@ int launchSplitReadout(const char* op, Mamba2ReplayParams& q, stream::ReadCopySc
         // z read as 4-byte pairs (the rows an item's lane owns are 2q, 2q + 1 of 8; no gate counts as aligned)
         const bool zPairs = q.z == nullptr || (((uintptr_t)q.z % 4) == 0 && q.stride_z_b % 2 == 0 &&
                                                q.stride_z_t % 2 == 0 && q.stride_z_h % 2 == 0);
-        // RSSM_MAMBA2_MMA_HSM=1 (A/B, off by default, not yet run on a GPU): the head records by bulk copy into shared
-        // memory one item ahead (T <= 4, gamma + coefficients within the 368-byte buffer: T = 4 needs a window <= 18;
-        // a 16-byte aligned workspace, sm_90+; the instance's own conditions: splitMmaReadoutKernel)
-        const bool mmaOk = q.act_dtype == RSSM_DTYPE_BF16 && aligned && chunks && !q.skip_flush_rows;
-        const bool hoistC = envSwitch("RSSM_MAMBA2_MMA_CHOIST", true), prefetchX = envSwitch("RSSM_MAMBA2_MMA_XPF", true);
-        const bool wantHeadSmem = envSwitch("RSSM_MAMBA2_MMA_HSM", false) && q.num_tokens <= 4 &&
-                                  splitMmaHeadCopyBytes(q.num_tokens, q.window) <= splitMmaHeadBufferBytes() &&
-                                  ((uintptr_t)q.workspace % 16) == 0;
-        bool headSmem = false;
-        const void* mk =
-            mmaOk ? splitMmaReadoutKernel(q.state_dtype, q.dstate, hoistC, prefetchX, zPairs, wantHeadSmem, &headSmem)
-                  : nullptr;
-        if (mk && headSmem && !persistentUsable(mk))  // no sm_90 bulk copies on this device / in this build
-            mk = splitMmaReadoutKernel(q.state_dtype, q.dstate, hoistC, prefetchX, zPairs, false, &headSmem);
+        const void* mk = q.act_dtype == RSSM_DTYPE_BF16 && aligned && chunks && !q.skip_flush_rows
+                             ? splitMmaReadoutKernel(q.state_dtype, q.dstate, envSwitch("RSSM_MAMBA2_MMA_CHOIST", true),
+                                                     envSwitch("RSSM_MAMBA2_MMA_XPF", true), zPairs)
+                             : nullptr;
         if (mk) {
             const long long items = (long long)q.batch * q.nheads * (q.headdim / splitRows());
             const int warps = splitReadoutThreads() / 32;
-            const size_t smem = splitMmaReadoutSmemBytes(q.state_dtype, headSmem);
+            const size_t smem = splitMmaReadoutSmemBytes(q.state_dtype);
             if (!allowSmem(mk, smem))
                 return setError(RSSM_ERR_CUDA, "%s: cannot raise the shared-memory limit of the split mma readout", op);
             const int g = persistentGrid(mk, splitReadoutThreads(), smem, (items + warps - 1) / warps);

@@ -9,19 +9,12 @@ namespace rssm {
 namespace mamba2 {
 namespace {
 template <typename ST>
-const void* entry(bool hoistC, bool prefetchX, bool zPairs, bool headSmem, bool* headSmemUsed) {
+const void* entry(bool hoistC, bool prefetchX, bool zPairs) {
     // fp32 rows with the default C / x loads and 4-byte aligned z pairs: z one item ahead and the head records before
     // C (mamba2SplitReadoutMmaStagedKernel's ZPF); RSSM_MAMBA2_MMA_ZPF=0 (A/B, read per launch) turns it off
     if constexpr (std::is_same<ST, float>::value) {
-        if (hoistC && prefetchX && zPairs && envSwitch("RSSM_MAMBA2_MMA_ZPF", true)) {
-            // headSmem (RSSM_MAMBA2_MMA_HSM=1 and the launcher's conditions; A/B, off by default, not yet run on a GPU):
-            // the head records by bulk copy one item ahead (HSM)
-            if (headSmem) {
-                *headSmemUsed = true;
-                return reinterpret_cast<const void*>(&mamba2SplitReadoutMmaStagedKernel<ST, true, true, true, true>);
-            }
+        if (hoistC && prefetchX && zPairs && envSwitch("RSSM_MAMBA2_MMA_ZPF", true))
             return reinterpret_cast<const void*>(&mamba2SplitReadoutMmaStagedKernel<ST, true, true, true>);
-        }
     }
     if (prefetchX)
         return hoistC ? reinterpret_cast<const void*>(&mamba2SplitReadoutMmaStagedKernel<ST, true, true>)
@@ -31,22 +24,17 @@ const void* entry(bool hoistC, bool prefetchX, bool zPairs, bool headSmem, bool*
 }
 }  // namespace
 
-const void* splitMmaReadoutKernel(int stateDtype, int dstate, bool hoistC, bool prefetchX, bool zPairs,
-                                  bool headSmem, bool* headSmemUsed) {
-    *headSmemUsed = false;
+const void* splitMmaReadoutKernel(int stateDtype, int dstate, bool hoistC, bool prefetchX, bool zPairs) {
     if (dstate != mmareadout::kN) return nullptr;
     switch (stateDtype) {
-        case RSSM_DTYPE_FP32: return entry<float>(hoistC, prefetchX, zPairs, headSmem, headSmemUsed);
-        case RSSM_DTYPE_FP16: return entry<__half>(hoistC, prefetchX, zPairs, false, headSmemUsed);
-        case RSSM_DTYPE_BF16: return entry<__nv_bfloat16>(hoistC, prefetchX, zPairs, false, headSmemUsed);
+        case RSSM_DTYPE_FP32: return entry<float>(hoistC, prefetchX, zPairs);
+        case RSSM_DTYPE_FP16: return entry<__half>(hoistC, prefetchX, zPairs);
+        case RSSM_DTYPE_BF16: return entry<__nv_bfloat16>(hoistC, prefetchX, zPairs);
         default: return nullptr;
     }
 }
-int splitMmaHeadCopyBytes(int tokens, int window) { return mmareadout::headCopyBytes(tokens, window + tokens); }
-int splitMmaHeadBufferBytes() { return mmareadout::kHeadBytes; }
-size_t splitMmaReadoutSmemBytes(int stateDtype, bool headSmem) {
-    const int perWarp = stateDtype == RSSM_DTYPE_FP32 ? (headSmem ? mmareadout::stagedWarpBytesHsm<float>()
-                                                                  : mmareadout::stagedWarpBytes<float>())
+size_t splitMmaReadoutSmemBytes(int stateDtype) {
+    const int perWarp = stateDtype == RSSM_DTYPE_FP32 ? mmareadout::stagedWarpBytes<float>()
                                                       : mmareadout::stagedWarpBytes<__half>();
     return (size_t)(mmareadout::kCtaThreads / 32) * perWarp;
 }

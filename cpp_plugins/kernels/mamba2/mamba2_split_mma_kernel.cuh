@@ -30,7 +30,6 @@
 #include "common/fold_mma.cuh"
 #include "common/mma_rows.cuh"
 #include "common/pdl.h"
-#include "mamba2/mamba2_persistent.cuh"
 #include "mamba2/mamba2_split_kernel.cuh"
 
 namespace rssm {
@@ -71,16 +70,6 @@ __device__ __forceinline__ void foldWeights(uint32_t (&a)[3][4], uint32_t xr0, u
 
 template <typename ST>
 __host__ __device__ constexpr int stagedWarpBytes() { return 2 * SmemRows<ST>::kBufBytes + kXBytes; }
-// HSM: the next item's gamma (head-record words 0-3) and the T tokens' coefficient rows (words kSplitCoef on), copied
-// into the warp's shared memory by two bulk copies on one mbarrier: buffer words 0-3 and 4 on. 368 bytes of buffer +
-// 16 for the mbarrier keep 3 CTAs of 8 warps per SM with fp32 rows (3 x (8 x 9,600 + 1,024) = 233,472 bytes, the
-// H100 / H200 maximum): T x (window + T) <= 88 coefficient words (T = 4: window <= 18; the launcher's condition).
-constexpr int kHeadBytes = 368;
-__host__ __device__ constexpr int headCoefCopyBytes(int T, int RM) { return (4 * T * RM + 15) / 16 * 16; }
-__host__ __device__ constexpr int headCopyBytes(int T, int RM) { return 16 + headCoefCopyBytes(T, RM); }
-template <typename ST>
-__host__ __device__ constexpr int stagedWarpBytesHsm() { return stagedWarpBytes<ST>() + kHeadBytes + 16; }
-static_assert(3 * (8 * stagedWarpBytesHsm<float>() + 1024) <= 233472, "HSM: 3 CTAs of 8 warps per SM (fp32 rows)");
 
 
 }  // namespace mmareadout
@@ -112,21 +101,14 @@ static_assert(3 * (8 * stagedWarpBytesHsm<float>() + 1024) <= 233472, "HSM: 3 CT
 // Also measured in the twenty-second session and removed: flush items prefetching the next item's rows into L2 before
 // their fold (within 1%, slower), and C_g loaded one item ahead with the coefficient products after the state
 // products (78 bytes of spills at the 80-register bound: 25-35% slower).
-// HSM (A/B, with ZPF, fp32 rows, T <= 4; twenty-second session, NOT yet run on a GPU): the head records (gamma and the
-// coefficients) of the next item arrive in the warp's shared memory by two bulk copies (TMA, one mbarrier) issued when the
-// current item has read its own, so an item's coefficient products no longer wait for a round trip to the prep's
-// workspace (16% of the stall samples with ZPF). Registers do not allow the same in registers (72-108 bytes of spills,
-// docs/kernels-mamba2.md "Twenty-second session"); the 368-byte buffer fits beside 3 CTAs per SM. sm_90+ only.
-template <typename ST, bool CHOIST, bool XPF, bool ZPF = false, bool HSM = false>
+template <typename ST, bool CHOIST, bool XPF, bool ZPF = false>
 __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
     mamba2SplitReadoutMmaStagedKernel(const Mamba2ReplayParams p) {
     using namespace mmareadout;
     using Rows = SmemRows<ST>;
     extern __shared__ __align__(16) unsigned char smemSplitMmaStaged[];
     const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-    // the warp's shared memory: row buffers, x block (and with HSM the head buffer and its mbarrier)
-    unsigned char* wsm =
-        smemSplitMmaStaged + (threadIdx.x >> 5) * (HSM ? stagedWarpBytesHsm<ST>() : stagedWarpBytes<ST>());
+    unsigned char* wsm = smemSplitMmaStaged + (threadIdx.x >> 5) * stagedWarpBytes<ST>();
     auto sRows = [&](int i) { return reinterpret_cast<ST*>(wsm + i * Rows::kBufBytes); };
     uint16_t* sX = reinterpret_cast<uint16_t*>(wsm + 2 * Rows::kBufBytes);  // [32 records][8 rows]
     const int H = p.nheads, P = p.headdim, T = p.num_tokens, G = p.ngroups, Cap = p.ring_capacity;
@@ -184,36 +166,6 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
     };
     uint32_t zNext = 0u;
     if constexpr (ZPF) zNext = loadZ(cC, slotC);
-    static_assert(!HSM || (ZPF && std::is_same<ST, float>::value), "HSM: fp32 rows, with ZPF");
-    // HSM: the warp's head buffer and its mbarrier (computed in HSM code only); lane 0 copies the head record of
-    // (row, head) of item c
-    auto headBuf = [&]() { return reinterpret_cast<float*>(wsm + stagedWarpBytes<ST>()); };
-    auto headBar = [&]() { return reinterpret_cast<uint64_t*>(wsm + stagedWarpBytes<ST>() + kHeadBytes); };
-    uint32_t headParity = 0u;
-    auto issueHead = [&](stream::ItemCursor c) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-        if (lane == 0) {
-            const float* rec = ws + ((size_t)c.b * H + c.head) * RW;
-            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // the lanes' reads before the copy
-            mbarArriveExpectTx(headBar(), (uint32_t)headCopyBytes(T, RM));
-            bulkG2S(headBuf(), rec, 16u, headBar());                             // gamma: words 0-3
-            bulkG2S(headBuf() + 4, rec + kSplitCoef, (uint32_t)headCoefCopyBytes(T, RM), headBar());
-        }
-#else
-        (void)c;
-        __trap();  // bulk copies / mbarriers need sm_90; the launcher never picks HSM below sm_90
-#endif
-    };
-    if constexpr (HSM) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-        if (lane == 0) {
-            mbarInit(headBar(), 1);
-            fenceBarrierInit();
-        }
-        __syncwarp();
-#endif
-        issueHead(cC);  // after the PDL wait: the prep grid's workspace is complete
-    }
     for (int buf = 0; it < items; it += nw, buf ^= 1) {
         const int slot = slotC;
         const int4 meta = metaC;
@@ -233,24 +185,6 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
         const int slotNN = validSlot(rawNN);
         rawNN = it + 3 * nw < items ? rawSlot(walk.next(cNN).b) : -1;
 
-        float gamS, cfS[8];  // HSM: this item's head records, read from the warp's head buffer
-        if constexpr (HSM) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-            mbarWait(headBar(), headParity);
-#endif
-            headParity ^= 1u;
-            const int Rc = meta.w + T;
-            const bool on = actTok && slot >= 0 && nf >= 0;
-            const float* sHead = headBuf();
-            gamS = on ? sHead[g] : 0.f;
-#pragma unroll
-            for (int i = 0; i < 8; ++i) {
-                const int j = 8 * (i >> 1) + 2 * q + (i & 1);
-                cfS[i] = (on && j < Rc) ? sHead[4 + g * RM + j] : 0.f;
-            }
-            __syncwarp();  // every lane has read the buffer: the next item's copy may overwrite it
-            if (it + nw < items) issueHead(cN);
-        }
         bool xIssued = false;  // XPF: the next item's x_j loads
         if (slot >= 0 && nf != kSplitSkipRow) {  // else padding row / skipped flushing row: untouched
             uint16_t* yg = static_cast<uint16_t*>(p.y) + (int64_t)b * p.stride_y_b + (int64_t)g * p.stride_y_t +
@@ -275,13 +209,7 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
                         cf[i] = (actTok && j < R) ? hr[kSplitCoef + g * RM + j] : 0.f;
                     }
                 };
-                if constexpr (HSM) {
-                    gam = gamS;
-#pragma unroll
-                    for (int i = 0; i < 8; ++i) cf[i] = cfS[i];
-                } else if constexpr (ZPF) {
-                    loadHeadRecords();  // before the C_g loads: their round trips overlap
-                }
+                if constexpr (ZPF) loadHeadRecords();  // before the C_g loads: their round trips overlap
                 uint32_t cw[2 * kKT];  // C_g pairs of this lane's token: columns 16k + 2q, + 1 and 16k + 8 + 2q, + 1
                 if constexpr (CHOIST) {
 #pragma unroll
