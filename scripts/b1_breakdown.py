@@ -29,6 +29,9 @@ def main() -> int:
     ap.add_argument("--window", type=int, default=16)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--replay-variant", type=int, default=4)
+    ap.add_argument("--tmax", type=int, default=1,
+                    help="ring capacity L + TMAX (the benchmark sizes the ring for its largest token count: "
+                         "--tokens 1,4,8 gives L + 8)")
     ap.add_argument("--ncu", action="store_true", help="run each kernel once inside an NVTX range instead")
     args = ap.parse_args()
     B, L, rv = args.batch, args.window, args.replay_variant
@@ -36,7 +39,7 @@ def main() -> int:
         sh = bm2.SHAPES[shp]
         sb = bm2._state_bytes(sh, B, 4)
         nl = 2 if args.ncu else int(min(64, max(2, math.ceil(240e6 / sb))))
-        ls = bm2._Layerset(sh, B, L, 1, torch.float32, torch.bfloat16, nl, 0, token_list=[1])
+        ls = bm2._Layerset(sh, B, L, args.tmax, torch.float32, torch.bfloat16, nl, 0, token_list=[1])
         one = [torch.zeros(1, device="cuda") for _ in range(nl)]
 
         def held(h):
@@ -57,7 +60,7 @@ def main() -> int:
                   ("replay held h=L/2 (non-flush)",) + held(L // 2) + (nl,),
                   ("replay held h=L-1 (flush)",) + held(L - 1) + (nl,),
                   ("one-element kernel", None, lambda: [o.add_(1.0) for o in one], nl)]
-        print(f"== {shp} B={B} L={L} nl={nl} state {sb / 2**20:.2f} MiB per layer")
+        print(f"== {shp} B={B} L={L} ring capacity {ls.C} nl={nl} state {sb / 2**20:.2f} MiB per layer")
         for name, h, fn, per in cases:
             if h is not None:
                 ls.set_cursors(torch.full((B,), h, dtype=torch.int32, device="cuda"))

@@ -632,24 +632,16 @@ FUSED_CASES = [
 ]
 
 
-# CTAs per (row, head) of the fused step (RSSM_MAMBA2_FUSED_PARTS): 1 (default), 3 (uneven: Nano's 10 items as 4 + 4
-# + 2, headdim 32's 4 items as 2 + 2), 99 (capped at the item count: one warp per CTA)
-FUSED_PARTS = ["1", "3", "99"]
-
-
-@pytest.mark.parametrize("parts", FUSED_PARTS, ids=[f"parts{p}" for p in FUSED_PARTS])
 @pytest.mark.parametrize("fold", ["auto", "cuda"])
 @pytest.mark.parametrize("B,L,sh,st,act,steps", FUSED_CASES,
                          ids=[f"B{c[0]}-L{c[1]}-H{c[2]['H']}-P{c[2]['P']}-N{c[2]['N']}-{_DN[c[3]]}-{_DN[c[4]]}"
                               for c in FUSED_CASES])
-def test_replay_split_fused_vs_reference(B, L, sh, st, act, steps, fold, parts, monkeypatch):
+def test_replay_split_fused_vs_reference(B, L, sh, st, act, steps, fold, monkeypatch):
     """The one-launch small-batch standard step (RSSM_MAMBA2_FUSED=1 forces it; the launcher takes it by itself at
     B = 1 at the model shapes) against the float64 reference over more than two windows: staggered rows, flushes
     (the fold reads the newest record's B from the input), ring wrap-around, padding rows (B >= 3), fp32 / 16-bit
-    checkpoints, bf16 / fp16 activations, dstate 256, headdim 32 .. 128 (4 .. 16 warps per CTA), a head's items in
-    one CTA or split over several (parts: each repeats the record dots, part 0 alone appends dt and B)."""
+    checkpoints, bf16 / fp16 activations, dstate 256, headdim 32 .. 128 (4 .. 16 warps per CTA)."""
     monkeypatch.setenv("RSSM_MAMBA2_FUSED", "1")
-    monkeypatch.setenv("RSSM_MAMBA2_FUSED_PARTS", parts)
     # fold "auto": dstate 128 with bf16 activations folds on tensor cores from the rows the record dots staged in
     # shared memory (fifteenth session); "cuda" forces the CUDA-core fold (RSSM_MAMBA2_FUSED_FOLD=cuda)
     if fold == "cuda":
@@ -657,15 +649,12 @@ def test_replay_split_fused_vs_reference(B, L, sh, st, act, steps, fold, parts, 
     assert _run_replay(B, L, 1, 0, sh, st, act, steps, seed=140 + B + L, variant=4) > 0
 
 
-@pytest.mark.parametrize("parts", ["1", "3"], ids=["parts1", "parts3"])
 @pytest.mark.parametrize("sh,act", [(SUPER, BF16), (NANO, F16), (dict(H=10, P=64, N=256, G=2), BF16)],
                          ids=["super", "nano-fp16", "H10-N256-G2"])
-def test_replay_split_fused_vs_split(sh, act, parts, monkeypatch):
+def test_replay_split_fused_vs_split(sh, act, monkeypatch):
     """The fused step against the two-kernel split step (RSSM_MAMBA2_FUSED=0) on identical caches and inputs, staggered
     rows (some flushing), padding rows, three steps with commits between: ring appends (dt, x, B) and cursors
-    bit-identical (same dots, same appends), outputs and checkpoints equal up to fp32 contraction differences. With
-    parts = 3 a head's items are split over three CTAs."""
-    monkeypatch.setenv("RSSM_MAMBA2_FUSED_PARTS", parts)
+    bit-identical (same dots, same appends), outputs and checkpoints equal up to fp32 contraction differences."""
     import replayssm_trtllm.ops.commit  # noqa: F401
     import replayssm_trtllm.ops.mamba2  # noqa: F401
     H, P, N, G = sh["H"], sh["P"], sh["N"], sh["G"]
@@ -755,10 +744,6 @@ def test_replay_split_fused_sanitize(monkeypatch):
     assert _run_replay(4, 4, 1, 0, SMALL, F32, BF16, 7, seed=26, variant=4) > 0  # tensor-core fold (staged rows)
     assert _run_replay(3, 20, 1, 0, SMALL, BF16, BF16, 45, seed=28, variant=4) > 0  # two 16-record chunks, padding
     assert _run_replay(3, 4, 1, 0, dict(H=4, P=80, N=256, G=2), F16, F16, 6, seed=27, variant=4) > 0
-    monkeypatch.setenv("RSSM_MAMBA2_FUSED_PARTS", "3")  # a head's items over three CTAs (uneven for P = 80)
-    assert _run_replay(4, 4, 1, 0, SMALL, F32, BF16, 7, seed=26, variant=4) > 0
-    assert _run_replay(3, 4, 1, 0, dict(H=4, P=80, N=256, G=2), F16, F16, 6, seed=27, variant=4) > 0
-    monkeypatch.delenv("RSSM_MAMBA2_FUSED_PARTS")
     monkeypatch.setenv("RSSM_MAMBA2_FUSED_FOLD", "cuda")
     assert _run_replay(4, 4, 1, 0, SMALL, F32, BF16, 7, seed=26, variant=4) > 0
 

@@ -355,19 +355,11 @@ int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc
                                  ? splitFusedKernel(q.state_dtype, q.dstate, q.act_dtype, mmaFold)
                                  : nullptr;
             if (fk) {
-                // RSSM_MAMBA2_FUSED_PARTS=n (A/B, read per launch; 1 by default): a head's 8-row items over n CTAs
-                // of ceil(items / n) warps (each repeats the record dots), so that fewer (row, head) pairs than SMs
-                // still spread over the GPU
-                const int items = (q.headdim + splitRows() - 1) / splitRows();
-                const char* fpe = getenv("RSSM_MAMBA2_FUSED_PARTS");
-                int wantParts = fpe ? atoi(fpe) : 1;
-                wantParts = wantParts < 1 ? 1 : (wantParts > items ? items : wantParts);
-                const int warps = (items + wantParts - 1) / wantParts;  // per CTA
-                const int parts = (items + warps - 1) / warps;
+                const int warps = (q.headdim + splitRows() - 1) / splitRows();
                 const size_t smem = splitFusedSmemBytes(q.dstate, warps, mmaFold);
-                const long long ctas = (long long)q.batch * q.nheads * parts;
+                const long long ctas = (long long)q.batch * q.nheads;
                 if (allowSmem(fk, smem) && (fusedOn || ctas <= persistentGrid(fk, warps * 32, smem, ctas)))
-                    return launch(op, fk, dim3(q.nheads, q.batch, parts), warps * 32, smem, &q, stream);
+                    return launch(op, fk, dim3(q.nheads, q.batch), warps * 32, smem, &q, stream);
             }
             return launchSplitReadout(op, q, rc, stream, lean, prepGrid, splitPrepLeanThreads(), 0);
         }

@@ -17,10 +17,6 @@
 // Same function, records, appends, padding and invalid-cursor rules as the split kernels; standard mode, one
 // token, writable checkpoints (fp32 / fp16 / bf16), no skip_flush_rows. The launcher (launchSplit) takes it when
 // the grid (B x H CTAs) fits one wave and the rows are 16-byte aligned; RSSM_MAMBA2_FUSED=0|1 forces it off / on.
-// Parts (twenty-third session): the launcher may give a head's 8-row items to gridDim.z CTAs of fewer warps, so that
-// a batch with fewer (row, head) pairs than SMs still spreads its rows over the GPU (Nano at B = 1: 96 heads x 10
-// items). Each part repeats the record dots (the ring's B rows come from L2 after the first); part 0 alone appends
-// dt and B (the x block of an item is appended by its own warp).
 // The workspace is not used. A programmatic dependent launch after it (the commit, replay_commit.cu) may be
 // scheduled from its start; the commit waits for this grid to complete before it moves the cursors.
 #pragma once
@@ -66,13 +62,9 @@ __global__ void __launch_bounds__(kFusedMaxWarps * 32) mamba2SplitFusedKernel(co
     const bool actBf16 = BF16;
     const int rl = RS::rowOf(lane), sub = lane & (RS::LPR - 1);
     const unsigned bh = (unsigned)b * H + head;
-    // This warp's 8-row item. The launcher may split a head's items over gridDim.z CTAs (parts), each of which
-    // repeats the record dots; part 0 alone appends the head's dt and the group's B record.
-    const int item = blockIdx.z * (nthreads >> 5) + warp;
-    const bool part0 = blockIdx.z == 0;
-    const unsigned it = bh * (unsigned)nrb + item;  // (item < nrb)
-    const bool hasItem = item < nrb;
-    const int vw = item * kSplitRows;
+    const unsigned it = bh * (unsigned)nrb + warp;  // this warp's item (warp < nrb)
+    const bool hasItem = warp < nrb;
+    const int vw = warp * kSplitRows;
     const stream::ReadCopyScales rc{};
     const int64_t ringSlotRow = (int64_t)slot * Cap;
 
@@ -145,7 +137,7 @@ __global__ void __launch_bounds__(kFusedMaxWarps * 32) mamba2SplitFusedKernel(co
             }
 #pragma unroll
             for (int v = 0; v < V; ++v) acc = dotPiece<BF16>(bv[v], cv[v], acc);
-            if (r == Cap && valid && head == g * hpg && part0) {  // the group's first head appends this step's B
+            if (r == Cap && valid && head == g * hpg) {  // the group's first head appends this step's B
                 uint16_t* dstB = static_cast<uint16_t*>(p.ring_B) + (ringSlotRow + rrNew) * G * N + g * N;
 #pragma unroll
                 for (int v = 0; v < V; ++v) *reinterpret_cast<uint4*>(dstB + (v * kLeanDotThreads + q) * 8) = bv[v];
@@ -183,7 +175,7 @@ __global__ void __launch_bounds__(kFusedMaxWarps * 32) mamba2SplitFusedKernel(co
         if (hasItem && lane == 0)
             *reinterpret_cast<uint4*>(static_cast<uint16_t*>(p.ring_x) + ((ringSlotRow + rrNew) * H + head) * P + vw) =
                 xNew;
-        if (part0 && warp == 0 && lane == 0) p.ring_dt[(ringSlotRow + rrNew) * H + head] = softplusF(dtRaw + dtBias);
+        if (warp == 0 && lane == 0) p.ring_dt[(ringSlotRow + rrNew) * H + head] = softplusF(dtRaw + dtBias);
     }
     __syncthreads();
     // ---- head record, formed by every warp in its registers (lane j = record j): coef_j, fw_j, gamma, cursors
