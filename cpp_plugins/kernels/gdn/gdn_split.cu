@@ -129,9 +129,7 @@ cudaError_t launchVerifyMma(const GdnReplayParams& p, int smCount, cudaStream_t 
     // registers: 1.5-2% slower); eighteenth session, docs/kernels-gdn.md. RSSM_GDN_VERIFY_UPF = "1" / "0" forces it
     // on / off (A/B timing, tests).
     const bool prefetchU = envSwitch("RSSM_GDN_VERIFY_UPF", p.num_tokens <= 4);
-    // RSSM_GDN_VERIFY_CFL=1 (A/B, read per launch; off by default, NOT yet run on a GPU): fp32 rows run the
-    // coefficient products after the state products (gdnSplitVerifyMmaKernel's CFL)
-    const void* kernel = verifyMmaKernel(p.state_dtype, p.num_tokens, prefetchU, envSwitch("RSSM_GDN_VERIFY_CFL", false));
+    const void* kernel = verifyMmaKernel(p.state_dtype, p.num_tokens, prefetchU);
     const int threads = verifyMmaThreads();
     const size_t smem = verifyMmaSmemBytes(p.state_dtype);
     cudaError_t e = allowDynamicSmem(kernel, smem);

@@ -11,15 +11,7 @@ namespace {
 // in registers: the 3-CTA build of it (80 registers, those loads inside the product loop, 140 bytes of spills) ran
 // 1.2-1.9x slower (q35-4b B = 256 T = 8: 538-824 vs 327-434 us; tenth session, docs/kernels-gdn.md).
 template <typename ST>
-const void* entry(int maxTokens, bool prefetchU, bool coefLate) {
-    // coefLate (RSSM_GDN_VERIFY_CFL=1, A/B, off by default, not yet run on a GPU; fp32 rows): the coefficient products
-    // after the state products (gdnSplitVerifyMmaKernel's CFL), with each token bucket's default u_j prefetch rule
-    if constexpr (std::is_same<ST, float>::value) {
-        if (coefLate && maxTokens <= 4 && prefetchU)
-            return reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 4, 3, false, true, true>);
-        if (coefLate && maxTokens > 4 && !prefetchU)
-            return reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 8, 2, true, false, true>);
-    }
+const void* entry(int maxTokens, bool prefetchU) {
     if (maxTokens <= 4)
         return prefetchU ? reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 4, 3, false, true>)
                          : reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 4, 3, false, false>);
@@ -28,11 +20,11 @@ const void* entry(int maxTokens, bool prefetchU, bool coefLate) {
 }
 }  // namespace
 
-const void* verifyMmaKernel(int stateDtype, int numTokens, bool prefetchU, bool coefLate) {
+const void* verifyMmaKernel(int stateDtype, int numTokens, bool prefetchU) {
     switch (stateDtype) {
-        case RSSM_DTYPE_FP32: return entry<float>(numTokens, prefetchU, coefLate);
-        case RSSM_DTYPE_FP16: return entry<__half>(numTokens, prefetchU, coefLate);
-        case RSSM_DTYPE_BF16: return entry<__nv_bfloat16>(numTokens, prefetchU, coefLate);
+        case RSSM_DTYPE_FP32: return entry<float>(numTokens, prefetchU);
+        case RSSM_DTYPE_FP16: return entry<__half>(numTokens, prefetchU);
+        case RSSM_DTYPE_BF16: return entry<__nv_bfloat16>(numTokens, prefetchU);
         default: return nullptr;
     }
 }

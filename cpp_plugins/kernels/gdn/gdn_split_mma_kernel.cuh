@@ -57,11 +57,7 @@ __device__ __forceinline__ float2 halfPair(uint32_t v) { return __half22float2(*
 // at the item's start ahead of the shared-memory store and ldmatrix (the Mamba-2 readout's x_j prefetch); 4 more
 // registers. Committed records' u_j are never written by this kernel (it appends the drafts' u behind them). The
 // launcher takes it for T <= 4 (gdn_split.cu).
-// CFL (A/B, twenty-third session, NOT yet run on a GPU; fp32 rows): the committed-record coefficient products (accR)
-// after the state products instead of right after the coefficient loads. Source counters of the T = 4 readout
-// (docs/kernels-gdn.md "Twenty-third session") put 35% of the stall samples on those products waiting for the loads
-// issued a few instructions before; the state products (rows already in shared memory) now cover part of that wait.
-template <typename ST, int MAXT, int MINB, bool HOISTB, bool UPF = false, bool CFL = false>
+template <typename ST, int MAXT, int MINB, bool HOISTB, bool UPF = false>
 __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMmaKernel(const GdnReplayParams p) {
     using namespace mmaverify;
     using Rows = mmarows::SmemRows<ST>;
@@ -194,15 +190,12 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
             uint32_t ub[4];  // ub[c]: u_{8c+2q}[g], u_{8c+2q+1}[g] (fp16 pair)
             foldmma::ldmatrixX4Trans(ub, sU + lane * kSplitRows);
             float accR[4] = {0.f, 0.f, 0.f, 0.f};
-            if constexpr (!CFL) {
 #pragma unroll
-                for (int c = 0; c < 4; ++c) {
-                    if (8 * c >= h) break;
-                    const float2 u2 = halfPair(ub[c]);
-                    mmarows::mmaTf32Full(accR, mmarows::tf32(cfA[c].x), mmarows::tf32(cfB[c].x),
-                                         mmarows::tf32(cfA[c].y), mmarows::tf32(cfB[c].y), __float_as_uint(u2.x),
-                                         __float_as_uint(u2.y));
-                }
+            for (int c = 0; c < 4; ++c) {
+                if (8 * c >= h) break;
+                const float2 u2 = halfPair(ub[c]);
+                mmarows::mmaTf32Full(accR, mmarows::tf32(cfA[c].x), mmarows::tf32(cfB[c].x), mmarows::tf32(cfA[c].y),
+                                     mmarows::tf32(cfB[c].y), __float_as_uint(u2.x), __float_as_uint(u2.y));
             }
             async::waitAllButOne();  // this item's rows (the next item's rows / the key chunk may be in flight)
             __syncwarp();            // also: every lane's u_j fragments are in registers (sSub may be written)
@@ -223,16 +216,6 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
                 } else {
                     mmarows::mmaTf32(accE, a.x << 16, a.x & 0xffff0000u, mmarows::tf32(sv.x), mmarows::tf32(sv.y));
                     mmarows::mmaTf32(accO, a.y << 16, a.y & 0xffff0000u, mmarows::tf32(sv.z), mmarows::tf32(sv.w));
-                }
-            }
-            if constexpr (CFL) {  // the coefficient products, after the state products
-#pragma unroll
-                for (int c = 0; c < 4; ++c) {
-                    if (8 * c >= h) break;
-                    const float2 u2 = halfPair(ub[c]);
-                    mmarows::mmaTf32Full(accR, mmarows::tf32(cfA[c].x), mmarows::tf32(cfB[c].x),
-                                         mmarows::tf32(cfA[c].y), mmarows::tf32(cfB[c].y), __float_as_uint(u2.x),
-                                         __float_as_uint(u2.y));
                 }
             }
             if constexpr (UPF) {
