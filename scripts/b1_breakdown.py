@@ -32,6 +32,9 @@ def main() -> int:
     ap.add_argument("--tmax", type=int, default=1,
                     help="ring capacity L + TMAX (the benchmark sizes the ring for its largest token count: "
                          "--tokens 1,4,8 gives L + 8)")
+    ap.add_argument("--origin", type=int, default=0,
+                    help="ring origin of the held-cursor cases (a value past capacity - h wraps their records)")
+    ap.add_argument("--replay-only", action="store_true", help="skip the conventional kernels")
     ap.add_argument("--ncu", action="store_true", help="run each kernel once inside an NVTX range instead")
     args = ap.parse_args()
     B, L, rv = args.batch, args.window, args.replay_variant
@@ -55,20 +58,27 @@ def main() -> int:
                 ls.commit(1, 0)
 
         cases = [(f"conventional v{v}", None, (lambda v=v: [ls.conv_step(l, 1, variant=v) for l in range(nl)]), nl)
-                 for v in (0, 1, 2, 4)]
+                 for v in ((0, 1, 2, 4) if not args.replay_only else ())]
         cases += [("replay window (bench)", 0, window, L * nl),
                   ("replay held h=L/2 (non-flush)",) + held(L // 2) + (nl,),
                   ("replay held h=L-1 (flush)",) + held(L - 1) + (nl,),
                   ("one-element kernel", None, lambda: [o.add_(1.0) for o in one], nl)]
-        print(f"== {shp} B={B} L={L} ring capacity {ls.C} nl={nl} state {sb / 2**20:.2f} MiB per layer")
+        if not 0 <= args.origin < ls.C:
+            raise SystemExit(f"--origin must lie in [0, {ls.C}) (the ring capacity); got {args.origin}")
+        print(f"== {shp} B={B} L={L} ring capacity {ls.C} held origin {args.origin} nl={nl} "
+              f"state {sb / 2**20:.2f} MiB per layer")
         for name, h, fn, per in cases:
             if h is not None:
                 ls.set_cursors(torch.full((B,), h, dtype=torch.int32, device="cuda"))
+                if name.startswith("replay held"):
+                    ls.origin.fill_(args.origin)
             if args.ncu:
                 fn()
                 torch.cuda.synchronize()
                 if h is not None:
                     ls.set_cursors(torch.full((B,), h, dtype=torch.int32, device="cuda"))
+                    if name.startswith("replay held"):
+                        ls.origin.fill_(args.origin)
                 torch.cuda.nvtx.range_push("prof")
                 torch.cuda.nvtx.range_push(f"{shp}-{name}")
                 if name.startswith("replay window"):
