@@ -61,8 +61,14 @@ cudaError_t launchReadout(const GdnReplayParams& p, int smCount, cudaStream_t s,
     // (gdnSplitReadoutKernel's UPD; default since the twenty-third session: 0.4-1.7% faster per step on the H200,
     // docs/kernels-gdn.md). RSSM_GDN_SPLIT_UPD=0 (A/B, read per launch) runs the permute right after the u_j load.
     if constexpr (std::is_same<ST, float>::value && K == 128 && MAXT == 1 && NT == 128 && MINB == 5) {
-        if (serving && envSwitch("RSSM_GDN_SPLIT_UPD", true))
+        if (serving && envSwitch("RSSM_GDN_SPLIT_UPD", true)) {
             readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1>;
+            // RSSM_GDN_SPLIT_FDIV=1 (A/B, read per launch; off by default, NOT yet run on a GPU): the key head by a
+            // multiply-high instead of an integer division per item (gdnSplitReadoutKernel's FDIV; exact while the
+            // value heads stay below 2^16)
+            if (envSwitch("RSSM_GDN_SPLIT_FDIV", false) && (unsigned)p.num_v_heads < SmallDivisor::kMaxOperand)
+                readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1, true>;
+        }
     }
     const size_t smem = splitReadoutSmemBytesGdn(K, NT);
     cudaError_t e = allowDynamicSmem(readout, smem);

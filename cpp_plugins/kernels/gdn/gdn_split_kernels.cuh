@@ -37,6 +37,7 @@
 #include "common/cp_async.cuh"
 #include "common/fold_mma.cuh"
 #include "common/read_rows.cuh"
+#include "common/small_divisor.h"
 #include "common/stream_rows.cuh"
 #include "common/warp_scan.cuh"
 #include "gdn/gdn_kernels.cuh"
@@ -440,7 +441,10 @@ constexpr int kDtBf16ActFp16U = 1;
 // token 0's k / q / v / coefficient loads are issued, not right after its own load. The permute consumes the load, so in the default order every item waits one
 // round trip for u_j before it even issues the rest (the Mamba-2 verify readout's gate z had the same pattern: 18% of
 // its stall samples, 5-7% of the step once moved; docs/kernels-mamba2.md "Twenty-second session").
-template <typename ST, int K, int MAXT, int NT, int MINB, int DT, int UPD = 0>
+// FDIV (A/B, twenty-third session, NOT yet run on a GPU; the serving standard-step instance with UPD): the key head
+// hv / group by one multiply-high (common/small_divisor.h) instead of an integer division per item, which the source
+// counters put at 27 of the item's 616 warp instructions (docs/kernels-gdn.md "Twenty-third session").
+template <typename ST, int K, int MAXT, int NT, int MINB, int DT, int UPD = 0, bool FDIV = false>
 __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnReplayParams p,
                                                                    const stream::ReadCopyScales rc) {
     pdlWaitPrimary();  // launched as a programmatic dependent of the prep kernel
@@ -457,6 +461,7 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
                                             splitReadoutFoldBytesGdn(K));  // [2][8 records][8 rows]
     const int HV = p.num_v_heads, V = p.head_v, T = p.num_tokens, C = p.ring_capacity;
     const int group = HV / p.num_heads;
+    const SmallDivisor groupDiv(FDIV ? (unsigned)group : 1u);  // FDIV: the key head by a multiply-high
     const bool spec = p.mode == GDN_REPLAY_SPECULATIVE;
     const bool bf16 = DT == kDtBf16ActFp16U ? true : p.act_dtype == RSSM_DTYPE_BF16;
     const bool ubf16 = DT == kDtBf16ActFp16U ? false : p.u_dtype == RSSM_DTYPE_BF16;
@@ -505,7 +510,12 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
         // u_lane of the rows in this lane's register slots (packed); UPD: permuted after token 0's loads (uraw)
         const uint4 uraw = UPD != 0 ? loadU() : make_uint4(0u, 0u, 0u, 0u);
         uint4 uperm = UPD != 0 ? make_uint4(0u, 0u, 0u, 0u) : xorPermute8(loadU(), rl);
-        const int hk = hv / group;
+        int hk;
+        if constexpr (FDIV) {
+            hk = (int)groupDiv.div((unsigned)hv);  // the launcher keeps HV below 2^16
+        } else {
+            hk = hv / group;
+        }
         const int row = vw + rl;
         const int64_t kBase = (int64_t)b * p.k_stride_b + (int64_t)hk * p.k_stride_h + lane * 4;
         const int64_t qBase = (int64_t)b * p.q_stride_b + (int64_t)hk * p.q_stride_h + lane * 4;
