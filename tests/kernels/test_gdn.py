@@ -444,16 +444,43 @@ def test_standard_readout_instance_runs(env, upd, fdiv, monkeypatch):
 
 
 @pytest.mark.gpu
-def test_fdiv_changes_no_value(monkeypatch):
-    """RSSM_GDN_SPLIT_FDIV computes the same key head another way: the same standard-step sequence with and without it
-    gives bit-identical outputs, checkpoints and ring u (fp32 rows, padding and staggered rows, flushes)."""
+@pytest.mark.parametrize("T,fdiv", [(8, True), (4, False)], ids=["T8-fdiv", "T4-default"])
+def test_verify_readout_fdiv_instance_runs(T, fdiv, monkeypatch):
+    """RSSM_GDN_SPLIT_FDIV=1 on a verify step: the FDIV instance of the tensor-core verify readout runs at T = 8 (fp32
+    rows), the default one at T = 4 (no FDIV instance there: spills). Torch profiler."""
+    import os
+    import re
+    if os.environ.get("RSSM_UNDER_SANITIZER"):
+        pytest.skip("compute-sanitizer holds CUPTI: the profiler sees no kernels")
+    from torch.profiler import ProfilerActivity, profile
+    monkeypatch.setenv("RSSM_GDN_SPLIT_FDIV", "1")
+    seq = _Seq("q35-4b", 8, 16, 1, T, seed=6, variant=6)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        seq.step(torch.ones(8, dtype=torch.bool), [T] * 8)
+        torch.cuda.synchronize()
+    names = {e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA}
+    vr = [n for n in names if "gdnSplitVerifyMmaKernel<float" in n]
+    assert vr, f"no fp32 verify readout ran: {sorted(names)}"
+
+    def last_arg(n):  # the FDIV template argument: "true" / "(bool)1" / "false" / "(bool)0"
+        return re.sub(r"^\(\w+\)", "", re.search(r"gdnSplitVerifyMmaKernel<[^>]*?, ([^,>]+)>", n).group(1).strip())
+    assert all((last_arg(n) in ("true", "1")) == fdiv for n in vr), vr
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("T", [1, 8], ids=["standard", "verify-T8"])
+def test_fdiv_changes_no_value(T, monkeypatch):
+    """RSSM_GDN_SPLIT_FDIV computes the same key head another way: the same standard-step (T = 1: the split readout) or
+    verify (T = 8: the tensor-core verify readout) sequence with and without it gives bit-identical outputs,
+    checkpoints and ring u (fp32 rows, padding and staggered rows, flushes)."""
     res = {}
     for on in ("0", "1"):
         monkeypatch.setenv("RSSM_GDN_SPLIT_FDIV", on)
-        seq = _Seq("q35-122b", 7, 8, 0, 1, seed=96, variant=6)
+        seq = _Seq("q35-122b", 7, 8 if T == 1 else 16, 0 if T == 1 else 1, T, seed=96 + T, variant=6)
         outs = []
         for t in range(24):
-            seq.step(_active(7, t, [0, 3, 5, 0, 2, 7, 1], seq.gen, 0.15))
+            seq.step(_active(7, t, [0, 3, 5, 0, 2, 7, 1], seq.gen, 0.15),
+                     None if T == 1 else _spec_accept("random", 7, T, seq.gen))
             outs.append(seq.last_out.clone())
         torch.cuda.synchronize()
         assert seq.flushes > 0
@@ -538,9 +565,11 @@ MMA_SPEC_CASES = [c for c in SPEC_CASES if c[2] + c[3] <= SPLIT_MAX_RECORDS] + [
     ("q35-4b", 3, 16, 1, "random"), ("q35-122b", 3, 4, 2, "all"),
 ]
 # mma: the default (the next item's u_j prefetched at T <= 4); mma-upf / mma-noupf: the prefetch forced on / off
-# (RSSM_GDN_VERIFY_UPF=1 / 0) so that every kernel instance runs.
-VERIFY_PIPES = ["1", "1u", "1n", "0"]
-VERIFY_PIPE_IDS = ["mma", "mma-upf", "mma-noupf", "cudacore"]
+# (RSSM_GDN_VERIFY_UPF=1 / 0) so that every kernel instance runs; mma-fdiv: the key head by a multiply-high
+# (RSSM_GDN_SPLIT_FDIV=1, an A/B switch of the twenty-third session, off by default; the fp32-row T > 4 instance, the
+# default elsewhere).
+VERIFY_PIPES = ["1", "1u", "1n", "1f", "0"]
+VERIFY_PIPE_IDS = ["mma", "mma-upf", "mma-noupf", "mma-fdiv", "cudacore"]
 
 
 def _set_verify_pipe(monkeypatch, pipe):
@@ -549,6 +578,10 @@ def _set_verify_pipe(monkeypatch, pipe):
         monkeypatch.setenv("RSSM_GDN_VERIFY_UPF", "1" if pipe.endswith("u") else "0")
     else:
         monkeypatch.delenv("RSSM_GDN_VERIFY_UPF", raising=False)
+    if pipe.endswith("f"):
+        monkeypatch.setenv("RSSM_GDN_SPLIT_FDIV", "1")
+    else:
+        monkeypatch.delenv("RSSM_GDN_SPLIT_FDIV", raising=False)
 
 
 @pytest.mark.gpu
@@ -840,7 +873,7 @@ def test_sanitize_replay(variant, mode, T):
 @pytest.mark.gpu
 @pytest.mark.sanitize
 @pytest.mark.parametrize("T", [3, 6])
-@pytest.mark.parametrize("pipe", ["1u", "1n"], ids=["mma-upf", "mma-noupf"])
+@pytest.mark.parametrize("pipe", ["1u", "1n", "1f"], ids=["mma-upf", "mma-noupf", "mma-fdiv"])
 def test_sanitize_replay_verify_mma(T, pipe, monkeypatch):
     """The tensor-core verify readout (forced): tiny batch with a padding row, L = 4 / 8 (flushes, wrap-around)."""
     _set_verify_pipe(monkeypatch, pipe)

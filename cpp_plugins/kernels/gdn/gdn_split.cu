@@ -135,7 +135,11 @@ cudaError_t launchVerifyMma(const GdnReplayParams& p, int smCount, cudaStream_t 
     // registers: 1.5-2% slower); eighteenth session, docs/kernels-gdn.md. RSSM_GDN_VERIFY_UPF = "1" / "0" forces it
     // on / off (A/B timing, tests).
     const bool prefetchU = envSwitch("RSSM_GDN_VERIFY_UPF", p.num_tokens <= 4);
-    const void* kernel = verifyMmaKernel(p.state_dtype, p.num_tokens, prefetchU);
+    // RSSM_GDN_SPLIT_FDIV=1 (A/B, read per launch; off by default, NOT yet run on a GPU): fp32 rows take the key head
+    // by a multiply-high (gdnSplitVerifyMmaKernel's FDIV; exact while the value heads stay below 2^16)
+    const bool fastDiv =
+        envSwitch("RSSM_GDN_SPLIT_FDIV", false) && (unsigned)p.num_v_heads < SmallDivisor::kMaxOperand;
+    const void* kernel = verifyMmaKernel(p.state_dtype, p.num_tokens, prefetchU, fastDiv);
     const int threads = verifyMmaThreads();
     const size_t smem = verifyMmaSmemBytes(p.state_dtype);
     cudaError_t e = allowDynamicSmem(kernel, smem);
