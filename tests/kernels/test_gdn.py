@@ -398,12 +398,14 @@ def test_replay_standard_readout_deferred_permute(shape, B, L, stag, monkeypatch
 @pytest.mark.parametrize("shape,B,L,stag", [pytest.param("q35-4b", 3, 8, True, marks=pytest.mark.sanitize),
                                              ("q35-122b", 64, 16, False), ("q35-4b", 256, 16, True)],
                          ids=["q35-4b-B3-L8-stag", "q35-122b-B64-L16-phase", "q35-4b-B256-L16-stag"])
-def test_replay_standard_readout_fdiv(shape, B, L, stag, monkeypatch):
+@pytest.mark.parametrize("off32", [False, True], ids=["fdiv", "fdiv-off32"])
+def test_replay_standard_readout_fdiv(shape, B, L, stag, off32, monkeypatch):
     """The serving standard-step readout with the key head by a multiply-high (RSSM_GDN_SPLIT_FDIV=1, an A/B switch of
-    the twenty-third session, off by default; common/small_divisor.h, exhaustively checked on the CPU) on both shapes
-    (2 and 4 value heads per key head): padding and staggered rows, flushes, wrap-around, against the float64
-    reference with the default tolerances."""
+    the twenty-third session, off by default; common/small_divisor.h, exhaustively checked on the CPU), and with it the
+    item's offsets in 32-bit arithmetic (RSSM_GDN_SPLIT_OFF32=1), on both shapes (2 and 4 value heads per key head):
+    padding and staggered rows, flushes, wrap-around, against the float64 reference with the default tolerances."""
     monkeypatch.setenv("RSSM_GDN_SPLIT_FDIV", "1")
+    monkeypatch.setenv("RSSM_GDN_SPLIT_OFF32", "1" if off32 else "0")
     seq = _Seq(shape, B, L, 0, 1, seed=B * 100 + L + 13, variant=6)
     join = [(r * 5) % L if stag else 0 for r in range(B)]
     steps = 3 * L + max(join)
@@ -413,19 +415,21 @@ def test_replay_standard_readout_fdiv(shape, B, L, stag, monkeypatch):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("env,upd,fdiv", [({}, "1", False), ({"RSSM_GDN_SPLIT_UPD": "0"}, "0", False),
-                                          ({"RSSM_GDN_SPLIT_FDIV": "1"}, "1", True)],
-                         ids=["default-upd", "upd-off", "fdiv"])
-def test_standard_readout_instance_runs(env, upd, fdiv, monkeypatch):
+@pytest.mark.parametrize("env,upd,fdiv,off32", [({}, "1", False, False), ({"RSSM_GDN_SPLIT_UPD": "0"}, "0", False, False),
+                                                ({"RSSM_GDN_SPLIT_FDIV": "1"}, "1", True, False),
+                                                ({"RSSM_GDN_SPLIT_FDIV": "1", "RSSM_GDN_SPLIT_OFF32": "1"}, "1", True, True),
+                                                ({"RSSM_GDN_SPLIT_OFF32": "1"}, "1", False, False)],
+                         ids=["default-upd", "upd-off", "fdiv", "fdiv-off32", "off32-needs-fdiv"])
+def test_standard_readout_instance_runs(env, upd, fdiv, off32, monkeypatch):
     """The launcher's switches are silent when their conditions fail, so check which standard-step readout instance
     ran (torch profiler) at the serving dtypes: UPD by default, the previous instance with RSSM_GDN_SPLIT_UPD=0, the
-    FDIV instance with RSSM_GDN_SPLIT_FDIV=1."""
+    FDIV instance with RSSM_GDN_SPLIT_FDIV=1, FDIV + OFF32 with both (OFF32 alone does nothing)."""
     import os
     import re
     if os.environ.get("RSSM_UNDER_SANITIZER"):
         pytest.skip("compute-sanitizer holds CUPTI: the profiler sees no kernels")
     from torch.profiler import ProfilerActivity, profile
-    for k in ("RSSM_GDN_SPLIT_UPD", "RSSM_GDN_SPLIT_FDIV"):
+    for k in ("RSSM_GDN_SPLIT_UPD", "RSSM_GDN_SPLIT_FDIV", "RSSM_GDN_SPLIT_OFF32"):
         monkeypatch.delenv(k, raising=False)
     for k, v in env.items():
         monkeypatch.setenv(k, v)
@@ -434,13 +438,15 @@ def test_standard_readout_instance_runs(env, upd, fdiv, monkeypatch):
         seq.step(torch.ones(8, dtype=torch.bool))
         torch.cuda.synchronize()
     names = {e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA}
-    ro = [m for m in (re.search(r"gdnSplitReadoutKernel<float, (\S+), (\S+), (\S+), (\S+), (\S+), (\S+?)(?:, (\S+?))?>", n)
-                      for n in names) if m]
+    ro = [m for m in (re.search(r"gdnSplitReadoutKernel<float, (\S+), (\S+), (\S+), (\S+), (\S+), (\S+?)"
+                                r"(?:, (\S+?))?(?:, (\S+?))?>", n) for n in names) if m]
     assert ro, f"no split readout ran: {sorted(names)}"
+
     def arg(x):  # "1", "(int)1", "true", "(bool)1"
         return re.sub(r"^\(\w+\)", "", x.strip())
-    got = [(arg(m.group(6)), arg(m.group(7) or "false") in ("true", "1")) for m in ro]
-    assert all(g == (upd, fdiv) for g in got), got
+    got = [(arg(m.group(6)), arg(m.group(7) or "false") in ("true", "1"), arg(m.group(8) or "false") in ("true", "1"))
+           for m in ro]
+    assert all(g == (upd, fdiv, off32) for g in got), got
 
 
 @pytest.mark.gpu
@@ -474,8 +480,9 @@ def test_fdiv_changes_no_value(T, monkeypatch):
     verify (T = 8: the tensor-core verify readout) sequence with and without it gives bit-identical outputs,
     checkpoints and ring u (fp32 rows, padding and staggered rows, flushes)."""
     res = {}
-    for on in ("0", "1"):
-        monkeypatch.setenv("RSSM_GDN_SPLIT_FDIV", on)
+    for on in ("0", "1", "1+off32"):
+        monkeypatch.setenv("RSSM_GDN_SPLIT_FDIV", on[0])
+        monkeypatch.setenv("RSSM_GDN_SPLIT_OFF32", "1" if on.endswith("off32") else "0")
         seq = _Seq("q35-122b", 7, 8 if T == 1 else 16, 0 if T == 1 else 1, T, seed=96 + T, variant=6)
         outs = []
         for t in range(24):
@@ -485,10 +492,11 @@ def test_fdiv_changes_no_value(T, monkeypatch):
         torch.cuda.synchronize()
         assert seq.flushes > 0
         res[on] = (outs, seq.ckpt.clone(), seq.ring_u.clone())
-    for a, b in zip(res["0"][0], res["1"][0]):
-        assert torch.equal(a.nan_to_num(7.0), b.nan_to_num(7.0)), "RSSM_GDN_SPLIT_FDIV changed an output"
-    assert torch.equal(res["0"][1], res["1"][1]), "RSSM_GDN_SPLIT_FDIV changed a checkpoint"
-    assert torch.equal(res["0"][2], res["1"][2]), "RSSM_GDN_SPLIT_FDIV changed ring u"
+    for alt in ("1", "1+off32"):
+        for a, b in zip(res["0"][0], res[alt][0]):
+            assert torch.equal(a.nan_to_num(7.0), b.nan_to_num(7.0)), f"FDIV ({alt}) changed an output"
+        assert torch.equal(res["0"][1], res[alt][1]), f"FDIV ({alt}) changed a checkpoint"
+        assert torch.equal(res["0"][2], res[alt][2]), f"FDIV ({alt}) changed ring u"
 
 
 @pytest.mark.gpu

@@ -52,6 +52,27 @@ int readoutConfig() {
     return cfg;
 }
 
+// OFF32 rule: every element offset the standard-step readout forms in 32-bit arithmetic stays below 2^31 (the largest
+// is reached at the last row / head / token / record), with non-negative strides. The checkpoint is not included:
+// the OFF32 instance keeps its 64-bit offsets.
+static bool readoutOffsetsFit32(const GdnReplayParams& p) {
+    constexpr int64_t kLim = int64_t(1) << 31;
+    const int64_t B1 = p.batch - 1, T1 = p.num_tokens - 1, H1 = p.num_heads - 1, HV1 = p.num_v_heads - 1;
+    const int64_t strides[] = {p.k_stride_b, p.k_stride_t, p.k_stride_h, p.q_stride_b, p.q_stride_t, p.q_stride_h,
+                               p.v_stride_b, p.v_stride_t, p.v_stride_h, p.o_stride_b, p.o_stride_t, p.o_stride_h,
+                               p.ring_u_stride_slot, p.ring_u_stride_rec, p.ring_u_stride_head};
+    for (int64_t st : strides)
+        if (st < 0 || st >= kLim) return false;
+    const int64_t kMax = B1 * p.k_stride_b + T1 * p.k_stride_t + H1 * p.k_stride_h + p.head_k;
+    const int64_t qMax = B1 * p.q_stride_b + T1 * p.q_stride_t + H1 * p.q_stride_h + p.head_k;
+    const int64_t vMax = B1 * p.v_stride_b + T1 * p.v_stride_t + HV1 * p.v_stride_h + p.head_v;
+    const int64_t oMax = B1 * p.o_stride_b + T1 * p.o_stride_t + HV1 * p.o_stride_h + p.head_v;
+    const int64_t uMax = (int64_t)(p.num_slots - 1) * p.ring_u_stride_slot +
+                         (int64_t)(p.ring_capacity - 1) * p.ring_u_stride_rec + HV1 * p.ring_u_stride_head + p.head_v;
+    const int64_t wsMax = (int64_t)p.batch * p.num_v_heads * splitRecordWordsGdn(p.window, p.num_tokens);
+    return kMax < kLim && qMax < kLim && vMax < kLim && oMax < kLim && uMax < kLim && wsMax < kLim;
+}
+
 template <typename ST, int K, int MAXT, int NT, int MINB>
 cudaError_t launchReadout(const GdnReplayParams& p, int smCount, cudaStream_t s, const stream::ReadCopyScales& rc) {
     const bool serving = p.act_dtype == RSSM_DTYPE_BF16 && p.u_dtype == RSSM_DTYPE_FP16;
@@ -66,8 +87,13 @@ cudaError_t launchReadout(const GdnReplayParams& p, int smCount, cudaStream_t s,
             // RSSM_GDN_SPLIT_FDIV=1 (A/B, read per launch; off by default, NOT yet run on a GPU): the key head by a
             // multiply-high instead of an integer division per item (gdnSplitReadoutKernel's FDIV; exact while the
             // value heads stay below 2^16)
-            if (envSwitch("RSSM_GDN_SPLIT_FDIV", false) && (unsigned)p.num_v_heads < SmallDivisor::kMaxOperand)
+            if (envSwitch("RSSM_GDN_SPLIT_FDIV", false) && (unsigned)p.num_v_heads < SmallDivisor::kMaxOperand) {
                 readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1, true>;
+                // RSSM_GDN_SPLIT_OFF32=1 with FDIV (A/B, read per launch; off by default, NOT yet run on a GPU): the
+                // item's workspace / k / q / v / o / ring-u offsets in 32-bit arithmetic, where they all fit
+                if (envSwitch("RSSM_GDN_SPLIT_OFF32", false) && readoutOffsetsFit32(p))
+                    readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1, true, true>;
+            }
         }
     }
     const size_t smem = splitReadoutSmemBytesGdn(K, NT);

@@ -444,7 +444,11 @@ constexpr int kDtBf16ActFp16U = 1;
 // FDIV (A/B, twenty-third session, NOT yet run on a GPU; the serving standard-step instance with UPD): the key head
 // hv / group by one multiply-high (common/small_divisor.h) instead of an integer division per item, which the source
 // counters put at 27 of the item's 616 warp instructions (docs/kernels-gdn.md "Twenty-third session").
-template <typename ST, int K, int MAXT, int NT, int MINB, int DT, int UPD = 0, bool FDIV = false>
+// OFF32 (A/B, twenty-third session, NOT yet run on a GPU; with FDIV): the item's offsets into the workspace, k / q / v /
+// o and ring u in 32-bit arithmetic (the launcher takes it only when every such offset stays below 2^31; the
+// checkpoint keeps 64-bit offsets: its pool may be larger). The same counters put ~85 of the 616 warp instructions
+// per item in 64-bit offset arithmetic.
+template <typename ST, int K, int MAXT, int NT, int MINB, int DT, int UPD = 0, bool FDIV = false, bool OFF32 = false>
 __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnReplayParams p,
                                                                    const stream::ReadCopyScales rc) {
     pdlWaitPrimary();  // launched as a programmatic dependent of the prep kernel
@@ -481,9 +485,15 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
     // that an item's state rows, ring rows and coefficients are all issued at once.
     auto slotOf = [&](const ItemCursor& c) { return c.b < p.batch ? p.state_batch_indices[c.b] : -1; };
     auto metaOf = [&](const ItemCursor& c) {
-        return c.b < p.batch ? *reinterpret_cast<const int4*>(static_cast<const float*>(p.workspace) +
-                                                              ((size_t)c.b * HV + c.head) * RW + 8)
-                             : make_int4(0, -1, 0, 0);
+        if constexpr (OFF32) {
+            return c.b < p.batch ? *reinterpret_cast<const int4*>(static_cast<const float*>(p.workspace) +
+                                                                  ((c.b * HV + c.head) * RW + 8))
+                                 : make_int4(0, -1, 0, 0);
+        } else {
+            return c.b < p.batch ? *reinterpret_cast<const int4*>(static_cast<const float*>(p.workspace) +
+                                                                  ((size_t)c.b * HV + c.head) * RW + 8)
+                                 : make_int4(0, -1, 0, 0);
+        }
     };
     // One item: the state rows S (already loaded), the ring terms, outputs and appends, and on a flush step the
     // fold (raw keys staged in foldBuf: 2 chunks of 8 records x K 16-bit values) and the row stores.
@@ -493,17 +503,25 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
         const int b = c.b, hv = c.head, vw = c.blk * kSplitRows;
         const size_t bh = (size_t)b * HV + hv;
         const int nf = meta.y, o = meta.z, h = meta.w;
-        const float* rec = static_cast<const float*>(p.workspace) + bh * RW;
+        const float* rec = OFF32 ? static_cast<const float*>(p.workspace) + ((b * HV + hv) * RW)
+                                 : static_cast<const float*>(p.workspace) + bh * RW;
         ST* ckpt = static_cast<ST*>(p.state) + (int64_t)slot * p.state_stride_slot + (int64_t)hv * p.state_stride_head;
         uint16_t* sFold = foldBuf;
-        const int64_t ruBase = (int64_t)slot * p.ring_u_stride_slot + (int64_t)hv * p.ring_u_stride_head;
+        const int64_t ruBase =
+            OFF32 ? (int64_t)(slot * (int)p.ring_u_stride_slot + hv * (int)p.ring_u_stride_head)
+                  : (int64_t)slot * p.ring_u_stride_slot + (int64_t)hv * p.ring_u_stride_head;
+        // element offset of ring u row rr, column col
+        auto ruAt = [&](int rr, int col) {
+            return OFF32 ? (int64_t)((int)ruBase + rr * (int)p.ring_u_stride_rec + col)
+                         : ruBase + (int64_t)rr * p.ring_u_stride_rec + col;
+        };
         // u_j[vw .. vw + 7] of committed record j = lane, natural order (zero past the committed records)
         auto loadU = [&]() {
             uint4 q = make_uint4(0u, 0u, 0u, 0u);
             if (lane < h) {
                 int rr = o + lane;
                 rr = rr >= C ? rr - C : rr;
-                q = *reinterpret_cast<const uint4*>(ringU + ruBase + (int64_t)rr * p.ring_u_stride_rec + vw);
+                q = *reinterpret_cast<const uint4*>(ringU + ruAt(rr, vw));
             }
             return q;
         };
@@ -517,10 +535,14 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
             hk = hv / group;
         }
         const int row = vw + rl;
-        const int64_t kBase = (int64_t)b * p.k_stride_b + (int64_t)hk * p.k_stride_h + lane * 4;
-        const int64_t qBase = (int64_t)b * p.q_stride_b + (int64_t)hk * p.q_stride_h + lane * 4;
-        const int64_t vOff = (int64_t)b * p.v_stride_b + (int64_t)hv * p.v_stride_h + row;
-        const int64_t oOff = (int64_t)b * p.o_stride_b + (int64_t)hv * p.o_stride_h + row;
+        const int64_t kBase = OFF32 ? (int64_t)(b * (int)p.k_stride_b + hk * (int)p.k_stride_h + lane * 4)
+                                    : (int64_t)b * p.k_stride_b + (int64_t)hk * p.k_stride_h + lane * 4;
+        const int64_t qBase = OFF32 ? (int64_t)(b * (int)p.q_stride_b + hk * (int)p.q_stride_h + lane * 4)
+                                    : (int64_t)b * p.q_stride_b + (int64_t)hk * p.q_stride_h + lane * 4;
+        const int64_t vOff = OFF32 ? (int64_t)(b * (int)p.v_stride_b + hv * (int)p.v_stride_h + row)
+                                   : (int64_t)b * p.v_stride_b + (int64_t)hv * p.v_stride_h + row;
+        const int64_t oOff = OFF32 ? (int64_t)(b * (int)p.o_stride_b + hv * (int)p.o_stride_h + row)
+                                   : (int64_t)b * p.o_stride_b + (int64_t)hv * p.o_stride_h + row;
         float ud[MAXT];
 #pragma unroll
         for (int s = 0; s < MAXT; ++s) {
@@ -567,7 +589,7 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
                     int rr = o + h + s;
                     rr = rr >= C ? rr - C : rr;
                     stAct(p.o, oOff + (int64_t)s * p.o_stride_t, Y, bf16);
-                    stAct(p.ring_u, ruBase + (int64_t)rr * p.ring_u_stride_rec + row, ud[s], ubf16);
+                    stAct(p.ring_u, ruAt(rr, row), ud[s], ubf16);
                 }
             }
         }
