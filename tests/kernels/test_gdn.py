@@ -376,41 +376,34 @@ def test_replay_standard_prep_register_bounds(minb, shape, B, L, stag, monkeypat
             f"max out rel err={seq.max_err['out']:.2e} flushes={seq.flushes}")
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("shape,B,L,stag", [pytest.param("q35-4b", 3, 8, True, marks=pytest.mark.sanitize),
-                                             ("q35-4b", 64, 16, False), ("q35-122b", 256, 16, True)],
-                         ids=["q35-4b-B3-L8-stag", "q35-4b-B64-L16-phase", "q35-122b-B256-L16-stag"])
-def test_replay_standard_readout_deferred_permute(shape, B, L, stag, monkeypatch):
-    """The split readout with the committed records' u_j permuted right after their load (RSSM_GDN_SPLIT_UPD=0, the A/B
-    alternative; the default since the twenty-third session permutes after token 0's loads, and every other variant-6
-    standard-step test runs it) on the serving fp32-row K = 128 instance: padding and staggered rows, flushes,
-    wrap-around, against the float64 reference with the default tolerances."""
-    monkeypatch.setenv("RSSM_GDN_SPLIT_UPD", "0")
-    seq = _Seq(shape, B, L, 0, 1, seed=B * 100 + L + 9, variant=6)
-    join = [(r * 5) % L if stag else 0 for r in range(B)]
-    steps = 3 * L + max(join)
-    _run_standard(seq, B, join, 0.1, steps, 11)
-    _report(f"replay-standard readout deferred u permute {shape} B={B} L={L}: steps={steps} "
-            f"max out rel err={seq.max_err['out']:.2e} flushes={seq.flushes}")
+# A/B switches of the serving standard-step readout (fp32 rows, K = 128, bf16 activations, fp16 u), each run against
+# the float64 reference: the u_j permute right after its load (RSSM_GDN_SPLIT_UPD=0, the alternative to the default
+# since the twenty-third session, whose order every other variant-6 standard-step test runs); the key head by a
+# multiply-high (RSSM_GDN_SPLIT_FDIV=1, common/small_divisor.h, exhaustively checked on the CPU); and with it the
+# item's offsets in 32-bit arithmetic (RSSM_GDN_SPLIT_OFF32=1). The last two are off by default.
+STD_READOUT_SWITCHES = {"deferred-permute-off": {"RSSM_GDN_SPLIT_UPD": "0"},
+                        "fdiv": {"RSSM_GDN_SPLIT_FDIV": "1"},
+                        "fdiv-off32": {"RSSM_GDN_SPLIT_FDIV": "1", "RSSM_GDN_SPLIT_OFF32": "1"}}
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape,B,L,stag", [pytest.param("q35-4b", 3, 8, True, marks=pytest.mark.sanitize),
-                                             ("q35-122b", 64, 16, False), ("q35-4b", 256, 16, True)],
-                         ids=["q35-4b-B3-L8-stag", "q35-122b-B64-L16-phase", "q35-4b-B256-L16-stag"])
-@pytest.mark.parametrize("off32", [False, True], ids=["fdiv", "fdiv-off32"])
-def test_replay_standard_readout_fdiv(shape, B, L, stag, off32, monkeypatch):
-    """The serving standard-step readout with the key head by a multiply-high (RSSM_GDN_SPLIT_FDIV=1, an A/B switch of
-    the twenty-third session, off by default; common/small_divisor.h, exhaustively checked on the CPU), and with it the
-    item's offsets in 32-bit arithmetic (RSSM_GDN_SPLIT_OFF32=1), on both shapes (2 and 4 value heads per key head):
-    padding and staggered rows, flushes, wrap-around, against the float64 reference with the default tolerances."""
-    monkeypatch.setenv("RSSM_GDN_SPLIT_FDIV", "1")
-    monkeypatch.setenv("RSSM_GDN_SPLIT_OFF32", "1" if off32 else "0")
+                                             ("q35-122b", 64, 16, False), ("q35-4b", 256, 16, True),
+                                             ("q35-122b", 256, 16, True)],
+                         ids=["q35-4b-B3-L8-stag", "q35-122b-B64-L16-phase", "q35-4b-B256-L16-stag",
+                              "q35-122b-B256-L16-stag"])
+@pytest.mark.parametrize("switch", list(STD_READOUT_SWITCHES))
+def test_replay_standard_readout_switch(switch, shape, B, L, stag, monkeypatch):
+    """One A/B switch of the serving standard-step readout (STD_READOUT_SWITCHES) on both shapes (2 and 4 value heads
+    per key head): padding and staggered rows, flushes, wrap-around, against the float64 reference with the default
+    tolerances."""
+    for k, v in STD_READOUT_SWITCHES[switch].items():
+        monkeypatch.setenv(k, v)
     seq = _Seq(shape, B, L, 0, 1, seed=B * 100 + L + 13, variant=6)
     join = [(r * 5) % L if stag else 0 for r in range(B)]
     steps = 3 * L + max(join)
     _run_standard(seq, B, join, 0.1, steps, 11)
-    _report(f"replay-standard readout fdiv {shape} B={B} L={L}: steps={steps} "
+    _report(f"replay-standard readout {switch} {shape} B={B} L={L}: steps={steps} "
             f"max out rel err={seq.max_err['out']:.2e} flushes={seq.flushes}")
 
 
