@@ -24,8 +24,12 @@ class KernelLibraryError(RuntimeError):
 
 def _candidates():
     env = os.environ.get("RSSM_KERNEL_LIB")
-    if env:
+    if env:  # an explicit path is the only candidate: never fall back to another (maybe stale) build
+        if not Path(env).is_file():
+            raise KernelLibraryError(f"RSSM_KERNEL_LIB={env}: no such file (expected the path of {LIB_NAME}; "
+                                     "unset it to use the library built into the package)")
         yield Path(env)
+        return
     here = Path(__file__).resolve().parent.parent / "_lib" / LIB_NAME
     yield here
     yield Path(__file__).resolve().parents[2] / "build" / "native" / LIB_NAME
@@ -36,10 +40,6 @@ def load_library() -> ctypes.CDLL:
     global _lib
     if _lib is not None:
         return _lib
-    env = os.environ.get("RSSM_KERNEL_LIB")
-    if env and not Path(env).is_file():  # an explicit path must not fall back to another (maybe stale) build
-        raise KernelLibraryError(f"RSSM_KERNEL_LIB={env}: no such file (expected the path of {LIB_NAME}; "
-                                 "unset it to use the library built into the package)")
     tried = []
     for path in _candidates():
         tried.append(str(path))
@@ -100,7 +100,11 @@ def is_available() -> bool:
 
 def library_status() -> str:
     """One line saying whether the CUDA kernel library is built, where, and for which SMs."""
-    for path in _candidates():
+    try:
+        paths = list(_candidates())
+    except KernelLibraryError as e:  # an explicit RSSM_KERNEL_LIB that names no file
+        return f"CUDA kernel library NOT found: {e}"
+    for path in paths:
         if path.exists():
             try:
                 lib = ctypes.CDLL(str(path))

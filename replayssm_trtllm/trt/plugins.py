@@ -40,8 +40,12 @@ def import_tensorrt():
 
 def _candidates():
     env = os.environ.get("RSSM_TRT_PLUGIN_LIB")
-    if env:
+    if env:  # an explicit path is the only candidate: never fall back to another (maybe stale) build
+        if not Path(env).is_file():
+            raise PluginLibraryError(f"RSSM_TRT_PLUGIN_LIB={env}: no such file (expected the path of {LIB_NAME}; "
+                                     "unset it to use the library built into the package)")
         yield Path(env)
+        return
     pkg = Path(__file__).resolve().parents[1]
     yield pkg / "_lib" / LIB_NAME
     root = pkg.parent
@@ -50,10 +54,6 @@ def _candidates():
 
 
 def find_plugin_library() -> Path:
-    env = os.environ.get("RSSM_TRT_PLUGIN_LIB")
-    if env and not Path(env).is_file():  # an explicit path must not fall back to another (maybe stale) build
-        raise PluginLibraryError(f"RSSM_TRT_PLUGIN_LIB={env}: no such file (expected the path of {LIB_NAME}; "
-                                 "unset it to use the library built into the package)")
     tried = []
     for p in _candidates():
         tried.append(str(p))

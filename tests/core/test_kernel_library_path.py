@@ -20,3 +20,10 @@ def test_not_found_message_names_every_place(monkeypatch, tmp_path):
     monkeypatch.setattr(_lib, "_candidates", lambda: iter([tmp_path / "a.so", tmp_path / "b.so"]))
     with pytest.raises(_lib.KernelLibraryError, match=r"not found \(looked in: .*a\.so, .*b\.so\).*RSSM_KERNEL_LIB"):
         _lib.load_library()
+
+
+def test_status_line_names_a_missing_explicit_path(monkeypatch, tmp_path):
+    """library_status() (dev.sh prints it) reports an explicit RSSM_KERNEL_LIB that names no file instead of raising."""
+    monkeypatch.setenv("RSSM_KERNEL_LIB", str(tmp_path / "missing.so"))
+    line = _lib.library_status()
+    assert line.startswith("CUDA kernel library NOT found") and "missing.so: no such file" in line, line

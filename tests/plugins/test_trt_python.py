@@ -37,7 +37,6 @@ def test_explicit_library_path_must_exist(monkeypatch, tmp_path):
     other = tmp_path / "other.so"
     other.write_bytes(b"")
     monkeypatch.setenv("RSSM_TRT_PLUGIN_LIB", str(tmp_path / "nope.so"))
-    monkeypatch.setattr(plugins, "_candidates", lambda: iter([tmp_path / "nope.so", other]))
     with pytest.raises(rt.PluginLibraryError, match=r"RSSM_TRT_PLUGIN_LIB=.*nope\.so: no such file"):
         rt.find_plugin_library()
     monkeypatch.setenv("RSSM_TRT_PLUGIN_LIB", str(other))
