@@ -67,18 +67,18 @@ def main() -> int:
             raise SystemExit(f"--origin must lie in [0, {ls.C}) (the ring capacity); got {args.origin}")
         print(f"== {shp} B={B} L={L} ring capacity {ls.C} held origin {args.origin} nl={nl} "
               f"state {sb / 2**20:.2f} MiB per layer")
-        for name, h, fn, per in cases:
+        def place(name, h):  # the case's cursors: h records on every row; held cases start at --origin
             if h is not None:
                 ls.set_cursors(torch.full((B,), h, dtype=torch.int32, device="cuda"))
                 if name.startswith("replay held"):
                     ls.origin.fill_(args.origin)
+
+        for name, h, fn, per in cases:
+            place(name, h)
             if args.ncu:
                 fn()
                 torch.cuda.synchronize()
-                if h is not None:
-                    ls.set_cursors(torch.full((B,), h, dtype=torch.int32, device="cuda"))
-                    if name.startswith("replay held"):
-                        ls.origin.fill_(args.origin)
+                place(name, h)
                 torch.cuda.nvtx.range_push("prof")
                 torch.cuda.nvtx.range_push(f"{shp}-{name}")
                 if name.startswith("replay window"):

@@ -9,6 +9,7 @@ from replayssm_trtllm.formats import PhiloxKey, encode, quantize_dequantize
 from replayssm_trtllm.reference import GdnReplayCacheRef, Mamba2ReplayCacheRef, cast_quantizer
 from replayssm_trtllm.reference.testing import (random_gdn_inputs, random_gdn_layer, random_mamba2_inputs,
                                                 random_mamba2_layer, random_state)
+from kernel_profile import cuda_kernel_names
 
 pytestmark = pytest.mark.gpu
 
@@ -40,15 +41,6 @@ def _active(S, step, stagger):
     return torch.tensor(rows, dtype=torch.int32)
 
 
-def _cuda_kernel_names(fn):
-    """Names of the CUDA kernels fn() launches (torch profiler)."""
-    from torch.profiler import ProfilerActivity, profile
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        out = fn()
-        torch.cuda.synchronize()
-    return out, {e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA}
-
-
 def _run_mamba2(read_fmt, mode, T, S, H, P, G, L, steps, act=torch.float16, stagger=False, seed=3, kernels=None, defer=None):
     """Mamba-2 dual-precision cache against the float64 reference over `steps` steps; returns the slot flushes.
     kernels: a set that receives the CUDA kernel names of the last step's decode."""
@@ -74,7 +66,7 @@ def _run_mamba2(read_fmt, mode, T, S, H, P, G, L, steps, act=torch.float16, stag
         y_ref = ref.step(sbi, a(x), dtr.float(), a(Bm), a(Cm), layer["A"], layer["D"], layer["dt_bias"], a(z))
         args = (sbi.cuda(), x.cuda(), dtr.float().cuda(), Bm.cuda(), Cm.cuda(), A, D, dtb, z.cuda())
         if kernels is not None and step == steps - 1:
-            y, names = _cuda_kernel_names(lambda: dev.step(*args))
+            y, names = cuda_kernel_names(lambda: dev.step(*args))
             kernels.update(names)
         else:
             y = dev.step(*args)
@@ -118,7 +110,7 @@ def _run_gdn(read_fmt, mode, T, S, H, HV, V, L, steps, act=torch.float16, stagge
         o_ref = ref.step(sbi, c(q), c(k), c(v), c(a), c(b), layer["A_log"], layer["dt_bias"])
         args = (sbi.cuda(), q.cuda(), k.cuda(), v.cuda(), a.cuda(), b.cuda(), A_log, dtb)
         if kernels is not None and step == steps - 1:
-            o, names = _cuda_kernel_names(lambda: dev.step(*args))
+            o, names = cuda_kernel_names(lambda: dev.step(*args))
             kernels.update(names)
         else:
             o = dev.step(*args)

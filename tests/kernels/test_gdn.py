@@ -17,6 +17,7 @@ import torch
 from replayssm_trtllm.reference.caches import GdnReplayCacheRef
 from replayssm_trtllm.reference.gdn import gdn_decode_naive
 from replayssm_trtllm.reference.testing import cast_quantizer, random_gdn_inputs, random_gdn_layer
+from kernel_profile import cuda_kernel_names, instances, skip_under_sanitizer
 
 SHAPES = {"q35-4b": (16, 32, 128, 128), "q35-122b": (16, 64, 128, 128)}
 # Relative RMS tolerances. "out" is the 2e-3 target for outputs stored in fp16; bf16 outputs carry
@@ -417,28 +418,17 @@ def test_standard_readout_instance_runs(env, upd, fdiv, off32, monkeypatch):
     """The launcher's switches are silent when their conditions fail, so check which standard-step readout instance
     ran (torch profiler) at the serving dtypes: UPD by default, the previous instance with RSSM_GDN_SPLIT_UPD=0, the
     FDIV instance with RSSM_GDN_SPLIT_FDIV=1, FDIV + OFF32 with both (OFF32 alone does nothing)."""
-    import os
-    import re
-    if os.environ.get("RSSM_UNDER_SANITIZER"):
-        pytest.skip("compute-sanitizer holds CUPTI: the profiler sees no kernels")
-    from torch.profiler import ProfilerActivity, profile
+    skip_under_sanitizer()
     for k in ("RSSM_GDN_SPLIT_UPD", "RSSM_GDN_SPLIT_FDIV", "RSSM_GDN_SPLIT_OFF32"):
         monkeypatch.delenv(k, raising=False)
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     seq = _Seq("q35-4b", 8, 8, 0, 1, seed=5, variant=6)
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        seq.step(torch.ones(8, dtype=torch.bool))
-        torch.cuda.synchronize()
-    names = {e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA}
-    ro = [m for m in (re.search(r"gdnSplitReadoutKernel<float, (\S+), (\S+), (\S+), (\S+), (\S+), (\S+?)"
-                                r"(?:, (\S+?))?(?:, (\S+?))?>", n) for n in names) if m]
-    assert ro, f"no split readout ran: {sorted(names)}"
-
-    def arg(x):  # "1", "(int)1", "true", "(bool)1"
-        return re.sub(r"^\(\w+\)", "", x.strip())
-    got = [(arg(m.group(6)), arg(m.group(7) or "false") in ("true", "1"), arg(m.group(8) or "false") in ("true", "1"))
-           for m in ro]
+    _, names = cuda_kernel_names(lambda: seq.step(torch.ones(8, dtype=torch.bool)))
+    ro = [a for a in instances(names, "gdnSplitReadoutKernel") if a[0] == "float"]
+    assert ro, f"no fp32-row split readout ran: {sorted(names)}"
+    # template arguments 6, 7, 8: UPD, FDIV, OFF32
+    got = [(a[6], a[7] == "1", a[8] == "1") for a in ro]
     assert all(g == (upd, fdiv, off32) for g in got), got
 
 
@@ -447,36 +437,38 @@ def test_standard_readout_instance_runs(env, upd, fdiv, off32, monkeypatch):
 def test_verify_readout_fdiv_instance_runs(T, fdiv, monkeypatch):
     """RSSM_GDN_SPLIT_FDIV=1 on a verify step: the FDIV instance of the tensor-core verify readout runs at T = 8 (fp32
     rows), the default one at T = 4 (no FDIV instance there: spills). Torch profiler."""
-    import os
-    import re
-    if os.environ.get("RSSM_UNDER_SANITIZER"):
-        pytest.skip("compute-sanitizer holds CUPTI: the profiler sees no kernels")
-    from torch.profiler import ProfilerActivity, profile
+    skip_under_sanitizer()
     monkeypatch.setenv("RSSM_GDN_SPLIT_FDIV", "1")
     seq = _Seq("q35-4b", 8, 16, 1, T, seed=6, variant=6)
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        seq.step(torch.ones(8, dtype=torch.bool), [T] * 8)
-        torch.cuda.synchronize()
-    names = {e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA}
-    vr = [n for n in names if "gdnSplitVerifyMmaKernel<float" in n]
+    _, names = cuda_kernel_names(lambda: seq.step(torch.ones(8, dtype=torch.bool), [T] * 8))
+    vr = [a for a in instances(names, "gdnSplitVerifyMmaKernel") if a[0] == "float"]
     assert vr, f"no fp32 verify readout ran: {sorted(names)}"
+    assert all((a[5] == "1") == fdiv for a in vr), vr  # template argument 5: FDIV
 
-    def last_arg(n):  # the FDIV template argument: "true" / "(bool)1" / "false" / "(bool)0"
-        return re.sub(r"^\(\w+\)", "", re.search(r"gdnSplitVerifyMmaKernel<[^>]*?, ([^,>]+)>", n).group(1).strip())
-    assert all((last_arg(n) in ("true", "1")) == fdiv for n in vr), vr
+
+# Readout switches that only move or re-derive values (never change them): (T, the reference setting, the alternative
+# settings). The same sequence (fp32 rows, padding and staggered rows, flushes) must give bit-identical outputs,
+# checkpoints and ring u under every setting. UPD only moves an instruction; FDIV computes the same key head another
+# way (T = 1: the standard-step readout; T = 8: the tensor-core verify readout); OFF32 the same offsets in 32 bits.
+NO_VALUE_CHANGE_CASES = {
+    "deferred-permute": (1, {"RSSM_GDN_SPLIT_UPD": "0"}, [{"RSSM_GDN_SPLIT_UPD": "1"}]),
+    "fdiv-standard": (1, {"RSSM_GDN_SPLIT_FDIV": "0"},
+                      [{"RSSM_GDN_SPLIT_FDIV": "1"}, {"RSSM_GDN_SPLIT_FDIV": "1", "RSSM_GDN_SPLIT_OFF32": "1"}]),
+    "fdiv-verify-T8": (8, {"RSSM_GDN_SPLIT_FDIV": "0"}, [{"RSSM_GDN_SPLIT_FDIV": "1"}]),
+}
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("T", [1, 8], ids=["standard", "verify-T8"])
-def test_fdiv_changes_no_value(T, monkeypatch):
-    """RSSM_GDN_SPLIT_FDIV computes the same key head another way: the same standard-step (T = 1: the split readout) or
-    verify (T = 8: the tensor-core verify readout) sequence with and without it gives bit-identical outputs,
-    checkpoints and ring u (fp32 rows, padding and staggered rows, flushes)."""
-    res = {}
-    for on in ("0", "1", "1+off32"):
-        monkeypatch.setenv("RSSM_GDN_SPLIT_FDIV", on[0])
-        monkeypatch.setenv("RSSM_GDN_SPLIT_OFF32", "1" if on.endswith("off32") else "0")
-        seq = _Seq("q35-122b", 7, 8 if T == 1 else 16, 0 if T == 1 else 1, T, seed=96 + T, variant=6)
+@pytest.mark.parametrize("case", list(NO_VALUE_CHANGE_CASES))
+def test_readout_switch_changes_no_value(case, monkeypatch):
+    T, ref_env, alt_envs = NO_VALUE_CHANGE_CASES[case]
+    res = []
+    for env in [ref_env] + alt_envs:
+        for k in ("RSSM_GDN_SPLIT_UPD", "RSSM_GDN_SPLIT_FDIV", "RSSM_GDN_SPLIT_OFF32"):
+            monkeypatch.delenv(k, raising=False)
+        for k, v in env.items():
+            monkeypatch.setenv(k, v)
+        seq = _Seq("q35-122b", 7, 8 if T == 1 else 16, 0 if T == 1 else 1, T, seed=95 + T, variant=6)
         outs = []
         for t in range(24):
             seq.step(_active(7, t, [0, 3, 5, 0, 2, 7, 1], seq.gen, 0.15),
@@ -484,33 +476,12 @@ def test_fdiv_changes_no_value(T, monkeypatch):
             outs.append(seq.last_out.clone())
         torch.cuda.synchronize()
         assert seq.flushes > 0
-        res[on] = (outs, seq.ckpt.clone(), seq.ring_u.clone())
-    for alt in ("1", "1+off32"):
-        for a, b in zip(res["0"][0], res[alt][0]):
-            assert torch.equal(a.nan_to_num(7.0), b.nan_to_num(7.0)), f"FDIV ({alt}) changed an output"
-        assert torch.equal(res["0"][1], res[alt][1]), f"FDIV ({alt}) changed a checkpoint"
-        assert torch.equal(res["0"][2], res[alt][2]), f"FDIV ({alt}) changed ring u"
-
-
-@pytest.mark.gpu
-def test_deferred_permute_changes_no_value(monkeypatch):
-    """RSSM_GDN_SPLIT_UPD only moves an instruction: the same standard-step sequence with and without it gives
-    bit-identical outputs, checkpoints and ring u (fp32 rows, padding and staggered rows, flushes)."""
-    res = {}
-    for on in ("0", "1"):
-        monkeypatch.setenv("RSSM_GDN_SPLIT_UPD", on)
-        seq = _Seq("q35-122b", 7, 8, 0, 1, seed=95, variant=6)
-        outs = []
-        for t in range(24):
-            seq.step(_active(7, t, [0, 3, 5, 0, 2, 7, 1], seq.gen, 0.15))
-            outs.append(seq.last_out.clone())
-        torch.cuda.synchronize()
-        assert seq.flushes > 0
-        res[on] = (outs, seq.ckpt.clone(), seq.ring_u.clone())
-    for a, b in zip(res["0"][0], res["1"][0]):
-        assert torch.equal(a.nan_to_num(7.0), b.nan_to_num(7.0)), "RSSM_GDN_SPLIT_UPD changed an output"
-    assert torch.equal(res["0"][1], res["1"][1]), "RSSM_GDN_SPLIT_UPD changed a checkpoint"
-    assert torch.equal(res["0"][2], res["1"][2]), "RSSM_GDN_SPLIT_UPD changed ring u"
+        res.append((outs, seq.ckpt.clone(), seq.ring_u.clone()))
+    for env, alt in zip(alt_envs, res[1:]):
+        for a, b in zip(res[0][0], alt[0]):
+            assert torch.equal(a.nan_to_num(7.0), b.nan_to_num(7.0)), f"{env} changed an output"
+        assert torch.equal(res[0][1], alt[1]), f"{env} changed a checkpoint"
+        assert torch.equal(res[0][2], alt[2]), f"{env} changed ring u"
 
 
 def _spec_accept(accept, B, T, gen):

@@ -73,6 +73,12 @@ static bool readoutOffsetsFit32(const GdnReplayParams& p) {
     return kMax < kLim && qMax < kLim && vMax < kLim && oMax < kLim && uMax < kLim && wsMax < kLim;
 }
 
+// RSSM_GDN_SPLIT_FDIV=1 (A/B, read per launch; off by default, NOT yet run on a GPU): the readouts' FDIV instances
+// take the key head by a multiply-high, exact while the value heads stay below 2^16 (common/small_divisor.h)
+static bool fastDivRequested(const GdnReplayParams& p) {
+    return envSwitch("RSSM_GDN_SPLIT_FDIV", false) && (unsigned)p.num_v_heads < SmallDivisor::kMaxOperand;
+}
+
 template <typename ST, int K, int MAXT, int NT, int MINB>
 cudaError_t launchReadout(const GdnReplayParams& p, int smCount, cudaStream_t s, const stream::ReadCopyScales& rc) {
     const bool serving = p.act_dtype == RSSM_DTYPE_BF16 && p.u_dtype == RSSM_DTYPE_FP16;
@@ -84,10 +90,8 @@ cudaError_t launchReadout(const GdnReplayParams& p, int smCount, cudaStream_t s,
     if constexpr (std::is_same<ST, float>::value && K == 128 && MAXT == 1 && NT == 128 && MINB == 5) {
         if (serving && envSwitch("RSSM_GDN_SPLIT_UPD", true)) {
             readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1>;
-            // RSSM_GDN_SPLIT_FDIV=1 (A/B, read per launch; off by default, NOT yet run on a GPU): the key head by a
-            // multiply-high instead of an integer division per item (gdnSplitReadoutKernel's FDIV; exact while the
-            // value heads stay below 2^16)
-            if (envSwitch("RSSM_GDN_SPLIT_FDIV", false) && (unsigned)p.num_v_heads < SmallDivisor::kMaxOperand) {
+            // FDIV: the key head by a multiply-high instead of an integer division per item (gdnSplitReadoutKernel)
+            if (fastDivRequested(p)) {
                 readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1, true>;
                 // RSSM_GDN_SPLIT_OFF32=1 with FDIV (A/B, read per launch; off by default, NOT yet run on a GPU): the
                 // item's workspace / k / q / v / o / ring-u offsets in 32-bit arithmetic, where they all fit
@@ -161,11 +165,8 @@ cudaError_t launchVerifyMma(const GdnReplayParams& p, int smCount, cudaStream_t 
     // registers: 1.5-2% slower); eighteenth session, docs/kernels-gdn.md. RSSM_GDN_VERIFY_UPF = "1" / "0" forces it
     // on / off (A/B timing, tests).
     const bool prefetchU = envSwitch("RSSM_GDN_VERIFY_UPF", p.num_tokens <= 4);
-    // RSSM_GDN_SPLIT_FDIV=1 (A/B, read per launch; off by default, NOT yet run on a GPU): fp32 rows take the key head
-    // by a multiply-high (gdnSplitVerifyMmaKernel's FDIV; exact while the value heads stay below 2^16)
-    const bool fastDiv =
-        envSwitch("RSSM_GDN_SPLIT_FDIV", false) && (unsigned)p.num_v_heads < SmallDivisor::kMaxOperand;
-    const void* kernel = verifyMmaKernel(p.state_dtype, p.num_tokens, prefetchU, fastDiv);
+    // FDIV (fp32 rows, T > 4): the key head by a multiply-high (gdnSplitVerifyMmaKernel)
+    const void* kernel = verifyMmaKernel(p.state_dtype, p.num_tokens, prefetchU, fastDivRequested(p));
     const int threads = verifyMmaThreads();
     const size_t smem = verifyMmaSmemBytes(p.state_dtype);
     cudaError_t e = allowDynamicSmem(kernel, smem);
