@@ -379,12 +379,13 @@ def test_replay_standard_prep_register_bounds(minb, shape, B, L, stag, monkeypat
 
 # A/B switches of the serving standard-step readout (fp32 rows, K = 128, bf16 activations, fp16 u), each run against
 # the float64 reference: the u_j permute right after its load (RSSM_GDN_SPLIT_UPD=0, the alternative to the default
-# since the twenty-third session, whose order every other variant-6 standard-step test runs); the key head by a
-# multiply-high (RSSM_GDN_SPLIT_FDIV=1, common/small_divisor.h, exhaustively checked on the CPU); and with it the
-# item's offsets in 32-bit arithmetic (RSSM_GDN_SPLIT_OFF32=1). The last two are off by default.
+# since the twenty-third session); the key head by an integer division instead of the default multiply-high
+# (RSSM_GDN_SPLIT_FDIV=0; the multiply-high is common/small_divisor.h, exhaustively checked on the CPU); and the
+# multiply-high with 64-bit item offsets instead of the default 32-bit ones (RSSM_GDN_SPLIT_OFF32=0). Every other
+# variant-6 standard-step test runs the default (UPD + FDIV + OFF32, since the twenty-fourth session).
 STD_READOUT_SWITCHES = {"deferred-permute-off": {"RSSM_GDN_SPLIT_UPD": "0"},
-                        "fdiv": {"RSSM_GDN_SPLIT_FDIV": "1"},
-                        "fdiv-off32": {"RSSM_GDN_SPLIT_FDIV": "1", "RSSM_GDN_SPLIT_OFF32": "1"}}
+                        "fdiv-off": {"RSSM_GDN_SPLIT_FDIV": "0"},
+                        "off32-off": {"RSSM_GDN_SPLIT_OFF32": "0"}}
 
 
 @pytest.mark.gpu
@@ -409,15 +410,15 @@ def test_replay_standard_readout_switch(switch, shape, B, L, stag, monkeypatch):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("env,upd,fdiv,off32", [({}, "1", False, False), ({"RSSM_GDN_SPLIT_UPD": "0"}, "0", False, False),
-                                                ({"RSSM_GDN_SPLIT_FDIV": "1"}, "1", True, False),
-                                                ({"RSSM_GDN_SPLIT_FDIV": "1", "RSSM_GDN_SPLIT_OFF32": "1"}, "1", True, True),
-                                                ({"RSSM_GDN_SPLIT_OFF32": "1"}, "1", False, False)],
-                         ids=["default-upd", "upd-off", "fdiv", "fdiv-off32", "off32-needs-fdiv"])
+@pytest.mark.parametrize("env,upd,fdiv,off32", [({}, "1", True, True), ({"RSSM_GDN_SPLIT_UPD": "0"}, "0", False, False),
+                                                ({"RSSM_GDN_SPLIT_FDIV": "0"}, "1", False, False),
+                                                ({"RSSM_GDN_SPLIT_OFF32": "0"}, "1", True, False)],
+                         ids=["default-upd-fdiv-off32", "upd-off", "fdiv-off", "off32-off"])
 def test_standard_readout_instance_runs(env, upd, fdiv, off32, monkeypatch):
     """The launcher's switches are silent when their conditions fail, so check which standard-step readout instance
-    ran (torch profiler) at the serving dtypes: UPD by default, the previous instance with RSSM_GDN_SPLIT_UPD=0, the
-    FDIV instance with RSSM_GDN_SPLIT_FDIV=1, FDIV + OFF32 with both (OFF32 alone does nothing)."""
+    ran (torch profiler) at the serving dtypes: UPD + FDIV + OFF32 by default, the plain instance with
+    RSSM_GDN_SPLIT_UPD=0 (FDIV and OFF32 sit on top of UPD) or RSSM_GDN_SPLIT_FDIV=0 (OFF32 needs FDIV), FDIV with
+    64-bit offsets with RSSM_GDN_SPLIT_OFF32=0."""
     skip_under_sanitizer()
     for k in ("RSSM_GDN_SPLIT_UPD", "RSSM_GDN_SPLIT_FDIV", "RSSM_GDN_SPLIT_OFF32"):
         monkeypatch.delenv(k, raising=False)
@@ -432,29 +433,13 @@ def test_standard_readout_instance_runs(env, upd, fdiv, off32, monkeypatch):
     assert all(g == (upd, fdiv, off32) for g in got), got
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("T,fdiv", [(8, True), (4, False)], ids=["T8-fdiv", "T4-default"])
-def test_verify_readout_fdiv_instance_runs(T, fdiv, monkeypatch):
-    """RSSM_GDN_SPLIT_FDIV=1 on a verify step: the FDIV instance of the tensor-core verify readout runs at T = 8 (fp32
-    rows), the default one at T = 4 (no FDIV instance there: spills). Torch profiler."""
-    skip_under_sanitizer()
-    monkeypatch.setenv("RSSM_GDN_SPLIT_FDIV", "1")
-    seq = _Seq("q35-4b", 8, 16, 1, T, seed=6, variant=6)
-    _, names = cuda_kernel_names(lambda: seq.step(torch.ones(8, dtype=torch.bool), [T] * 8))
-    vr = [a for a in instances(names, "gdnSplitVerifyMmaKernel") if a[0] == "float"]
-    assert vr, f"no fp32 verify readout ran: {sorted(names)}"
-    assert all((a[5] == "1") == fdiv for a in vr), vr  # template argument 5: FDIV
-
-
 # Readout switches that only move or re-derive values (never change them): (T, the reference setting, the alternative
 # settings). The same sequence (fp32 rows, padding and staggered rows, flushes) must give bit-identical outputs,
 # checkpoints and ring u under every setting. UPD only moves an instruction; FDIV computes the same key head another
-# way (T = 1: the standard-step readout; T = 8: the tensor-core verify readout); OFF32 the same offsets in 32 bits.
+# way (the standard-step readout); OFF32 the same offsets in 32 bits.
 NO_VALUE_CHANGE_CASES = {
     "deferred-permute": (1, {"RSSM_GDN_SPLIT_UPD": "0"}, [{"RSSM_GDN_SPLIT_UPD": "1"}]),
-    "fdiv-standard": (1, {"RSSM_GDN_SPLIT_FDIV": "0"},
-                      [{"RSSM_GDN_SPLIT_FDIV": "1"}, {"RSSM_GDN_SPLIT_FDIV": "1", "RSSM_GDN_SPLIT_OFF32": "1"}]),
-    "fdiv-verify-T8": (8, {"RSSM_GDN_SPLIT_FDIV": "0"}, [{"RSSM_GDN_SPLIT_FDIV": "1"}]),
+    "fdiv-off32-standard": (1, {"RSSM_GDN_SPLIT_FDIV": "0"}, [{"RSSM_GDN_SPLIT_OFF32": "0"}, {}]),
 }
 
 
@@ -537,11 +522,9 @@ MMA_SPEC_CASES = [c for c in SPEC_CASES if c[2] + c[3] <= SPLIT_MAX_RECORDS] + [
     ("q35-4b", 3, 16, 1, "random"), ("q35-122b", 3, 4, 2, "all"),
 ]
 # mma: the default (the next item's u_j prefetched at T <= 4); mma-upf / mma-noupf: the prefetch forced on / off
-# (RSSM_GDN_VERIFY_UPF=1 / 0) so that every kernel instance runs; mma-fdiv: the key head by a multiply-high
-# (RSSM_GDN_SPLIT_FDIV=1, an A/B switch of the twenty-third session, off by default; the fp32-row T > 4 instance, the
-# default elsewhere).
-VERIFY_PIPES = ["1", "1u", "1n", "1f", "0"]
-VERIFY_PIPE_IDS = ["mma", "mma-upf", "mma-noupf", "mma-fdiv", "cudacore"]
+# (RSSM_GDN_VERIFY_UPF=1 / 0) so that every kernel instance runs.
+VERIFY_PIPES = ["1", "1u", "1n", "0"]
+VERIFY_PIPE_IDS = ["mma", "mma-upf", "mma-noupf", "cudacore"]
 
 
 def _set_verify_pipe(monkeypatch, pipe):
@@ -550,10 +533,6 @@ def _set_verify_pipe(monkeypatch, pipe):
         monkeypatch.setenv("RSSM_GDN_VERIFY_UPF", "1" if pipe.endswith("u") else "0")
     else:
         monkeypatch.delenv("RSSM_GDN_VERIFY_UPF", raising=False)
-    if pipe.endswith("f"):
-        monkeypatch.setenv("RSSM_GDN_SPLIT_FDIV", "1")
-    else:
-        monkeypatch.delenv("RSSM_GDN_SPLIT_FDIV", raising=False)
 
 
 @pytest.mark.gpu
@@ -845,7 +824,7 @@ def test_sanitize_replay(variant, mode, T):
 @pytest.mark.gpu
 @pytest.mark.sanitize
 @pytest.mark.parametrize("T", [3, 6])
-@pytest.mark.parametrize("pipe", ["1u", "1n", "1f"], ids=["mma-upf", "mma-noupf", "mma-fdiv"])
+@pytest.mark.parametrize("pipe", ["1u", "1n"], ids=["mma-upf", "mma-noupf"])
 def test_sanitize_replay_verify_mma(T, pipe, monkeypatch):
     """The tensor-core verify readout (forced): tiny batch with a padding row, L = 4 / 8 (flushes, wrap-around)."""
     _set_verify_pipe(monkeypatch, pipe)

@@ -121,13 +121,6 @@ __device__ __forceinline__ StageCursor<Head, Plan, SlotOf, MetaOf, HeadOf, PlanO
                                                                           is);
 }
 
-// n / d for 0 <= n, d < 2^16 with the multiplier m = fastDivMultiplier(d) (one multiply-high instead of a division):
-// m = ceil(2^32 / d) gives floor(n * m / 2^32) = floor(n / d) when n * d < 2^32.
-__host__ __device__ __forceinline__ uint32_t fastDivMultiplier(uint32_t d) {
-    return d <= 1 ? 0u : (uint32_t)((0x100000000ull + d - 1) / d);
-}
-__device__ __forceinline__ int fastDiv(int n, int d, uint32_t m) { return d == 1 ? n : (int)__umulhi((uint32_t)n, m); }
-
 // The 8 k16 mma of one staged tile (rows at `rows`) against vf: acc (nvfp4: k blocks 0-3, the lane's first scale
 // block; else all) and acc2 (nvfp4: blocks 4-7).
 template <int FMT, int NV, bool HI = false>

@@ -15,6 +15,7 @@
 #include "common/pdl.h"
 #include "common/read_mma.cuh"
 #include "common/read_mma_walk.cuh"
+#include "common/small_divisor.h"
 #include "common/read_rows.cuh"
 #include "gdn/gdn_split_kernels.cuh"
 
@@ -91,13 +92,13 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
         return (s < 0 || s >= p.num_slots) ? -1 : s;
     };
     auto metaOf = [&](int bh) { return *reinterpret_cast<const int4*>(ws + (size_t)bh * RW + 8); };
-    const uint32_t groupMul = fastDivMultiplier((uint32_t)group);  // hv / group (heads < 2^16: the launcher's sizes)
+    const SmallDivisor groupDiv((uint32_t)group);  // hv / group (heads < 2^16: the launcher's sizes)
     auto headOf = [&](int bh, int b, int hv, int slot, int4 meta) {
         Head hd;
         hd.bh = bh;
         hd.b = b;
         hd.hv = hv;
-        hd.key = b * p.num_heads + fastDiv(hv, group, groupMul);
+        hd.key = b * p.num_heads + (int)groupDiv.div((uint32_t)hv);
         hd.slot = slot;
         hd.nf = slot < 0 ? kSplitSkipRow : meta.y;
         hd.o = meta.z;

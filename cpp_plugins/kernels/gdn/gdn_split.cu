@@ -73,10 +73,10 @@ static bool readoutOffsetsFit32(const GdnReplayParams& p) {
     return kMax < kLim && qMax < kLim && vMax < kLim && oMax < kLim && uMax < kLim && wsMax < kLim;
 }
 
-// RSSM_GDN_SPLIT_FDIV=1 (A/B, read per launch; off by default, NOT yet run on a GPU): the readouts' FDIV instances
-// take the key head by a multiply-high, exact while the value heads stay below 2^16 (common/small_divisor.h)
-static bool fastDivRequested(const GdnReplayParams& p) {
-    return envSwitch("RSSM_GDN_SPLIT_FDIV", false) && (unsigned)p.num_v_heads < SmallDivisor::kMaxOperand;
+// FDIV (default since the twenty-fourth session; RSSM_GDN_SPLIT_FDIV=0 for A/B, read per launch): the standard-step
+// readout takes the key head by a multiply-high, exact while the value heads stay below 2^16 (common/small_divisor.h)
+static bool fastDivWanted(const GdnReplayParams& p) {
+    return envSwitch("RSSM_GDN_SPLIT_FDIV", true) && (unsigned)p.num_v_heads < SmallDivisor::kMaxOperand;
 }
 
 template <typename ST, int K, int MAXT, int NT, int MINB>
@@ -90,12 +90,14 @@ cudaError_t launchReadout(const GdnReplayParams& p, int smCount, cudaStream_t s,
     if constexpr (std::is_same<ST, float>::value && K == 128 && MAXT == 1 && NT == 128 && MINB == 5) {
         if (serving && envSwitch("RSSM_GDN_SPLIT_UPD", true)) {
             readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1>;
-            // FDIV: the key head by a multiply-high instead of an integer division per item (gdnSplitReadoutKernel)
-            if (fastDivRequested(p)) {
+            // FDIV + OFF32 (the default since the twenty-fourth session: 2.3-4.0% faster per standard step on the
+            // H200, FDIV alone 0.5-1.1%; docs/kernels-gdn.md "Twenty-fourth session"): the key head by a
+            // multiply-high instead of an integer division per item, and the item's workspace / k / q / v / o /
+            // ring-u offsets in 32-bit arithmetic where they all fit (else FDIV alone, with 64-bit offsets).
+            // RSSM_GDN_SPLIT_FDIV=0 / RSSM_GDN_SPLIT_OFF32=0 (A/B, read per launch) turn them off; OFF32 needs FDIV.
+            if (fastDivWanted(p)) {
                 readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1, true>;
-                // RSSM_GDN_SPLIT_OFF32=1 with FDIV (A/B, read per launch; off by default, NOT yet run on a GPU): the
-                // item's workspace / k / q / v / o / ring-u offsets in 32-bit arithmetic, where they all fit
-                if (envSwitch("RSSM_GDN_SPLIT_OFF32", false) && readoutOffsetsFit32(p))
+                if (envSwitch("RSSM_GDN_SPLIT_OFF32", true) && readoutOffsetsFit32(p))
                     readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1, true, true>;
             }
         }
@@ -165,8 +167,7 @@ cudaError_t launchVerifyMma(const GdnReplayParams& p, int smCount, cudaStream_t 
     // registers: 1.5-2% slower); eighteenth session, docs/kernels-gdn.md. RSSM_GDN_VERIFY_UPF = "1" / "0" forces it
     // on / off (A/B timing, tests).
     const bool prefetchU = envSwitch("RSSM_GDN_VERIFY_UPF", p.num_tokens <= 4);
-    // FDIV (fp32 rows, T > 4): the key head by a multiply-high (gdnSplitVerifyMmaKernel)
-    const void* kernel = verifyMmaKernel(p.state_dtype, p.num_tokens, prefetchU, fastDivRequested(p));
+    const void* kernel = verifyMmaKernel(p.state_dtype, p.num_tokens, prefetchU);
     const int threads = verifyMmaThreads();
     const size_t smem = verifyMmaSmemBytes(p.state_dtype);
     cudaError_t e = allowDynamicSmem(kernel, smem);

@@ -11,15 +11,7 @@ namespace {
 // in registers: the 3-CTA build of it (80 registers, those loads inside the product loop, 140 bytes of spills) ran
 // 1.2-1.9x slower (q35-4b B = 256 T = 8: 538-824 vs 327-434 us; tenth session, docs/kernels-gdn.md).
 template <typename ST>
-const void* entry(int maxTokens, bool prefetchU, bool fastDiv) {
-    // fastDiv (RSSM_GDN_SPLIT_FDIV=1, A/B, off by default, not yet run on a GPU; fp32 rows, T > 4 without the u_j
-    // prefetch, its default): the key head by a multiply-high (gdnSplitVerifyMmaKernel's FDIV). Not at T <= 4: the
-    // magic number's register takes the 80-register instance from 8 to 32 bytes of spills, and spills there cost
-    // 20-28% (the twenty-third session's CFL A/B).
-    if constexpr (std::is_same<ST, float>::value) {
-        if (fastDiv && maxTokens > 4 && !prefetchU)
-            return reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 8, 2, true, false, true>);
-    }
+const void* entry(int maxTokens, bool prefetchU) {
     if (maxTokens <= 4)
         return prefetchU ? reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 4, 3, false, true>)
                          : reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 4, 3, false, false>);
@@ -28,11 +20,11 @@ const void* entry(int maxTokens, bool prefetchU, bool fastDiv) {
 }
 }  // namespace
 
-const void* verifyMmaKernel(int stateDtype, int numTokens, bool prefetchU, bool fastDiv) {
+const void* verifyMmaKernel(int stateDtype, int numTokens, bool prefetchU) {
     switch (stateDtype) {
-        case RSSM_DTYPE_FP32: return entry<float>(numTokens, prefetchU, fastDiv);
-        case RSSM_DTYPE_FP16: return entry<__half>(numTokens, prefetchU, fastDiv);
-        case RSSM_DTYPE_BF16: return entry<__nv_bfloat16>(numTokens, prefetchU, fastDiv);
+        case RSSM_DTYPE_FP32: return entry<float>(numTokens, prefetchU);
+        case RSSM_DTYPE_FP16: return entry<__half>(numTokens, prefetchU);
+        case RSSM_DTYPE_BF16: return entry<__nv_bfloat16>(numTokens, prefetchU);
         default: return nullptr;
     }
 }

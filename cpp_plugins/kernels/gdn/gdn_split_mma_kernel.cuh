@@ -57,10 +57,7 @@ __device__ __forceinline__ float2 halfPair(uint32_t v) { return __half22float2(*
 // at the item's start ahead of the shared-memory store and ldmatrix (the Mamba-2 readout's x_j prefetch); 4 more
 // registers. Committed records' u_j are never written by this kernel (it appends the drafts' u behind them). The
 // launcher takes it for T <= 4 (gdn_split.cu).
-// FDIV (A/B, twenty-third session, NOT yet run on a GPU; fp32 rows, the T > 4 instance): the key head hv / group by
-// one multiply-high (common/small_divisor.h) instead of an integer division per item (31 of the T = 4 instance's 697
-// warp instructions per item; docs/kernels-gdn.md "Twenty-third session").
-template <typename ST, int MAXT, int MINB, bool HOISTB, bool UPF = false, bool FDIV = false>
+template <typename ST, int MAXT, int MINB, bool HOISTB, bool UPF = false>
 __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMmaKernel(const GdnReplayParams p) {
     using namespace mmaverify;
     using Rows = mmarows::SmemRows<ST>;
@@ -73,7 +70,6 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
     float* sSub = reinterpret_cast<float*>(sU);  // [16 vectors][8 rows]: once the u_j fragments are in registers
     const int HV = p.num_v_heads, T = p.num_tokens, C = p.ring_capacity;
     const int group = HV / p.num_heads;
-    const SmallDivisor groupDiv(FDIV ? (unsigned)group : 1u);  // FDIV: the key head by a multiply-high
     const int nrb = p.head_v / kSplitRows;
     const unsigned items = (unsigned)p.batch * HV * nrb;  // < 2^31 (launcher)
     const int RW = splitRecordWordsGdn(p.window, T), RM = p.window + T;
@@ -133,12 +129,7 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
         const int4 meta = metaC;
         const int nf = meta.y, o = meta.z, h = meta.w;
         const int b = cC.b, hv = cC.head, vw = cC.blk * kSplitRows;
-        int hk;
-        if constexpr (FDIV) {
-            hk = (int)groupDiv.div((unsigned)hv);  // the launcher keeps HV below 2^16
-        } else {
-            hk = hv / group;
-        }
+        const int hk = hv / group;
         const uint16_t* ringKh =
             ringK + (int64_t)(slot < 0 ? 0 : slot) * p.ring_k_stride_slot + (int64_t)hk * p.ring_k_stride_head;
         // next item: rows in flight (an empty group when there are none), cursors one item ahead. A flush item first

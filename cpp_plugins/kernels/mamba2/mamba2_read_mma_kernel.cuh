@@ -19,6 +19,7 @@
 #include "common/pdl.h"
 #include "common/read_mma.cuh"
 #include "common/read_mma_walk.cuh"
+#include "common/small_divisor.h"
 #include "common/read_rows.cuh"
 #include "mamba2/mamba2_split_kernel.cuh"
 
@@ -95,13 +96,13 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
     // cursors of head bh (loaded whatever the slot, so the load does not wait for the slot's; a padding row's
     // record is stale and never used)
     auto metaOf = [&](int bh) { return *reinterpret_cast<const int4*>(ws + (size_t)bh * RW + 8); };
-    const uint32_t hpgMul = fastDivMultiplier((uint32_t)hpg);  // head / hpg (heads < 2^16: the launcher's sizes)
+    const SmallDivisor hpgDiv((uint32_t)hpg);  // head / hpg (heads < 2^16: the launcher's sizes)
     auto headOf = [&](int bh, int b, int head, int slot, int4 meta) {
         ReadMmaHead hd;
         hd.bh = bh;
         hd.b = b;
         hd.head = head;
-        hd.key = b * p.ngroups + fastDiv(head, hpg, hpgMul);
+        hd.key = b * p.ngroups + (int)hpgDiv.div((uint32_t)head);
         hd.slot = slot;
         hd.nf = slot < 0 ? kSplitSkipRow : meta.y;
         hd.o = meta.z;
