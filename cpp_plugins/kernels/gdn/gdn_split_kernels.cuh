@@ -441,14 +441,19 @@ constexpr int kDtBf16ActFp16U = 1;
 // token 0's k / q / v / coefficient loads are issued, not right after its own load. The permute consumes the load, so in the default order every item waits one
 // round trip for u_j before it even issues the rest (the Mamba-2 verify readout's gate z had the same pattern: 18% of
 // its stall samples, 5-7% of the step once moved; docs/kernels-mamba2.md "Twenty-second session").
-// FDIV (A/B, twenty-third session, NOT yet run on a GPU; the serving standard-step instance with UPD): the key head
-// hv / group by one multiply-high (common/small_divisor.h) instead of an integer division per item, which the source
-// counters put at 27 of the item's 616 warp instructions (docs/kernels-gdn.md "Twenty-third session").
-// OFF32 (A/B, twenty-third session, NOT yet run on a GPU; with FDIV): the item's offsets into the workspace, k / q / v /
-// o and ring u in 32-bit arithmetic (the launcher takes it only when every such offset stays below 2^31; the
-// checkpoint keeps 64-bit offsets: its pool may be larger). The same counters put ~85 of the 616 warp instructions
-// per item in 64-bit offset arithmetic.
-template <typename ST, int K, int MAXT, int NT, int MINB, int DT, int UPD = 0, bool FDIV = false, bool OFF32 = false>
+// FDIV (the serving standard-step instance's default since the twenty-fourth session, with UPD; 0.5-1.1% faster alone
+// on the H200; RSSM_GDN_SPLIT_FDIV=0 for A/B): the key head hv / group by one multiply-high (common/small_divisor.h)
+// instead of an integer division per item, which the source counters put at 27 of the item's 616 warp instructions
+// (docs/kernels-gdn.md "Twenty-third session").
+// OFF32 (default with FDIV since the twenty-fourth session: 2.3-4.0% faster per standard step together;
+// RSSM_GDN_SPLIT_OFF32=0 for A/B): the item's offsets into the workspace, k / q / v / o and ring u in 32-bit
+// arithmetic (the launcher takes it only when every such offset stays below 2^31). The same counters put ~85 of the
+// 616 warp instructions per item in 64-bit offset arithmetic.
+// CK32 (A/B, twenty-fourth session, NOT yet run on a GPU; with OFF32): the checkpoint's slot / head base and the
+// item's eight state-row offsets in 32-bit arithmetic too (the launcher takes it only when the whole checkpoint pool
+// stays below 2^31 elements, readoutCheckpointFits32 in gdn_split.cu).
+template <typename ST, int K, int MAXT, int NT, int MINB, int DT, int UPD = 0, bool FDIV = false, bool OFF32 = false,
+          bool CK32 = false>
 __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnReplayParams p,
                                                                    const stream::ReadCopyScales rc) {
     pdlWaitPrimary();  // launched as a programmatic dependent of the prep kernel
@@ -505,7 +510,9 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
         const int nf = meta.y, o = meta.z, h = meta.w;
         const float* rec = OFF32 ? static_cast<const float*>(p.workspace) + ((b * HV + hv) * RW)
                                  : static_cast<const float*>(p.workspace) + bh * RW;
-        ST* ckpt = static_cast<ST*>(p.state) + (int64_t)slot * p.state_stride_slot + (int64_t)hv * p.state_stride_head;
+        ST* ckpt = CK32 ? static_cast<ST*>(p.state) + (slot * (int)p.state_stride_slot + hv * (int)p.state_stride_head)
+                        : static_cast<ST*>(p.state) + (int64_t)slot * p.state_stride_slot +
+                              (int64_t)hv * p.state_stride_head;
         uint16_t* sFold = foldBuf;
         const int64_t ruBase =
             OFF32 ? (int64_t)(slot * (int)p.ring_u_stride_slot + hv * (int)p.ring_u_stride_head)
@@ -674,9 +681,16 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
 #pragma unroll
                 for (int r = 0; r < RWS; ++r) fac[r] = wr.factor(r);
             } else {
-                const ST* ckpt = static_cast<const ST*>(p.state) + (int64_t)slot * p.state_stride_slot +
-                                 (int64_t)cur.head * p.state_stride_head;
-                stream::loadWarpRows<RWS, QPL, ST>(S, ckpt, p.state_stride_v, cur.blk * kSplitRows, V, rl, lane);
+                if constexpr (CK32) {
+                    const ST* ckpt = static_cast<const ST*>(p.state) +
+                                     (slot * (int)p.state_stride_slot + cur.head * (int)p.state_stride_head);
+                    stream::loadWarpRows<RWS, QPL, ST, 0, int>(S, ckpt, p.state_stride_v, cur.blk * kSplitRows, V, rl,
+                                                               lane);
+                } else {
+                    const ST* ckpt = static_cast<const ST*>(p.state) + (int64_t)slot * p.state_stride_slot +
+                                     (int64_t)cur.head * p.state_stride_head;
+                    stream::loadWarpRows<RWS, QPL, ST>(S, ckpt, p.state_stride_v, cur.blk * kSplitRows, V, rl, lane);
+                }
             }
             process(cur, slot, meta, S, fac, sFoldWarp);
         }
