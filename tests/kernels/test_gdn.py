@@ -382,13 +382,11 @@ def test_replay_standard_prep_register_bounds(minb, shape, B, L, stag, monkeypat
 # since the twenty-third session); the key head by an integer division instead of the default multiply-high
 # (RSSM_GDN_SPLIT_FDIV=0; the multiply-high is common/small_divisor.h, exhaustively checked on the CPU); and the
 # multiply-high with 64-bit item offsets instead of the default 32-bit ones (RSSM_GDN_SPLIT_OFF32=0). Every other
-# variant-6 standard-step test runs the default (UPD + FDIV + OFF32, since the twenty-fourth session). ck32: the
-# checkpoint offsets in 32 bits too (RSSM_GDN_SPLIT_CK32=1, an A/B switch of the twenty-fourth session, off by default).
+# variant-6 standard-step test runs the default (UPD + FDIV + OFF32, since the twenty-fourth session).
 STD_READOUT_SWITCHES = {"deferred-permute-off": {"RSSM_GDN_SPLIT_UPD": "0"},
                         "fdiv-off": {"RSSM_GDN_SPLIT_FDIV": "0"},
-                        "off32-off": {"RSSM_GDN_SPLIT_OFF32": "0"},
-                        "ck32": {"RSSM_GDN_SPLIT_CK32": "1"}}
-STD_READOUT_ENV = ("RSSM_GDN_SPLIT_UPD", "RSSM_GDN_SPLIT_FDIV", "RSSM_GDN_SPLIT_OFF32", "RSSM_GDN_SPLIT_CK32")
+                        "off32-off": {"RSSM_GDN_SPLIT_OFF32": "0"}}
+STD_READOUT_ENV = ("RSSM_GDN_SPLIT_UPD", "RSSM_GDN_SPLIT_FDIV", "RSSM_GDN_SPLIT_OFF32")
 
 
 @pytest.mark.gpu
@@ -413,17 +411,15 @@ def test_replay_standard_readout_switch(switch, shape, B, L, stag, monkeypatch):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("env,upd,fdiv,off32,ck32", [
-    ({}, "1", True, True, False), ({"RSSM_GDN_SPLIT_UPD": "0"}, "0", False, False, False),
-    ({"RSSM_GDN_SPLIT_FDIV": "0"}, "1", False, False, False), ({"RSSM_GDN_SPLIT_OFF32": "0"}, "1", True, False, False),
-    ({"RSSM_GDN_SPLIT_CK32": "1"}, "1", True, True, True),
-    ({"RSSM_GDN_SPLIT_CK32": "1", "RSSM_GDN_SPLIT_OFF32": "0"}, "1", True, False, False)],
-    ids=["default-upd-fdiv-off32", "upd-off", "fdiv-off", "off32-off", "ck32", "ck32-needs-off32"])
-def test_standard_readout_instance_runs(env, upd, fdiv, off32, ck32, monkeypatch):
+@pytest.mark.parametrize("env,upd,fdiv,off32", [({}, "1", True, True), ({"RSSM_GDN_SPLIT_UPD": "0"}, "0", False, False),
+                                                ({"RSSM_GDN_SPLIT_FDIV": "0"}, "1", False, False),
+                                                ({"RSSM_GDN_SPLIT_OFF32": "0"}, "1", True, False)],
+                         ids=["default-upd-fdiv-off32", "upd-off", "fdiv-off", "off32-off"])
+def test_standard_readout_instance_runs(env, upd, fdiv, off32, monkeypatch):
     """The launcher's switches are silent when their conditions fail, so check which standard-step readout instance
     ran (torch profiler) at the serving dtypes: UPD + FDIV + OFF32 by default, the plain instance with
     RSSM_GDN_SPLIT_UPD=0 (FDIV and OFF32 sit on top of UPD) or RSSM_GDN_SPLIT_FDIV=0 (OFF32 needs FDIV), FDIV with
-    64-bit offsets with RSSM_GDN_SPLIT_OFF32=0; CK32 on top of OFF32 with RSSM_GDN_SPLIT_CK32=1."""
+    64-bit offsets with RSSM_GDN_SPLIT_OFF32=0."""
     skip_under_sanitizer()
     for k in STD_READOUT_ENV:
         monkeypatch.delenv(k, raising=False)
@@ -433,19 +429,18 @@ def test_standard_readout_instance_runs(env, upd, fdiv, off32, ck32, monkeypatch
     _, names = cuda_kernel_names(lambda: seq.step(torch.ones(8, dtype=torch.bool)))
     ro = [a for a in instances(names, "gdnSplitReadoutKernel") if a[0] == "float"]
     assert ro, f"no fp32-row split readout ran: {sorted(names)}"
-    # template arguments 6, 7, 8, 9: UPD, FDIV, OFF32, CK32
-    got = [(a[6], a[7] == "1", a[8] == "1", a[9] == "1") for a in ro]
-    assert all(g == (upd, fdiv, off32, ck32) for g in got), got
+    # template arguments 6, 7, 8: UPD, FDIV, OFF32
+    got = [(a[6], a[7] == "1", a[8] == "1") for a in ro]
+    assert all(g == (upd, fdiv, off32) for g in got), got
 
 
 # Readout switches that only move or re-derive values (never change them): (T, the reference setting, the alternative
 # settings). The same sequence (fp32 rows, padding and staggered rows, flushes) must give bit-identical outputs,
 # checkpoints and ring u under every setting. UPD only moves an instruction; FDIV computes the same key head another
-# way (the standard-step readout); OFF32 the same offsets in 32 bits, CK32 the checkpoint offsets too.
+# way (the standard-step readout); OFF32 the same offsets in 32 bits.
 NO_VALUE_CHANGE_CASES = {
     "deferred-permute": (1, {"RSSM_GDN_SPLIT_UPD": "0"}, [{"RSSM_GDN_SPLIT_UPD": "1"}]),
-    "fdiv-off32-standard": (1, {"RSSM_GDN_SPLIT_FDIV": "0"},
-                            [{"RSSM_GDN_SPLIT_OFF32": "0"}, {}, {"RSSM_GDN_SPLIT_CK32": "1"}]),
+    "fdiv-off32-standard": (1, {"RSSM_GDN_SPLIT_FDIV": "0"}, [{"RSSM_GDN_SPLIT_OFF32": "0"}, {}]),
 }
 
 

@@ -164,23 +164,21 @@ __device__ __forceinline__ float4 ldStateQuad(const ST* p) {
     else return StateRow4<ST>::ld(p);
 }
 
-// Off: the type the row offsets are formed in (int64_t; int where the caller has checked that every row offset
-// from base stays below 2^31).
-template <int RW, int QPL, typename ST, int PF = 0, typename Off = int64_t>
+template <int RW, int QPL, typename ST, int PF = 0>
 __device__ __forceinline__ void loadWarpRows(float4 (&S)[RW][QPL], const ST* base, int64_t stride_v, int vw, int nv,
                                              int rl, int lane) {
-    const ST* rp = base + (Off)vw * (Off)stride_v + lane * 4;
+    const ST* rp = base + (int64_t)vw * stride_v + lane * 4;
     if (vw + RW <= nv) {
 #pragma unroll
         for (int r = 0; r < RW; ++r) {
-            const ST* q = rp + (Off)(r ^ rl) * (Off)stride_v;
+            const ST* q = rp + (int64_t)(r ^ rl) * stride_v;
 #pragma unroll
             for (int i = 0; i < QPL; ++i) S[r][i] = ldStateQuad<PF>(q + 128 * i);
         }
     } else {
 #pragma unroll
         for (int r = 0; r < RW; ++r) {
-            const ST* q = rp + (Off)(r ^ rl) * (Off)stride_v;
+            const ST* q = rp + (int64_t)(r ^ rl) * stride_v;
 #pragma unroll
             for (int i = 0; i < QPL; ++i)
                 S[r][i] = vw + (r ^ rl) < nv ? ldStateQuad<PF>(q + 128 * i) : make_float4(0.f, 0.f, 0.f, 0.f);

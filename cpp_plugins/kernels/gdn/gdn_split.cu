@@ -73,19 +73,6 @@ static bool readoutOffsetsFit32(const GdnReplayParams& p) {
     return kMax < kLim && qMax < kLim && vMax < kLim && oMax < kLim && uMax < kLim && wsMax < kLim;
 }
 
-// CK32 rule: the whole checkpoint pool (last slot, head, row and column) stays below 2^31 elements, with non-negative
-// strides below 2^31, so that the standard-step readout may form its checkpoint offsets in 32-bit arithmetic.
-static bool readoutCheckpointFits32(const GdnReplayParams& p) {
-    constexpr int64_t kLim = int64_t(1) << 31;
-    const int64_t strides[] = {p.state_stride_slot, p.state_stride_head, p.state_stride_v};
-    for (int64_t st : strides)
-        if (st < 0 || st >= kLim) return false;
-    const int64_t last = (int64_t)(p.num_slots - 1) * p.state_stride_slot +
-                         (int64_t)(p.num_v_heads - 1) * p.state_stride_head +
-                         (int64_t)(p.head_v - 1) * p.state_stride_v + p.head_k;
-    return last < kLim;
-}
-
 // FDIV (default since the twenty-fourth session; RSSM_GDN_SPLIT_FDIV=0 for A/B, read per launch): the standard-step
 // readout takes the key head by a multiply-high, exact while the value heads stay below 2^16 (common/small_divisor.h)
 static bool fastDivWanted(const GdnReplayParams& p) {
@@ -110,13 +97,8 @@ cudaError_t launchReadout(const GdnReplayParams& p, int smCount, cudaStream_t s,
             // RSSM_GDN_SPLIT_FDIV=0 / RSSM_GDN_SPLIT_OFF32=0 (A/B, read per launch) turn them off; OFF32 needs FDIV.
             if (fastDivWanted(p)) {
                 readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1, true>;
-                if (envSwitch("RSSM_GDN_SPLIT_OFF32", true) && readoutOffsetsFit32(p)) {
+                if (envSwitch("RSSM_GDN_SPLIT_OFF32", true) && readoutOffsetsFit32(p))
                     readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1, true, true>;
-                    // RSSM_GDN_SPLIT_CK32=1 with OFF32 (A/B, read per launch; off by default, NOT yet run on a GPU):
-                    // the checkpoint base and the item's state-row offsets in 32-bit arithmetic too
-                    if (envSwitch("RSSM_GDN_SPLIT_CK32", false) && readoutCheckpointFits32(p))
-                        readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1, true, true, true>;
-                }
             }
         }
     }

@@ -447,13 +447,10 @@ constexpr int kDtBf16ActFp16U = 1;
 // (docs/kernels-gdn.md "Twenty-third session").
 // OFF32 (default with FDIV since the twenty-fourth session: 2.3-4.0% faster per standard step together;
 // RSSM_GDN_SPLIT_OFF32=0 for A/B): the item's offsets into the workspace, k / q / v / o and ring u in 32-bit
-// arithmetic (the launcher takes it only when every such offset stays below 2^31). The same counters put ~85 of the
-// 616 warp instructions per item in 64-bit offset arithmetic.
-// CK32 (A/B, twenty-fourth session, NOT yet run on a GPU; with OFF32): the checkpoint's slot / head base and the
-// item's eight state-row offsets in 32-bit arithmetic too (the launcher takes it only when the whole checkpoint pool
-// stays below 2^31 elements, readoutCheckpointFits32 in gdn_split.cu).
-template <typename ST, int K, int MAXT, int NT, int MINB, int DT, int UPD = 0, bool FDIV = false, bool OFF32 = false,
-          bool CK32 = false>
+// arithmetic (the launcher takes it only when every such offset stays below 2^31; the checkpoint keeps 64-bit
+// offsets: its pool may be larger, and 32-bit checkpoint offsets measured no faster, twenty-fourth session). The same
+// counters put ~85 of the 616 warp instructions per item in 64-bit offset arithmetic.
+template <typename ST, int K, int MAXT, int NT, int MINB, int DT, int UPD = 0, bool FDIV = false, bool OFF32 = false>
 __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnReplayParams p,
                                                                    const stream::ReadCopyScales rc) {
     pdlWaitPrimary();  // launched as a programmatic dependent of the prep kernel
@@ -510,9 +507,7 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
         const int nf = meta.y, o = meta.z, h = meta.w;
         const float* rec = OFF32 ? static_cast<const float*>(p.workspace) + ((b * HV + hv) * RW)
                                  : static_cast<const float*>(p.workspace) + bh * RW;
-        ST* ckpt = CK32 ? static_cast<ST*>(p.state) + (slot * (int)p.state_stride_slot + hv * (int)p.state_stride_head)
-                        : static_cast<ST*>(p.state) + (int64_t)slot * p.state_stride_slot +
-                              (int64_t)hv * p.state_stride_head;
+        ST* ckpt = static_cast<ST*>(p.state) + (int64_t)slot * p.state_stride_slot + (int64_t)hv * p.state_stride_head;
         uint16_t* sFold = foldBuf;
         const int64_t ruBase =
             OFF32 ? (int64_t)(slot * (int)p.ring_u_stride_slot + hv * (int)p.ring_u_stride_head)
@@ -681,16 +676,9 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
 #pragma unroll
                 for (int r = 0; r < RWS; ++r) fac[r] = wr.factor(r);
             } else {
-                if constexpr (CK32) {
-                    const ST* ckpt = static_cast<const ST*>(p.state) +
-                                     (slot * (int)p.state_stride_slot + cur.head * (int)p.state_stride_head);
-                    stream::loadWarpRows<RWS, QPL, ST, 0, int>(S, ckpt, p.state_stride_v, cur.blk * kSplitRows, V, rl,
-                                                               lane);
-                } else {
-                    const ST* ckpt = static_cast<const ST*>(p.state) + (int64_t)slot * p.state_stride_slot +
-                                     (int64_t)cur.head * p.state_stride_head;
-                    stream::loadWarpRows<RWS, QPL, ST>(S, ckpt, p.state_stride_v, cur.blk * kSplitRows, V, rl, lane);
-                }
+                const ST* ckpt = static_cast<const ST*>(p.state) + (int64_t)slot * p.state_stride_slot +
+                                 (int64_t)cur.head * p.state_stride_head;
+                stream::loadWarpRows<RWS, QPL, ST>(S, ckpt, p.state_stride_v, cur.blk * kSplitRows, V, rl, lane);
             }
             process(cur, slot, meta, S, fac, sFoldWarp);
         }
