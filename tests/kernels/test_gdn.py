@@ -143,7 +143,7 @@ def test_conventional_decode(shape, B, state_dtype, act, K, T, variant):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("cfg", [0, 1, 2, 3, 4, 5, 6, 7])
+@pytest.mark.parametrize("cfg", [0, 1, 2, 3, 4, 5, 6])
 @pytest.mark.parametrize("B,shape,V", [pytest.param(3, "q35-4b", 128, marks=pytest.mark.sanitize),
                                        (64, "q35-122b", 128),
                                        pytest.param(5, "q35-4b", 88, marks=pytest.mark.sanitize)],
@@ -151,9 +151,7 @@ def test_conventional_decode(shape, B, state_dtype, act, K, T, variant):
 def test_conventional_warp_launch_shapes(cfg, B, shape, V, monkeypatch):
     """Every launch shape of the warp-item conventional decode (RSSM_GDN_WARP_CFG: rows per warp, threads, register
     bound; gdn_warp_decode.cu) against the float64 reference, padding rows untouched. V = 88 is not a multiple of the
-    16-row shapes: those fall back to the default shape and must still be right. Shape 7 (the row-grid kernel) runs
-    where the value-row blocks per head are a power of two (V = 128, both shapes: 2 and 4 value heads per key head;
-    the profiler checks it) and falls back to shape 0 at V = 88 (11 blocks)."""
+    16-row shapes: those fall back to the default shape and must still be right."""
     monkeypatch.setenv("RSSM_GDN_WARP_CFG", str(cfg))
     G = _ops()
     H, HV, K, _ = SHAPES[shape]
@@ -166,12 +164,7 @@ def test_conventional_warp_launch_shapes(cfg, B, shape, V, monkeypatch):
     state = (0.5 * torch.randn(S, HV, V, K, generator=gen)).to(DEV)
     before = state.clone()
     o = torch.full((B, 1, HV, V), float("nan"), dtype=torch.bfloat16, device=DEV)
-    run = lambda: G.gdn_decode(state, slots.to(DEV), **_cuda(inp), **layer, out=o, variant=6)  # noqa: E731
-    if cfg == 7 and not os.environ.get("RSSM_UNDER_SANITIZER"):
-        _, names = cuda_kernel_names(run)
-        assert bool(instances(names, "gdnWarpDecodeRowGridKernel")) == (V == 128), sorted(names)
-    else:
-        run()
+    G.gdn_decode(state, slots.to(DEV), **_cuda(inp), **layer, out=o, variant=6)
     torch.cuda.synchronize()
     valid, rows, sl, ref_o, ref_states = _conventional_reference(before, slots, inp, layer, gen)
     assert rel(o[rows], ref_o) < _tol_out(torch.bfloat16)

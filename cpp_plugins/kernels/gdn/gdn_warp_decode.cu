@@ -20,69 +20,12 @@ namespace rssm {
 namespace gdn {
 namespace {
 
-// One warp item: value rows vw .. vw + RW - 1 of (row b, value head hv). Off: the type the item's element offsets are
-// formed in (int64_t; int where the launcher checked that every one fits, gdnWarpDecodeRowGridKernel). keyHead(hv):
-// the key head.
-template <typename ST, int K, int RW, int PF, typename Off, typename KeyHead>
-__device__ __forceinline__ void warpDecodeItem(const GdnDecodeParams& p, int b, int hv, int vw, int lane, int rl,
-                                               bool bf16, const KeyHead& keyHead) {
-    using RS = stream::RowScatter<RW>;
-    constexpr int QPL = K / 128;
-    const int V = p.head_v;
-    const int slot = p.state_indices[(Off)b * (Off)p.indices_stride_b];
-    if (slot < 0 || slot >= p.num_slots) return;  // padding row: untouched
-    ST* st = std::is_same<Off, int>::value
-                 ? static_cast<ST*>(p.state) + (Off)(slot * (Off)p.state_stride_slot + hv * (Off)p.state_stride_head)
-                 : static_cast<ST*>(p.state) + (Off)slot * (Off)p.state_stride_slot + (Off)hv * (Off)p.state_stride_head;
-    float4 S[RW][QPL];
-    stream::loadWarpRows<RW, QPL, ST, PF>(S, st, p.state_stride_v, vw, V, rl, lane);
-    const int hk = keyHead(hv);
-    float4 k4[QPL], q4[QPL];
-    float kss = 0.f, qss = 0.f, kq = 0.f;
-#pragma unroll
-    for (int i = 0; i < QPL; ++i) {
-        k4[i] = ldAct4(p.k, (Off)b * (Off)p.k_stride_b + (Off)hk * (Off)p.k_stride_h + (lane + 32 * i) * 4, bf16);
-        q4[i] = ldAct4(p.q, (Off)b * (Off)p.q_stride_b + (Off)hk * (Off)p.q_stride_h + (lane + 32 * i) * 4, bf16);
-    }
-    const int row = vw + rl;
-    const float vr = ldAct(p.v, (Off)b * (Off)p.v_stride_b + (Off)hv * (Off)p.v_stride_h + row, bf16);
-    const float a = ldAct(p.a, (Off)b * (Off)p.a_stride_b + hv, bf16);
-    const float bl = ldAct(p.b, (Off)b * (Off)p.b_stride_b + hv, bf16);
-    const float alog = p.A_log[hv], dtb = p.dt_bias[hv];
-#pragma unroll
-    for (int i = 0; i < QPL; ++i) {
-        kss += dot4(k4[i], k4[i]);
-        qss += dot4(q4[i], q4[i]);
-        kq += dot4(k4[i], q4[i]);
-    }
-    kss = warpSum(kss);
-    qss = warpSum(qss);
-    kq = warpSum(kq);
-    const float invk = rsqrtf(kss + kL2Eps), invq = rsqrtf(qss + kL2Eps) * p.scale;
-#pragma unroll
-    for (int i = 0; i < QPL; ++i) {
-        k4[i] = scale4(k4[i], invk);
-        q4[i] = scale4(q4[i], invq);
-    }
-    const float X = stream::warpRowDot<RW, QPL>(S, k4, lane), Y = stream::warpRowDot<RW, QPL>(S, q4, lane);
-    const float alpha = expf(gdnLogDecay(a, alog, dtb)), beta = sigmoidf(bl);
-    const float u = beta * (vr - alpha * X);
-    if ((lane & (RS::LPR - 1)) == 0 && row < V)
-        stAct(p.o, (Off)b * (Off)p.o_stride_b + (Off)hv * (Off)p.o_stride_h + row, alpha * Y + u * (kq * invk * invq), bf16);
-#pragma unroll
-    for (int r = 0; r < RW; ++r) {
-        const float ur = __shfl_sync(kFull, u, RS::laneOf(r ^ rl));  // u of the row in slot r
-#pragma unroll
-        for (int i = 0; i < QPL; ++i) S[r][i] = stream::fma4s(scale4(S[r][i], alpha), ur, k4[i]);
-    }
-    stream::storeWarpRows<RW, QPL, ST>(S, st, p.state_stride_v, vw, V, rl, lane);
-}
-
 // RW value rows per warp item, CTAs of THREADS threads, register bound for MINB CTAs per SM; PF = 1: the state
 // loads carry the L2 256-byte prefetch hint (stream::ldStreamPf256, fp32 state).
 template <typename ST, int K, int RW, int THREADS, int MINB, int PF = 0>
 __global__ void __launch_bounds__(THREADS, MINB) gdnWarpDecodeKernel(const GdnDecodeParams p) {
     using RS = stream::RowScatter<RW>;
+    constexpr int QPL = K / 128;
     const int HV = p.num_v_heads, V = p.head_v;
     const int nrb = V / RW;
     const unsigned items = (unsigned)p.batch * HV * nrb;  // < 2^31 (launcher)
@@ -93,26 +36,54 @@ __global__ void __launch_bounds__(THREADS, MINB) gdnWarpDecodeKernel(const GdnDe
     unsigned it = blockIdx.x * wpc + (threadIdx.x >> 5);
     if (it >= items) return;
     const stream::ItemWalker walk(HV, nrb, nw);
-    const auto keyHead = [&](int hv) { return hv / (HV / p.num_heads); };
-    for (stream::ItemCursor c = walk.at(it); it < items; it += nw, c = walk.next(c))
-        warpDecodeItem<ST, K, RW, PF, int64_t>(p, c.b, c.head, c.blk * RW, lane, rl, bf16, keyHead);
-}
-
-// The same items on a row grid (RSSM_GDN_WARP_CFG=7, A/B, twenty-fourth session, NOT yet run on a GPU): blockIdx.y
-// is the row b and warp w of CTA x takes item x wpc + w of the row, so no division finds an item; the value-row
-// blocks per head (1 << nrbShift) and the value heads per key head (1 << groupShift) are powers of two, and every
-// element offset of an item fits 32 bits (the launcher checks all three). One item per warp.
-template <int RW, int THREADS, int MINB, int PF>
-__global__ void __launch_bounds__(THREADS, MINB) gdnWarpDecodeRowGridKernel(const GdnDecodeParams p, int nrbShift,
-                                                                          int groupShift) {
-    using RS = stream::RowScatter<RW>;
-    const int lane = threadIdx.x & 31, rl = RS::rowOf(lane);
-    const int itr = blockIdx.x * (THREADS / 32) + (threadIdx.x >> 5);
-    if (itr >= (p.num_v_heads << nrbShift)) return;
-    const int hv = itr >> nrbShift, blk = itr & ((1 << nrbShift) - 1);
-    const auto keyHead = [&](int h) { return h >> groupShift; };
-    warpDecodeItem<float, 128, RW, PF, int>(p, (int)blockIdx.y, hv, blk * RW, lane, rl,
-                                            p.act_dtype == RSSM_DTYPE_BF16, keyHead);
+    for (stream::ItemCursor c = walk.at(it); it < items; it += nw, c = walk.next(c)) {
+        const int b = c.b, hv = c.head, vw = c.blk * RW;
+        const int slot = p.state_indices[(int64_t)b * p.indices_stride_b];
+        if (slot < 0 || slot >= p.num_slots) continue;  // padding row: untouched
+        ST* st = static_cast<ST*>(p.state) + (int64_t)slot * p.state_stride_slot + (int64_t)hv * p.state_stride_head;
+        float4 S[RW][QPL];
+        stream::loadWarpRows<RW, QPL, ST, PF>(S, st, p.state_stride_v, vw, V, rl, lane);
+        const int hk = hv / (HV / p.num_heads);
+        float4 k4[QPL], q4[QPL];
+        float kss = 0.f, qss = 0.f, kq = 0.f;
+#pragma unroll
+        for (int i = 0; i < QPL; ++i) {
+            k4[i] = ldAct4(p.k, (int64_t)b * p.k_stride_b + (int64_t)hk * p.k_stride_h + (lane + 32 * i) * 4, bf16);
+            q4[i] = ldAct4(p.q, (int64_t)b * p.q_stride_b + (int64_t)hk * p.q_stride_h + (lane + 32 * i) * 4, bf16);
+        }
+        const int row = vw + rl;
+        const float vr = ldAct(p.v, (int64_t)b * p.v_stride_b + (int64_t)hv * p.v_stride_h + row, bf16);
+        const float a = ldAct(p.a, (int64_t)b * p.a_stride_b + hv, bf16);
+        const float bl = ldAct(p.b, (int64_t)b * p.b_stride_b + hv, bf16);
+        const float alog = p.A_log[hv], dtb = p.dt_bias[hv];
+#pragma unroll
+        for (int i = 0; i < QPL; ++i) {
+            kss += dot4(k4[i], k4[i]);
+            qss += dot4(q4[i], q4[i]);
+            kq += dot4(k4[i], q4[i]);
+        }
+        kss = warpSum(kss);
+        qss = warpSum(qss);
+        kq = warpSum(kq);
+        const float invk = rsqrtf(kss + kL2Eps), invq = rsqrtf(qss + kL2Eps) * p.scale;
+#pragma unroll
+        for (int i = 0; i < QPL; ++i) {
+            k4[i] = scale4(k4[i], invk);
+            q4[i] = scale4(q4[i], invq);
+        }
+        const float X = stream::warpRowDot<RW, QPL>(S, k4, lane), Y = stream::warpRowDot<RW, QPL>(S, q4, lane);
+        const float alpha = expf(gdnLogDecay(a, alog, dtb)), beta = sigmoidf(bl);
+        const float u = beta * (vr - alpha * X);
+        if ((lane & (RS::LPR - 1)) == 0 && row < V)
+            stAct(p.o, (int64_t)b * p.o_stride_b + (int64_t)hv * p.o_stride_h + row, alpha * Y + u * (kq * invk * invq), bf16);
+#pragma unroll
+        for (int r = 0; r < RW; ++r) {
+            const float ur = __shfl_sync(kFull, u, RS::laneOf(r ^ rl));  // u of the row in slot r
+#pragma unroll
+            for (int i = 0; i < QPL; ++i) S[r][i] = stream::fma4s(scale4(S[r][i], alpha), ur, k4[i]);
+        }
+        stream::storeWarpRows<RW, QPL, ST>(S, st, p.state_stride_v, vw, V, rl, lane);
+    }
 }
 
 // Launch shapes of the fp32-state, K = 128 instance (the serving case), for side-by-side timing of the
@@ -122,12 +93,7 @@ __global__ void __launch_bounds__(THREADS, MINB) gdnWarpDecodeRowGridKernel(cons
 // CTAs: spills), 6 (0 without the prefetch hint: the default until the nineteenth session). Shapes 1-5 load without
 // the hint. The hint measured 0.7-0.8 points of copy bandwidth faster than shape 6 at B = 256 (both shapes, median of
 // 5 interleaved rounds, docs/kernels-gdn.md "Nineteenth session"). 16-bit states ignore the hint. Other states / key
-// dims, or head_v not a multiple of the rows, run 0. 7: shape 0 on a row grid (gdnWarpDecodeRowGridKernel; A/B, NOT
-// yet run on a GPU) where rowGridShifts allows it, else 0.
-static int warpDecodeCfg() {
-    const char* e = getenv("RSSM_GDN_WARP_CFG");
-    return e ? atoi(e) : 0;
-}
+// dims, or head_v not a multiple of the rows, run 0.
 struct WarpDecodeShape {
     const void* kernel;
     int rows, threads;
@@ -136,7 +102,8 @@ struct WarpDecodeShape {
 template <typename ST>
 WarpDecodeShape warpDecodeShapeFor(int K, int V) {
     if (K != 128) return {reinterpret_cast<const void*>(&gdnWarpDecodeKernel<ST, 256, 8, 256, 2>), 8, 256};
-    int cfg = warpDecodeCfg();
+    int cfg = 0;
+    if (const char* e = getenv("RSSM_GDN_WARP_CFG")) cfg = atoi(e);
     if (!std::is_same<ST, float>::value || (cfg >= 3 && V % 16 != 0)) cfg = 0;
     switch (cfg) {
         case 1: return {reinterpret_cast<const void*>(&gdnWarpDecodeKernel<float, 128, 8, 128, 7>), 8, 128};
@@ -149,35 +116,6 @@ WarpDecodeShape warpDecodeShapeFor(int K, int V) {
     }
 }
 
-// The row-grid kernel's conditions: fp32 state, K = 128, 8-row items, power-of-two value-row blocks per head and value
-// heads per key head (their log2 in *nrbShift / *groupShift), a batch that fits the grid's y dimension, and every
-// element offset an item forms (last row, slot, head, value row) below 2^31 with strides in [0, 2^31).
-bool rowGridShifts(const GdnDecodeParams& p, int* nrbShift, int* groupShift) {
-    constexpr int64_t kLim = int64_t(1) << 31;
-    if (p.state_dtype != RSSM_DTYPE_FP32 || p.head_k != 128 || p.batch < 1 || p.batch > 65535) return false;
-    const int nrb = p.head_v / 8, group = p.num_v_heads / p.num_heads;
-    if ((nrb & (nrb - 1)) != 0 || (group & (group - 1)) != 0) return false;
-    const int64_t strides[] = {p.indices_stride_b, p.state_stride_slot, p.state_stride_head, p.state_stride_v,
-                               p.k_stride_b, p.k_stride_h, p.q_stride_b, p.q_stride_h, p.v_stride_b, p.v_stride_h,
-                               p.a_stride_b, p.b_stride_b, p.o_stride_b, p.o_stride_h};
-    for (int64_t st : strides)
-        if (st < 0 || st >= kLim) return false;
-    const int64_t B1 = p.batch - 1, H1 = p.num_heads - 1, HV1 = p.num_v_heads - 1;
-    const int64_t last[] = {B1 * p.indices_stride_b,
-                            (int64_t)(p.num_slots - 1) * p.state_stride_slot + HV1 * p.state_stride_head +
-                                (int64_t)(p.head_v - 1) * p.state_stride_v + p.head_k,
-                            B1 * p.k_stride_b + H1 * p.k_stride_h + p.head_k,
-                            B1 * p.q_stride_b + H1 * p.q_stride_h + p.head_k,
-                            B1 * p.v_stride_b + HV1 * p.v_stride_h + p.head_v,
-                            B1 * p.a_stride_b + p.num_v_heads, B1 * p.b_stride_b + p.num_v_heads,
-                            B1 * p.o_stride_b + HV1 * p.o_stride_h + p.head_v};
-    for (int64_t l : last)
-        if (l >= kLim) return false;
-    *nrbShift = __builtin_ctz((unsigned)nrb);
-    *groupShift = __builtin_ctz((unsigned)group);
-    return true;
-}
-
 }  // namespace
 
 bool warpDecodeRuns(const GdnDecodeParams& p) {
@@ -187,16 +125,6 @@ bool warpDecodeRuns(const GdnDecodeParams& p) {
 }
 
 cudaError_t launchDecodeWarpItems(const GdnDecodeParams& p, cudaStream_t s) {
-    int nrbShift = 0, groupShift = 0;
-    if (warpDecodeCfg() == 7 && rowGridShifts(p, &nrbShift, &groupShift)) {
-        constexpr int kThreads = 256;
-        const unsigned ctasPerRow = (unsigned)(((p.num_v_heads << nrbShift) + kThreads / 32 - 1) / (kThreads / 32));
-        GdnDecodeParams q = p;
-        void* args[] = {&q, &nrbShift, &groupShift};
-        cudaError_t e = cudaLaunchKernel(reinterpret_cast<const void*>(&gdnWarpDecodeRowGridKernel<8, kThreads, 3, 1>),
-                                         dim3(ctasPerRow, (unsigned)p.batch), dim3(kThreads), args, 0, s);
-        return e != cudaSuccess ? e : cudaGetLastError();
-    }
     const WarpDecodeShape sh = p.state_dtype == RSSM_DTYPE_FP32   ? warpDecodeShapeFor<float>(p.head_k, p.head_v)
                                : p.state_dtype == RSSM_DTYPE_FP16 ? warpDecodeShapeFor<__half>(p.head_k, p.head_v)
                                                                   : warpDecodeShapeFor<__nv_bfloat16>(p.head_k, p.head_v);
