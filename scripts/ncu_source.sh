@@ -4,7 +4,8 @@
 # writes $OUT/NAME-src.csv.xz (per-instruction SASS with CUDA lines: stall samples, instructions executed; read it
 # with scripts/ncu_source_summary.py / ncu_source_hotspots.py) and $OUT/NAME-details.txt (the headline sections),
 # and prints the headline numbers. Run on the GPU machine after scripts/gpu_run.sh has unpacked the library (as
-# its --extra command).
+# its --extra command). NCU_SCRIPT (default scripts/profile_kernels.py) names another script that marks its kernels
+# with NVTX ranges under "prof/" (e.g. scripts/b1_breakdown.py --ncu).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [ $# -lt 2 ]; then echo "usage: $0 NAME KERNEL_REGEX [profile_kernels.py args]" >&2; exit 2; fi
@@ -14,7 +15,7 @@ export RSSM_KERNEL_LIB="${RSSM_KERNEL_LIB:-$PWD/build/gpu/libreplayssm_kernels.s
 ncu --clock-control none --nvtx --nvtx-include "prof/" -k "regex:$kre" --section SourceCounters --section SpeedOfLight \
   --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats \
   --metrics smsp__inst_executed.sum,gpu__time_duration.sum -o "/tmp/ncu-$name" -f \
-  python3 scripts/profile_kernels.py "$@" > "/tmp/ncu-$name.log" 2>&1
+  python3 "${NCU_SCRIPT:-scripts/profile_kernels.py}" "$@" > "/tmp/ncu-$name.log" 2>&1
 rc=$?
 echo "== ncu $name ($kre): rc=$rc"
 [ $rc -eq 0 ] || tail -20 "/tmp/ncu-$name.log"
