@@ -383,18 +383,21 @@ def test_replay_standard_prep_register_bounds(minb, shape, B, L, stag, monkeypat
 # (RSSM_GDN_SPLIT_FDIV=0; the multiply-high is common/small_divisor.h, exhaustively checked on the CPU); and the
 # multiply-high with 64-bit item offsets instead of the default 32-bit ones (RSSM_GDN_SPLIT_OFF32=0). Every other
 # variant-6 standard-step test runs the default (UPD + FDIV + OFF32, since the twenty-fourth session).
+# prep-mnorm: the one-token prep's committed-key norms from the records' Gram tile on tensor cores
+# (RSSM_GDN_PREP_MNORM=1, an A/B switch of the twenty-fourth session, off by default; L = 32 gives two record tiles).
 STD_READOUT_SWITCHES = {"deferred-permute-off": {"RSSM_GDN_SPLIT_UPD": "0"},
                         "fdiv-off": {"RSSM_GDN_SPLIT_FDIV": "0"},
-                        "off32-off": {"RSSM_GDN_SPLIT_OFF32": "0"}}
+                        "off32-off": {"RSSM_GDN_SPLIT_OFF32": "0"},
+                        "prep-mnorm": {"RSSM_GDN_PREP_MNORM": "1"}}
 STD_READOUT_ENV = ("RSSM_GDN_SPLIT_UPD", "RSSM_GDN_SPLIT_FDIV", "RSSM_GDN_SPLIT_OFF32")
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape,B,L,stag", [pytest.param("q35-4b", 3, 8, True, marks=pytest.mark.sanitize),
                                              ("q35-122b", 64, 16, False), ("q35-4b", 256, 16, True),
-                                             ("q35-122b", 256, 16, True)],
+                                             ("q35-122b", 256, 16, True), ("q35-4b", 64, 32, True)],
                          ids=["q35-4b-B3-L8-stag", "q35-122b-B64-L16-phase", "q35-4b-B256-L16-stag",
-                              "q35-122b-B256-L16-stag"])
+                              "q35-122b-B256-L16-stag", "q35-4b-B64-L32-stag"])
 @pytest.mark.parametrize("switch", list(STD_READOUT_SWITCHES))
 def test_replay_standard_readout_switch(switch, shape, B, L, stag, monkeypatch):
     """One A/B switch of the serving standard-step readout (STD_READOUT_SWITCHES) on both shapes (2 and 4 value heads
@@ -432,6 +435,25 @@ def test_standard_readout_instance_runs(env, upd, fdiv, off32, monkeypatch):
     # template arguments 6, 7, 8: UPD, FDIV, OFF32
     got = [(a[6], a[7] == "1", a[8] == "1") for a in ro]
     assert all(g == (upd, fdiv, off32) for g in got), got
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("env,mnorm", [({}, False), ({"RSSM_GDN_PREP_MNORM": "1"}, True),
+                                       ({"RSSM_GDN_PREP_MNORM": "1", "RSSM_GDN_PREP_MINB": "6"}, False)],
+                         ids=["default", "mnorm", "mnorm-not-with-minb6"])
+def test_prep_mnorm_instance_runs(env, mnorm, monkeypatch):
+    """Which one-token prep instance ran (torch profiler): MNORM only with RSSM_GDN_PREP_MNORM=1 (and not with the
+    RSSM_GDN_PREP_MINB=6 bound, which has no MNORM instance)."""
+    skip_under_sanitizer()
+    for k in ("RSSM_GDN_PREP_MNORM", "RSSM_GDN_PREP_MINB"):
+        monkeypatch.delenv(k, raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    seq = _Seq("q35-4b", 8, 8, 0, 1, seed=7, variant=6)
+    _, names = cuda_kernel_names(lambda: seq.step(torch.ones(8, dtype=torch.bool)))
+    pr = [a for a in instances(names, "gdnSplitPrepKernel") if a[:2] == ["128", "1"]]
+    assert pr, f"no one-token prep ran: {sorted(names)}"
+    assert all((a[3] == "1") == mnorm for a in pr), pr  # template argument 3: MNORM
 
 
 # Readout switches that only move or re-derive values (never change them): (T, the reference setting, the alternative

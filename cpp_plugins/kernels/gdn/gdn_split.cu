@@ -229,6 +229,9 @@ cudaError_t launchSplitKT(const GdnReplayParams& p, int smCount, cudaStream_t s,
         prep = gdnSplitPrepKernel<128, 1, 8>;
         const char* e = getenv("RSSM_GDN_PREP_MINB");
         if (e && e[0] == '6' && e[1] == 0) prep = gdnSplitPrepKernel<128, 1, 6>;
+        // RSSM_GDN_PREP_MNORM=1 (A/B, read per launch; off by default, NOT yet run on a GPU): the committed keys'
+        // norms from the records' Gram tile on tensor cores (gdnSplitPrepKernel's MNORM)
+        else if (envSwitch("RSSM_GDN_PREP_MNORM", false)) prep = gdnSplitPrepKernel<128, 1, 8, true>;
     }
     // Warps (one (row, key head) pair each) per prep CTA: 4, fewer when their shared memory would pass 64 KB.
     const size_t warpSmem = splitPrepWarpSmemBytesGdn(p.window, p.num_tokens, K);

@@ -136,7 +136,13 @@ __device__ __forceinline__ void writeDraftSolve(float* Mg, const float* sTri, in
 // dynamic shared memory warps x splitPrepWarpSmemBytesGdn(L, T, K).
 // mmaBlock: also write the record block of the tensor-core verify readout (T >= 2). MINB: prep CTAs per SM the
 // registers are capped for (the launcher takes 8 for K = 128 with one token).
-template <int K, int MAXT, int MINB = kSplitPrepMinBlocks>
+// MNORM (A/B, twenty-fourth session, NOT yet run on a GPU; RSSM_GDN_PREP_MNORM=1, the one-token K = 128 prep): the
+// committed keys' squared norms from the diagonal of the records' own Gram tile on tensor cores (one more ldmatrix
+// and two mma per k-step of each 16-record tile, inside the record-dot loop) instead of one warp reduction per
+// record before it (~17% of this prep's instructions, docs/kernels-gdn.md "Twenty-fourth session"). The products
+// of 16-bit keys are exact in both; only the fp32 summation order differs. At the 64-register bound it spills 4 bytes
+// (12 bytes of spill loads); the other instances have none.
+template <int K, int MAXT, int MINB = kSplitPrepMinBlocks, bool MNORM = false>
 __global__ void __launch_bounds__(kSplitPrepMaxThreads, MINB)
     gdnSplitPrepKernel(const GdnReplayParams p, int mmaBlock) {
     pdlLaunchDependents();  // the readout may be scheduled now; it waits for this grid before reading its output
@@ -292,8 +298,8 @@ __global__ void __launch_bounds__(kSplitPrepMaxThreads, MINB)
     }
     async::waitAll();
     __syncwarp();
-    // ---- inverse norms of the committed keys
-    for (int j = 0; j < h; ++j) {
+    // ---- inverse norms of the committed keys (MNORM: in the record-dot loop below)
+    for (int j = 0; j < (MNORM ? 0 : h); ++j) {
         float ss = 0.f;
 #pragma unroll
         for (int i = 0; i < QL; ++i) {
@@ -319,6 +325,10 @@ __global__ void __launch_bounds__(kSplitPrepMaxThreads, MINB)
             const int jr = mt * 16 + (lane & 7) + 8 * ((lane >> 3) & 1);
             const uint16_t* aRow = (jr < h ? sKr + jr * KP : jr < R ? sV16 + (jr - h) * KP : sV16) + 8 * (lane >> 4);
             float d0[4] = {0.f, 0.f, 0.f, 0.f}, d1[4] = {0.f, 0.f, 0.f, 0.f};
+            // MNORM: the tile's records as the B operand too (rows as bRow's layout), Gram tile in n0 / n1
+            float n0[4] = {0.f, 0.f, 0.f, 0.f}, n1[4] = {0.f, 0.f, 0.f, 0.f};
+            const int nr = mt * 16 + (lane & 7) + 8 * (lane >> 4);
+            const uint16_t* rRow = (nr < h ? sKr + nr * KP : nr < R ? sV16 + (nr - h) * KP : sV16) + 8 * ((lane >> 3) & 1);
 #pragma unroll
             for (int ks = 0; ks < K / 16; ++ks) {
                 uint32_t a[4], bb[4];
@@ -326,6 +336,22 @@ __global__ void __launch_bounds__(kSplitPrepMaxThreads, MINB)
                 foldmma::ldmatrixX4(bb, bRow + 16 * ks);
                 foldmma::mma16(d0, a, bb[0], bb[1], bf16);
                 if (nNt > 1) foldmma::mma16(d1, a, bb[2], bb[3], bf16);
+                if constexpr (MNORM) {
+                    uint32_t rb[4];
+                    foldmma::ldmatrixX4(rb, rRow + 16 * ks);
+                    foldmma::mma16(n0, a, rb[0], rb[1], bf16);
+                    foldmma::mma16(n1, a, rb[2], rb[3], bf16);
+                }
+            }
+            if constexpr (MNORM) {
+                // Gram element (g, 2q + c) sits in n0[c], (g + 8, 8 + 2q + c) in n1[2 + c]: the diagonal entries
+                // of records mt 16 + g and mt 16 + 8 + g are in the lanes with q = g / 2, element c = g & 1
+                if (q == (g >> 1)) {
+                    const int ja = mt * 16 + g, jb = ja + 8;
+                    if (ja < h) sInv[ja] = rsqrtf(((g & 1) ? n0[1] : n0[0]) + kL2Eps);
+                    if (jb < h) sInv[jb] = rsqrtf(((g & 1) ? n1[3] : n1[2]) + kL2Eps);
+                }
+                __syncwarp();  // the tile's inverse norms are read below
             }
 #pragma unroll
             for (int e = 0; e < 8; ++e) {
