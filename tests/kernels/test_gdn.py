@@ -377,7 +377,7 @@ def test_replay_standard_prep_register_bounds(minb, shape, B, L, stag, monkeypat
             f"max out rel err={seq.max_err['out']:.2e} flushes={seq.flushes}")
 
 
-# A/B switches of the serving standard-step readout (fp32 rows, K = 128, bf16 activations, fp16 u), each run against
+# A/B switches of the serving standard step's kernels (fp32 rows, K = 128, bf16 activations, fp16 u), each run against
 # the float64 reference: the u_j permute right after its load (RSSM_GDN_SPLIT_UPD=0, the alternative to the default
 # since the twenty-third session); the key head by an integer division instead of the default multiply-high
 # (RSSM_GDN_SPLIT_FDIV=0; the multiply-high is common/small_divisor.h, exhaustively checked on the CPU); and the
@@ -385,10 +385,10 @@ def test_replay_standard_prep_register_bounds(minb, shape, B, L, stag, monkeypat
 # variant-6 standard-step test runs the default (UPD + FDIV + OFF32, since the twenty-fourth session).
 # prep-mnorm: the one-token prep's committed-key norms from the records' Gram tile on tensor cores
 # (RSSM_GDN_PREP_MNORM=1, an A/B switch of the twenty-fourth session, off by default; L = 32 gives two record tiles).
-STD_READOUT_SWITCHES = {"deferred-permute-off": {"RSSM_GDN_SPLIT_UPD": "0"},
-                        "fdiv-off": {"RSSM_GDN_SPLIT_FDIV": "0"},
-                        "off32-off": {"RSSM_GDN_SPLIT_OFF32": "0"},
-                        "prep-mnorm": {"RSSM_GDN_PREP_MNORM": "1"}}
+STD_STEP_SWITCHES = {"deferred-permute-off": {"RSSM_GDN_SPLIT_UPD": "0"},
+                     "fdiv-off": {"RSSM_GDN_SPLIT_FDIV": "0"},
+                     "off32-off": {"RSSM_GDN_SPLIT_OFF32": "0"},
+                     "prep-mnorm": {"RSSM_GDN_PREP_MNORM": "1"}}
 STD_READOUT_ENV = ("RSSM_GDN_SPLIT_UPD", "RSSM_GDN_SPLIT_FDIV", "RSSM_GDN_SPLIT_OFF32")
 
 
@@ -398,12 +398,12 @@ STD_READOUT_ENV = ("RSSM_GDN_SPLIT_UPD", "RSSM_GDN_SPLIT_FDIV", "RSSM_GDN_SPLIT_
                                              ("q35-122b", 256, 16, True), ("q35-4b", 64, 32, True)],
                          ids=["q35-4b-B3-L8-stag", "q35-122b-B64-L16-phase", "q35-4b-B256-L16-stag",
                               "q35-122b-B256-L16-stag", "q35-4b-B64-L32-stag"])
-@pytest.mark.parametrize("switch", list(STD_READOUT_SWITCHES))
+@pytest.mark.parametrize("switch", list(STD_STEP_SWITCHES))
 def test_replay_standard_readout_switch(switch, shape, B, L, stag, monkeypatch):
-    """One A/B switch of the serving standard-step readout (STD_READOUT_SWITCHES) on both shapes (2 and 4 value heads
+    """One A/B switch of the serving standard step (STD_STEP_SWITCHES) on both shapes (2 and 4 value heads
     per key head): padding and staggered rows, flushes, wrap-around, against the float64 reference with the default
     tolerances."""
-    for k, v in STD_READOUT_SWITCHES[switch].items():
+    for k, v in STD_STEP_SWITCHES[switch].items():
         monkeypatch.setenv(k, v)
     seq = _Seq(shape, B, L, 0, 1, seed=B * 100 + L + 13, variant=6)
     join = [(r * 5) % L if stag else 0 for r in range(B)]
@@ -411,6 +411,18 @@ def test_replay_standard_readout_switch(switch, shape, B, L, stag, monkeypatch):
     _run_standard(seq, B, join, 0.1, steps, 11)
     _report(f"replay-standard readout {switch} {shape} B={B} L={L}: steps={steps} "
             f"max out rel err={seq.max_err['out']:.2e} flushes={seq.flushes}")
+
+
+def _one_standard_step_kernels(monkeypatch, clear, env, seed):
+    """Names of the CUDA kernels one q35-4b standard step (B = 8, L = 8, fp32 rows, variant 6) launches with the
+    switches in `clear` unset and then `env` set (torch profiler)."""
+    skip_under_sanitizer()
+    for k in clear:
+        monkeypatch.delenv(k, raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    seq = _Seq("q35-4b", 8, 8, 0, 1, seed=seed, variant=6)
+    return cuda_kernel_names(lambda: seq.step(torch.ones(8, dtype=torch.bool)))[1]
 
 
 @pytest.mark.gpu
@@ -423,13 +435,7 @@ def test_standard_readout_instance_runs(env, upd, fdiv, off32, monkeypatch):
     ran (torch profiler) at the serving dtypes: UPD + FDIV + OFF32 by default, the plain instance with
     RSSM_GDN_SPLIT_UPD=0 (FDIV and OFF32 sit on top of UPD) or RSSM_GDN_SPLIT_FDIV=0 (OFF32 needs FDIV), FDIV with
     64-bit offsets with RSSM_GDN_SPLIT_OFF32=0."""
-    skip_under_sanitizer()
-    for k in STD_READOUT_ENV:
-        monkeypatch.delenv(k, raising=False)
-    for k, v in env.items():
-        monkeypatch.setenv(k, v)
-    seq = _Seq("q35-4b", 8, 8, 0, 1, seed=5, variant=6)
-    _, names = cuda_kernel_names(lambda: seq.step(torch.ones(8, dtype=torch.bool)))
+    names = _one_standard_step_kernels(monkeypatch, STD_READOUT_ENV, env, seed=5)
     ro = [a for a in instances(names, "gdnSplitReadoutKernel") if a[0] == "float"]
     assert ro, f"no fp32-row split readout ran: {sorted(names)}"
     # template arguments 6, 7, 8: UPD, FDIV, OFF32
@@ -444,43 +450,36 @@ def test_standard_readout_instance_runs(env, upd, fdiv, off32, monkeypatch):
 def test_prep_mnorm_instance_runs(env, mnorm, monkeypatch):
     """Which one-token prep instance ran (torch profiler): MNORM only with RSSM_GDN_PREP_MNORM=1 (and not with the
     RSSM_GDN_PREP_MINB=6 bound, which has no MNORM instance)."""
-    skip_under_sanitizer()
-    for k in ("RSSM_GDN_PREP_MNORM", "RSSM_GDN_PREP_MINB"):
-        monkeypatch.delenv(k, raising=False)
-    for k, v in env.items():
-        monkeypatch.setenv(k, v)
-    seq = _Seq("q35-4b", 8, 8, 0, 1, seed=7, variant=6)
-    _, names = cuda_kernel_names(lambda: seq.step(torch.ones(8, dtype=torch.bool)))
+    names = _one_standard_step_kernels(monkeypatch, ("RSSM_GDN_PREP_MNORM", "RSSM_GDN_PREP_MINB"), env, seed=7)
     pr = [a for a in instances(names, "gdnSplitPrepKernel") if a[:2] == ["128", "1"]]
     assert pr, f"no one-token prep ran: {sorted(names)}"
     assert all((a[3] == "1") == mnorm for a in pr), pr  # template argument 3: MNORM
 
 
-# Readout switches that only move or re-derive values (never change them): (T, the reference setting, the alternative
-# settings). The same sequence (fp32 rows, padding and staggered rows, flushes) must give bit-identical outputs,
+# Readout switches that only move or re-derive values (never change them): (the reference setting, the alternative
+# settings). The same standard-step sequence (fp32 rows, padding and staggered rows, flushes) must give bit-identical outputs,
 # checkpoints and ring u under every setting. UPD only moves an instruction; FDIV computes the same key head another
 # way (the standard-step readout); OFF32 the same offsets in 32 bits.
 NO_VALUE_CHANGE_CASES = {
-    "deferred-permute": (1, {"RSSM_GDN_SPLIT_UPD": "0"}, [{"RSSM_GDN_SPLIT_UPD": "1"}]),
-    "fdiv-off32-standard": (1, {"RSSM_GDN_SPLIT_FDIV": "0"}, [{"RSSM_GDN_SPLIT_OFF32": "0"}, {}]),
+    "deferred-permute": ({"RSSM_GDN_SPLIT_UPD": "0"}, [{"RSSM_GDN_SPLIT_UPD": "1"}]),
+    "fdiv-off32-standard": ({"RSSM_GDN_SPLIT_FDIV": "0"}, [{"RSSM_GDN_SPLIT_OFF32": "0"}, {}]),
 }
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", list(NO_VALUE_CHANGE_CASES))
 def test_readout_switch_changes_no_value(case, monkeypatch):
-    T, ref_env, alt_envs = NO_VALUE_CHANGE_CASES[case]
+    ref_env, alt_envs = NO_VALUE_CHANGE_CASES[case]
     res = []
     for env in [ref_env] + alt_envs:
         for k in STD_READOUT_ENV:
             monkeypatch.delenv(k, raising=False)
         for k, v in env.items():
             monkeypatch.setenv(k, v)
-        seq = _Seq("q35-122b", 7, 8 if T == 1 else 16, 0 if T == 1 else 1, T, seed=95 + T, variant=6)
+        seq = _Seq("q35-122b", 7, 8, 0, 1, seed=96, variant=6)
         outs = []
         for t in range(24):
-            seq.step(_active(7, t, [0, 3, 5, 0, 2, 7, 1], seq.gen, 0.15),
-                     None if T == 1 else _spec_accept("random", 7, T, seq.gen))
+            seq.step(_active(7, t, [0, 3, 5, 0, 2, 7, 1], seq.gen, 0.15))
             outs.append(seq.last_out.clone())
         torch.cuda.synchronize()
         assert seq.flushes > 0

@@ -535,9 +535,11 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
                                  : static_cast<const float*>(p.workspace) + bh * RW;
         ST* ckpt = static_cast<ST*>(p.state) + (int64_t)slot * p.state_stride_slot + (int64_t)hv * p.state_stride_head;
         uint16_t* sFold = foldBuf;
-        const int64_t ruBase =
-            OFF32 ? (int64_t)(slot * (int)p.ring_u_stride_slot + hv * (int)p.ring_u_stride_head)
-                  : (int64_t)slot * p.ring_u_stride_slot + (int64_t)hv * p.ring_u_stride_head;
+        // element offset x sx + y sy + z (in 32-bit arithmetic with OFF32: the launcher checked that it fits)
+        auto lin = [&](int x, int64_t sx, int y, int64_t sy, int z) -> int64_t {
+            return OFF32 ? (int64_t)(x * (int)sx + y * (int)sy + z) : (int64_t)x * sx + (int64_t)y * sy + z;
+        };
+        const int64_t ruBase = lin(slot, p.ring_u_stride_slot, hv, p.ring_u_stride_head, 0);
         // element offset of ring u row rr, column col
         auto ruAt = [&](int rr, int col) {
             return OFF32 ? (int64_t)((int)ruBase + rr * (int)p.ring_u_stride_rec + col)
@@ -563,14 +565,10 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
             hk = hv / group;
         }
         const int row = vw + rl;
-        const int64_t kBase = OFF32 ? (int64_t)(b * (int)p.k_stride_b + hk * (int)p.k_stride_h + lane * 4)
-                                    : (int64_t)b * p.k_stride_b + (int64_t)hk * p.k_stride_h + lane * 4;
-        const int64_t qBase = OFF32 ? (int64_t)(b * (int)p.q_stride_b + hk * (int)p.q_stride_h + lane * 4)
-                                    : (int64_t)b * p.q_stride_b + (int64_t)hk * p.q_stride_h + lane * 4;
-        const int64_t vOff = OFF32 ? (int64_t)(b * (int)p.v_stride_b + hv * (int)p.v_stride_h + row)
-                                   : (int64_t)b * p.v_stride_b + (int64_t)hv * p.v_stride_h + row;
-        const int64_t oOff = OFF32 ? (int64_t)(b * (int)p.o_stride_b + hv * (int)p.o_stride_h + row)
-                                   : (int64_t)b * p.o_stride_b + (int64_t)hv * p.o_stride_h + row;
+        const int64_t kBase = lin(b, p.k_stride_b, hk, p.k_stride_h, lane * 4);
+        const int64_t qBase = lin(b, p.q_stride_b, hk, p.q_stride_h, lane * 4);
+        const int64_t vOff = lin(b, p.v_stride_b, hv, p.v_stride_h, row);
+        const int64_t oOff = lin(b, p.o_stride_b, hv, p.o_stride_h, row);
         float ud[MAXT];
 #pragma unroll
         for (int s = 0; s < MAXT; ++s) {
