@@ -383,13 +383,18 @@ def test_replay_standard_prep_register_bounds(minb, shape, B, L, stag, monkeypat
 # (RSSM_GDN_SPLIT_FDIV=0; the multiply-high is common/small_divisor.h, exhaustively checked on the CPU); and the
 # multiply-high with 64-bit item offsets instead of the default 32-bit ones (RSSM_GDN_SPLIT_OFF32=0). Every other
 # variant-6 standard-step test runs the default (UPD + FDIV + OFF32, since the twenty-fourth session).
-# prep-mnorm: the one-token prep's committed-key norms from the records' Gram tile on tensor cores
-# (RSSM_GDN_PREP_MNORM=1, an A/B switch of the twenty-fourth session, off by default; L = 32 gives two record tiles).
+# The one-token prep: the committed-key norms from the records' Gram tile on tensor cores are the default since the
+# twenty-fifth session (MNORM; L = 32 gives two record tiles), prep-mnorm-off runs the warp reductions
+# (RSSM_GDN_PREP_MNORM=0); prep-lean the lean prep (RSSM_GDN_PREP_LEAN=1, A/B, off by default). early-rows: the
+# readout's first item's rows loaded before the wait for the prep (RSSM_GDN_SPLIT_EARLY=1, A/B, off by default).
 STD_STEP_SWITCHES = {"deferred-permute-off": {"RSSM_GDN_SPLIT_UPD": "0"},
                      "fdiv-off": {"RSSM_GDN_SPLIT_FDIV": "0"},
                      "off32-off": {"RSSM_GDN_SPLIT_OFF32": "0"},
-                     "prep-mnorm": {"RSSM_GDN_PREP_MNORM": "1"}}
-STD_READOUT_ENV = ("RSSM_GDN_SPLIT_UPD", "RSSM_GDN_SPLIT_FDIV", "RSSM_GDN_SPLIT_OFF32")
+                     "prep-mnorm-off": {"RSSM_GDN_PREP_MNORM": "0"},
+                     "prep-lean": {"RSSM_GDN_PREP_LEAN": "1"},
+                     "early-rows": {"RSSM_GDN_SPLIT_EARLY": "1"}}
+STD_READOUT_ENV = ("RSSM_GDN_SPLIT_UPD", "RSSM_GDN_SPLIT_FDIV", "RSSM_GDN_SPLIT_OFF32", "RSSM_GDN_SPLIT_EARLY")
+STD_PREP_ENV = ("RSSM_GDN_PREP_MNORM", "RSSM_GDN_PREP_MINB", "RSSM_GDN_PREP_LEAN")
 
 
 @pytest.mark.gpu
@@ -403,6 +408,8 @@ def test_replay_standard_readout_switch(switch, shape, B, L, stag, monkeypatch):
     """One A/B switch of the serving standard step (STD_STEP_SWITCHES) on both shapes (2 and 4 value heads
     per key head): padding and staggered rows, flushes, wrap-around, against the float64 reference with the default
     tolerances."""
+    for k in STD_READOUT_ENV + STD_PREP_ENV:
+        monkeypatch.delenv(k, raising=False)
     for k, v in STD_STEP_SWITCHES[switch].items():
         monkeypatch.setenv(k, v)
     seq = _Seq(shape, B, L, 0, 1, seed=B * 100 + L + 13, variant=6)
@@ -426,34 +433,41 @@ def _one_standard_step_kernels(monkeypatch, clear, env, seed):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("env,upd,fdiv,off32", [({}, "1", True, True), ({"RSSM_GDN_SPLIT_UPD": "0"}, "0", False, False),
-                                                ({"RSSM_GDN_SPLIT_FDIV": "0"}, "1", False, False),
-                                                ({"RSSM_GDN_SPLIT_OFF32": "0"}, "1", True, False)],
-                         ids=["default-upd-fdiv-off32", "upd-off", "fdiv-off", "off32-off"])
-def test_standard_readout_instance_runs(env, upd, fdiv, off32, monkeypatch):
+@pytest.mark.parametrize("env,upd,fdiv,off32,early",
+                         [({}, "1", True, True, False), ({"RSSM_GDN_SPLIT_UPD": "0"}, "0", False, False, False),
+                          ({"RSSM_GDN_SPLIT_FDIV": "0"}, "1", False, False, False),
+                          ({"RSSM_GDN_SPLIT_OFF32": "0"}, "1", True, False, False),
+                          ({"RSSM_GDN_SPLIT_EARLY": "1"}, "1", True, True, True),
+                          ({"RSSM_GDN_SPLIT_EARLY": "1", "RSSM_GDN_SPLIT_OFF32": "0"}, "1", True, False, False)],
+                         ids=["default-upd-fdiv-off32", "upd-off", "fdiv-off", "off32-off", "early",
+                              "early-needs-off32"])
+def test_standard_readout_instance_runs(env, upd, fdiv, off32, early, monkeypatch):
     """The launcher's switches are silent when their conditions fail, so check which standard-step readout instance
     ran (torch profiler) at the serving dtypes: UPD + FDIV + OFF32 by default, the plain instance with
     RSSM_GDN_SPLIT_UPD=0 (FDIV and OFF32 sit on top of UPD) or RSSM_GDN_SPLIT_FDIV=0 (OFF32 needs FDIV), FDIV with
-    64-bit offsets with RSSM_GDN_SPLIT_OFF32=0."""
+    64-bit offsets with RSSM_GDN_SPLIT_OFF32=0; EARLY with RSSM_GDN_SPLIT_EARLY=1, only on top of OFF32."""
     names = _one_standard_step_kernels(monkeypatch, STD_READOUT_ENV, env, seed=5)
     ro = [a for a in instances(names, "gdnSplitReadoutKernel") if a[0] == "float"]
     assert ro, f"no fp32-row split readout ran: {sorted(names)}"
-    # template arguments 6, 7, 8: UPD, FDIV, OFF32
-    got = [(a[6], a[7] == "1", a[8] == "1") for a in ro]
-    assert all(g == (upd, fdiv, off32) for g in got), got
+    # template arguments 6, 7, 8, 9: UPD, FDIV, OFF32, EARLY
+    got = [(a[6], a[7] == "1", a[8] == "1", a[9] == "1") for a in ro]
+    assert all(g == (upd, fdiv, off32, early) for g in got), got
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("env,mnorm", [({}, False), ({"RSSM_GDN_PREP_MNORM": "1"}, True),
-                                       ({"RSSM_GDN_PREP_MNORM": "1", "RSSM_GDN_PREP_MINB": "6"}, False)],
-                         ids=["default", "mnorm", "mnorm-not-with-minb6"])
-def test_prep_mnorm_instance_runs(env, mnorm, monkeypatch):
-    """Which one-token prep instance ran (torch profiler): MNORM only with RSSM_GDN_PREP_MNORM=1 (and not with the
-    RSSM_GDN_PREP_MINB=6 bound, which has no MNORM instance)."""
-    names = _one_standard_step_kernels(monkeypatch, ("RSSM_GDN_PREP_MNORM", "RSSM_GDN_PREP_MINB"), env, seed=7)
+@pytest.mark.parametrize("env,mnorm,lean", [({}, True, False), ({"RSSM_GDN_PREP_MNORM": "0"}, False, False),
+                                            ({"RSSM_GDN_PREP_MINB": "6"}, False, False),
+                                            ({"RSSM_GDN_PREP_LEAN": "1"}, True, True),
+                                            ({"RSSM_GDN_PREP_LEAN": "1", "RSSM_GDN_PREP_MNORM": "0"}, False, False)],
+                         ids=["default-mnorm", "mnorm-off", "minb6-has-no-mnorm", "lean", "lean-needs-mnorm"])
+def test_prep_instance_runs(env, mnorm, lean, monkeypatch):
+    """Which one-token prep instance ran (torch profiler): MNORM by default (not with RSSM_GDN_PREP_MNORM=0, nor with
+    the RSSM_GDN_PREP_MINB=6 bound, which has no MNORM instance); LEAN with RSSM_GDN_PREP_LEAN=1, on top of MNORM."""
+    names = _one_standard_step_kernels(monkeypatch, STD_PREP_ENV, env, seed=7)
     pr = [a for a in instances(names, "gdnSplitPrepKernel") if a[:2] == ["128", "1"]]
     assert pr, f"no one-token prep ran: {sorted(names)}"
-    assert all((a[3] == "1") == mnorm for a in pr), pr  # template argument 3: MNORM
+    # template arguments 3, 4: MNORM, LEAN
+    assert all((a[3] == "1", a[4] == "1") == (mnorm, lean) for a in pr), pr
 
 
 # Readout switches that only move or re-derive values (never change them): (the reference setting, the alternative
@@ -463,6 +477,9 @@ def test_prep_mnorm_instance_runs(env, mnorm, monkeypatch):
 NO_VALUE_CHANGE_CASES = {
     "deferred-permute": ({"RSSM_GDN_SPLIT_UPD": "0"}, [{"RSSM_GDN_SPLIT_UPD": "1"}]),
     "fdiv-off32-standard": ({"RSSM_GDN_SPLIT_FDIV": "0"}, [{"RSSM_GDN_SPLIT_OFF32": "0"}, {}]),
+    # the readout's first rows before the wait; the lean prep computes the same records with fewer instructions
+    "early-rows-lean-prep": ({}, [{"RSSM_GDN_SPLIT_EARLY": "1"}, {"RSSM_GDN_PREP_LEAN": "1"},
+                                  {"RSSM_GDN_SPLIT_EARLY": "1", "RSSM_GDN_PREP_LEAN": "1"}]),
 }
 
 
@@ -472,7 +489,7 @@ def test_readout_switch_changes_no_value(case, monkeypatch):
     ref_env, alt_envs = NO_VALUE_CHANGE_CASES[case]
     res = []
     for env in [ref_env] + alt_envs:
-        for k in STD_READOUT_ENV:
+        for k in STD_READOUT_ENV + STD_PREP_ENV:
             monkeypatch.delenv(k, raising=False)
         for k, v in env.items():
             monkeypatch.setenv(k, v)

@@ -97,8 +97,13 @@ cudaError_t launchReadout(const GdnReplayParams& p, int smCount, cudaStream_t s,
             // RSSM_GDN_SPLIT_FDIV=0 / RSSM_GDN_SPLIT_OFF32=0 (A/B, read per launch) turn them off; OFF32 needs FDIV.
             if (fastDivWanted(p)) {
                 readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1, true>;
-                if (envSwitch("RSSM_GDN_SPLIT_OFF32", true) && readoutOffsetsFit32(p))
+                if (envSwitch("RSSM_GDN_SPLIT_OFF32", true) && readoutOffsetsFit32(p)) {
                     readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1, true, true>;
+                    // RSSM_GDN_SPLIT_EARLY=1 (A/B, read per launch; off by default, NOT yet run on a GPU): the first
+                    // item's state rows loaded before the wait for the prep grid (gdnSplitReadoutKernel's EARLY)
+                    if (envSwitch("RSSM_GDN_SPLIT_EARLY", false))
+                        readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1, true, true, true>;
+                }
             }
         }
     }
@@ -226,12 +231,19 @@ cudaError_t launchSplitKT(const GdnReplayParams& p, int smCount, cudaStream_t s,
         // standard steps 3.7-4.1% faster (q35-4b 181.2 -> 174.0 us, q35-122b 347.6 -> 335.4), staggered 0.3-0.8%
         // slower, the dual-precision non-flush steps 2.4% (fp8 / nvfp4 reads) and 5.7% (fp32 read) faster.
         // RSSM_GDN_PREP_MINB=6 (read per launch) keeps the previous bound for A/B.
-        prep = gdnSplitPrepKernel<128, 1, 8>;
+        // MNORM (the default since the twenty-fifth session): the committed keys' norms from the records' Gram tile
+        // on tensor cores. Side by side (twenty-fifth session, call 1): the prep 14.46 -> 12.54 us (ncu), the
+        // standard step 1.0-1.3% faster staggered, 0.2-0.4% in phase. RSSM_GDN_PREP_MNORM=0 (read per launch) runs
+        // the previous instance.
+        prep = gdnSplitPrepKernel<128, 1, 8, true>;
         const char* e = getenv("RSSM_GDN_PREP_MINB");
         if (e && e[0] == '6' && e[1] == 0) prep = gdnSplitPrepKernel<128, 1, 6>;
-        // RSSM_GDN_PREP_MNORM=1 (A/B, read per launch; off by default, NOT yet run on a GPU): the committed keys'
-        // norms from the records' Gram tile on tensor cores (gdnSplitPrepKernel's MNORM)
-        else if (envSwitch("RSSM_GDN_PREP_MNORM", false)) prep = gdnSplitPrepKernel<128, 1, 8, true>;
+        else if (!envSwitch("RSSM_GDN_PREP_MNORM", true)) prep = gdnSplitPrepKernel<128, 1, 8>;
+        // RSSM_GDN_PREP_LEAN=1 (A/B, read per launch; off by default, NOT yet run on a GPU): the lean one-token prep
+        // (gdnSplitPrepKernel's LEAN: compile-time T, all value heads' gates in one pass) with MNORM; value-head
+        // groups of at most 32 (one lane per value head)
+        else if (envSwitch("RSSM_GDN_PREP_LEAN", false) && p.num_v_heads / p.num_heads <= 32)
+            prep = gdnSplitPrepKernel<128, 1, 8, true, true>;
     }
     // Warps (one (row, key head) pair each) per prep CTA: 4, fewer when their shared memory would pass 64 KB.
     const size_t warpSmem = splitPrepWarpSmemBytesGdn(p.window, p.num_tokens, K);

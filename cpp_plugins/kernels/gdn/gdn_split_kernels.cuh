@@ -142,9 +142,16 @@ __device__ __forceinline__ void writeDraftSolve(float* Mg, const float* sTri, in
 // record before it (~17% of this prep's instructions, docs/kernels-gdn.md "Twenty-fourth session"). The products
 // of 16-bit keys are exact in both; only the fp32 summation order differs. At the 64-register bound it spills 4 bytes
 // (12 bytes of spill loads); the other instances have none.
-template <int K, int MAXT, int MINB = kSplitPrepMinBlocks, bool MNORM = false>
+// LEAN (A/B, twenty-fifth session; RSSM_GDN_PREP_LEAN=1, the one-token prep with MNORM, value-head groups of at most
+// 32): the same records with fewer instructions, for a prep whose time follows its instruction count (one wave, the
+// schedulers 65% busy): T = 1 at compile time (the shared-memory layout and the token loops fold), the gates of all
+// the group's value heads in one pass (lane w computes value head w's softplus / sigmoid once, instead of one pass per
+// value head in which 31 lanes idle), the committed keys copied with one record half-row per lane (no division, one
+// 64-bit multiply per copy) and the draft's key / query pieces without the per-piece selects.
+template <int K, int MAXT, int MINB = kSplitPrepMinBlocks, bool MNORM = false, bool LEAN = false>
 __global__ void __launch_bounds__(kSplitPrepMaxThreads, MINB)
     gdnSplitPrepKernel(const GdnReplayParams p, int mmaBlock) {
+    static_assert(!LEAN || MAXT == 1, "the lean prep is the one-token (standard-step) prep");
     pdlLaunchDependents();  // the readout may be scheduled now; it waits for this grid before reading its output
     constexpr int QL = K / 128;  // quads per lane of a K-vector
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -154,7 +161,7 @@ __global__ void __launch_bounds__(kSplitPrepMaxThreads, MINB)
     const int slot = p.state_batch_indices[b];
     if (slot < 0 || slot >= p.num_slots) return;  // padding row: untouched
     const int HV = p.num_v_heads, group = HV / p.num_heads;
-    const int T = p.num_tokens, L = p.window, C = p.ring_capacity;
+    const int T = LEAN ? 1 : p.num_tokens, L = p.window, C = p.ring_capacity;
     const int RM = L + T, RW = splitRecordWordsGdn(L, T);
     const bool bf16 = p.act_dtype == RSSM_DTYPE_BF16;
     const bool spec = p.mode == GDN_REPLAY_SPECULATIVE;
@@ -190,6 +197,24 @@ __global__ void __launch_bounds__(kSplitPrepMaxThreads, MINB)
     const uint16_t* ringK = static_cast<const uint16_t*>(p.ring_k);
     const int64_t rkBase = (int64_t)slot * p.ring_k_stride_slot + (int64_t)hk * p.ring_k_stride_head;
     constexpr int KCH = K / 8;
+    if constexpr (LEAN) {  // lane: 16-byte chunk lane % KCH of records lane / KCH, + 32 / KCH, ...
+        static_assert(32 % KCH == 0, "a record row spans a divisor of the warp");
+        const int c = lane % KCH;
+        const uint16_t* src = ringK + rkBase + c * 8;
+        for (int j = lane / KCH; j < h; j += 32 / KCH) {
+            int rr = o + j;
+            rr = rr >= C ? rr - C : rr;
+            async::copy16(sKr + j * KP + c * 8, src + (int64_t)rr * p.ring_k_stride_rec);
+        }
+        // the token's raw key and query (8-byte pieces: q / k rows are 8-byte aligned, launcher rule)
+        const uint16_t* kRow = static_cast<const uint16_t*>(p.k) + (int64_t)b * p.k_stride_b + (int64_t)hk * p.k_stride_h;
+        const uint16_t* qRow = static_cast<const uint16_t*>(p.q) + (int64_t)b * p.q_stride_b + (int64_t)hk * p.q_stride_h;
+#pragma unroll
+        for (int c4 = lane; c4 < K / 4; c4 += 32) {
+            async::copy8(sV16 + c4 * 4, kRow + c4 * 4);
+            async::copy8(sV16 + KP + c4 * 4, qRow + c4 * 4);
+        }
+    } else {
     for (int i = lane; i < h * KCH; i += 32) {
         const int j = i / KCH, c = i - j * KCH;
         int rr = o + j;
@@ -206,7 +231,20 @@ __global__ void __launch_bounds__(kSplitPrepMaxThreads, MINB)
                         (int64_t)hk * p.q_stride_h;
         async::copy8(sV16 + r * KP + c * 4, src + c * 4);
     }
+    }
     async::commit();
+    // LEAN: the token's gates of the group's value heads, lane w for value head hk group + w (group <= 32, launcher
+    // rule); loadDecay takes value head w's from lane w
+    float gTok = 0.f, betaTok = 0.f;
+    if constexpr (LEAN) {
+        if (lane < group) {
+            const int hv = hk * group + lane;
+            const float a = ldAct(p.a, (int64_t)b * p.a_stride_b + hv, bf16);
+            const float bb = ldAct(p.b, (int64_t)b * p.b_stride_b + hv, bf16);
+            gTok = gdnLogDecay(a, p.A_log[hv], p.dt_bias[hv]);
+            betaTok = sigmoidf(bb);
+        }
+    }
     // Log-decay of record j = lane for value head hk * group + w (ring, or this step's: with beta). Loads and
     // stores are separate steps, so that the next value head's loads go out before this one's appends (a
     // store between two loads would order them: one round trip per value head).
@@ -216,6 +254,16 @@ __global__ void __launch_bounds__(kSplitPrepMaxThreads, MINB)
         rr = rr >= C ? rr - C : rr;
         g = 0.f;
         beta = 0.f;
+        if constexpr (LEAN) {
+            const float gt = __shfl_sync(kFull, gTok, w), bt = __shfl_sync(kFull, betaTok, w);
+            if (lane < h) {
+                g = p.ring_g[(int64_t)slot * p.ring_g_stride_slot + hv + (int64_t)rr * p.ring_g_stride_rec];
+            } else if (lane == h) {
+                g = gt;
+                beta = bt;
+            }
+            return;
+        }
         if (lane < h) {
             g = p.ring_g[(int64_t)slot * p.ring_g_stride_slot + hv + (int64_t)rr * p.ring_g_stride_rec];
         } else if (lane < R) {
@@ -476,10 +524,17 @@ constexpr int kDtBf16ActFp16U = 1;
 // arithmetic (the launcher takes it only when every such offset stays below 2^31; the checkpoint keeps 64-bit
 // offsets: its pool may be larger, and 32-bit checkpoint offsets measured no faster, twenty-fourth session). The same
 // counters put ~85 of the 616 warp instructions per item in 64-bit offset arithmetic.
-template <typename ST, int K, int MAXT, int NT, int MINB, int DT, int UPD = 0, bool FDIV = false, bool OFF32 = false>
+// EARLY (A/B, twenty-fifth session, NOT yet run on a GPU; RSSM_GDN_SPLIT_EARLY=1, the serving standard-step instance):
+// the warp's first item's state rows are loaded before the wait for the prep grid. The rows are not written by the
+// prep, and the prep itself starts only once the previous step's kernels are complete (it is not a programmatic
+// dependent), so they are final; the cursors and everything else the prep writes are read after the wait as before.
+// A readout CTA that lands on an SM while the prep's last CTAs still run has its first rows in flight meanwhile.
+template <typename ST, int K, int MAXT, int NT, int MINB, int DT, int UPD = 0, bool FDIV = false, bool OFF32 = false,
+          bool EARLY = false>
 __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnReplayParams p,
                                                                    const stream::ReadCopyScales rc) {
-    pdlWaitPrimary();  // launched as a programmatic dependent of the prep kernel
+    static_assert(!EARLY || std::is_same<ST, float>::value, "EARLY: the fp32-row readout");
+    if constexpr (!EARLY) pdlWaitPrimary();  // launched as a programmatic dependent of the prep kernel
     constexpr bool kScaled = stream::RowQuad<ST>::kScaled;  // read-only fp8 / nvfp4 rows (skip_flush_rows)
     using RS = stream::RowScatter<kSplitRows>;
     constexpr int QPL = K / 128;
@@ -677,6 +732,17 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
     auto valid = [&](int slot, int4 meta) { return slot >= 0 && slot < p.num_slots && meta.y >= 0; };
     {
         int slotNext = slotOf(cur);
+        float4 S[RWS][QPL];
+        bool early = false;  // EARLY: S holds the first item's rows
+        if constexpr (EARLY) {
+            if (slotNext >= 0 && slotNext < p.num_slots) {
+                const ST* ckpt = static_cast<const ST*>(p.state) + (int64_t)slotNext * p.state_stride_slot +
+                                 (int64_t)cur.head * p.state_stride_head;
+                stream::loadWarpRows<RWS, QPL, ST>(S, ckpt, p.state_stride_v, cur.blk * kSplitRows, V, rl, lane);
+                early = true;
+            }
+            pdlWaitPrimary();  // everything below may read what the prep wrote
+        }
         int4 metaNext = metaOf(cur);
 #pragma unroll 1
         for (; cur.b < p.batch; cur = advance(cur)) {
@@ -687,11 +753,14 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
                 slotNext = slotOf(nx);
                 metaNext = metaOf(nx);
             }
+            const bool loaded = early;
+            early = false;
             // padding rows and invalid cursors: nothing written
             if (!valid(slot, meta)) continue;
-            float4 S[RWS][QPL];
             float fac[RWS];
-            if constexpr (kScaled) {
+            if (EARLY && loaded) {
+                // the rows came in before the wait
+            } else if constexpr (kScaled) {
                 stream::WarpRows<RWS, QPL, ST> wr;
                 const uint8_t* ck = static_cast<const uint8_t*>(p.state) + (int64_t)slot * p.state_stride_slot +
                                     (int64_t)cur.head * p.state_stride_head;
