@@ -36,12 +36,26 @@ L2_ROTATION_FACTOR = 4
 # ----------------------------------------------------------------------------------------------
 # Bandwidth ceiling
 # ----------------------------------------------------------------------------------------------
-def command_line(argv: Optional[Sequence[str]] = None) -> str:
+# RSSM_* variables that do not select kernels (where the library or the commit come from, build options):
+# left out of the recorded command
+_NON_KERNEL_ENV = ("RSSM_GIT_COMMIT", "RSSM_KERNEL_LIB", "RSSM_BUILD_KERNELS", "RSSM_BUILD_JOBS", "RSSM_CUDA_ARCHS", "RSSM_VENV")
+
+
+def kernel_switches(env: Optional[Mapping[str, str]] = None) -> str:
+    """The RSSM_* A/B switches set in ``env`` (default: this process's environment) as ``NAME=VALUE``
+    words, sorted, so that a recorded command runs the same kernels (docs/switches.md)."""
+    env = os.environ if env is None else env
+    return " ".join(f"{k}={env[k]}" for k in sorted(env) if k.startswith("RSSM_") and k not in _NON_KERNEL_ENV)
+
+
+def command_line(argv: Optional[Sequence[str]] = None, env: Optional[Mapping[str, str]] = None) -> str:
     """The benchmark command as a user types it (``replayssm-trtllm bench ...``), without this
-    machine's paths: argv[0] (a path to __main__.py or the console script) is replaced by the CLI name."""
+    machine's paths: argv[0] (a path to __main__.py or the console script) is replaced by the CLI name.
+    RSSM_* switches set in the environment (``env``, default this process's) come first."""
     import sys
     args = list(sys.argv if argv is None else argv)
-    return " ".join(["replayssm-trtllm"] + args[1:])
+    sw = kernel_switches(env)
+    return " ".join(([sw] if sw else []) + ["replayssm-trtllm"] + args[1:])
 
 
 def measure_copy_bandwidth(nbytes: int = 4 << 30, reps: int = 10, warmup: int = 2,

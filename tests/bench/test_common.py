@@ -164,6 +164,17 @@ def test_gpu_helpers_refuse_without_cuda():
 
 def test_command_line_has_no_machine_paths():
     from replayssm_trtllm.bench.common import command_line
-    assert command_line(["/x/y/replayssm_trtllm/__main__.py", "bench", "gdn", "--quick"]) == \
+    assert command_line(["/x/y/replayssm_trtllm/__main__.py", "bench", "gdn", "--quick"], env={}) == \
         "replayssm-trtllm bench gdn --quick"
-    assert command_line(["replayssm-trtllm"]) == "replayssm-trtllm"
+    assert command_line(["replayssm-trtllm"], env={}) == "replayssm-trtllm"
+
+
+def test_command_line_records_kernel_switches():
+    """A/B switches in the environment are part of the recorded command (sorted); where the library or the commit
+    come from, and other variables, are not."""
+    from replayssm_trtllm.bench.common import command_line, kernel_switches
+    env = {"RSSM_GDN_SPLIT_EARLY": "1", "RSSM_GDN_PREP_LEAN": "0", "RSSM_GIT_COMMIT": "abc", "HOME": "/root",
+           "RSSM_KERNEL_LIB": "/x/lib.so"}
+    assert kernel_switches(env) == "RSSM_GDN_PREP_LEAN=0 RSSM_GDN_SPLIT_EARLY=1"
+    assert command_line(["replayssm-trtllm", "bench", "gdn"], env=env) == \
+        "RSSM_GDN_PREP_LEAN=0 RSSM_GDN_SPLIT_EARLY=1 replayssm-trtllm bench gdn"

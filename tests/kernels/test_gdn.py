@@ -383,16 +383,16 @@ def test_replay_standard_prep_register_bounds(minb, shape, B, L, stag, monkeypat
 # (RSSM_GDN_SPLIT_FDIV=0; the multiply-high is common/small_divisor.h, exhaustively checked on the CPU); and the
 # multiply-high with 64-bit item offsets instead of the default 32-bit ones (RSSM_GDN_SPLIT_OFF32=0). Every other
 # variant-6 standard-step test runs the default (UPD + FDIV + OFF32, since the twenty-fourth session).
-# The one-token prep: the committed-key norms from the records' Gram tile on tensor cores are the default since the
-# twenty-fifth session (MNORM; L = 32 gives two record tiles), prep-mnorm-off runs the warp reductions
-# (RSSM_GDN_PREP_MNORM=0); prep-lean the lean prep (RSSM_GDN_PREP_LEAN=1, A/B, off by default). early-rows: the
-# readout's first item's rows loaded before the wait for the prep (RSSM_GDN_SPLIT_EARLY=1, A/B, off by default).
+# The one-token prep: since the twenty-fifth session the default is the lean prep (LEAN) that takes the committed-key
+# norms from the records' Gram tile on tensor cores (MNORM; L = 32 gives two record tiles); prep-lean-off runs MNORM
+# alone (RSSM_GDN_PREP_LEAN=0), prep-mnorm-off the warp reductions (RSSM_GDN_PREP_MNORM=0). early-rows-off: the
+# readout's first item's rows after the wait for the prep instead of before it (RSSM_GDN_SPLIT_EARLY=0).
 STD_STEP_SWITCHES = {"deferred-permute-off": {"RSSM_GDN_SPLIT_UPD": "0"},
                      "fdiv-off": {"RSSM_GDN_SPLIT_FDIV": "0"},
                      "off32-off": {"RSSM_GDN_SPLIT_OFF32": "0"},
                      "prep-mnorm-off": {"RSSM_GDN_PREP_MNORM": "0"},
-                     "prep-lean": {"RSSM_GDN_PREP_LEAN": "1"},
-                     "early-rows": {"RSSM_GDN_SPLIT_EARLY": "1"}}
+                     "prep-lean-off": {"RSSM_GDN_PREP_LEAN": "0"},
+                     "early-rows-off": {"RSSM_GDN_SPLIT_EARLY": "0"}}
 STD_READOUT_ENV = ("RSSM_GDN_SPLIT_UPD", "RSSM_GDN_SPLIT_FDIV", "RSSM_GDN_SPLIT_OFF32", "RSSM_GDN_SPLIT_EARLY")
 STD_PREP_ENV = ("RSSM_GDN_PREP_MNORM", "RSSM_GDN_PREP_MINB", "RSSM_GDN_PREP_LEAN")
 
@@ -434,18 +434,16 @@ def _one_standard_step_kernels(monkeypatch, clear, env, seed):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("env,upd,fdiv,off32,early",
-                         [({}, "1", True, True, False), ({"RSSM_GDN_SPLIT_UPD": "0"}, "0", False, False, False),
+                         [({}, "1", True, True, True), ({"RSSM_GDN_SPLIT_UPD": "0"}, "0", False, False, False),
                           ({"RSSM_GDN_SPLIT_FDIV": "0"}, "1", False, False, False),
                           ({"RSSM_GDN_SPLIT_OFF32": "0"}, "1", True, False, False),
-                          ({"RSSM_GDN_SPLIT_EARLY": "1"}, "1", True, True, True),
-                          ({"RSSM_GDN_SPLIT_EARLY": "1", "RSSM_GDN_SPLIT_OFF32": "0"}, "1", True, False, False)],
-                         ids=["default-upd-fdiv-off32", "upd-off", "fdiv-off", "off32-off", "early",
-                              "early-needs-off32"])
+                          ({"RSSM_GDN_SPLIT_EARLY": "0"}, "1", True, True, False)],
+                         ids=["default-upd-fdiv-off32-early", "upd-off", "fdiv-off", "off32-off", "early-off"])
 def test_standard_readout_instance_runs(env, upd, fdiv, off32, early, monkeypatch):
     """The launcher's switches are silent when their conditions fail, so check which standard-step readout instance
-    ran (torch profiler) at the serving dtypes: UPD + FDIV + OFF32 by default, the plain instance with
-    RSSM_GDN_SPLIT_UPD=0 (FDIV and OFF32 sit on top of UPD) or RSSM_GDN_SPLIT_FDIV=0 (OFF32 needs FDIV), FDIV with
-    64-bit offsets with RSSM_GDN_SPLIT_OFF32=0; EARLY with RSSM_GDN_SPLIT_EARLY=1, only on top of OFF32."""
+    ran (torch profiler) at the serving dtypes: UPD + FDIV + OFF32 + EARLY by default, the plain instance with
+    RSSM_GDN_SPLIT_UPD=0 (the others sit on top of UPD) or RSSM_GDN_SPLIT_FDIV=0 (OFF32 needs FDIV), FDIV with
+    64-bit offsets with RSSM_GDN_SPLIT_OFF32=0 (EARLY needs OFF32), no EARLY with RSSM_GDN_SPLIT_EARLY=0."""
     names = _one_standard_step_kernels(monkeypatch, STD_READOUT_ENV, env, seed=5)
     ro = [a for a in instances(names, "gdnSplitReadoutKernel") if a[0] == "float"]
     assert ro, f"no fp32-row split readout ran: {sorted(names)}"
@@ -455,14 +453,14 @@ def test_standard_readout_instance_runs(env, upd, fdiv, off32, early, monkeypatc
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("env,mnorm,lean", [({}, True, False), ({"RSSM_GDN_PREP_MNORM": "0"}, False, False),
-                                            ({"RSSM_GDN_PREP_MINB": "6"}, False, False),
-                                            ({"RSSM_GDN_PREP_LEAN": "1"}, True, True),
-                                            ({"RSSM_GDN_PREP_LEAN": "1", "RSSM_GDN_PREP_MNORM": "0"}, False, False)],
-                         ids=["default-mnorm", "mnorm-off", "minb6-has-no-mnorm", "lean", "lean-needs-mnorm"])
+@pytest.mark.parametrize("env,mnorm,lean", [({}, True, True), ({"RSSM_GDN_PREP_LEAN": "0"}, True, False),
+                                            ({"RSSM_GDN_PREP_MNORM": "0"}, False, False),
+                                            ({"RSSM_GDN_PREP_MINB": "6"}, False, False)],
+                         ids=["default-mnorm-lean", "lean-off", "mnorm-off-no-lean", "minb6-has-neither"])
 def test_prep_instance_runs(env, mnorm, lean, monkeypatch):
-    """Which one-token prep instance ran (torch profiler): MNORM by default (not with RSSM_GDN_PREP_MNORM=0, nor with
-    the RSSM_GDN_PREP_MINB=6 bound, which has no MNORM instance); LEAN with RSSM_GDN_PREP_LEAN=1, on top of MNORM."""
+    """Which one-token prep instance ran (torch profiler): LEAN + MNORM by default, MNORM alone with
+    RSSM_GDN_PREP_LEAN=0, neither with RSSM_GDN_PREP_MNORM=0 (LEAN sits on top of MNORM) or the RSSM_GDN_PREP_MINB=6
+    bound."""
     names = _one_standard_step_kernels(monkeypatch, STD_PREP_ENV, env, seed=7)
     pr = [a for a in instances(names, "gdnSplitPrepKernel") if a[:2] == ["128", "1"]]
     assert pr, f"no one-token prep ran: {sorted(names)}"
@@ -477,9 +475,10 @@ def test_prep_instance_runs(env, mnorm, lean, monkeypatch):
 NO_VALUE_CHANGE_CASES = {
     "deferred-permute": ({"RSSM_GDN_SPLIT_UPD": "0"}, [{"RSSM_GDN_SPLIT_UPD": "1"}]),
     "fdiv-off32-standard": ({"RSSM_GDN_SPLIT_FDIV": "0"}, [{"RSSM_GDN_SPLIT_OFF32": "0"}, {}]),
-    # the readout's first rows before the wait; the lean prep computes the same records with fewer instructions
-    "early-rows-lean-prep": ({}, [{"RSSM_GDN_SPLIT_EARLY": "1"}, {"RSSM_GDN_PREP_LEAN": "1"},
-                                  {"RSSM_GDN_SPLIT_EARLY": "1", "RSSM_GDN_PREP_LEAN": "1"}]),
+    # the readout's first rows before the wait (default) or after it; the lean prep (default) computes the same
+    # records as MNORM alone with fewer instructions
+    "early-rows-lean-prep": ({}, [{"RSSM_GDN_SPLIT_EARLY": "0"}, {"RSSM_GDN_PREP_LEAN": "0"},
+                                  {"RSSM_GDN_SPLIT_EARLY": "0", "RSSM_GDN_PREP_LEAN": "0"}]),
 }
 
 

@@ -136,18 +136,19 @@ __device__ __forceinline__ void writeDraftSolve(float* Mg, const float* sTri, in
 // dynamic shared memory warps x splitPrepWarpSmemBytesGdn(L, T, K).
 // mmaBlock: also write the record block of the tensor-core verify readout (T >= 2). MINB: prep CTAs per SM the
 // registers are capped for (the launcher takes 8 for K = 128 with one token).
-// MNORM (A/B, twenty-fourth session, NOT yet run on a GPU; RSSM_GDN_PREP_MNORM=1, the one-token K = 128 prep): the
-// committed keys' squared norms from the diagonal of the records' own Gram tile on tensor cores (one more ldmatrix
-// and two mma per k-step of each 16-record tile, inside the record-dot loop) instead of one warp reduction per
-// record before it (~17% of this prep's instructions, docs/kernels-gdn.md "Twenty-fourth session"). The products
-// of 16-bit keys are exact in both; only the fp32 summation order differs. At the 64-register bound it spills 4 bytes
-// (12 bytes of spill loads); the other instances have none.
-// LEAN (A/B, twenty-fifth session; RSSM_GDN_PREP_LEAN=1, the one-token prep with MNORM, value-head groups of at most
-// 32): the same records with fewer instructions, for a prep whose time follows its instruction count (one wave, the
-// schedulers 65% busy): T = 1 at compile time (the shared-memory layout and the token loops fold), the gates of all
-// the group's value heads in one pass (lane w computes value head w's softplus / sigmoid once, instead of one pass per
-// value head in which 31 lanes idle), the committed keys copied with one record half-row per lane (no division, one
-// 64-bit multiply per copy) and the draft's key / query pieces without the per-piece selects.
+// MNORM (the default one-token K = 128 prep since the twenty-fifth session, 14.46 -> 12.54 us; RSSM_GDN_PREP_MNORM=0
+// for A/B): the committed keys' squared norms from the diagonal of the records' own Gram tile on tensor cores (one more
+// ldmatrix and two mma per k-step of each 16-record tile, inside the record-dot loop) instead of one warp reduction per
+// record before it (~17% of this prep's instructions, docs/kernels-gdn.md "Twenty-fourth session"). The products of
+// 16-bit keys are exact in both; only the fp32 summation order differs. At the 64-register bound it spills 4 bytes (12
+// bytes of spill loads); the other instances have none.
+// LEAN (the default one-token prep since the twenty-fifth session, with MNORM, for value-head groups of at most 32;
+// RSSM_GDN_PREP_LEAN=0 for A/B): the same records, bit for bit, with 26% fewer instructions (12.54 -> 11.84 us), for a
+// prep whose time follows its instruction count (one wave, the schedulers 65% busy): T = 1 at compile time (the
+// shared-memory layout and the token loops fold), the gates of all the group's value heads in one pass (lane w
+// computes value head w's softplus / sigmoid once, instead of one pass per value head in which 31 lanes idle), the
+// committed keys copied with one record half-row per lane (no division, one 64-bit multiply per copy) and the draft's
+// key / query pieces without the per-piece selects.
 template <int K, int MAXT, int MINB = kSplitPrepMinBlocks, bool MNORM = false, bool LEAN = false>
 __global__ void __launch_bounds__(kSplitPrepMaxThreads, MINB)
     gdnSplitPrepKernel(const GdnReplayParams p, int mmaBlock) {
@@ -207,8 +208,10 @@ __global__ void __launch_bounds__(kSplitPrepMaxThreads, MINB)
             async::copy16(sKr + j * KP + c * 8, src + (int64_t)rr * p.ring_k_stride_rec);
         }
         // the token's raw key and query (8-byte pieces: q / k rows are 8-byte aligned, launcher rule)
-        const uint16_t* kRow = static_cast<const uint16_t*>(p.k) + (int64_t)b * p.k_stride_b + (int64_t)hk * p.k_stride_h;
-        const uint16_t* qRow = static_cast<const uint16_t*>(p.q) + (int64_t)b * p.q_stride_b + (int64_t)hk * p.q_stride_h;
+        const uint16_t* kRow =
+            static_cast<const uint16_t*>(p.k) + (int64_t)b * p.k_stride_b + (int64_t)hk * p.k_stride_h;
+        const uint16_t* qRow =
+            static_cast<const uint16_t*>(p.q) + (int64_t)b * p.q_stride_b + (int64_t)hk * p.q_stride_h;
 #pragma unroll
         for (int c4 = lane; c4 < K / 4; c4 += 32) {
             async::copy8(sV16 + c4 * 4, kRow + c4 * 4);
@@ -524,7 +527,7 @@ constexpr int kDtBf16ActFp16U = 1;
 // arithmetic (the launcher takes it only when every such offset stays below 2^31; the checkpoint keeps 64-bit
 // offsets: its pool may be larger, and 32-bit checkpoint offsets measured no faster, twenty-fourth session). The same
 // counters put ~85 of the 616 warp instructions per item in 64-bit offset arithmetic.
-// EARLY (A/B, twenty-fifth session, NOT yet run on a GPU; RSSM_GDN_SPLIT_EARLY=1, the serving standard-step instance):
+// EARLY (the serving standard-step instance's default since the twenty-fifth session; RSSM_GDN_SPLIT_EARLY=0 for A/B):
 // the warp's first item's state rows are loaded before the wait for the prep grid. The rows are not written by the
 // prep, and the prep itself starts only once the previous step's kernels are complete (it is not a programmatic
 // dependent), so they are final; the cursors and everything else the prep writes are read after the wait as before.
