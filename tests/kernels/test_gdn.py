@@ -552,6 +552,51 @@ def test_replay_speculative(shape, B, L, T, accept, variant):
             f"flushes={seq.flushes}")
 
 
+# The speculative preps with the committed keys' norms from the records' Gram tile on tensor cores
+# (RSSM_GDN_PREP_MNORM_SPEC=1, an A/B switch of the twenty-fifth session, off by default), on both verify readouts:
+# L + T = 32 (two record tiles), wrap-around, every acceptance pattern.
+MNORM_SPEC_CASES = [("q35-4b", 3, 8, 2, "random"), ("q35-4b", 64, 16, 4, "random"), ("q35-122b", 3, 16, 4, "all"),
+                    ("q35-4b", 3, 24, 8, "one"), ("q35-122b", 64, 24, 8, "random"), ("q35-4b", 3, 16, 3, "random")]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape,B,L,T,accept", MNORM_SPEC_CASES,
+                         ids=[f"{s}-B{b}-L{l}-T{t}-{a}" for s, b, l, t, a in MNORM_SPEC_CASES])
+@pytest.mark.parametrize("pipe", ["1", "0"], ids=["mma", "cudacore"])
+def test_replay_speculative_prep_mnorm(shape, B, L, T, accept, pipe, monkeypatch):
+    monkeypatch.setenv("RSSM_GDN_PREP_MNORM_SPEC", "1")
+    _set_verify_pipe(monkeypatch, pipe)
+    seq = _Seq(shape, B, L, 1, T, seed=B * 1000 + L * 10 + T + 5, variant=6)
+    _run_speculative(seq, B, T, accept)
+    _report(f"prep-mnorm-spec {pipe} {shape} B={B} L={L} T={T} {accept}: max out rel err={seq.max_err['out']:.2e} "
+            f"flushes={seq.flushes}")
+
+
+@pytest.mark.gpu
+@pytest.mark.sanitize
+def test_replay_speculative_prep_mnorm_sanitize(monkeypatch):
+    """The sanitizers' case of the speculative MNORM preps: T = 4 and T = 8 at B = 3 with wrap-around."""
+    monkeypatch.setenv("RSSM_GDN_PREP_MNORM_SPEC", "1")
+    for T, L in ((4, 16), (8, 24)):
+        seq = _Seq("q35-4b", 3, L, 1, T, seed=31 + T, variant=6)
+        _run_speculative(seq, 3, T, "random", steps=2 * L // T + 3)
+
+
+@pytest.mark.gpu
+def test_prep_mnorm_spec_instance_runs(monkeypatch):
+    """RSSM_GDN_PREP_MNORM_SPEC=1 runs the speculative prep's MNORM instance, unset the plain one (torch profiler)."""
+    skip_under_sanitizer()
+    got = {}
+    for env in ("0", "1"):
+        monkeypatch.setenv("RSSM_GDN_PREP_MNORM_SPEC", env)
+        seq = _Seq("q35-4b", 8, 16, 1, 4, seed=9, variant=6)
+        names = cuda_kernel_names(lambda: seq.step(torch.ones(8, dtype=torch.bool), [4] * 8))[1]
+        pr = [a for a in instances(names, "gdnSplitPrepKernel") if a[:2] == ["128", "4"]]
+        assert pr, f"no T = 4 prep ran: {sorted(names)}"
+        got[env] = {a[3] for a in pr}  # template argument 3: MNORM
+    assert got == {"0": {"0"}, "1": {"1"}}, got
+
+
 # Variant 6's speculative verify on tensor cores (gdn_split_mma_kernel.cuh) against its CUDA-core readout: both
 # forced per test (RSSM_GDN_VERIFY_MMA, read per launch; unset, speculative steps of T >= 2 with bf16 activations,
 # fp16 u and K = 128 take the tensor-core readout). L = 24 folds two chunks of records; T = 1 runs only when forced.

@@ -246,6 +246,10 @@ cudaError_t launchSplitKT(const GdnReplayParams& p, int smCount, cudaStream_t s,
         else if (!envSwitch("RSSM_GDN_PREP_MNORM", true)) prep = gdnSplitPrepKernel<128, 1, 8>;
         else if (envSwitch("RSSM_GDN_PREP_LEAN", true) && p.num_v_heads / p.num_heads <= 32)
             prep = gdnSplitPrepKernel<128, 1, 8, true, true>;
+    } else if constexpr (K == 128) {
+        // RSSM_GDN_PREP_MNORM_SPEC=1 (A/B, read per launch; off by default, NOT yet run on a GPU): the speculative
+        // preps take the committed keys' norms from the records' Gram tile on tensor cores too (MNORM)
+        if (envSwitch("RSSM_GDN_PREP_MNORM_SPEC", false)) prep = gdnSplitPrepKernel<128, MAXT, kSplitPrepMinBlocks, true>;
     }
     // Warps (one (row, key head) pair each) per prep CTA: 4, fewer when their shared memory would pass 64 KB.
     const size_t warpSmem = splitPrepWarpSmemBytesGdn(p.window, p.num_tokens, K);
