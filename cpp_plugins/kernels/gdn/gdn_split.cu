@@ -249,7 +249,8 @@ cudaError_t launchSplitKT(const GdnReplayParams& p, int smCount, cudaStream_t s,
     } else if constexpr (K == 128) {
         // RSSM_GDN_PREP_MNORM_SPEC=1 (A/B, read per launch; off by default, NOT yet run on a GPU): the speculative
         // preps take the committed keys' norms from the records' Gram tile on tensor cores too (MNORM)
-        if (envSwitch("RSSM_GDN_PREP_MNORM_SPEC", false)) prep = gdnSplitPrepKernel<128, MAXT, kSplitPrepMinBlocks, true>;
+        if (envSwitch("RSSM_GDN_PREP_MNORM_SPEC", false))
+            prep = gdnSplitPrepKernel<128, MAXT, kSplitPrepMinBlocks, true>;
     }
     // Warps (one (row, key head) pair each) per prep CTA: 4, fewer when their shared memory would pass 64 KB.
     const size_t warpSmem = splitPrepWarpSmemBytesGdn(p.window, p.num_tokens, K);
