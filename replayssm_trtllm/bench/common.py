@@ -38,7 +38,8 @@ L2_ROTATION_FACTOR = 4
 # ----------------------------------------------------------------------------------------------
 # RSSM_* variables that do not select kernels (where the library or the commit come from, build options):
 # left out of the recorded command
-_NON_KERNEL_ENV = ("RSSM_GIT_COMMIT", "RSSM_KERNEL_LIB", "RSSM_BUILD_KERNELS", "RSSM_BUILD_JOBS", "RSSM_CUDA_ARCHS", "RSSM_VENV")
+_NON_KERNEL_ENV = ("RSSM_GIT_COMMIT", "RSSM_KERNEL_LIB", "RSSM_BUILD_KERNELS", "RSSM_BUILD_JOBS", "RSSM_CUDA_ARCHS",
+                   "RSSM_VENV")
 
 
 def kernel_switches(env: Optional[Mapping[str, str]] = None) -> str:

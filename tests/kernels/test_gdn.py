@@ -382,7 +382,8 @@ def test_replay_standard_prep_register_bounds(minb, shape, B, L, stag, monkeypat
 # since the twenty-third session); the key head by an integer division instead of the default multiply-high
 # (RSSM_GDN_SPLIT_FDIV=0; the multiply-high is common/small_divisor.h, exhaustively checked on the CPU); and the
 # multiply-high with 64-bit item offsets instead of the default 32-bit ones (RSSM_GDN_SPLIT_OFF32=0). Every other
-# variant-6 standard-step test runs the default (UPD + FDIV + OFF32, since the twenty-fourth session).
+# variant-6 standard-step test runs the default (UPD + FDIV + OFF32 since the twenty-fourth session, EARLY and the
+# LEAN + MNORM prep since the twenty-fifth).
 # The one-token prep: since the twenty-fifth session the default is the lean prep (LEAN) that takes the committed-key
 # norms from the records' Gram tile on tensor cores (MNORM; L = 32 gives two record tiles); prep-lean-off runs MNORM
 # alone (RSSM_GDN_PREP_LEAN=0), prep-mnorm-off the warp reductions (RSSM_GDN_PREP_MNORM=0). early-rows-off: the
@@ -584,7 +585,7 @@ def test_replay_speculative_prep_mnorm_sanitize(monkeypatch):
 
 @pytest.mark.gpu
 def test_prep_mnorm_spec_instance_runs(monkeypatch):
-    """RSSM_GDN_PREP_MNORM_SPEC=1 runs the speculative prep's MNORM instance, unset the plain one (torch profiler)."""
+    """RSSM_GDN_PREP_MNORM_SPEC=1 runs the speculative prep's MNORM instance, =0 the plain one (torch profiler)."""
     skip_under_sanitizer()
     got = {}
     for env in ("0", "1"):
