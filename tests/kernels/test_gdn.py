@@ -554,8 +554,9 @@ def test_replay_speculative(shape, B, L, T, accept, variant):
 
 
 # The speculative preps with the committed keys' norms from the records' Gram tile on tensor cores
-# (RSSM_GDN_PREP_MNORM_SPEC=1, an A/B switch of the twenty-fifth session, off by default), on both verify readouts:
-# L + T = 32 (two record tiles), wrap-around, every acceptance pattern.
+# (RSSM_GDN_PREP_MNORM_SPEC=1, an A/B switch of the twenty-fifth session, off by default; =2 also lays out the warp's
+# shared memory in 32-bit arithmetic, L32, NOT yet run), on both verify readouts: L + T = 32 (two record tiles),
+# wrap-around, every acceptance pattern.
 MNORM_SPEC_CASES = [("q35-4b", 3, 8, 2, "random"), ("q35-4b", 64, 16, 4, "random"), ("q35-122b", 3, 16, 4, "all"),
                     ("q35-4b", 3, 24, 8, "one"), ("q35-122b", 64, 24, 8, "random"), ("q35-4b", 3, 16, 3, "random")]
 
@@ -564,20 +565,22 @@ MNORM_SPEC_CASES = [("q35-4b", 3, 8, 2, "random"), ("q35-4b", 64, 16, 4, "random
 @pytest.mark.parametrize("shape,B,L,T,accept", MNORM_SPEC_CASES,
                          ids=[f"{s}-B{b}-L{l}-T{t}-{a}" for s, b, l, t, a in MNORM_SPEC_CASES])
 @pytest.mark.parametrize("pipe", ["1", "0"], ids=["mma", "cudacore"])
-def test_replay_speculative_prep_mnorm(shape, B, L, T, accept, pipe, monkeypatch):
-    monkeypatch.setenv("RSSM_GDN_PREP_MNORM_SPEC", "1")
+@pytest.mark.parametrize("mode", ["1", "2"], ids=["mnorm", "mnorm-l32"])
+def test_replay_speculative_prep_mnorm(shape, B, L, T, accept, pipe, mode, monkeypatch):
+    monkeypatch.setenv("RSSM_GDN_PREP_MNORM_SPEC", mode)
     _set_verify_pipe(monkeypatch, pipe)
     seq = _Seq(shape, B, L, 1, T, seed=B * 1000 + L * 10 + T + 5, variant=6)
     _run_speculative(seq, B, T, accept)
-    _report(f"prep-mnorm-spec {pipe} {shape} B={B} L={L} T={T} {accept}: max out rel err={seq.max_err['out']:.2e} "
-            f"flushes={seq.flushes}")
+    _report(f"prep-mnorm-spec={mode} {pipe} {shape} B={B} L={L} T={T} {accept}: "
+            f"max out rel err={seq.max_err['out']:.2e} flushes={seq.flushes}")
 
 
 @pytest.mark.gpu
 @pytest.mark.sanitize
-def test_replay_speculative_prep_mnorm_sanitize(monkeypatch):
+@pytest.mark.parametrize("mode", ["1", "2"], ids=["mnorm", "mnorm-l32"])
+def test_replay_speculative_prep_mnorm_sanitize(mode, monkeypatch):
     """The sanitizers' case of the speculative MNORM preps: T = 4 and T = 8 at B = 3 with wrap-around."""
-    monkeypatch.setenv("RSSM_GDN_PREP_MNORM_SPEC", "1")
+    monkeypatch.setenv("RSSM_GDN_PREP_MNORM_SPEC", mode)
     for T, L in ((4, 16), (8, 24)):
         seq = _Seq("q35-4b", 3, L, 1, T, seed=31 + T, variant=6)
         _run_speculative(seq, 3, T, "random", steps=2 * L // T + 3)
@@ -585,17 +588,18 @@ def test_replay_speculative_prep_mnorm_sanitize(monkeypatch):
 
 @pytest.mark.gpu
 def test_prep_mnorm_spec_instance_runs(monkeypatch):
-    """RSSM_GDN_PREP_MNORM_SPEC=1 runs the speculative prep's MNORM instance, =0 the plain one (torch profiler)."""
+    """RSSM_GDN_PREP_MNORM_SPEC=1 runs the speculative prep's MNORM instance, =2 MNORM with the 32-bit layout (L32),
+    =0 the plain one (torch profiler)."""
     skip_under_sanitizer()
     got = {}
-    for env in ("0", "1"):
+    for env in ("0", "1", "2"):
         monkeypatch.setenv("RSSM_GDN_PREP_MNORM_SPEC", env)
         seq = _Seq("q35-4b", 8, 16, 1, 4, seed=9, variant=6)
         names = cuda_kernel_names(lambda: seq.step(torch.ones(8, dtype=torch.bool), [4] * 8))[1]
         pr = [a for a in instances(names, "gdnSplitPrepKernel") if a[:2] == ["128", "4"]]
         assert pr, f"no T = 4 prep ran: {sorted(names)}"
-        got[env] = {a[3] for a in pr}  # template argument 3: MNORM
-    assert got == {"0": {"0"}, "1": {"1"}}, got
+        got[env] = {(a[3], a[5]) for a in pr}  # template arguments 3, 5: MNORM, L32
+    assert got == {"0": {("0", "0")}, "1": {("1", "0")}, "2": {("1", "1")}}, got
 
 
 # Variant 6's speculative verify on tensor cores (gdn_split_mma_kernel.cuh) against its CUDA-core readout: both

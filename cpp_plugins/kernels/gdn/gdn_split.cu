@@ -251,8 +251,11 @@ cudaError_t launchSplitKT(const GdnReplayParams& p, int smCount, cudaStream_t s,
         // keys' norms from the records' Gram tile on tensor cores too (MNORM). Twenty-fifth session, call 5: verify
         // steps 0.2-1.4% faster (T = 4), 0.0-0.7% (T = 8); its tests and sanitizer case clean. Not yet the default:
         // the full speculative and dual-precision suites have not run with it.
-        if (envSwitch("RSSM_GDN_PREP_MNORM_SPEC", false))
-            prep = gdnSplitPrepKernel<128, MAXT, kSplitPrepMinBlocks, true>;
+        // RSSM_GDN_PREP_MNORM_SPEC=2 (A/B, NOT yet run on a GPU): MNORM with the warp's shared-memory layout in
+        // 32-bit arithmetic (gdnSplitPrepKernel's L32)
+        const char* ms = getenv("RSSM_GDN_PREP_MNORM_SPEC");
+        if (ms && strcmp(ms, "1") == 0) prep = gdnSplitPrepKernel<128, MAXT, kSplitPrepMinBlocks, true>;
+        else if (ms && strcmp(ms, "2") == 0) prep = gdnSplitPrepKernel<128, MAXT, kSplitPrepMinBlocks, true, false, true>;
     }
     // Warps (one (row, key head) pair each) per prep CTA: 4, fewer when their shared memory would pass 64 KB.
     const size_t warpSmem = splitPrepWarpSmemBytesGdn(p.window, p.num_tokens, K);

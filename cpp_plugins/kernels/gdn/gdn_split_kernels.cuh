@@ -149,7 +149,10 @@ __device__ __forceinline__ void writeDraftSolve(float* Mg, const float* sTri, in
 // computes value head w's softplus / sigmoid once, instead of one pass per value head in which 31 lanes idle), the
 // committed keys copied with one record half-row per lane (no division, one 64-bit multiply per copy) and the draft's
 // key / query pieces without the per-piece selects.
-template <int K, int MAXT, int MINB = kSplitPrepMinBlocks, bool MNORM = false, bool LEAN = false>
+// L32 (A/B, twenty-fifth session, NOT yet run on a GPU; RSSM_GDN_PREP_MNORM_SPEC=2, the speculative preps with MNORM):
+// the per-warp shared-memory layout in 32-bit arithmetic. In the T = 4 prep's source counters (twenty-fourth session)
+// the size_t layout expressions, rematerialized under the 80-register cap, were ~23% of the warp's instructions.
+template <int K, int MAXT, int MINB = kSplitPrepMinBlocks, bool MNORM = false, bool LEAN = false, bool L32 = false>
 __global__ void __launch_bounds__(kSplitPrepMaxThreads, MINB)
     gdnSplitPrepKernel(const GdnReplayParams p, int mmaBlock) {
     static_assert(!LEAN || MAXT == 1, "the lean prep is the one-token (standard-step) prep");
@@ -185,9 +188,15 @@ __global__ void __launch_bounds__(kSplitPrepMaxThreads, MINB)
 
     extern __shared__ __align__(16) unsigned char smemGdnSplitPrep[];
     constexpr int KP = K + 8;  // splitPrepKeyStrideGdn
-    uint16_t* sKr = reinterpret_cast<uint16_t*>(smemGdnSplitPrep + warp * splitPrepWarpSmemBytesGdn(L, T, K));
-    uint16_t* sV16 = sKr + (size_t)L * KP;                       // [2T][KP] raw draft keys, raw queries
-    float* sDk = reinterpret_cast<float*>(sV16 + (size_t)2 * T * KP);  // [T][RM] kn_j . kn_s
+    // L32: the warp's layout in 32-bit arithmetic (the same bytes as splitPrepWarpSmemBytesGdn, which the launcher
+    // sizes the CTA with; a CTA's shared memory is far below 2^32)
+    const unsigned warpBytes32 = L32 ? ((unsigned)((L + 2 * T) * KP * 2 + 2 * T * RM * 4 + RM * 4 + T * 4 +
+                                                   (T >= 2 ? kSplitTriWords * 4 : 0)) + 15u) & ~15u
+                                     : 0u;
+    uint16_t* sKr = reinterpret_cast<uint16_t*>(
+        smemGdnSplitPrep + (L32 ? (size_t)(warp * warpBytes32) : warp * splitPrepWarpSmemBytesGdn(L, T, K)));
+    uint16_t* sV16 = sKr + (L32 ? (size_t)(L * KP) : (size_t)L * KP);  // [2T][KP] raw draft keys, raw queries
+    float* sDk = reinterpret_cast<float*>(sV16 + (L32 ? (size_t)(2 * T * KP) : (size_t)2 * T * KP));  // [T][RM] kn_j . kn_s
     float* sDq = sDk + T * RM;                                    // [T][RM] kn_j . qn_s
     float* sInv = sDq + T * RM;                                   // [RM] 1 / |k_j| (drafts included)
     float* sQinv = sInv + RM;                                     // [T] scale / |q_s|
