@@ -568,11 +568,7 @@ MNORM_SPEC_CASES = [("q35-4b", 3, 8, 2, "random"), ("q35-4b", 64, 16, 4, "random
 @pytest.mark.parametrize("mode", ["1", "2"], ids=["mnorm", "mnorm-l32"])
 def test_replay_speculative_prep_mnorm(shape, B, L, T, accept, pipe, mode, monkeypatch):
     monkeypatch.setenv("RSSM_GDN_PREP_MNORM_SPEC", mode)
-    _set_verify_pipe(monkeypatch, pipe)
-    seq = _Seq(shape, B, L, 1, T, seed=B * 1000 + L * 10 + T + 5, variant=6)
-    _run_speculative(seq, B, T, accept)
-    _report(f"prep-mnorm-spec={mode} {pipe} {shape} B={B} L={L} T={T} {accept}: "
-            f"max out rel err={seq.max_err['out']:.2e} flushes={seq.flushes}")
+    _run_verify_case(monkeypatch, pipe, shape, B, L, T, accept, seed_offset=5, label=f"prep-mnorm-spec={mode} {pipe}")
 
 
 @pytest.mark.gpu
@@ -615,6 +611,16 @@ VERIFY_PIPES = ["1", "1u", "1n", "0"]
 VERIFY_PIPE_IDS = ["mma", "mma-upf", "mma-noupf", "cudacore"]
 
 
+def _run_verify_case(monkeypatch, pipe, shape, B, L, T, accept, seed_offset, label):
+    """Variant-6 speculative steps on verify readout `pipe` (_set_verify_pipe) against the float64 reference
+    (_run_speculative), seeded B 1000 + L 10 + T + seed_offset, reported under `label`."""
+    _set_verify_pipe(monkeypatch, pipe)
+    seq = _Seq(shape, B, L, 1, T, seed=B * 1000 + L * 10 + T + seed_offset, variant=6)
+    _run_speculative(seq, B, T, accept)
+    _report(f"{label} {shape} B={B} L={L} T={T} {accept}: max out rel err={seq.max_err['out']:.2e} "
+            f"flushes={seq.flushes}")
+
+
 def _set_verify_pipe(monkeypatch, pipe):
     monkeypatch.setenv("RSSM_GDN_VERIFY_MMA", pipe[0])
     if pipe[1:] in ("u", "n"):
@@ -628,11 +634,8 @@ def _set_verify_pipe(monkeypatch, pipe):
                          ids=[f"{s}-B{b}-L{l}-T{t}-{a}" for s, b, l, t, a in MMA_SPEC_CASES])
 @pytest.mark.parametrize("pipe", VERIFY_PIPES, ids=VERIFY_PIPE_IDS)
 def test_replay_split_verify_mma(shape, B, L, T, accept, pipe, monkeypatch):
-    _set_verify_pipe(monkeypatch, pipe)
-    seq = _Seq(shape, B, L, 1, T, seed=B * 1000 + L * 10 + T + 7, variant=6)
-    _run_speculative(seq, B, T, accept)
-    _report(f"verify-{VERIFY_PIPE_IDS[VERIFY_PIPES.index(pipe)]} {shape} B={B} L={L} T={T} {accept}: "
-            f"max out rel err={seq.max_err['out']:.2e} flushes={seq.flushes}")
+    _run_verify_case(monkeypatch, pipe, shape, B, L, T, accept, seed_offset=7,
+                     label=f"verify-{VERIFY_PIPE_IDS[VERIFY_PIPES.index(pipe)]}")
 
 
 @pytest.mark.gpu
