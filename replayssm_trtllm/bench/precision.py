@@ -356,9 +356,7 @@ def run(args) -> int:
     for n, t in targets.items():
         print(f"target {n}: {t['value']} (goal {t['goal']}) {'MET' if t['met'] else 'NOT MET'}")
     if not args.no_write:
-        sw = common.kernel_switches()  # the RSSM_* switches set, so that the command runs the same kernels
-        cmd = " ".join(([sw] if sw else []) + ["replayssm-trtllm bench precision"] + sys.argv[3:])
-        common.write_results("precision", all_rows, targets, cmd.strip(),
+        common.write_results("precision", all_rows, targets, common.command_line(),
                              extra={"batch": args.batch, "window": args.window, "act_dtype": args.act_dtype,
                                     "layers_per_graph": max(1, args.layers), "copy_GBps": copy_gbps},
                              columns=["family", "case", "read", "recurrence", "us", "GB/s", "of copy", "x fp32 read",

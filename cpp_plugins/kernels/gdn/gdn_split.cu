@@ -255,7 +255,8 @@ cudaError_t launchSplitKT(const GdnReplayParams& p, int smCount, cudaStream_t s,
         // 32-bit arithmetic (gdnSplitPrepKernel's L32)
         const char* ms = getenv("RSSM_GDN_PREP_MNORM_SPEC");
         if (ms && strcmp(ms, "1") == 0) prep = gdnSplitPrepKernel<128, MAXT, kSplitPrepMinBlocks, true>;
-        else if (ms && strcmp(ms, "2") == 0) prep = gdnSplitPrepKernel<128, MAXT, kSplitPrepMinBlocks, true, false, true>;
+        else if (ms && strcmp(ms, "2") == 0)
+            prep = gdnSplitPrepKernel<128, MAXT, kSplitPrepMinBlocks, true, false, true>;
     }
     // Warps (one (row, key head) pair each) per prep CTA: 4, fewer when their shared memory would pass 64 KB.
     const size_t warpSmem = splitPrepWarpSmemBytesGdn(p.window, p.num_tokens, K);

@@ -196,7 +196,8 @@ __global__ void __launch_bounds__(kSplitPrepMaxThreads, MINB)
     uint16_t* sKr = reinterpret_cast<uint16_t*>(
         smemGdnSplitPrep + (L32 ? (size_t)(warp * warpBytes32) : warp * splitPrepWarpSmemBytesGdn(L, T, K)));
     uint16_t* sV16 = sKr + (L32 ? (size_t)(L * KP) : (size_t)L * KP);  // [2T][KP] raw draft keys, raw queries
-    float* sDk = reinterpret_cast<float*>(sV16 + (L32 ? (size_t)(2 * T * KP) : (size_t)2 * T * KP));  // [T][RM] kn_j . kn_s
+    // [T][RM] kn_j . kn_s
+    float* sDk = reinterpret_cast<float*>(sV16 + (L32 ? (size_t)(2 * T * KP) : (size_t)2 * T * KP));
     float* sDq = sDk + T * RM;                                    // [T][RM] kn_j . qn_s
     float* sInv = sDq + T * RM;                                   // [RM] 1 / |k_j| (drafts included)
     float* sQinv = sInv + RM;                                     // [T] scale / |q_s|
@@ -227,22 +228,22 @@ __global__ void __launch_bounds__(kSplitPrepMaxThreads, MINB)
             async::copy8(sV16 + KP + c4 * 4, qRow + c4 * 4);
         }
     } else {
-    for (int i = lane; i < h * KCH; i += 32) {
-        const int j = i / KCH, c = i - j * KCH;
-        int rr = o + j;
-        rr = rr >= C ? rr - C : rr;
-        async::copy16(sKr + j * KP + c * 8, ringK + rkBase + (int64_t)rr * p.ring_k_stride_rec + c * 8);
-    }
-    // the step's raw draft keys and queries (8-byte pieces: q / k rows are 8-byte aligned, launcher rule)
-    for (int i = lane; i < 2 * T * (K / 4); i += 32) {
-        const int r = i / (K / 4), c = i - r * (K / 4);
-        const uint16_t* src =
-            r < T ? static_cast<const uint16_t*>(p.k) + (int64_t)b * p.k_stride_b + (int64_t)r * p.k_stride_t +
-                        (int64_t)hk * p.k_stride_h
-                  : static_cast<const uint16_t*>(p.q) + (int64_t)b * p.q_stride_b + (int64_t)(r - T) * p.q_stride_t +
-                        (int64_t)hk * p.q_stride_h;
-        async::copy8(sV16 + r * KP + c * 4, src + c * 4);
-    }
+        for (int i = lane; i < h * KCH; i += 32) {
+            const int j = i / KCH, c = i - j * KCH;
+            int rr = o + j;
+            rr = rr >= C ? rr - C : rr;
+            async::copy16(sKr + j * KP + c * 8, ringK + rkBase + (int64_t)rr * p.ring_k_stride_rec + c * 8);
+        }
+        // the step's raw draft keys and queries (8-byte pieces: q / k rows are 8-byte aligned, launcher rule)
+        for (int i = lane; i < 2 * T * (K / 4); i += 32) {
+            const int r = i / (K / 4), c = i - r * (K / 4);
+            const uint16_t* src =
+                r < T ? static_cast<const uint16_t*>(p.k) + (int64_t)b * p.k_stride_b + (int64_t)r * p.k_stride_t +
+                            (int64_t)hk * p.k_stride_h
+                      : static_cast<const uint16_t*>(p.q) + (int64_t)b * p.q_stride_b +
+                            (int64_t)(r - T) * p.q_stride_t + (int64_t)hk * p.q_stride_h;
+            async::copy8(sV16 + r * KP + c * 4, src + c * 4);
+        }
     }
     async::commit();
     // LEAN: the token's gates of the group's value heads, lane w for value head hk group + w (group <= 32, launcher
@@ -742,15 +743,21 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
         }
     };
     auto valid = [&](int slot, int4 meta) { return slot >= 0 && slot < p.num_slots && meta.y >= 0; };
+    // the item's state rows (16-bit / fp32 checkpoints; scaled read copies go through stream::WarpRows below)
+    auto loadRows = [&](int slot, const ItemCursor& c, float4 (&S)[RWS][QPL]) {
+        if constexpr (!kScaled) {
+            const ST* ckpt = static_cast<const ST*>(p.state) + (int64_t)slot * p.state_stride_slot +
+                             (int64_t)c.head * p.state_stride_head;
+            stream::loadWarpRows<RWS, QPL, ST>(S, ckpt, p.state_stride_v, c.blk * kSplitRows, V, rl, lane);
+        }
+    };
     {
         int slotNext = slotOf(cur);
         float4 S[RWS][QPL];
         bool early = false;  // EARLY: S holds the first item's rows
         if constexpr (EARLY) {
             if (slotNext >= 0 && slotNext < p.num_slots) {
-                const ST* ckpt = static_cast<const ST*>(p.state) + (int64_t)slotNext * p.state_stride_slot +
-                                 (int64_t)cur.head * p.state_stride_head;
-                stream::loadWarpRows<RWS, QPL, ST>(S, ckpt, p.state_stride_v, cur.blk * kSplitRows, V, rl, lane);
+                loadRows(slotNext, cur, S);
                 early = true;
             }
             pdlWaitPrimary();  // everything below may read what the prep wrote
@@ -771,7 +778,7 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
             if (!valid(slot, meta)) continue;
             float fac[RWS];
             if (EARLY && loaded) {
-                // the rows came in before the wait
+                // the rows came in before the wait (loadRows)
             } else if constexpr (kScaled) {
                 stream::WarpRows<RWS, QPL, ST> wr;
                 const uint8_t* ck = static_cast<const uint8_t*>(p.state) + (int64_t)slot * p.state_stride_slot +
@@ -781,9 +788,7 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
 #pragma unroll
                 for (int r = 0; r < RWS; ++r) fac[r] = wr.factor(r);
             } else {
-                const ST* ckpt = static_cast<const ST*>(p.state) + (int64_t)slot * p.state_stride_slot +
-                                 (int64_t)cur.head * p.state_stride_head;
-                stream::loadWarpRows<RWS, QPL, ST>(S, ckpt, p.state_stride_v, cur.blk * kSplitRows, V, rl, lane);
+                loadRows(slot, cur, S);
             }
             process(cur, slot, meta, S, fac, sFoldWarp);
         }
