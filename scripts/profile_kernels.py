@@ -49,6 +49,8 @@ def main() -> int:
     ap.add_argument("--window", type=int, default=16)
     ap.add_argument("--gdn-variants", default="0,1")
     ap.add_argument("--mamba2-variants", default="0,2")
+    ap.add_argument("--gdn-inphase", action="store_true",
+                    help="also the GDN standard step with every row flushing (h = L - 1) and with none (h = L / 2)")
     ap.add_argument("--spec-tokens", default="4")
     ap.add_argument("--spec-h", type=int, default=-1,
                     help="committed records of every row in the speculative cases (gdn, mamba2); -1: staggered rows "
@@ -74,6 +76,11 @@ def main() -> int:
                 _run(f"gdn_conv_v{v}", lambda: ls.conv_step(0, 1, v))
             ls.set_cursors(h0)
             _run(f"gdn_replay_std_v{v}", lambda: ls.replay_step(0, 1, 0, v))
+            if args.gdn_inphase:  # the two kinds of in-phase step: every row flushes / none does (h = L / 2)
+                ls.set_cursors(torch.full_like(h0, L - 1))
+                _run(f"gdn_replay_std_allflush_v{v}", lambda: ls.replay_step(0, 1, 0, v))
+                ls.set_cursors(torch.full_like(h0, L // 2))
+                _run(f"gdn_replay_std_noflush_v{v}", lambda: ls.replay_step(0, 1, 0, v))
             for T in spec:
                 ls.set_cursors(torch.clamp(h0, max=L - 1) if args.spec_h < 0 else _held(h0, L, args.spec_h))
                 _run(f"gdn_replay_spec_T{T}_v{v}", lambda: ls.replay_step(0, T, 1, v))
