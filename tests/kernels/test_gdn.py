@@ -388,13 +388,17 @@ def test_replay_standard_prep_register_bounds(minb, shape, B, L, stag, monkeypat
 # norms from the records' Gram tile on tensor cores (MNORM; L = 32 gives two record tiles); prep-lean-off runs MNORM
 # alone (RSSM_GDN_PREP_LEAN=0), prep-mnorm-off the warp reductions (RSSM_GDN_PREP_MNORM=0). early-rows-off: the
 # readout's first item's rows after the wait for the prep instead of before it (RSSM_GDN_SPLIT_EARLY=0).
-STD_STEP_SWITCHES = {"deferred-permute-off": {"RSSM_GDN_SPLIT_UPD": "0"},
+# mma-fold-on: flush items of at most 16 records fold on tensor cores (RSSM_GDN_SPLIT_MMAFOLD=1, twenty-sixth
+# session; L = 8 leaves zero rows in the 16-record tile, L = 32 takes the CUDA-core fold, in phase every row flushes).
+STD_STEP_SWITCHES = {"mma-fold-on": {"RSSM_GDN_SPLIT_MMAFOLD": "1"},
+                     "deferred-permute-off": {"RSSM_GDN_SPLIT_UPD": "0"},
                      "fdiv-off": {"RSSM_GDN_SPLIT_FDIV": "0"},
                      "off32-off": {"RSSM_GDN_SPLIT_OFF32": "0"},
                      "prep-mnorm-off": {"RSSM_GDN_PREP_MNORM": "0"},
                      "prep-lean-off": {"RSSM_GDN_PREP_LEAN": "0"},
                      "early-rows-off": {"RSSM_GDN_SPLIT_EARLY": "0"}}
-STD_READOUT_ENV = ("RSSM_GDN_SPLIT_UPD", "RSSM_GDN_SPLIT_FDIV", "RSSM_GDN_SPLIT_OFF32", "RSSM_GDN_SPLIT_EARLY")
+STD_READOUT_ENV = ("RSSM_GDN_SPLIT_UPD", "RSSM_GDN_SPLIT_FDIV", "RSSM_GDN_SPLIT_OFF32", "RSSM_GDN_SPLIT_EARLY",
+                   "RSSM_GDN_SPLIT_MMAFOLD")
 STD_PREP_ENV = ("RSSM_GDN_PREP_MNORM", "RSSM_GDN_PREP_MINB", "RSSM_GDN_PREP_LEAN")
 
 
@@ -421,6 +425,20 @@ def test_replay_standard_readout_switch(switch, shape, B, L, stag, monkeypatch):
             f"max out rel err={seq.max_err['out']:.2e} flushes={seq.flushes}")
 
 
+@pytest.mark.gpu
+@pytest.mark.sanitize
+@pytest.mark.parametrize("L,stag", [(16, False), (16, True), (24, True)], ids=["L16-phase", "L16-stag", "L24-stag"])
+def test_replay_standard_mma_fold_sanitize(L, stag, monkeypatch):
+    """The tensor-core fold's sanitizer cases (RSSM_GDN_SPLIT_MMAFOLD=1): a full 16-record tile in phase and
+    staggered, and L = 24 (the CUDA-core fold in the same kernel), B = 3, against the float64 reference."""
+    for k in STD_READOUT_ENV + STD_PREP_ENV:
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("RSSM_GDN_SPLIT_MMAFOLD", "1")
+    seq = _Seq("q35-4b", 3, L, 0, 1, seed=L * 7 + 3, variant=6)
+    join = [(r * 5) % L if stag else 0 for r in range(3)]
+    _run_standard(seq, 3, join, 0.1, L + 2 + max(join), 11)
+
+
 def _one_standard_step_kernels(monkeypatch, clear, env, seed):
     """Names of the CUDA kernels one q35-4b standard step (B = 8, L = 8, fp32 rows, variant 6) launches with the
     switches in `clear` unset and then `env` set (torch profiler)."""
@@ -434,13 +452,16 @@ def _one_standard_step_kernels(monkeypatch, clear, env, seed):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("env,upd,fdiv,off32,early",
-                         [({}, "1", True, True, True), ({"RSSM_GDN_SPLIT_UPD": "0"}, "0", False, False, False),
-                          ({"RSSM_GDN_SPLIT_FDIV": "0"}, "1", False, False, False),
-                          ({"RSSM_GDN_SPLIT_OFF32": "0"}, "1", True, False, False),
-                          ({"RSSM_GDN_SPLIT_EARLY": "0"}, "1", True, True, False)],
-                         ids=["default-upd-fdiv-off32-early", "upd-off", "fdiv-off", "off32-off", "early-off"])
-def test_standard_readout_instance_runs(env, upd, fdiv, off32, early, monkeypatch):
+@pytest.mark.parametrize("env,upd,fdiv,off32,early,mmaf",
+                         [({}, "1", True, True, True, False),
+                          ({"RSSM_GDN_SPLIT_UPD": "0"}, "0", False, False, False, False),
+                          ({"RSSM_GDN_SPLIT_FDIV": "0"}, "1", False, False, False, False),
+                          ({"RSSM_GDN_SPLIT_OFF32": "0"}, "1", True, False, False, False),
+                          ({"RSSM_GDN_SPLIT_EARLY": "0"}, "1", True, True, False, False),
+                          ({"RSSM_GDN_SPLIT_MMAFOLD": "1"}, "1", True, True, True, True)],
+                         ids=["default-upd-fdiv-off32-early", "upd-off", "fdiv-off", "off32-off", "early-off",
+                              "mma-fold-on"])
+def test_standard_readout_instance_runs(env, upd, fdiv, off32, early, mmaf, monkeypatch):
     """The launcher's switches are silent when their conditions fail, so check which standard-step readout instance
     ran (torch profiler) at the serving dtypes: UPD + FDIV + OFF32 + EARLY by default, the plain instance with
     RSSM_GDN_SPLIT_UPD=0 (the others sit on top of UPD) or RSSM_GDN_SPLIT_FDIV=0 (OFF32 needs FDIV), FDIV with
@@ -448,9 +469,9 @@ def test_standard_readout_instance_runs(env, upd, fdiv, off32, early, monkeypatc
     names = _one_standard_step_kernels(monkeypatch, STD_READOUT_ENV, env, seed=5)
     ro = [a for a in instances(names, "gdnSplitReadoutKernel") if a[0] == "float"]
     assert ro, f"no fp32-row split readout ran: {sorted(names)}"
-    # template arguments 6, 7, 8, 9: UPD, FDIV, OFF32, EARLY
-    got = [(a[6], a[7] == "1", a[8] == "1", a[9] == "1") for a in ro]
-    assert all(g == (upd, fdiv, off32, early) for g in got), got
+    # template arguments 6, 7, 8, 9, 10: UPD, FDIV, OFF32, EARLY, MMAF
+    got = [(a[6], a[7] == "1", a[8] == "1", a[9] == "1", a[10] == "1") for a in ro]
+    assert all(g == (upd, fdiv, off32, early, mmaf) for g in got), got
 
 
 @pytest.mark.gpu
@@ -554,9 +575,9 @@ def test_replay_speculative(shape, B, L, T, accept, variant):
 
 
 # The speculative preps with the committed keys' norms from the records' Gram tile on tensor cores
-# (RSSM_GDN_PREP_MNORM_SPEC=1, an A/B switch of the twenty-fifth session, off by default; =2 also lays out the warp's
-# shared memory in 32-bit arithmetic, L32, NOT yet run), on both verify readouts: L + T = 32 (two record tiles),
-# wrap-around, every acceptance pattern.
+# (RSSM_GDN_PREP_MNORM_SPEC=1; =2 also lays out the warp's shared memory in 32-bit arithmetic, L32; unset, the
+# default since the twenty-sixth session, takes 2 at T <= 4 and 1 at T = 8; =0 the previous prep), on both verify
+# readouts: L + T = 32 (two record tiles), wrap-around, every acceptance pattern.
 MNORM_SPEC_CASES = [("q35-4b", 3, 8, 2, "random"), ("q35-4b", 64, 16, 4, "random"), ("q35-122b", 3, 16, 4, "all"),
                     ("q35-4b", 3, 24, 8, "one"), ("q35-122b", 64, 24, 8, "random"), ("q35-4b", 3, 16, 3, "random")]
 
@@ -565,7 +586,7 @@ MNORM_SPEC_CASES = [("q35-4b", 3, 8, 2, "random"), ("q35-4b", 64, 16, 4, "random
 @pytest.mark.parametrize("shape,B,L,T,accept", MNORM_SPEC_CASES,
                          ids=[f"{s}-B{b}-L{l}-T{t}-{a}" for s, b, l, t, a in MNORM_SPEC_CASES])
 @pytest.mark.parametrize("pipe", ["1", "0"], ids=["mma", "cudacore"])
-@pytest.mark.parametrize("mode", ["1", "2"], ids=["mnorm", "mnorm-l32"])
+@pytest.mark.parametrize("mode", ["1", "2", "0"], ids=["mnorm", "mnorm-l32", "plain"])
 def test_replay_speculative_prep_mnorm(shape, B, L, T, accept, pipe, mode, monkeypatch):
     monkeypatch.setenv("RSSM_GDN_PREP_MNORM_SPEC", mode)
     _run_verify_case(monkeypatch, pipe, shape, B, L, T, accept, seed_offset=5, label=f"prep-mnorm-spec={mode} {pipe}")
@@ -585,17 +606,23 @@ def test_replay_speculative_prep_mnorm_sanitize(mode, monkeypatch):
 @pytest.mark.gpu
 def test_prep_mnorm_spec_instance_runs(monkeypatch):
     """RSSM_GDN_PREP_MNORM_SPEC=1 runs the speculative prep's MNORM instance, =2 MNORM with the 32-bit layout (L32),
-    =0 the plain one (torch profiler)."""
+    =0 the plain one; unset (the default) MNORM + L32 at T = 4 and MNORM alone at T = 8 (torch profiler)."""
     skip_under_sanitizer()
     got = {}
-    for env in ("0", "1", "2"):
-        monkeypatch.setenv("RSSM_GDN_PREP_MNORM_SPEC", env)
-        seq = _Seq("q35-4b", 8, 16, 1, 4, seed=9, variant=6)
-        names = cuda_kernel_names(lambda: seq.step(torch.ones(8, dtype=torch.bool), [4] * 8))[1]
-        pr = [a for a in instances(names, "gdnSplitPrepKernel") if a[:2] == ["128", "4"]]
-        assert pr, f"no T = 4 prep ran: {sorted(names)}"
-        got[env] = {(a[3], a[5]) for a in pr}  # template arguments 3, 5: MNORM, L32
-    assert got == {"0": {("0", "0")}, "1": {("1", "0")}, "2": {("1", "1")}}, got
+    for env in ("0", "1", "2", None):
+        for T in (4, 8):
+            if env is None:
+                monkeypatch.delenv("RSSM_GDN_PREP_MNORM_SPEC", raising=False)
+            else:
+                monkeypatch.setenv("RSSM_GDN_PREP_MNORM_SPEC", env)
+            seq = _Seq("q35-4b", 8, 16, 1, T, seed=9, variant=6)
+            names = cuda_kernel_names(lambda: seq.step(torch.ones(8, dtype=torch.bool), [T] * 8))[1]
+            pr = [a for a in instances(names, "gdnSplitPrepKernel") if a[:2] == ["128", str(T)]]
+            assert pr, f"no T = {T} prep ran: {sorted(names)}"
+            got[(env, T)] = {(a[3], a[5]) for a in pr}  # template arguments 3, 5: MNORM, L32
+    want = {(e, T): v for T in (4, 8) for e, v in (("0", {("0", "0")}), ("1", {("1", "0")}), ("2", {("1", "1")}))}
+    want[(None, 4)], want[(None, 8)] = {("1", "1")}, {("1", "0")}
+    assert got == want, got
 
 
 # Variant 6's speculative verify on tensor cores (gdn_split_mma_kernel.cuh) against its CUDA-core readout: both

@@ -241,5 +241,93 @@ __device__ __forceinline__ void foldRowsMmaStaged(float4 (&S)[kRows][1], float g
     accumulatorsOut(S, d, sD, rl, lane);
 }
 
+// ---- The fold from 16 records' rows staged unpadded (16 x 128 bf16 = 4 KB: the GDN split readout's fold buffer, which
+//      has no room for padded rows plus a transpose buffer). Layout: half-major (columns 0..63, then 64..127), 64
+//      elements per record within a half, and the record's 16-byte piece p stored at p ^ (j & 7), so that ldmatrix
+//      reads the same piece of 8 consecutive records from 8 different bank groups. The accumulators start at zero (the
+//      records' sum alone) and leave, half by half, through that half's own 2 KB once its mma are done; the caller
+//      adds them to its gfold-scaled rows. No second buffer, and no transpose on the way in.
+constexpr int kSwzHalfElems = kChunk * 64;  // bf16 elements of one half (16 records x 64 columns)
+constexpr int kSwzBytes = 2 * kSwzHalfElems * 2;
+// element offset of 16-byte piece `piece` (0..15, columns 8 piece .. + 7) of record j (0..15)
+__device__ __forceinline__ int swzOffset(int j, int piece) {
+    return (piece >> 3) * kSwzHalfElems + j * 64 + (((piece & 7) ^ (j & 7)) << 3);
+}
+// raw rows of records 0 .. min(nf, 16) - 1 into sB (swizzled; cp.async, one commit group), zero rows from nf on (their
+// weight is zero, and 0 x stale bits could be NaN). Row of record j: ringB + ((o + j) mod cap) * rowStride.
+__device__ __forceinline__ void stageRowsSwz(uint16_t* sB, const uint16_t* ringB, int nf, int o, int cap,
+                                             int64_t rowStride, int lane) {
+#pragma unroll 4
+    for (int i = lane; i < kChunk * (kN / 8); i += 32) {
+        const int jj = i >> 4, v = i & 15;
+        uint16_t* dst = sB + swzOffset(jj, v);
+        if (jj < nf) {
+            int rr = o + jj;
+            rr = rr >= cap ? rr - cap : rr;
+            async::copy16(dst, ringB + (int64_t)rr * rowStride + v * 8);
+        } else {
+            *reinterpret_cast<uint4*>(dst) = make_uint4(0u, 0u, 0u, 0u);
+        }
+    }
+    async::commit();
+}
+// S[r] += sum_j W[j][row] B_j (this lane's four columns 4 lane .. + 3 of row r ^ rl, the stream::loadWarpRows layout)
+// for the 16 records staged by stageRowsSwz (complete and warp-synchronised by the caller) and W = sW [16 records][8 rows]
+// fp32 (zero from nf on), W in three bf16 terms as chunkMma. sB is overwritten (each half becomes its transpose
+// buffer); the warp is synchronised on return.
+__device__ __forceinline__ void foldAddSwz(float4 (&S)[kRows][1], uint16_t* sB, const float* sW, int rl, int lane) {
+    const int g = lane >> 2, q = lane & 3;
+    float w0[3], w1[3], w2[3], w3[3];
+    split3(sW[(2 * q) * kRows + g], w0[0], w0[1], w0[2]);
+    split3(sW[(2 * q + 1) * kRows + g], w1[0], w1[1], w1[2]);
+    split3(sW[(2 * q + 8) * kRows + g], w2[0], w2[1], w2[2]);
+    split3(sW[(2 * q + 9) * kRows + g], w3[0], w3[1], w3[2]);
+    uint32_t b01[3], b23[3];
+#pragma unroll
+    for (int s = 0; s < 3; ++s) {
+        b01[s] = packBf16(w0[s], w1[s]);
+        b23[s] = packBf16(w2[s], w3[s]);
+    }
+    // this lane's ldmatrix row: record j, piece 2t + m of tile t (chunkMma's ldmatrixRow in the swizzled layout)
+    const int j = ((lane >> 4) << 3) + (lane & 7), m = (lane >> 3) & 1;
+    float* sD = reinterpret_cast<float*>(sB);
+    const int sw = q << 3;  // the transpose's swizzle for rows 2q, 2q + 1: conflict-free fragment stores
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        float d[4][4];
+#pragma unroll
+        for (int t = 0; t < 4; ++t) {
+            d[t][0] = d[t][1] = d[t][2] = d[t][3] = 0.f;
+            uint32_t a[4];
+            ldmatrixX4Trans(a, sB + h * kSwzHalfElems + j * 64 + (((2 * t + m) ^ (j & 7)) << 3));
+#pragma unroll
+            for (int s = 2; s >= 0; --s) mmaBf16(d[t], a, b01[s], b23[s]);  // small terms first
+        }
+        __syncwarp();  // every lane's ldmatrix of half h is done: its 2 KB take the half's sums
+        float* sDh = sD + h * (kRows * 64);  // [8 rows][64 columns] fp32, column c of row r at c ^ ((r >> 1) << 3)
+#pragma unroll
+        for (int t = 0; t < 4; ++t) {
+            const int c0 = (16 * t + g) ^ sw, c1 = (16 * t + g + 8) ^ sw;
+            sDh[(2 * q) * 64 + c0] = d[t][0];
+            sDh[(2 * q + 1) * 64 + c0] = d[t][1];
+            sDh[(2 * q) * 64 + c1] = d[t][2];
+            sDh[(2 * q + 1) * 64 + c1] = d[t][3];
+        }
+    }
+    __syncwarp();
+    const float* mine = sD + (lane >> 4) * (kRows * 64);  // columns 4 (lane & 15) .. + 3 of this lane's half
+    const int cl = 4 * (lane & 15);
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+        const int row = r ^ rl;
+        const float4 v = *reinterpret_cast<const float4*>(mine + row * 64 + (cl ^ ((row >> 1) << 3)));
+        S[r][0].x += v.x;
+        S[r][0].y += v.y;
+        S[r][0].z += v.z;
+        S[r][0].w += v.w;
+    }
+    __syncwarp();  // the caller may restage sB
+}
+
 }  // namespace foldmma
 }  // namespace rssm

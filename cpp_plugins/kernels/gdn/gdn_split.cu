@@ -102,8 +102,14 @@ cudaError_t launchReadout(const GdnReplayParams& p, int smCount, cudaStream_t s,
                     // EARLY (the default since the twenty-fifth session: with the lean prep, the standard step
                     // 0.5-0.7% faster on q35-4b, within 0.3% on q35-122b): the first item's state rows loaded before
                     // the wait for the prep grid. RSSM_GDN_SPLIT_EARLY=0 (A/B, read per launch) turns it off.
-                    if (envSwitch("RSSM_GDN_SPLIT_EARLY", true))
+                    if (envSwitch("RSSM_GDN_SPLIT_EARLY", true)) {
                         readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1, true, true, true>;
+                        // MMAF (A/B, RSSM_GDN_SPLIT_MMAFOLD=1, read per launch; off by default until measured):
+                        // flush items of at most 16 records fold on tensor cores.
+                        if (envSwitch("RSSM_GDN_SPLIT_MMAFOLD", false))
+                            readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1, true, true,
+                                                            true, true>;
+                    }
                 }
             }
         }
@@ -247,16 +253,16 @@ cudaError_t launchSplitKT(const GdnReplayParams& p, int smCount, cudaStream_t s,
         else if (envSwitch("RSSM_GDN_PREP_LEAN", true) && p.num_v_heads / p.num_heads <= 32)
             prep = gdnSplitPrepKernel<128, 1, 8, true, true>;
     } else if constexpr (K == 128) {
-        // RSSM_GDN_PREP_MNORM_SPEC=1 (A/B, read per launch; off by default): the speculative preps take the committed
-        // keys' norms from the records' Gram tile on tensor cores too (MNORM). Twenty-fifth session, call 5: verify
-        // steps 0.2-1.4% faster (T = 4), 0.0-0.7% (T = 8); its tests and sanitizer case clean. Not yet the default:
-        // the full speculative and dual-precision suites have not run with it.
-        // RSSM_GDN_PREP_MNORM_SPEC=2 (A/B, NOT yet run on a GPU): MNORM with the warp's shared-memory layout in
-        // 32-bit arithmetic (gdnSplitPrepKernel's L32)
+        // The speculative preps take the committed keys' norms from the records' Gram tile on tensor cores too
+        // (MNORM; the default since the twenty-sixth session), at T <= 4 with the warp's shared-memory layout in
+        // 32-bit arithmetic (L32). Side by side (twenty-sixth session, call 1, two processes per setting): T = 4
+        // verify steps 1.5-2.0% faster with MNORM + L32 (0.5-1.0% with MNORM alone); T = 8 0.2-0.5% faster with
+        // MNORM alone and 0.1-0.6% slower with L32, hence the split. RSSM_GDN_PREP_MNORM_SPEC (read per launch):
+        // 0 the previous prep, 1 MNORM at every T, 2 MNORM + L32 at every T; unset or anything else: the default.
         const char* ms = getenv("RSSM_GDN_PREP_MNORM_SPEC");
-        if (ms && strcmp(ms, "1") == 0) prep = gdnSplitPrepKernel<128, MAXT, kSplitPrepMinBlocks, true>;
-        else if (ms && strcmp(ms, "2") == 0)
-            prep = gdnSplitPrepKernel<128, MAXT, kSplitPrepMinBlocks, true, false, true>;
+        const int mnormSpec = (ms && ms[0] >= '0' && ms[0] <= '2' && ms[1] == 0) ? ms[0] - '0' : (MAXT <= 4 ? 2 : 1);
+        if (mnormSpec == 1) prep = gdnSplitPrepKernel<128, MAXT, kSplitPrepMinBlocks, true>;
+        else if (mnormSpec == 2) prep = gdnSplitPrepKernel<128, MAXT, kSplitPrepMinBlocks, true, false, true>;
     }
     // Warps (one (row, key head) pair each) per prep CTA: 4, fewer when their shared memory would pass 64 KB.
     const size_t warpSmem = splitPrepWarpSmemBytesGdn(p.window, p.num_tokens, K);

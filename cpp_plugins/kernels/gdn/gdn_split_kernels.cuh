@@ -542,11 +542,20 @@ constexpr int kDtBf16ActFp16U = 1;
 // prep, and the prep itself starts only once the previous step's kernels are complete (it is not a programmatic
 // dependent), so they are final; the cursors and everything else the prep writes are read after the wait as before.
 // A readout CTA that lands on an SM while the prep's last CTAs still run has its first rows in flight meanwhile.
+// MMAF (RSSM_GDN_SPLIT_MMAFOLD): a flush item of at most 16 records folds them on tensor cores (foldmma::foldAddSwz:
+// 3 x 8 mma.m16n8k16 with W = fw_j u_j in three bf16 terms, fp32 accuracy) instead of ~1,700 CUDA-core instructions
+// per item (the twenty-sixth session's counters: a step in which every row flushes was issue-bound at 412 us against
+// 146 us for one in which none does). The records' raw keys are staged by cp.async at the item's start, so their
+// round trip overlaps the token's work. bf16 activations (DT = kDtBf16ActFp16U), K = 128, fp32 rows.
 template <typename ST, int K, int MAXT, int NT, int MINB, int DT, int UPD = 0, bool FDIV = false, bool OFF32 = false,
-          bool EARLY = false>
+          bool EARLY = false, bool MMAF = false>
 __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnReplayParams p,
                                                                    const stream::ReadCopyScales rc) {
     static_assert(!EARLY || std::is_same<ST, float>::value, "EARLY: the fp32-row readout");
+    static_assert(!MMAF || (std::is_same<ST, float>::value && K == 128 && DT == kDtBf16ActFp16U &&
+                            (size_t)foldmma::kSwzBytes <= 2 * (size_t)kSplitFoldChunk * 128 * 2 &&
+                            foldmma::kWBytes <= 2 * kSplitFoldChunk * kSplitRows * 4),
+                  "MMAF: fp32 rows, K = 128, bf16 activations; the fold buffers hold the swizzled rows and W");
     if constexpr (!EARLY) pdlWaitPrimary();  // launched as a programmatic dependent of the prep kernel
     constexpr bool kScaled = stream::RowQuad<ST>::kScaled;  // read-only fp8 / nvfp4 rows (skip_flush_rows)
     using RS = stream::RowScatter<kSplitRows>;
@@ -632,6 +641,11 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
         } else {
             hk = hv / group;
         }
+        if constexpr (MMAF) {  // the flush's raw keys in flight while the token is read out
+            if (nf > 0 && nf <= foldmma::kChunk)
+                foldmma::stageRowsSwz(sFold, ringK + (int64_t)slot * p.ring_k_stride_slot + (int64_t)hk * p.ring_k_stride_head,
+                                      nf, o, C, p.ring_k_stride_rec, lane);
+        }
         const int row = vw + rl;
         const int64_t kBase = lin(b, p.k_stride_b, hk, p.k_stride_h, lane * 4);
         const int64_t qBase = lin(b, p.q_stride_b, hk, p.q_stride_h, lane * 4);
@@ -703,6 +717,20 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
                 for (int r = 0; r < RWS; ++r) {
                     const float t = __shfl_sync(kFull, ud[0], RS::laneOf(r));
                     if (lane == h) un[r] = t;
+                }
+            }
+            if constexpr (MMAF) {
+                if (nf <= foldmma::kChunk) {  // warp-uniform; the rows were staged at the item's start
+                    if (lane < foldmma::kChunk) {
+                        float4* w4 = reinterpret_cast<float4*>(wFold + lane * RWS);  // W [16 records][8 rows]
+                        w4[0] = make_float4(fw * un[0], fw * un[1], fw * un[2], fw * un[3]);
+                        w4[1] = make_float4(fw * un[4], fw * un[5], fw * un[6], fw * un[7]);
+                    }
+                    async::waitAll();
+                    __syncwarp();
+                    foldmma::foldAddSwz(S, sFold, wFold, rl, lane);
+                    stream::storeWarpRows<RWS, QPL, ST>(S, ckpt, p.state_stride_v, vw, V, rl, lane);
+                    return;
                 }
             }
             const uint16_t* rK = ringK + (int64_t)slot * p.ring_k_stride_slot + (int64_t)hk * p.ring_k_stride_head;
