@@ -388,18 +388,13 @@ def test_replay_standard_prep_register_bounds(minb, shape, B, L, stag, monkeypat
 # norms from the records' Gram tile on tensor cores (MNORM; L = 32 gives two record tiles); prep-lean-off runs MNORM
 # alone (RSSM_GDN_PREP_LEAN=0), prep-mnorm-off the warp reductions (RSSM_GDN_PREP_MNORM=0). early-rows-off: the
 # readout's first item's rows after the wait for the prep instead of before it (RSSM_GDN_SPLIT_EARLY=0).
-# mma-fold-on / mma-fold-2: flush items of at most 16 records fold on tensor cores (RSSM_GDN_SPLIT_MMAFOLD=1: the keys
-# staged at the item's start, =2: in the flush branch; twenty-sixth session; L = 8 leaves zero rows in the 16-record
-# tile, L = 32 takes the CUDA-core fold, in phase every row flushes).
-STD_STEP_SWITCHES = {"mma-fold-on": {"RSSM_GDN_SPLIT_MMAFOLD": "1"}, "mma-fold-2": {"RSSM_GDN_SPLIT_MMAFOLD": "2"},
-                     "deferred-permute-off": {"RSSM_GDN_SPLIT_UPD": "0"},
+STD_STEP_SWITCHES = {"deferred-permute-off": {"RSSM_GDN_SPLIT_UPD": "0"},
                      "fdiv-off": {"RSSM_GDN_SPLIT_FDIV": "0"},
                      "off32-off": {"RSSM_GDN_SPLIT_OFF32": "0"},
                      "prep-mnorm-off": {"RSSM_GDN_PREP_MNORM": "0"},
                      "prep-lean-off": {"RSSM_GDN_PREP_LEAN": "0"},
                      "early-rows-off": {"RSSM_GDN_SPLIT_EARLY": "0"}}
-STD_READOUT_ENV = ("RSSM_GDN_SPLIT_UPD", "RSSM_GDN_SPLIT_FDIV", "RSSM_GDN_SPLIT_OFF32", "RSSM_GDN_SPLIT_EARLY",
-                   "RSSM_GDN_SPLIT_MMAFOLD")
+STD_READOUT_ENV = ("RSSM_GDN_SPLIT_UPD", "RSSM_GDN_SPLIT_FDIV", "RSSM_GDN_SPLIT_OFF32", "RSSM_GDN_SPLIT_EARLY")
 STD_PREP_ENV = ("RSSM_GDN_PREP_MNORM", "RSSM_GDN_PREP_MINB", "RSSM_GDN_PREP_LEAN")
 
 
@@ -426,21 +421,6 @@ def test_replay_standard_readout_switch(switch, shape, B, L, stag, monkeypatch):
             f"max out rel err={seq.max_err['out']:.2e} flushes={seq.flushes}")
 
 
-@pytest.mark.gpu
-@pytest.mark.sanitize
-@pytest.mark.parametrize("L,stag", [(16, False), (16, True), (24, True)], ids=["L16-phase", "L16-stag", "L24-stag"])
-@pytest.mark.parametrize("mode", ["1", "2"])
-def test_replay_standard_mma_fold_sanitize(mode, L, stag, monkeypatch):
-    """The tensor-core fold's sanitizer cases (RSSM_GDN_SPLIT_MMAFOLD=1 / 2): a full 16-record tile in phase and
-    staggered, and L = 24 (the CUDA-core fold in the same kernel), B = 3, against the float64 reference."""
-    for k in STD_READOUT_ENV + STD_PREP_ENV:
-        monkeypatch.delenv(k, raising=False)
-    monkeypatch.setenv("RSSM_GDN_SPLIT_MMAFOLD", mode)
-    seq = _Seq("q35-4b", 3, L, 0, 1, seed=L * 7 + 3, variant=6)
-    join = [(r * 5) % L if stag else 0 for r in range(3)]
-    _run_standard(seq, 3, join, 0.1, L + 2 + max(join), 11)
-
-
 def _one_standard_step_kernels(monkeypatch, clear, env, seed):
     """Names of the CUDA kernels one q35-4b standard step (B = 8, L = 8, fp32 rows, variant 6) launches with the
     switches in `clear` unset and then `env` set (torch profiler)."""
@@ -454,17 +434,13 @@ def _one_standard_step_kernels(monkeypatch, clear, env, seed):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("env,upd,fdiv,off32,early,mmaf",
-                         [({}, "1", True, True, True, "0"),
-                          ({"RSSM_GDN_SPLIT_UPD": "0"}, "0", False, False, False, "0"),
-                          ({"RSSM_GDN_SPLIT_FDIV": "0"}, "1", False, False, False, "0"),
-                          ({"RSSM_GDN_SPLIT_OFF32": "0"}, "1", True, False, False, "0"),
-                          ({"RSSM_GDN_SPLIT_EARLY": "0"}, "1", True, True, False, "0"),
-                          ({"RSSM_GDN_SPLIT_MMAFOLD": "1"}, "1", True, True, True, "1"),
-                          ({"RSSM_GDN_SPLIT_MMAFOLD": "2"}, "1", True, True, True, "2")],
-                         ids=["default-upd-fdiv-off32-early", "upd-off", "fdiv-off", "off32-off", "early-off",
-                              "mma-fold-on", "mma-fold-2"])
-def test_standard_readout_instance_runs(env, upd, fdiv, off32, early, mmaf, monkeypatch):
+@pytest.mark.parametrize("env,upd,fdiv,off32,early",
+                         [({}, "1", True, True, True), ({"RSSM_GDN_SPLIT_UPD": "0"}, "0", False, False, False),
+                          ({"RSSM_GDN_SPLIT_FDIV": "0"}, "1", False, False, False),
+                          ({"RSSM_GDN_SPLIT_OFF32": "0"}, "1", True, False, False),
+                          ({"RSSM_GDN_SPLIT_EARLY": "0"}, "1", True, True, False)],
+                         ids=["default-upd-fdiv-off32-early", "upd-off", "fdiv-off", "off32-off", "early-off"])
+def test_standard_readout_instance_runs(env, upd, fdiv, off32, early, monkeypatch):
     """The launcher's switches are silent when their conditions fail, so check which standard-step readout instance
     ran (torch profiler) at the serving dtypes: UPD + FDIV + OFF32 + EARLY by default, the plain instance with
     RSSM_GDN_SPLIT_UPD=0 (the others sit on top of UPD) or RSSM_GDN_SPLIT_FDIV=0 (OFF32 needs FDIV), FDIV with
@@ -472,9 +448,9 @@ def test_standard_readout_instance_runs(env, upd, fdiv, off32, early, mmaf, monk
     names = _one_standard_step_kernels(monkeypatch, STD_READOUT_ENV, env, seed=5)
     ro = [a for a in instances(names, "gdnSplitReadoutKernel") if a[0] == "float"]
     assert ro, f"no fp32-row split readout ran: {sorted(names)}"
-    # template arguments 6, 7, 8, 9, 10: UPD, FDIV, OFF32, EARLY, MMAF
-    got = [(a[6], a[7] == "1", a[8] == "1", a[9] == "1", a[10]) for a in ro]
-    assert all(g == (upd, fdiv, off32, early, mmaf) for g in got), got
+    # template arguments 6, 7, 8, 9: UPD, FDIV, OFF32, EARLY
+    got = [(a[6], a[7] == "1", a[8] == "1", a[9] == "1") for a in ro]
+    assert all(g == (upd, fdiv, off32, early) for g in got), got
 
 
 @pytest.mark.gpu

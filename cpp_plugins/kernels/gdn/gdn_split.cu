@@ -102,19 +102,8 @@ cudaError_t launchReadout(const GdnReplayParams& p, int smCount, cudaStream_t s,
                     // EARLY (the default since the twenty-fifth session: with the lean prep, the standard step
                     // 0.5-0.7% faster on q35-4b, within 0.3% on q35-122b): the first item's state rows loaded before
                     // the wait for the prep grid. RSSM_GDN_SPLIT_EARLY=0 (A/B, read per launch) turns it off.
-                    if (envSwitch("RSSM_GDN_SPLIT_EARLY", true)) {
+                    if (envSwitch("RSSM_GDN_SPLIT_EARLY", true))
                         readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1, true, true, true>;
-                        // MMAF (A/B, RSSM_GDN_SPLIT_MMAFOLD, read per launch; off by default until measured):
-                        // flush items of at most 16 records fold on tensor cores; 1: their keys staged at the item's
-                        // start, 2: in the flush branch.
-                        const char* mf = getenv("RSSM_GDN_SPLIT_MMAFOLD");
-                        if (mf && strcmp(mf, "1") == 0)
-                            readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1, true, true,
-                                                            true, 1>;
-                        else if (mf && strcmp(mf, "2") == 0)
-                            readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1, true, true,
-                                                            true, 2>;
-                    }
                 }
             }
         }

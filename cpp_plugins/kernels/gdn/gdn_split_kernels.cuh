@@ -542,20 +542,11 @@ constexpr int kDtBf16ActFp16U = 1;
 // prep, and the prep itself starts only once the previous step's kernels are complete (it is not a programmatic
 // dependent), so they are final; the cursors and everything else the prep writes are read after the wait as before.
 // A readout CTA that lands on an SM while the prep's last CTAs still run has its first rows in flight meanwhile.
-// MMAF (RSSM_GDN_SPLIT_MMAFOLD): a flush item of at most 16 records folds them on tensor cores (foldmma::foldAddSwz:
-// 3 x 8 mma.m16n8k16 with W = fw_j u_j in three bf16 terms, fp32 accuracy) instead of ~1,700 CUDA-core instructions
-// per item (the twenty-sixth session's counters: a step in which every row flushes was issue-bound at 412 us against
-// 146 us for one in which none does). The records' raw keys are staged by cp.async at the item's start, so their
-// round trip overlaps the token's work. bf16 activations (DT = kDtBf16ActFp16U), K = 128, fp32 rows.
 template <typename ST, int K, int MAXT, int NT, int MINB, int DT, int UPD = 0, bool FDIV = false, bool OFF32 = false,
-          bool EARLY = false, int MMAF = 0>
+          bool EARLY = false>
 __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnReplayParams p,
                                                                    const stream::ReadCopyScales rc) {
     static_assert(!EARLY || std::is_same<ST, float>::value, "EARLY: the fp32-row readout");
-    static_assert(MMAF == 0 || (std::is_same<ST, float>::value && K == 128 && DT == kDtBf16ActFp16U &&
-                            (size_t)foldmma::kSwzBytes <= 2 * (size_t)kSplitFoldChunk * 128 * 2 &&
-                            foldmma::kWBytes <= 2 * kSplitFoldChunk * kSplitRows * 4),
-                  "MMAF: fp32 rows, K = 128, bf16 activations; the fold buffers hold the swizzled rows and W");
     if constexpr (!EARLY) pdlWaitPrimary();  // launched as a programmatic dependent of the prep kernel
     constexpr bool kScaled = stream::RowQuad<ST>::kScaled;  // read-only fp8 / nvfp4 rows (skip_flush_rows)
     using RS = stream::RowScatter<kSplitRows>;
@@ -641,11 +632,6 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
         } else {
             hk = hv / group;
         }
-        if constexpr (MMAF == 1) {  // the flush's raw keys in flight while the token is read out
-            if (nf > 0 && nf <= foldmma::kChunk)
-                foldmma::stageRowsSwz(sFold, ringK + (int64_t)slot * p.ring_k_stride_slot + (int64_t)hk * p.ring_k_stride_head,
-                                      nf, o, C, p.ring_k_stride_rec, lane);
-        }
         const int row = vw + rl;
         const int64_t kBase = lin(b, p.k_stride_b, hk, p.k_stride_h, lane * 4);
         const int64_t qBase = lin(b, p.q_stride_b, hk, p.q_stride_h, lane * 4);
@@ -719,61 +705,39 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
                     if (lane == h) un[r] = t;
                 }
             }
-            // one store site below for both folds (with two, the compiler hoisted the checkpoint address of the
-            // stores into every item)
-            bool mmaFolded = false;
-            if constexpr (MMAF != 0) {
-                if (nf <= foldmma::kChunk) {  // warp-uniform (MMAF = 1: the rows were staged at the item's start)
-                    if constexpr (MMAF == 2)
-                        foldmma::stageRowsSwz(sFold, ringK + (int64_t)slot * p.ring_k_stride_slot +
-                                                         (int64_t)hk * p.ring_k_stride_head,
-                                              nf, o, C, p.ring_k_stride_rec, lane);
-                    if (lane < foldmma::kChunk) {
-                        float4* w4 = reinterpret_cast<float4*>(wFold + lane * RWS);  // W [16 records][8 rows]
-                        w4[0] = make_float4(fw * un[0], fw * un[1], fw * un[2], fw * un[3]);
-                        w4[1] = make_float4(fw * un[4], fw * un[5], fw * un[6], fw * un[7]);
-                    }
+            const uint16_t* rK = ringK + (int64_t)slot * p.ring_k_stride_slot + (int64_t)hk * p.ring_k_stride_head;
+            auto stage = [&](int c) {  // raw k_j of records 8c .. 8c + 7 into buffer c & 1, and fw_j u_j[k]
+                uint16_t* dst = sFold + (c & 1) * kSplitFoldChunk * K;
+                const int n = min(kSplitFoldChunk, nf - c * kSplitFoldChunk);
+                for (int i = lane; i < n * kVecPerRec; i += 32) {
+                    const int jj = i / kVecPerRec, v = i - jj * kVecPerRec;
+                    int rr = o + c * kSplitFoldChunk + jj;
+                    rr = rr >= C ? rr - C : rr;
+                    async::copy16(dst + jj * K + v * 8, rK + (int64_t)rr * p.ring_k_stride_rec + v * 8);
+                }
+                async::commit();
+                const int jj = lane - c * kSplitFoldChunk;  // lane j holds record j's u block and fw_j
+                if (jj >= 0 && jj < n) {
+                    float4* w4 = reinterpret_cast<float4*>(wFold + ((c & 1) * kSplitFoldChunk + jj) * RWS);
+                    w4[0] = make_float4(fw * un[0], fw * un[1], fw * un[2], fw * un[3]);
+                    w4[1] = make_float4(fw * un[4], fw * un[5], fw * un[6], fw * un[7]);
+                }
+            };
+            const int nchunks = (nf + kSplitFoldChunk - 1) / kSplitFoldChunk;
+            stage(0);
+            for (int c = 0; c < nchunks; ++c) {
+                if (c + 1 < nchunks) {
+                    stage(c + 1);
+                    async::waitAllButOne();
+                } else {
                     async::waitAll();
-                    __syncwarp();
-                    foldmma::foldAddSwz(S, sFold, wFold, rl, lane);
-                    mmaFolded = true;
                 }
-            }
-            if (!mmaFolded) {
-                const uint16_t* rK = ringK + (int64_t)slot * p.ring_k_stride_slot + (int64_t)hk * p.ring_k_stride_head;
-                auto stage = [&](int c) {  // raw k_j of records 8c .. 8c + 7 into buffer c & 1, and fw_j u_j[k]
-                    uint16_t* dst = sFold + (c & 1) * kSplitFoldChunk * K;
-                    const int n = min(kSplitFoldChunk, nf - c * kSplitFoldChunk);
-                    for (int i = lane; i < n * kVecPerRec; i += 32) {
-                        const int jj = i / kVecPerRec, v = i - jj * kVecPerRec;
-                        int rr = o + c * kSplitFoldChunk + jj;
-                        rr = rr >= C ? rr - C : rr;
-                        async::copy16(dst + jj * K + v * 8, rK + (int64_t)rr * p.ring_k_stride_rec + v * 8);
-                    }
-                    async::commit();
-                    const int jj = lane - c * kSplitFoldChunk;  // lane j holds record j's u block and fw_j
-                    if (jj >= 0 && jj < n) {
-                        float4* w4 = reinterpret_cast<float4*>(wFold + ((c & 1) * kSplitFoldChunk + jj) * RWS);
-                        w4[0] = make_float4(fw * un[0], fw * un[1], fw * un[2], fw * un[3]);
-                        w4[1] = make_float4(fw * un[4], fw * un[5], fw * un[6], fw * un[7]);
-                    }
-                };
-                const int nchunks = (nf + kSplitFoldChunk - 1) / kSplitFoldChunk;
-                stage(0);
-                for (int c = 0; c < nchunks; ++c) {
-                    if (c + 1 < nchunks) {
-                        stage(c + 1);
-                        async::waitAllButOne();
-                    } else {
-                        async::waitAll();
-                    }
-                    __syncwarp();
-                    const uint16_t* buf = sFold + (c & 1) * kSplitFoldChunk * K;
-                    const float* wb = wFold + (c & 1) * kSplitFoldChunk * RWS;
-                    const int n = min(kSplitFoldChunk, nf - c * kSplitFoldChunk);
-                    stream::foldStagedRecords<RWS, QPL>(S, buf, K, wb, n, rl, lane, bf16);  // raw k_j, fw_j u_j
-                    __syncwarp();  // buffer c & 1 is restaged by chunk c + 2
-                }
+                __syncwarp();
+                const uint16_t* buf = sFold + (c & 1) * kSplitFoldChunk * K;
+                const float* wb = wFold + (c & 1) * kSplitFoldChunk * RWS;
+                const int n = min(kSplitFoldChunk, nf - c * kSplitFoldChunk);
+                stream::foldStagedRecords<RWS, QPL>(S, buf, K, wb, n, rl, lane, bf16);  // raw k_j, fw_j u_j
+                __syncwarp();  // buffer c & 1 is restaged by chunk c + 2
             }
             stream::storeWarpRows<RWS, QPL, ST>(S, ckpt, p.state_stride_v, vw, V, rl, lane);
         }
