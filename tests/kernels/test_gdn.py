@@ -387,14 +387,18 @@ def test_replay_standard_prep_register_bounds(minb, shape, B, L, stag, monkeypat
 # The one-token prep: since the twenty-fifth session the default is the lean prep (LEAN) that takes the committed-key
 # norms from the records' Gram tile on tensor cores (MNORM; L = 32 gives two record tiles); prep-lean-off runs MNORM
 # alone (RSSM_GDN_PREP_LEAN=0), prep-mnorm-off the warp reductions (RSSM_GDN_PREP_MNORM=0). early-rows-off: the
-# readout's first item's rows after the wait for the prep instead of before it (RSSM_GDN_SPLIT_EARLY=0).
-STD_STEP_SWITCHES = {"deferred-permute-off": {"RSSM_GDN_SPLIT_UPD": "0"},
+# readout's first item's rows after the wait for the prep instead of before it (RSSM_GDN_SPLIT_EARLY=0). foldu-on: the
+# flush fold with the chunk's records unrolled (RSSM_GDN_SPLIT_FOLDU=1, prepared in the twenty-sixth session; L = 8 is
+# one chunk, L = 16 two, L = 32 four; in phase every row flushes).
+STD_STEP_SWITCHES = {"foldu-on": {"RSSM_GDN_SPLIT_FOLDU": "1"},
+                     "deferred-permute-off": {"RSSM_GDN_SPLIT_UPD": "0"},
                      "fdiv-off": {"RSSM_GDN_SPLIT_FDIV": "0"},
                      "off32-off": {"RSSM_GDN_SPLIT_OFF32": "0"},
                      "prep-mnorm-off": {"RSSM_GDN_PREP_MNORM": "0"},
                      "prep-lean-off": {"RSSM_GDN_PREP_LEAN": "0"},
                      "early-rows-off": {"RSSM_GDN_SPLIT_EARLY": "0"}}
-STD_READOUT_ENV = ("RSSM_GDN_SPLIT_UPD", "RSSM_GDN_SPLIT_FDIV", "RSSM_GDN_SPLIT_OFF32", "RSSM_GDN_SPLIT_EARLY")
+STD_READOUT_ENV = ("RSSM_GDN_SPLIT_UPD", "RSSM_GDN_SPLIT_FDIV", "RSSM_GDN_SPLIT_OFF32", "RSSM_GDN_SPLIT_EARLY",
+                   "RSSM_GDN_SPLIT_FOLDU")
 STD_PREP_ENV = ("RSSM_GDN_PREP_MNORM", "RSSM_GDN_PREP_MINB", "RSSM_GDN_PREP_LEAN")
 
 
@@ -434,23 +438,27 @@ def _one_standard_step_kernels(monkeypatch, clear, env, seed):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("env,upd,fdiv,off32,early",
-                         [({}, "1", True, True, True), ({"RSSM_GDN_SPLIT_UPD": "0"}, "0", False, False, False),
-                          ({"RSSM_GDN_SPLIT_FDIV": "0"}, "1", False, False, False),
-                          ({"RSSM_GDN_SPLIT_OFF32": "0"}, "1", True, False, False),
-                          ({"RSSM_GDN_SPLIT_EARLY": "0"}, "1", True, True, False)],
-                         ids=["default-upd-fdiv-off32-early", "upd-off", "fdiv-off", "off32-off", "early-off"])
-def test_standard_readout_instance_runs(env, upd, fdiv, off32, early, monkeypatch):
+@pytest.mark.parametrize("env,upd,fdiv,off32,early,foldu",
+                         [({}, "1", True, True, True, False),
+                          ({"RSSM_GDN_SPLIT_UPD": "0"}, "0", False, False, False, False),
+                          ({"RSSM_GDN_SPLIT_FDIV": "0"}, "1", False, False, False, False),
+                          ({"RSSM_GDN_SPLIT_OFF32": "0"}, "1", True, False, False, False),
+                          ({"RSSM_GDN_SPLIT_EARLY": "0"}, "1", True, True, False, False),
+                          ({"RSSM_GDN_SPLIT_FOLDU": "1"}, "1", True, True, True, True)],
+                         ids=["default-upd-fdiv-off32-early", "upd-off", "fdiv-off", "off32-off", "early-off",
+                              "foldu-on"])
+def test_standard_readout_instance_runs(env, upd, fdiv, off32, early, foldu, monkeypatch):
     """The launcher's switches are silent when their conditions fail, so check which standard-step readout instance
     ran (torch profiler) at the serving dtypes: UPD + FDIV + OFF32 + EARLY by default, the plain instance with
     RSSM_GDN_SPLIT_UPD=0 (the others sit on top of UPD) or RSSM_GDN_SPLIT_FDIV=0 (OFF32 needs FDIV), FDIV with
-    64-bit offsets with RSSM_GDN_SPLIT_OFF32=0 (EARLY needs OFF32), no EARLY with RSSM_GDN_SPLIT_EARLY=0."""
+    64-bit offsets with RSSM_GDN_SPLIT_OFF32=0 (EARLY needs OFF32), no EARLY with RSSM_GDN_SPLIT_EARLY=0, the
+    unrolled fold (FOLDU, on top of EARLY) with RSSM_GDN_SPLIT_FOLDU=1."""
     names = _one_standard_step_kernels(monkeypatch, STD_READOUT_ENV, env, seed=5)
     ro = [a for a in instances(names, "gdnSplitReadoutKernel") if a[0] == "float"]
     assert ro, f"no fp32-row split readout ran: {sorted(names)}"
-    # template arguments 6, 7, 8, 9: UPD, FDIV, OFF32, EARLY
-    got = [(a[6], a[7] == "1", a[8] == "1", a[9] == "1") for a in ro]
-    assert all(g == (upd, fdiv, off32, early) for g in got), got
+    # template arguments 6, 7, 8, 9, 10: UPD, FDIV, OFF32, EARLY, FOLDU
+    got = [(a[6], a[7] == "1", a[8] == "1", a[9] == "1", a[10] == "1") for a in ro]
+    assert all(g == (upd, fdiv, off32, early, foldu) for g in got), got
 
 
 @pytest.mark.gpu
@@ -480,6 +488,8 @@ NO_VALUE_CHANGE_CASES = {
     # records as MNORM alone with fewer instructions
     "early-rows-lean-prep": ({}, [{"RSSM_GDN_SPLIT_EARLY": "0"}, {"RSSM_GDN_PREP_LEAN": "0"},
                                   {"RSSM_GDN_SPLIT_EARLY": "0", "RSSM_GDN_PREP_LEAN": "0"}]),
+    # the flush fold with the chunk's records unrolled: the same FMAs in the same order
+    "foldu": ({}, [{"RSSM_GDN_SPLIT_FOLDU": "1"}]),
 }
 
 

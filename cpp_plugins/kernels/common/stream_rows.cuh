@@ -246,6 +246,35 @@ __device__ __forceinline__ void foldStagedRecords(float4 (&S)[RW][QPL], const ui
     }
 }
 
+// foldStagedRecords with the records unrolled (n <= MAXN, warp-uniform guards) and this lane's eight weight addresses
+// w + (r ^ rl) formed once: every shared-memory load takes an immediate offset (jj * RW words, jj * stride halves;
+// stride a compile-time constant at the call). Same FMAs in the same order as foldStagedRecords: bit-identical rows.
+// In the rolled loop each weight load costs an add and a multiply-add for its XOR-permuted address (the GDN split
+// readout's counters, twenty-sixth session: ~16 of ~70 instructions per record and lane).
+template <int RW, int QPL, int MAXN>
+__device__ __forceinline__ void foldStagedRecordsUnrolled(float4 (&S)[RW][QPL], const uint16_t* buf, int stride,
+                                                          const float* w, int n, int rl, int lane, bool bf16) {
+    const float* wl[RW];
+#pragma unroll
+    for (int r = 0; r < RW; ++r) wl[r] = w + (r ^ rl);
+    const uint16_t* kl = buf + lane * 4;
+#pragma unroll
+    for (int jj = 0; jj < MAXN; ++jj) {
+        if (jj < n) {
+            float4 vq[QPL];
+#pragma unroll
+            for (int i = 0; i < QPL; ++i)
+                vq[i] = u2ToF4(*reinterpret_cast<const uint2*>(kl + jj * stride + 128 * i), bf16);
+#pragma unroll
+            for (int r = 0; r < RW; ++r) {
+                const float wr = wl[r][jj * RW];
+#pragma unroll
+                for (int i = 0; i < QPL; ++i) S[r][i] = fma4s(S[r][i], wr, vq[i]);
+            }
+        }
+    }
+}
+
 // Warp-granular items it = (b H + head) nrb + blk (row b, head, row block) walked grid-strided without a
 // division in the loop: the warp's first item and the grid stride are split into (b, head, blk) once, then
 // items advance by carries. 32-bit: the launchers keep B x H x nrb below 2^31. Split readouts of both

@@ -102,8 +102,14 @@ cudaError_t launchReadout(const GdnReplayParams& p, int smCount, cudaStream_t s,
                     // EARLY (the default since the twenty-fifth session: with the lean prep, the standard step
                     // 0.5-0.7% faster on q35-4b, within 0.3% on q35-122b): the first item's state rows loaded before
                     // the wait for the prep grid. RSSM_GDN_SPLIT_EARLY=0 (A/B, read per launch) turns it off.
-                    if (envSwitch("RSSM_GDN_SPLIT_EARLY", true))
+                    if (envSwitch("RSSM_GDN_SPLIT_EARLY", true)) {
                         readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1, true, true, true>;
+                        // FOLDU (A/B, RSSM_GDN_SPLIT_FOLDU=1, read per launch; prepared in the twenty-sixth
+                        // session, NOT yet run on a GPU): the flush fold with the chunk's records unrolled.
+                        if (envSwitch("RSSM_GDN_SPLIT_FOLDU", false))
+                            readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1, true, true,
+                                                            true, true>;
+                    }
                 }
             }
         }

@@ -542,8 +542,10 @@ constexpr int kDtBf16ActFp16U = 1;
 // prep, and the prep itself starts only once the previous step's kernels are complete (it is not a programmatic
 // dependent), so they are final; the cursors and everything else the prep writes are read after the wait as before.
 // A readout CTA that lands on an SM while the prep's last CTAs still run has its first rows in flight meanwhile.
+// FOLDU (RSSM_GDN_SPLIT_FOLDU=1, prepared in the twenty-sixth session, NOT yet run): the flush's CUDA-core fold with
+// the chunk's records unrolled (stream::foldStagedRecordsUnrolled; bit-identical rows, fewer address instructions).
 template <typename ST, int K, int MAXT, int NT, int MINB, int DT, int UPD = 0, bool FDIV = false, bool OFF32 = false,
-          bool EARLY = false>
+          bool EARLY = false, bool FOLDU = false>
 __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnReplayParams p,
                                                                    const stream::ReadCopyScales rc) {
     static_assert(!EARLY || std::is_same<ST, float>::value, "EARLY: the fp32-row readout");
@@ -736,7 +738,10 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
                 const uint16_t* buf = sFold + (c & 1) * kSplitFoldChunk * K;
                 const float* wb = wFold + (c & 1) * kSplitFoldChunk * RWS;
                 const int n = min(kSplitFoldChunk, nf - c * kSplitFoldChunk);
-                stream::foldStagedRecords<RWS, QPL>(S, buf, K, wb, n, rl, lane, bf16);  // raw k_j, fw_j u_j
+                if constexpr (FOLDU)
+                    stream::foldStagedRecordsUnrolled<RWS, QPL, kSplitFoldChunk>(S, buf, K, wb, n, rl, lane, bf16);
+                else
+                    stream::foldStagedRecords<RWS, QPL>(S, buf, K, wb, n, rl, lane, bf16);  // raw k_j, fw_j u_j
                 __syncwarp();  // buffer c & 1 is restaged by chunk c + 2
             }
             stream::storeWarpRows<RWS, QPL, ST>(S, ckpt, p.state_stride_v, vw, V, rl, lane);
