@@ -256,9 +256,10 @@ cudaError_t launchSplitKT(const GdnReplayParams& p, int smCount, cudaStream_t s,
         // The speculative preps take the committed keys' norms from the records' Gram tile on tensor cores too
         // (MNORM; the default since the twenty-sixth session), at T <= 4 with the warp's shared-memory layout in
         // 32-bit arithmetic (L32). Side by side (twenty-sixth session, call 1, two processes per setting): T = 4
-        // verify steps 1.5-2.0% faster with MNORM + L32 (0.5-1.0% with MNORM alone); T = 8 0.2-0.5% faster with
-        // MNORM alone and 0.1-0.6% slower with L32, hence the split. RSSM_GDN_PREP_MNORM_SPEC (read per launch):
-        // 0 the previous prep, 1 MNORM at every T, 2 MNORM + L32 at every T; unset or anything else: the default.
+        // verify steps 0.9-2.0% faster with MNORM + L32 in 10 of 12 cases (0.1-1.4% with MNORM alone); T = 8
+        // 0.4-0.6% faster with MNORM alone, L32 within -0.1..+0.4%, hence the split. RSSM_GDN_PREP_MNORM_SPEC
+        // (read per launch): 0 the previous prep, 1 MNORM at every T, 2 MNORM + L32 at every T; unset or anything
+        // else: the default.
         const char* ms = getenv("RSSM_GDN_PREP_MNORM_SPEC");
         const int mnormSpec = (ms && ms[0] >= '0' && ms[0] <= '2' && ms[1] == 0) ? ms[0] - '0' : (MAXT <= 4 ? 2 : 1);
         if (mnormSpec == 1) prep = gdnSplitPrepKernel<128, MAXT, kSplitPrepMinBlocks, true>;
