@@ -389,8 +389,9 @@ def test_replay_standard_prep_register_bounds(minb, shape, B, L, stag, monkeypat
 # alone (RSSM_GDN_PREP_LEAN=0), prep-mnorm-off the warp reductions (RSSM_GDN_PREP_MNORM=0). early-rows-off: the
 # readout's first item's rows after the wait for the prep instead of before it (RSSM_GDN_SPLIT_EARLY=0). foldu-on: the
 # flush fold with the chunk's records unrolled (RSSM_GDN_SPLIT_FOLDU=1, prepared in the twenty-sixth session; L = 8 is
-# one chunk, L = 16 two, L = 32 four; in phase every row flushes).
-STD_STEP_SWITCHES = {"foldu-on": {"RSSM_GDN_SPLIT_FOLDU": "1"},
+# one chunk, L = 16 two, L = 32 four; in phase every row flushes); foldu2-on: also the keys' staging unrolled and the
+# rows stored without per-row checks (=2).
+STD_STEP_SWITCHES = {"foldu-on": {"RSSM_GDN_SPLIT_FOLDU": "1"}, "foldu2-on": {"RSSM_GDN_SPLIT_FOLDU": "2"},
                      "deferred-permute-off": {"RSSM_GDN_SPLIT_UPD": "0"},
                      "fdiv-off": {"RSSM_GDN_SPLIT_FDIV": "0"},
                      "off32-off": {"RSSM_GDN_SPLIT_OFF32": "0"},
@@ -439,25 +440,26 @@ def _one_standard_step_kernels(monkeypatch, clear, env, seed):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("env,upd,fdiv,off32,early,foldu",
-                         [({}, "1", True, True, True, False),
-                          ({"RSSM_GDN_SPLIT_UPD": "0"}, "0", False, False, False, False),
-                          ({"RSSM_GDN_SPLIT_FDIV": "0"}, "1", False, False, False, False),
-                          ({"RSSM_GDN_SPLIT_OFF32": "0"}, "1", True, False, False, False),
-                          ({"RSSM_GDN_SPLIT_EARLY": "0"}, "1", True, True, False, False),
-                          ({"RSSM_GDN_SPLIT_FOLDU": "1"}, "1", True, True, True, True)],
+                         [({}, "1", True, True, True, "0"),
+                          ({"RSSM_GDN_SPLIT_UPD": "0"}, "0", False, False, False, "0"),
+                          ({"RSSM_GDN_SPLIT_FDIV": "0"}, "1", False, False, False, "0"),
+                          ({"RSSM_GDN_SPLIT_OFF32": "0"}, "1", True, False, False, "0"),
+                          ({"RSSM_GDN_SPLIT_EARLY": "0"}, "1", True, True, False, "0"),
+                          ({"RSSM_GDN_SPLIT_FOLDU": "1"}, "1", True, True, True, "1"),
+                          ({"RSSM_GDN_SPLIT_FOLDU": "2"}, "1", True, True, True, "2")],
                          ids=["default-upd-fdiv-off32-early", "upd-off", "fdiv-off", "off32-off", "early-off",
-                              "foldu-on"])
+                              "foldu-on", "foldu2-on"])
 def test_standard_readout_instance_runs(env, upd, fdiv, off32, early, foldu, monkeypatch):
     """The launcher's switches are silent when their conditions fail, so check which standard-step readout instance
     ran (torch profiler) at the serving dtypes: UPD + FDIV + OFF32 + EARLY by default, the plain instance with
     RSSM_GDN_SPLIT_UPD=0 (the others sit on top of UPD) or RSSM_GDN_SPLIT_FDIV=0 (OFF32 needs FDIV), FDIV with
     64-bit offsets with RSSM_GDN_SPLIT_OFF32=0 (EARLY needs OFF32), no EARLY with RSSM_GDN_SPLIT_EARLY=0, the
-    unrolled fold (FOLDU, on top of EARLY) with RSSM_GDN_SPLIT_FOLDU=1."""
+    unrolled fold (FOLDU, on top of EARLY) with RSSM_GDN_SPLIT_FOLDU=1 / 2."""
     names = _one_standard_step_kernels(monkeypatch, STD_READOUT_ENV, env, seed=5)
     ro = [a for a in instances(names, "gdnSplitReadoutKernel") if a[0] == "float"]
     assert ro, f"no fp32-row split readout ran: {sorted(names)}"
     # template arguments 6, 7, 8, 9, 10: UPD, FDIV, OFF32, EARLY, FOLDU
-    got = [(a[6], a[7] == "1", a[8] == "1", a[9] == "1", a[10] == "1") for a in ro]
+    got = [(a[6], a[7] == "1", a[8] == "1", a[9] == "1", a[10]) for a in ro]
     assert all(g == (upd, fdiv, off32, early, foldu) for g in got), got
 
 
@@ -488,8 +490,9 @@ NO_VALUE_CHANGE_CASES = {
     # records as MNORM alone with fewer instructions
     "early-rows-lean-prep": ({}, [{"RSSM_GDN_SPLIT_EARLY": "0"}, {"RSSM_GDN_PREP_LEAN": "0"},
                                   {"RSSM_GDN_SPLIT_EARLY": "0", "RSSM_GDN_PREP_LEAN": "0"}]),
-    # the flush fold with the chunk's records unrolled: the same FMAs in the same order
-    "foldu": ({}, [{"RSSM_GDN_SPLIT_FOLDU": "1"}]),
+    # the flush fold with the chunk's records unrolled (and, =2, the staging unrolled and the stores unchecked): the
+    # same FMAs in the same order, the same copies and stores
+    "foldu": ({}, [{"RSSM_GDN_SPLIT_FOLDU": "1"}, {"RSSM_GDN_SPLIT_FOLDU": "2"}]),
 }
 
 

@@ -199,6 +199,19 @@ __device__ __forceinline__ void storeWarpRows(const float4 (&S)[RW][QPL], ST* ba
     }
 }
 
+// storeWarpRows for a block whose RW rows are all inside the head (vw + RW <= nv): no per-row checks.
+template <int RW, int QPL, typename ST>
+__device__ __forceinline__ void storeWarpRowsAll(const float4 (&S)[RW][QPL], ST* base, int64_t stride_v, int vw, int rl,
+                                                 int lane) {
+    ST* rp = base + (int64_t)vw * stride_v + lane * 4;
+#pragma unroll
+    for (int r = 0; r < RW; ++r) {
+        ST* q = rp + (int64_t)(r ^ rl) * stride_v;
+#pragma unroll
+        for (int i = 0; i < QPL; ++i) StateRow4<ST>::st(q + 128 * i, S[r][i]);
+    }
+}
+
 // 8 packed 16-bit values (element k in word k / 2, half k % 2) -> element r of the result is element
 // r ^ rl of q (the XOR-permuted register slots of stream::RowScatter<8>).
 __device__ __forceinline__ uint4 xorPermute8(uint4 q, int rl) {

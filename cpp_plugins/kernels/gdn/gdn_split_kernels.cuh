@@ -542,10 +542,12 @@ constexpr int kDtBf16ActFp16U = 1;
 // prep, and the prep itself starts only once the previous step's kernels are complete (it is not a programmatic
 // dependent), so they are final; the cursors and everything else the prep writes are read after the wait as before.
 // A readout CTA that lands on an SM while the prep's last CTAs still run has its first rows in flight meanwhile.
-// FOLDU (RSSM_GDN_SPLIT_FOLDU=1, prepared in the twenty-sixth session, NOT yet run): the flush's CUDA-core fold with
-// the chunk's records unrolled (stream::foldStagedRecordsUnrolled; bit-identical rows, fewer address instructions).
+// FOLDU (RSSM_GDN_SPLIT_FOLDU, prepared in the twenty-sixth session, NOT yet run): 1: the flush's CUDA-core fold with
+// the chunk's records unrolled (stream::foldStagedRecordsUnrolled; bit-identical rows, fewer address instructions);
+// 2: also the keys' staging unrolled (each lane's 16-byte piece fixed, its records 32 / (K / 8) apart) and the rows
+// stored without per-row bounds checks when the item's 8 rows are all inside head_v (the same stores).
 template <typename ST, int K, int MAXT, int NT, int MINB, int DT, int UPD = 0, bool FDIV = false, bool OFF32 = false,
-          bool EARLY = false, bool FOLDU = false>
+          bool EARLY = false, int FOLDU = 0>
 __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnReplayParams p,
                                                                    const stream::ReadCopyScales rc) {
     static_assert(!EARLY || std::is_same<ST, float>::value, "EARLY: the fp32-row readout");
@@ -711,11 +713,25 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
             auto stage = [&](int c) {  // raw k_j of records 8c .. 8c + 7 into buffer c & 1, and fw_j u_j[k]
                 uint16_t* dst = sFold + (c & 1) * kSplitFoldChunk * K;
                 const int n = min(kSplitFoldChunk, nf - c * kSplitFoldChunk);
-                for (int i = lane; i < n * kVecPerRec; i += 32) {
-                    const int jj = i / kVecPerRec, v = i - jj * kVecPerRec;
-                    int rr = o + c * kSplitFoldChunk + jj;
-                    rr = rr >= C ? rr - C : rr;
-                    async::copy16(dst + jj * K + v * 8, rK + (int64_t)rr * p.ring_k_stride_rec + v * 8);
+                if constexpr (FOLDU == 2 && (kSplitFoldChunk * kVecPerRec) % 32 == 0) {
+                    // the same copies as the loop below: piece i = lane + 32 k is record i / (K / 8), piece i % (K / 8)
+                    const int v = lane % kVecPerRec;
+#pragma unroll
+                    for (int k = 0; k < kSplitFoldChunk * kVecPerRec / 32; ++k) {
+                        const int jj = (lane + 32 * k) / kVecPerRec;
+                        if (jj < n) {
+                            int rr = o + c * kSplitFoldChunk + jj;
+                            rr = rr >= C ? rr - C : rr;
+                            async::copy16(dst + jj * K + v * 8, rK + (int64_t)rr * p.ring_k_stride_rec + v * 8);
+                        }
+                    }
+                } else {
+                    for (int i = lane; i < n * kVecPerRec; i += 32) {
+                        const int jj = i / kVecPerRec, v = i - jj * kVecPerRec;
+                        int rr = o + c * kSplitFoldChunk + jj;
+                        rr = rr >= C ? rr - C : rr;
+                        async::copy16(dst + jj * K + v * 8, rK + (int64_t)rr * p.ring_k_stride_rec + v * 8);
+                    }
                 }
                 async::commit();
                 const int jj = lane - c * kSplitFoldChunk;  // lane j holds record j's u block and fw_j
@@ -738,13 +754,16 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
                 const uint16_t* buf = sFold + (c & 1) * kSplitFoldChunk * K;
                 const float* wb = wFold + (c & 1) * kSplitFoldChunk * RWS;
                 const int n = min(kSplitFoldChunk, nf - c * kSplitFoldChunk);
-                if constexpr (FOLDU)
+                if constexpr (FOLDU != 0)
                     stream::foldStagedRecordsUnrolled<RWS, QPL, kSplitFoldChunk>(S, buf, K, wb, n, rl, lane, bf16);
                 else
                     stream::foldStagedRecords<RWS, QPL>(S, buf, K, wb, n, rl, lane, bf16);  // raw k_j, fw_j u_j
                 __syncwarp();  // buffer c & 1 is restaged by chunk c + 2
             }
-            stream::storeWarpRows<RWS, QPL, ST>(S, ckpt, p.state_stride_v, vw, V, rl, lane);
+            if (FOLDU == 2 && vw + RWS <= V)
+                stream::storeWarpRowsAll<RWS, QPL, ST>(S, ckpt, p.state_stride_v, vw, rl, lane);
+            else
+                stream::storeWarpRows<RWS, QPL, ST>(S, ckpt, p.state_stride_v, vw, V, rl, lane);
         }
     };
     auto valid = [&](int slot, int4 meta) { return slot >= 0 && slot < p.num_slots && meta.y >= 0; };
