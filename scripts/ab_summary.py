@@ -6,6 +6,12 @@
 Reads the "== FAMILY [SETTING] bench ARGS" headers and the timing lines under them ("<case> 463.64 us/step ..." from
 bench mamba2, "<case>: 175.73 us ..." from bench gdn); cases that appear under no header are ignored. The last column
 is the ratio of the second process to the first where both timed the case (e.g. switch / default).
+
+Also reads the "sm clock (busy): N MHz ..." line that scripts/ab_bench.sh prints after each process when nvidia-smi
+is there (the median SM clock over the samples in which a kernel was running), as a row of its own: a switch that
+lowers the clock (tensor-core work did, twenty-sixth session) shows there.
+
+    python3 scripts/ab_summary.py --clock SAMPLES.csv  (nvidia-smi "clocks.sm, utilization.gpu" samples -> that line)
 """
 from __future__ import annotations
 
@@ -14,6 +20,30 @@ import sys
 
 HEADER = re.compile(r"^== (\S+) \[(.*)\] bench")
 TIMING = re.compile(r"^(?P<case>.+?)[ :]+(?P<us>[0-9]+\.[0-9]+) us(/step)?\b")
+CLOCK = re.compile(r"^sm clock \(busy\): (?P<mhz>[0-9]+) MHz")
+CLOCK_CASE = "(SM clock while busy, MHz: median)"
+
+
+def clock_line(samples, busy_pct=50):
+    """The summary line of nvidia-smi samples "clocks.sm, utilization.gpu" (csv, no header, no units): the median SM
+    clock over the samples with utilization >= busy_pct, or a line saying there were none."""
+    busy = []
+    for row in samples:
+        parts = [x.strip() for x in row.split(",")]
+        if len(parts) < 2:
+            continue
+        try:
+            mhz, util = float(parts[0]), float(parts[1])
+        except ValueError:
+            continue
+        if util >= busy_pct:
+            busy.append(mhz)
+    if not busy:
+        return "sm clock (busy): no busy samples"
+    busy.sort()
+    mid = len(busy) // 2
+    med = busy[mid] if len(busy) % 2 else (busy[mid - 1] + busy[mid]) / 2
+    return f"sm clock (busy): {med:.0f} MHz median, {busy[0]:.0f}-{busy[-1]:.0f} MHz, {len(busy)} samples"
 
 
 def parse(lines):
@@ -24,6 +54,10 @@ def parse(lines):
         m = HEADER.match(line)
         if m:
             cols.append((f"{m.group(1)} [{m.group(2)}]", {}))
+            continue
+        m = CLOCK.match(line)
+        if m and cols:
+            cols[-1][1].setdefault(CLOCK_CASE, float(m.group("mhz")))
             continue
         m = TIMING.match(line)
         if m and cols and "best" not in m.group("case"):
@@ -59,6 +93,10 @@ def table(cols):
 
 
 def main(argv) -> int:
+    if len(argv) == 3 and argv[1] == "--clock":
+        with open(argv[2], encoding="utf-8", errors="replace") as f:
+            print(clock_line(f))
+        return 0
     if len(argv) != 2:
         print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
         return 2

@@ -50,3 +50,25 @@ def test_main_reports_missing_timings(tmp_path, capsys):
     assert ab_summary.main(["ab_summary.py", str(empty)]) == 0
     assert "no timing lines found" in capsys.readouterr().out
     assert ab_summary.main(["ab_summary.py"]) == 2
+
+
+def test_clock_line_and_row():
+    samples = ["1980, 0", "1755, 100", "1740, 97", "1770, 100", "bad line", "1900, 10", "1760, 100"]
+    line = ab_summary.clock_line(samples)
+    # busy samples only (utilization >= 50): 1740 1755 1760 1770 -> median 1757.5 (printed rounded)
+    assert line == "sm clock (busy): 1758 MHz median, 1740-1770 MHz, 4 samples"
+    assert ab_summary.clock_line(["1980, 0"]) == "sm clock (busy): no busy samples"
+    log = "== gdn [-] bench x\nq35-4b T=1 replay v6 inphase : 165.40 us\n" + ab_summary.clock_line(samples) + "\n"
+    log += "== gdn [RSSM_X=1] bench x\nq35-4b T=1 replay v6 inphase : 165.00 us\nsm clock (busy): 1900 MHz median\n"
+    rows = ab_summary.table(ab_summary.parse(log.splitlines()))
+    assert f"| {ab_summary.CLOCK_CASE} | 1758.0 | 1900.0 | 1.081 |" in rows
+    # "no busy samples" adds no row
+    cols = ab_summary.parse(["== gdn [-] bench x", "sm clock (busy): no busy samples"])
+    assert cols == [("gdn [-]", {})]
+
+
+def test_main_clock(tmp_path, capsys):
+    f = tmp_path / "clk.csv"
+    f.write_text("1800, 100\n1820, 100\n1990, 0\n")
+    assert ab_summary.main(["ab_summary.py", "--clock", str(f)]) == 0
+    assert capsys.readouterr().out.strip() == "sm clock (busy): 1810 MHz median, 1800-1820 MHz, 2 samples"
