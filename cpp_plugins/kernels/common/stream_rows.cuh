@@ -185,30 +185,18 @@ __device__ __forceinline__ void loadWarpRows(float4 (&S)[RW][QPL], const ST* bas
         }
     }
 }
-template <int RW, int QPL, typename ST>
+// CHECK = false: the caller knows that the block's RW rows are all inside the head (vw + RW <= nv); no per-row checks.
+template <int RW, int QPL, typename ST, bool CHECK = true>
 __device__ __forceinline__ void storeWarpRows(const float4 (&S)[RW][QPL], ST* base, int64_t stride_v, int vw, int nv,
                                               int rl, int lane) {
     ST* rp = base + (int64_t)vw * stride_v + lane * 4;
 #pragma unroll
     for (int r = 0; r < RW; ++r) {
-        if (vw + (r ^ rl) < nv) {
+        if (!CHECK || vw + (r ^ rl) < nv) {
             ST* q = rp + (int64_t)(r ^ rl) * stride_v;
 #pragma unroll
             for (int i = 0; i < QPL; ++i) StateRow4<ST>::st(q + 128 * i, S[r][i]);
         }
-    }
-}
-
-// storeWarpRows for a block whose RW rows are all inside the head (vw + RW <= nv): no per-row checks.
-template <int RW, int QPL, typename ST>
-__device__ __forceinline__ void storeWarpRowsAll(const float4 (&S)[RW][QPL], ST* base, int64_t stride_v, int vw, int rl,
-                                                 int lane) {
-    ST* rp = base + (int64_t)vw * stride_v + lane * 4;
-#pragma unroll
-    for (int r = 0; r < RW; ++r) {
-        ST* q = rp + (int64_t)(r ^ rl) * stride_v;
-#pragma unroll
-        for (int i = 0; i < QPL; ++i) StateRow4<ST>::st(q + 128 * i, S[r][i]);
     }
 }
 

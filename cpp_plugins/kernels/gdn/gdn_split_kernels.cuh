@@ -80,6 +80,7 @@ __host__ __device__ inline size_t splitWorkspaceBytesGdn(int B, int T, int HV, i
 // up to 16 bytes.
 constexpr int kSplitTriWords = 2 * 64 + 8;
 __host__ __device__ inline int splitPrepKeyStrideGdn(int K) { return K + 8; }
+// (gdnSplitPrepKernel's L32 computes the same bytes with its own 32-bit copy of this formula: change both together)
 __host__ __device__ inline size_t splitPrepWarpSmemBytesGdn(int L, int T, int K) {
     const size_t R = (size_t)L + T;
     return (((size_t)L + 2 * T) * splitPrepKeyStrideGdn(K) * 2 + 2 * (size_t)T * R * 4 + R * 4 + (size_t)T * 4 +
@@ -189,7 +190,7 @@ __global__ void __launch_bounds__(kSplitPrepMaxThreads, MINB)
     extern __shared__ __align__(16) unsigned char smemGdnSplitPrep[];
     constexpr int KP = K + 8;  // splitPrepKeyStrideGdn
     // L32: the warp's layout in 32-bit arithmetic (the same bytes as splitPrepWarpSmemBytesGdn, which the launcher
-    // sizes the CTA with; a CTA's shared memory is far below 2^32)
+    // sizes the CTA with; a CTA's shared memory is far below 2^32). The formula is written twice: change both together.
     const unsigned warpBytes32 = L32 ? ((unsigned)((L + 2 * T) * KP * 2 + 2 * T * RM * 4 + RM * 4 + T * 4 +
                                                    (T >= 2 ? kSplitTriWords * 4 : 0)) + 15u) & ~15u
                                      : 0u;
@@ -713,24 +714,23 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
             auto stage = [&](int c) {  // raw k_j of records 8c .. 8c + 7 into buffer c & 1, and fw_j u_j[k]
                 uint16_t* dst = sFold + (c & 1) * kSplitFoldChunk * K;
                 const int n = min(kSplitFoldChunk, nf - c * kSplitFoldChunk);
+                auto copyPiece = [&](int jj, int v) {  // 16-byte piece v of chunk record jj
+                    int rr = o + c * kSplitFoldChunk + jj;
+                    rr = rr >= C ? rr - C : rr;
+                    async::copy16(dst + jj * K + v * 8, rK + (int64_t)rr * p.ring_k_stride_rec + v * 8);
+                };
                 if constexpr (FOLDU == 2 && (kSplitFoldChunk * kVecPerRec) % 32 == 0) {
                     // the same copies as the loop below: piece i = lane + 32 k is record i / (K / 8), piece i % (K / 8)
                     const int v = lane % kVecPerRec;
 #pragma unroll
                     for (int k = 0; k < kSplitFoldChunk * kVecPerRec / 32; ++k) {
                         const int jj = (lane + 32 * k) / kVecPerRec;
-                        if (jj < n) {
-                            int rr = o + c * kSplitFoldChunk + jj;
-                            rr = rr >= C ? rr - C : rr;
-                            async::copy16(dst + jj * K + v * 8, rK + (int64_t)rr * p.ring_k_stride_rec + v * 8);
-                        }
+                        if (jj < n) copyPiece(jj, v);
                     }
                 } else {
                     for (int i = lane; i < n * kVecPerRec; i += 32) {
-                        const int jj = i / kVecPerRec, v = i - jj * kVecPerRec;
-                        int rr = o + c * kSplitFoldChunk + jj;
-                        rr = rr >= C ? rr - C : rr;
-                        async::copy16(dst + jj * K + v * 8, rK + (int64_t)rr * p.ring_k_stride_rec + v * 8);
+                        const int jj = i / kVecPerRec;
+                        copyPiece(jj, i - jj * kVecPerRec);
                     }
                 }
                 async::commit();
@@ -761,7 +761,7 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
                 __syncwarp();  // buffer c & 1 is restaged by chunk c + 2
             }
             if (FOLDU == 2 && vw + RWS <= V)
-                stream::storeWarpRowsAll<RWS, QPL, ST>(S, ckpt, p.state_stride_v, vw, rl, lane);
+                stream::storeWarpRows<RWS, QPL, ST, false>(S, ckpt, p.state_stride_v, vw, V, rl, lane);
             else
                 stream::storeWarpRows<RWS, QPL, ST>(S, ckpt, p.state_stride_v, vw, V, rl, lane);
         }
