@@ -387,11 +387,11 @@ def test_replay_standard_prep_register_bounds(minb, shape, B, L, stag, monkeypat
 # The one-token prep: since the twenty-fifth session the default is the lean prep (LEAN) that takes the committed-key
 # norms from the records' Gram tile on tensor cores (MNORM; L = 32 gives two record tiles); prep-lean-off runs MNORM
 # alone (RSSM_GDN_PREP_LEAN=0), prep-mnorm-off the warp reductions (RSSM_GDN_PREP_MNORM=0). early-rows-off: the
-# readout's first item's rows after the wait for the prep instead of before it (RSSM_GDN_SPLIT_EARLY=0). foldu-on: the
-# flush fold with the chunk's records unrolled (RSSM_GDN_SPLIT_FOLDU=1, prepared in the twenty-sixth session; L = 8 is
-# one chunk, L = 16 two, L = 32 four; in phase every row flushes); foldu2-on: also the keys' staging unrolled and the
-# rows stored without per-row checks (=2).
-STD_STEP_SWITCHES = {"foldu-on": {"RSSM_GDN_SPLIT_FOLDU": "1"}, "foldu2-on": {"RSSM_GDN_SPLIT_FOLDU": "2"},
+# readout's first item's rows after the wait for the prep instead of before it (RSSM_GDN_SPLIT_EARLY=0). estage-on: a
+# flush item's first two key chunks and fold weights' fw_j issued at the item's start (RSSM_GDN_SPLIT_ESTAGE=1,
+# prepared in the twenty-seventh session; L = 8 is one chunk, L = 16 two, L = 32 four, so the in-loop restaging of
+# chunks 2 and 3 runs too; in phase every row flushes).
+STD_STEP_SWITCHES = {"estage-on": {"RSSM_GDN_SPLIT_ESTAGE": "1"},
                      "deferred-permute-off": {"RSSM_GDN_SPLIT_UPD": "0"},
                      "fdiv-off": {"RSSM_GDN_SPLIT_FDIV": "0"},
                      "off32-off": {"RSSM_GDN_SPLIT_OFF32": "0"},
@@ -399,16 +399,17 @@ STD_STEP_SWITCHES = {"foldu-on": {"RSSM_GDN_SPLIT_FOLDU": "1"}, "foldu2-on": {"R
                      "prep-lean-off": {"RSSM_GDN_PREP_LEAN": "0"},
                      "early-rows-off": {"RSSM_GDN_SPLIT_EARLY": "0"}}
 STD_READOUT_ENV = ("RSSM_GDN_SPLIT_UPD", "RSSM_GDN_SPLIT_FDIV", "RSSM_GDN_SPLIT_OFF32", "RSSM_GDN_SPLIT_EARLY",
-                   "RSSM_GDN_SPLIT_FOLDU")
+                   "RSSM_GDN_SPLIT_ESTAGE")
 STD_PREP_ENV = ("RSSM_GDN_PREP_MNORM", "RSSM_GDN_PREP_MINB", "RSSM_GDN_PREP_LEAN")
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape,B,L,stag", [pytest.param("q35-4b", 3, 8, True, marks=pytest.mark.sanitize),
+                                             pytest.param("q35-122b", 5, 32, False, marks=pytest.mark.sanitize),
                                              ("q35-122b", 64, 16, False), ("q35-4b", 256, 16, True),
                                              ("q35-122b", 256, 16, True), ("q35-4b", 64, 32, True)],
-                         ids=["q35-4b-B3-L8-stag", "q35-122b-B64-L16-phase", "q35-4b-B256-L16-stag",
-                              "q35-122b-B256-L16-stag", "q35-4b-B64-L32-stag"])
+                         ids=["q35-4b-B3-L8-stag", "q35-122b-B5-L32-phase", "q35-122b-B64-L16-phase",
+                              "q35-4b-B256-L16-stag", "q35-122b-B256-L16-stag", "q35-4b-B64-L32-stag"])
 @pytest.mark.parametrize("switch", list(STD_STEP_SWITCHES))
 def test_replay_standard_readout_switch(switch, shape, B, L, stag, monkeypatch):
     """One A/B switch of the serving standard step (STD_STEP_SWITCHES) on both shapes (2 and 4 value heads
@@ -439,28 +440,29 @@ def _one_standard_step_kernels(monkeypatch, clear, env, seed):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("env,upd,fdiv,off32,early,foldu",
-                         [({}, "1", True, True, True, "0"),
-                          ({"RSSM_GDN_SPLIT_UPD": "0"}, "0", False, False, False, "0"),
-                          ({"RSSM_GDN_SPLIT_FDIV": "0"}, "1", False, False, False, "0"),
-                          ({"RSSM_GDN_SPLIT_OFF32": "0"}, "1", True, False, False, "0"),
-                          ({"RSSM_GDN_SPLIT_EARLY": "0"}, "1", True, True, False, "0"),
-                          ({"RSSM_GDN_SPLIT_FOLDU": "1"}, "1", True, True, True, "1"),
-                          ({"RSSM_GDN_SPLIT_FOLDU": "2"}, "1", True, True, True, "2")],
+@pytest.mark.parametrize("env,upd,fdiv,off32,early,estage",
+                         [({}, "1", True, True, True, False),
+                          ({"RSSM_GDN_SPLIT_UPD": "0"}, "0", False, False, False, False),
+                          ({"RSSM_GDN_SPLIT_FDIV": "0"}, "1", False, False, False, False),
+                          ({"RSSM_GDN_SPLIT_OFF32": "0"}, "1", True, False, False, False),
+                          ({"RSSM_GDN_SPLIT_EARLY": "0"}, "1", True, True, False, False),
+                          ({"RSSM_GDN_SPLIT_ESTAGE": "1"}, "1", True, True, True, True),
+                          ({"RSSM_GDN_SPLIT_EARLY": "0", "RSSM_GDN_SPLIT_ESTAGE": "1"}, "1", True, True, False,
+                           False)],
                          ids=["default-upd-fdiv-off32-early", "upd-off", "fdiv-off", "off32-off", "early-off",
-                              "foldu-on", "foldu2-on"])
-def test_standard_readout_instance_runs(env, upd, fdiv, off32, early, foldu, monkeypatch):
+                              "estage-on", "estage-needs-early"])
+def test_standard_readout_instance_runs(env, upd, fdiv, off32, early, estage, monkeypatch):
     """The launcher's switches are silent when their conditions fail, so check which standard-step readout instance
     ran (torch profiler) at the serving dtypes: UPD + FDIV + OFF32 + EARLY by default, the plain instance with
     RSSM_GDN_SPLIT_UPD=0 (the others sit on top of UPD) or RSSM_GDN_SPLIT_FDIV=0 (OFF32 needs FDIV), FDIV with
     64-bit offsets with RSSM_GDN_SPLIT_OFF32=0 (EARLY needs OFF32), no EARLY with RSSM_GDN_SPLIT_EARLY=0, the
-    unrolled fold (FOLDU, on top of EARLY) with RSSM_GDN_SPLIT_FOLDU=1 / 2."""
+    early key staging (ESTAGE, on top of EARLY) with RSSM_GDN_SPLIT_ESTAGE=1."""
     names = _one_standard_step_kernels(monkeypatch, STD_READOUT_ENV, env, seed=5)
     ro = [a for a in instances(names, "gdnSplitReadoutKernel") if a[0] == "float"]
     assert ro, f"no fp32-row split readout ran: {sorted(names)}"
-    # template arguments 6, 7, 8, 9, 10: UPD, FDIV, OFF32, EARLY, FOLDU
-    got = [(a[6], a[7] == "1", a[8] == "1", a[9] == "1", a[10]) for a in ro]
-    assert all(g == (upd, fdiv, off32, early, foldu) for g in got), got
+    # template arguments 6, 7, 8, 9, 10: UPD, FDIV, OFF32, EARLY, ESTAGE
+    got = [(a[6], a[7] == "1", a[8] == "1", a[9] == "1", a[10] == "1") for a in ro]
+    assert all(g == (upd, fdiv, off32, early, estage) for g in got), got
 
 
 @pytest.mark.gpu
@@ -490,25 +492,27 @@ NO_VALUE_CHANGE_CASES = {
     # records as MNORM alone with fewer instructions
     "early-rows-lean-prep": ({}, [{"RSSM_GDN_SPLIT_EARLY": "0"}, {"RSSM_GDN_PREP_LEAN": "0"},
                                   {"RSSM_GDN_SPLIT_EARLY": "0", "RSSM_GDN_PREP_LEAN": "0"}]),
-    # the flush fold with the chunk's records unrolled (and, =2, the staging unrolled and the stores unchecked): the
-    # same FMAs in the same order, the same copies and stores
-    "foldu": ({}, [{"RSSM_GDN_SPLIT_FOLDU": "1"}, {"RSSM_GDN_SPLIT_FOLDU": "2"}]),
+    # a flush item's keys and fw_j issued at the item's start: the same copies, weights and FMAs in the same order;
+    # L = 32 (four key chunks: the in-loop restaging too) as well as L = 8
+    "estage": ({}, [{"RSSM_GDN_SPLIT_ESTAGE": "1"}]),
+    "estage-L32": ({}, [{"RSSM_GDN_SPLIT_ESTAGE": "1"}], 32),
 }
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", list(NO_VALUE_CHANGE_CASES))
 def test_readout_switch_changes_no_value(case, monkeypatch):
-    ref_env, alt_envs = NO_VALUE_CHANGE_CASES[case]
+    ref_env, alt_envs, *rest = NO_VALUE_CHANGE_CASES[case]
+    L = rest[0] if rest else 8  # the window (an optional third element of the case)
     res = []
     for env in [ref_env] + alt_envs:
         for k in STD_READOUT_ENV + STD_PREP_ENV:
             monkeypatch.delenv(k, raising=False)
         for k, v in env.items():
             monkeypatch.setenv(k, v)
-        seq = _Seq("q35-122b", 7, 8, 0, 1, seed=96, variant=6)
+        seq = _Seq("q35-122b", 7, L, 0, 1, seed=96, variant=6)
         outs = []
-        for t in range(24):
+        for t in range(3 * L):
             seq.step(_active(7, t, [0, 3, 5, 0, 2, 7, 1], seq.gen, 0.15))
             outs.append(seq.last_out.clone())
         torch.cuda.synchronize()

@@ -185,14 +185,13 @@ __device__ __forceinline__ void loadWarpRows(float4 (&S)[RW][QPL], const ST* bas
         }
     }
 }
-// CHECK = false: the caller knows that the block's RW rows are all inside the head (vw + RW <= nv); no per-row checks.
-template <int RW, int QPL, typename ST, bool CHECK = true>
+template <int RW, int QPL, typename ST>
 __device__ __forceinline__ void storeWarpRows(const float4 (&S)[RW][QPL], ST* base, int64_t stride_v, int vw, int nv,
                                               int rl, int lane) {
     ST* rp = base + (int64_t)vw * stride_v + lane * 4;
 #pragma unroll
     for (int r = 0; r < RW; ++r) {
-        if (!CHECK || vw + (r ^ rl) < nv) {
+        if (vw + (r ^ rl) < nv) {
             ST* q = rp + (int64_t)(r ^ rl) * stride_v;
 #pragma unroll
             for (int i = 0; i < QPL; ++i) StateRow4<ST>::st(q + 128 * i, S[r][i]);
@@ -243,35 +242,6 @@ __device__ __forceinline__ void foldStagedRecords(float4 (&S)[RW][QPL], const ui
             const float wr = w[jj * RW + (r ^ rl)];
 #pragma unroll
             for (int i = 0; i < QPL; ++i) S[r][i] = fma4s(S[r][i], wr, vq[i]);
-        }
-    }
-}
-
-// foldStagedRecords with the records unrolled (n <= MAXN, warp-uniform guards) and this lane's eight weight addresses
-// w + (r ^ rl) formed once: every shared-memory load takes an immediate offset (jj * RW words, jj * stride halves;
-// stride a compile-time constant at the call). Same FMAs in the same order as foldStagedRecords: bit-identical rows.
-// In the rolled loop each weight load costs an add and a multiply-add for its XOR-permuted address (the GDN split
-// readout's counters, twenty-sixth session: ~16 of ~70 instructions per record and lane).
-template <int RW, int QPL, int MAXN>
-__device__ __forceinline__ void foldStagedRecordsUnrolled(float4 (&S)[RW][QPL], const uint16_t* buf, int stride,
-                                                          const float* w, int n, int rl, int lane, bool bf16) {
-    const float* wl[RW];
-#pragma unroll
-    for (int r = 0; r < RW; ++r) wl[r] = w + (r ^ rl);
-    const uint16_t* kl = buf + lane * 4;
-#pragma unroll
-    for (int jj = 0; jj < MAXN; ++jj) {
-        if (jj < n) {
-            float4 vq[QPL];
-#pragma unroll
-            for (int i = 0; i < QPL; ++i)
-                vq[i] = u2ToF4(*reinterpret_cast<const uint2*>(kl + jj * stride + 128 * i), bf16);
-#pragma unroll
-            for (int r = 0; r < RW; ++r) {
-                const float wr = wl[r][jj * RW];
-#pragma unroll
-                for (int i = 0; i < QPL; ++i) S[r][i] = fma4s(S[r][i], wr, vq[i]);
-            }
         }
     }
 }

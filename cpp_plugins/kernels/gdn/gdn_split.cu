@@ -104,16 +104,11 @@ cudaError_t launchReadout(const GdnReplayParams& p, int smCount, cudaStream_t s,
                     // the wait for the prep grid. RSSM_GDN_SPLIT_EARLY=0 (A/B, read per launch) turns it off.
                     if (envSwitch("RSSM_GDN_SPLIT_EARLY", true)) {
                         readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1, true, true, true>;
-                        // FOLDU (A/B, RSSM_GDN_SPLIT_FOLDU, read per launch; prepared in the twenty-sixth
-                        // session, NOT yet run on a GPU): 1: the flush fold with the chunk's records unrolled; 2: also
-                        // the keys' staging unrolled and the rows stored without per-row checks.
-                        const char* fu = getenv("RSSM_GDN_SPLIT_FOLDU");
-                        if (fu && strcmp(fu, "1") == 0)
+                        // ESTAGE (A/B, RSSM_GDN_SPLIT_ESTAGE=1, read per launch; prepared in the twenty-seventh
+                        // session): a flush item's first two key chunks and fw_j issued at the item's start.
+                        if (envSwitch("RSSM_GDN_SPLIT_ESTAGE", false))
                             readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1, true, true,
-                                                            true, 1>;
-                        else if (fu && strcmp(fu, "2") == 0)
-                            readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1, true, true,
-                                                            true, 2>;
+                                                            true, true>;
                     }
                 }
             }

@@ -543,12 +543,12 @@ constexpr int kDtBf16ActFp16U = 1;
 // prep, and the prep itself starts only once the previous step's kernels are complete (it is not a programmatic
 // dependent), so they are final; the cursors and everything else the prep writes are read after the wait as before.
 // A readout CTA that lands on an SM while the prep's last CTAs still run has its first rows in flight meanwhile.
-// FOLDU (RSSM_GDN_SPLIT_FOLDU, prepared in the twenty-sixth session, NOT yet run): 1: the flush's CUDA-core fold with
-// the chunk's records unrolled (stream::foldStagedRecordsUnrolled; bit-identical rows, fewer address instructions);
-// 2: also the keys' staging unrolled (each lane's 16-byte piece fixed, its records 32 / (K / 8) apart) and the rows
-// stored without per-row bounds checks when the item's 8 rows are all inside head_v (the same stores).
+// ESTAGE (RSSM_GDN_SPLIT_ESTAGE, prepared in the twenty-seventh session): a flush item issues the cp.async copies of
+// its first two chunks of raw keys (16 records) and loads its fold weights' fw_j at the item's start, with the rows and
+// the token's loads, instead of after the token's work: the keys' round trip runs under the token's dots and
+// reductions. The same copies, weights and FMAs in the same order: bit-identical rows.
 template <typename ST, int K, int MAXT, int NT, int MINB, int DT, int UPD = 0, bool FDIV = false, bool OFF32 = false,
-          bool EARLY = false, int FOLDU = 0>
+          bool EARLY = false, bool ESTAGE = false>
 __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnReplayParams p,
                                                                    const stream::ReadCopyScales rc) {
     static_assert(!EARLY || std::is_same<ST, float>::value, "EARLY: the fp32-row readout");
@@ -637,6 +637,32 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
         } else {
             hk = hv / group;
         }
+        // the key head's ring keys (raw k_j)
+        auto ringKeys = [&]() {
+            return ringK + (int64_t)slot * p.ring_k_stride_slot + (int64_t)hk * p.ring_k_stride_head;
+        };
+        // raw k_j of records 8c .. 8c + 7 into key buffer c & 1 (one cp.async group)
+        auto stageKeys = [&](int c, const uint16_t* rK) {
+            uint16_t* dst = sFold + (c & 1) * kSplitFoldChunk * K;
+            const int n = min(kSplitFoldChunk, nf - c * kSplitFoldChunk);
+            for (int i = lane; i < n * kVecPerRec; i += 32) {
+                const int jj = i / kVecPerRec, v = i - jj * kVecPerRec;
+                int rr = o + c * kSplitFoldChunk + jj;
+                rr = rr >= C ? rr - C : rr;
+                async::copy16(dst + jj * K + v * 8, rK + (int64_t)rr * p.ring_k_stride_rec + v * 8);
+            }
+            async::commit();
+        };
+        // ESTAGE: a flush item's first two key chunks and its fw_j, issued with the token's loads
+        float fwEarly = 0.f;
+        if constexpr (ESTAGE) {
+            if (nf > 0) {  // warp-uniform
+                const uint16_t* rK = ringKeys();
+                stageKeys(0, rK);
+                if (nf > kSplitFoldChunk) stageKeys(1, rK);
+                fwEarly = lane < nf ? rec[kSplitCoef + 2 * T * RM + lane] : 0.f;
+            }
+        }
         const int row = vw + rl;
         const int64_t kBase = lin(b, p.k_stride_b, hk, p.k_stride_h, lane * 4);
         const int64_t qBase = lin(b, p.q_stride_b, hk, p.q_stride_h, lane * 4);
@@ -700,7 +726,7 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
             for (int r = 0; r < RWS; ++r)
 #pragma unroll
                 for (int i = 0; i < QPL; ++i) S[r][i] = scale4(S[r][i], gf);
-            const float fw = lane < nf ? rec[kSplitCoef + 2 * T * RM + lane] : 0.f;
+            const float fw = ESTAGE ? fwEarly : (lane < nf ? rec[kSplitCoef + 2 * T * RM + lane] : 0.f);
             float un[RWS];  // u_lane[vw + k], natural order (reloaded: not held over the token loop)
             unpack8(loadU(), ubf16, un);
             if (!spec) {  // standard mode: the current token (record h) with its unrounded u from the row lanes
@@ -710,60 +736,57 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
                     if (lane == h) un[r] = t;
                 }
             }
-            const uint16_t* rK = ringK + (int64_t)slot * p.ring_k_stride_slot + (int64_t)hk * p.ring_k_stride_head;
-            auto stage = [&](int c) {  // raw k_j of records 8c .. 8c + 7 into buffer c & 1, and fw_j u_j[k]
-                uint16_t* dst = sFold + (c & 1) * kSplitFoldChunk * K;
+            const uint16_t* rK = ringKeys();
+            auto stageWeights = [&](int c) {  // lane j holds record j's u block and fw_j: fw_j u_j[k] into buffer c & 1
                 const int n = min(kSplitFoldChunk, nf - c * kSplitFoldChunk);
-                auto copyPiece = [&](int jj, int v) {  // 16-byte piece v of chunk record jj
-                    int rr = o + c * kSplitFoldChunk + jj;
-                    rr = rr >= C ? rr - C : rr;
-                    async::copy16(dst + jj * K + v * 8, rK + (int64_t)rr * p.ring_k_stride_rec + v * 8);
-                };
-                if constexpr (FOLDU == 2 && (kSplitFoldChunk * kVecPerRec) % 32 == 0) {
-                    // the same copies as the loop below: piece i = lane + 32 k is record i / (K / 8), piece i % (K / 8)
-                    const int v = lane % kVecPerRec;
-#pragma unroll
-                    for (int k = 0; k < kSplitFoldChunk * kVecPerRec / 32; ++k) {
-                        const int jj = (lane + 32 * k) / kVecPerRec;
-                        if (jj < n) copyPiece(jj, v);
-                    }
-                } else {
-                    for (int i = lane; i < n * kVecPerRec; i += 32) {
-                        const int jj = i / kVecPerRec;
-                        copyPiece(jj, i - jj * kVecPerRec);
-                    }
-                }
-                async::commit();
-                const int jj = lane - c * kSplitFoldChunk;  // lane j holds record j's u block and fw_j
+                const int jj = lane - c * kSplitFoldChunk;
                 if (jj >= 0 && jj < n) {
                     float4* w4 = reinterpret_cast<float4*>(wFold + ((c & 1) * kSplitFoldChunk + jj) * RWS);
                     w4[0] = make_float4(fw * un[0], fw * un[1], fw * un[2], fw * un[3]);
                     w4[1] = make_float4(fw * un[4], fw * un[5], fw * un[6], fw * un[7]);
                 }
             };
-            const int nchunks = (nf + kSplitFoldChunk - 1) / kSplitFoldChunk;
-            stage(0);
-            for (int c = 0; c < nchunks; ++c) {
-                if (c + 1 < nchunks) {
-                    stage(c + 1);
-                    async::waitAllButOne();
-                } else {
-                    async::waitAll();
-                }
-                __syncwarp();
+            auto foldChunk = [&](int c) {  // raw k_j, fw_j u_j of chunk c (staged and visible to the warp)
                 const uint16_t* buf = sFold + (c & 1) * kSplitFoldChunk * K;
                 const float* wb = wFold + (c & 1) * kSplitFoldChunk * RWS;
                 const int n = min(kSplitFoldChunk, nf - c * kSplitFoldChunk);
-                if constexpr (FOLDU != 0)
-                    stream::foldStagedRecordsUnrolled<RWS, QPL, kSplitFoldChunk>(S, buf, K, wb, n, rl, lane, bf16);
-                else
-                    stream::foldStagedRecords<RWS, QPL>(S, buf, K, wb, n, rl, lane, bf16);  // raw k_j, fw_j u_j
-                __syncwarp();  // buffer c & 1 is restaged by chunk c + 2
+                stream::foldStagedRecords<RWS, QPL>(S, buf, K, wb, n, rl, lane, bf16);
+            };
+            const int nchunks = (nf + kSplitFoldChunk - 1) / kSplitFoldChunk;
+            if constexpr (ESTAGE) {  // key chunks 0 and 1 are in flight since the item's start
+                stageWeights(0);
+                if (nchunks > 1) stageWeights(1);
+                for (int c = 0; c < nchunks; ++c) {
+                    if (c + 1 < nchunks) {
+                        async::waitAllButOne();  // chunk c + 1's keys may still be in flight
+                    } else {
+                        async::waitAll();
+                    }
+                    __syncwarp();
+                    foldChunk(c);
+                    __syncwarp();  // buffer c & 1 is restaged by chunk c + 2
+                    if (c + 2 < nchunks) {
+                        stageKeys(c + 2, rK);
+                        stageWeights(c + 2);
+                    }
+                }
+            } else {
+                stageKeys(0, rK);
+                stageWeights(0);
+                for (int c = 0; c < nchunks; ++c) {
+                    if (c + 1 < nchunks) {
+                        stageKeys(c + 1, rK);
+                        stageWeights(c + 1);
+                        async::waitAllButOne();
+                    } else {
+                        async::waitAll();
+                    }
+                    __syncwarp();
+                    foldChunk(c);
+                    __syncwarp();  // buffer c & 1 is restaged by chunk c + 2
+                }
             }
-            if (FOLDU == 2 && vw + RWS <= V)
-                stream::storeWarpRows<RWS, QPL, ST, false>(S, ckpt, p.state_stride_v, vw, V, rl, lane);
-            else
-                stream::storeWarpRows<RWS, QPL, ST>(S, ckpt, p.state_stride_v, vw, V, rl, lane);
+            stream::storeWarpRows<RWS, QPL, ST>(S, ckpt, p.state_stride_v, vw, V, rl, lane);
         }
     };
     auto valid = [&](int slot, int4 meta) { return slot >= 0 && slot < p.num_slots && meta.y >= 0; };
