@@ -5,14 +5,16 @@
 # with scripts/ncu_source_summary.py / ncu_source_hotspots.py) and $OUT/NAME-details.txt (the headline sections),
 # and prints the headline numbers. Run on the GPU machine after scripts/gpu_run.sh has unpacked the library (as
 # its --extra command). NCU_SCRIPT (default scripts/profile_kernels.py) names another script that marks its kernels
-# with NVTX ranges under "prof/" (e.g. scripts/b1_breakdown.py --ncu).
+# with NVTX ranges under "prof/" (e.g. scripts/b1_breakdown.py --ncu). NCU_EXTRA: more ncu options (e.g.
+# "--cache-control none": by default ncu flushes the caches before every pass, so a launch starts with a cold L2).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [ $# -lt 2 ]; then echo "usage: $0 NAME KERNEL_REGEX [profile_kernels.py args]" >&2; exit 2; fi
 name="$1"; kre="$2"; shift 2
 out="${OUT:-out}"; mkdir -p "$out"
 export RSSM_KERNEL_LIB="${RSSM_KERNEL_LIB:-$PWD/build/gpu/libreplayssm_kernels.so}" PYTHONPATH="$PWD:${PYTHONPATH:-}"
-ncu --clock-control none --nvtx --nvtx-include "prof/" -k "regex:$kre" --section SourceCounters --section SpeedOfLight \
+# shellcheck disable=SC2086
+ncu --clock-control none ${NCU_EXTRA:-} --nvtx --nvtx-include "prof/" -k "regex:$kre" --section SourceCounters --section SpeedOfLight \
   --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats \
   --metrics smsp__inst_executed.sum,gpu__time_duration.sum -o "/tmp/ncu-$name" -f \
   python3 "${NCU_SCRIPT:-scripts/profile_kernels.py}" "$@" > "/tmp/ncu-$name.log" 2>&1

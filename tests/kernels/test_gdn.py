@@ -387,11 +387,12 @@ def test_replay_standard_prep_register_bounds(minb, shape, B, L, stag, monkeypat
 # The one-token prep: since the twenty-fifth session the default is the lean prep (LEAN) that takes the committed-key
 # norms from the records' Gram tile on tensor cores (MNORM; L = 32 gives two record tiles); prep-lean-off runs MNORM
 # alone (RSSM_GDN_PREP_LEAN=0), prep-mnorm-off the warp reductions (RSSM_GDN_PREP_MNORM=0). early-rows-off: the
-# readout's first item's rows after the wait for the prep instead of before it (RSSM_GDN_SPLIT_EARLY=0). estage-on: a
-# flush item's first two key chunks and fold weights' fw_j issued at the item's start (RSSM_GDN_SPLIT_ESTAGE=1,
-# prepared in the twenty-seventh session; L = 8 is one chunk, L = 16 two, L = 32 four, so the in-loop restaging of
-# chunks 2 and 3 runs too; in phase every row flushes).
-STD_STEP_SWITCHES = {"estage-on": {"RSSM_GDN_SPLIT_ESTAGE": "1"},
+# readout's first item's rows after the wait for the prep instead of before it (RSSM_GDN_SPLIT_EARLY=0). The default
+# since the twenty-seventh session also issues a flush item's first two key chunks and fold weights' fw_j at the item's
+# start (ESTAGE; L = 8 is one chunk, L = 16 two, L = 32 four, so the in-loop restaging of chunks 2 and 3 runs too; in
+# phase every row flushes); estage-off runs the previous instance, a programmatic dependent of the prep
+# (RSSM_GDN_SPLIT_ESTAGE=0).
+STD_STEP_SWITCHES = {"estage-off": {"RSSM_GDN_SPLIT_ESTAGE": "0"},
                      "deferred-permute-off": {"RSSM_GDN_SPLIT_UPD": "0"},
                      "fdiv-off": {"RSSM_GDN_SPLIT_FDIV": "0"},
                      "off32-off": {"RSSM_GDN_SPLIT_OFF32": "0"},
@@ -441,22 +442,20 @@ def _one_standard_step_kernels(monkeypatch, clear, env, seed):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("env,upd,fdiv,off32,early,estage",
-                         [({}, "1", True, True, True, False),
+                         [({}, "1", True, True, True, True),
                           ({"RSSM_GDN_SPLIT_UPD": "0"}, "0", False, False, False, False),
                           ({"RSSM_GDN_SPLIT_FDIV": "0"}, "1", False, False, False, False),
                           ({"RSSM_GDN_SPLIT_OFF32": "0"}, "1", True, False, False, False),
                           ({"RSSM_GDN_SPLIT_EARLY": "0"}, "1", True, True, False, False),
-                          ({"RSSM_GDN_SPLIT_ESTAGE": "1"}, "1", True, True, True, True),
-                          ({"RSSM_GDN_SPLIT_EARLY": "0", "RSSM_GDN_SPLIT_ESTAGE": "1"}, "1", True, True, False,
-                           False)],
-                         ids=["default-upd-fdiv-off32-early", "upd-off", "fdiv-off", "off32-off", "early-off",
-                              "estage-on", "estage-needs-early"])
+                          ({"RSSM_GDN_SPLIT_ESTAGE": "0"}, "1", True, True, True, False)],
+                         ids=["default-upd-fdiv-off32-early-estage", "upd-off", "fdiv-off", "off32-off", "early-off",
+                              "estage-off"])
 def test_standard_readout_instance_runs(env, upd, fdiv, off32, early, estage, monkeypatch):
     """The launcher's switches are silent when their conditions fail, so check which standard-step readout instance
-    ran (torch profiler) at the serving dtypes: UPD + FDIV + OFF32 + EARLY by default, the plain instance with
+    ran (torch profiler) at the serving dtypes: UPD + FDIV + OFF32 + EARLY + ESTAGE by default, the plain instance with
     RSSM_GDN_SPLIT_UPD=0 (the others sit on top of UPD) or RSSM_GDN_SPLIT_FDIV=0 (OFF32 needs FDIV), FDIV with
     64-bit offsets with RSSM_GDN_SPLIT_OFF32=0 (EARLY needs OFF32), no EARLY with RSSM_GDN_SPLIT_EARLY=0, the
-    early key staging (ESTAGE, on top of EARLY) with RSSM_GDN_SPLIT_ESTAGE=1."""
+    no early key staging (ESTAGE, on top of EARLY; EARLY=0 turns it off too) with RSSM_GDN_SPLIT_ESTAGE=0."""
     names = _one_standard_step_kernels(monkeypatch, STD_READOUT_ENV, env, seed=5)
     ro = [a for a in instances(names, "gdnSplitReadoutKernel") if a[0] == "float"]
     assert ro, f"no fp32-row split readout ran: {sorted(names)}"
@@ -494,8 +493,8 @@ NO_VALUE_CHANGE_CASES = {
                                   {"RSSM_GDN_SPLIT_EARLY": "0", "RSSM_GDN_PREP_LEAN": "0"}]),
     # a flush item's keys and fw_j issued at the item's start: the same copies, weights and FMAs in the same order;
     # L = 32 (four key chunks: the in-loop restaging too) as well as L = 8
-    "estage": ({}, [{"RSSM_GDN_SPLIT_ESTAGE": "1"}]),
-    "estage-L32": ({}, [{"RSSM_GDN_SPLIT_ESTAGE": "1"}], 32),
+    "estage": ({}, [{"RSSM_GDN_SPLIT_ESTAGE": "0"}]),
+    "estage-L32": ({}, [{"RSSM_GDN_SPLIT_ESTAGE": "0"}], 32),
 }
 
 

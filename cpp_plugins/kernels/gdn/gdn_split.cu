@@ -84,6 +84,7 @@ cudaError_t launchReadout(const GdnReplayParams& p, int smCount, cudaStream_t s,
     const bool serving = p.act_dtype == RSSM_DTYPE_BF16 && p.u_dtype == RSSM_DTYPE_FP16;
     auto* readout = serving ? gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U>
                             : gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtRuntime>;
+    bool dependent = pdlEnabled();  // launched as a programmatic dependent of the prep (RSSM_PDL=0: never)
     // The serving fp32-row K = 128 standard step in its default configuration permutes u_j after token 0's loads
     // (gdnSplitReadoutKernel's UPD; default since the twenty-third session: 0.4-1.7% faster per step on the H200,
     // docs/kernels-gdn.md). RSSM_GDN_SPLIT_UPD=0 (A/B, read per launch) runs the permute right after the u_j load.
@@ -104,11 +105,16 @@ cudaError_t launchReadout(const GdnReplayParams& p, int smCount, cudaStream_t s,
                     // the wait for the prep grid. RSSM_GDN_SPLIT_EARLY=0 (A/B, read per launch) turns it off.
                     if (envSwitch("RSSM_GDN_SPLIT_EARLY", true)) {
                         readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1, true, true, true>;
-                        // ESTAGE (A/B, RSSM_GDN_SPLIT_ESTAGE=1, read per launch; prepared in the twenty-seventh
-                        // session): a flush item's first two key chunks and fw_j issued at the item's start.
-                        if (envSwitch("RSSM_GDN_SPLIT_ESTAGE", false))
+                        // ESTAGE (the default since the twenty-seventh session; RSSM_GDN_SPLIT_ESTAGE=0, read per
+                        // launch, for A/B): a flush item's first two key chunks and fw_j issued at the item's start,
+                        // and the readout launched after the prep grid, not as its programmatic dependent. Side by
+                        // side on the H200 (docs/kernels-gdn.md "Twenty-seventh session"), ESTAGE was 0.3-1.1% faster
+                        // per standard step with programmatic dependent launch off and 0.8-1.6% slower with it on.
+                        if (envSwitch("RSSM_GDN_SPLIT_ESTAGE", true)) {
                             readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1, true, true,
                                                             true, true>;
+                            dependent = false;
+                        }
                     }
                 }
             }
@@ -120,7 +126,7 @@ cudaError_t launchReadout(const GdnReplayParams& p, int smCount, cudaStream_t s,
     const int grid = persistentGrid(readout, NT, smem, (long long)p.batch * p.num_v_heads * (p.head_v / kSplitRows),
                                     smCount);
     void* args[] = {const_cast<GdnReplayParams*>(&p), const_cast<stream::ReadCopyScales*>(&rc)};
-    e = launchMaybeDependent(reinterpret_cast<const void*>(readout), dim3(grid), dim3(NT), smem, s, args, pdlEnabled());
+    e = launchMaybeDependent(reinterpret_cast<const void*>(readout), dim3(grid), dim3(NT), smem, s, args, dependent);
     return e != cudaSuccess ? e : cudaGetLastError();
 }
 

@@ -543,7 +543,8 @@ constexpr int kDtBf16ActFp16U = 1;
 // prep, and the prep itself starts only once the previous step's kernels are complete (it is not a programmatic
 // dependent), so they are final; the cursors and everything else the prep writes are read after the wait as before.
 // A readout CTA that lands on an SM while the prep's last CTAs still run has its first rows in flight meanwhile.
-// ESTAGE (RSSM_GDN_SPLIT_ESTAGE, prepared in the twenty-seventh session): a flush item issues the cp.async copies of
+// ESTAGE (the serving standard-step instance's default since the twenty-seventh session, launched without programmatic
+// dependent launch; RSSM_GDN_SPLIT_ESTAGE=0 for A/B): a flush item issues the cp.async copies of
 // its first two chunks of raw keys (16 records) and loads its fold weights' fw_j at the item's start, with the rows and
 // the token's loads, instead of after the token's work: the keys' round trip runs under the token's dots and
 // reductions. The same copies, weights and FMAs in the same order: bit-identical rows.
