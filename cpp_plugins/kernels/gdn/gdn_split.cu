@@ -108,8 +108,9 @@ cudaError_t launchReadout(const GdnReplayParams& p, int smCount, cudaStream_t s,
                         // ESTAGE (the default since the twenty-seventh session; RSSM_GDN_SPLIT_ESTAGE=0, read per
                         // launch, for A/B): a flush item's first two key chunks and fw_j issued at the item's start,
                         // and the readout launched after the prep grid, not as its programmatic dependent. Side by
-                        // side on the H200 (docs/kernels-gdn.md "Twenty-seventh session"), ESTAGE was 0.3-1.1% faster
-                        // per standard step with programmatic dependent launch off and 0.8-1.6% slower with it on.
+                        // side on the H200 (docs/kernels-gdn.md "Twenty-seventh session") this is 0.5-1.7% faster per
+                        // standard step than the previous default (that instance as a programmatic dependent); the
+                        // same instance as a programmatic dependent was 0.8-1.6% slower than the previous default.
                         if (envSwitch("RSSM_GDN_SPLIT_ESTAGE", true)) {
                             readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1, true, true,
                                                             true, true>;
