@@ -95,6 +95,8 @@ __host__ __device__ inline size_t splitReadoutWarpSmemBytesGdn(int K) {
 __host__ __device__ inline size_t splitReadoutSmemBytesGdn(int K, int threads) {
     return (size_t)(threads / 32) * splitReadoutWarpSmemBytesGdn(K);
 }
+// RPF readouts: per warp one more buffer, the next item's kSplitRows fp32 state rows (after all warps' fold buffers).
+__host__ __device__ inline size_t splitReadoutRowBufBytesGdn(int K) { return (size_t)kSplitRows * K * 4; }
 
 // The drafts' solve of the tensor-core verify readout's block (layout above), from the coefficients of one value
 // head staged in shared memory by the prep (sTri: Lk [8][8] = ck_{s,h+i}, Cq [8][8] = cq_{s,h+i}, beta [8]; only
@@ -548,11 +550,20 @@ constexpr int kDtBf16ActFp16U = 1;
 // its first two chunks of raw keys (16 records) and loads its fold weights' fw_j at the item's start, with the rows and
 // the token's loads, instead of after the token's work: the keys' round trip runs under the token's dots and
 // reductions. The same copies, weights and FMAs in the same order: bit-identical rows.
+// RPF (RSSM_GDN_SPLIT_RPF=1 on top of ESTAGE, prepared in the twenty-seventh session, NOT yet run on a GPU): the next
+// item's state rows are copied (cp.async) into a per-warp shared-memory buffer during the current item, right after
+// its first row dot, and the next item takes them from there instead of loading them at its start. Each lane copies
+// and later reads only its own quads, so its cp.async wait is the only synchronization; the copy is issued behind a
+// branch on the first dot's result (which consumed every row register loaded from that buffer), so the buffer's reads
+// are done before its rewrite starts.
+// The same rows, the same arithmetic: bit-identical.
 template <typename ST, int K, int MAXT, int NT, int MINB, int DT, int UPD = 0, bool FDIV = false, bool OFF32 = false,
-          bool EARLY = false, bool ESTAGE = false>
+          bool EARLY = false, bool ESTAGE = false, bool RPF = false>
 __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnReplayParams p,
                                                                    const stream::ReadCopyScales rc) {
     static_assert(!EARLY || std::is_same<ST, float>::value, "EARLY: the fp32-row readout");
+    static_assert(!RPF || (std::is_same<ST, float>::value && K == 128 && MAXT == 1 && ESTAGE),
+                  "RPF: the fp32-row K = 128 standard readout with ESTAGE");
     if constexpr (!EARLY) pdlWaitPrimary();  // launched as a programmatic dependent of the prep kernel
     constexpr bool kScaled = stream::RowQuad<ST>::kScaled;  // read-only fp8 / nvfp4 rows (skip_flush_rows)
     using RS = stream::RowScatter<kSplitRows>;
@@ -565,6 +576,9 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
         reinterpret_cast<uint16_t*>(smemGdnSplitReadout + (threadIdx.x >> 5) * splitReadoutWarpSmemBytesGdn(K));
     float* wFold = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(sFoldWarp) +
                                             splitReadoutFoldBytesGdn(K));  // [2][8 records][8 rows]
+    // RPF: this warp's next-item row buffer [8 register slots][128 floats] (lane quads at lane * 4)
+    float* rowBuf = reinterpret_cast<float*>(smemGdnSplitReadout + (NT / 32) * splitReadoutWarpSmemBytesGdn(K) +
+                                             (threadIdx.x >> 5) * splitReadoutRowBufBytesGdn(K));
     const int HV = p.num_v_heads, V = p.head_v, T = p.num_tokens, C = p.ring_capacity;
     const int group = HV / p.num_heads;
     const SmallDivisor groupDiv(FDIV ? (unsigned)group : 1u);  // FDIV: the key head by a multiply-high
@@ -600,8 +614,27 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
     // One item: the state rows S (already loaded), the ring terms, outputs and appends, and on a flush step the
     // fold (raw keys staged in foldBuf: 2 chunks of 8 records x K 16-bit values) and the row stores.
     // fac: the rows' dot-product multipliers (scaled read formats; unused otherwise).
+    // RPF: copy the rows of item cn (slot slotN) into rowBuf, each lane its own quads of register slot r (row
+    // vw + (r ^ rl), zeros past head_v); false (nothing issued) for an invalid slot
+    auto prefetchRows = [&](int slotN, const ItemCursor& cn) {
+        if (slotN < 0 || slotN >= p.num_slots) return false;
+        const int vwN = cn.blk * kSplitRows;
+        const float* rp = static_cast<const float*>(p.state) + (int64_t)slotN * p.state_stride_slot +
+                          (int64_t)cn.head * p.state_stride_head + (int64_t)vwN * p.state_stride_v + lane * 4;
+#pragma unroll
+        for (int r = 0; r < RWS; ++r) {
+            float* dst = rowBuf + r * 128 + lane * 4;
+            if (vwN + (r ^ rl) < V)
+                async::copy16(dst, rp + (int64_t)(r ^ rl) * p.state_stride_v);
+            else
+                *reinterpret_cast<float4*>(dst) = make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+        async::commit();
+        return true;
+    };
+    // slotN / pfIssued: RPF only (the next item's slot; set when its rows were prefetched)
     auto process = [&](const ItemCursor& c, int slot, int4 meta, float4 (&S)[RWS][QPL], const float (&fac)[RWS],
-                       uint16_t* foldBuf) {
+                       uint16_t* foldBuf, int slotN, bool& pfIssued) {
         const int b = c.b, hv = c.head, vw = c.blk * kSplitRows;
         const size_t bh = (size_t)b * HV + hv;
         const int nf = meta.y, o = meta.z, h = meta.w;
@@ -702,6 +735,12 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
                     return RS::reduce(part, lane);
                 };
                 float X = rowTerm(kk, gk, ck);
+                if constexpr (RPF) {
+                    // S is consumed: rowBuf may be rewritten. Branching on X (a NaN X only skips the prefetch: the next
+                    // item then loads its rows itself) makes the copies wait, in issue order, for the dots that read
+                    // the rows this lane took from rowBuf.
+                    if (s == 0 && X == X) pfIssued = prefetchRows(slotN, advance(c));
+                }
                 float Y = rowTerm(qq, gq, cq);
                 // drafts before s (forward substitution, Eq. 10 / 11)
 #pragma unroll
@@ -811,6 +850,7 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
             pdlWaitPrimary();  // everything below may read what the prep wrote
         }
         int4 metaNext = metaOf(cur);
+        bool pf = false;  // RPF: this item's rows are in rowBuf (in flight)
 #pragma unroll 1
         for (; cur.b < p.batch; cur = advance(cur)) {
             const int slot = slotNext;
@@ -822,11 +862,20 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
             }
             const bool loaded = early;
             early = false;
+            const bool fromBuf = RPF && pf;
+            pf = false;
             // padding rows and invalid cursors: nothing written
-            if (!valid(slot, meta)) continue;
+            if (!valid(slot, meta)) {
+                if (fromBuf) async::waitAll();  // the buffer's copy completes before the next one is issued
+                continue;
+            }
             float fac[RWS];
             if (EARLY && loaded) {
                 // the rows came in before the wait (loadRows)
+            } else if (fromBuf) {  // RPF: issued during the previous item (this lane's own quads)
+                async::waitAll();
+#pragma unroll
+                for (int r = 0; r < RWS; ++r) S[r][0] = *reinterpret_cast<const float4*>(rowBuf + r * 128 + lane * 4);
             } else if constexpr (kScaled) {
                 stream::WarpRows<RWS, QPL, ST> wr;
                 const uint8_t* ck = static_cast<const uint8_t*>(p.state) + (int64_t)slot * p.state_stride_slot +
@@ -838,7 +887,7 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
             } else {
                 loadRows(slot, cur, S);
             }
-            process(cur, slot, meta, S, fac, sFoldWarp);
+            process(cur, slot, meta, S, fac, sFoldWarp, slotNext, pf);
         }
     }
 }
