@@ -614,21 +614,13 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
     // One item: the state rows S (already loaded), the ring terms, outputs and appends, and on a flush step the
     // fold (raw keys staged in foldBuf: 2 chunks of 8 records x K 16-bit values) and the row stores.
     // fac: the rows' dot-product multipliers (scaled read formats; unused otherwise).
-    // RPF: copy the rows of item cn (slot slotN) into rowBuf, each lane its own quads of register slot r (row
-    // vw + (r ^ rl), zeros past head_v); false (nothing issued) for an invalid slot
+    // RPF: copy the rows of item cn (slot slotN) into rowBuf (stream::copyWarpRowsAsync, one cp.async group); false
+    // (nothing issued) for an invalid slot
     auto prefetchRows = [&](int slotN, const ItemCursor& cn) {
         if (slotN < 0 || slotN >= p.num_slots) return false;
-        const int vwN = cn.blk * kSplitRows;
-        const float* rp = static_cast<const float*>(p.state) + (int64_t)slotN * p.state_stride_slot +
-                          (int64_t)cn.head * p.state_stride_head + (int64_t)vwN * p.state_stride_v + lane * 4;
-#pragma unroll
-        for (int r = 0; r < RWS; ++r) {
-            float* dst = rowBuf + r * 128 + lane * 4;
-            if (vwN + (r ^ rl) < V)
-                async::copy16(dst, rp + (int64_t)(r ^ rl) * p.state_stride_v);
-            else
-                *reinterpret_cast<float4*>(dst) = make_float4(0.f, 0.f, 0.f, 0.f);
-        }
+        const float* ckN = static_cast<const float*>(p.state) + (int64_t)slotN * p.state_stride_slot +
+                           (int64_t)cn.head * p.state_stride_head;
+        stream::copyWarpRowsAsync<RWS, QPL>(rowBuf, ckN, p.state_stride_v, cn.blk * kSplitRows, V, rl, lane);
         async::commit();
         return true;
     };
@@ -671,7 +663,8 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
         } else {
             hk = hv / group;
         }
-        // the key head's ring keys (raw k_j)
+        // the key head's ring keys (raw k_j). ESTAGE forms this address twice (item start and flush branch) rather than
+        // hold the pointer in two registers over the token loop of every item; only flush items form it.
         auto ringKeys = [&]() {
             return ringK + (int64_t)slot * p.ring_k_stride_slot + (int64_t)hk * p.ring_k_stride_head;
         };
@@ -874,8 +867,7 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
                 // the rows came in before the wait (loadRows)
             } else if (fromBuf) {  // RPF: issued during the previous item (this lane's own quads)
                 async::waitAll();
-#pragma unroll
-                for (int r = 0; r < RWS; ++r) S[r][0] = *reinterpret_cast<const float4*>(rowBuf + r * 128 + lane * 4);
+                stream::readStagedWarpRows<RWS, QPL>(S, rowBuf, lane);
             } else if constexpr (kScaled) {
                 stream::WarpRows<RWS, QPL, ST> wr;
                 const uint8_t* ck = static_cast<const uint8_t*>(p.state) + (int64_t)slot * p.state_stride_slot +
