@@ -391,9 +391,8 @@ def test_replay_standard_prep_register_bounds(minb, shape, B, L, stag, monkeypat
 # since the twenty-seventh session also issues a flush item's first two key chunks and fold weights' fw_j at the item's
 # start (ESTAGE; L = 8 is one chunk, L = 16 two, L = 32 four, so the in-loop restaging of chunks 2 and 3 runs too; in
 # phase every row flushes); estage-off runs the previous instance, a programmatic dependent of the prep
-# (RSSM_GDN_SPLIT_ESTAGE=0). rpf-on: the next item's rows copied into shared memory during the current item
-# (RSSM_GDN_SPLIT_RPF=1, prepared in the twenty-seventh session; padding rows and invalid items in between, flushes).
-STD_STEP_SWITCHES = {"estage-off": {"RSSM_GDN_SPLIT_ESTAGE": "0"}, "rpf-on": {"RSSM_GDN_SPLIT_RPF": "1"},
+# (RSSM_GDN_SPLIT_ESTAGE=0).
+STD_STEP_SWITCHES = {"estage-off": {"RSSM_GDN_SPLIT_ESTAGE": "0"},
                      "deferred-permute-off": {"RSSM_GDN_SPLIT_UPD": "0"},
                      "fdiv-off": {"RSSM_GDN_SPLIT_FDIV": "0"},
                      "off32-off": {"RSSM_GDN_SPLIT_OFF32": "0"},
@@ -401,7 +400,7 @@ STD_STEP_SWITCHES = {"estage-off": {"RSSM_GDN_SPLIT_ESTAGE": "0"}, "rpf-on": {"R
                      "prep-lean-off": {"RSSM_GDN_PREP_LEAN": "0"},
                      "early-rows-off": {"RSSM_GDN_SPLIT_EARLY": "0"}}
 STD_READOUT_ENV = ("RSSM_GDN_SPLIT_UPD", "RSSM_GDN_SPLIT_FDIV", "RSSM_GDN_SPLIT_OFF32", "RSSM_GDN_SPLIT_EARLY",
-                   "RSSM_GDN_SPLIT_ESTAGE", "RSSM_GDN_SPLIT_RPF")
+                   "RSSM_GDN_SPLIT_ESTAGE")
 STD_PREP_ENV = ("RSSM_GDN_PREP_MNORM", "RSSM_GDN_PREP_MINB", "RSSM_GDN_PREP_LEAN")
 
 
@@ -442,31 +441,27 @@ def _one_standard_step_kernels(monkeypatch, clear, env, seed):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("env,upd,fdiv,off32,early,estage,rpf",
-                         [({}, "1", True, True, True, True, False),
-                          ({"RSSM_GDN_SPLIT_UPD": "0"}, "0", False, False, False, False, False),
-                          ({"RSSM_GDN_SPLIT_FDIV": "0"}, "1", False, False, False, False, False),
-                          ({"RSSM_GDN_SPLIT_OFF32": "0"}, "1", True, False, False, False, False),
-                          ({"RSSM_GDN_SPLIT_EARLY": "0"}, "1", True, True, False, False, False),
-                          ({"RSSM_GDN_SPLIT_ESTAGE": "0"}, "1", True, True, True, False, False),
-                          ({"RSSM_GDN_SPLIT_RPF": "1"}, "1", True, True, True, True, True),
-                          ({"RSSM_GDN_SPLIT_RPF": "1", "RSSM_GDN_SPLIT_ESTAGE": "0"}, "1", True, True, True, False,
-                           False)],
+@pytest.mark.parametrize("env,upd,fdiv,off32,early,estage",
+                         [({}, "1", True, True, True, True),
+                          ({"RSSM_GDN_SPLIT_UPD": "0"}, "0", False, False, False, False),
+                          ({"RSSM_GDN_SPLIT_FDIV": "0"}, "1", False, False, False, False),
+                          ({"RSSM_GDN_SPLIT_OFF32": "0"}, "1", True, False, False, False),
+                          ({"RSSM_GDN_SPLIT_EARLY": "0"}, "1", True, True, False, False),
+                          ({"RSSM_GDN_SPLIT_ESTAGE": "0"}, "1", True, True, True, False)],
                          ids=["default-upd-fdiv-off32-early-estage", "upd-off", "fdiv-off", "off32-off", "early-off",
-                              "estage-off", "rpf-on", "rpf-needs-estage"])
-def test_standard_readout_instance_runs(env, upd, fdiv, off32, early, estage, rpf, monkeypatch):
+                              "estage-off"])
+def test_standard_readout_instance_runs(env, upd, fdiv, off32, early, estage, monkeypatch):
     """The launcher's switches are silent when their conditions fail, so check which standard-step readout instance
     ran (torch profiler) at the serving dtypes: UPD + FDIV + OFF32 + EARLY + ESTAGE by default, the plain instance with
     RSSM_GDN_SPLIT_UPD=0 (the others sit on top of UPD) or RSSM_GDN_SPLIT_FDIV=0 (OFF32 needs FDIV), FDIV with
     64-bit offsets with RSSM_GDN_SPLIT_OFF32=0 (EARLY needs OFF32), no EARLY with RSSM_GDN_SPLIT_EARLY=0, the
-    no early key staging (ESTAGE, on top of EARLY; EARLY=0 turns it off too) with RSSM_GDN_SPLIT_ESTAGE=0, the
-    next-item row prefetch (RPF, on top of ESTAGE) with RSSM_GDN_SPLIT_RPF=1."""
+    no early key staging (ESTAGE, on top of EARLY; EARLY=0 turns it off too) with RSSM_GDN_SPLIT_ESTAGE=0."""
     names = _one_standard_step_kernels(monkeypatch, STD_READOUT_ENV, env, seed=5)
     ro = [a for a in instances(names, "gdnSplitReadoutKernel") if a[0] == "float"]
     assert ro, f"no fp32-row split readout ran: {sorted(names)}"
-    # template arguments 6 to 11: UPD, FDIV, OFF32, EARLY, ESTAGE, RPF
-    got = [(a[6], a[7] == "1", a[8] == "1", a[9] == "1", a[10] == "1", a[11] == "1") for a in ro]
-    assert all(g == (upd, fdiv, off32, early, estage, rpf) for g in got), got
+    # template arguments 6, 7, 8, 9, 10: UPD, FDIV, OFF32, EARLY, ESTAGE
+    got = [(a[6], a[7] == "1", a[8] == "1", a[9] == "1", a[10] == "1") for a in ro]
+    assert all(g == (upd, fdiv, off32, early, estage) for g in got), got
 
 
 @pytest.mark.gpu
@@ -500,8 +495,6 @@ NO_VALUE_CHANGE_CASES = {
     # L = 32 (four key chunks: the in-loop restaging too) as well as L = 8
     "estage": ({}, [{"RSSM_GDN_SPLIT_ESTAGE": "0"}]),
     "estage-L32": ({}, [{"RSSM_GDN_SPLIT_ESTAGE": "0"}], 32),
-    # the next item's rows through shared memory: the same rows
-    "rpf": ({}, [{"RSSM_GDN_SPLIT_RPF": "1"}]),
 }
 
 

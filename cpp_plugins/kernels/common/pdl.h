@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/env_switch.h"
+
 namespace rssm {
 
 // Device side.
@@ -42,6 +44,13 @@ inline bool pdlEnabled() {
     }
     return major[dev] >= 9;
 }
+
+// pdlEnabled() and the launch class's own switch `name` (unset or "1": on; "0": that class launches plainly).
+// Classes (docs/switches.md): RSSM_PDL_COMMIT (the commit after the decode), RSSM_PDL_M2_VERIFY (the Mamba-2
+// tensor-core verify readout after its prep), RSSM_PDL_M2_SPLIT (the Mamba-2 CUDA-core split readout after its
+// prep: the standard step at large batch), RSSM_PDL_GDN_VERIFY (the GDN tensor-core verify readout after its prep).
+// For side-by-side timing of one class at a time; RSSM_PDL=0 turns every class off.
+inline bool pdlEnabled(const char* name) { return envSwitch(name, true) && pdlEnabled(); }
 
 // Launches func(args) on `stream`, as a programmatic dependent of the previous kernel when `dependent`.
 inline cudaError_t launchMaybeDependent(const void* func, dim3 grid, dim3 block, size_t smem, cudaStream_t stream,

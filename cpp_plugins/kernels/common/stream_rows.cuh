@@ -10,8 +10,6 @@
 
 #include <type_traits>
 
-#include "common/cp_async.cuh"
-
 namespace rssm {
 namespace stream {
 
@@ -186,30 +184,6 @@ __device__ __forceinline__ void loadWarpRows(float4 (&S)[RW][QPL], const ST* bas
                 S[r][i] = vw + (r ^ rl) < nv ? ldStateQuad<PF>(q + 128 * i) : make_float4(0.f, 0.f, 0.f, 0.f);
         }
     }
-}
-// loadWarpRows' fp32 layout staged through shared memory: each lane copies (cp.async, no commit) its own quads of
-// every register slot r (row vw + (r ^ rl), columns lane * 4 + 128 i; zeros past nv) to buf[(r QPL + i) 128 + lane 4].
-// After its own cp.async wait the same lane reads them back with readStagedWarpRows: no other lane touches them, so
-// no warp synchronization.
-template <int RW, int QPL>
-__device__ __forceinline__ void copyWarpRowsAsync(float* buf, const float* base, int64_t stride_v, int vw, int nv,
-                                                  int rl, int lane) {
-    const float* rp = base + (int64_t)vw * stride_v + lane * 4;
-#pragma unroll
-    for (int r = 0; r < RW; ++r) {
-        const bool in = vw + (r ^ rl) < nv;  // a row past nv reads nothing (row vw's address) and lands as zeros
-        const float* q = rp + (in ? (int64_t)(r ^ rl) * stride_v : 0);
-#pragma unroll
-        for (int i = 0; i < QPL; ++i)
-            async::copy16Prefix(buf + (r * QPL + i) * 128 + lane * 4, q + 128 * i, in ? 16u : 0u);
-    }
-}
-template <int RW, int QPL>
-__device__ __forceinline__ void readStagedWarpRows(float4 (&S)[RW][QPL], const float* buf, int lane) {
-#pragma unroll
-    for (int r = 0; r < RW; ++r)
-#pragma unroll
-        for (int i = 0; i < QPL; ++i) S[r][i] = *reinterpret_cast<const float4*>(buf + (r * QPL + i) * 128 + lane * 4);
 }
 template <int RW, int QPL, typename ST>
 __device__ __forceinline__ void storeWarpRows(const float4 (&S)[RW][QPL], ST* base, int64_t stride_v, int vw, int nv,

@@ -85,7 +85,6 @@ cudaError_t launchReadout(const GdnReplayParams& p, int smCount, cudaStream_t s,
     auto* readout = serving ? gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U>
                             : gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtRuntime>;
     bool dependent = pdlEnabled();  // launched as a programmatic dependent of the prep (RSSM_PDL=0: never)
-    bool rowBufs = false;            // RPF: per-warp next-item row buffers after the fold buffers
     // The serving fp32-row K = 128 standard step in its default configuration permutes u_j after token 0's loads
     // (gdnSplitReadoutKernel's UPD; default since the twenty-third session: 0.4-1.7% faster per step on the H200,
     // docs/kernels-gdn.md). RSSM_GDN_SPLIT_UPD=0 (A/B, read per launch) runs the permute right after the u_j load.
@@ -116,21 +115,13 @@ cudaError_t launchReadout(const GdnReplayParams& p, int smCount, cudaStream_t s,
                             readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1, true, true,
                                                             true, true>;
                             dependent = false;
-                            // RPF (A/B, RSSM_GDN_SPLIT_RPF=1, read per launch; prepared in the twenty-seventh
-                            // session, NOT yet run on a GPU): the next item's rows copied into shared memory during
-                            // the current item (4 KB more per warp).
-                            if (envSwitch("RSSM_GDN_SPLIT_RPF", false)) {
-                                readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1, true, true,
-                                                                true, true, true>;
-                                rowBufs = true;
-                            }
                         }
                     }
                 }
             }
         }
     }
-    const size_t smem = splitReadoutSmemBytesGdn(K, NT) + (rowBufs ? (NT / 32) * splitReadoutRowBufBytesGdn(K) : 0);
+    const size_t smem = splitReadoutSmemBytesGdn(K, NT);
     cudaError_t e = allowDynamicSmem(readout, smem);
     if (e != cudaSuccess) return e;
     const int grid = persistentGrid(readout, NT, smem, (long long)p.batch * p.num_v_heads * (p.head_v / kSplitRows),
@@ -203,7 +194,7 @@ cudaError_t launchVerifyMma(const GdnReplayParams& p, int smCount, cudaStream_t 
     const int grid =
         persistentGrid(kernel, threads, smem, (long long)p.batch * p.num_v_heads * (p.head_v / kSplitRows), smCount);
     void* args[] = {const_cast<GdnReplayParams*>(&p)};
-    e = launchMaybeDependent(kernel, dim3(grid), dim3(threads), smem, s, args, pdlEnabled());
+    e = launchMaybeDependent(kernel, dim3(grid), dim3(threads), smem, s, args, pdlEnabled("RSSM_PDL_GDN_VERIFY"));
     return e != cudaSuccess ? e : cudaGetLastError();
 }
 

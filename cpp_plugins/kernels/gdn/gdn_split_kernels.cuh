@@ -95,8 +95,6 @@ __host__ __device__ inline size_t splitReadoutWarpSmemBytesGdn(int K) {
 __host__ __device__ inline size_t splitReadoutSmemBytesGdn(int K, int threads) {
     return (size_t)(threads / 32) * splitReadoutWarpSmemBytesGdn(K);
 }
-// RPF readouts: per warp one more buffer, the next item's kSplitRows fp32 state rows (after all warps' fold buffers).
-__host__ __device__ inline size_t splitReadoutRowBufBytesGdn(int K) { return (size_t)kSplitRows * K * 4; }
 
 // The drafts' solve of the tensor-core verify readout's block (layout above), from the coefficients of one value
 // head staged in shared memory by the prep (sTri: Lk [8][8] = ck_{s,h+i}, Cq [8][8] = cq_{s,h+i}, beta [8]; only
@@ -550,20 +548,11 @@ constexpr int kDtBf16ActFp16U = 1;
 // its first two chunks of raw keys (16 records) and loads its fold weights' fw_j at the item's start, with the rows and
 // the token's loads, instead of after the token's work: the keys' round trip runs under the token's dots and
 // reductions. The same copies, weights and FMAs in the same order: bit-identical rows.
-// RPF (RSSM_GDN_SPLIT_RPF=1 on top of ESTAGE, prepared in the twenty-seventh session, NOT yet run on a GPU): the next
-// item's state rows are copied (cp.async) into a per-warp shared-memory buffer during the current item, right after
-// its first row dot, and the next item takes them from there instead of loading them at its start. Each lane copies
-// and later reads only its own quads, so its cp.async wait is the only synchronization; the copy is issued behind a
-// branch on the first dot's result (which consumed every row register loaded from that buffer), so the buffer's reads
-// are done before its rewrite starts.
-// The same rows, the same arithmetic: bit-identical.
 template <typename ST, int K, int MAXT, int NT, int MINB, int DT, int UPD = 0, bool FDIV = false, bool OFF32 = false,
-          bool EARLY = false, bool ESTAGE = false, bool RPF = false>
+          bool EARLY = false, bool ESTAGE = false>
 __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnReplayParams p,
                                                                    const stream::ReadCopyScales rc) {
     static_assert(!EARLY || std::is_same<ST, float>::value, "EARLY: the fp32-row readout");
-    static_assert(!RPF || (std::is_same<ST, float>::value && K == 128 && MAXT == 1 && ESTAGE),
-                  "RPF: the fp32-row K = 128 standard readout with ESTAGE");
     if constexpr (!EARLY) pdlWaitPrimary();  // launched as a programmatic dependent of the prep kernel
     constexpr bool kScaled = stream::RowQuad<ST>::kScaled;  // read-only fp8 / nvfp4 rows (skip_flush_rows)
     using RS = stream::RowScatter<kSplitRows>;
@@ -576,9 +565,6 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
         reinterpret_cast<uint16_t*>(smemGdnSplitReadout + (threadIdx.x >> 5) * splitReadoutWarpSmemBytesGdn(K));
     float* wFold = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(sFoldWarp) +
                                             splitReadoutFoldBytesGdn(K));  // [2][8 records][8 rows]
-    // RPF: this warp's next-item row buffer [8 register slots][128 floats] (lane quads at lane * 4)
-    float* rowBuf = reinterpret_cast<float*>(smemGdnSplitReadout + (NT / 32) * splitReadoutWarpSmemBytesGdn(K) +
-                                             (threadIdx.x >> 5) * splitReadoutRowBufBytesGdn(K));
     const int HV = p.num_v_heads, V = p.head_v, T = p.num_tokens, C = p.ring_capacity;
     const int group = HV / p.num_heads;
     const SmallDivisor groupDiv(FDIV ? (unsigned)group : 1u);  // FDIV: the key head by a multiply-high
@@ -614,19 +600,8 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
     // One item: the state rows S (already loaded), the ring terms, outputs and appends, and on a flush step the
     // fold (raw keys staged in foldBuf: 2 chunks of 8 records x K 16-bit values) and the row stores.
     // fac: the rows' dot-product multipliers (scaled read formats; unused otherwise).
-    // RPF: copy the rows of item cn (slot slotN) into rowBuf (stream::copyWarpRowsAsync, one cp.async group); false
-    // (nothing issued) for an invalid slot
-    auto prefetchRows = [&](int slotN, const ItemCursor& cn) {
-        if (slotN < 0 || slotN >= p.num_slots) return false;
-        const float* ckN = static_cast<const float*>(p.state) + (int64_t)slotN * p.state_stride_slot +
-                           (int64_t)cn.head * p.state_stride_head;
-        stream::copyWarpRowsAsync<RWS, QPL>(rowBuf, ckN, p.state_stride_v, cn.blk * kSplitRows, V, rl, lane);
-        async::commit();
-        return true;
-    };
-    // slotN / pfIssued: RPF only (the next item's slot; set when its rows were prefetched)
     auto process = [&](const ItemCursor& c, int slot, int4 meta, float4 (&S)[RWS][QPL], const float (&fac)[RWS],
-                       uint16_t* foldBuf, int slotN, bool& pfIssued) {
+                       uint16_t* foldBuf) {
         const int b = c.b, hv = c.head, vw = c.blk * kSplitRows;
         const size_t bh = (size_t)b * HV + hv;
         const int nf = meta.y, o = meta.z, h = meta.w;
@@ -728,12 +703,6 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
                     return RS::reduce(part, lane);
                 };
                 float X = rowTerm(kk, gk, ck);
-                if constexpr (RPF) {
-                    // S is consumed: rowBuf may be rewritten. Branching on X (a NaN X only skips the prefetch: the next
-                    // item then loads its rows itself) makes the copies wait, in issue order, for the dots that read
-                    // the rows this lane took from rowBuf.
-                    if (s == 0 && X == X) pfIssued = prefetchRows(slotN, advance(c));
-                }
                 float Y = rowTerm(qq, gq, cq);
                 // drafts before s (forward substitution, Eq. 10 / 11)
 #pragma unroll
@@ -843,7 +812,6 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
             pdlWaitPrimary();  // everything below may read what the prep wrote
         }
         int4 metaNext = metaOf(cur);
-        bool pf = false;  // RPF: this item's rows are in rowBuf (in flight)
 #pragma unroll 1
         for (; cur.b < p.batch; cur = advance(cur)) {
             const int slot = slotNext;
@@ -855,19 +823,11 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
             }
             const bool loaded = early;
             early = false;
-            const bool fromBuf = RPF && pf;
-            pf = false;
             // padding rows and invalid cursors: nothing written
-            if (!valid(slot, meta)) {
-                if (fromBuf) async::waitAll();  // the buffer's copy completes before the next one is issued
-                continue;
-            }
+            if (!valid(slot, meta)) continue;
             float fac[RWS];
             if (EARLY && loaded) {
                 // the rows came in before the wait (loadRows)
-            } else if (fromBuf) {  // RPF: issued during the previous item (this lane's own quads)
-                async::waitAll();
-                stream::readStagedWarpRows<RWS, QPL>(S, rowBuf, lane);
             } else if constexpr (kScaled) {
                 stream::WarpRows<RWS, QPL, ST> wr;
                 const uint8_t* ck = static_cast<const uint8_t*>(p.state) + (int64_t)slot * p.state_stride_slot +
@@ -879,7 +839,7 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
             } else {
                 loadRows(slot, cur, S);
             }
-            process(cur, slot, meta, S, fac, sFoldWarp, slotNext, pf);
+            process(cur, slot, meta, S, fac, sFoldWarp);
         }
     }
 }

@@ -462,7 +462,8 @@ int launchSplitReadout(const char* op, Mamba2ReplayParams& q, stream::ReadCopySc
             if (!allowSmem(mk, smem))
                 return setError(RSSM_ERR_CUDA, "%s: cannot raise the shared-memory limit of the split mma readout", op);
             const int g = persistentGrid(mk, splitReadoutThreads(), smem, (items + warps - 1) / warps);
-            return launch(op, mk, dim3(g), splitReadoutThreads(), smem, &q, stream, nullptr, pdlEnabled());
+            return launch(op, mk, dim3(g), splitReadoutThreads(), smem, &q, stream, nullptr,
+                          pdlEnabled("RSSM_PDL_M2_VERIFY"));
         }
         pipe = 0;
     }
@@ -487,7 +488,8 @@ int launchSplitReadout(const char* op, Mamba2ReplayParams& q, stream::ReadCopySc
                          : sched && strcmp(sched, "dynamic") == 0 ? true
                                                                   : items > kDynamicMinItemsPerWarp * grid * warpsPerCta;
     q.rows_per_cta = dynamic && (unsigned long long)items * (unsigned long long)grid < (1ULL << 32) ? 0 : 1;
-    return launch(op, readout, dim3(grid), splitReadoutThreads(), smem, &q, stream, &rc, pdlEnabled());
+    return launch(op, readout, dim3(grid), splitReadoutThreads(), smem, &q, stream, &rc,
+                  pdlEnabled("RSSM_PDL_M2_SPLIT"));
 }
 
 }  // namespace
