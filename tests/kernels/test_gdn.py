@@ -524,6 +524,35 @@ def test_readout_switch_changes_no_value(case, monkeypatch):
         assert torch.equal(res[0][2], alt[2]), f"{env} changed ring u"
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("T", [4, 8])
+def test_verify_pdl_switch_changes_no_value(T, monkeypatch):
+    """The tensor-core verify readout launched plainly (the default up to 4 tokens since the twenty-eighth session) or
+    as a programmatic dependent of its prep (the default above 4): the same kernels in another launch order, so a
+    speculative sequence (staggered joins, padding rows, random acceptance, flushes) gives bit-identical outputs,
+    checkpoints and ring u under RSSM_PDL_GDN_VERIFY unset, "1" and "0"; each run is also checked against the float64
+    reference by _Seq."""
+    res = []
+    for env in ({}, {"RSSM_PDL_GDN_VERIFY": "1"}, {"RSSM_PDL_GDN_VERIFY": "0"}):
+        monkeypatch.delenv("RSSM_PDL_GDN_VERIFY", raising=False)
+        for k, v in env.items():
+            monkeypatch.setenv(k, v)
+        seq = _Seq("q35-4b", 7, 16, 1, T, seed=280 + T, variant=6)
+        join = [(r * 3) % 5 for r in range(7)]
+        outs = []
+        for t in range(24):
+            seq.step(_active(7, t, join, seq.gen, 0.1), _spec_accept("random", 7, T, seq.gen))
+            outs.append(seq.last_out.clone())
+        torch.cuda.synchronize()
+        assert seq.flushes > 0
+        res.append((env, outs, seq.ckpt.clone(), seq.ring_u.clone()))
+    for env, outs, ck, ru in res[1:]:
+        for a, b in zip(res[0][1], outs):
+            assert torch.equal(a.nan_to_num(7.0), b.nan_to_num(7.0)), f"{env} changed an output"
+        assert torch.equal(res[0][2], ck), f"{env} changed a checkpoint"
+        assert torch.equal(res[0][3], ru), f"{env} changed ring u"
+
+
 def _spec_accept(accept, B, T, gen):
     if accept == "all":
         return [T] * B

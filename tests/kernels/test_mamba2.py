@@ -850,6 +850,20 @@ def test_replay_split_mma_readout(case, pipe, monkeypatch):
     assert n_flush > 0 or n_flush == REFUSED, "case never flushed"
 
 
+@pytest.mark.parametrize("pdl", ["0", "1", None], ids=["pdl-off", "pdl-on", "pdl-default"])
+@pytest.mark.parametrize("T", [4, 8])
+def test_replay_split_mma_readout_pdl_switch(T, pdl, monkeypatch):
+    """The tensor-core verify readout launched plainly (the default up to 4 tokens since the twenty-eighth session)
+    or as a programmatic dependent of its prep (the default above 4), forced either way by RSSM_PDL_M2_VERIFY: random
+    acceptance, staggered and padding rows, flushes, against the float64 reference."""
+    monkeypatch.delenv("RSSM_MAMBA2_SPLIT_PIPE", raising=False)
+    if pdl is None:
+        monkeypatch.delenv("RSSM_PDL_M2_VERIFY", raising=False)
+    else:
+        monkeypatch.setenv("RSSM_PDL_M2_VERIFY", pdl)
+    assert _run_replay(5, 16, T, 1, SUPER, F32, BF16, 24, seed=283 + T, accept="random", variant=4) > 0
+
+
 @pytest.mark.parametrize("pipe", MMA_PIPES, ids=MMA_PIPE_IDS)
 @pytest.mark.parametrize("accept", ["all", "one", "random"])
 def test_replay_split_mma_readout_acceptance_and_strides(accept, pipe, monkeypatch):

@@ -194,7 +194,11 @@ cudaError_t launchVerifyMma(const GdnReplayParams& p, int smCount, cudaStream_t 
     const int grid =
         persistentGrid(kernel, threads, smem, (long long)p.batch * p.num_v_heads * (p.head_v / kSplitRows), smCount);
     void* args[] = {const_cast<GdnReplayParams*>(&p)};
-    e = launchMaybeDependent(kernel, dim3(grid), dim3(threads), smem, s, args, pdlEnabled("RSSM_PDL_GDN_VERIFY"));
+    // A programmatic dependent of the prep only above 4 tokens: side by side on the H200 (twenty-eighth session,
+    // docs/kernels-gdn.md) the plain launch was faster in 11 of 12 T = 4 cases (0.5-1.8%; q35-4b all-accepted
+    // staggered 0.6% slower) and mixed at T = 8. RSSM_PDL_GDN_VERIFY = "1" / "0" forces it on / off.
+    e = launchMaybeDependent(kernel, dim3(grid), dim3(threads), smem, s, args,
+                             pdlEnabled("RSSM_PDL_GDN_VERIFY", p.num_tokens > 4));
     return e != cudaSuccess ? e : cudaGetLastError();
 }
 

@@ -462,8 +462,11 @@ int launchSplitReadout(const char* op, Mamba2ReplayParams& q, stream::ReadCopySc
             if (!allowSmem(mk, smem))
                 return setError(RSSM_ERR_CUDA, "%s: cannot raise the shared-memory limit of the split mma readout", op);
             const int g = persistentGrid(mk, splitReadoutThreads(), smem, (items + warps - 1) / warps);
+            // A programmatic dependent of the prep only above 4 tokens: side by side on the H200 (twenty-eighth
+            // session, docs/kernels-mamba2.md) the plain launch was 0.4-2.2% faster in 5 of 6 T = 4 cases (Nano
+            // all-accepted within 0.1%) and mixed at T = 8. RSSM_PDL_M2_VERIFY = "1" / "0" forces it on / off.
             return launch(op, mk, dim3(g), splitReadoutThreads(), smem, &q, stream, nullptr,
-                          pdlEnabled("RSSM_PDL_M2_VERIFY"));
+                          pdlEnabled("RSSM_PDL_M2_VERIFY", q.num_tokens > 4));
         }
         pipe = 0;
     }
