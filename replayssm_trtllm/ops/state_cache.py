@@ -15,6 +15,7 @@ from typing import Optional, Sequence, Union
 
 import torch
 
+from ..state.phase import admission_phases, write_neutral_records
 from .commit import MODE_SPECULATIVE, MODE_STANDARD, mode_code, replay_commit
 
 __all__ = ["ReplayCursorCache", "ReplayStateCache", "Mamba2ReplayStateCache"]
@@ -58,12 +59,26 @@ class ReplayCursorCache:
             slots = torch.as_tensor(list(slots), dtype=torch.int64)
         return slots.to(device=self.device, dtype=torch.int64).reshape(-1)
 
-    def reset_cursors(self, slots) -> None:
-        """Empty the rings of ``slots`` (negative entries skipped): ``o = 0, h = 0``."""
+    def reset_cursors(self, slots, lengths=None) -> None:
+        """Empty the rings of ``slots`` (negative entries skipped): ``o = 0, h = 0``; with ``lengths`` (one per
+        slot, from :func:`~replayssm_trtllm.state.phase.admission_phases`), ``h = lengths[i]``."""
         idx = self._slots_tensor(slots)
-        idx = idx[idx >= 0]
-        self.ring_origin[idx] = 0
-        self.ring_len[idx] = 0
+        keep = idx >= 0
+        self.ring_origin[idx[keep]] = 0
+        if lengths is None:
+            self.ring_len[idx[keep]] = 0
+        else:
+            h = torch.as_tensor(list(lengths), dtype=torch.int32)
+            self.ring_len[idx[keep]] = h[keep.cpu()].to(self.device)
+
+    def _reset_phase(self, op: str, family: str, slots, phase, ring: dict):
+        """Neutral records for ``phase`` (state/phase.py) written into ``ring`` (name -> [layers, S, C, ...]
+        tensor); returns the per-slot counts (None without a phase)."""
+        idx = self._slots_tensor(slots)
+        counts = admission_phases(op, phase, int(idx.shape[0]), self.window)
+        if counts is not None:
+            write_neutral_records(family, ring, idx.tolist(), counts, 1)
+        return counts
 
     def _note_step(self, state_batch_indices: torch.Tensor, T: int) -> None:
         self._last_rows, self._last_T = state_batch_indices, T
@@ -119,18 +134,22 @@ class ReplayStateCache(ReplayCursorCache):
         self.ring_x = torch.zeros(num_layers, S, C, H, P, dtype=act_dtype, device=d)
         self.ring_B = torch.zeros(num_layers, S, C, G, N, dtype=act_dtype, device=d)
 
-    def reset(self, slots, prefill_state: torch.Tensor) -> None:
+    def reset(self, slots, prefill_state: torch.Tensor, phase=None) -> None:
         """Context phase: ``prefill_state`` ``[num_layers, n, H, P, N]`` (or ``[n, H, P, N]`` with one
-        layer) becomes the checkpoint of ``slots`` ``[n]`` (negative skipped); rings become empty."""
+        layer) becomes the checkpoint of ``slots`` ``[n]`` (negative skipped); rings become empty, or hold
+        ``phase`` neutral records (``None``, ``"spread"``, an int or one per slot; state/phase.py: spreads the
+        flushes of rows admitted together)."""
         idx = self._slots_tensor(slots)
         pre = prefill_state if prefill_state.dim() == 5 else prefill_state.unsqueeze(0)
         want = (self.num_layers, idx.shape[0], self.H, self.P, self.N)
         if tuple(pre.shape) != want:
             raise ValueError(f"ReplayStateCache.reset: 'prefill_state' must be [num_layers, n, H, P, N] = "
                              f"{list(want)}; got {list(prefill_state.shape)}")
+        counts = self._reset_phase("ReplayStateCache.reset", "mamba2", idx, phase,
+                                   {"ring_dt": self.ring_dt, "ring_x": self.ring_x, "ring_B": self.ring_B})
         keep = idx >= 0
         self.ckpt[:, idx[keep]] = pre[:, keep.to(pre.device)].to(device=self.device, dtype=self.state_dtype)
-        self.reset_cursors(idx)
+        self.reset_cursors(idx, counts)
 
     def step(self, layer: int, state_batch_indices: torch.Tensor, x: torch.Tensor, dt_raw: torch.Tensor,
              B: torch.Tensor, C: torch.Tensor, A: torch.Tensor, D: Optional[torch.Tensor] = None,

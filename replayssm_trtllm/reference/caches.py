@@ -41,6 +41,7 @@ from typing import Callable, Optional, Union
 import torch
 
 from ..state.cursors import STANDARD, ReplayCursors, ReplayPlan, mode_name, parse_mode
+from ..state.phase import admission_phases, write_neutral_records
 from ._validate import apply_quant, expect_int, expect_tensor, f64
 from .gdn import default_scale, gdn_gates, l2norm
 from .mamba2 import expand_groups, mamba2_gates, silu
@@ -83,12 +84,17 @@ class _ReplayCacheBase:
         self.capacity = cursors.capacity
         self.last_plan: Optional[ReplayPlan] = None
 
-    def _reset_ckpt(self, op: str, slots, prefill_state, state_dims):
+    def _reset_ckpt(self, op: str, slots, prefill_state, state_dims, phase=None):
         sbi = _index_tensor(op, slots, "slots")
         sz = dict(zip(state_dims[1:], self.ckpt.shape[1:]))
         sz["n"] = int(sbi.shape[0])
         expect_tensor(op, "prefill_state", prefill_state, ["n"] + list(state_dims[1:]), sz)
-        self.cursors.reset(sbi)   # validates slot range and duplicates
+        counts = admission_phases(op, phase, int(sbi.shape[0]), self.window)
+        self.cursors.reset(sbi, counts)   # validates slot range and duplicates
+        if counts is not None:  # neutral records ahead of the row's own (state/phase.py)
+            names = ("ring_dt", "ring_x", "ring_B") if self.family == "mamba2" else \
+                ("ring_g", "ring_u", "ring_k", "ring_beta", "ring_v")
+            write_neutral_records(self.family, {n: getattr(self, n) for n in names}, sbi.tolist(), counts, 0)
         pre = f64(prefill_state)
         for i in range(sbi.shape[0]):
             s = int(sbi[i])
@@ -154,10 +160,11 @@ class Mamba2ReplayCacheRef(_ReplayCacheBase):
         return (f"Mamba2ReplayCacheRef(S={self.num_slots}, H={self.H}, P={self.P}, N={self.N}, G={self.G}, "
                 f"{self._common_repr()})")
 
-    def reset(self, slots, prefill_state: torch.Tensor) -> None:
+    def reset(self, slots, prefill_state: torch.Tensor, phase=None) -> None:
         """Context phase: ``prefill_state`` ``[n, H, P, N]`` becomes the checkpoint of ``slots`` ``[n]``
-        (negative entries skipped); their rings are empty (``o = 0, h = 0``)."""
-        self._reset_ckpt("Mamba2ReplayCacheRef.reset", slots, prefill_state, ["S", "H", "P", "N"])
+        (negative entries skipped); their rings are empty (``o = 0, h = 0``), or hold ``phase`` neutral records
+        (``None``, ``"spread"``, an int or one per slot; state/phase.py)."""
+        self._reset_ckpt("Mamba2ReplayCacheRef.reset", slots, prefill_state, ["S", "H", "P", "N"], phase)
 
     def _records(self, slot: int, ridx: torch.Tensor, A: torch.Tensor):
         """Head-major generic records (alpha [H,n], v = dt x [H,n,P], k = B [H,n,N]) at ring indices."""
@@ -270,9 +277,10 @@ class GdnReplayCacheRef(_ReplayCacheBase):
         return (f"GdnReplayCacheRef(S={self.num_slots}, H={self.H}, HV={self.HV}, K={self.K}, V={self.V}, "
                 f"{self._common_repr()})")
 
-    def reset(self, slots, prefill_state: torch.Tensor) -> None:
-        """Context phase: ``prefill_state`` ``[n, HV, V, K]`` becomes the checkpoint of ``slots``."""
-        self._reset_ckpt("GdnReplayCacheRef.reset", slots, prefill_state, ["S", "HV", "V", "K"])
+    def reset(self, slots, prefill_state: torch.Tensor, phase=None) -> None:
+        """Context phase: ``prefill_state`` ``[n, HV, V, K]`` becomes the checkpoint of ``slots``; ``phase`` as in
+        :meth:`Mamba2ReplayCacheRef.reset`."""
+        self._reset_ckpt("GdnReplayCacheRef.reset", slots, prefill_state, ["S", "HV", "V", "K"], phase)
 
     def _keys(self, k_raw: torch.Tensor) -> torch.Tensor:
         """Raw keys ``[n, H, K]`` -> normalized, per value head, head-major ``[HV, n, K]``."""

@@ -301,12 +301,21 @@ class ReplayCursors:
         self.ring_origin[idx] = new_o[valid].to(torch.int32)
         self.ring_len[idx] = new_h[valid].to(torch.int32)
 
-    def reset(self, slots: IndexLike) -> None:
-        """Context phase / new request: ``o = 0, h = 0`` for ``slots`` (negative entries skipped)."""
+    def reset(self, slots: IndexLike, lengths: Optional[Sequence[int]] = None) -> None:
+        """Context phase / new request: ``o = 0, h = 0`` for ``slots`` (negative entries skipped); with
+        ``lengths`` (one per slot, each in [0, L - 1]), ``h = lengths[i]``: the ring already holds that many
+        (neutral) records (state/phase.py)."""
         sbi = self._rows("ReplayCursors.reset", slots)
-        idx = sbi[sbi >= 0]
+        keep = sbi >= 0
+        idx = sbi[keep]
+        h = None
+        if lengths is not None:  # checked before anything changes
+            h = torch.as_tensor(list(lengths), dtype=torch.int32)
+            if h.shape[0] != sbi.shape[0] or bool(((h < 0) | (h > self.window - 1)).any()):
+                raise ValueError(f"ReplayCursors.reset: 'lengths' must be {sbi.shape[0]} values in [0, L - 1 = "
+                                 f"{self.window - 1}]; got {h.tolist()}")
         self.ring_origin[idx] = 0
-        self.ring_len[idx] = 0
+        self.ring_len[idx] = 0 if h is None else h[keep.cpu()].to(self.ring_len.device)
 
     def live_mask(self, num_drafts: int = 0) -> torch.Tensor:
         """``[S, C]`` bool: ring entries holding committed records (and, with ``num_drafts = T``, the

@@ -42,7 +42,7 @@ def ring_tensors(cache):
 class Driver:
     """Runs a cache next to the naive recurrence with staggered slots, padding rows and a reset."""
 
-    def __init__(self, cache, seed, stagger=3, reset_step=None, poison=True):
+    def __init__(self, cache, seed, stagger=3, reset_step=None, poison=True, reset_phase=None):
         self.cache = cache
         self.g = torch.Generator().manual_seed(seed)
         fam = cache.family
@@ -55,6 +55,7 @@ class Driver:
         self.join = [i * stagger for i in range(S)]
         self.reset_step = reset_step
         self.poison = poison
+        self.reset_phase = reset_phase  # new slots -> the reset's phase argument (state/phase.py)
         self.step_no = 0
         self.max_err = 0.0
         self.flushes = 0
@@ -110,7 +111,10 @@ class Driver:
         new = [s for s in range(S) if self.join[s] == t or (s == 0 and self.reset_step == t)]
         if new:
             pre = random_state((len(new),) + self.state_shape, g)
-            c.reset(torch.tensor(new, dtype=torch.int32), pre)
+            if self.reset_phase is None:
+                c.reset(torch.tensor(new, dtype=torch.int32), pre)
+            else:
+                c.reset(torch.tensor(new, dtype=torch.int32), pre, phase=self.reset_phase(new))
             self.conv[new] = pre
             self.active[new] = True
         slots = torch.nonzero(self.active)[:, 0]
@@ -189,6 +193,80 @@ def test_cache_matches_conventional(family, mode, L, T):
     assert d.max_err <= TOL, d.max_err
     assert d.flushes > 0
     assert d.wrapped
+
+
+@pytest.mark.parametrize("mode,L,T", CONFIGS, ids=[f"{m[:4]}-L{L}-T{T}" for m, L, T in CONFIGS])
+@pytest.mark.parametrize("family", ["mamba2", "gdn"])
+def test_cache_admission_phase_matches_conventional(family, mode, L, T):
+    """Rows reset with neutral records ahead of their own (state/phase.py; per slot d = (3 s + 1) % L, so 0 and
+    L - 1 both occur for L > 1, and a reset mid-run): outputs, flushed checkpoints and committed states equal the
+    conventional recurrence in float64, with the same checks as without a phase (padding rows, wrap-around)."""
+    steps = 64
+    cache = make_cache(family, 3, L, T, mode)
+    d = Driver(cache, seed=zlib.crc32(f"phase-{family}-{mode}-{L}-{T}".encode()), reset_step=steps // 2,
+               reset_phase=lambda new: [(3 * s + 1) % L for s in new])
+    for _ in range(steps):
+        d.step(T)
+    assert d.max_err <= TOL, d.max_err
+    assert d.flushes > 0
+    assert d.wrapped
+
+
+@pytest.mark.parametrize("family", ["mamba2", "gdn"])
+@pytest.mark.parametrize("mode,T", [("standard", 1), ("speculative", 2)])
+def test_admission_phase_spreads_in_phase_flushes(family, mode, T):
+    """Eight rows admitted in one reset with phase="spread" (L = 8): after the first window one row flushes per
+    step (two at T = 2 all-accepted), where the same rows without a phase all flush together; neutral records change
+    no output beyond float64 rounding (both runs against the conventional recurrence)."""
+    L, S, steps = 8, 8, 40
+    per_step = {}
+    for phase in (None, "spread"):
+        cache = make_cache(family, S, L, T, mode)
+        drv = Driver(cache, seed=5, stagger=0, poison=False,
+                     reset_phase=None if phase is None else (lambda new: "spread"))
+        counts = []
+        for _ in range(steps):
+            drv.step(T, accept=T if mode == "speculative" else None, check_layout=False)
+            counts.append(int(cache.last_plan.flush.sum()))
+        assert drv.max_err <= TOL, drv.max_err
+        per_step[phase] = counts
+    assert max(per_step[None]) == S
+    # all-accepted: a row commits T records per step, so its flush period is about L / T steps and the best spread
+    # puts ceil(S T / L) rows on one step
+    assert max(per_step["spread"][L:]) == -(-S * T // L) and sum(per_step["spread"]) >= sum(per_step[None])
+
+
+def test_admission_phases_values_and_errors():
+    from replayssm_trtllm.state.phase import admission_phases
+    assert admission_phases("op", None, 4, 16) is None
+    assert admission_phases("op", "spread", 4, 16) == [0, 4, 8, 12]
+    assert admission_phases("op", "spread", 1, 16) == [0]
+    assert admission_phases("op", "spread", 20, 16) == [(i * 16) // 20 for i in range(20)]
+    assert admission_phases("op", 3, 2, 16) == [3, 3]
+    assert admission_phases("op", torch.tensor([0, 15]), 2, 16) == [0, 15]
+    with pytest.raises(ValueError, match=r"op: each phase .* must be in \[0, L - 1 = 15\]; got 16"):
+        admission_phases("op", [1, 16], 2, 16)
+    with pytest.raises(ValueError, match=r"op: 'phase' given per slot must be 3 integers"):
+        admission_phases("op", [1, 2], 3, 16)
+    with pytest.raises(ValueError, match=r"op: 'phase' must be None, 'spread'"):
+        admission_phases("op", "even", 3, 16)
+    with pytest.raises(ValueError, match=r"'phase' given per slot"):
+        admission_phases("op", torch.tensor([0.5, 1.0]), 2, 16)
+
+
+def test_reset_phase_writes_neutral_records():
+    """The ring rows a phase writes hold the neutral values, the cursors h = d, o = 0; padding slots untouched."""
+    for family in ("mamba2", "gdn"):
+        cache = make_cache(family, 4, 8, 2, "speculative", two_precision=True)
+        shape = tuple(cache.ckpt.shape[1:])
+        for ten in ring_tensors(cache).values():
+            ten.fill_(7.0)
+        cache.reset(torch.tensor([2, -1, 0]), torch.randn((3,) + shape, dtype=torch.float64), phase=[5, 4, 0])
+        assert cache.cursors.ring_len.tolist()[:3] == [0, 0, 5] and int(cache.cursors.ring_origin[2]) == 0
+        for name, ten in ring_tensors(cache).items():
+            want = 1.0 if name == "ring_k" else 0.0
+            assert bool((ten[2, :5] == want).all()) and bool((ten[2, 5:] == 7.0).all()), name
+            assert bool((ten[0] == 7.0).all()) and bool((ten[1] == 7.0).all()) and bool((ten[3] == 7.0).all()), name
 
 
 @pytest.mark.parametrize("family", ["mamba2", "gdn"])

@@ -241,3 +241,19 @@ def test_constructor_and_commit_arguments():
     cur.plan([0], 2)
     cur.commit([0], None)                          # all T = 2 accepted, T from the last plan
     assert int(cur.ring_len[0]) == 2
+
+
+def test_reset_with_lengths():
+    """reset(slots, lengths): o = 0, h = lengths[i] (neutral records at admission, state/phase.py); padding slots
+    skipped; lengths outside [0, L - 1] or of the wrong count refused before anything changes."""
+    c = ReplayCursors(6, 8, 2, "speculative")
+    c.ring_origin[:] = 3
+    c.ring_len[:] = 2
+    c.reset(torch.tensor([4, -1, 1]), [7, 5, 0])
+    assert c.ring_origin.tolist() == [3, 0, 3, 3, 0, 3] and c.ring_len.tolist() == [2, 0, 2, 2, 7, 2]
+    c.ring_origin[4] = 5
+    before = c.snapshot()
+    for bad in ([8, 0, 0], [0, -1, 0], [0, 0]):
+        with pytest.raises(ValueError, match=r"ReplayCursors.reset: 'lengths' must be 3 values in \[0, L - 1 = 7\]"):
+            c.reset(torch.tensor([4, -1, 1]), bad)
+    assert all(torch.equal(a, b) for a, b in zip(before, c.snapshot()))

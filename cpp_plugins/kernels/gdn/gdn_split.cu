@@ -293,17 +293,11 @@ cudaError_t launchSplitKT(const GdnReplayParams& p, int smCount, cudaStream_t s,
     if (e != cudaSuccess) return e;
     const long long pairs = (long long)p.batch * p.num_heads;
     const bool mma = K == 128 && MAXT > 1 && !stream::RowQuad<ST>::kScaled && useVerifyMma(p);
-    const unsigned prepGrid = (unsigned)((pairs + warps - 1) / warps);
-    if (prepDependent) {
-        int mmaArg = mma ? 1 : 0;
-        void* prepArgs[] = {const_cast<GdnReplayParams*>(&p), &mmaArg};
-        e = launchMaybeDependent(reinterpret_cast<const void*>(prep), dim3(prepGrid), dim3(warps * 32), prepSmem, s,
-                                 prepArgs, true);
-        if (e != cudaSuccess) return e;
-    } else {
-        prep<<<prepGrid, warps * 32, prepSmem, s>>>(p, mma ? 1 : 0);
-    }
-    if ((e = cudaGetLastError()) != cudaSuccess) return e;
+    int mmaArg = mma ? 1 : 0;
+    void* prepArgs[] = {const_cast<GdnReplayParams*>(&p), &mmaArg};
+    e = launchMaybeDependent(reinterpret_cast<const void*>(prep), dim3((unsigned)((pairs + warps - 1) / warps)),
+                             dim3(warps * 32), prepSmem, s, prepArgs, prepDependent);
+    if (e != cudaSuccess || (e = cudaGetLastError()) != cudaSuccess) return e;
     if constexpr (K == 128 && !std::is_same<ST, float>::value) {
         if constexpr (MAXT == 1 && (std::is_same<ST, __half>::value || stream::RawQuad<ST>::kScaled)) {
             if (useReadCopy<ST>(p) && useReadCopyMma(p, rc)) return launchReadCopyMma(p, smCount, s, rc);
