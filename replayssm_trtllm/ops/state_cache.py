@@ -50,6 +50,7 @@ class ReplayCursorCache:
         self.ring_origin = torch.zeros(num_slots, dtype=torch.int32, device=self.device)
         self.ring_len = torch.zeros(num_slots, dtype=torch.int32, device=self.device)
         self.error_slot = torch.full((1,), -1, dtype=torch.int32, device=self.device)
+        self._admitted = 0  # rows admitted through reset (the start of the next "spread" phases)
         self._last_rows: Optional[torch.Tensor] = None
         self._last_T: Optional[int] = None
 
@@ -75,9 +76,10 @@ class ReplayCursorCache:
         """Neutral records for ``phase`` (state/phase.py) written into ``ring`` (name -> [layers, S, C, ...]
         tensor); returns the per-slot counts (None without a phase)."""
         idx = self._slots_tensor(slots)
-        counts = admission_phases(op, phase, int(idx.shape[0]), self.window)
+        counts = admission_phases(op, phase, int(idx.shape[0]), self.window, self._admitted)
         if counts is not None:
             write_neutral_records(family, ring, idx.tolist(), counts, 1)
+        self._admitted += int((idx >= 0).sum())  # rows admitted so far (the "spread" phases' start)
         return counts
 
     def _note_step(self, state_batch_indices: torch.Tensor, T: int) -> None:

@@ -70,6 +70,7 @@ class _ReplayCacheBase:
         op = type(self).__name__
         self.num_slots = expect_int(op, "num_slots", num_slots, 1, None)
         self.window = expect_int(op, "window", window, 1, None)
+        self._admitted = 0  # rows admitted through reset (the start of the next "spread" phases)
         self.max_verify = expect_int(op, "max_verify", max_verify, 1, None)
         self.mode = parse_mode(mode)
         self.two_precision = bool(two_precision)
@@ -89,8 +90,9 @@ class _ReplayCacheBase:
         sz = dict(zip(state_dims[1:], self.ckpt.shape[1:]))
         sz["n"] = int(sbi.shape[0])
         expect_tensor(op, "prefill_state", prefill_state, ["n"] + list(state_dims[1:]), sz)
-        counts = admission_phases(op, phase, int(sbi.shape[0]), self.window)
+        counts = admission_phases(op, phase, int(sbi.shape[0]), self.window, self._admitted)
         self.cursors.reset(sbi, counts)   # validates slot range and duplicates
+        self._admitted += int((sbi >= 0).sum())  # rows admitted so far (the start of the next "spread" phases)
         if counts is not None:  # neutral records ahead of the row's own (state/phase.py)
             names = ("ring_dt", "ring_x", "ring_B") if self.family == "mamba2" else \
                 ("ring_g", "ring_u", "ring_k", "ring_beta", "ring_v")

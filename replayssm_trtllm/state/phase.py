@@ -33,18 +33,20 @@ NEUTRAL_RECORD = {
 }
 
 
-def admission_phases(op: str, phase: PhaseLike, n: int, window: int) -> Optional[list]:
+def admission_phases(op: str, phase: PhaseLike, n: int, window: int, start: int = 0) -> Optional[list]:
     """Per-slot neutral-record counts for ``n`` slots admitted together, or None (no phase: ``h = 0``).
 
-    ``phase``: None (every row starts at h = 0), ``"spread"`` (row i of the n gets ``i * L // n``: the burst's first
-    flushes spread evenly over one window; a single admission gets 0), an int (every row), or one int per slot.
-    Each count must be in [0, L - 1]."""
+    ``phase``: None (every row starts at h = 0), ``"spread"`` (row i gets ``(start + i) % L``, where ``start`` is the
+    number of rows the cache admitted before: consecutive phases, so rows admitted together, in one call or in several
+    calls of the same engine step, flush on different steps; consecutive rather than evenly spaced phases also stay
+    apart when every row commits T > 1 tokens per step), an int (every row), or one int per slot. Each count must be
+    in [0, L - 1]."""
     if phase is None:
         return None
     if isinstance(phase, str):
         if phase != "spread":
             raise ValueError(f"{op}: 'phase' must be None, 'spread', an int or one int per slot; got {phase!r}")
-        return [(i * window) // n for i in range(n)] if n > 0 else []
+        return [(start + i) % window for i in range(n)]
     if isinstance(phase, bool):
         raise ValueError(f"{op}: 'phase' must be None, 'spread', an int or one int per slot; got {phase!r}")
     if isinstance(phase, int):

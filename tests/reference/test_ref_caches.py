@@ -239,9 +239,9 @@ def test_admission_phase_spreads_in_phase_flushes(family, mode, T):
 def test_admission_phases_values_and_errors():
     from replayssm_trtllm.state.phase import admission_phases
     assert admission_phases("op", None, 4, 16) is None
-    assert admission_phases("op", "spread", 4, 16) == [0, 4, 8, 12]
-    assert admission_phases("op", "spread", 1, 16) == [0]
-    assert admission_phases("op", "spread", 20, 16) == [(i * 16) // 20 for i in range(20)]
+    assert admission_phases("op", "spread", 4, 16) == [0, 1, 2, 3]
+    assert admission_phases("op", "spread", 1, 16, start=5) == [5]
+    assert admission_phases("op", "spread", 20, 16, start=3) == [(3 + i) % 16 for i in range(20)]
     assert admission_phases("op", 3, 2, 16) == [3, 3]
     assert admission_phases("op", torch.tensor([0, 15]), 2, 16) == [0, 15]
     with pytest.raises(ValueError, match=r"op: each phase .* must be in \[0, L - 1 = 15\]; got 16"):
@@ -252,6 +252,16 @@ def test_admission_phases_values_and_errors():
         admission_phases("op", "even", 3, 16)
     with pytest.raises(ValueError, match=r"'phase' given per slot"):
         admission_phases("op", torch.tensor([0.5, 1.0]), 2, 16)
+
+
+def test_spread_phase_continues_across_resets():
+    """Rows admitted one call at a time in the same engine step (how a serving loop may admit a burst) still get
+    consecutive phases: "spread" continues from the rows the cache admitted before."""
+    cache = make_cache("gdn", 6, 4, 1, "standard")
+    shape = tuple(cache.ckpt.shape[1:])
+    for s in range(6):
+        cache.reset([s], torch.randn((1,) + shape, dtype=torch.float64), phase="spread")
+    assert cache.cursors.ring_len.tolist() == [0, 1, 2, 3, 0, 1]
 
 
 def test_reset_phase_writes_neutral_records():
