@@ -65,12 +65,14 @@ class ReplayCursorCache:
         slot, from :func:`~replayssm_trtllm.state.phase.admission_phases`), ``h = lengths[i]``."""
         idx = self._slots_tensor(slots)
         keep = idx >= 0
-        self.ring_origin[idx[keep]] = 0
-        if lengths is None:
-            self.ring_len[idx[keep]] = 0
-        else:
+        h = None
+        if lengths is not None:  # checked before anything changes
             h = torch.as_tensor(list(lengths), dtype=torch.int32)
-            self.ring_len[idx[keep]] = h[keep.cpu()].to(self.device)
+            if h.shape[0] != idx.shape[0] or bool(((h < 0) | (h > self.window - 1)).any()):
+                raise ValueError(f"{type(self).__name__}.reset_cursors: 'lengths' must be one value per slot ({idx.shape[0]} "
+                                 f"slots), each in [0, L - 1 = {self.window - 1}]; got {h.tolist()}")
+        self.ring_origin[idx[keep]] = 0
+        self.ring_len[idx[keep]] = 0 if h is None else h[keep.cpu()].to(self.device)
 
     def _reset_phase(self, op: str, family: str, slots, phase, ring: dict):
         """Neutral records for ``phase`` (state/phase.py) written into ``ring`` (name -> [layers, S, C, ...]

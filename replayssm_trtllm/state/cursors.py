@@ -312,8 +312,8 @@ class ReplayCursors:
         if lengths is not None:  # checked before anything changes
             h = torch.as_tensor(list(lengths), dtype=torch.int32)
             if h.shape[0] != sbi.shape[0] or bool(((h < 0) | (h > self.window - 1)).any()):
-                raise ValueError(f"ReplayCursors.reset: 'lengths' must be {sbi.shape[0]} values in [0, L - 1 = "
-                                 f"{self.window - 1}]; got {h.tolist()}")
+                raise ValueError(f"ReplayCursors.reset: 'lengths' must be one value per slot ({sbi.shape[0]} "
+                                 f"slots), each in [0, L - 1 = {self.window - 1}]; got {h.tolist()}")
         self.ring_origin[idx] = 0
         self.ring_len[idx] = 0 if h is None else h[keep.cpu()].to(self.ring_len.device)
 

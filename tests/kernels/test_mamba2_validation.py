@@ -141,6 +141,20 @@ def test_cursor_cache_modes_cpu():
         ReplayCursorCache(4, 16, 4, "standard", device="cpu")
 
 
+def test_cursor_cache_reset_lengths_cpu():
+    """reset_cursors(slots, lengths) (the admission phases of state/phase.py): o = 0, h = lengths[i] for the
+    non-negative slots; lengths outside [0, L - 1] or of the wrong count refused before anything changes."""
+    c = ReplayCursorCache(5, 8, 1, "standard", device="cpu")
+    c.ring_origin[:] = 2
+    c.reset_cursors([1, -1, 3], [2, 0, 7])
+    assert c.ring_len.tolist() == [0, 2, 0, 7, 0] and c.ring_origin.tolist() == [2, 0, 2, 0, 2]
+    for bad in ([8], [1, 2]):
+        with pytest.raises(ValueError, match=r"ReplayCursorCache.reset_cursors: 'lengths' must be one value per slot "
+                                             r"\(1 slots\), each in \[0, L - 1 = 7\]"):
+            c.reset_cursors([4], bad)
+    assert c.ring_len.tolist() == [0, 2, 0, 7, 0] and c.ring_origin.tolist() == [2, 0, 2, 0, 2]
+
+
 def test_overhead_super_L16_T4():
     o = replay_overhead_bytes(128, 64, 128, 8, 16, 4)
     assert o["ring_bytes"] == 20 * (4 * 128 + 2 * 128 * 64 + 2 * 8 * 128) == 378880
