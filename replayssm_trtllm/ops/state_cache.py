@@ -69,8 +69,8 @@ class ReplayCursorCache:
         if lengths is not None:  # checked before anything changes
             h = torch.as_tensor(list(lengths), dtype=torch.int32)
             if h.shape[0] != idx.shape[0] or bool(((h < 0) | (h > self.window - 1)).any()):
-                raise ValueError(f"{type(self).__name__}.reset_cursors: 'lengths' must be one value per slot ({idx.shape[0]} "
-                                 f"slots), each in [0, L - 1 = {self.window - 1}]; got {h.tolist()}")
+                raise ValueError(f"{type(self).__name__}.reset_cursors: 'lengths' must be one value per slot "
+                                 f"({idx.shape[0]} slots), each in [0, L - 1 = {self.window - 1}]; got {h.tolist()}")
         self.ring_origin[idx[keep]] = 0
         self.ring_len[idx[keep]] = 0 if h is None else h[keep.cpu()].to(self.device)
 

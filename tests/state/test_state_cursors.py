@@ -254,6 +254,7 @@ def test_reset_with_lengths():
     c.ring_origin[4] = 5
     before = c.snapshot()
     for bad in ([8, 0, 0], [0, -1, 0], [0, 0]):
-        with pytest.raises(ValueError, match=r"ReplayCursors.reset: 'lengths' must be one value per slot \(3 slots\), each in \[0, L - 1 = 7\]"):
+        with pytest.raises(ValueError, match=r"ReplayCursors.reset: 'lengths' must be one value per slot "
+                                             r"\(3 slots\), each in \[0, L - 1 = 7\]"):
             c.reset(torch.tensor([4, -1, 1]), bad)
     assert all(torch.equal(a, b) for a, b in zip(before, c.snapshot()))
