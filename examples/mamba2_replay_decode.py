@@ -18,6 +18,9 @@ def main() -> int:
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--window", type=int, default=16)
+    ap.add_argument("--phase", choices=["none", "spread"], default="none",
+                    help="flush phase at admission (state/phase.py): 'spread' gives the rows admitted together "
+                         "different flush steps (the outputs stay the same)")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("this example needs a CUDA GPU and the kernel library (pip install -e . with nvcc)")
@@ -36,7 +39,7 @@ def main() -> int:
 
     cache = ReplayStateCache(Lyr, Bsz, H, P, N, G, window=args.window, device=dev)
     slots = torch.arange(Bsz, dtype=torch.int32, device=dev)
-    cache.reset(slots, prefill)
+    cache.reset(slots, prefill, phase=None if args.phase == "none" else args.phase)
     conv_state = prefill.clone()  # conventional: one full state per layer, updated every step
 
     worst = 0.0
