@@ -15,6 +15,7 @@ from typing import Optional, Sequence, Union
 
 import torch
 
+from ..state.cursors import checked_reset_lengths
 from ..state.phase import admission_phases, write_neutral_records
 from .commit import MODE_SPECULATIVE, MODE_STANDARD, mode_code, replay_commit
 
@@ -65,12 +66,7 @@ class ReplayCursorCache:
         slot, from :func:`~replayssm_trtllm.state.phase.admission_phases`), ``h = lengths[i]``."""
         idx = self._slots_tensor(slots)
         keep = idx >= 0
-        h = None
-        if lengths is not None:  # checked before anything changes
-            h = torch.as_tensor(list(lengths), dtype=torch.int32)
-            if h.shape[0] != idx.shape[0] or bool(((h < 0) | (h > self.window - 1)).any()):
-                raise ValueError(f"{type(self).__name__}.reset_cursors: 'lengths' must be one value per slot "
-                                 f"({idx.shape[0]} slots), each in [0, L - 1 = {self.window - 1}]; got {h.tolist()}")
+        h = checked_reset_lengths(f"{type(self).__name__}.reset_cursors", lengths, int(idx.shape[0]), self.window)
         self.ring_origin[idx[keep]] = 0
         self.ring_len[idx[keep]] = 0 if h is None else h[keep.cpu()].to(self.device)
 

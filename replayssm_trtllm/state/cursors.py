@@ -52,6 +52,18 @@ def mode_name(mode: int) -> str:
     return _MODE_NAMES[mode]
 
 
+def checked_reset_lengths(op: str, lengths: Optional[Sequence[int]], n: int, window: int) -> Optional[torch.Tensor]:
+    """``lengths`` of a cursor reset (one committed count per slot, each in [0, L - 1]) as an int32 tensor, or None;
+    raises before the caller changes anything."""
+    if lengths is None:
+        return None
+    h = torch.as_tensor(list(lengths), dtype=torch.int32)
+    if h.shape[0] != n or bool(((h < 0) | (h > window - 1)).any()):
+        raise ValueError(f"{op}: 'lengths' must be one value per slot ({n} slots), each in [0, L - 1 = "
+                         f"{window - 1}]; got {h.tolist()}")
+    return h
+
+
 # ---- pure elementwise rules (shared with the device commit) -----------------------------------
 
 def flush_mask(length: torch.Tensor, num_tokens: int, window: int, mode: int) -> torch.Tensor:
@@ -308,12 +320,7 @@ class ReplayCursors:
         sbi = self._rows("ReplayCursors.reset", slots)
         keep = sbi >= 0
         idx = sbi[keep]
-        h = None
-        if lengths is not None:  # checked before anything changes
-            h = torch.as_tensor(list(lengths), dtype=torch.int32)
-            if h.shape[0] != sbi.shape[0] or bool(((h < 0) | (h > self.window - 1)).any()):
-                raise ValueError(f"ReplayCursors.reset: 'lengths' must be one value per slot ({sbi.shape[0]} "
-                                 f"slots), each in [0, L - 1 = {self.window - 1}]; got {h.tolist()}")
+        h = checked_reset_lengths("ReplayCursors.reset", lengths, int(sbi.shape[0]), self.window)
         self.ring_origin[idx] = 0
         self.ring_len[idx] = 0 if h is None else h[keep.cpu()].to(self.ring_len.device)
 
