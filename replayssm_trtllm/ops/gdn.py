@@ -460,8 +460,7 @@ class GdnReplayStateCache(_cursor_base()):
         if tuple(pre.shape) != want:
             raise ValueError(f"GdnReplayStateCache.reset: 'prefill_state' must be [num_layers, n, HV, V, K] = "
                              f"{list(want)}; got {list(prefill_state.shape)}")
-        counts = self._reset_phase("GdnReplayStateCache.reset", "gdn", idx, phase,
-                                   {"ring_g": self.ring_g, "ring_u": self.ring_u, "ring_k": self.ring_k})
+        counts = self._reset_phase("GdnReplayStateCache.reset", "gdn", idx, phase)
         keep = idx >= 0
         self.ckpt[:, idx[keep]] = pre[:, keep.to(pre.device)].to(device=self.device, dtype=self.state_dtype)
         self.reset_cursors(idx, counts)

@@ -70,13 +70,13 @@ class ReplayCursorCache:
         self.ring_origin[idx[keep]] = 0
         self.ring_len[idx[keep]] = 0 if h is None else h[keep.cpu()].to(self.device)
 
-    def _reset_phase(self, op: str, family: str, slots, phase, ring: dict):
-        """Neutral records for ``phase`` (state/phase.py) written into ``ring`` (name -> [layers, S, C, ...]
-        tensor); returns the per-slot counts (None without a phase)."""
+    def _reset_phase(self, op: str, family: str, slots, phase):
+        """Neutral records for ``phase`` (state/phase.py) written into this cache's [layers, S, C, ...] ring
+        tensors; returns the per-slot counts (None without a phase)."""
         idx = self._slots_tensor(slots)
         counts = admission_phases(op, phase, int(idx.shape[0]), self.window, self._admitted)
         if counts is not None:
-            write_neutral_records(family, ring, idx.tolist(), counts, 1)
+            write_neutral_records(family, self, idx.tolist(), counts, 1)
         self._admitted += int((idx >= 0).sum())  # rows admitted so far (the "spread" phases' start)
         return counts
 
@@ -145,8 +145,7 @@ class ReplayStateCache(ReplayCursorCache):
         if tuple(pre.shape) != want:
             raise ValueError(f"ReplayStateCache.reset: 'prefill_state' must be [num_layers, n, H, P, N] = "
                              f"{list(want)}; got {list(prefill_state.shape)}")
-        counts = self._reset_phase("ReplayStateCache.reset", "mamba2", idx, phase,
-                                   {"ring_dt": self.ring_dt, "ring_x": self.ring_x, "ring_B": self.ring_B})
+        counts = self._reset_phase("ReplayStateCache.reset", "mamba2", idx, phase)
         keep = idx >= 0
         self.ckpt[:, idx[keep]] = pre[:, keep.to(pre.device)].to(device=self.device, dtype=self.state_dtype)
         self.reset_cursors(idx, counts)

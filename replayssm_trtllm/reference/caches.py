@@ -94,9 +94,7 @@ class _ReplayCacheBase:
         self.cursors.reset(sbi, counts)   # validates slot range and duplicates
         self._admitted += int((sbi >= 0).sum())  # rows admitted so far (the start of the next "spread" phases)
         if counts is not None:  # neutral records ahead of the row's own (state/phase.py)
-            names = ("ring_dt", "ring_x", "ring_B") if self.family == "mamba2" else \
-                ("ring_g", "ring_u", "ring_k", "ring_beta", "ring_v")
-            write_neutral_records(self.family, {n: getattr(self, n) for n in names}, sbi.tolist(), counts, 0)
+            write_neutral_records(self.family, self, sbi.tolist(), counts, 0)
         pre = f64(prefill_state)
         for i in range(sbi.shape[0]):
             s = int(sbi[i])

@@ -20,7 +20,7 @@ policy, not part of the paper's algorithms; the benchmark's "in phase" case does
 """
 from __future__ import annotations
 
-from typing import Dict, Optional, Sequence, Union
+from typing import Optional, Sequence, Union
 
 import torch
 
@@ -64,17 +64,17 @@ def admission_phases(op: str, phase: PhaseLike, n: int, window: int, start: int 
     return counts
 
 
-def write_neutral_records(family: str, tensors: Dict[str, Optional[torch.Tensor]], slots: Sequence[int],
-                          counts: Sequence[int], slot_dim: int) -> None:
+def write_neutral_records(family: str, cache, slots: Sequence[int], counts: Sequence[int], slot_dim: int) -> None:
     """Writes ``counts[i]`` neutral records at ring indices ``0 .. counts[i] - 1`` of ``slots[i]`` (negative slots
-    skipped) into every ring tensor of ``tensors`` (name -> tensor; dim ``slot_dim`` is the slot, the next one the
-    ring index). The caller sets the cursors to ``o = 0, h = counts[i]``."""
-    fills = NEUTRAL_RECORD[family]
-    for name, ten in tensors.items():
-        if ten is None:
-            continue
-        for s, c in zip(slots, counts):
-            if s < 0 or c == 0:
-                continue
-            idx = (slice(None),) * slot_dim + (int(s), slice(0, int(c)))
-            ten[idx] = fills[name]
+    skipped) into each ring tensor of ``cache`` named in ``NEUTRAL_RECORD[family]`` (attributes it lacks or holds as
+    None are skipped; dim ``slot_dim`` is the slot, the next one the ring index): one indexed write per tensor. The
+    caller sets the cursors to ``o = 0, h = counts[i]``."""
+    pairs = [(int(s), int(c)) for s, c in zip(slots, counts) if s >= 0 and c > 0]
+    if not pairs:
+        return
+    slot_idx = torch.tensor([s for s, c in pairs for _ in range(c)], dtype=torch.int64)
+    ring_idx = torch.tensor([j for _, c in pairs for j in range(c)], dtype=torch.int64)
+    for name, fill in NEUTRAL_RECORD[family].items():
+        ten = getattr(cache, name, None)
+        if ten is not None:
+            ten[(slice(None),) * slot_dim + (slot_idx.to(ten.device), ring_idx.to(ten.device))] = fill

@@ -391,19 +391,17 @@ def test_replay_standard_prep_register_bounds(minb, shape, B, L, stag, monkeypat
 # since the twenty-seventh session also issues a flush item's first two key chunks and fold weights' fw_j at the item's
 # start (ESTAGE; L = 8 is one chunk, L = 16 two, L = 32 four, so the in-loop restaging of chunks 2 and 3 runs too; in
 # phase every row flushes); estage-off runs the previous instance, a programmatic dependent of the prep
-# (RSSM_GDN_SPLIT_ESTAGE=0). prep-pdl-on: the lean prep launched as a programmatic dependent of the kernel before it
-# (RSSM_PDL_GDN_PREP=1, twenty-eighth session; WAITP).
+# (RSSM_GDN_SPLIT_ESTAGE=0).
 STD_STEP_SWITCHES = {"estage-off": {"RSSM_GDN_SPLIT_ESTAGE": "0"},
                      "deferred-permute-off": {"RSSM_GDN_SPLIT_UPD": "0"},
                      "fdiv-off": {"RSSM_GDN_SPLIT_FDIV": "0"},
                      "off32-off": {"RSSM_GDN_SPLIT_OFF32": "0"},
                      "prep-mnorm-off": {"RSSM_GDN_PREP_MNORM": "0"},
                      "prep-lean-off": {"RSSM_GDN_PREP_LEAN": "0"},
-                     "early-rows-off": {"RSSM_GDN_SPLIT_EARLY": "0"},
-                     "prep-pdl-on": {"RSSM_PDL_GDN_PREP": "1"}}
+                     "early-rows-off": {"RSSM_GDN_SPLIT_EARLY": "0"}}
 STD_READOUT_ENV = ("RSSM_GDN_SPLIT_UPD", "RSSM_GDN_SPLIT_FDIV", "RSSM_GDN_SPLIT_OFF32", "RSSM_GDN_SPLIT_EARLY",
                    "RSSM_GDN_SPLIT_ESTAGE")
-STD_PREP_ENV = ("RSSM_GDN_PREP_MNORM", "RSSM_GDN_PREP_MINB", "RSSM_GDN_PREP_LEAN", "RSSM_PDL_GDN_PREP")
+STD_PREP_ENV = ("RSSM_GDN_PREP_MNORM", "RSSM_GDN_PREP_MINB", "RSSM_GDN_PREP_LEAN")
 
 
 @pytest.mark.gpu
@@ -467,23 +465,19 @@ def test_standard_readout_instance_runs(env, upd, fdiv, off32, early, estage, mo
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("env,mnorm,lean,waitp", [({}, True, True, False),
-                                                  ({"RSSM_GDN_PREP_LEAN": "0"}, True, False, False),
-                                                  ({"RSSM_GDN_PREP_MNORM": "0"}, False, False, False),
-                                                  ({"RSSM_GDN_PREP_MINB": "6"}, False, False, False),
-                                                  ({"RSSM_PDL_GDN_PREP": "1"}, True, True, True)],
-                         ids=["default-mnorm-lean", "lean-off", "mnorm-off-no-lean", "minb6-has-neither",
-                              "prep-pdl-waitp"])
-def test_prep_instance_runs(env, mnorm, lean, waitp, monkeypatch):
+@pytest.mark.parametrize("env,mnorm,lean", [({}, True, True), ({"RSSM_GDN_PREP_LEAN": "0"}, True, False),
+                                            ({"RSSM_GDN_PREP_MNORM": "0"}, False, False),
+                                            ({"RSSM_GDN_PREP_MINB": "6"}, False, False)],
+                         ids=["default-mnorm-lean", "lean-off", "mnorm-off-no-lean", "minb6-has-neither"])
+def test_prep_instance_runs(env, mnorm, lean, monkeypatch):
     """Which one-token prep instance ran (torch profiler): LEAN + MNORM by default, MNORM alone with
     RSSM_GDN_PREP_LEAN=0, neither with RSSM_GDN_PREP_MNORM=0 (LEAN sits on top of MNORM) or the RSSM_GDN_PREP_MINB=6
-    bound; the lean prep that waits for the kernel before it (WAITP) with RSSM_PDL_GDN_PREP=1."""
+    bound."""
     names = _one_standard_step_kernels(monkeypatch, STD_PREP_ENV, env, seed=7)
     pr = [a for a in instances(names, "gdnSplitPrepKernel") if a[:2] == ["128", "1"]]
     assert pr, f"no one-token prep ran: {sorted(names)}"
-    # template arguments 3, 4, 6: MNORM, LEAN, WAITP
-    got = [(a[3] == "1", a[4] == "1", a[6] == "1") for a in pr]
-    assert all(g == (mnorm, lean, waitp) for g in got), (pr, got)
+    # template arguments 3, 4: MNORM, LEAN
+    assert all((a[3] == "1", a[4] == "1") == (mnorm, lean) for a in pr), pr
 
 
 # Readout switches that only move or re-derive values (never change them): (the reference setting, the alternative
@@ -501,8 +495,6 @@ NO_VALUE_CHANGE_CASES = {
     # L = 32 (four key chunks: the in-loop restaging too) as well as L = 8
     "estage": ({}, [{"RSSM_GDN_SPLIT_ESTAGE": "0"}]),
     "estage-L32": ({}, [{"RSSM_GDN_SPLIT_ESTAGE": "0"}], 32),
-    # the prep waiting for the kernel before it (launched as its programmatic dependent): the same records
-    "prep-pdl": ({}, [{"RSSM_PDL_GDN_PREP": "1"}]),
 }
 
 

@@ -45,13 +45,10 @@ inline bool pdlEnabled() {
     return major[dev] >= 9;
 }
 
-// pdlEnabled() and the launch class's own switch `name` ("1": on; "0": that class launches plainly).
-// Classes (docs/switches.md): RSSM_PDL_COMMIT (the commit after the decode), RSSM_PDL_M2_VERIFY (the Mamba-2
-// tensor-core verify readout after its prep), RSSM_PDL_M2_SPLIT (the Mamba-2 CUDA-core split readout after its
-// prep: the standard step at large batch), RSSM_PDL_GDN_VERIFY (the GDN tensor-core verify readout after its prep).
-// `dflt`: the class's default where its switch is unset (the verify readouts: off up to 4 tokens, twenty-eighth
-// session). For side-by-side timing of one class at a time; RSSM_PDL=0 turns every class off.
-inline bool pdlEnabled(const char* name, bool dflt = true) { return envSwitch(name, dflt) && pdlEnabled(); }
+// pdlEnabled() and a launcher's own switch `name` ("1": on, "0": off, otherwise `dflt`): RSSM_PDL_M2_VERIFY and
+// RSSM_PDL_GDN_VERIFY, the tensor-core verify readouts after their preps, whose default is PDL only above 4 tokens
+// (twenty-eighth session, docs/switches.md). RSSM_PDL=0 turns them off too.
+inline bool pdlEnabled(const char* name, bool dflt) { return envSwitch(name, dflt) && pdlEnabled(); }
 
 // Launches func(args) on `stream`, as a programmatic dependent of the previous kernel when `dependent`.
 inline cudaError_t launchMaybeDependent(const void* func, dim3 grid, dim3 block, size_t smem, cudaStream_t stream,

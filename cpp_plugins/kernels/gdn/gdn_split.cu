@@ -243,7 +243,6 @@ cudaError_t launchReadCopyMma(const GdnReplayParams& p, int smCount, cudaStream_
 template <typename ST, int K, int MAXT>
 cudaError_t launchSplitKT(const GdnReplayParams& p, int smCount, cudaStream_t s, const stream::ReadCopyScales& rc) {
     auto* prep = gdnSplitPrepKernel<K, MAXT>;
-    bool prepDependent = false;  // the prep launched as a programmatic dependent of the kernel before it (WAITP)
     if constexpr (K == 128 && MAXT == 1) {
         // The one-token prep with its registers capped for 8 CTAs per SM (64 registers, no spills): B x H = 4096
         // warps at B = 256 fit one wave (1.29 waves at 6). Side by side (nineteenth session, call 3): in-phase
@@ -262,15 +261,8 @@ cudaError_t launchSplitKT(const GdnReplayParams& p, int smCount, cudaStream_t s,
         const char* e = getenv("RSSM_GDN_PREP_MINB");
         if (e && e[0] == '6' && e[1] == 0) prep = gdnSplitPrepKernel<128, 1, 6>;
         else if (!envSwitch("RSSM_GDN_PREP_MNORM", true)) prep = gdnSplitPrepKernel<128, 1, 8>;
-        else if (envSwitch("RSSM_GDN_PREP_LEAN", true) && p.num_v_heads / p.num_heads <= 32) {
+        else if (envSwitch("RSSM_GDN_PREP_LEAN", true) && p.num_v_heads / p.num_heads <= 32)
             prep = gdnSplitPrepKernel<128, 1, 8, true, true>;
-            // WAITP (A/B, RSSM_PDL_GDN_PREP=1, read per launch; twenty-eighth session): the lean prep launched as a
-            // programmatic dependent of the kernel before it, waiting for that grid before its first read.
-            if (pdlEnabled("RSSM_PDL_GDN_PREP", false)) {
-                prep = gdnSplitPrepKernel<128, 1, 8, true, true, false, true>;
-                prepDependent = true;
-            }
-        }
     } else if constexpr (K == 128) {
         // The speculative preps take the committed keys' norms from the records' Gram tile on tensor cores too
         // (MNORM; the default since the twenty-sixth session), at T <= 4 with the warp's shared-memory layout in
@@ -293,11 +285,8 @@ cudaError_t launchSplitKT(const GdnReplayParams& p, int smCount, cudaStream_t s,
     if (e != cudaSuccess) return e;
     const long long pairs = (long long)p.batch * p.num_heads;
     const bool mma = K == 128 && MAXT > 1 && !stream::RowQuad<ST>::kScaled && useVerifyMma(p);
-    int mmaArg = mma ? 1 : 0;
-    void* prepArgs[] = {const_cast<GdnReplayParams*>(&p), &mmaArg};
-    e = launchMaybeDependent(reinterpret_cast<const void*>(prep), dim3((unsigned)((pairs + warps - 1) / warps)),
-                             dim3(warps * 32), prepSmem, s, prepArgs, prepDependent);
-    if (e != cudaSuccess || (e = cudaGetLastError()) != cudaSuccess) return e;
+    prep<<<(unsigned)((pairs + warps - 1) / warps), warps * 32, prepSmem, s>>>(p, mma ? 1 : 0);
+    if ((e = cudaGetLastError()) != cudaSuccess) return e;
     if constexpr (K == 128 && !std::is_same<ST, float>::value) {
         if constexpr (MAXT == 1 && (std::is_same<ST, __half>::value || stream::RawQuad<ST>::kScaled)) {
             if (useReadCopy<ST>(p) && useReadCopyMma(p, rc)) return launchReadCopyMma(p, smCount, s, rc);

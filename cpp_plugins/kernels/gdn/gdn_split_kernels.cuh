@@ -153,16 +153,10 @@ __device__ __forceinline__ void writeDraftSolve(float* Mg, const float* sTri, in
 // L32 (A/B, twenty-fifth session, NOT yet run on a GPU; RSSM_GDN_PREP_MNORM_SPEC=2, the speculative preps with MNORM):
 // the per-warp shared-memory layout in 32-bit arithmetic. In the T = 4 prep's source counters (twenty-fourth session)
 // the size_t layout expressions, rematerialized under the 80-register cap, were ~23% of the warp's instructions.
-// WAITP (A/B, RSSM_PDL_GDN_PREP=1, twenty-eighth session; the lean one-token prep only): the prep is itself launched
-// as a programmatic dependent of the kernel before it (the previous layer's readout or commit in a graph, the input
-// projection in a model) and waits for that grid before its first read, so its launch overlaps that kernel's exit.
-template <int K, int MAXT, int MINB = kSplitPrepMinBlocks, bool MNORM = false, bool LEAN = false, bool L32 = false,
-          bool WAITP = false>
+template <int K, int MAXT, int MINB = kSplitPrepMinBlocks, bool MNORM = false, bool LEAN = false, bool L32 = false>
 __global__ void __launch_bounds__(kSplitPrepMaxThreads, MINB)
     gdnSplitPrepKernel(const GdnReplayParams p, int mmaBlock) {
     static_assert(!LEAN || MAXT == 1, "the lean prep is the one-token (standard-step) prep");
-    static_assert(!WAITP || LEAN, "WAITP: the lean one-token prep");
-    if constexpr (WAITP) pdlWaitPrimary();  // nothing below may run before the previous grid is complete
     pdlLaunchDependents();  // the readout may be scheduled now; it waits for this grid before reading its output
     constexpr int QL = K / 128;  // quads per lane of a K-vector
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;

@@ -491,8 +491,7 @@ int launchSplitReadout(const char* op, Mamba2ReplayParams& q, stream::ReadCopySc
                          : sched && strcmp(sched, "dynamic") == 0 ? true
                                                                   : items > kDynamicMinItemsPerWarp * grid * warpsPerCta;
     q.rows_per_cta = dynamic && (unsigned long long)items * (unsigned long long)grid < (1ULL << 32) ? 0 : 1;
-    return launch(op, readout, dim3(grid), splitReadoutThreads(), smem, &q, stream, &rc,
-                  pdlEnabled("RSSM_PDL_M2_SPLIT"));
+    return launch(op, readout, dim3(grid), splitReadoutThreads(), smem, &q, stream, &rc, pdlEnabled());
 }
 
 }  // namespace

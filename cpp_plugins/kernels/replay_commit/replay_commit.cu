@@ -79,12 +79,12 @@ extern "C" int rssm_replay_commit_launch(const ReplayCommitParams* p, cudaStream
     if (p->batch == 0) return RSSM_OK;
     const int threads = 128;
     const int blocks = (p->batch + threads - 1) / threads;
-    // Programmatic dependent launch (common/pdl.h; RSSM_PDL=0 or RSSM_PDL_COMMIT=0 turns it off): the commit's launch overlaps the tail
+    // Programmatic dependent launch (common/pdl.h; RSSM_PDL=0 turns it off): the commit's launch overlaps the tail
     // of the decode kernel before it, which at small batch is a visible share of the step (fourteenth session).
     ReplayCommitParams params = *p;
     void* args[] = {&params};
     cudaError_t e = rssm::launchMaybeDependent(reinterpret_cast<const void*>(&rssm::replayCommitKernel), dim3(blocks),
-                                               dim3(threads), 0, stream, args, rssm::pdlEnabled("RSSM_PDL_COMMIT"));
+                                               dim3(threads), 0, stream, args, rssm::pdlEnabled());
     if (e == cudaSuccess) e = cudaGetLastError();
     if (e != cudaSuccess)
         return setError(RSSM_ERR_CUDA, "%s: kernel launch failed: %s", op, cudaGetErrorString(e));
