@@ -40,6 +40,7 @@ from typing import Optional
 
 import torch
 
+from ..state.phase import admission_phases, write_neutral_records
 from ._lib import check_status, load_library
 
 __all__ = [
@@ -586,10 +587,19 @@ class _DualPrecisionCacheBase:
         self.ring_len = torch.zeros(S, dtype=torch.int32, device=device)
         self.flush_count = torch.zeros(S, dtype=torch.int32, device=device)
         self.num_slots = S
+        self.state_shape = (S, H, P, ROW_N)
+        self._state_dims = "H, P" if self.family == "mamba2" else "HV, V"
 
-    def reset(self, prefill_state: torch.Tensor) -> None:
-        """Every slot's checkpoint := prefill_state [S, H, P, 128] (fp32), rings empty. Both copies are
-        cast from the fp32 state (hp: SR with flush index 0 when rounding='sr'; lp: RTN, or shared: SR)."""
+    def reset(self, prefill_state: torch.Tensor, phase=None) -> None:
+        """Every slot's checkpoint := prefill_state [S, H, P, 128] (fp32), rings empty, or holding ``phase`` neutral
+        records (``None``, ``"spread"``, an int or one per slot; state/phase.py: spreads the flushes of slots that
+        start together). Both copies are cast from the fp32 state (hp: SR with flush index 0 when rounding='sr';
+        lp: RTN, or shared: SR)."""
+        op = f"{type(self).__name__}.reset"
+        if tuple(prefill_state.shape) != self.state_shape:
+            raise ValueError(f"{op}: 'prefill_state' must be [S, {self._state_dims}, {ROW_N}] = "
+                             f"{list(self.state_shape)}; got {list(prefill_state.shape)}")
+        counts = admission_phases(op, phase, self.num_slots, self.window)  # raises before anything changes
         x = prefill_state.to(device=self.device, dtype=torch.float32).contiguous()
         if self.hp is not None:
             hp = state_encode(x, self.hp.fmt, self.rounding if self.hp.fmt != "fp32" else "rtn", self.seed, self.layer)
@@ -601,6 +611,9 @@ class _DualPrecisionCacheBase:
         self.ring_origin.zero_()
         self.ring_len.zero_()
         self.flush_count.zero_()
+        if counts is not None:
+            write_neutral_records(self.family, self, range(self.num_slots), counts, 0)
+            self.ring_len.copy_(torch.tensor(counts, dtype=torch.int32))
 
     @staticmethod
     def _assign(dst: StateCopy, src: StateCopy) -> None:

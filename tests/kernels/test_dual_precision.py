@@ -41,9 +41,11 @@ def _active(S, step, stagger):
     return torch.tensor(rows, dtype=torch.int32)
 
 
-def _run_mamba2(read_fmt, mode, T, S, H, P, G, L, steps, act=torch.float16, stagger=False, seed=3, kernels=None, defer=None):
+def _run_mamba2(read_fmt, mode, T, S, H, P, G, L, steps, act=torch.float16, stagger=False, seed=3, kernels=None, defer=None,
+                phase=None):
     """Mamba-2 dual-precision cache against the float64 reference over `steps` steps; returns the slot flushes.
-    kernels: a set that receives the CUDA kernel names of the last step's decode."""
+    kernels: a set that receives the CUDA kernel names of the last step's decode. phase: the resets' admission
+    phase (state/phase.py), the same for the cache and the reference."""
     from replayssm_trtllm.ops.dual_precision import Mamba2DualPrecisionCache
     N = 128
     g = torch.Generator().manual_seed(seed)
@@ -54,8 +56,8 @@ def _run_mamba2(read_fmt, mode, T, S, H, P, G, L, steps, act=torch.float16, stag
     if defer is not None:
         dev.defer_flush_rows = defer
     pre = random_state((S, H, P, N), g)
-    ref.reset(list(range(S)), pre)
-    dev.reset(pre.float().cuda())
+    ref.reset(list(range(S)), pre, phase=phase)
+    dev.reset(pre.float().cuda(), phase=phase)
     A, D, dtb = (layer[k].float().cuda() for k in ("A", "D", "dt_bias"))
     a = lambda t: t.to(act).double()  # the activation value as the kernel sees it
     flushes = 0  # slot flushes the reference performed (its ring length dropped)
@@ -84,9 +86,10 @@ def _run_mamba2(read_fmt, mode, T, S, H, P, G, L, steps, act=torch.float16, stag
     return flushes
 
 
-def _run_gdn(read_fmt, mode, T, S, H, HV, V, L, steps, act=torch.float16, stagger=False, seed=5, kernels=None, defer=None):
+def _run_gdn(read_fmt, mode, T, S, H, HV, V, L, steps, act=torch.float16, stagger=False, seed=5, kernels=None, defer=None,
+             phase=None):
     """GDN dual-precision cache against the float64 reference over `steps` steps; returns the slot flushes.
-    kernels: a set that receives the CUDA kernel names of the last step's decode."""
+    kernels: a set that receives the CUDA kernel names of the last step's decode. phase: as in _run_mamba2."""
     from replayssm_trtllm.ops.dual_precision import GdnDualPrecisionCache
     K = 128
     g = torch.Generator().manual_seed(seed)
@@ -98,8 +101,8 @@ def _run_gdn(read_fmt, mode, T, S, H, HV, V, L, steps, act=torch.float16, stagge
     if defer is not None:
         dev.defer_flush_rows = defer
     pre = random_state((S, HV, V, K), g)
-    ref.reset(list(range(S)), pre)
-    dev.reset(pre.float().cuda())
+    ref.reset(list(range(S)), pre, phase=phase)
+    dev.reset(pre.float().cuda(), phase=phase)
     A_log, dtb = layer["A_log"].float().cuda(), layer["dt_bias"].float().cuda()
     c = lambda t: t.to(act).double()
     flushes = 0  # slot flushes the reference performed (its ring length dropped)
@@ -126,6 +129,24 @@ def _run_gdn(read_fmt, mode, T, S, H, HV, V, L, steps, act=torch.float16, stagge
     err = _rel_rms(dev.read_state("hp").cpu(), ref.ckpt)
     assert err < STATE_TOL, f"recurrence checkpoint rel RMS {err:.2e}"
     return flushes
+
+
+@pytest.mark.parametrize("family", ["mamba2", "gdn"])
+@pytest.mark.parametrize("read_fmt", ["fp16", "nvfp4"])
+@pytest.mark.parametrize("mode,T", [(0, 1), (1, 3)], ids=["standard", "spec-T3"])
+@pytest.mark.parametrize("phase", ["spread", "per-slot"])
+def test_admission_phase_vs_reference(family, read_fmt, mode, T, phase):
+    """Slots reset with neutral records (state/phase.py): "spread" gives slot s the phase s % L, "per-slot" an
+    arbitrary list that includes L - 1 (the first step flushes there at T = 3); outputs and the recurrence
+    checkpoint against the float64 reference reset with the same phases, staggered rows and a padding row,
+    flushes at different steps per slot."""
+    S, L = 7, 8
+    ph = "spread" if phase == "spread" else [5, 0, 7, 3, 1, 6, 2]
+    if family == "mamba2":
+        flushes = _run_mamba2(read_fmt, mode, T, S, 4, 64, 2, L, 3 * L, stagger=True, seed=41, phase=ph)
+    else:
+        flushes = _run_gdn(read_fmt, mode, T, S, 2, 4, 64, L, 3 * L, stagger=True, seed=43, phase=ph)
+    assert flushes >= S
 
 
 # Read path of the non-flush rows (RSSM_DP_DECODE_PATH): "auto" is the launcher's rule (at these small

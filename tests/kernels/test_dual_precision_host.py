@@ -400,3 +400,48 @@ def test_ops_declare_every_written_tensor_mutable():
         schema = getattr(torch.ops.replayssm, op).default._schema
         mutable = {a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write}
         assert mutable == names, f"{op}: mutable {sorted(mutable)}, want {sorted(names)}"
+
+
+def _cpu_state_encode(x, fmt, rounding="rtn", seed=0, layer=0, slot_ids=None, flush_index=None):
+    """Stands in for the device codec on this CPU test (the casts are tested on the GPU): an empty copy."""
+    S, H, P, N = x.shape
+    return dp.StateCopy.empty(fmt, S, H, P, N, x.device)
+
+
+@pytest.mark.parametrize("family", ["mamba2", "gdn"])
+def test_cache_reset_admission_phase_rings_and_errors(family, monkeypatch):
+    """reset(prefill_state, phase=...): ring_len = the phases, neutral records (state/phase.py NEUTRAL_RECORD)
+    at ring indices 0 .. d - 1 of each slot and nothing else touched; a bad phase or a wrong prefill shape raises
+    before anything changes."""
+    from replayssm_trtllm.state.phase import NEUTRAL_RECORD
+    monkeypatch.setattr(dp, "state_encode", _cpu_state_encode)
+    S, L, T = 5, 8, 3
+    if family == "mamba2":
+        c = dp.Mamba2DualPrecisionCache(S, 4, 16, 2, L, T, "speculative", read_fmt="nvfp4", recurrence_fmt="fp16",
+                                        device="cpu")
+        shape = (S, 4, 16, 128)
+    else:
+        c = dp.GdnDualPrecisionCache(S, 1, 2, 16, L, T, "speculative", read_fmt="fp8_e4m3", recurrence_fmt="fp32",
+                                     device="cpu")
+        shape = (S, 2, 16, 128)
+    names = [n for n in NEUTRAL_RECORD[family] if getattr(c, n, None) is not None]
+    assert len(names) == len(NEUTRAL_RECORD[family])  # every ring tensor of the family (GDN: raw beta, v too)
+    for n in names:
+        getattr(c, n).fill_(7.0)  # poison: the previous occupants' records
+    c.ring_origin.fill_(3)
+    c.reset(torch.zeros(shape), phase="spread")
+    assert c.ring_len.tolist() == [0, 1, 2, 3, 4] and c.ring_origin.tolist() == [0] * S
+    for n in names:
+        t, fill = getattr(c, n), NEUTRAL_RECORD[family][n]
+        for s in range(S):
+            assert bool((t[s, :s] == fill).all()), f"{n} slot {s}: the neutral records"
+            assert bool((t[s, s:] == 7.0).all()), f"{n} slot {s}: records past the phase must be untouched"
+    before = {n: getattr(c, n).clone() for n in names}
+    with pytest.raises(ValueError, match=r"reset: each phase .* \[0, L - 1 = 7\]; got 8"):
+        c.reset(torch.zeros(shape), phase=[0, 1, 8, 2, 3])
+    with pytest.raises(ValueError, match=r"reset: 'prefill_state' must be \[S, .*got \[4, "):
+        c.reset(torch.zeros((S - 1,) + shape[1:]), phase=1)
+    assert c.ring_len.tolist() == [0, 1, 2, 3, 4]
+    assert all(torch.equal(before[n], getattr(c, n)) for n in names)
+    c.reset(torch.zeros(shape))  # no phase: empty rings
+    assert c.ring_len.tolist() == [0] * S
