@@ -18,6 +18,7 @@ import torch
 from ..state.cursors import checked_reset_lengths
 from ..state.phase import admission_phases, write_neutral_records
 from .commit import MODE_SPECULATIVE, MODE_STANDARD, mode_code, replay_commit
+from . import mamba2 as _mamba2_ops  # noqa: F401  (registers torch.ops.replayssm.mamba2_replay_decode, used by step)
 
 __all__ = ["ReplayCursorCache", "ReplayStateCache", "Mamba2ReplayStateCache"]
 

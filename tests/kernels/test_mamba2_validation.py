@@ -287,3 +287,19 @@ def test_split_variant_workspace_rules():
     p.workspace_bytes = m2.replay_workspace_bytes(p)
     with pytest.raises(RuntimeError, match=r"at most 32 records per step .* got 34"):
         run()
+
+
+def test_caches_register_the_ops_they_call():
+    """A cache imported on its own registers every torch op its step and commit call (found on the H200: the
+    Mamba-2 ReplayStateCache imported alone had no torch.ops.replayssm.mamba2_replay_decode). Fresh interpreters,
+    so no other test's imports hide it."""
+    import subprocess
+    import sys
+    cases = {"replayssm_trtllm.ops.state_cache": ["mamba2_replay_decode", "replay_commit"],
+             "replayssm_trtllm.ops.gdn": ["gdn_replay", "gdn_decode", "replay_commit"]}
+    for module, ops in cases.items():
+        code = (f"import importlib, torch; importlib.import_module({module!r}); "
+                f"print([o for o in {ops!r} if not hasattr(torch.ops.replayssm, o)])")
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert out.stdout.strip() == "[]", f"{module} imported alone lacks the ops {out.stdout.strip()}"
