@@ -42,7 +42,8 @@ def main() -> int:
         sh = bm2.SHAPES[shp]
         sb = bm2._state_bytes(sh, B, 4)
         nl = 2 if args.ncu else int(min(64, max(2, math.ceil(240e6 / sb))))
-        ls = bm2._Layerset(sh, B, L, args.tmax, torch.float32, torch.bfloat16, nl, 0, token_list=[1])
+        ls = bm2._Layerset(sh, B, L, args.tmax, torch.float32, torch.bfloat16, nl, 0, token_list=[1],
+                           std_capacity=L + args.tmax)  # the standard steps on the ring of --tmax
         one = [torch.zeros(1, device="cuda") for _ in range(nl)]
 
         def held(h):
@@ -63,9 +64,9 @@ def main() -> int:
                   ("replay held h=L/2 (non-flush)",) + held(L // 2) + (nl,),
                   ("replay held h=L-1 (flush)",) + held(L - 1) + (nl,),
                   ("one-element kernel", None, lambda: [o.add_(1.0) for o in one], nl)]
-        if not 0 <= args.origin < ls.C:
-            raise SystemExit(f"--origin must lie in [0, {ls.C}) (the ring capacity); got {args.origin}")
-        print(f"== {shp} B={B} L={L} ring capacity {ls.C} held origin {args.origin} nl={nl} "
+        if not 0 <= args.origin < ls.C_std:
+            raise SystemExit(f"--origin must lie in [0, {ls.C_std}) (the ring capacity); got {args.origin}")
+        print(f"== {shp} B={B} L={L} ring capacity {ls.C_std} held origin {args.origin} nl={nl} "
               f"state {sb / 2**20:.2f} MiB per layer")
         def place(name, h):  # the case's cursors: h records on every row; held cases start at --origin
             if h is not None:

@@ -38,7 +38,8 @@ def main() -> int:
         sh = bg.SHAPES[shp]
         sb = B * sh["HV"] * sh["V"] * sh["K"] * 4
         nl = int(min(64, max(2, math.ceil(240e6 / sb))))
-        ls = bg._Layers(sh, B, L, args.tmax, torch.float32, torch.bfloat16, nl, 0, False, token_list=[1])
+        ls = bg._Layers(sh, B, L, args.tmax, torch.float32, torch.bfloat16, nl, 0, False, token_list=[1],
+                        std_capacity=L + args.tmax)  # the standard steps on the ring of --tmax
         one = [torch.zeros(1, device="cuda") for _ in range(nl)]
         if args.ncu:
             runs = [("conventional-v6", None, lambda: ls.conv_step(0, 1, variant=6))]
