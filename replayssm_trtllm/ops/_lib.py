@@ -66,6 +66,14 @@ def build_archs(lib) -> list[str]:
     return [a.strip() for a in lib.rssm_build_archs().decode().split(",") if a.strip()]
 
 
+def arch_matches(archs: list[str], major: int, minor: int) -> bool:
+    """True when one of the library's build archs (CMAKE_CUDA_ARCHITECTURES entries: "90a", "90a-real" (SASS only),
+    "90-virtual" (PTX only), "100a", ...) is the device's compute capability; "unknown" matches any device."""
+    dev = f"{major}{minor}"
+    names = [a.split("-")[0].rstrip("af") for a in archs]
+    return dev in names or "unknown" in archs
+
+
 def _check_arch(lib, path) -> None:
     try:
         import torch
@@ -76,7 +84,7 @@ def _check_arch(lib, path) -> None:
         return
     archs = build_archs(lib)
     dev = f"{major}{minor}"
-    ok = any(a.rstrip("af") == dev for a in archs) or "unknown" in archs
+    ok = arch_matches(archs, major, minor)
     if not ok:
         raise KernelLibraryError(
             f"{path} carries code for sm_{{{','.join(archs)}}} but this GPU is sm_{dev}; rebuild with "

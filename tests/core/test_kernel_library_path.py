@@ -27,3 +27,16 @@ def test_status_line_names_a_missing_explicit_path(monkeypatch, tmp_path):
     monkeypatch.setenv("RSSM_KERNEL_LIB", str(tmp_path / "missing.so"))
     line = _lib.library_status()
     assert line.startswith("CUDA kernel library NOT found") and "missing.so: no such file" in line, line
+
+
+def test_arch_matches_cmake_arch_syntax():
+    """The library reports its CMAKE_CUDA_ARCHITECTURES entries; "-real" (SASS only) and "-virtual" (PTX only)
+    suffixes name the same compute capability (found on the H200: a "90a-real" build was refused as not sm_90)."""
+    from replayssm_trtllm.ops._lib import arch_matches
+    assert arch_matches(["90a"], 9, 0)
+    assert arch_matches(["90a-real"], 9, 0)
+    assert arch_matches(["80-virtual", "90a-real"], 9, 0)
+    assert arch_matches(["100a-real", "120"], 12, 0)
+    assert arch_matches(["unknown"], 8, 6)
+    assert not arch_matches(["90a-real"], 10, 0)
+    assert not arch_matches(["100a", "120-real"], 9, 0)
