@@ -553,6 +553,7 @@ def test_verify_pdl_switch_changes_no_value(T, monkeypatch):
         assert torch.equal(res[0][3], ru), f"{env} changed ring u"
 
 
+@pytest.mark.gpu
 @pytest.mark.parametrize("T,B,steps", [pytest.param(4, 64, 6, marks=pytest.mark.sanitize), (4, 64, 20), (8, 48, 16)],
                          ids=["T4-short", "T4", "T8"])
 def test_verify_late_slot_load_changes_no_value(T, B, steps, monkeypatch):
