@@ -820,26 +820,6 @@ def test_mma_readout_zpf_instance_runs(T):
     assert all(a[3] == "1" for a in readouts), readouts  # template argument 3: ZPF
 
 
-def test_mma_readout_lraw_instance_runs(monkeypatch):
-    """RSSM_MAMBA2_MMA_LRAW=1 selects the LRAW instance of the ZPF readout (template argument 4), unset the default
-    one, at the bench's Super shape (T = 4, no row flushing)."""
-    skip_under_sanitizer()
-    import replayssm_trtllm.ops.commit  # noqa: F401
-    import replayssm_trtllm.ops.mamba2  # noqa: F401
-    from replayssm_trtllm.bench import mamba2 as bm2
-    B, L, T = 8, 16, 4
-    ls = bm2._Layerset(bm2.SHAPES["super"], B, L, T, F32, BF16, 1, 0, need_conv=False, token_list=[T])
-    for lraw, want in ((None, "0"), ("1", "1")):
-        if lraw is None:
-            monkeypatch.delenv("RSSM_MAMBA2_MMA_LRAW", raising=False)
-        else:
-            monkeypatch.setenv("RSSM_MAMBA2_MMA_LRAW", lraw)
-        ls.set_cursors(torch.full((B,), 4, dtype=torch.int32, device="cuda"))
-        _, names = cuda_kernel_names(lambda: ls.replay_step(0, T, 1, variant=4))
-        readouts = [a for a in instances(names, "mamba2SplitReadoutMmaStagedKernel") if a[0] == "float"]
-        assert readouts and all(len(a) > 4 and a[4] == want for a in readouts), (lraw, readouts)
-
-
 def _set_mma_pipe(monkeypatch, pipe):
     """pipe: the readout (RSSM_MAMBA2_SPLIT_PIPE) and a suffix: "n" turns the x_j (and z) prefetch off, "z" only the
     z prefetch (RSSM_MAMBA2_MMA_ZPF=0)."""
@@ -882,22 +862,6 @@ def test_replay_split_mma_readout_pdl_switch(T, pdl, monkeypatch):
     else:
         monkeypatch.setenv("RSSM_PDL_M2_VERIFY", pdl)
     assert _run_replay(5, 16, T, 1, SUPER, F32, BF16, 24, seed=283 + T, accept="random", variant=4) > 0
-
-
-@pytest.mark.parametrize("lraw", [None, "1"], ids=["default", "lraw"])
-@pytest.mark.parametrize("T,B,steps", [pytest.param(4, 24, 6, marks=pytest.mark.sanitize), (4, 24, 16), (8, 24, 16)],
-                         ids=["T4-short", "T4", "T8"])
-def test_replay_split_mma_readout_late_slot_load(T, B, steps, lraw, monkeypatch):
-    """LRAW (RSSM_MAMBA2_MMA_LRAW=1, the ZPF instance of fp32 rows: the slot index of the item three ahead loaded at
-    the end of the item): B = 24 Super rows give every warp of the persistent grid several items; random acceptance,
-    staggered and padding rows, flushes, against the float64 reference."""
-    monkeypatch.delenv("RSSM_MAMBA2_SPLIT_PIPE", raising=False)
-    monkeypatch.delenv("RSSM_MAMBA2_MMA_ZPF", raising=False)
-    if lraw is None:
-        monkeypatch.delenv("RSSM_MAMBA2_MMA_LRAW", raising=False)
-    else:
-        monkeypatch.setenv("RSSM_MAMBA2_MMA_LRAW", lraw)
-    assert _run_replay(B, 16, T, 1, SUPER, F32, BF16, steps, seed=297 + T, accept="random", variant=4) > 0
 
 
 @pytest.mark.parametrize("pipe", MMA_PIPES, ids=MMA_PIPE_IDS)

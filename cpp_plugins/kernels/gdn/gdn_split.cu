@@ -186,10 +186,7 @@ cudaError_t launchVerifyMma(const GdnReplayParams& p, int smCount, cudaStream_t 
     // registers: 1.5-2% slower); eighteenth session, docs/kernels-gdn.md. RSSM_GDN_VERIFY_UPF = "1" / "0" forces it
     // on / off (A/B timing, tests).
     const bool prefetchU = envSwitch("RSSM_GDN_VERIFY_UPF", p.num_tokens <= 4);
-    // LRAW (gdn_split_mma_kernel.cuh): the late slot-index load, fp32 rows with the default u_j rule; twenty-ninth
-    // session, off by default until timed side by side. RSSM_GDN_VERIFY_LRAW = "1" turns it on.
-    const bool lateRaw = envSwitch("RSSM_GDN_VERIFY_LRAW", false);
-    const void* kernel = verifyMmaKernel(p.state_dtype, p.num_tokens, prefetchU, lateRaw);
+    const void* kernel = verifyMmaKernel(p.state_dtype, p.num_tokens, prefetchU);
     const int threads = verifyMmaThreads();
     const size_t smem = verifyMmaSmemBytes(p.state_dtype);
     cudaError_t e = allowDynamicSmem(kernel, smem);

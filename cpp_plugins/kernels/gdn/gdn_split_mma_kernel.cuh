@@ -57,11 +57,7 @@ __device__ __forceinline__ float2 halfPair(uint32_t v) { return __half22float2(*
 // at the item's start ahead of the shared-memory store and ldmatrix (the Mamba-2 readout's x_j prefetch); 4 more
 // registers. Committed records' u_j are never written by this kernel (it appends the drafts' u behind them). The
 // launcher takes it for T <= 4 (gdn_split.cu).
-// LRAW: the slot index of the item three ahead (state_batch_indices, validated one item later) loaded at the end of
-// the item instead of next to the next item's head-record cursors, and validated there. In the other order the
-// compiler moves the fresh load's register into the loop-carried one right after issuing it, so the warp waited one
-// global round trip there (11% of the T = 4 readout's stall samples; twenty-ninth session, docs/kernels-gdn.md).
-template <typename ST, int MAXT, int MINB, bool HOISTB, bool UPF = false, bool LRAW = false>
+template <typename ST, int MAXT, int MINB, bool HOISTB, bool UPF = false>
 __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMmaKernel(const GdnReplayParams p) {
     using namespace mmaverify;
     using Rows = mmarows::SmemRows<ST>;
@@ -144,13 +140,9 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
         else if (slotN >= 0) Rows::issue(sRows(buf ^ 1), rowsOf(cN, slotN), p.state_stride_v, lane);
         if (!flushItem) async::commit();
         const int4 metaN = slotN >= 0 ? metaOf(cN) : make_int4(0, -1, 0, 0);
-        stream::ItemCursor cNN;  // the item after next: cursor, slot (validated); the raw slot of the one after it
-        int slotNN;
-        if constexpr (!LRAW) {
-            cNN = walk.next(cN);
-            slotNN = validSlot(rawNN);
-            rawNN = it + 3 * nw < items ? p.state_batch_indices[walk.next(cNN).b] : -1;
-        }
+        const stream::ItemCursor cNN = walk.next(cN);
+        const int slotNN = validSlot(rawNN);
+        rawNN = it + 3 * nw < items ? p.state_batch_indices[walk.next(cNN).b] : -1;
 
         bool uIssued = false;  // UPF: the next item's u_j loads
         if (slot >= 0 && nf >= 0) {  // else padding row / invalid cursors: nothing written
@@ -348,11 +340,6 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
             async::commit();
         }
         __syncwarp();  // this item's buffers are rewritten by the item after next / the next item's u_j block
-        if constexpr (LRAW) {
-            cNN = walk.next(cN);
-            slotNN = validSlot(rawNN);
-            rawNN = it + 3 * nw < items ? p.state_batch_indices[walk.next(cNN).b] : -1;
-        }
         cC = cN;
         cN = cNN;
         slotC = slotN;

@@ -13,13 +13,8 @@ const void* entry(bool hoistC, bool prefetchX, bool zPairs) {
     // fp32 rows with the default C / x loads and 4-byte aligned z pairs: z one item ahead and the head records before
     // C (mamba2SplitReadoutMmaStagedKernel's ZPF); RSSM_MAMBA2_MMA_ZPF=0 (A/B, read per launch) turns it off
     if constexpr (std::is_same<ST, float>::value) {
-        if (hoistC && prefetchX && zPairs && envSwitch("RSSM_MAMBA2_MMA_ZPF", true)) {
-            // LRAW (the late slot-index load; twenty-ninth session, off by default until timed side by side):
-            // RSSM_MAMBA2_MMA_LRAW = "1" (read per launch)
-            if (envSwitch("RSSM_MAMBA2_MMA_LRAW", false))
-                return reinterpret_cast<const void*>(&mamba2SplitReadoutMmaStagedKernel<ST, true, true, true, true>);
+        if (hoistC && prefetchX && zPairs && envSwitch("RSSM_MAMBA2_MMA_ZPF", true))
             return reinterpret_cast<const void*>(&mamba2SplitReadoutMmaStagedKernel<ST, true, true, true>);
-        }
     }
     if (prefetchX)
         return hoistC ? reinterpret_cast<const void*>(&mamba2SplitReadoutMmaStagedKernel<ST, true, true>)

@@ -101,10 +101,7 @@ __host__ __device__ constexpr int stagedWarpBytes() { return 2 * SmemRows<ST>::k
 // Also measured in the twenty-second session and removed: flush items prefetching the next item's rows into L2 before
 // their fold (within 1%, slower), and C_g loaded one item ahead with the coefficient products after the state
 // products (78 bytes of spills at the 80-register bound: 25-35% slower).
-// LRAW: the raw slot index of the item three ahead loaded at the end of the item (the GDN verify readout's LRAW,
-// gdn_split_mma_kernel.cuh: there the compiler moved the fresh load into the loop-carried register right after
-// issuing it, one global round trip per item); twenty-ninth session.
-template <typename ST, bool CHOIST, bool XPF, bool ZPF = false, bool LRAW = false>
+template <typename ST, bool CHOIST, bool XPF, bool ZPF = false>
 __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
     mamba2SplitReadoutMmaStagedKernel(const Mamba2ReplayParams p) {
     using namespace mmareadout;
@@ -184,13 +181,9 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
         else if (slotN >= 0) Rows::issue(sRows(buf ^ 1), rowsOf(cN, slotN), p.stride_state_p, lane);
         if (!flushItem) async::commit();
         const int4 metaN = slotN >= 0 ? metaOf(cN) : make_int4(0, -1, 0, 0);
-        stream::ItemCursor cNN;  // the item after next: cursor, slot (validated); the raw slot of the one after it
-        int slotNN;
-        if constexpr (!LRAW) {
-            cNN = walk.next(cN);
-            slotNN = validSlot(rawNN);
-            rawNN = it + 3 * nw < items ? rawSlot(walk.next(cNN).b) : -1;
-        }
+        const stream::ItemCursor cNN = walk.next(cN);
+        const int slotNN = validSlot(rawNN);
+        rawNN = it + 3 * nw < items ? rawSlot(walk.next(cNN).b) : -1;
 
         bool xIssued = false;  // XPF: the next item's x_j loads
         if (slot >= 0 && nf != kSplitSkipRow) {  // else padding row / skipped flushing row: untouched
@@ -363,11 +356,6 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
             async::commit();
         }
         __syncwarp();  // this item's buffers are rewritten by the item after next / the next item's x
-        if constexpr (LRAW) {
-            cNN = walk.next(cN);
-            slotNN = validSlot(rawNN);
-            rawNN = it + 3 * nw < items ? rawSlot(walk.next(cNN).b) : -1;
-        }
         cC = cN;
         cN = cNN;
         slotC = slotN;
