@@ -186,13 +186,9 @@ cudaError_t launchVerifyMma(const GdnReplayParams& p, int smCount, cudaStream_t 
     // registers: 1.5-2% slower); eighteenth session, docs/kernels-gdn.md. RSSM_GDN_VERIFY_UPF = "1" / "0" forces it
     // on / off (A/B timing, tests).
     const bool prefetchU = envSwitch("RSSM_GDN_VERIFY_UPF", p.num_tokens <= 4);
-    // MNS (gdn_split_mma_kernel.cuh): the solve matrices staged in shared memory; twenty-ninth session, off by default
-    // until timed side by side. RSSM_GDN_VERIFY_MNS = "1" turns it on (fp32 rows, the default u_j rule).
-    const bool stagesMn =
-        verifyMmaStagesMn(p.state_dtype, p.num_tokens, prefetchU, envSwitch("RSSM_GDN_VERIFY_MNS", false));
-    const void* kernel = verifyMmaKernel(p.state_dtype, p.num_tokens, prefetchU, stagesMn);
+    const void* kernel = verifyMmaKernel(p.state_dtype, p.num_tokens, prefetchU);
     const int threads = verifyMmaThreads();
-    const size_t smem = verifyMmaSmemBytes(p.state_dtype, p.num_tokens, stagesMn);
+    const size_t smem = verifyMmaSmemBytes(p.state_dtype);
     cudaError_t e = allowDynamicSmem(kernel, smem);
     if (e != cudaSuccess) return e;
     const int grid =

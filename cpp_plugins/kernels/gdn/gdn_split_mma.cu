@@ -1,7 +1,6 @@
 // Instantiations of the GDN speculative verify readout on tensor cores (variant 6, readout "mma",
 // gdn_split_mma_kernel.cuh): fp32 / fp16 / bf16 checkpoints x token bucket (MAXT 4: vectors in M rows 0..7;
 // 8: all 16), K = 128. The launch is in gdn_split.cu (useVerifyMma).
-#include <type_traits>
 #include "gdn/gdn_split.h"
 #include "gdn/gdn_split_mma_kernel.cuh"
 
@@ -12,14 +11,7 @@ namespace {
 // in registers: the 3-CTA build of it (80 registers, those loads inside the product loop, 140 bytes of spills) ran
 // 1.2-1.9x slower (q35-4b B = 256 T = 8: 538-824 vs 327-434 us; tenth session, docs/kernels-gdn.md).
 template <typename ST>
-const void* entry(int maxTokens, bool prefetchU, bool stageMn) {
-    // MNS (solve matrices staged in shared memory; fp32 rows with the default u_j prefetch rule only)
-    if constexpr (std::is_same<ST, float>::value) {
-        if (stageMn && maxTokens <= 4 && prefetchU)
-            return reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 4, 3, false, true, true>);
-        if (stageMn && maxTokens > 4 && !prefetchU)
-            return reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 8, 2, true, false, true>);
-    }
+const void* entry(int maxTokens, bool prefetchU) {
     if (maxTokens <= 4)
         return prefetchU ? reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 4, 3, false, true>)
                          : reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 4, 3, false, false>);
@@ -28,20 +20,16 @@ const void* entry(int maxTokens, bool prefetchU, bool stageMn) {
 }
 }  // namespace
 
-bool verifyMmaStagesMn(int stateDtype, int numTokens, bool prefetchU, bool stageMn) {
-    return stageMn && stateDtype == RSSM_DTYPE_FP32 && prefetchU == (numTokens <= 4);
-}
-const void* verifyMmaKernel(int stateDtype, int numTokens, bool prefetchU, bool stageMn) {
+const void* verifyMmaKernel(int stateDtype, int numTokens, bool prefetchU) {
     switch (stateDtype) {
-        case RSSM_DTYPE_FP32: return entry<float>(numTokens, prefetchU, stageMn);
-        case RSSM_DTYPE_FP16: return entry<__half>(numTokens, prefetchU, false);
-        case RSSM_DTYPE_BF16: return entry<__nv_bfloat16>(numTokens, prefetchU, false);
+        case RSSM_DTYPE_FP32: return entry<float>(numTokens, prefetchU);
+        case RSSM_DTYPE_FP16: return entry<__half>(numTokens, prefetchU);
+        case RSSM_DTYPE_BF16: return entry<__nv_bfloat16>(numTokens, prefetchU);
         default: return nullptr;
     }
 }
-size_t verifyMmaSmemBytes(int stateDtype, int numTokens, bool stagesMn) {
-    int perWarp = stateDtype == RSSM_DTYPE_FP32 ? mmaverify::warpBytes<float>() : mmaverify::warpBytes<__half>();
-    if (stagesMn) perWarp += numTokens <= 4 ? mmaverify::mnBytes<4>() : mmaverify::mnBytes<8>();
+size_t verifyMmaSmemBytes(int stateDtype) {
+    const int perWarp = stateDtype == RSSM_DTYPE_FP32 ? mmaverify::warpBytes<float>() : mmaverify::warpBytes<__half>();
     return (size_t)(mmaverify::kCtaThreads / 32) * perWarp;
 }
 int verifyMmaThreads() { return mmaverify::kCtaThreads; }

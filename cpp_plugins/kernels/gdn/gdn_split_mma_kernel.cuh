@@ -36,13 +36,8 @@ constexpr int kUBytes = kSplitMaxRecords * kSplitRows * 2;  // [32 records][8 ro
 constexpr int kSubBytes = 16 * kSplitRows * 4;               // [16 vectors][8 rows] fp32 E, aliases the u_j block
 static_assert(kSubBytes <= kUBytes, "the substitution block reuses the u_j block");
 static_assert(kSplitRows == mmarows::kRows, "items of 8 rows");
-// MNS: the drafts' solve matrices M and N (rows s < MAXT, MAXT fp32 values each) staged per warp
-template <int MAXT>
-__host__ __device__ constexpr int mnBytes() { return 2 * MAXT * MAXT * 4; }
-template <typename ST, int MAXT = 4, bool MNS = false>
-__host__ __device__ constexpr int warpBytes() {
-    return 2 * mmarows::SmemRows<ST>::kBufBytes + kUBytes + (MNS ? mnBytes<MAXT>() : 0);
-}
+template <typename ST>
+__host__ __device__ constexpr int warpBytes() { return 2 * mmarows::SmemRows<ST>::kBufBytes + kUBytes; }
 
 // fp16 pair (lo, hi) as two fp32 values (exact; fp16 has TF32's 10 mantissa bits, so the TF32 operand is exact too).
 __device__ __forceinline__ float2 halfPair(uint32_t v) { return __half22float2(*reinterpret_cast<const __half2*>(&v)); }
@@ -62,23 +57,17 @@ __device__ __forceinline__ float2 halfPair(uint32_t v) { return __half22float2(*
 // at the item's start ahead of the shared-memory store and ldmatrix (the Mamba-2 readout's x_j prefetch); 4 more
 // registers. Committed records' u_j are never written by this kernel (it appends the drafts' u behind them). The
 // launcher takes it for T <= 4 (gdn_split.cu).
-// MNS (twenty-ninth session, off by default until timed side by side): the head record's solve matrices M and N (rows
-// s < T) of a non-flush item are copied into shared memory with cp.async at the end of the item before, in their own
-// group (waited for with the item's rows), and the solve reads them from there; without it the solve's __ldg of M / N waited one round trip (9%
-// of the T = 4 readout's stall samples, device call 6). Flush items keep the __ldg. mnBytes<MAXT>() more shared
-// memory per warp.
-template <typename ST, int MAXT, int MINB, bool HOISTB, bool UPF = false, bool MNS = false>
+template <typename ST, int MAXT, int MINB, bool HOISTB, bool UPF = false>
 __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMmaKernel(const GdnReplayParams p) {
     using namespace mmaverify;
     using Rows = mmarows::SmemRows<ST>;
     constexpr bool kTall = MAXT > 4;  // vectors in rows g + 8 of the M tile
     extern __shared__ __align__(16) unsigned char smemGdnVerifyMma[];
     const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-    unsigned char* wsm = smemGdnVerifyMma + (threadIdx.x >> 5) * warpBytes<ST, MAXT, MNS>();
+    unsigned char* wsm = smemGdnVerifyMma + (threadIdx.x >> 5) * warpBytes<ST>();
     auto sRows = [&](int i) { return reinterpret_cast<ST*>(wsm + i * Rows::kBufBytes); };
     uint16_t* sU = reinterpret_cast<uint16_t*>(wsm + 2 * Rows::kBufBytes);  // [32 records][8 rows] fp16
     float* sSub = reinterpret_cast<float*>(sU);  // [16 vectors][8 rows]: once the u_j fragments are in registers
-    float* sMn = reinterpret_cast<float*>(wsm + 2 * Rows::kBufBytes + kUBytes);  // MNS: [M rows | N rows] x MAXT
     const int HV = p.num_v_heads, T = p.num_tokens, C = p.ring_capacity;
     const int group = HV / p.num_heads;
     const int nrb = p.head_v / kSplitRows;
@@ -121,23 +110,6 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
     int rawNN = it + 2 * nw < items ? p.state_batch_indices[walk.next(cN).b] : -1;  // validated one item later
     pdlWaitPrimary();
     int4 metaC = slotC >= 0 ? metaOf(cC) : make_int4(0, -1, 0, 0);
-    // MNS: a non-flush item's M and N rows s < T into sMn (16-byte pieces), in their own group; issued at the end of
-    // the item before (the first item: here), so they are waited for with the item's rows
-    auto stageMn = [&](stream::ItemCursor c, int sl, int4 m) {
-        if (sl >= 0 && m.y == 0) {
-            constexpr int kPieces = mnBytes<MAXT>() / 16, kRowPieces = MAXT / 4;
-            if (lane < kPieces) {
-                const int mtx = lane / (kPieces / 2), rem = lane % (kPieces / 2);
-                const int s = rem / kRowPieces, part = rem % kRowPieces;
-                if (s < T)
-                    async::copy16(sMn + mtx * MAXT * MAXT + s * MAXT + part * 4,
-                                  ws + ((size_t)c.b * HV + c.head) * RW + blkOff + 2 * T * CS + mtx * 64 + s * 8 +
-                                      part * 4);
-            }
-            async::commit();
-        }
-    };
-    if constexpr (MNS) stageMn(cC, slotC, metaC);
     // u_j[vw .. vw + 7] of committed record j = lane of item c (o = m.z, h = m.w; nothing for padding / invalid rows)
     auto loadU = [&](stream::ItemCursor c, int sl, int4 m) {
         uint4 v = make_uint4(0u, 0u, 0u, 0u);
@@ -268,21 +240,12 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
                 for (int s0 = 0; s0 < MAXT; s0 += 4) {
                     const int s = s0 + (lane >> 3);
                     if (s < T) {
-                        float4 m0, n0, m1 = make_float4(0.f, 0.f, 0.f, 0.f), n1 = m1;
-                        if (MNS && !flushItem) {  // staged at the item's start (waited for with this item's rows)
-                            m0 = *reinterpret_cast<const float4*>(sMn + s * MAXT);
-                            n0 = *reinterpret_cast<const float4*>(sMn + MAXT * MAXT + s * MAXT);
-                            if constexpr (MAXT > 4) {
-                                m1 = *reinterpret_cast<const float4*>(sMn + s * MAXT + 4);
-                                n1 = *reinterpret_cast<const float4*>(sMn + MAXT * MAXT + s * MAXT + 4);
-                            }
-                        } else {
-                            m0 = __ldg(reinterpret_cast<const float4*>(Mb + s * 8));
-                            n0 = __ldg(reinterpret_cast<const float4*>(Mb + 64 + s * 8));
-                            if constexpr (MAXT > 4) {
-                                m1 = __ldg(reinterpret_cast<const float4*>(Mb + s * 8 + 4));
-                                n1 = __ldg(reinterpret_cast<const float4*>(Mb + 64 + s * 8 + 4));
-                            }
+                        const float4 m0 = __ldg(reinterpret_cast<const float4*>(Mb + s * 8));
+                        const float4 n0 = __ldg(reinterpret_cast<const float4*>(Mb + 64 + s * 8));
+                        float4 m1 = make_float4(0.f, 0.f, 0.f, 0.f), n1 = m1;
+                        if constexpr (MAXT > 4) {
+                            m1 = __ldg(reinterpret_cast<const float4*>(Mb + s * 8 + 4));
+                            n1 = __ldg(reinterpret_cast<const float4*>(Mb + 64 + s * 8 + 4));
                         }
                         const float mr[8] = {m0.x, m0.y, m0.z, m0.w, m1.x, m1.y, m1.z, m1.w};
                         const float nr[8] = {n0.x, n0.y, n0.z, n0.w, n1.x, n1.y, n1.z, n1.w};
@@ -375,10 +338,6 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
             __syncwarp();
             if (slotN >= 0) Rows::issue(sRows(buf ^ 1), rowsOf(cN, slotN), p.state_stride_v, lane);
             async::commit();
-        }
-        if constexpr (MNS) {
-            __syncwarp();  // every lane has read this item's M and N
-            stageMn(cN, slotN, metaN);
         }
         __syncwarp();  // this item's buffers are rewritten by the item after next / the next item's u_j block
         cC = cN;
