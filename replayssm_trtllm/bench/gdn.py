@@ -138,20 +138,20 @@ def _fla():
 class _Layers:
     """nl layer buffers of one shape: conventional states, snapshot pools, replay checkpoints + rings."""
 
-    def __init__(self, sh, B, L, Tmax, st, act, nl, seed, need_snap, token_list=(1,), std_capacity=None):
+    def __init__(self, sh, B, L, Tmax, st, act, nl, seed, need_snap, token_list=(1,), std_capacity=None, device="cuda"):
         """Rings: capacity C = L + Tmax for the speculative steps and C_std (default L + 1, the ring a standard-mode
         deployment allocates: ReplayConfig.ring_capacity with max_verify = 1) for the standard steps, a separate
         set of ring tensors when the two differ (``std_capacity`` = L + Tmax: the standard steps on the speculative
         ring, as the benchmark ran them before the twenty-ninth session)."""
         import torch
-        g = torch.Generator(device="cuda").manual_seed(seed)
+        g = torch.Generator(device=device).manual_seed(seed)
         self.H, self.HV, self.K, self.V = sh["H"], sh["HV"], sh["K"], sh["V"]
         self.B, self.L, self.nl, self.Tmax = B, L, nl, Tmax
         self.C = L + Tmax
         self.C_std = L + 1 if std_capacity is None else int(std_capacity)
         if not L <= self.C_std <= 32 * L:
             raise ValueError(f"_Layers: std_capacity must be in [L, 32 L] = [{L}, {32 * L}]; got {self.C_std}")
-        d = "cuda"
+        d = device
         S = B
         H, HV, K, V, C = self.H, self.HV, self.K, self.V, self.C
         self.sbi = torch.arange(B, dtype=torch.int32, device=d)

@@ -130,13 +130,13 @@ class _Layerset:
     """nl layer buffers of one shape: conventional states, replay checkpoints + rings, inputs."""
 
     def __init__(self, sh, B, L, Tmax, st, act, nl, seed, need_conv=True, need_replay=True, need_snap=0,
-                 token_list=(1,), std_capacity=None):
+                 token_list=(1,), std_capacity=None, device="cuda"):
         """Rings: capacity C = L + Tmax for the speculative steps and C_std (default L + 1, the ring a standard-mode
         deployment allocates: ReplayConfig.ring_capacity with max_verify = 1) for the standard steps; a separate
         set of ring tensors when the two differ (set ``std_capacity`` = L + Tmax to run standard steps on the
         speculative ring, as the benchmark did before the twenty-ninth session)."""
         import torch
-        g = torch.Generator(device="cuda").manual_seed(seed)
+        g = torch.Generator(device=device).manual_seed(seed)
         H, P, N, G = sh["H"], sh["P"], sh["N"], sh["G"]
         self.H, self.P, self.N, self.G, self.B, self.L, self.nl = H, P, N, G, B, L, nl
         self.C = L + Tmax
@@ -144,7 +144,7 @@ class _Layerset:
         if not L <= self.C_std <= 32 * L:
             raise ValueError(f"_Layerset: std_capacity must be in [L, 32 L] = [{L}, {32 * L}]; got {self.C_std}")
         S = B
-        d = "cuda"
+        d = device
         self.sbi = torch.arange(B, dtype=torch.int32, device=d)
         init = lambda *shape, dtype: (0.5 * torch.randn(*shape, generator=g, device=d)).to(dtype)  # noqa: E731
         self.conv = [init(S, H, P, N, dtype=st) for _ in range(nl)] if need_conv else []
