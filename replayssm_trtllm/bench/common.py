@@ -516,3 +516,33 @@ def _relpath(p: Path) -> str:
         return str(Path(p).resolve().relative_to(REPO_ROOT))
     except ValueError:
         return str(p)
+
+
+# ---- rings of the benches' layer buffers (bench mamba2 _Layerset, bench gdn _Layers)
+def standard_ring_capacity(op: str, window: int, std_capacity: Optional[int] = None) -> int:
+    """Ring capacity of the standard steps: L + 1 by default (what a standard-mode deployment allocates:
+    ReplayConfig.ring_capacity with max_verify = 1), or ``std_capacity`` in [L, 32 L] (L + Tmax: the speculative
+    steps' ring, as the benchmarks ran standard steps before the twenty-ninth session)."""
+    cap = window + 1 if std_capacity is None else int(std_capacity)
+    if not window <= cap <= 32 * window:
+        raise ValueError(f"{op}: std_capacity must be in [L, 32 L] = [{window}, {32 * window}]; got {cap}")
+    return cap
+
+
+class standard_steps_on_ring:
+    """``with standard_steps_on_ring(ls, C):`` the standard steps of layer buffers ``ls`` (a ``C_std`` attribute and
+    a ``rings`` dict by capacity) run on the ring of capacity ``C`` inside the block (timing the other ring beside
+    the official one)."""
+
+    def __init__(self, ls, capacity: int):
+        if capacity not in ls.rings:
+            raise ValueError(f"standard_steps_on_ring: no ring of capacity {capacity}; have {sorted(ls.rings)}")
+        self.ls, self.capacity = ls, capacity
+
+    def __enter__(self):
+        self.saved, self.ls.C_std = self.ls.C_std, self.capacity
+        return self.ls
+
+    def __exit__(self, *exc):
+        self.ls.C_std = self.saved
+        return False

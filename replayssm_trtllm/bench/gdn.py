@@ -30,7 +30,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from replayssm_trtllm.bench.common import command_line, git_commit, publish_official_run
+from replayssm_trtllm.bench.common import (command_line, git_commit, publish_official_run, standard_ring_capacity,
+                                           standard_steps_on_ring)
 
 SHAPES = {"q35-4b": dict(H=16, HV=32, K=128, V=128), "q35-122b": dict(H=16, HV=64, K=128, V=128)}
 
@@ -135,6 +136,13 @@ def _fla():
         return None
 
 
+def _io_bytes(sh, act_bytes: int) -> int:
+    """Bytes of one row's step inputs and outputs (q, k [H, K]; v, o [HV, V]; a, b [HV], activation dtype), read or
+    written once by every kernel: counted in the achieved bandwidth since the twenty-ninth session
+    (copy_frac_state_only / value_state_bytes_only: without)."""
+    return act_bytes * (2 * sh["H"] * sh["K"] + 2 * sh["HV"] * sh["V"] + 2 * sh["HV"])
+
+
 class _Layers:
     """nl layer buffers of one shape: conventional states, snapshot pools, replay checkpoints + rings."""
 
@@ -148,9 +156,7 @@ class _Layers:
         self.H, self.HV, self.K, self.V = sh["H"], sh["HV"], sh["K"], sh["V"]
         self.B, self.L, self.nl, self.Tmax = B, L, nl, Tmax
         self.C = L + Tmax
-        self.C_std = L + 1 if std_capacity is None else int(std_capacity)
-        if not L <= self.C_std <= 32 * L:
-            raise ValueError(f"_Layers: std_capacity must be in [L, 32 L] = [{L}, {32 * L}]; got {self.C_std}")
+        self.C_std = standard_ring_capacity("_Layers", L, std_capacity)
         d = device
         S = B
         H, HV, K, V, C = self.H, self.HV, self.K, self.V, self.C
@@ -334,9 +340,7 @@ def run(args) -> int:
         sh = SHAPES[shape]
         state_slot = sh["HV"] * sh["V"] * sh["K"] * st_b
         rec = 4 * sh["HV"] + 2 * sh["HV"] * sh["V"] + act_b * sh["H"] * sh["K"]
-        # one row's step inputs and outputs (q, k [H, K]; v, o [HV, V]; a, b [HV]), read or written once by every
-        # kernel: counted in the achieved bandwidth since the twenty-ninth session (copy_frac_state_only: without)
-        io_row = act_b * (2 * sh["H"] * sh["K"] + 2 * sh["HV"] * sh["V"] + 2 * sh["HV"])
+        io_row = _io_bytes(sh, act_b)
         for B in batches:
             for L in windows:
                 Tmax = max(tokens)
@@ -420,12 +424,9 @@ def run(args) -> int:
                             more = {}
                             if ls.C_std != ls.C:  # beside it (not a target): the best variant on the speculative ring
                                 var = best[1]
-                                c_std, ls.C_std = ls.C_std, ls.C
-                                try:
+                                with standard_steps_on_ring(ls, ls.C):
                                     ls.set_cursors(h0)
                                     t_sr = _time_graph(cycle_of(var), args.repeats) / (L * nl)
-                                finally:
-                                    ls.C_std = c_std
                                 results.append(dict(shape=shape, B=B, L=L, T=1, kernel=f"replay_standard_ring{ls.C}",
                                                     phase=phase, variant=var, us=t_sr * 1e6,
                                                     speedup_vs_conv=fastest_conv / t_sr, note="not a target"))

@@ -27,7 +27,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from replayssm_trtllm.bench.common import command_line, git_commit, publish_official_run
+from replayssm_trtllm.bench.common import (command_line, git_commit, publish_official_run, standard_ring_capacity,
+                                           standard_steps_on_ring)
 
 SHAPES = {"nano": dict(H=96, P=80, N=128, G=8), "super": dict(H=128, P=64, N=128, G=8)}
 
@@ -140,9 +141,7 @@ class _Layerset:
         H, P, N, G = sh["H"], sh["P"], sh["N"], sh["G"]
         self.H, self.P, self.N, self.G, self.B, self.L, self.nl = H, P, N, G, B, L, nl
         self.C = L + Tmax
-        self.C_std = L + 1 if std_capacity is None else int(std_capacity)
-        if not L <= self.C_std <= 32 * L:
-            raise ValueError(f"_Layerset: std_capacity must be in [L, 32 L] = [{L}, {32 * L}]; got {self.C_std}")
+        self.C_std = standard_ring_capacity("_Layerset", L, std_capacity)
         S = B
         d = device
         self.sbi = torch.arange(B, dtype=torch.int32, device=d)
@@ -531,11 +530,8 @@ def run(args) -> int:
                           f"capacity {ls.C_std}), {conv_best / t:.3f}x the best conventional")
                     t_spec_ring = None
                     if ls.C_std != ls.C:  # beside it (not a target): the same step on the speculative ring (L + Tmax)
-                        c_std, ls.C_std = ls.C_std, ls.C
-                        try:
+                        with standard_steps_on_ring(ls, ls.C):
                             t_spec_ring = _timed(cyc(v_, r_), args.repeats)
-                        finally:
-                            ls.C_std = c_std
                         if t_spec_ring is not None:
                             t_spec_ring /= L * nl
                             record(**base, kernel=f"replay standard {phase} v{v_} (ring {ls.C}, not a target)",

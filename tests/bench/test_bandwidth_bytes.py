@@ -16,6 +16,36 @@ def test_mamba2_io_bytes_super_and_nano():
         assert 0.005 < frac < 0.008
 
 
+def test_gdn_io_bytes_q35_shapes():
+    from replayssm_trtllm.bench import gdn as bg
+    sh = bg.SHAPES["q35-4b"]
+    # q, k [H, K] + v, o [HV, V] + a, b [HV], bf16
+    assert bg._io_bytes(sh, 2) == 2 * (2 * sh["H"] * sh["K"] + 2 * sh["HV"] * sh["V"] + 2 * sh["HV"])
+    for name in ("q35-4b", "q35-122b"):
+        s = bg.SHAPES[name]
+        frac = bg._io_bytes(s, 2) / (2 * s["HV"] * s["V"] * s["K"] * 4)
+        assert 0.004 < frac < 0.007, (name, frac)
+
+
+def test_standard_steps_on_ring_restores_the_ring():
+    """The swap used to time the standard step on the speculative ring beside the official one is undone even when
+    the timing raises; an unknown capacity is refused."""
+    import pytest
+    import torch
+    from replayssm_trtllm.bench.common import standard_steps_on_ring
+    ls = bm._Layerset(dict(H=4, P=16, N=16, G=2), 2, 8, 4, torch.float32, torch.bfloat16, 1, 0, token_list=(1, 4),
+                      device="cpu")
+    with standard_steps_on_ring(ls, 12):
+        assert ls.capacity(0) == 12
+    assert ls.capacity(0) == 9
+    with pytest.raises(RuntimeError, match="boom"):
+        with standard_steps_on_ring(ls, 12):
+            raise RuntimeError("boom")
+    assert ls.capacity(0) == 9
+    with pytest.raises(ValueError, match="no ring of capacity 10"):
+        standard_steps_on_ring(ls, 10)
+
+
 def test_standard_steps_get_the_standard_mode_ring():
     """The benches' layer buffers (built on the CPU here): standard steps on a ring of capacity L + 1 (what a
     standard-mode deployment allocates: ReplayConfig.ring_capacity with max_verify = 1), speculative steps on
