@@ -628,29 +628,6 @@ def test_replay_speculative_prep_mnorm_sanitize(mode, monkeypatch):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("shape,B,L,T,accept", [c for c in MNORM_SPEC_CASES if 2 < c[3] <= 4],
-                         ids=[f"{s}-B{b}-L{l}-T{t}-{a}" for s, b, l, t, a in MNORM_SPEC_CASES if 2 < t <= 4])
-@pytest.mark.parametrize("pipe", ["1", "0"], ids=["mma", "cudacore"])
-def test_replay_speculative_prep_minb7(shape, B, L, T, accept, pipe, monkeypatch):
-    """RSSM_GDN_PREP_SPEC_MINB=7 (A/B, thirtieth session): the T <= 4 MNORM + L32 prep capped for 7 CTAs per SM
-    (72 registers) instead of 6, against the float64 reference on both verify readouts."""
-    monkeypatch.delenv("RSSM_GDN_PREP_MNORM_SPEC", raising=False)
-    monkeypatch.setenv("RSSM_GDN_PREP_SPEC_MINB", "7")
-    _run_verify_case(monkeypatch, pipe, shape, B, L, T, accept, seed_offset=7, label=f"prep-spec-minb=7 {pipe}")
-
-
-@pytest.mark.gpu
-@pytest.mark.sanitize
-def test_replay_speculative_prep_minb7_sanitize(monkeypatch):
-    """The sanitizers' case of the 7-CTA T <= 4 prep: T = 3 and 4 at B = 3 with wrap-around."""
-    monkeypatch.delenv("RSSM_GDN_PREP_MNORM_SPEC", raising=False)
-    monkeypatch.setenv("RSSM_GDN_PREP_SPEC_MINB", "7")
-    for T, L in ((4, 16), (3, 8)):
-        seq = _Seq("q35-4b", 3, L, 1, T, seed=41 + T, variant=6)
-        _run_speculative(seq, 3, T, "random", steps=2 * L // T + 3)
-
-
-@pytest.mark.gpu
 def test_prep_mnorm_spec_instance_runs(monkeypatch):
     """RSSM_GDN_PREP_MNORM_SPEC=1 runs the speculative prep's MNORM instance, =2 MNORM with the 32-bit layout (L32),
     =0 the plain one; unset (the default) MNORM + L32 at T = 4 and MNORM alone at T = 8 (torch profiler)."""

@@ -881,9 +881,8 @@ def test_replay_split_mma_readout_acceptance_and_strides(accept, pipe, monkeypat
     assert _run_replay(3, 24, 1, 0, SMALL, BF16, BF16, 30, seed=177, variant=4) > 0
 
 
-PREP_MODES = ["xsm", "xsm6", "xsm-t4-6", "xsm-t4-8", "mma", "1", "0"]
-PREP_MODE_IDS = ["x-staged", "x-staged-6ctas", "x-staged-t4-6ctas", "x-staged-t4-8ctas", "mma-dots", "loads-first",
-                 "token-loop"]
+PREP_MODES = ["xsm", "xsm6", "mma", "1", "0"]
+PREP_MODE_IDS = ["x-staged", "x-staged-6ctas", "mma-dots", "loads-first", "token-loop"]
 
 
 @pytest.mark.parametrize("lf", PREP_MODES, ids=PREP_MODE_IDS)
@@ -897,31 +896,14 @@ def test_replay_split_prep_loads_first(T, lf, monkeypatch):
     fp16 activations, dstate 256 (the tensor-core dots need dstate <= 128: the CUDA-core ones run), 32 records (two
     record tiles) and strided inputs."""
     monkeypatch.setenv("RSSM_MAMBA2_PREP_LF", "0" if lf == "0" else "1")
-    monkeypatch.setenv("RSSM_MAMBA2_PREP_MMA_DOTS", "1" if lf.startswith("xsm") or lf == "mma" else "0")
-    monkeypatch.setenv("RSSM_MAMBA2_PREP_XSM", {"xsm": "1", "xsm6": "6"}.get(lf, "1" if lf.startswith("xsm") else "0"))
-    # RSSM_MAMBA2_PREP_T4_MINB (A/B, thirtieth session): the x-staged four-token prep at 6 or 8 CTAs per SM
-    if lf.startswith("xsm-t4-"):
-        if T not in (3, 4):
-            pytest.skip("the four-token prep's bound only")
-        monkeypatch.setenv("RSSM_MAMBA2_PREP_T4_MINB", lf[-1])
-    else:
-        monkeypatch.delenv("RSSM_MAMBA2_PREP_T4_MINB", raising=False)
+    monkeypatch.setenv("RSSM_MAMBA2_PREP_MMA_DOTS", "1" if lf in ("xsm", "xsm6", "mma") else "0")
+    monkeypatch.setenv("RSSM_MAMBA2_PREP_XSM", {"xsm": "1", "xsm6": "6"}.get(lf, "0"))
     assert _run_replay(5, 8, T, 1, SUPER, F32, BF16, 10, seed=300 + T, variant=4) > 0
     assert _run_replay(3, 16, T, 1, NANO, F32, BF16, 12, seed=310 + T, accept="all", variant=4) > 0
     assert _run_replay(3, 8, T, 1, SMALL, F32, F16, 10, seed=320 + T, variant=4) > 0
     assert _run_replay(2, 8, T, 1, dict(SMALL, N=256), F32, BF16, 8, seed=330 + T, variant=4) > 0
     assert _run_replay(3, 32 - T, T, 1, SMALL, F32, BF16, 24, seed=340 + T, variant=4) > 0
     assert _run_replay(4, 8, T, 1, NANO, F32, BF16, 10, seed=350 + T, strided=True, variant=4) > 0
-
-
-@pytest.mark.sanitize
-@pytest.mark.parametrize("minb", ["6", "8"])
-def test_replay_split_prep_t4_bound_sanitize(minb, monkeypatch):
-    """The sanitizers' case of the x-staged four-token prep at 6 / 8 CTAs per SM (RSSM_MAMBA2_PREP_T4_MINB):
-    T = 3 and 4 with wrap-around, padding and flushes."""
-    monkeypatch.setenv("RSSM_MAMBA2_PREP_T4_MINB", minb)
-    assert _run_replay(3, 8, 4, 1, SMALL, F32, BF16, 6, seed=191, variant=4) > 0
-    assert _run_replay(3, 8, 3, 1, SUPER, F32, BF16, 5, seed=192, variant=4, state_pad=4) > 0
 
 
 @pytest.mark.sanitize

@@ -275,13 +275,6 @@ cudaError_t launchSplitKT(const GdnReplayParams& p, int smCount, cudaStream_t s,
         const int mnormSpec = (ms && ms[0] >= '0' && ms[0] <= '2' && ms[1] == 0) ? ms[0] - '0' : (MAXT <= 4 ? 2 : 1);
         if (mnormSpec == 1) prep = gdnSplitPrepKernel<128, MAXT, kSplitPrepMinBlocks, true>;
         else if (mnormSpec == 2) prep = gdnSplitPrepKernel<128, MAXT, kSplitPrepMinBlocks, true, false, true>;
-        // RSSM_GDN_PREP_SPEC_MINB=7 (A/B, thirtieth session; read per launch): the T <= 4 prep (MNORM + L32) capped for
-        // 7 CTAs per SM instead of 6 (72 instead of 80 registers). Its shared memory (4 warps x 7.8 KB at L = 16) allows
-        // 7, so B x H = 4,096 (row, key head) warps take 1.11 waves instead of 1.29.
-        if constexpr (MAXT == 4) {
-            const char* mb = getenv("RSSM_GDN_PREP_SPEC_MINB");
-            if (mnormSpec == 2 && mb && mb[0] == '7' && mb[1] == 0) prep = gdnSplitPrepKernel<128, 4, 7, true, false, true>;
-        }
     }
     // Warps (one (row, key head) pair each) per prep CTA: 4, fewer when their shared memory would pass 64 KB.
     const size_t warpSmem = splitPrepWarpSmemBytesGdn(p.window, p.num_tokens, K);

@@ -78,15 +78,6 @@ const void* splitPrepKernel(int mode, int numTokens, int occupancy, int* threads
                                : reinterpret_cast<const void*>(&mamba2SplitPrepKernel<2>);
         case 4:  // occupancy 4 (RSSM_MAMBA2_SPLIT_PREP=lb5, A/B): capped for 5 CTAs / SM (48 registers, 12 B spills)
             if (occupancy == 4) return reinterpret_cast<const void*>(&mamba2SplitPrepKernelBounded<4, 256, 5>);
-            // RSSM_MAMBA2_PREP_T4_MINB=6|8 (A/B, thirtieth session; read per launch): the x-staged four-token prep capped
-            // for 6 or 8 CTAs / SM instead of 5 (2,048 CTAs at B = 256, G = 8: 3.1 waves at 5, 2.6 at 6, 1.9 at 8)
-            if (xsm) {
-                const char* mb = getenv("RSSM_MAMBA2_PREP_T4_MINB");
-                if (mb && mb[0] == '6' && mb[1] == 0)
-                    return reinterpret_cast<const void*>(&mamba2SplitPrepKernelBounded<4, 256, 6, true, true, true>);
-                if (mb && mb[0] == '8' && mb[1] == 0)
-                    return reinterpret_cast<const void*>(&mamba2SplitPrepKernelBounded<4, 256, 8, true, true, true>);
-            }
             return xsm     ? reinterpret_cast<const void*>(&mamba2SplitPrepKernelBounded<4, 256, 5, true, true, true>)
                  : mmaDots ? reinterpret_cast<const void*>(&mamba2SplitPrepKernel<4, true, true>)
                  : lf      ? reinterpret_cast<const void*>(&mamba2SplitPrepKernel<4, true>)
