@@ -402,7 +402,8 @@ STD_STEP_SWITCHES = {"estage-off": {"RSSM_GDN_SPLIT_ESTAGE": "0"},
                      # the next item's rows by a bulk copy into shared memory (BULK, thirtieth session; 2: with the
                      # L2 evict-first hint)
                      "bulk-rows": {"RSSM_GDN_SPLIT_BULK": "1"},
-                     "bulk-rows-evict-first": {"RSSM_GDN_SPLIT_BULK": "2"}}
+                     "bulk-rows-evict-first": {"RSSM_GDN_SPLIT_BULK": "2"},
+                     "bulk-rows-one-copy": {"RSSM_GDN_SPLIT_BULK": "3"}}
 STD_READOUT_ENV = ("RSSM_GDN_SPLIT_UPD", "RSSM_GDN_SPLIT_FDIV", "RSSM_GDN_SPLIT_OFF32", "RSSM_GDN_SPLIT_EARLY",
                    "RSSM_GDN_SPLIT_ESTAGE", "RSSM_GDN_SPLIT_BULK")
 STD_PREP_ENV = ("RSSM_GDN_PREP_MNORM", "RSSM_GDN_PREP_MINB", "RSSM_GDN_PREP_LEAN")
@@ -504,7 +505,7 @@ NO_VALUE_CHANGE_CASES = {
     "estage": ({}, [{"RSSM_GDN_SPLIT_ESTAGE": "0"}]),
     "estage-L32": ({}, [{"RSSM_GDN_SPLIT_ESTAGE": "0"}], 32),
     # the rows by a bulk copy into shared memory, one item ahead (BULK 1 / 2): the same values in the same registers
-    "bulk-rows": ({}, [{"RSSM_GDN_SPLIT_BULK": "1"}, {"RSSM_GDN_SPLIT_BULK": "2"}]),
+    "bulk-rows": ({}, [{"RSSM_GDN_SPLIT_BULK": "1"}, {"RSSM_GDN_SPLIT_BULK": "2"}, {"RSSM_GDN_SPLIT_BULK": "3"}]),
     "bulk-rows-L32": ({}, [{"RSSM_GDN_SPLIT_BULK": "1"}, {"RSSM_GDN_SPLIT_BULK": "2"}], 32),
 }
 

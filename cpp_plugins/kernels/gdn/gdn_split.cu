@@ -84,7 +84,8 @@ static bool fastDivWanted(const GdnReplayParams& p) {
 // (whole 8-row items). Anything else, or unset: 0 (the register loads).
 static int readoutBulkMode(const GdnReplayParams& p) {
     const char* e = getenv("RSSM_GDN_SPLIT_BULK");
-    const int mode = (e && (e[0] == '1' || e[0] == '2') && e[1] == 0) ? e[0] - '0' : 0;
+    int mode = (e && e[0] >= '1' && e[0] <= '3' && e[1] == 0) ? e[0] - '0' : 0;
+    if (mode == 3 && p.state_stride_v != 128) mode = 1;  // one 4 KB copy needs contiguous rows
     if (mode == 0 || p.state_dtype != RSSM_DTYPE_FP32 || p.head_k != 128 || p.head_v % kSplitRows != 0) return 0;
     const bool aligned = ((uintptr_t)p.state % 16) == 0 && (p.state_stride_v * 4) % 16 == 0 &&
                          (p.state_stride_head * 4) % 16 == 0 && (p.state_stride_slot * 4) % 16 == 0;
@@ -139,6 +140,10 @@ cudaError_t launchReadout(const GdnReplayParams& p, int smCount, cudaStream_t s,
                             } else if (bulkMode == 2) {
                                 readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1, true, true,
                                                                 true, true, 2>;
+                                smem = splitReadoutBulkSmemBytesGdn(K, NT);
+                            } else if (bulkMode == 3) {
+                                readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1, true, true,
+                                                                true, true, 3>;
                                 smem = splitReadoutBulkSmemBytesGdn(K, NT);
                             }
                         }

@@ -563,7 +563,8 @@ constexpr int kDtBf16ActFp16U = 1;
 // instead of loading each item's rows into registers at the item's start and waiting for them there. One lane issues
 // the copy (8 row copies of 512 bytes); the slot index is loaded two items ahead so that the copy's address is known.
 // The first item's copy is issued before the wait for the prep grid (as EARLY's loads). BULK = 2 adds an L2
-// evict-first hint to the copies (the checkpoint is read once per step). Same values as the register loads: the rows
+// evict-first hint to the copies (the checkpoint is read once per step); BULK = 3 copies the 8 rows with one 4 KB copy
+// (contiguous rows: state_stride_v == 128). Same values as the register loads: the rows
 // land in the same registers (S[r] = row r ^ rl, quad `lane`), so the outputs and appends are bit-identical.
 template <typename ST, int K, int MAXT, int NT, int MINB, int DT, int UPD = 0, bool FDIV = false, bool OFF32 = false,
           bool EARLY = false, bool ESTAGE = false, int BULK = 0>
@@ -838,6 +839,10 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
                                    (int64_t)(c.blk * kSplitRows) * p.state_stride_v;
                 bulk::fenceProxyAsyncShared();  // the warp's reads of rowBuf (ordered by the caller's __syncwarp)
                 bulk::mbarArriveExpectTx(bar, kSplitBulkRowBytes);
+                if constexpr (BULK == 3) {  // contiguous rows (state_stride_v == 128, launcher rule): one 4 KB copy
+                    bulk::bulkG2S(rowBuf, src, kSplitBulkRowBytes, bar);
+                    return;
+                }
 #pragma unroll
                 for (int r = 0; r < kSplitRows; ++r) {
                     if constexpr (BULK == 2) {
