@@ -154,6 +154,15 @@ cudaError_t launchReadout(const GdnReplayParams& p, int smCount, cudaStream_t s,
     }
     cudaError_t e = allowDynamicSmem(readout, smem);
     if (e != cudaSuccess) return e;
+    // RSSM_GDN_SPLIT_CARVEOUT=<percent> (A/B, thirtieth session; read per launch): the readout's preferred shared-memory
+    // carve-out (cudaFuncAttributePreferredSharedMemoryCarveout), i.e. how much of the SM's L1 / shared storage is
+    // shared memory; unset: the driver's choice. Used to time how much L1 the standard step needs.
+    if (const char* co = getenv("RSSM_GDN_SPLIT_CARVEOUT")) {
+        const int pct = atoi(co);
+        if (pct >= 0 && pct <= 100 &&
+            (e = cudaFuncSetAttribute(readout, cudaFuncAttributePreferredSharedMemoryCarveout, pct)) != cudaSuccess)
+            return e;
+    }
     const int grid = persistentGrid(readout, NT, smem, (long long)p.batch * p.num_v_heads * (p.head_v / kSplitRows),
                                     smCount);
     void* args[] = {const_cast<GdnReplayParams*>(&p), const_cast<stream::ReadCopyScales*>(&rc)};
