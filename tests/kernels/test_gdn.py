@@ -398,14 +398,9 @@ STD_STEP_SWITCHES = {"estage-off": {"RSSM_GDN_SPLIT_ESTAGE": "0"},
                      "off32-off": {"RSSM_GDN_SPLIT_OFF32": "0"},
                      "prep-mnorm-off": {"RSSM_GDN_PREP_MNORM": "0"},
                      "prep-lean-off": {"RSSM_GDN_PREP_LEAN": "0"},
-                     "early-rows-off": {"RSSM_GDN_SPLIT_EARLY": "0"},
-                     # the next item's rows by a bulk copy into shared memory (BULK, thirtieth session; 2: with the
-                     # L2 evict-first hint)
-                     "bulk-rows": {"RSSM_GDN_SPLIT_BULK": "1"},
-                     "bulk-rows-evict-first": {"RSSM_GDN_SPLIT_BULK": "2"},
-                     "bulk-rows-one-copy": {"RSSM_GDN_SPLIT_BULK": "3"}}
+                     "early-rows-off": {"RSSM_GDN_SPLIT_EARLY": "0"}}
 STD_READOUT_ENV = ("RSSM_GDN_SPLIT_UPD", "RSSM_GDN_SPLIT_FDIV", "RSSM_GDN_SPLIT_OFF32", "RSSM_GDN_SPLIT_EARLY",
-                   "RSSM_GDN_SPLIT_ESTAGE", "RSSM_GDN_SPLIT_BULK")
+                   "RSSM_GDN_SPLIT_ESTAGE")
 STD_PREP_ENV = ("RSSM_GDN_PREP_MNORM", "RSSM_GDN_PREP_MINB", "RSSM_GDN_PREP_LEAN")
 
 
@@ -446,20 +441,16 @@ def _one_standard_step_kernels(monkeypatch, clear, env, seed):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("env,upd,fdiv,off32,early,estage,bulk",
-                         [({}, "1", True, True, True, True, "0"),
-                          ({"RSSM_GDN_SPLIT_UPD": "0"}, "0", False, False, False, False, "0"),
-                          ({"RSSM_GDN_SPLIT_FDIV": "0"}, "1", False, False, False, False, "0"),
-                          ({"RSSM_GDN_SPLIT_OFF32": "0"}, "1", True, False, False, False, "0"),
-                          ({"RSSM_GDN_SPLIT_EARLY": "0"}, "1", True, True, False, False, "0"),
-                          ({"RSSM_GDN_SPLIT_ESTAGE": "0"}, "1", True, True, True, False, "0"),
-                          ({"RSSM_GDN_SPLIT_BULK": "1"}, "1", True, True, True, True, "1"),
-                          ({"RSSM_GDN_SPLIT_BULK": "2"}, "1", True, True, True, True, "2"),
-                          ({"RSSM_GDN_SPLIT_BULK": "2", "RSSM_GDN_SPLIT_ESTAGE": "0"}, "1", True, True, True, False,
-                           "0")],
+@pytest.mark.parametrize("env,upd,fdiv,off32,early,estage",
+                         [({}, "1", True, True, True, True),
+                          ({"RSSM_GDN_SPLIT_UPD": "0"}, "0", False, False, False, False),
+                          ({"RSSM_GDN_SPLIT_FDIV": "0"}, "1", False, False, False, False),
+                          ({"RSSM_GDN_SPLIT_OFF32": "0"}, "1", True, False, False, False),
+                          ({"RSSM_GDN_SPLIT_EARLY": "0"}, "1", True, True, False, False),
+                          ({"RSSM_GDN_SPLIT_ESTAGE": "0"}, "1", True, True, True, False)],
                          ids=["default-upd-fdiv-off32-early-estage", "upd-off", "fdiv-off", "off32-off", "early-off",
-                              "estage-off", "bulk", "bulk-evict-first", "bulk-needs-estage"])
-def test_standard_readout_instance_runs(env, upd, fdiv, off32, early, estage, bulk, monkeypatch):
+                              "estage-off"])
+def test_standard_readout_instance_runs(env, upd, fdiv, off32, early, estage, monkeypatch):
     """The launcher's switches are silent when their conditions fail, so check which standard-step readout instance
     ran (torch profiler) at the serving dtypes: UPD + FDIV + OFF32 + EARLY + ESTAGE by default, the plain instance with
     RSSM_GDN_SPLIT_UPD=0 (the others sit on top of UPD) or RSSM_GDN_SPLIT_FDIV=0 (OFF32 needs FDIV), FDIV with
@@ -468,9 +459,9 @@ def test_standard_readout_instance_runs(env, upd, fdiv, off32, early, estage, bu
     names = _one_standard_step_kernels(monkeypatch, STD_READOUT_ENV, env, seed=5)
     ro = [a for a in instances(names, "gdnSplitReadoutKernel") if a[0] == "float"]
     assert ro, f"no fp32-row split readout ran: {sorted(names)}"
-    # template arguments 6, 7, 8, 9, 10, 11: UPD, FDIV, OFF32, EARLY, ESTAGE, BULK
-    got = [(a[6], a[7] == "1", a[8] == "1", a[9] == "1", a[10] == "1", a[11]) for a in ro]
-    assert all(g == (upd, fdiv, off32, early, estage, bulk) for g in got), got
+    # template arguments 6, 7, 8, 9, 10: UPD, FDIV, OFF32, EARLY, ESTAGE
+    got = [(a[6], a[7] == "1", a[8] == "1", a[9] == "1", a[10] == "1") for a in ro]
+    assert all(g == (upd, fdiv, off32, early, estage) for g in got), got
 
 
 @pytest.mark.gpu
@@ -504,9 +495,6 @@ NO_VALUE_CHANGE_CASES = {
     # L = 32 (four key chunks: the in-loop restaging too) as well as L = 8
     "estage": ({}, [{"RSSM_GDN_SPLIT_ESTAGE": "0"}]),
     "estage-L32": ({}, [{"RSSM_GDN_SPLIT_ESTAGE": "0"}], 32),
-    # the rows by a bulk copy into shared memory, one item ahead (BULK 1 / 2): the same values in the same registers
-    "bulk-rows": ({}, [{"RSSM_GDN_SPLIT_BULK": "1"}, {"RSSM_GDN_SPLIT_BULK": "2"}, {"RSSM_GDN_SPLIT_BULK": "3"}]),
-    "bulk-rows-L32": ({}, [{"RSSM_GDN_SPLIT_BULK": "1"}, {"RSSM_GDN_SPLIT_BULK": "2"}], 32),
 }
 
 

@@ -79,26 +79,12 @@ static bool fastDivWanted(const GdnReplayParams& p) {
     return envSwitch("RSSM_GDN_SPLIT_FDIV", true) && (unsigned)p.num_v_heads < SmallDivisor::kMaxOperand;
 }
 
-// RSSM_GDN_SPLIT_BULK (read per launch): 1 or 2 selects the BULK standard-step readout (2: with the L2 evict-first hint)
-// where its rows qualify: fp32 rows whose starts are 16-byte aligned (the bulk copies' rule) and head_v % 8 == 0
-// (whole 8-row items). Anything else, or unset: 0 (the register loads).
-static int readoutBulkMode(const GdnReplayParams& p) {
-    const char* e = getenv("RSSM_GDN_SPLIT_BULK");
-    int mode = (e && e[0] >= '1' && e[0] <= '3' && e[1] == 0) ? e[0] - '0' : 0;
-    if (mode == 3 && p.state_stride_v != 128) mode = 1;  // one 4 KB copy needs contiguous rows
-    if (mode == 0 || p.state_dtype != RSSM_DTYPE_FP32 || p.head_k != 128 || p.head_v % kSplitRows != 0) return 0;
-    const bool aligned = ((uintptr_t)p.state % 16) == 0 && (p.state_stride_v * 4) % 16 == 0 &&
-                         (p.state_stride_head * 4) % 16 == 0 && (p.state_stride_slot * 4) % 16 == 0;
-    return aligned ? mode : 0;
-}
-
 template <typename ST, int K, int MAXT, int NT, int MINB>
 cudaError_t launchReadout(const GdnReplayParams& p, int smCount, cudaStream_t s, const stream::ReadCopyScales& rc) {
     const bool serving = p.act_dtype == RSSM_DTYPE_BF16 && p.u_dtype == RSSM_DTYPE_FP16;
     auto* readout = serving ? gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U>
                             : gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtRuntime>;
     bool dependent = pdlEnabled();  // launched as a programmatic dependent of the prep (RSSM_PDL=0: never)
-    size_t smem = splitReadoutSmemBytesGdn(K, NT);
     // The serving fp32-row K = 128 standard step in its default configuration permutes u_j after token 0's loads
     // (gdnSplitReadoutKernel's UPD; default since the twenty-third session: 0.4-1.7% faster per step on the H200,
     // docs/kernels-gdn.md). RSSM_GDN_SPLIT_UPD=0 (A/B, read per launch) runs the permute right after the u_j load.
@@ -129,40 +115,15 @@ cudaError_t launchReadout(const GdnReplayParams& p, int smCount, cudaStream_t s,
                             readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1, true, true,
                                                             true, true>;
                             dependent = false;
-                            // BULK (A/B, thirtieth session; RSSM_GDN_SPLIT_BULK=1 or 2, read per launch): the next
-                            // item's rows by one bulk copy into shared memory while the current item computes
-                            // (gdnSplitReadoutKernel's BULK), for 16-byte aligned rows and head_v % 8 == 0.
-                            const int bulkMode = readoutBulkMode(p);
-                            if (bulkMode == 1) {
-                                readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1, true, true,
-                                                                true, true, 1>;
-                                smem = splitReadoutBulkSmemBytesGdn(K, NT);
-                            } else if (bulkMode == 2) {
-                                readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1, true, true,
-                                                                true, true, 2>;
-                                smem = splitReadoutBulkSmemBytesGdn(K, NT);
-                            } else if (bulkMode == 3) {
-                                readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1, true, true,
-                                                                true, true, 3>;
-                                smem = splitReadoutBulkSmemBytesGdn(K, NT);
-                            }
                         }
                     }
                 }
             }
         }
     }
+    const size_t smem = splitReadoutSmemBytesGdn(K, NT);
     cudaError_t e = allowDynamicSmem(readout, smem);
     if (e != cudaSuccess) return e;
-    // RSSM_GDN_SPLIT_CARVEOUT=<percent> (A/B, thirtieth session; read per launch): the readout's preferred shared-memory
-    // carve-out (cudaFuncAttributePreferredSharedMemoryCarveout), i.e. how much of the SM's L1 / shared storage is
-    // shared memory; unset: the driver's choice. Used to time how much L1 the standard step needs.
-    if (const char* co = getenv("RSSM_GDN_SPLIT_CARVEOUT")) {
-        const int pct = atoi(co);
-        if (pct >= 0 && pct <= 100 &&
-            (e = cudaFuncSetAttribute(readout, cudaFuncAttributePreferredSharedMemoryCarveout, pct)) != cudaSuccess)
-            return e;
-    }
     const int grid = persistentGrid(readout, NT, smem, (long long)p.batch * p.num_v_heads * (p.head_v / kSplitRows),
                                     smCount);
     void* args[] = {const_cast<GdnReplayParams*>(&p), const_cast<stream::ReadCopyScales*>(&rc)};

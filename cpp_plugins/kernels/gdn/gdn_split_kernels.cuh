@@ -34,7 +34,6 @@
 // read-only rows (docs/precision.md, sixth session).
 #pragma once
 #include "common/pdl.h"
-#include "common/bulk_copy.cuh"
 #include "common/cp_async.cuh"
 #include "common/fold_mma.cuh"
 #include "common/read_rows.cuh"
@@ -95,13 +94,6 @@ __host__ __device__ inline size_t splitReadoutWarpSmemBytesGdn(int K) {
 }
 __host__ __device__ inline size_t splitReadoutSmemBytesGdn(int K, int threads) {
     return (size_t)(threads / 32) * splitReadoutWarpSmemBytesGdn(K);
-}
-// BULK instances of the readout (fp32 rows, K = 128): per warp one more 8-row buffer (4 KB) and its mbarrier (16 bytes
-// with padding), after every warp's fold area.
-constexpr int kSplitBulkRowBytes = kSplitRows * 128 * 4;
-constexpr int kSplitBulkWarpBytes = kSplitBulkRowBytes + 16;
-__host__ __device__ inline size_t splitReadoutBulkSmemBytesGdn(int K, int threads) {
-    return splitReadoutSmemBytesGdn(K, threads) + (size_t)(threads / 32) * kSplitBulkWarpBytes;
 }
 
 // The drafts' solve of the tensor-core verify readout's block (layout above), from the coefficients of one value
@@ -556,22 +548,11 @@ constexpr int kDtBf16ActFp16U = 1;
 // its first two chunks of raw keys (16 records) and loads its fold weights' fw_j at the item's start, with the rows and
 // the token's loads, instead of after the token's work: the keys' round trip runs under the token's dots and
 // reductions. The same copies, weights and FMAs in the same order: bit-identical rows.
-// BULK (A/B, thirtieth session; RSSM_GDN_SPLIT_BULK=1|2, with EARLY, fp32 rows, K = 128, head_v % 8 == 0 and 16-byte
-// aligned rows): the next item's 8 state rows are copied into a per-warp shared-memory buffer by one bulk copy (the
-// TMA unit, cp.async.bulk, completion counted in bytes on the warp's mbarrier) issued right after the current item's
-// rows have moved from that buffer into registers, so a warp keeps 4 KB of the checkpoint in flight while it computes
-// instead of loading each item's rows into registers at the item's start and waiting for them there. One lane issues
-// the copy (8 row copies of 512 bytes); the slot index is loaded two items ahead so that the copy's address is known.
-// The first item's copy is issued before the wait for the prep grid (as EARLY's loads). BULK = 2 adds an L2
-// evict-first hint to the copies (the checkpoint is read once per step); BULK = 3 copies the 8 rows with one 4 KB copy
-// (contiguous rows: state_stride_v == 128). Same values as the register loads: the rows
-// land in the same registers (S[r] = row r ^ rl, quad `lane`), so the outputs and appends are bit-identical.
 template <typename ST, int K, int MAXT, int NT, int MINB, int DT, int UPD = 0, bool FDIV = false, bool OFF32 = false,
-          bool EARLY = false, bool ESTAGE = false, int BULK = 0>
+          bool EARLY = false, bool ESTAGE = false>
 __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnReplayParams p,
                                                                    const stream::ReadCopyScales rc) {
     static_assert(!EARLY || std::is_same<ST, float>::value, "EARLY: the fp32-row readout");
-    static_assert(BULK == 0 || (EARLY && K == 128 && MAXT == 1), "BULK: the fp32-row standard-step readout, K = 128");
     if constexpr (!EARLY) pdlWaitPrimary();  // launched as a programmatic dependent of the prep kernel
     constexpr bool kScaled = stream::RowQuad<ST>::kScaled;  // read-only fp8 / nvfp4 rows (skip_flush_rows)
     using RS = stream::RowScatter<kSplitRows>;
@@ -819,77 +800,7 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
             stream::loadWarpRows<RWS, QPL, ST>(S, ckpt, p.state_stride_v, c.blk * kSplitRows, V, rl, lane);
         }
     };
-    if constexpr (BULK != 0) {
-        // per-warp row buffer and mbarrier after every warp's fold area (splitReadoutBulkSmemBytesGdn)
-        unsigned char* bulkBase = smemGdnSplitReadout + splitReadoutSmemBytesGdn(K, NT) +
-                                  (threadIdx.x >> 5) * kSplitBulkWarpBytes;
-        float* rowBuf = reinterpret_cast<float*>(bulkBase);
-        uint64_t* bar = reinterpret_cast<uint64_t*>(bulkBase + kSplitBulkRowBytes);
-        const uint64_t pol = BULK == 2 ? bulk::policyEvictFirst() : 0ull;
-        if (lane == 0) {
-            bulk::mbarInit(bar, 1);
-            bulk::fenceBarrierInit();
-        }
-        __syncwarp();
-        // the 8 rows of item c (slot validated) into rowBuf: lane 0 arms the barrier for 4 KB and issues 8 copies
-        auto issueRows = [&](const ItemCursor& c, int slot) {
-            if (lane == 0) {
-                const float* src = static_cast<const float*>(p.state) + (int64_t)slot * p.state_stride_slot +
-                                   (int64_t)c.head * p.state_stride_head +
-                                   (int64_t)(c.blk * kSplitRows) * p.state_stride_v;
-                bulk::fenceProxyAsyncShared();  // the warp's reads of rowBuf (ordered by the caller's __syncwarp)
-                bulk::mbarArriveExpectTx(bar, kSplitBulkRowBytes);
-                if constexpr (BULK == 3) {  // contiguous rows (state_stride_v == 128, launcher rule): one 4 KB copy
-                    bulk::bulkG2S(rowBuf, src, kSplitBulkRowBytes, bar);
-                    return;
-                }
-#pragma unroll
-                for (int r = 0; r < kSplitRows; ++r) {
-                    if constexpr (BULK == 2) {
-                        bulk::bulkG2SEvictFirst(rowBuf + r * 128, src + (int64_t)r * p.state_stride_v, 512, bar, pol);
-                    } else {
-                        bulk::bulkG2S(rowBuf + r * 128, src + (int64_t)r * p.state_stride_v, 512, bar);
-                    }
-                }
-            }
-        };
-        auto slotValid = [&](int sl) { return sl >= 0 && sl < p.num_slots; };
-        uint32_t phase = 0;
-        int slotC = slotOf(cur);
-        bool pending = slotValid(slotC);  // rowBuf holds (or will hold) item cur's rows
-        if (pending) issueRows(cur, slotC);
-        ItemCursor nx = advance(cur);
-        int slotN = slotOf(nx);
-        pdlWaitPrimary();  // everything below may read what the prep wrote (the rows are not the prep's output)
-        int4 metaC = metaOf(cur);
-#pragma unroll 1
-        for (; cur.b < p.batch;) {
-            const int slot = slotC;
-            const int4 meta = metaC;
-            metaC = metaOf(nx);
-            float4 S[RWS][QPL];
-            if (pending) {
-                bulk::mbarWait(bar, phase);
-                phase ^= 1u;
-#pragma unroll
-                for (int r = 0; r < RWS; ++r)
-                    S[r][0] = *reinterpret_cast<const float4*>(rowBuf + (r ^ rl) * 128 + lane * 4);
-                __syncwarp();  // every lane's reads of rowBuf are done before lane 0 reuses it
-            }
-            const ItemCursor nn = advance(nx);
-            pending = slotValid(slotN);
-            if (pending) issueRows(nx, slotN);  // the next item's rows, in flight while this item computes
-            const int slotNN = slotOf(nn);      // two items ahead: the address of the next copy
-            if (valid(slot, meta)) {            // padding rows and invalid cursors: nothing written
-                float fac[RWS];
-                process(cur, slot, meta, S, fac, sFoldWarp);
-            }
-            cur = nx;
-            nx = nn;
-            slotC = slotN;
-            slotN = slotNN;
-        }
-    } else {
+    {
         int slotNext = slotOf(cur);
         float4 S[RWS][QPL];
         bool early = false;  // EARLY: S holds the first item's rows
