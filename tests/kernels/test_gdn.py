@@ -398,9 +398,11 @@ STD_STEP_SWITCHES = {"estage-off": {"RSSM_GDN_SPLIT_ESTAGE": "0"},
                      "off32-off": {"RSSM_GDN_SPLIT_OFF32": "0"},
                      "prep-mnorm-off": {"RSSM_GDN_PREP_MNORM": "0"},
                      "prep-lean-off": {"RSSM_GDN_PREP_LEAN": "0"},
-                     "early-rows-off": {"RSSM_GDN_SPLIT_EARLY": "0"}}
+                     "early-rows-off": {"RSSM_GDN_SPLIT_EARLY": "0"},
+                     # one key-chunk buffer per warp (KEY1, thirtieth session)
+                     "key1": {"RSSM_GDN_SPLIT_KEY1": "1"}}
 STD_READOUT_ENV = ("RSSM_GDN_SPLIT_UPD", "RSSM_GDN_SPLIT_FDIV", "RSSM_GDN_SPLIT_OFF32", "RSSM_GDN_SPLIT_EARLY",
-                   "RSSM_GDN_SPLIT_ESTAGE")
+                   "RSSM_GDN_SPLIT_ESTAGE", "RSSM_GDN_SPLIT_KEY1")
 STD_PREP_ENV = ("RSSM_GDN_PREP_MNORM", "RSSM_GDN_PREP_MINB", "RSSM_GDN_PREP_LEAN")
 
 
@@ -441,16 +443,19 @@ def _one_standard_step_kernels(monkeypatch, clear, env, seed):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("env,upd,fdiv,off32,early,estage",
-                         [({}, "1", True, True, True, True),
-                          ({"RSSM_GDN_SPLIT_UPD": "0"}, "0", False, False, False, False),
-                          ({"RSSM_GDN_SPLIT_FDIV": "0"}, "1", False, False, False, False),
-                          ({"RSSM_GDN_SPLIT_OFF32": "0"}, "1", True, False, False, False),
-                          ({"RSSM_GDN_SPLIT_EARLY": "0"}, "1", True, True, False, False),
-                          ({"RSSM_GDN_SPLIT_ESTAGE": "0"}, "1", True, True, True, False)],
+@pytest.mark.parametrize("env,upd,fdiv,off32,early,estage,key1",
+                         [({}, "1", True, True, True, True, False),
+                          ({"RSSM_GDN_SPLIT_UPD": "0"}, "0", False, False, False, False, False),
+                          ({"RSSM_GDN_SPLIT_FDIV": "0"}, "1", False, False, False, False, False),
+                          ({"RSSM_GDN_SPLIT_OFF32": "0"}, "1", True, False, False, False, False),
+                          ({"RSSM_GDN_SPLIT_EARLY": "0"}, "1", True, True, False, False, False),
+                          ({"RSSM_GDN_SPLIT_ESTAGE": "0"}, "1", True, True, True, False, False),
+                          ({"RSSM_GDN_SPLIT_KEY1": "1"}, "1", True, True, True, True, True),
+                          ({"RSSM_GDN_SPLIT_KEY1": "1", "RSSM_GDN_SPLIT_ESTAGE": "0"}, "1", True, True, True, False,
+                           False)],
                          ids=["default-upd-fdiv-off32-early-estage", "upd-off", "fdiv-off", "off32-off", "early-off",
-                              "estage-off"])
-def test_standard_readout_instance_runs(env, upd, fdiv, off32, early, estage, monkeypatch):
+                              "estage-off", "key1", "key1-needs-estage"])
+def test_standard_readout_instance_runs(env, upd, fdiv, off32, early, estage, key1, monkeypatch):
     """The launcher's switches are silent when their conditions fail, so check which standard-step readout instance
     ran (torch profiler) at the serving dtypes: UPD + FDIV + OFF32 + EARLY + ESTAGE by default, the plain instance with
     RSSM_GDN_SPLIT_UPD=0 (the others sit on top of UPD) or RSSM_GDN_SPLIT_FDIV=0 (OFF32 needs FDIV), FDIV with
@@ -459,9 +464,9 @@ def test_standard_readout_instance_runs(env, upd, fdiv, off32, early, estage, mo
     names = _one_standard_step_kernels(monkeypatch, STD_READOUT_ENV, env, seed=5)
     ro = [a for a in instances(names, "gdnSplitReadoutKernel") if a[0] == "float"]
     assert ro, f"no fp32-row split readout ran: {sorted(names)}"
-    # template arguments 6, 7, 8, 9, 10: UPD, FDIV, OFF32, EARLY, ESTAGE
-    got = [(a[6], a[7] == "1", a[8] == "1", a[9] == "1", a[10] == "1") for a in ro]
-    assert all(g == (upd, fdiv, off32, early, estage) for g in got), got
+    # template arguments 6, 7, 8, 9, 10, 11: UPD, FDIV, OFF32, EARLY, ESTAGE, KEY1
+    got = [(a[6], a[7] == "1", a[8] == "1", a[9] == "1", a[10] == "1", a[11] == "1") for a in ro]
+    assert all(g == (upd, fdiv, off32, early, estage, key1) for g in got), got
 
 
 @pytest.mark.gpu
@@ -495,6 +500,10 @@ NO_VALUE_CHANGE_CASES = {
     # L = 32 (four key chunks: the in-loop restaging too) as well as L = 8
     "estage": ({}, [{"RSSM_GDN_SPLIT_ESTAGE": "0"}]),
     "estage-L32": ({}, [{"RSSM_GDN_SPLIT_ESTAGE": "0"}], 32),
+    # one key-chunk buffer (KEY1): the same copies, weights and FMAs in the same order; L = 8 (one chunk), 16, 32
+    "key1": ({}, [{"RSSM_GDN_SPLIT_KEY1": "1"}]),
+    "key1-L16": ({}, [{"RSSM_GDN_SPLIT_KEY1": "1"}], 16),
+    "key1-L32": ({}, [{"RSSM_GDN_SPLIT_KEY1": "1"}], 32),
 }
 
 

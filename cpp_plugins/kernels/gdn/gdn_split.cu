@@ -85,6 +85,7 @@ cudaError_t launchReadout(const GdnReplayParams& p, int smCount, cudaStream_t s,
     auto* readout = serving ? gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U>
                             : gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtRuntime>;
     bool dependent = pdlEnabled();  // launched as a programmatic dependent of the prep (RSSM_PDL=0: never)
+    size_t smem = splitReadoutSmemBytesGdn(K, NT);
     // The serving fp32-row K = 128 standard step in its default configuration permutes u_j after token 0's loads
     // (gdnSplitReadoutKernel's UPD; default since the twenty-third session: 0.4-1.7% faster per step on the H200,
     // docs/kernels-gdn.md). RSSM_GDN_SPLIT_UPD=0 (A/B, read per launch) runs the permute right after the u_j load.
@@ -115,13 +116,19 @@ cudaError_t launchReadout(const GdnReplayParams& p, int smCount, cudaStream_t s,
                             readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1, true, true,
                                                             true, true>;
                             dependent = false;
+                            // KEY1 (A/B, thirtieth session; RSSM_GDN_SPLIT_KEY1=1, read per launch): one key-chunk
+                            // buffer per warp, 10 instead of 18 KB of shared memory per CTA (more L1 for the SM)
+                            if (envSwitch("RSSM_GDN_SPLIT_KEY1", false)) {
+                                readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1, true, true,
+                                                                true, true, true>;
+                                smem = (size_t)(NT / 32) * splitReadoutKey1WarpSmemBytesGdn(K);
+                            }
                         }
                     }
                 }
             }
         }
     }
-    const size_t smem = splitReadoutSmemBytesGdn(K, NT);
     cudaError_t e = allowDynamicSmem(readout, smem);
     if (e != cudaSuccess) return e;
     const int grid = persistentGrid(readout, NT, smem, (long long)p.batch * p.num_v_heads * (p.head_v / kSplitRows),

@@ -95,6 +95,11 @@ __host__ __device__ inline size_t splitReadoutWarpSmemBytesGdn(int K) {
 __host__ __device__ inline size_t splitReadoutSmemBytesGdn(int K, int threads) {
     return (size_t)(threads / 32) * splitReadoutWarpSmemBytesGdn(K);
 }
+// KEY1 instances of the readout (one key-chunk buffer instead of two): per warp one chunk of raw keys and the two
+// weight blocks.
+__host__ __device__ inline size_t splitReadoutKey1WarpSmemBytesGdn(int K) {
+    return (size_t)kSplitFoldChunk * K * 2 + 2 * (size_t)kSplitFoldChunk * kSplitRows * 4;
+}
 
 // The drafts' solve of the tensor-core verify readout's block (layout above), from the coefficients of one value
 // head staged in shared memory by the prep (sTri: Lk [8][8] = ck_{s,h+i}, Cq [8][8] = cq_{s,h+i}, beta [8]; only
@@ -548,11 +553,16 @@ constexpr int kDtBf16ActFp16U = 1;
 // its first two chunks of raw keys (16 records) and loads its fold weights' fw_j at the item's start, with the rows and
 // the token's loads, instead of after the token's work: the keys' round trip runs under the token's dots and
 // reductions. The same copies, weights and FMAs in the same order: bit-identical rows.
+// KEY1 (A/B, thirtieth session; RSSM_GDN_SPLIT_KEY1=1, on top of ESTAGE): one key-chunk buffer per warp instead of
+// two (a flush item stages chunk c + 1 after chunk c's fold instead of ahead of it), so the CTA needs 10 instead of
+// 18 KB of shared memory and the SM keeps more of its L1 (a 100% shared-memory carve-out made this readout 22-32%
+// slower in the same session). Same copies, weights and FMAs in the same order: bit-identical rows.
 template <typename ST, int K, int MAXT, int NT, int MINB, int DT, int UPD = 0, bool FDIV = false, bool OFF32 = false,
-          bool EARLY = false, bool ESTAGE = false>
+          bool EARLY = false, bool ESTAGE = false, bool KEY1 = false>
 __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnReplayParams p,
                                                                    const stream::ReadCopyScales rc) {
     static_assert(!EARLY || std::is_same<ST, float>::value, "EARLY: the fp32-row readout");
+    static_assert(!KEY1 || ESTAGE, "KEY1: on top of ESTAGE");
     if constexpr (!EARLY) pdlWaitPrimary();  // launched as a programmatic dependent of the prep kernel
     constexpr bool kScaled = stream::RowQuad<ST>::kScaled;  // read-only fp8 / nvfp4 rows (skip_flush_rows)
     using RS = stream::RowScatter<kSplitRows>;
@@ -561,10 +571,12 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
     constexpr int LPR = RS::LPR;
     constexpr int kVecPerRec = K / 8;
     extern __shared__ __align__(16) unsigned char smemGdnSplitReadout[];
-    uint16_t* sFoldWarp =
-        reinterpret_cast<uint16_t*>(smemGdnSplitReadout + (threadIdx.x >> 5) * splitReadoutWarpSmemBytesGdn(K));
+    uint16_t* sFoldWarp = reinterpret_cast<uint16_t*>(
+        smemGdnSplitReadout +
+        (threadIdx.x >> 5) * (KEY1 ? splitReadoutKey1WarpSmemBytesGdn(K) : splitReadoutWarpSmemBytesGdn(K)));
     float* wFold = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(sFoldWarp) +
-                                            splitReadoutFoldBytesGdn(K));  // [2][8 records][8 rows]
+                                            (KEY1 ? splitReadoutFoldBytesGdn(K) / 2
+                                                  : splitReadoutFoldBytesGdn(K)));  // [2][8 records][8 rows]
     const int HV = p.num_v_heads, V = p.head_v, T = p.num_tokens, C = p.ring_capacity;
     const int group = HV / p.num_heads;
     const SmallDivisor groupDiv(FDIV ? (unsigned)group : 1u);  // FDIV: the key head by a multiply-high
@@ -645,7 +657,7 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
         };
         // raw k_j of records 8c .. 8c + 7 into key buffer c & 1 (one cp.async group)
         auto stageKeys = [&](int c, const uint16_t* rK) {
-            uint16_t* dst = sFold + (c & 1) * kSplitFoldChunk * K;
+            uint16_t* dst = sFold + (KEY1 ? 0 : (c & 1)) * kSplitFoldChunk * K;
             const int n = min(kSplitFoldChunk, nf - c * kSplitFoldChunk);
             for (int i = lane; i < n * kVecPerRec; i += 32) {
                 const int jj = i / kVecPerRec, v = i - jj * kVecPerRec;
@@ -661,7 +673,7 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
             if (nf > 0) {  // warp-uniform
                 const uint16_t* rK = ringKeys();
                 stageKeys(0, rK);
-                if (nf > kSplitFoldChunk) stageKeys(1, rK);
+                if (!KEY1 && nf > kSplitFoldChunk) stageKeys(1, rK);
                 fwEarly = lane < nf ? rec[kSplitCoef + 2 * T * RM + lane] : 0.f;
             }
         }
@@ -749,13 +761,25 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
                 }
             };
             auto foldChunk = [&](int c) {  // raw k_j, fw_j u_j of chunk c (staged and visible to the warp)
-                const uint16_t* buf = sFold + (c & 1) * kSplitFoldChunk * K;
+                const uint16_t* buf = sFold + (KEY1 ? 0 : (c & 1)) * kSplitFoldChunk * K;
                 const float* wb = wFold + (c & 1) * kSplitFoldChunk * RWS;
                 const int n = min(kSplitFoldChunk, nf - c * kSplitFoldChunk);
                 stream::foldStagedRecords<RWS, QPL>(S, buf, K, wb, n, rl, lane, bf16);
             };
             const int nchunks = (nf + kSplitFoldChunk - 1) / kSplitFoldChunk;
-            if constexpr (ESTAGE) {  // key chunks 0 and 1 are in flight since the item's start
+            if constexpr (KEY1) {  // key chunk 0 is in flight since the item's start; one buffer
+                stageWeights(0);
+                for (int c = 0; c < nchunks; ++c) {
+                    async::waitAll();
+                    __syncwarp();
+                    foldChunk(c);
+                    __syncwarp();  // the key buffer is restaged by chunk c + 1
+                    if (c + 1 < nchunks) {
+                        stageKeys(c + 1, rK);
+                        stageWeights(c + 1);
+                    }
+                }
+            } else if constexpr (ESTAGE) {  // key chunks 0 and 1 are in flight since the item's start
                 stageWeights(0);
                 if (nchunks > 1) stageWeights(1);
                 for (int c = 0; c < nchunks; ++c) {
