@@ -116,9 +116,12 @@ cudaError_t launchReadout(const GdnReplayParams& p, int smCount, cudaStream_t s,
                             readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1, true, true,
                                                             true, true>;
                             dependent = false;
-                            // KEY1 (A/B, thirtieth session; RSSM_GDN_SPLIT_KEY1=1, read per launch): one key-chunk
-                            // buffer per warp, 10 instead of 18 KB of shared memory per CTA (more L1 for the SM)
-                            if (envSwitch("RSSM_GDN_SPLIT_KEY1", false)) {
+                            // KEY1 (the default since the thirtieth session; RSSM_GDN_SPLIT_KEY1=0, read per launch,
+                            // for A/B): one key-chunk buffer per warp, 10 instead of 18 KB of shared memory per CTA, so
+                            // the SM keeps more L1 (side by side on the H200: 0.1-0.7% faster per standard step, in 4 of
+                            // 4 cases; a 100% shared-memory carve-out made the step 22-32% slower; docs/kernels-gdn.md
+                            // "Thirtieth session")
+                            if (envSwitch("RSSM_GDN_SPLIT_KEY1", true)) {
                                 readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1, true, true,
                                                                 true, true, true>;
                                 smem = (size_t)(NT / 32) * splitReadoutKey1WarpSmemBytesGdn(K);

@@ -553,10 +553,11 @@ constexpr int kDtBf16ActFp16U = 1;
 // its first two chunks of raw keys (16 records) and loads its fold weights' fw_j at the item's start, with the rows and
 // the token's loads, instead of after the token's work: the keys' round trip runs under the token's dots and
 // reductions. The same copies, weights and FMAs in the same order: bit-identical rows.
-// KEY1 (A/B, thirtieth session; RSSM_GDN_SPLIT_KEY1=1, on top of ESTAGE): one key-chunk buffer per warp instead of
-// two (a flush item stages chunk c + 1 after chunk c's fold instead of ahead of it), so the CTA needs 10 instead of
-// 18 KB of shared memory and the SM keeps more of its L1 (a 100% shared-memory carve-out made this readout 22-32%
-// slower in the same session). Same copies, weights and FMAs in the same order: bit-identical rows.
+// KEY1 (the serving standard-step instance's default since the thirtieth session, on top of ESTAGE;
+// RSSM_GDN_SPLIT_KEY1=0 for A/B): one key-chunk buffer per warp instead of two (a flush item stages chunk c + 1 after
+// chunk c's fold instead of ahead of it), so the CTA needs 10 instead of 18 KB of shared memory and the SM keeps more
+// of its L1 (a 100% shared-memory carve-out made this readout 22-32% slower in the same session; KEY1 measured
+// 0.1-0.7% faster per standard step). Same copies, weights and FMAs in the same order: bit-identical rows.
 template <typename ST, int K, int MAXT, int NT, int MINB, int DT, int UPD = 0, bool FDIV = false, bool OFF32 = false,
           bool EARLY = false, bool ESTAGE = false, bool KEY1 = false>
 __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnReplayParams p,
