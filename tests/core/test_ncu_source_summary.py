@@ -43,3 +43,31 @@ def test_parse_split_and_phases(tmp_path, capsys):
     assert nss.main([str(p), "--kernel", "Replay", "--top", "1"]) == 0
     assert "launch of void myReplayKernel" in capsys.readouterr().out
     assert nss.main([str(p), "--kernel", "NoSuchKernel"]) == 1
+
+
+def test_instructions_ranking_and_xz(tmp_path, capsys):
+    """--instructions ranks by the "Instructions Executed" column (commas and "-" read as numbers / none), and an
+    xz-compressed export (docs/logs/ncu/*.csv.xz) is read directly."""
+    import lzma
+    hdr = HDR + ["Instructions Executed"]
+    rows = [["File Path", "/src/prep.cuh"], ["Function Name", "void prepKernel<4>(P)"], hdr,
+            ["10", "load();", "-", "-", "9", "0", "9", "0", "0", "1,000"],
+            ["20", "rec[s] = expf(cs);", "-", "-", "1", "0", "1", "0", "0", "3,000"],
+            ["30", "// no code", "-", "-", "0", "0", "0", "0", "0", "-"]]
+    p = tmp_path / "src.csv.xz"
+    text = "".join(",".join(f'"{c}"' for c in r) + "\n" for r in rows)
+    with lzma.open(p, "wt") as f:
+        f.write(text)
+    rows_parsed = nss.parse(str(p), "prep")
+    assert [r[6] for r in rows_parsed] == [1000, 3000, 0]
+    (launch,) = nss.split_launches(rows_parsed)
+    out = nss.summarize(launch, top=3, file_sub="prep.cuh", phases=nss.parse_phases("15:loads,40:records"),
+                        instructions=True)
+    assert out[0].endswith("4000 warp instructions")
+    assert "prep.cuh:20" in out[2] and "75.0%" in out[2]  # the most instructions first, though fewer samples
+    assert len(out) == 5  # the line without instructions is not listed
+    assert out[-1] == "  phases: loads 1000, records 3000"
+    by_samples = nss.summarize(launch, top=1, file_sub="", phases=[])
+    assert by_samples[0].endswith("10 samples") and "prep.cuh:10" in by_samples[2]
+    assert nss.main([str(p), "--kernel", "prep", "--instructions", "--top", "1"]) == 0
+    assert "4000 warp instructions" in capsys.readouterr().out
