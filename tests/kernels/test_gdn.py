@@ -391,7 +391,8 @@ def test_replay_standard_prep_register_bounds(minb, shape, B, L, stag, monkeypat
 # since the twenty-seventh session also issues a flush item's first two key chunks and fold weights' fw_j at the item's
 # start (ESTAGE; L = 8 is one chunk, L = 16 two, L = 32 four, so the in-loop restaging of chunks 2 and 3 runs too; in
 # phase every row flushes); estage-off runs the previous instance, a programmatic dependent of the prep
-# (RSSM_GDN_SPLIT_ESTAGE=0).
+# (RSSM_GDN_SPLIT_ESTAGE=0). Since the thirtieth session the default keeps one key-chunk buffer per warp (KEY1: chunk 0
+# staged at the item's start, chunk c + 1 after chunk c's fold); key1-off runs two (RSSM_GDN_SPLIT_KEY1=0).
 STD_STEP_SWITCHES = {"estage-off": {"RSSM_GDN_SPLIT_ESTAGE": "0"},
                      "deferred-permute-off": {"RSSM_GDN_SPLIT_UPD": "0"},
                      "fdiv-off": {"RSSM_GDN_SPLIT_FDIV": "0"},
@@ -455,10 +456,11 @@ def _one_standard_step_kernels(monkeypatch, clear, env, seed):
                               "early-off", "estage-off", "key1-off"])
 def test_standard_readout_instance_runs(env, upd, fdiv, off32, early, estage, key1, monkeypatch):
     """The launcher's switches are silent when their conditions fail, so check which standard-step readout instance
-    ran (torch profiler) at the serving dtypes: UPD + FDIV + OFF32 + EARLY + ESTAGE by default, the plain instance with
-    RSSM_GDN_SPLIT_UPD=0 (the others sit on top of UPD) or RSSM_GDN_SPLIT_FDIV=0 (OFF32 needs FDIV), FDIV with
-    64-bit offsets with RSSM_GDN_SPLIT_OFF32=0 (EARLY needs OFF32), no EARLY with RSSM_GDN_SPLIT_EARLY=0, the
-    no early key staging (ESTAGE, on top of EARLY; EARLY=0 turns it off too) with RSSM_GDN_SPLIT_ESTAGE=0."""
+    ran (torch profiler) at the serving dtypes: UPD + FDIV + OFF32 + EARLY + ESTAGE + KEY1 by default, the plain
+    instance with RSSM_GDN_SPLIT_UPD=0 (the others sit on top of UPD) or RSSM_GDN_SPLIT_FDIV=0 (OFF32 needs FDIV), FDIV
+    with 64-bit offsets with RSSM_GDN_SPLIT_OFF32=0 (EARLY needs OFF32), no EARLY with RSSM_GDN_SPLIT_EARLY=0, the
+    no early key staging (ESTAGE, on top of EARLY; EARLY=0 turns it off too) with RSSM_GDN_SPLIT_ESTAGE=0 (KEY1 sits on
+    top of ESTAGE), two key-chunk buffers with RSSM_GDN_SPLIT_KEY1=0."""
     names = _one_standard_step_kernels(monkeypatch, STD_READOUT_ENV, env, seed=5)
     ro = [a for a in instances(names, "gdnSplitReadoutKernel") if a[0] == "float"]
     assert ro, f"no fp32-row split readout ran: {sorted(names)}"
