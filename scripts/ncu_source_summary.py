@@ -57,10 +57,9 @@ def parse(path, kernel):
             if hdr is None or fn is None or not r[0].isdigit() or kernel not in fn:
                 continue
             rec = dict(zip(hdr, r))
-            n = rec.get("Warp Stall Sampling (All Samples)", "0")
             stalls = {k: int(v) for k, v in zip(hdr, r)
                       if k.startswith("stall_") and "(Not" not in k and v.isdigit()}
-            out.append((fn, fp, int(r[0]), r[1], int(n) if n.isdigit() else 0, stalls,
+            out.append((fn, fp, int(r[0]), r[1], _count(rec.get("Warp Stall Sampling (All Samples)")), stalls,
                         _count(rec.get("Instructions Executed"))))
     return out
 

@@ -124,7 +124,7 @@ cudaError_t launchReadout(const GdnReplayParams& p, int smCount, cudaStream_t s,
                             if (envSwitch("RSSM_GDN_SPLIT_KEY1", true)) {
                                 readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1, true, true,
                                                                 true, true, true>;
-                                smem = (size_t)(NT / 32) * splitReadoutKey1WarpSmemBytesGdn(K);
+                                smem = splitReadoutSmemBytesGdn(K, NT, 1);
                             }
                         }
                     }

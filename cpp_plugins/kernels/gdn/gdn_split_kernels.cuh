@@ -86,19 +86,16 @@ __host__ __device__ inline size_t splitPrepWarpSmemBytesGdn(int L, int T, int K)
     return (((size_t)L + 2 * T) * splitPrepKeyStrideGdn(K) * 2 + 2 * (size_t)T * R * 4 + R * 4 + (size_t)T * 4 +
             (T >= 2 ? kSplitTriWords * 4 : 0) + 15) / 16 * 16;
 }
-// Readout kernel dynamic shared memory: per warp two chunks of kSplitFoldChunk raw key rows (16-bit) and
-// their fold weights times u (fp32 [2][8 records][8 rows]).
-__host__ __device__ inline size_t splitReadoutFoldBytesGdn(int K) { return 2 * (size_t)kSplitFoldChunk * K * 2; }
-__host__ __device__ inline size_t splitReadoutWarpSmemBytesGdn(int K) {
-    return splitReadoutFoldBytesGdn(K) + 2 * (size_t)kSplitFoldChunk * kSplitRows * 4;
+// Readout kernel dynamic shared memory: per warp `keyBufs` chunks of kSplitFoldChunk raw key rows (16-bit; two, or one
+// in the KEY1 instances) and their fold weights times u (fp32 [2][8 records][8 rows]).
+__host__ __device__ inline size_t splitReadoutFoldBytesGdn(int K, int keyBufs = 2) {
+    return (size_t)keyBufs * kSplitFoldChunk * K * 2;
 }
-__host__ __device__ inline size_t splitReadoutSmemBytesGdn(int K, int threads) {
-    return (size_t)(threads / 32) * splitReadoutWarpSmemBytesGdn(K);
+__host__ __device__ inline size_t splitReadoutWarpSmemBytesGdn(int K, int keyBufs = 2) {
+    return splitReadoutFoldBytesGdn(K, keyBufs) + 2 * (size_t)kSplitFoldChunk * kSplitRows * 4;
 }
-// KEY1 instances of the readout (one key-chunk buffer instead of two): per warp one chunk of raw keys and the two
-// weight blocks.
-__host__ __device__ inline size_t splitReadoutKey1WarpSmemBytesGdn(int K) {
-    return (size_t)kSplitFoldChunk * K * 2 + 2 * (size_t)kSplitFoldChunk * kSplitRows * 4;
+__host__ __device__ inline size_t splitReadoutSmemBytesGdn(int K, int threads, int keyBufs = 2) {
+    return (size_t)(threads / 32) * splitReadoutWarpSmemBytesGdn(K, keyBufs);
 }
 
 // The drafts' solve of the tensor-core verify readout's block (layout above), from the coefficients of one value
@@ -572,12 +569,11 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
     constexpr int LPR = RS::LPR;
     constexpr int kVecPerRec = K / 8;
     extern __shared__ __align__(16) unsigned char smemGdnSplitReadout[];
+    constexpr int kKeyBufs = KEY1 ? 1 : 2;  // key-chunk buffers per warp (a power of two)
     uint16_t* sFoldWarp = reinterpret_cast<uint16_t*>(
-        smemGdnSplitReadout +
-        (threadIdx.x >> 5) * (KEY1 ? splitReadoutKey1WarpSmemBytesGdn(K) : splitReadoutWarpSmemBytesGdn(K)));
+        smemGdnSplitReadout + (threadIdx.x >> 5) * splitReadoutWarpSmemBytesGdn(K, kKeyBufs));
     float* wFold = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(sFoldWarp) +
-                                            (KEY1 ? splitReadoutFoldBytesGdn(K) / 2
-                                                  : splitReadoutFoldBytesGdn(K)));  // [2][8 records][8 rows]
+                                            splitReadoutFoldBytesGdn(K, kKeyBufs));  // [2][8 records][8 rows]
     const int HV = p.num_v_heads, V = p.head_v, T = p.num_tokens, C = p.ring_capacity;
     const int group = HV / p.num_heads;
     const SmallDivisor groupDiv(FDIV ? (unsigned)group : 1u);  // FDIV: the key head by a multiply-high
@@ -658,7 +654,7 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
         };
         // raw k_j of records 8c .. 8c + 7 into key buffer c & 1 (one cp.async group)
         auto stageKeys = [&](int c, const uint16_t* rK) {
-            uint16_t* dst = sFold + (KEY1 ? 0 : (c & 1)) * kSplitFoldChunk * K;
+            uint16_t* dst = sFold + (c & (kKeyBufs - 1)) * kSplitFoldChunk * K;
             const int n = min(kSplitFoldChunk, nf - c * kSplitFoldChunk);
             for (int i = lane; i < n * kVecPerRec; i += 32) {
                 const int jj = i / kVecPerRec, v = i - jj * kVecPerRec;
@@ -762,7 +758,7 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
                 }
             };
             auto foldChunk = [&](int c) {  // raw k_j, fw_j u_j of chunk c (staged and visible to the warp)
-                const uint16_t* buf = sFold + (KEY1 ? 0 : (c & 1)) * kSplitFoldChunk * K;
+                const uint16_t* buf = sFold + (c & (kKeyBufs - 1)) * kSplitFoldChunk * K;
                 const float* wb = wFold + (c & 1) * kSplitFoldChunk * RWS;
                 const int n = min(kSplitFoldChunk, nf - c * kSplitFoldChunk);
                 stream::foldStagedRecords<RWS, QPL>(S, buf, K, wb, n, rl, lane, bf16);
