@@ -403,7 +403,7 @@ STD_STEP_SWITCHES = {"estage-off": {"RSSM_GDN_SPLIT_ESTAGE": "0"},
                      # two key-chunk buffers per warp instead of one (KEY1, the default since the thirtieth session)
                      "key1-off": {"RSSM_GDN_SPLIT_KEY1": "0"}}
 STD_READOUT_ENV = ("RSSM_GDN_SPLIT_UPD", "RSSM_GDN_SPLIT_FDIV", "RSSM_GDN_SPLIT_OFF32", "RSSM_GDN_SPLIT_EARLY",
-                   "RSSM_GDN_SPLIT_ESTAGE", "RSSM_GDN_SPLIT_KEY1")
+                   "RSSM_GDN_SPLIT_ESTAGE", "RSSM_GDN_SPLIT_KEY1", "RSSM_GDN_SPLIT_CARVEOUT")
 STD_PREP_ENV = ("RSSM_GDN_PREP_MNORM", "RSSM_GDN_PREP_MINB", "RSSM_GDN_PREP_LEAN")
 
 
@@ -505,6 +505,10 @@ NO_VALUE_CHANGE_CASES = {
     "key1": ({}, [{"RSSM_GDN_SPLIT_KEY1": "0"}]),
     "key1-L16": ({}, [{"RSSM_GDN_SPLIT_KEY1": "0"}], 16),
     "key1-L32": ({}, [{"RSSM_GDN_SPLIT_KEY1": "0"}], 32),
+    # the readout's shared-memory carve-out (how much of the SM is L1): the driver's, the smallest that keeps the CTAs
+    # per SM, the largest (L1 as small as it goes). Only where the bytes are cached changes. The attribute stays on the
+    # kernel for the process, hence this order (the driver's choice first).
+    "carveout": ({}, [{"RSSM_GDN_SPLIT_CARVEOUT": "min"}, {"RSSM_GDN_SPLIT_CARVEOUT": "100"}], 16),
 }
 
 

@@ -64,6 +64,56 @@ int occupancyPerSm(const void* func, int threads, size_t smem) {
     return occ;
 }
 
+int minimalCarveoutPercent(const void* func, int threads, size_t smem) {
+    const int dev = currentDevice();
+    int maxSmem = 0, reserved = 0;
+    cudaFuncAttributes attr{};
+    if (cudaDeviceGetAttribute(&maxSmem, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, dev) != cudaSuccess ||
+        cudaFuncGetAttributes(&attr, func) != cudaSuccess || maxSmem <= 0) {
+        cudaGetLastError();
+        return -1;
+    }
+    const long long perCta = (long long)smem + (long long)attr.sharedSizeBytes + reserved;
+    const long long needed = perCta * occupancyPerSm(func, threads, smem);
+    const long long pct = (needed * 100 + maxSmem - 1) / maxSmem;
+    return (int)(pct < 0 ? 0 : pct > 100 ? 100 : pct);
+}
+
+int preferMinimalCarveout(const void* func, int threads, size_t smem) {
+    struct Entry {
+        const void* func;
+        int threads;
+        size_t smem;
+        int dev, status;
+    };
+    static Entry cache[32] = {};
+    const int dev = currentDevice();
+    {
+        std::lock_guard<std::mutex> guard(gOccupancyLock);
+        for (const Entry& e : cache)
+            if (e.func == func && e.threads == threads && e.smem == smem && e.dev == dev) return e.status;
+    }
+    const int occ = occupancyPerSm(func, threads, smem);  // with the driver's carve-out (cached before any change)
+    const int pct = minimalCarveoutPercent(func, threads, smem);
+    int status = 0;
+    if (pct >= 0) {
+        status = (int)cudaFuncSetAttribute(func, cudaFuncAttributePreferredSharedMemoryCarveout, pct);
+        int after = 0;
+        if (status == 0 &&
+            (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&after, func, threads, smem) != cudaSuccess || after < occ))
+            status = (int)cudaFuncSetAttribute(func, cudaFuncAttributePreferredSharedMemoryCarveout, -1);
+        if (status != 0) cudaGetLastError();
+    }
+    std::lock_guard<std::mutex> guard(gOccupancyLock);
+    for (Entry& e : cache)
+        if (e.func == nullptr) {
+            e = Entry{func, threads, smem, dev, status};
+            break;
+        }
+    return status;
+}
+
 int deviceSmCount() {
     static int cached[64] = {0};
     const int dev = currentDevice();

@@ -43,6 +43,15 @@ namespace rssm {
 int occupancyPerSm(const void* func, int threads, size_t smem);
 // SMs of the current device (cached per device; 1 if the query fails).
 int deviceSmCount();
+// The smallest shared-memory carve-out (cudaFuncAttributePreferredSharedMemoryCarveout, percent of the SM's maximum
+// shared memory) that still holds occupancyPerSm(func, threads, smem) CTAs: dynamic + static shared memory + the
+// per-CTA reservation, times those CTAs, rounded up to a whole percent (the driver rounds up to the next shared-memory
+// configuration it supports). The rest of the SM's L1 / shared storage stays L1. -1 if a device query fails.
+int minimalCarveoutPercent(const void* func, int threads, size_t smem);
+// Sets that carve-out on `func` (once per kernel and device; cached) unless it would lower the occupancy, which is
+// checked with a fresh occupancy query after setting it (the attribute is then reset to the driver's choice, -1).
+// Host-only, no stream work. Returns the cudaError_t of the attribute call as an int (0 on success).
+int preferMinimalCarveout(const void* func, int threads, size_t smem);
 // Records a printf-style message for rssm_last_error() and returns `status`.
 int setError(int status, const char* fmt, ...);
 void clearError();

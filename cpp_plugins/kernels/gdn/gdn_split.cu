@@ -134,6 +134,20 @@ cudaError_t launchReadout(const GdnReplayParams& p, int smCount, cudaStream_t s,
     }
     cudaError_t e = allowDynamicSmem(readout, smem);
     if (e != cudaSuccess) return e;
+    // RSSM_GDN_SPLIT_CARVEOUT (A/B, thirty-first session; read per launch): "min" sets the readout's smallest
+    // shared-memory carve-out that keeps its CTAs per SM (preferMinimalCarveout: the rest of the SM stays L1; the
+    // readout depends on its L1, docs/kernels-gdn.md "Thirtieth session"), a number 0-100 sets that percentage,
+    // unset leaves the driver's choice. The attribute stays set on the kernel for the rest of the process.
+    if (const char* co = getenv("RSSM_GDN_SPLIT_CARVEOUT")) {
+        if (strcmp(co, "min") == 0) {
+            e = (cudaError_t)preferMinimalCarveout(reinterpret_cast<const void*>(readout), NT, smem);
+        } else {
+            const int pct = atoi(co);
+            if (pct >= 0 && pct <= 100)
+                e = cudaFuncSetAttribute(readout, cudaFuncAttributePreferredSharedMemoryCarveout, pct);
+        }
+        if (e != cudaSuccess) return e;
+    }
     const int grid = persistentGrid(readout, NT, smem, (long long)p.batch * p.num_v_heads * (p.head_v / kSplitRows),
                                     smCount);
     void* args[] = {const_cast<GdnReplayParams*>(&p), const_cast<stream::ReadCopyScales*>(&rc)};
