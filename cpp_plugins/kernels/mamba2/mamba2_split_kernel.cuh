@@ -44,6 +44,14 @@ constexpr int kSplitFoldChunk = 8;    // records per staged B chunk (fold)
 constexpr int kSplitCoef = 16;        // head record: first coefficient word
 constexpr int kSplitSkipRow = -2;     // head record nf: a flushing row under skip_flush_rows (readout: untouched)
 
+// ceil(2^16 / ppr) for ppr = P / 8 16-byte pieces per x row and ppr = 1 .. 16 (headdim <= 128, as the preps'
+// launchers require), so that the row of piece i is (i * magic) >> 16 for i < 16 ppr: a constant-memory lookup instead
+// of a run-time integer division (4.4% of the four-token prep's instructions: the lambda below divided at each of its
+// two call sites; thirty-first session). A larger ppr (not reached) divides.
+static __constant__ int kXPieceMagic[17] = {0,    65536, 32768, 21846, 16384, 13108, 10923, 9363, 8192,
+                                            7282, 6554,  5958,  5462,  5042,  4682,  4370,  4096};
+__device__ __forceinline__ int xPieceMagic(int ppr) { return ppr <= 16 ? kXPieceMagic[ppr] : (65536 + ppr - 1) / ppr; }
+
 // Head record (fp32 words, one per (row b, head)): [0, 8) gamma_s; [8] gfold; [9] nf (int bits, -1:
 // invalid cursors); [10] o (int bits); [11] h (int bits); [16 + s * (L + T) + j] coef_{s,j};
 // [16 + T * (L + T) + j] fw_j. Rounded up to 4 words (16-byte aligned records).
@@ -56,11 +64,12 @@ __host__ __device__ inline size_t splitWorkspaceBytesM2(int B, int T, int H, int
 // [T][R]. Sized for the larger of the two layouts (one size for every prep instance). T > 1: then (XSM) this step's x
 // rows of the CTA's heads, [heads][T][P] bits (heads = min(16, heads per group)), at a 16-byte aligned offset
 // (splitPrepXStageOffsetM2).
+// (32-bit arithmetic: R <= 40 records, N <= 256, T <= 8 keep every term far below 2^32; the prep computes it per CTA)
 __host__ __device__ inline size_t splitPrepXStageOffsetM2(int L, int T, int N) {
-    const size_t R = (size_t)L + T;
-    const size_t scalar = R * N * 2 + (size_t)T * N * 4 + (size_t)T * R * 4;
-    const size_t mma = (R + T) * ((size_t)N + 8) * 2 + (size_t)T * R * 4;
-    return ((scalar > mma ? scalar : mma) + 15) / 16 * 16;
+    const unsigned R = (unsigned)(L + T), t = (unsigned)T, n = (unsigned)N;
+    const unsigned scalar = R * n * 2u + t * n * 4u + t * R * 4u;
+    const unsigned mma = (R + t) * (n + 8u) * 2u + t * R * 4u;
+    return ((scalar > mma ? scalar : mma) + 15u) / 16u * 16u;
 }
 __host__ __device__ inline size_t splitPrepSmemBytesM2(int L, int T, int N, int P, int headsPerGroup) {
     const int heads = headsPerGroup < kSplitHeadsPerPrep ? headsPerGroup : kSplitHeadsPerPrep;
@@ -146,10 +155,10 @@ __device__ __forceinline__ void splitPrepBody(const Mamba2ReplayParams& p) {
     bool xStaged = false;
     // (XSM) fn(hl, i, s, v, ppr) for each 16-byte x piece of this lane: piece i = s ppr + v (token s, piece v of its
     // row; ppr = P / 8 pieces per row) of the warp's heads hl = warp + NW k
+    const int ppr = P / 8;
+    const int magic = xPieceMagic(ppr);  // token = (i * magic) >> 16 for i < T * ppr
     auto forEachXPiece = [&](auto&& fn) {
         constexpr int kPiecesPerLane = (MAXT * 16 + 31) / 32;  // T tokens x P / 8 <= 16 pieces per head and token
-        const int ppr = P / 8;
-        const int magic = (65536 + ppr - 1) / ppr;  // token = (i * magic) >> 16 for i < T * ppr
 #pragma unroll
         for (int k = 0; k < HPW; ++k) {
             const int hl = warp + NW * k;
@@ -164,9 +173,9 @@ __device__ __forceinline__ void splitPrepBody(const Mamba2ReplayParams& p) {
         }
     };
     uint16_t* sB = reinterpret_cast<uint16_t*>(smemSplit);      // [R][sbStride] B_j bits
-    float* sC = reinterpret_cast<float*>(sB + (size_t)R * N);   // (scalar dots) [T][N]
-    uint16_t* sC16 = sB + (size_t)R * sbStride;                 // (MMADOT) [T][sbStride] C_s bits
-    float* sDot = mmaDots ? reinterpret_cast<float*>(sC16 + (size_t)T * sbStride) : sC + T * N;  // [T][R]
+    float* sC = reinterpret_cast<float*>(sB + R * N);           // (scalar dots) [T][N]
+    uint16_t* sC16 = sB + R * sbStride;                         // (MMADOT) [T][sbStride] C_s bits
+    float* sDot = mmaDots ? reinterpret_cast<float*>(sC16 + T * sbStride) : sC + T * N;  // [T][R]
 
     // ---- committed B_j of the group (cp.async; one warp per record), this step's B_s / C_s
     const uint16_t* rB = static_cast<const uint16_t*>(p.ring_B);
@@ -308,7 +317,7 @@ __device__ __forceinline__ void splitPrepBody(const Mamba2ReplayParams& p) {
             // piece i = token * P / 8 + piece of head hl at sX + (hl T P / 8 + i) 16 bytes; stored after the wait below
             xStaged = true;
             forEachXPiece([&](int hl, int i, int s, int v, int ppr) {
-                cpAsync16(sX + ((size_t)hl * T * ppr + i) * 8,
+                cpAsync16(sX + (hl * T * ppr + i) * 8,
                           static_cast<const uint16_t*>(p.x) + (int64_t)b * p.stride_x_b + (int64_t)s * p.stride_x_t +
                               (int64_t)(h0 + hl) * p.stride_x_h + 8 * v);
             });
@@ -330,8 +339,7 @@ __device__ __forceinline__ void splitPrepBody(const Mamba2ReplayParams& p) {
           }
         } else if (xVec) {
             constexpr int kPiecesPerLane = (MAXT * 16 + 31) / 32;  // per head: T tokens x P / 8 <= 16 pieces
-            const int ppr = P / 8;                                 // 16-byte pieces per (token, head) row
-            const int magic = (65536 + ppr - 1) / ppr;             // token = (i * magic) >> 16 for i < T * ppr
+            // ppr = P / 8 16-byte pieces per (token, head) row; token = (i * magic) >> 16 for i < T * ppr (above)
             uint4 xv[HPW][kPiecesPerLane];
     #pragma unroll
             for (int k = 0; k < HPW; ++k) {
@@ -410,7 +418,7 @@ __device__ __forceinline__ void splitPrepBody(const Mamba2ReplayParams& p) {
             int rr = o + h + s;
             rr = rr >= Cap ? rr - Cap : rr;
             *reinterpret_cast<uint4*>(wX + ((ringRowSlot + rr) * H + h0 + hl) * P + 8 * v) =
-                *reinterpret_cast<const uint4*>(sX + ((size_t)hl * T * ppr + i) * 8);
+                *reinterpret_cast<const uint4*>(sX + (hl * T * ppr + i) * 8);
         });
     }
     __syncthreads();
@@ -483,9 +491,12 @@ __device__ __forceinline__ void splitPrepBody(const Mamba2ReplayParams& p) {
                     if (lane == h + s) c += Dh;
                     rec[kSplitCoef + s * RM + lane] = c;
                 }
-                if (lane == 0) rec[s] = __expf(cs);
             }
         }
+        // gamma_s = exp(cum_{h+s}) by lane s (h + s <= R - 1 <= 31 for lanes s < T): one shuffle and exponential per
+        // head instead of one per token in lane 0 (the same values)
+        const float cg = __shfl_sync(stream::kFull, cum, (h + lane) & 31);
+        if (lane < T) rec[lane] = __expf(cg);
         const float cl = __shfl_sync(stream::kFull, cum, nf > 0 ? nf - 1 : 0);
         if (lane < nf) rec[kSplitCoef + T * RM + lane] = __expf(cl - cum) * dtj[k];
         if (lane == 0) stream::putSplitRecordCursors(rec, nf > 0 ? __expf(cl) : 1.f, nf, o, h);
