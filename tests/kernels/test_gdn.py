@@ -505,10 +505,10 @@ NO_VALUE_CHANGE_CASES = {
     "key1": ({}, [{"RSSM_GDN_SPLIT_KEY1": "0"}]),
     "key1-L16": ({}, [{"RSSM_GDN_SPLIT_KEY1": "0"}], 16),
     "key1-L32": ({}, [{"RSSM_GDN_SPLIT_KEY1": "0"}], 32),
-    # the readout's shared-memory carve-out (how much of the SM is L1): the driver's, the smallest that keeps the CTAs
-    # per SM, the largest (L1 as small as it goes). Only where the bytes are cached changes. The attribute stays on the
-    # kernel for the process, hence this order (the driver's choice first).
-    "carveout": ({}, [{"RSSM_GDN_SPLIT_CARVEOUT": "min"}, {"RSSM_GDN_SPLIT_CARVEOUT": "100"}], 16),
+    # the readout's shared-memory carve-out (how much of the SM is L1): the smallest that keeps the CTAs per SM
+    # (default), the driver's choice, the largest (L1 as small as it goes), the default again. Only where the bytes are
+    # cached changes.
+    "carveout": ({}, [{"RSSM_GDN_SPLIT_CARVEOUT": "driver"}, {"RSSM_GDN_SPLIT_CARVEOUT": "100"}, {}], 16),
 }
 
 

@@ -80,38 +80,51 @@ int minimalCarveoutPercent(const void* func, int threads, size_t smem) {
     return (int)(pct < 0 ? 0 : pct > 100 ? 100 : pct);
 }
 
-int preferMinimalCarveout(const void* func, int threads, size_t smem) {
+int applyCarveout(const void* func, int threads, size_t smem, int request) {
     struct Entry {
         const void* func;
-        int threads;
-        size_t smem;
-        int dev, status;
+        int dev, applied;
     };
-    static Entry cache[32] = {};
+    static Entry table[32] = {};
     const int dev = currentDevice();
+    Entry* slot = nullptr;
     {
         std::lock_guard<std::mutex> guard(gOccupancyLock);
-        for (const Entry& e : cache)
-            if (e.func == func && e.threads == threads && e.smem == smem && e.dev == dev) return e.status;
+        for (Entry& e : table)
+            if (e.func == func && e.dev == dev) {
+                if (e.applied == request) return 0;
+                slot = &e;
+                break;
+            }
+        if (!slot && request == kCarveoutDriver) return 0;  // never set on this kernel: it has the driver's choice
     }
-    const int occ = occupancyPerSm(func, threads, smem);  // with the driver's carve-out (cached before any change)
-    const int pct = minimalCarveoutPercent(func, threads, smem);
     int status = 0;
-    if (pct >= 0) {
-        status = (int)cudaFuncSetAttribute(func, cudaFuncAttributePreferredSharedMemoryCarveout, pct);
+    if (request == kCarveoutMinimal) {
+        const int occ = occupancyPerSm(func, threads, smem);  // with the driver's carve-out (cached before any change)
+        const int pct = minimalCarveoutPercent(func, threads, smem);
+        status = pct < 0 ? (int)cudaErrorInvalidValue
+                         : (int)cudaFuncSetAttribute(func, cudaFuncAttributePreferredSharedMemoryCarveout, pct);
         int after = 0;
         if (status == 0 &&
             (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&after, func, threads, smem) != cudaSuccess || after < occ))
             status = (int)cudaFuncSetAttribute(func, cudaFuncAttributePreferredSharedMemoryCarveout, -1);
-        if (status != 0) cudaGetLastError();
+    } else {
+        status = (int)cudaFuncSetAttribute(func, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                           request < 0 ? -1 : request > 100 ? 100 : request);
+    }
+    if (status != 0) {
+        cudaGetLastError();
+        return status;
     }
     std::lock_guard<std::mutex> guard(gOccupancyLock);
-    for (Entry& e : cache)
-        if (e.func == nullptr) {
-            e = Entry{func, threads, smem, dev, status};
-            break;
-        }
-    return status;
+    if (!slot)
+        for (Entry& e : table)
+            if (e.func == nullptr || (e.func == func && e.dev == dev)) {
+                slot = &e;
+                break;
+            }
+    if (slot) *slot = Entry{func, dev, request};  // (a full table: the call is repeated next time, still correct)
+    return 0;
 }
 
 int deviceSmCount() {

@@ -134,20 +134,19 @@ cudaError_t launchReadout(const GdnReplayParams& p, int smCount, cudaStream_t s,
     }
     cudaError_t e = allowDynamicSmem(readout, smem);
     if (e != cudaSuccess) return e;
-    // RSSM_GDN_SPLIT_CARVEOUT (A/B, thirty-first session; read per launch): "min" sets the readout's smallest
-    // shared-memory carve-out that keeps its CTAs per SM (preferMinimalCarveout: the rest of the SM stays L1; the
-    // readout depends on its L1, docs/kernels-gdn.md "Thirtieth session"), a number 0-100 sets that percentage,
-    // unset leaves the driver's choice. The attribute stays set on the kernel for the rest of the process.
+    // The smallest shared-memory carve-out that keeps the readout's CTAs per SM (the default since the thirty-first
+    // session; rssm::applyCarveout): the rest of the SM stays L1, 65.5 instead of the driver's 135.2 KB of shared
+    // memory for the standard step's 5 x 10.2 KB. The readout depends on its L1 (a 100% carve-out made the standard
+    // step 22-32% slower, thirtieth session); side by side the minimal carve-out was 0.3-0.6% faster than the driver's
+    // choice (docs/kernels-gdn.md "Thirty-first session"). RSSM_GDN_SPLIT_CARVEOUT (read per launch; A/B, tests):
+    // "driver" leaves the driver's choice, a number 0-100 sets that percentage.
+    int carveout = kCarveoutMinimal;
     if (const char* co = getenv("RSSM_GDN_SPLIT_CARVEOUT")) {
-        if (strcmp(co, "min") == 0) {
-            e = (cudaError_t)preferMinimalCarveout(reinterpret_cast<const void*>(readout), NT, smem);
-        } else {
-            const int pct = atoi(co);
-            if (pct >= 0 && pct <= 100)
-                e = cudaFuncSetAttribute(readout, cudaFuncAttributePreferredSharedMemoryCarveout, pct);
-        }
-        if (e != cudaSuccess) return e;
+        if (strcmp(co, "driver") == 0) carveout = kCarveoutDriver;
+        else if (co[0] >= '0' && co[0] <= '9') carveout = atoi(co) > 100 ? 100 : atoi(co);
     }
+    e = (cudaError_t)applyCarveout(reinterpret_cast<const void*>(readout), NT, smem, carveout);
+    if (e != cudaSuccess) return e;
     const int grid = persistentGrid(readout, NT, smem, (long long)p.batch * p.num_v_heads * (p.head_v / kSplitRows),
                                     smCount);
     void* args[] = {const_cast<GdnReplayParams*>(&p), const_cast<stream::ReadCopyScales*>(&rc)};

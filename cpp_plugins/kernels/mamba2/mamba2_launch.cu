@@ -378,16 +378,6 @@ int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc
         if (ctas > persistentGrid(dflt, prepThreads, prepSmem, ctas)) prepOcc = 2;  // more than one wave
     }
     const void* prep = splitPrepKernel(q.mode, q.num_tokens, prepOcc, &prepThreads, xAligned);
-    // RSSM_MAMBA2_PREP_CARVEOUT=min (A/B, thirty-first session; read per launch): the prep's smallest shared-memory
-    // carve-out that keeps its CTAs per SM (rssm::preferMinimalCarveout); the attribute then stays on the kernel for the
-    // rest of the process. Unset: the driver's choice (135 KB of shared memory for the four-token prep's 5 x 16.7 KB).
-    const char* pco = getenv("RSSM_MAMBA2_PREP_CARVEOUT");
-    if (pco && strcmp(pco, "min") == 0) {
-        const cudaError_t e = (cudaError_t)preferMinimalCarveout(prep, prepThreads, prepSmem);
-        if (e != cudaSuccess)
-            return setError(RSSM_ERR_CUDA, "%s: setting the prep kernel's shared-memory carve-out failed: %s", op,
-                            cudaGetErrorString(e));
-    }
     return launchSplitReadout(op, q, rc, stream, prep, prepGrid, prepThreads, prepSmem);
 }
 
