@@ -9,6 +9,7 @@
 
 #include <type_traits>
 
+#include "common/carveout_env.h"
 #include "common/env_switch.h"
 #include "common/pdl.h"
 #include "common/read_mma.cuh"
@@ -140,12 +141,8 @@ cudaError_t launchReadout(const GdnReplayParams& p, int smCount, cudaStream_t s,
     // step 22-32% slower, thirtieth session); side by side the minimal carve-out was 0.3-0.6% faster than the driver's
     // choice (docs/kernels-gdn.md "Thirty-first session"). RSSM_GDN_SPLIT_CARVEOUT (read per launch; A/B, tests):
     // "driver" leaves the driver's choice, a number 0-100 sets that percentage.
-    int carveout = kCarveoutMinimal;
-    if (const char* co = getenv("RSSM_GDN_SPLIT_CARVEOUT")) {
-        if (strcmp(co, "driver") == 0) carveout = kCarveoutDriver;
-        else if (co[0] >= '0' && co[0] <= '9') carveout = atoi(co) > 100 ? 100 : atoi(co);
-    }
-    e = (cudaError_t)applyCarveout(reinterpret_cast<const void*>(readout), NT, smem, carveout);
+    e = (cudaError_t)applyCarveout(reinterpret_cast<const void*>(readout), NT, smem,
+                                   envCarveout("RSSM_GDN_SPLIT_CARVEOUT", kCarveoutMinimal));
     if (e != cudaSuccess) return e;
     const int grid = persistentGrid(readout, NT, smem, (long long)p.batch * p.num_v_heads * (p.head_v / kSplitRows),
                                     smCount);
@@ -255,6 +252,10 @@ cudaError_t launchReadCopyMma(const GdnReplayParams& p, int smCount, cudaStream_
                                       : cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return e;
     const int threads = readCopyMmaThreads();
+    // RSSM_READ_MMA_CARVEOUT (A/B, thirty-first session; read per launch): min | driver (default) | a percentage, the
+    // read-copy readout's shared-memory carve-out (rssm::applyCarveout), as the fp32 standard readout's above
+    e = (cudaError_t)applyCarveout(kernel, threads, smem, envCarveout("RSSM_READ_MMA_CARVEOUT", kCarveoutDriver));
+    if (e != cudaSuccess) return e;
     const long long tiles = (long long)p.batch * p.num_v_heads * (p.head_v / 16);
     // one warp per tile at most; RSSM_READ_MMA_CTAS caps it (tests)
     const int grid = readmma::cappedReadMmaGrid(persistentGrid(kernel, threads, smem, tiles, smCount));
