@@ -287,28 +287,6 @@ def test_read_copy_readout_occupancy_bounds(family, read_fmt, minb, monkeypatch)
     assert any(name in n for n in kernels), f"the tensor-core readout did not run: {sorted(kernels)}"
 
 
-# The tensor-core read-copy readouts with the smallest shared-memory carve-out that keeps their CTAs per SM
-# (RSSM_READ_MMA_CARVEOUT=min, the A/B switch; default: the driver's choice) and with the largest (100): only where the
-# bytes are cached changes, so every read format still matches the reference.
-@pytest.mark.parametrize("family", ["mamba2", "gdn"])
-@pytest.mark.parametrize("read_fmt", ["fp16", "fp8_e4m3", "nvfp4"])
-@pytest.mark.parametrize("carveout", ["min", "100"])
-def test_read_copy_readout_carveout_switch(family, read_fmt, carveout, monkeypatch):
-    monkeypatch.setenv("RSSM_DP_DECODE_PATH", "split")
-    monkeypatch.setenv("RSSM_READ_MMA_CARVEOUT", carveout)
-    kernels = set()
-    if family == "mamba2":
-        flushes = _run_mamba2(read_fmt, 0, 1, S=5, H=8, P=64, G=2, L=8, steps=22, act=torch.bfloat16, stagger=True,
-                              seed=75, kernels=kernels)
-        name = "mamba2ReadCopyMmaKernel"
-    else:
-        flushes = _run_gdn(read_fmt, 0, 1, S=5, H=2, HV=4, V=128, L=8, steps=22, act=torch.bfloat16, stagger=True,
-                           seed=77, kernels=kernels)
-        name = "gdnReadCopyMmaKernel"
-    assert flushes >= 4, f"only {flushes} slot flushes"
-    assert any(name in n for n in kernels), f"the tensor-core readout did not run: {sorted(kernels)}"
-
-
 # The readouts' stage cursor on long tile walks: RSSM_READ_MMA_CTAS caps the persistent grid so that each warp's tile
 # range crosses many heads, key-head groups and rows (the cursor tracks row and head incrementally); padding rows and
 # staggered flushing rows (skipped tiles) fall inside the walks.

@@ -252,10 +252,6 @@ cudaError_t launchReadCopyMma(const GdnReplayParams& p, int smCount, cudaStream_
                                       : cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return e;
     const int threads = readCopyMmaThreads();
-    // RSSM_READ_MMA_CARVEOUT (A/B, thirty-first session; read per launch): min | driver (default) | a percentage, the
-    // read-copy readout's shared-memory carve-out (rssm::applyCarveout), as the fp32 standard readout's above
-    e = (cudaError_t)applyCarveout(kernel, threads, smem, envCarveout("RSSM_READ_MMA_CARVEOUT", kCarveoutDriver));
-    if (e != cudaSuccess) return e;
     const long long tiles = (long long)p.batch * p.num_v_heads * (p.head_v / 16);
     // one warp per tile at most; RSSM_READ_MMA_CTAS caps it (tests)
     const int grid = readmma::cappedReadMmaGrid(persistentGrid(kernel, threads, smem, tiles, smCount));

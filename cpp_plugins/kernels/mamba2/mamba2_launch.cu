@@ -8,7 +8,6 @@
 #include "common/read_rows.cuh"
 #include "mamba2/mamba2.h"
 #include "mamba2/mamba2_decode_kernel.cuh"
-#include "common/carveout_env.h"
 #include "common/env_switch.h"
 #include "common/pdl.h"
 #include "mamba2/mamba2_dispatch.h"
@@ -426,13 +425,6 @@ int launchSplitReadout(const char* op, Mamba2ReplayParams& q, stream::ReadCopySc
         if (mk && aligned && sizes && readmma::deviceSmVersion() >= 80 && allowSmem(mk, smem)) {
             const long long tiles = (long long)q.batch * q.nheads * (q.headdim / 16);
             const int warps = readMmaThreads() / 32;
-            // RSSM_READ_MMA_CARVEOUT (A/B, thirty-first session; read per launch): min | driver (default) | a
-            // percentage, the read-copy readout's shared-memory carve-out (rssm::applyCarveout)
-            const cudaError_t ce = (cudaError_t)applyCarveout(
-                mk, readMmaThreads(), smem, envCarveout("RSSM_READ_MMA_CARVEOUT", kCarveoutDriver));
-            if (ce != cudaSuccess)
-                return setError(RSSM_ERR_CUDA, "%s: setting the read-copy readout's shared-memory carve-out failed: %s",
-                                op, cudaGetErrorString(ce));
             // RSSM_READ_MMA_CTAS caps the grid (tests)
             const int g = readmma::cappedReadMmaGrid(persistentGrid(mk, readMmaThreads(), smem, (tiles + warps - 1) / warps));
             return launch(op, mk, dim3(g), readMmaThreads(), smem, &q, stream, &rc, pdlEnabled());

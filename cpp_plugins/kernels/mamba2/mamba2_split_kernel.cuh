@@ -44,13 +44,16 @@ constexpr int kSplitFoldChunk = 8;    // records per staged B chunk (fold)
 constexpr int kSplitCoef = 16;        // head record: first coefficient word
 constexpr int kSplitSkipRow = -2;     // head record nf: a flushing row under skip_flush_rows (readout: untouched)
 
-// ceil(2^16 / ppr) for ppr = P / 8 16-byte pieces per x row and ppr = 1 .. 16 (headdim <= 128, as the preps'
-// launchers require), so that the row of piece i is (i * magic) >> 16 for i < 16 ppr: a constant-memory lookup instead
-// of a run-time integer division (4.4% of the four-token prep's instructions: the lambda below divided at each of its
-// two call sites; thirty-first session). A larger ppr (not reached) divides.
-static __constant__ int kXPieceMagic[17] = {0,    65536, 32768, 21846, 16384, 13108, 10923, 9363, 8192,
-                                            7282, 6554,  5958,  5462,  5042,  4682,  4370,  4096};
-__device__ __forceinline__ int xPieceMagic(int ppr) { return ppr <= 16 ? kXPieceMagic[ppr] : (65536 + ppr - 1) / ppr; }
+// ceil(2^16 / ppr) for ppr = P / 8 16-byte pieces per x row (ppr <= 16: headdim <= 128, as the preps' launchers
+// require), so that the row of piece i is (i * magic) >> 16 for i < 16 ppr. From the reciprocal rounded up (exact
+// for powers of two, at most one ulp above 1 / ppr otherwise, i.e. at most 2^-7 above 2^16 / ppr, less than the
+// 1 / ppr that a non-integer 2^16 / ppr lies below the next integer): a few register instructions instead of a
+// run-time integer division (4.4% of the four-token prep's instructions: the lambda below divided at each of its two
+// call sites; thirty-first session). A table in constant memory, tried first, made the one-token fused step of the
+// same module 0.2 us slower at B = 1 (docs/kernels-mamba2.md "Thirty-first session"). ppr > 16 (not reached) divides.
+__device__ __forceinline__ int xPieceMagic(int ppr) {
+    return ppr <= 16 ? __float2int_ru(__frcp_ru((float)ppr) * 65536.f) : (65536 + ppr - 1) / ppr;
+}
 
 // Head record (fp32 words, one per (row b, head)): [0, 8) gamma_s; [8] gfold; [9] nf (int bits, -1:
 // invalid cursors); [10] o (int bits); [11] h (int bits); [16 + s * (L + T) + j] coef_{s,j};
