@@ -95,7 +95,8 @@ __global__ void __launch_bounds__(kLeanPrepThreads, N <= 128 ? 12 : 8) mamba2Spl
     // x of the CTA's heads as 16-byte pieces: piece i = (head hl, piece v), at most 2 per thread (P <= 128).
     const int ppr = P / 8;
     // hl = (i * magic) >> 16 for i < 16 * ppr. (A run-time division here, not xPieceMagic: with its reciprocal this
-    // kernel spills 4 bytes at its 40-register bound, and the standard step read 0.3-0.5% slower; thirty-first session.)
+    // kernel spilled 4 bytes at its 40-register bound, and the standard step read 0.3-0.5% slower in 3 of 4 cases of
+    // one side-by-side pair; thirty-first session, docs/kernels-mamba2.md.)
     const int magic = (65536 + ppr - 1) / ppr;
     const uint16_t* xRow = static_cast<const uint16_t*>(p.x) + (int64_t)b * p.stride_x_b;
     uint4 xv[2];
