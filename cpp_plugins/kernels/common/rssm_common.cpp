@@ -64,7 +64,8 @@ int occupancyPerSm(const void* func, int threads, size_t smem) {
     return occ;
 }
 
-int minimalCarveoutPercent(const void* func, int threads, size_t smem) {
+// The carve-out percentage of kCarveoutMinimal (applyCarveout, rssm_common.h); -1 if a device query fails.
+static int minimalCarveoutPercent(const void* func, int threads, size_t smem) {
     const int dev = currentDevice();
     int maxSmem = 0, reserved = 0;
     cudaFuncAttributes attr{};

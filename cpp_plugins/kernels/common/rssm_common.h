@@ -43,17 +43,15 @@ namespace rssm {
 int occupancyPerSm(const void* func, int threads, size_t smem);
 // SMs of the current device (cached per device; 1 if the query fails).
 int deviceSmCount();
-// The smallest shared-memory carve-out (cudaFuncAttributePreferredSharedMemoryCarveout, percent of the SM's maximum
-// shared memory) that still holds occupancyPerSm(func, threads, smem) CTAs: dynamic + static shared memory + the
-// per-CTA reservation, times those CTAs, rounded up to a whole percent (the driver rounds up to the next shared-memory
-// configuration it supports). The rest of the SM's L1 / shared storage stays L1. -1 if a device query fails.
-int minimalCarveoutPercent(const void* func, int threads, size_t smem);
 // Carve-out requests of applyCarveout: the driver's choice (no preference) or the minimal one above.
 constexpr int kCarveoutDriver = -1;
 constexpr int kCarveoutMinimal = -2;
-// Applies a shared-memory carve-out to `func` on the current device: kCarveoutDriver, kCarveoutMinimal (the smallest
-// that keeps occupancyPerSm(func, threads, smem) CTAs per SM; if a fresh occupancy query then reports fewer CTAs per SM,
-// the driver's choice is restored) or a percentage 0-100. The attribute call is made only when the request differs
+// Applies a shared-memory carve-out (cudaFuncAttributePreferredSharedMemoryCarveout) to `func` on the current device:
+// kCarveoutDriver, kCarveoutMinimal or a percentage 0-100 of the SM's maximum shared memory. kCarveoutMinimal: the
+// smallest that still holds occupancyPerSm(func, threads, smem) CTAs (dynamic + static shared memory + the per-CTA
+// reservation, times those CTAs, rounded up to a whole percent; the driver rounds up to the next configuration it
+// has), so the rest of the SM's L1 / shared storage stays L1; if a fresh occupancy query then reports fewer CTAs per
+// SM, the driver's choice is restored. The attribute call is made only when the request differs
 // from the last one applied to that kernel on that device (a cached table behind a lock), so a per-launch call costs a
 // lookup. Host-only, no stream work. Returns the cudaError_t of the attribute call as an int (0 on success).
 int applyCarveout(const void* func, int threads, size_t smem, int request);

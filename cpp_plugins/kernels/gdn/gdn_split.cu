@@ -9,7 +9,6 @@
 
 #include <type_traits>
 
-#include "common/carveout_env.h"
 #include "common/env_switch.h"
 #include "common/pdl.h"
 #include "common/read_mma.cuh"
