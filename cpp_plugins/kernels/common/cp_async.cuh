@@ -24,7 +24,8 @@ __device__ __forceinline__ void copy16Prefix(void* dst, const void* src, unsigne
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smemAddr(dst)), "l"(src), "r"(bytes) : "memory");
 }
 // Predicated forms (no branch: the copy is one predicated instruction, so optional per-lane copies do not split the
-// warp into divergent regions): copied only where `pred`; copy4Zfill reads `bytes` (0 or 4) and zero-fills the rest.
+// warp into divergent regions): copied only where `pred`; copy4ZeroIf writes zeros instead of reading src where `zero`
+// (cp.async's ignore-src operand: one predicate, where a run-time src-size made ptxas adjust the address per copy).
 __device__ __forceinline__ void copy16If(bool pred, void* dst, const void* src) {
     asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %2, 0;\n @p cp.async.cg.shared.global [%0], [%1], 16;\n}\n" ::"r"(
                      smemAddr(dst)),
@@ -37,11 +38,11 @@ __device__ __forceinline__ void copy4If(bool pred, void* dst, const void* src) {
                  "l"(src), "r"((int)pred)
                  : "memory");
 }
-__device__ __forceinline__ void copy4Zfill(bool pred, void* dst, const void* src, unsigned bytes) {
+__device__ __forceinline__ void copy4ZeroIf(bool pred, void* dst, const void* src, bool zero) {
     asm volatile(
-        "{\n .reg .pred p;\n setp.ne.b32 p, %3, 0;\n @p cp.async.ca.shared.global [%0], [%1], 4, %2;\n}\n" ::"r"(
-            smemAddr(dst)),
-        "l"(src), "r"(bytes), "r"((int)pred)
+        "{\n .reg .pred p, z;\n setp.ne.b32 p, %2, 0;\n setp.ne.b32 z, %3, 0;\n @p cp.async.ca.shared.global [%0], [%1], 4, "
+        "z;\n}\n" ::"r"(smemAddr(dst)),
+        "l"(src), "r"((int)pred), "r"((int)zero)
         : "memory");
 }
 __device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }

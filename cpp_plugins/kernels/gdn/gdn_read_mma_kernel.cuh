@@ -81,6 +81,7 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
     const bool ubf16 = AK == 0 ? p.u_dtype == RSSM_DTYPE_BF16 : false;
     const int64_t unit = FMT == kFp16 ? 2 : 1;  // bytes per stride unit
     const int64_t rowStride = p.state_stride_v * unit;
+    const uint32_t rowStride32 = (uint32_t)rowStride;  // head_v x rowStride < 2^31 (the launcher's sizes)
     const uint8_t* state = static_cast<const uint8_t*>(p.state);
     const uint16_t* ringU = static_cast<const uint16_t*>(p.ring_u);
 
@@ -174,6 +175,13 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
             async::copy16(sl + Slot::kRows + stagedChunkOffset<FMT>(rowL + (32 / CPR) * i, chL),
                           src + (32 / CPR) * i * rowStride);
     };
+    // LEAN: the same from the head's row 0 with 32-bit row offsets (one wide multiply-add per copy, no 64-bit product)
+    auto copyRowsAt = [&](uint8_t* sl, const uint8_t* src0, int r0) {
+#pragma unroll
+        for (int i = 0; i < CPR / 2; ++i)
+            async::copy16(sl + Slot::kRows + stagedChunkOffset<FMT>(rowL + (32 / CPR) * i, chL),
+                          src0 + (uint32_t)(r0 + (32 / CPR) * i) * rowStride32);
+    };
     bool rowsStaged = false;  // EARLY: the first tile's rows are already in flight
     if constexpr (EARLY != 0) {
         const int bh0 = tile / nt, tr0 = tile - bh0 * nt, b0 = bh0 / HV, hv0 = bh0 - b0 * HV;
@@ -190,7 +198,10 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
         if (lane == 0) *reinterpret_cast<int4*>(sl + Slot::kInfo) = make_int4(hd.b, hd.hv, hd.key, tr | (normal ? kNormal : 0));
         if (normal) {
             const int r0 = tr * 16;
-            if (!staged) copyRows(sl, pl.rows + r0 * rowStride);
+            if (!staged) {
+                if constexpr (LEAN != 0) copyRowsAt(sl, pl.rows, r0);
+                else copyRows(sl, pl.rows + r0 * rowStride);
+            }
 #pragma unroll
             for (int i = 0; i < XR; ++i) {
                 if ((lane >> 1) + 16 * i < 4 * MAXM) {
@@ -202,16 +213,18 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
             if constexpr (LEAN != 0) {
                 // record `lane` at lane-order position (lane & 3) MAXM + lane / 4; past h: zero-filled (no read)
                 const int pos = 4 * ((lane & 3) * MAXM + (lane >> 2));
-                async::copy4Zfill(coefLane, sl + Slot::kCk + pos, pl.coef, pl.coefBytes);
+                async::copy4ZeroIf(coefLane, sl + Slot::kCk + pos, pl.coef, pl.coefBytes == 0u);
                 // (past h: ws + RM is inside the first head record, RM < RW; no byte is read)
-                async::copy4Zfill(coefLane, sl + Slot::kCq + pos, pl.coef + RM, pl.coefBytes);
+                async::copy4ZeroIf(coefLane, sl + Slot::kCq + pos, pl.coef + RM, pl.coefBytes == 0u);
                 async::copy4If(scalarLane, sl + Slot::kHead + 4 * lane, pl.scalar);
-                // (pointer + offset as integers: the other lanes' pointers are null, and their copies are predicated off)
-                auto at = [](const uint8_t* q, int64_t off) {
+                // (pointer + offset as integers: the other lanes' pointers are null, and their copies are predicated off;
+                // 32-bit offsets: r0 < head_v)
+                auto at = [](const uint8_t* q, uint32_t off) {
                     return reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(q) + (uintptr_t)off);
                 };
-                async::copy16If(scaleLane, sl + Slot::kScale + 16 * (lane - 8), at(pl.scale, scaleRowBytes * r0));
-                async::copy16If(vLane, sl + Slot::kV + 16 * (lane - 16), at(pl.v, 2 * r0));
+                async::copy16If(scaleLane, sl + Slot::kScale + 16 * (lane - 8),
+                                at(pl.scale, (uint32_t)scaleRowBytes * (uint32_t)r0));
+                async::copy16If(vLane, sl + Slot::kV + 16 * (lane - 16), at(pl.v, 2u * (uint32_t)r0));
             } else {
                 if (lane < 4 * MAXM) {
                     if (pl.coefBytes) {
@@ -328,10 +341,10 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
                 const float u = hsc.z * (u16ToF(vb, bf16) - X);
                 const float o = fmaf(hsc.w, u, Y);
                 const uint16_t ob = bits(o, bf16), ub = bits(u, ubf16);
-                const int64_t e = r2 + odd;
+                const uint32_t e = (uint32_t)(r2 + odd);  // the row in the head: a 32-bit offset from the head's row 0
                 if (t < 2) {
-                    static_cast<uint16_t*>(p.o)[oOutSlot[cs] + e] = ob;
-                    static_cast<uint16_t*>(p.ring_u)[uOutSlot[cs] + e] = ub;
+                    (static_cast<uint16_t*>(p.o) + oOutSlot[cs])[e] = ob;
+                    (static_cast<uint16_t*>(p.ring_u) + uOutSlot[cs])[e] = ub;
                 }
             } else if (t < 2) {
                 const uint16_t vb = *reinterpret_cast<const uint16_t*>(sl + Slot::kV + 4 * g + 2 * t);

@@ -240,7 +240,9 @@ bool useReadCopyMma(const GdnReplayParams& p, const stream::ReadCopyScales& rc) 
         a16(p.k) && p.k_stride_b % 8 == 0 && p.k_stride_h % 8 == 0 && a16(p.q) && p.q_stride_b % 8 == 0 &&
         p.q_stride_h % 8 == 0 && a16(p.v) && p.v_stride_b % 8 == 0 && p.v_stride_h % 8 == 0 &&
         ((uintptr_t)p.o % 4) == 0 && p.o_stride_b % 2 == 0 && p.o_stride_h % 2 == 0 && a16(p.workspace);
-    const bool sizes = p.num_v_heads < 65536 && (long long)p.batch * p.num_v_heads * (p.head_v / 16) < (1LL << 31);
+    // (the readout forms row offsets within a head in 32 bits: head_v rows of the state's row stride)
+    const bool sizes = p.num_v_heads < 65536 && (long long)p.batch * p.num_v_heads * (p.head_v / 16) < (1LL << 31) &&
+                       (long long)p.head_v * p.state_stride_v * unit < (1LL << 31);
     return aligned && sizes && readmma::deviceSmVersion() >= 80;
 }
 cudaError_t launchReadCopyMma(const GdnReplayParams& p, int smCount, cudaStream_t s, const stream::ReadCopyScales& rc) {
