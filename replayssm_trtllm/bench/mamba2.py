@@ -272,8 +272,9 @@ def _timed(fn, repeats):
 
 
 # Layer shapes whose FlashInfer checkpointing_ssu JIT module failed to build in this process: the other token counts
-# and batch sizes of that shape are skipped (each failing build took ~50 s on the H200; head_dim 80 / 12 heads per
-# group, Nemotron-3-Nano, failed in every run of the thirty-second session).
+# and batch sizes of that shape are skipped (each failing build took 30-50 s on the H200). FlashInfer 0.7.4's kernel
+# splits the head dimension over two CTAs and static-asserts a multiple of 16 per CTA, so Nemotron-3-Nano's head_dim 80
+# never builds (docs/kernels-mamba2.md "Thirty-second session").
 _FI_CSSU_BUILD_FAILED: set = set()
 
 

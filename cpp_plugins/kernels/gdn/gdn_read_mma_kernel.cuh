@@ -54,7 +54,10 @@ __host__ __device__ constexpr size_t readMmaSmemBytesGdn() {
 // staged in lane order (lane t reads its records t + 4m with one 16-byte load each), the epilogue computes on every
 // lane and only the stores are predicated, and the o row offset of a tile's head travels with its slot (no 64-bit
 // index arithmetic per tile), and the upper e4m3 code pairs of fp8 / nvfp4 rows are converted from the register's upper
-// half (e4m3x2HiToF16x2) instead of after a shift. Same values, same stores.
+// half (e4m3x2HiToF16x2) instead of after a shift. Since the thirty-second session also: the tile's copy sources
+// and its o / u stores at 32-bit offsets from the head's row 0 (one wide multiply-add each instead of 64-bit products),
+// and the coefficients past h zero-filled through cp.async's ignore-src predicate (a run-time source size made ptxas
+// adjust the address of each copy): 442 -> 422 warp instructions per nvfp4 tile. Same values, same stores.
 template <int FMT, int MAXM, int STAGES, int MINB, int AK = 0, int EARLY = 0, int LEAN = 0>
 __global__ void __launch_bounds__(kReadMmaThreads, MINB)
     gdnReadCopyMmaKernel(const GdnReplayParams p, const stream::ReadCopyScales rc) {
