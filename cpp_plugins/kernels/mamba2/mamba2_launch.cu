@@ -420,8 +420,10 @@ int launchSplitReadout(const char* op, Mamba2ReplayParams& q, stream::ReadCopySc
                              (!q.z || (a16(q.z) && (q.stride_z_b % 8) == 0 && (q.stride_z_h % 8) == 0)) &&
                              ((uintptr_t)q.y % 4) == 0 && (q.stride_y_b % 2) == 0 && (q.stride_y_h % 2) == 0 &&
                              a16(q.workspace);
+        // (the readout forms row offsets within a head in 32 bits: headdim rows of the state's row stride)
         const bool sizes = q.nheads < 65536 && (long long)q.ring_capacity * q.nheads * q.headdim < (1LL << 31) &&
-                           (long long)q.batch * q.nheads * (q.headdim / 16) < (1LL << 31);
+                           (long long)q.batch * q.nheads * (q.headdim / 16) < (1LL << 31) &&
+                           (long long)q.headdim * q.stride_state_p * unit < (1LL << 31);
         if (mk && aligned && sizes && readmma::deviceSmVersion() >= 80 && allowSmem(mk, smem)) {
             const long long tiles = (long long)q.batch * q.nheads * (q.headdim / 16);
             const int warps = readMmaThreads() / 32;

@@ -174,21 +174,31 @@ __global__ void __launch_bounds__(kReadMmaThreads, MINB)
         }
         if (normal) {
             const int r0 = tr * 16;
-            const uint8_t* src = pl.rows + r0 * rowStride;
+            if constexpr (LEAN != 0) {  // 32-bit row offsets from the head's row 0: one wide multiply-add per copy
 #pragma unroll
-            for (int i = 0; i < CPR / 2; ++i)
-                async::copy16(sl + Slot::kRows + stagedChunkOffset<FMT>(rowL + (32 / CPR) * i, chL),
-                              src + (32 / CPR) * i * rowStride);
+                for (int i = 0; i < CPR / 2; ++i)
+                    async::copy16(sl + Slot::kRows + stagedChunkOffset<FMT>(rowL + (32 / CPR) * i, chL),
+                                  pl.rows + (uint32_t)(r0 + (32 / CPR) * i) * (uint32_t)rowStride);
+            } else {
+                const uint8_t* src = pl.rows + r0 * rowStride;
+#pragma unroll
+                for (int i = 0; i < CPR / 2; ++i)
+                    async::copy16(sl + Slot::kRows + stagedChunkOffset<FMT>(rowL + (32 / CPR) * i, chL),
+                                  src + (32 / CPR) * i * rowStride);
+            }
 #pragma unroll
             for (int i = 0; i < XR; ++i) {
                 if ((lane >> 1) + 16 * i < 4 * MAXM) {
                     const uint8_t* xs = pl.x[i];
                     async::copy16Prefix(sl + Slot::kX + 32 * (lane >> 1) + 512 * i + 16 * (lane & 1),
-                                        xs ? xs + 2 * r0 : pl.rows, xs ? 16u : 0u);
+                                        xs ? xs + 2u * (uint32_t)r0 : pl.rows, xs ? 16u : 0u);
                 }
             }
             if (role == 1 || role == 2) async::copy4(sl + smallDst, pl.small);  // gamma, state scale: 4 bytes each
-            else if (role >= 0) async::copy16Prefix(sl + smallDst, pl.small + smallRowBytes * r0, pl.smallBytes);
+            else if (role >= 0)  // LEAN: a 32-bit offset (r0 < headdim)
+                async::copy16Prefix(sl + smallDst,
+                                    LEAN != 0 ? pl.small + (uint32_t)smallRowBytes * (uint32_t)r0 : pl.small + smallRowBytes * r0,
+                                    pl.smallBytes);
         }
         async::commit();
     };
