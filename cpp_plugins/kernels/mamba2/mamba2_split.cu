@@ -71,6 +71,13 @@ const void* splitPrepKernel(int mode, int numTokens, int occupancy, int* threads
     const char* xe = getenv("RSSM_MAMBA2_PREP_XSM");
     const bool xsm = mmaDots && xAligned && !(xe && strcmp(xe, "0") == 0);
     const bool xsm6 = xsm && xe && strcmp(xe, "6") == 0;
+    // RSSM_MAMBA2_PREP_SPEC_W4 (read per launch; A/B timing): the x-staged speculative prep with 128 threads (4 warps
+    // x 4 heads, capped for 12 CTAs / SM: 40 registers, no spills) instead of 256 (8 warps x 2 heads): each warp's
+    // preamble (slot, cursors, layout) is paid by half as many warps. "4": four-token steps, "8": eight-token steps,
+    // "1": both.
+    const char* we = getenv("RSSM_MAMBA2_PREP_SPEC_W4");
+    const bool w4t4 = xsm && we && (strcmp(we, "4") == 0 || strcmp(we, "1") == 0);
+    const bool w4t8 = xsm && !xsm6 && we && (strcmp(we, "8") == 0 || strcmp(we, "1") == 0);
     switch (maxT) {
         case 1: return reinterpret_cast<const void*>(&mamba2SplitPrepKernel<1>);
         case 2: return mmaDots ? reinterpret_cast<const void*>(&mamba2SplitPrepKernel<2, true, true>)
@@ -78,6 +85,10 @@ const void* splitPrepKernel(int mode, int numTokens, int occupancy, int* threads
                                : reinterpret_cast<const void*>(&mamba2SplitPrepKernel<2>);
         case 4:  // occupancy 4 (RSSM_MAMBA2_SPLIT_PREP=lb5, A/B): capped for 5 CTAs / SM (48 registers, 12 B spills)
             if (occupancy == 4) return reinterpret_cast<const void*>(&mamba2SplitPrepKernelBounded<4, 256, 5>);
+            if (w4t4) {
+                *threads = 128;
+                return reinterpret_cast<const void*>(&mamba2SplitPrepKernelBounded<4, 128, 12, true, true, true>);
+            }
             return xsm     ? reinterpret_cast<const void*>(&mamba2SplitPrepKernelBounded<4, 256, 5, true, true, true>)
                  : mmaDots ? reinterpret_cast<const void*>(&mamba2SplitPrepKernel<4, true, true>)
                  : lf      ? reinterpret_cast<const void*>(&mamba2SplitPrepKernel<4, true>)
@@ -86,6 +97,10 @@ const void* splitPrepKernel(int mode, int numTokens, int occupancy, int* threads
             // eight tokens: 114 registers (2 CTAs / SM, 7.8 waves at B = 256, G = 8) unless capped for 4 CTAs / SM
             // (64 registers, 96 bytes of spills); occupancy 3 (RSSM_MAMBA2_SPLIT_PREP=default) keeps the uncapped one
             if (occupancy == 3) return reinterpret_cast<const void*>(&mamba2SplitPrepKernel<8>);
+            if (w4t8) {
+                *threads = 128;
+                return reinterpret_cast<const void*>(&mamba2SplitPrepKernelBounded<8, 128, 12, true, true, true>);
+            }
             return xsm6    ? reinterpret_cast<const void*>(&mamba2SplitPrepKernelBounded<8, 256, 6, true, true, true>)
                  : xsm     ? reinterpret_cast<const void*>(&mamba2SplitPrepKernelBounded<8, 256, 8, true, true, true>)
                  : mmaDots ? reinterpret_cast<const void*>(&mamba2SplitPrepKernelBounded<8, 256, 4, true, true>)
