@@ -71,12 +71,14 @@ const void* splitPrepKernel(int mode, int numTokens, int occupancy, int* threads
     const char* xe = getenv("RSSM_MAMBA2_PREP_XSM");
     const bool xsm = mmaDots && xAligned && !(xe && strcmp(xe, "0") == 0);
     const bool xsm6 = xsm && xe && strcmp(xe, "6") == 0;
-    // RSSM_MAMBA2_PREP_SPEC_W4 (read per launch; A/B timing): the x-staged speculative prep with 128 threads (4 warps
-    // x 4 heads, capped for 12 CTAs / SM: 40 registers, no spills) instead of 256 (8 warps x 2 heads): each warp's
-    // preamble (slot, cursors, layout) is paid by half as many warps. "4": four-token steps, "8": eight-token steps,
-    // "1": both.
+    // The x-staged four-token prep runs 128-thread CTAs (4 warps x 4 heads, capped for 12 CTAs / SM: 40 registers, no
+    // spills) instead of 256 (8 warps x 2 heads): each warp's preamble (slot, cursors, layout) is paid by half as many
+    // warps. Measured side by side (thirty-third session, B = 256, L = 16, two processes each): every T = 4 step 1.0-1.4%
+    // faster on both layers; the eight-token prep at 128 threads was 2-26% slower (its shared memory allows 8 CTAs / SM,
+    // i.e. 32 warps), so it keeps 256. RSSM_MAMBA2_PREP_SPEC_W4 (read per launch; A/B): "0": 256 threads for both;
+    // "8": 128 for the eight-token prep only; "1": 128 for both; unset or "4": the default.
     const char* we = getenv("RSSM_MAMBA2_PREP_SPEC_W4");
-    const bool w4t4 = xsm && we && (strcmp(we, "4") == 0 || strcmp(we, "1") == 0);
+    const bool w4t4 = xsm && !(we && (strcmp(we, "0") == 0 || strcmp(we, "8") == 0));
     const bool w4t8 = xsm && !xsm6 && we && (strcmp(we, "8") == 0 || strcmp(we, "1") == 0);
     switch (maxT) {
         case 1: return reinterpret_cast<const void*>(&mamba2SplitPrepKernel<1>);
