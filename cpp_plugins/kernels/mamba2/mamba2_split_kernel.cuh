@@ -272,6 +272,14 @@ __device__ __forceinline__ void splitPrepBody(const Mamba2ReplayParams& p) {
             }
         }
     } else {
+        // dt_j of the committed records (lane j < h) per head from the ring. Up to four tokens (kDtOnePass), this step's
+        // dt of all the warp's heads in one pass, lane k MAXT + s = (head warp + NW k, token s): one softplus evaluation
+        // per warp instead of one divergent pass per head (thirty-third session); lanes h .. R - 1 take theirs by a
+        // shuffle before the ring append. Eight tokens keep the per-head pass (the one-pass form added 12 bytes of spills
+        // to the 32-register eight-token prep).
+        constexpr bool kDtOnePass = MAXT <= 4;
+        static_assert(!kDtOnePass || HPW * MAXT <= 32, "one lane per (head, token) of the warp");
+        float dtNew = 0.f;
     #pragma unroll
         for (int k = 0; k < HPW; ++k) {
             const int hl = warp + NW * k;
@@ -280,12 +288,21 @@ __device__ __forceinline__ void splitPrepBody(const Mamba2ReplayParams& p) {
                 const int head = h0 + hl;
                 if (lane < h) {
                     dtj[k] = p.ring_dt[(ringRowSlot + rrLane) * H + head];
-                } else {
+                } else if (!kDtOnePass) {
                     const int s = lane - h;
                     dtj[k] = loadDt(p.dt_raw, dtF32, actBf16,
                                     (int64_t)b * p.stride_dt_b + (int64_t)s * p.stride_dt_t + (int64_t)head * p.stride_dt_h,
                                     p.dt_bias, head);
                 }
+            }
+        }
+        if constexpr (kDtOnePass) {
+            const int kk = lane / MAXT, s = lane % MAXT, hl = warp + NW * kk;  // MAXT: a power of two
+            if (lane < HPW * MAXT && hl < nh && s < T) {
+                const int head = h0 + hl;
+                dtNew = loadDt(p.dt_raw, dtF32, actBf16,
+                               (int64_t)b * p.stride_dt_b + (int64_t)s * p.stride_dt_t + (int64_t)head * p.stride_dt_h,
+                               p.dt_bias, head);
             }
         }
         if (lf) {  // this step's B / C into shared memory, B appended to the ring once per group
@@ -411,6 +428,10 @@ __device__ __forceinline__ void splitPrepBody(const Mamba2ReplayParams& p) {
     #pragma unroll
         for (int k = 0; k < HPW; ++k) {
             const int hl = warp + NW * k;
+            if constexpr (kDtOnePass) {
+                const float d = __shfl_sync(stream::kFull, dtNew, k * MAXT + ((lane - h) & (MAXT - 1)));
+                if (hl < nh && lane >= h && lane < R) dtj[k] = d;
+            }
             if (hl < nh && lane >= h && lane < R) p.ring_dt[(ringRowSlot + rrLane) * H + h0 + hl] = dtj[k];
         }
     }
@@ -476,7 +497,14 @@ __device__ __forceinline__ void splitPrepBody(const Mamba2ReplayParams& p) {
     __syncthreads();
 
     // ---- head records: lane j = record j. Prefix sums of dt_j A, gammas, coefficients (D at
-    //      j = h + s), fold weights, cursors
+    //      j = h + s), fold weights, cursors. The record dots do not depend on the head: up to four tokens they are read
+    //      from shared memory once per warp (registers), not once per head.
+    constexpr bool kDotsInRegs = MAXT > 1 && MAXT <= 4;
+    float dotReg[kDotsInRegs ? MAXT : 1];
+    if constexpr (kDotsInRegs) {
+#pragma unroll
+        for (int s = 0; s < MAXT; ++s) dotReg[s] = s < T && lane < R ? sDot[s * R + lane] : 0.f;
+    }
 #pragma unroll
     for (int k = 0; k < HPW; ++k) {
         const int hl = warp + NW * k;
@@ -490,7 +518,8 @@ __device__ __forceinline__ void splitPrepBody(const Mamba2ReplayParams& p) {
             if (s < T) {
                 const float cs = __shfl_sync(stream::kFull, cum, h + s);
                 if (lane < R) {
-                    float c = lane <= h + s ? __expf(cs - cum) * dtj[k] * sDot[s * R + lane] : 0.f;
+                    const float dot = kDotsInRegs ? dotReg[kDotsInRegs ? s : 0] : sDot[s * R + lane];
+                    float c = lane <= h + s ? __expf(cs - cum) * dtj[k] * dot : 0.f;
                     if (lane == h + s) c += Dh;
                     rec[kSplitCoef + s * RM + lane] = c;
                 }
