@@ -50,7 +50,7 @@ const void* readoutByN(int N, int maxT, int pipe) {
 }
 }  // namespace
 
-const void* splitPrepKernel(int mode, int numTokens, int occupancy, int* threads, bool xAligned) {
+const void* splitPrepKernel(int mode, int numTokens, int occupancy, int* threads, bool xAligned, bool exactFour) {
     *threads = kSplitPrepThreads;
     const int maxT = bucket(mode, numTokens);
     if (maxT == 1 && occupancy == 1) return reinterpret_cast<const void*>(&mamba2SplitPrepKernelBounded<1, 256, 8>);
@@ -89,6 +89,10 @@ const void* splitPrepKernel(int mode, int numTokens, int occupancy, int* threads
             if (occupancy == 4) return reinterpret_cast<const void*>(&mamba2SplitPrepKernelBounded<4, 256, 5>);
             if (w4t4) {
                 *threads = 128;
+                // exactly four tokens, dstate 128, 8-byte aligned B / C rows: T and N at compile time (splitPrepBody's
+                // EXACT), unless RSSM_MAMBA2_PREP_EXACT=0 (read per launch; A/B)
+                if (exactFour && envSwitch("RSSM_MAMBA2_PREP_EXACT", true))
+                    return reinterpret_cast<const void*>(&mamba2SplitPrepKernelBounded<4, 128, 12, true, true, true, true>);
                 return reinterpret_cast<const void*>(&mamba2SplitPrepKernelBounded<4, 128, 12, true, true, true>);
             }
             return xsm     ? reinterpret_cast<const void*>(&mamba2SplitPrepKernelBounded<4, 256, 5, true, true, true>)

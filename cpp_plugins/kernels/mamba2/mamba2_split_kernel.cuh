@@ -108,14 +108,19 @@ __host__ __device__ inline size_t splitMmaFoldSmemBytesM2(int N) {
 // XSM (T > 1; the launcher picks it for 16-byte aligned x only): this step's x rows are copied to shared memory with
 // cp.async beside the other loads and appended to the ring from there after the wait, instead of through 2 x 4 uint4
 // registers per lane (the eight-token prep's largest register block; twenty-first session).
-template <int MAXT, int THREADS, bool LF = false, bool MMADOT = false, bool XSM = false>
+// EXACT (with LF, MMADOT and XSM; thirty-third session): T = MAXT and dstate = 128 at compile time (the launcher takes it
+// for exactly MAXT tokens, dstate 128 and 8-byte aligned B / C rows), so the token and element bounds fold, and this
+// step's B / C move as 8-byte pieces (4 elements per thread and tensor: THREADS x 4 = T x 128) instead of 16-bit values.
+template <int MAXT, int THREADS, bool LF = false, bool MMADOT = false, bool XSM = false, bool EXACT = false>
 __device__ __forceinline__ void splitPrepBody(const Mamba2ReplayParams& p) {
+    static_assert(!EXACT || (LF && MMADOT && XSM && THREADS * 4 == MAXT * 128), "EXACT: the x-staged MMA-dot prep, "
+                                                                               "one 4-element piece per thread");
     pdlLaunchDependents();  // the readout may be scheduled now; it waits for this grid before reading its output
     const int b = blockIdx.z, g = blockIdx.y;
     const int slot = p.state_batch_indices ? p.state_batch_indices[b] : b;
     if (slot < 0 || slot >= p.num_slots) return;  // padding row: untouched
-    const int H = p.nheads, G = p.ngroups, P = p.headdim, N = p.dstate;
-    const int T = p.num_tokens, L = p.window, Cap = p.ring_capacity;
+    const int H = p.nheads, G = p.ngroups, P = p.headdim, N = EXACT ? 128 : p.dstate;
+    const int T = EXACT ? MAXT : p.num_tokens, L = p.window, Cap = p.ring_capacity;
     const int hpg = H / G;
     const int h0 = g * hpg + blockIdx.x * kSplitHeadsPerPrep;  // first head of this CTA
     const int nh = min(kSplitHeadsPerPrep, (g + 1) * hpg - h0);
@@ -193,7 +198,12 @@ __device__ __forceinline__ void splitPrepBody(const Mamba2ReplayParams& p) {
     uint32_t bcLf[kLfPer];
     const uint16_t* Bg = static_cast<const uint16_t*>(p.Bm) + (int64_t)b * p.stride_B_b + (int64_t)g * p.stride_B_g;
     const uint16_t* Cg = static_cast<const uint16_t*>(p.Cm) + (int64_t)b * p.stride_C_b + (int64_t)g * p.stride_C_g;
-    if (lf) {
+    uint2 bExact = make_uint2(0u, 0u), cExact = make_uint2(0u, 0u);  // (EXACT) elements 4 tid .. 4 tid + 3
+    if constexpr (EXACT) {
+        const int s = tid >> 5, n = (tid & 31) * 4;
+        bExact = *reinterpret_cast<const uint2*>(Bg + s * p.stride_B_t + n);
+        cExact = *reinterpret_cast<const uint2*>(Cg + s * p.stride_C_t + n);
+    } else if (lf) {
 #pragma unroll
         for (int e = 0; e < kLfPer; ++e) {
             const int i = tid + e * THREADS, s = i >> nShift, n = i - (s << nShift);
@@ -305,7 +315,16 @@ __device__ __forceinline__ void splitPrepBody(const Mamba2ReplayParams& p) {
                                p.dt_bias, head);
             }
         }
-        if (lf) {  // this step's B / C into shared memory, B appended to the ring once per group
+        if constexpr (EXACT) {  // the same stores as 4-element pieces (mmaDots: padded rows, 8-byte aligned)
+            const int s = tid >> 5, n = (tid & 31) * 4;
+            *reinterpret_cast<uint2*>(sB + (h + s) * sbStride + n) = bExact;
+            *reinterpret_cast<uint2*>(sC16 + s * sbStride + n) = cExact;
+            if (blockIdx.x == 0) {
+                int rr = o + h + s;
+                rr = rr >= Cap ? rr - Cap : rr;
+                *reinterpret_cast<uint2*>(static_cast<uint16_t*>(p.ring_B) + ((ringRowSlot + rr) * G + g) * N + n) = bExact;
+            }
+        } else if (lf) {  // this step's B / C into shared memory, B appended to the ring once per group
             uint16_t* wB = static_cast<uint16_t*>(p.ring_B);
             const bool writeB = blockIdx.x == 0;
 #pragma unroll
@@ -541,9 +560,9 @@ __global__ void __launch_bounds__(kSplitPrepThreads) mamba2SplitPrepKernel(const
 }
 // With a minimum of MINB CTAs per SM (ptxas then caps the registers). An explicit minimum of 1 is not the
 // same as none: ptxas gives the MAXT = 1 body 64 instead of 40 registers, hence the separate entry point.
-template <int MAXT, int THREADS, int MINB, bool LF = false, bool MMADOT = false, bool XSM = false>
+template <int MAXT, int THREADS, int MINB, bool LF = false, bool MMADOT = false, bool XSM = false, bool EXACT = false>
 __global__ void __launch_bounds__(THREADS, MINB) mamba2SplitPrepKernelBounded(const Mamba2ReplayParams p) {
-    splitPrepBody<MAXT, THREADS, LF, MMADOT, XSM>(p);
+    splitPrepBody<MAXT, THREADS, LF, MMADOT, XSM, EXACT>(p);
 }
 
 using stream::unpack8;
