@@ -121,9 +121,7 @@ __device__ __forceinline__ void splitPrepBody(const Mamba2ReplayParams& p) {
     if (slot < 0 || slot >= p.num_slots) return;  // padding row: untouched
     const int H = p.nheads, G = p.ngroups, P = p.headdim, N = EXACT ? 128 : p.dstate;
     const int T = EXACT ? MAXT : p.num_tokens, L = p.window, Cap = p.ring_capacity;
-    // (EXACT: H / G from the fp32 reciprocal, rounded: the quotient is an integer (launcher) of at most a few hundred, so
-    // the product is within 1e-4 of it; a few instructions instead of the integer division's ~25 per warp)
-    const int hpg = EXACT ? __float2int_rn((float)H * __frcp_rn((float)G)) : H / G;
+    const int hpg = H / G;
     const int h0 = g * hpg + blockIdx.x * kSplitHeadsPerPrep;  // first head of this CTA
     const int nh = min(kSplitHeadsPerPrep, (g + 1) * hpg - h0);
     const bool actBf16 = p.act_dtype == RSSM_DTYPE_BF16;
@@ -189,19 +187,10 @@ __device__ __forceinline__ void splitPrepBody(const Mamba2ReplayParams& p) {
 
     // ---- committed B_j of the group (cp.async; one warp per record), this step's B_s / C_s
     const uint16_t* rB = static_cast<const uint16_t*>(p.ring_B);
-    if constexpr (EXACT) {  // dstate 128: 16 pieces per record, two records per warp pass (lanes 0-15, 16-31)
-        for (int j = 2 * warp + (lane >> 4); j < h; j += 2 * NW) {
-            int rr = o + j;
-            rr = rr >= Cap ? rr - Cap : rr;
-            const int v = lane & 15;
-            cpAsync16(sB + j * sbStride + v * 8, rB + ((ringRowSlot + rr) * G + g) * N + v * 8);
-        }
-    } else {
-        for (int j = warp; j < h; j += NW) {
-            int rr = o + j;
-            rr = rr >= Cap ? rr - Cap : rr;
-            for (int v = lane; v < N / 8; v += 32) cpAsync16(sB + j * sbStride + v * 8, rB + ((ringRowSlot + rr) * G + g) * N + v * 8);
-        }
+    for (int j = warp; j < h; j += NW) {
+        int rr = o + j;
+        rr = rr >= Cap ? rr - Cap : rr;
+        for (int v = lane; v < N / 8; v += 32) cpAsync16(sB + j * sbStride + v * 8, rB + ((ringRowSlot + rr) * G + g) * N + v * 8);
     }
     cpAsyncCommit();
     // LF: B / C of this step as packed pairs (B bits | C bits << 16), element i = s N + n of the lane's tid + e THREADS
@@ -561,13 +550,7 @@ __device__ __forceinline__ void splitPrepBody(const Mamba2ReplayParams& p) {
         if (lane < T) rec[lane] = __expf(cg);
         const float cl = __shfl_sync(stream::kFull, cum, nf > 0 ? nf - 1 : 0);
         if (lane < nf) rec[kSplitCoef + T * RM + lane] = __expf(cl - cum) * dtj[k];
-        if constexpr (EXACT) {  // words 8-11 of the 16-byte aligned record as one 16-byte store
-            if (lane == 0)
-                *reinterpret_cast<float4*>(rec + 8) =
-                    make_float4(nf > 0 ? __expf(cl) : 1.f, __int_as_float(nf), __int_as_float(o), __int_as_float(h));
-        } else {
-            if (lane == 0) stream::putSplitRecordCursors(rec, nf > 0 ? __expf(cl) : 1.f, nf, o, h);
-        }
+        if (lane == 0) stream::putSplitRecordCursors(rec, nf > 0 ? __expf(cl) : 1.f, nf, o, h);
     }
 }
 
