@@ -892,8 +892,7 @@ def test_replay_split_prep_loads_first(T, lf, monkeypatch):
     """The speculative prep's versions: x rows staged in shared memory with more CTAs per SM (default; "xsm6": T = 8
     capped for 6 CTAs per SM instead of 8; T <= 4 in 128-thread CTAs by default, "xsmw4": T = 8 too,
     RSSM_MAMBA2_PREP_SPEC_W4=1; "xsm256": 256-thread CTAs, =0; by default exactly four tokens at dstate 128 with
-    8-byte aligned B / C take the instance with T and N at compile time, eight tokens too (256 threads), "xsmrt": not,
-    RSSM_MAMBA2_PREP_EXACT=0), this
+    8-byte aligned B / C take the instance with T and N at compile time, "xsmrt": not, RSSM_MAMBA2_PREP_EXACT=0), this
     step's B / C loaded before their stores with the record dots on tensor cores
     (RSSM_MAMBA2_PREP_XSM=0), the same with the dots on CUDA cores (RSSM_MAMBA2_PREP_MMA_DOTS=0), and the earlier one
     load round trip per token (RSSM_MAMBA2_PREP_LF=0). All against the float64 reference: both model shapes,
@@ -925,18 +924,6 @@ def test_replay_split_mma_readout_sanitize(pipe, monkeypatch):
     assert _run_replay(3, 4, 1, 0, SMALL, F32, BF16, 6, seed=181, variant=4) > 0
     assert _run_replay(3, 4, 3, 1, SMALL, F32, BF16, 5, seed=182, variant=4, state_pad=4) > 0
     assert _run_replay(2, 24, 8, 1, SMALL, F32, BF16, 6, seed=183, variant=4) > 0
-
-
-@pytest.mark.sanitize
-@pytest.mark.parametrize("T", [4, 8])
-def test_replay_split_prep_exact_sanitize(T, monkeypatch):
-    """The default speculative preps at exactly four / eight tokens and dstate 128 (the compile-time EXACT instances;
-    128 threads at T = 4, 256 at T = 8) for compute-sanitizer: Super and Nano groups, flushes, padding rows, strided
-    B / C rows (still 8-byte aligned), against the float64 reference."""
-    monkeypatch.delenv("RSSM_MAMBA2_PREP_SPEC_W4", raising=False)
-    monkeypatch.delenv("RSSM_MAMBA2_PREP_EXACT", raising=False)
-    assert _run_replay(3, 8, T, 1, SUPER, F32, BF16, 5, seed=200 + T, variant=4) > 0
-    assert _run_replay(2, 16, T, 1, NANO, F32, BF16, 5, seed=205 + T, variant=4, strided=True) > 0
 
 
 @pytest.mark.sanitize

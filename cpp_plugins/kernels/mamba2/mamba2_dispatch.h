@@ -33,9 +33,8 @@ size_t replayStreamSmemBytes(int window, int numTokens, int headdim, int dstate)
 // CTAs per SM), one token: 1 256 threads with >= 8 CTAs per SM, 2 128 threads with >= 16 CTAs per SM; 3 the uncapped
 // kernels for every token count. *threads gets the CTA size. xAligned: x and ring_x in 16-byte pieces (T > 1 then stages
 // x in shared memory; see mamba2_split.cu).
-// exactTokens: exactly four or eight speculative tokens (the bucket's maximum), dstate 128 and 8-byte aligned B / C rows
-// (the compile-time instances).
-const void* splitPrepKernel(int mode, int numTokens, int occupancy, int* threads, bool xAligned, bool exactTokens = false);
+// exactFour: exactly four speculative tokens, dstate 128 and 8-byte aligned B / C rows (the compile-time instance).
+const void* splitPrepKernel(int mode, int numTokens, int occupancy, int* threads, bool xAligned, bool exactFour = false);
 // The lean one-token prep (mamba2_split_prep_lean.cuh; standard mode, 16-byte aligned B / C / x rows): dstate 128 /
 // 256 (the split kernels' dstates) and bf16 / fp16 activations, else NULL. 128 threads per CTA, same grid as splitPrepKernel.
 const void* splitPrepLeanKernel(int dstate, int actDtype);

@@ -324,9 +324,9 @@ int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc
     // x in 16-byte pieces (the speculative prep's shared-memory x staging needs it; splitPrepKernel)
     const bool xAligned = q.x && q.headdim % 8 == 0 && bulkRows(q.x, q.stride_x_b, q.stride_x_t, q.stride_x_h) &&
                           bulkRows(q.ring_x, 0, 0, 0);
-    // exactly four or eight tokens at dstate 128 with 8-byte aligned B / C rows: the prep with T and N at compile time
+    // exactly four tokens at dstate 128 with 8-byte aligned B / C rows: the four-token prep with T and N at compile time
     auto a8 = [](const void* ptr) { return ((uintptr_t)ptr % 8) == 0; };
-    const bool exactTokens = q.mode == 1 && (q.num_tokens == 4 || q.num_tokens == 8) && q.dstate == 128 && a8(q.Bm) && a8(q.Cm) &&
+    const bool exactFour = q.mode == 1 && q.num_tokens == 4 && q.dstate == 128 && a8(q.Bm) && a8(q.Cm) &&
                            q.stride_B_b % 4 == 0 && q.stride_B_g % 4 == 0 && q.stride_B_t % 4 == 0 &&
                            q.stride_C_b % 4 == 0 && q.stride_C_g % 4 == 0 && q.stride_C_t % 4 == 0 && a8(q.ring_B);
     int prepThreads = 0;
@@ -378,11 +378,11 @@ int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc
     } else if (pp && strcmp(pp, "default") == 0) {
         prepOcc = 3;  // the uncapped kernels (eight tokens included)
     } else {
-        const void* dflt = splitPrepKernel(q.mode, q.num_tokens, 0, &prepThreads, xAligned, exactTokens);
+        const void* dflt = splitPrepKernel(q.mode, q.num_tokens, 0, &prepThreads, xAligned, exactFour);
         const long long ctas = (long long)prepGrid.x * prepGrid.y * prepGrid.z;
         if (ctas > persistentGrid(dflt, prepThreads, prepSmem, ctas)) prepOcc = 2;  // more than one wave
     }
-    const void* prep = splitPrepKernel(q.mode, q.num_tokens, prepOcc, &prepThreads, xAligned, exactTokens);
+    const void* prep = splitPrepKernel(q.mode, q.num_tokens, prepOcc, &prepThreads, xAligned, exactFour);
     return launchSplitReadout(op, q, rc, stream, prep, prepGrid, prepThreads, prepSmem);
 }
 

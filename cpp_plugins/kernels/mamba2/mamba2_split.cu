@@ -50,7 +50,7 @@ const void* readoutByN(int N, int maxT, int pipe) {
 }
 }  // namespace
 
-const void* splitPrepKernel(int mode, int numTokens, int occupancy, int* threads, bool xAligned, bool exactTokens) {
+const void* splitPrepKernel(int mode, int numTokens, int occupancy, int* threads, bool xAligned, bool exactFour) {
     *threads = kSplitPrepThreads;
     const int maxT = bucket(mode, numTokens);
     if (maxT == 1 && occupancy == 1) return reinterpret_cast<const void*>(&mamba2SplitPrepKernelBounded<1, 256, 8>);
@@ -91,7 +91,7 @@ const void* splitPrepKernel(int mode, int numTokens, int occupancy, int* threads
                 *threads = 128;
                 // exactly four tokens, dstate 128, 8-byte aligned B / C rows: T and N at compile time (splitPrepBody's
                 // EXACT), unless RSSM_MAMBA2_PREP_EXACT=0 (read per launch; A/B)
-                if (exactTokens && envSwitch("RSSM_MAMBA2_PREP_EXACT", true))
+                if (exactFour && envSwitch("RSSM_MAMBA2_PREP_EXACT", true))
                     return reinterpret_cast<const void*>(&mamba2SplitPrepKernelBounded<4, 128, 12, true, true, true, true>);
                 return reinterpret_cast<const void*>(&mamba2SplitPrepKernelBounded<4, 128, 12, true, true, true>);
             }
@@ -107,10 +107,6 @@ const void* splitPrepKernel(int mode, int numTokens, int occupancy, int* threads
                 *threads = 128;
                 return reinterpret_cast<const void*>(&mamba2SplitPrepKernelBounded<8, 128, 12, true, true, true>);
             }
-            // exactly eight tokens, dstate 128, 8-byte aligned B / C rows: the EXACT instance (32 registers, no spills;
-            // the run-time one spills 8 bytes), unless RSSM_MAMBA2_PREP_EXACT=0
-            if (xsm && !xsm6 && exactTokens && envSwitch("RSSM_MAMBA2_PREP_EXACT", true))
-                return reinterpret_cast<const void*>(&mamba2SplitPrepKernelBounded<8, 256, 8, true, true, true, true>);
             return xsm6    ? reinterpret_cast<const void*>(&mamba2SplitPrepKernelBounded<8, 256, 6, true, true, true>)
                  : xsm     ? reinterpret_cast<const void*>(&mamba2SplitPrepKernelBounded<8, 256, 8, true, true, true>)
                  : mmaDots ? reinterpret_cast<const void*>(&mamba2SplitPrepKernelBounded<8, 256, 4, true, true>)
