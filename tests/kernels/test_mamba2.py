@@ -68,7 +68,7 @@ def _compare(name, got, ref, rtol, atol_frac, mask=None):
     return rel_rms
 
 
-def _inputs(B, T, shape, act, g, with_z=True, strided=False, dt_f32=False):
+def _inputs(B, T, shape, act, g, with_z=True, strided=False, dt_f32=False, bc_offset=8):
     H, P, N, G = shape["H"], shape["P"], shape["N"], shape["G"]
     inp = random_mamba2_inputs(B, T, H, P, N, G, generator=g, dtype=torch.float64, with_z=with_z)
     dev = {}
@@ -80,9 +80,11 @@ def _inputs(B, T, shape, act, g, with_z=True, strided=False, dt_f32=False):
         t = v.to(dt)
         if strided and k in ("x", "Bm", "Cm", "z", "dt_raw"):
             # a view with padded row strides (as a slice of a fused projection output)
+            # (bc_offset: B and C start that many elements into the padded rows; 2 puts them 4 bytes off an 8-byte boundary)
+            off = bc_offset if k in ("Bm", "Cm") else 8
             big = torch.zeros(*t.shape[:-1], t.shape[-1] + 24, dtype=dt)
-            big[..., 8:8 + t.shape[-1]] = t
-            dev[k] = big.cuda()[..., 8:8 + t.shape[-1]]
+            big[..., off:off + t.shape[-1]] = t
+            dev[k] = big.cuda()[..., off:off + t.shape[-1]]
         else:
             dev[k] = t.cuda()
     ref = {k: (v.to(F32 if (k == "dt_raw" and dt_f32) else act).to(torch.float64) if v is not None else None)
@@ -256,7 +258,7 @@ def _set_random_cursors(ref, dev_cache, g, staggered):
 
 
 def _run_replay(B, L, T, mode, sh, st, act, steps, seed, staggered=True, padding=True, accept="random",
-                with_z=True, strided=False, rows_per_cta=0, use_D=True, variant=0, state_pad=0):
+                with_z=True, strided=False, rows_per_cta=0, use_D=True, variant=0, state_pad=0, bc_offset=8):
     import replayssm_trtllm.ops.commit  # noqa: F401
     import replayssm_trtllm.ops.mamba2  # noqa: F401
     H, P, N, G = sh["H"], sh["P"], sh["N"], sh["G"]
@@ -307,7 +309,7 @@ def _run_replay(B, L, T, mode, sh, st, act, steps, seed, staggered=True, padding
         if padding and B >= 3:
             perm[int(torch.randint(0, B, (1,), generator=g))] = -1
         sbi = perm.cuda()
-        dev, refin = _inputs(B, T, sh, act, g, with_z=with_z, strided=strided)
+        dev, refin = _inputs(B, T, sh, act, g, with_z=with_z, strided=strided, bc_offset=bc_offset)
         y = torch.full((B, T, H, P), float("nan"), dtype=act, device=d)  # poison
         torch.ops.replayssm.mamba2_replay_decode_out(
             cache["ckpt"], cache["ring_dt"], cache["ring_x"], cache["ring_B"], cache["ring_origin"],
@@ -924,6 +926,17 @@ def test_replay_split_mma_readout_sanitize(pipe, monkeypatch):
     assert _run_replay(3, 4, 1, 0, SMALL, F32, BF16, 6, seed=181, variant=4) > 0
     assert _run_replay(3, 4, 3, 1, SMALL, F32, BF16, 5, seed=182, variant=4, state_pad=4) > 0
     assert _run_replay(2, 24, 8, 1, SMALL, F32, BF16, 6, seed=183, variant=4) > 0
+
+
+@pytest.mark.parametrize("T", [3, 4])
+def test_replay_split_prep_misaligned_bc(T, monkeypatch):
+    """B / C views 4 bytes off an 8-byte boundary (a slice at an odd element pair of a fused projection): the launcher
+    must not take the four-token prep's compile-time instance (8-byte B / C pieces) and the run-time one gives the float64
+    reference's outputs. T = 3 (run-time instance anyway) beside T = 4."""
+    monkeypatch.delenv("RSSM_MAMBA2_PREP_SPEC_W4", raising=False)
+    monkeypatch.delenv("RSSM_MAMBA2_PREP_EXACT", raising=False)
+    assert _run_replay(3, 8, T, 1, SUPER, F32, BF16, 6, seed=210 + T, variant=4, strided=True, bc_offset=2) > 0
+    assert _run_replay(2, 16, T, 1, NANO, F32, BF16, 6, seed=215 + T, variant=4, strided=True, bc_offset=2) > 0
 
 
 @pytest.mark.sanitize
