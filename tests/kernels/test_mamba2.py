@@ -883,17 +883,17 @@ def test_replay_split_mma_readout_acceptance_and_strides(accept, pipe, monkeypat
     assert _run_replay(3, 24, 1, 0, SMALL, BF16, BF16, 30, seed=177, variant=4) > 0
 
 
-PREP_MODES = ["xsm", "xsm6", "xsmw4", "xsm256", "xsmrt", "mma", "1", "0"]
-PREP_MODE_IDS = ["x-staged", "x-staged-6ctas", "x-staged-128threads", "x-staged-256threads", "x-staged-runtime-T",
-                 "mma-dots", "loads-first", "token-loop"]
+PREP_MODES = ["xsm", "xsm6", "xsm256", "xsmrt", "mma", "1", "0"]
+PREP_MODE_IDS = ["x-staged", "x-staged-6ctas", "x-staged-256threads", "x-staged-runtime-T", "mma-dots", "loads-first",
+                 "token-loop"]
 
 
 @pytest.mark.parametrize("lf", PREP_MODES, ids=PREP_MODE_IDS)
 @pytest.mark.parametrize("T", [2, 3, 4, 8])
 def test_replay_split_prep_loads_first(T, lf, monkeypatch):
     """The speculative prep's versions: x rows staged in shared memory with more CTAs per SM (default; "xsm6": T = 8
-    capped for 6 CTAs per SM instead of 8; T <= 4 in 128-thread CTAs by default, "xsmw4": T = 8 too,
-    RSSM_MAMBA2_PREP_SPEC_W4=1; "xsm256": 256-thread CTAs, =0; by default exactly four tokens at dstate 128 with
+    capped for 6 CTAs per SM instead of 8; T <= 4 in 128-thread CTAs by default, "xsm256": in 256-thread CTAs,
+    RSSM_MAMBA2_PREP_SPEC_W4=0; by default exactly four tokens at dstate 128 with
     8-byte aligned B / C take the instance with T and N at compile time, "xsmrt": not, RSSM_MAMBA2_PREP_EXACT=0), this
     step's B / C loaded before their stores with the record dots on tensor cores
     (RSSM_MAMBA2_PREP_XSM=0), the same with the dots on CUDA cores (RSSM_MAMBA2_PREP_MMA_DOTS=0), and the earlier one
@@ -902,13 +902,10 @@ def test_replay_split_prep_loads_first(T, lf, monkeypatch):
     fp16 activations, dstate 256 (the tensor-core dots need dstate <= 128: the CUDA-core ones run), 32 records (two
     record tiles) and strided inputs."""
     monkeypatch.setenv("RSSM_MAMBA2_PREP_LF", "0" if lf == "0" else "1")
-    monkeypatch.setenv("RSSM_MAMBA2_PREP_MMA_DOTS", "1" if lf in ("xsm", "xsm6", "xsmw4", "xsm256", "xsmrt", "mma") else "0")
-    monkeypatch.setenv("RSSM_MAMBA2_PREP_XSM", {"xsm": "1", "xsm6": "6", "xsmw4": "1", "xsm256": "1", "xsmrt": "1"}.get(lf, "0"))
+    monkeypatch.setenv("RSSM_MAMBA2_PREP_MMA_DOTS", "1" if lf in ("xsm", "xsm6", "xsm256", "xsmrt", "mma") else "0")
+    monkeypatch.setenv("RSSM_MAMBA2_PREP_XSM", {"xsm": "1", "xsm6": "6", "xsm256": "1", "xsmrt": "1"}.get(lf, "0"))
     monkeypatch.setenv("RSSM_MAMBA2_PREP_EXACT", "0" if lf == "xsmrt" else "1")
-    if lf in ("xsmw4", "xsm256"):
-        monkeypatch.setenv("RSSM_MAMBA2_PREP_SPEC_W4", "1" if lf == "xsmw4" else "0")
-    else:
-        monkeypatch.delenv("RSSM_MAMBA2_PREP_SPEC_W4", raising=False)
+    monkeypatch.setenv("RSSM_MAMBA2_PREP_SPEC_W4", "0" if lf == "xsm256" else "1")
     assert _run_replay(5, 8, T, 1, SUPER, F32, BF16, 10, seed=300 + T, variant=4) > 0
     assert _run_replay(3, 16, T, 1, NANO, F32, BF16, 12, seed=310 + T, accept="all", variant=4) > 0
     assert _run_replay(3, 8, T, 1, SMALL, F32, F16, 10, seed=320 + T, variant=4) > 0
@@ -940,11 +937,11 @@ def test_replay_split_prep_misaligned_bc(T, monkeypatch):
 
 
 @pytest.mark.sanitize
-@pytest.mark.parametrize("T", [4, 8])
+@pytest.mark.parametrize("T", [3, 4])
 def test_replay_split_prep_w4_sanitize(T, monkeypatch):
-    """The 128-thread x-staged speculative prep (RSSM_MAMBA2_PREP_SPEC_W4=1; at T = 4 the compile-time instance) for
-    compute-sanitizer: Super's group of 16 heads (4 per warp), Nano's 12 (a partial last warp's heads), flushes, padding
-    rows, against the float64 reference."""
+    """The 128-thread x-staged speculative prep (the default up to four tokens; T = 3 the run-time instance, T = 4 the
+    compile-time one) for compute-sanitizer: Super's group of 16 heads (4 per warp), Nano's 12 (a partial last warp's
+    heads), flushes, padding rows, against the float64 reference."""
     monkeypatch.setenv("RSSM_MAMBA2_PREP_SPEC_W4", "1")
     monkeypatch.delenv("RSSM_MAMBA2_PREP_EXACT", raising=False)
     assert _run_replay(3, 8, T, 1, SUPER, F32, BF16, 5, seed=190 + T, variant=4) > 0

@@ -75,11 +75,9 @@ const void* splitPrepKernel(int mode, int numTokens, int occupancy, int* threads
     // spills) instead of 256 (8 warps x 2 heads): each warp's preamble (slot, cursors, layout) is paid by half as many
     // warps. Measured side by side (thirty-third session, B = 256, L = 16, two processes each): every T = 4 step 1.0-1.4%
     // faster on both layers; the eight-token prep at 128 threads was 2-26% slower (its shared memory allows 8 CTAs / SM,
-    // i.e. 32 warps), so it keeps 256. RSSM_MAMBA2_PREP_SPEC_W4 (read per launch; A/B): "0": 256 threads for both;
-    // "8": 128 for the eight-token prep only; "1": 128 for both; unset or "4": the default.
-    const char* we = getenv("RSSM_MAMBA2_PREP_SPEC_W4");
-    const bool w4t4 = xsm && !(we && (strcmp(we, "0") == 0 || strcmp(we, "8") == 0));
-    const bool w4t8 = xsm && !xsm6 && we && (strcmp(we, "8") == 0 || strcmp(we, "1") == 0);
+    // i.e. 32 warps; that instance is removed), so it keeps 256. RSSM_MAMBA2_PREP_SPEC_W4=0 (read per launch; A/B): the
+    // four-token prep in 256-thread CTAs.
+    const bool w4t4 = xsm && envSwitch("RSSM_MAMBA2_PREP_SPEC_W4", true);
     switch (maxT) {
         case 1: return reinterpret_cast<const void*>(&mamba2SplitPrepKernel<1>);
         case 2: return mmaDots ? reinterpret_cast<const void*>(&mamba2SplitPrepKernel<2, true, true>)
@@ -103,10 +101,6 @@ const void* splitPrepKernel(int mode, int numTokens, int occupancy, int* threads
             // eight tokens: 114 registers (2 CTAs / SM, 7.8 waves at B = 256, G = 8) unless capped for 4 CTAs / SM
             // (64 registers, 96 bytes of spills); occupancy 3 (RSSM_MAMBA2_SPLIT_PREP=default) keeps the uncapped one
             if (occupancy == 3) return reinterpret_cast<const void*>(&mamba2SplitPrepKernel<8>);
-            if (w4t8) {
-                *threads = 128;
-                return reinterpret_cast<const void*>(&mamba2SplitPrepKernelBounded<8, 128, 12, true, true, true>);
-            }
             return xsm6    ? reinterpret_cast<const void*>(&mamba2SplitPrepKernelBounded<8, 256, 6, true, true, true>)
                  : xsm     ? reinterpret_cast<const void*>(&mamba2SplitPrepKernelBounded<8, 256, 8, true, true, true>)
                  : mmaDots ? reinterpret_cast<const void*>(&mamba2SplitPrepKernelBounded<8, 256, 4, true, true>)

@@ -108,9 +108,10 @@ __host__ __device__ inline size_t splitMmaFoldSmemBytesM2(int N) {
 // XSM (T > 1; the launcher picks it for 16-byte aligned x only): this step's x rows are copied to shared memory with
 // cp.async beside the other loads and appended to the ring from there after the wait, instead of through 2 x 4 uint4
 // registers per lane (the eight-token prep's largest register block; twenty-first session).
-// EXACT (with LF, MMADOT and XSM; thirty-third session): T = MAXT and dstate = 128 at compile time (the launcher takes it
-// for exactly MAXT tokens, dstate 128 and 8-byte aligned B / C rows), so the token and element bounds fold, and this
-// step's B / C move as 8-byte pieces (4 elements per thread and tensor: THREADS x 4 = T x 128) instead of 16-bit values.
+// EXACT (with LF, MMADOT and XSM; thirty-third session): T = MAXT and dstate = 128 at compile time, so the token and
+// element bounds fold, and this step's B / C move as 8-byte pieces (4 elements per thread and tensor: THREADS x 4 = T x
+// 128) instead of 16-bit values. The launcher instantiates it for exactly four tokens only (128 threads), for dstate 128
+// and 8-byte aligned B / C rows; an eight-token instance measured slower (docs/kernels-mamba2.md "Thirty-third session").
 template <int MAXT, int THREADS, bool LF = false, bool MMADOT = false, bool XSM = false, bool EXACT = false>
 __device__ __forceinline__ void splitPrepBody(const Mamba2ReplayParams& p) {
     static_assert(!EXACT || (LF && MMADOT && XSM && THREADS * 4 == MAXT * 128), "EXACT: the x-staged MMA-dot prep, "
@@ -537,7 +538,9 @@ __device__ __forceinline__ void splitPrepBody(const Mamba2ReplayParams& p) {
             if (s < T) {
                 const float cs = __shfl_sync(stream::kFull, cum, h + s);
                 if (lane < R) {
-                    const float dot = kDotsInRegs ? dotReg[kDotsInRegs ? s : 0] : sDot[s * R + lane];
+                    float dot;
+                    if constexpr (kDotsInRegs) dot = dotReg[s];
+                    else dot = sDot[s * R + lane];
                     float c = lane <= h + s ? __expf(cs - cum) * dtj[k] * dot : 0.f;
                     if (lane == h + s) c += Dh;
                     rec[kSplitCoef + s * RM + lane] = c;
