@@ -68,7 +68,7 @@ def _compare(name, got, ref, rtol, atol_frac, mask=None):
     return rel_rms
 
 
-def _inputs(B, T, shape, act, g, with_z=True, strided=False, dt_f32=False, bc_offset=8):
+def _inputs(B, T, shape, act, g, with_z=True, strided=False, dt_f32=False, bc_offset=8, c_offset=None):
     H, P, N, G = shape["H"], shape["P"], shape["N"], shape["G"]
     inp = random_mamba2_inputs(B, T, H, P, N, G, generator=g, dtype=torch.float64, with_z=with_z)
     dev = {}
@@ -80,8 +80,9 @@ def _inputs(B, T, shape, act, g, with_z=True, strided=False, dt_f32=False, bc_of
         t = v.to(dt)
         if strided and k in ("x", "Bm", "Cm", "z", "dt_raw"):
             # a view with padded row strides (as a slice of a fused projection output)
-            # (bc_offset: B and C start that many elements into the padded rows; 2 puts them 4 bytes off an 8-byte boundary)
-            off = bc_offset if k in ("Bm", "Cm") else 8
+            # (bc_offset: B and C start that many elements into the padded rows, c_offset C only when given; 2 puts
+            # them 4 bytes off an 8-byte boundary)
+            off = (c_offset if c_offset is not None and k == "Cm" else bc_offset) if k in ("Bm", "Cm") else 8
             big = torch.zeros(*t.shape[:-1], t.shape[-1] + 24, dtype=dt)
             big[..., off:off + t.shape[-1]] = t
             dev[k] = big.cuda()[..., off:off + t.shape[-1]]
@@ -258,7 +259,8 @@ def _set_random_cursors(ref, dev_cache, g, staggered):
 
 
 def _run_replay(B, L, T, mode, sh, st, act, steps, seed, staggered=True, padding=True, accept="random",
-                with_z=True, strided=False, rows_per_cta=0, use_D=True, variant=0, state_pad=0, bc_offset=8):
+                with_z=True, strided=False, rows_per_cta=0, use_D=True, variant=0, state_pad=0, bc_offset=8,
+                c_offset=None):
     import replayssm_trtllm.ops.commit  # noqa: F401
     import replayssm_trtllm.ops.mamba2  # noqa: F401
     H, P, N, G = sh["H"], sh["P"], sh["N"], sh["G"]
@@ -309,7 +311,7 @@ def _run_replay(B, L, T, mode, sh, st, act, steps, seed, staggered=True, padding
         if padding and B >= 3:
             perm[int(torch.randint(0, B, (1,), generator=g))] = -1
         sbi = perm.cuda()
-        dev, refin = _inputs(B, T, sh, act, g, with_z=with_z, strided=strided, bc_offset=bc_offset)
+        dev, refin = _inputs(B, T, sh, act, g, with_z=with_z, strided=strided, bc_offset=bc_offset, c_offset=c_offset)
         y = torch.full((B, T, H, P), float("nan"), dtype=act, device=d)  # poison
         torch.ops.replayssm.mamba2_replay_decode_out(
             cache["ckpt"], cache["ring_dt"], cache["ring_x"], cache["ring_B"], cache["ring_origin"],
@@ -798,10 +800,12 @@ def test_replay_split_mma_fold_sanitize(monkeypatch):
 MMA_READOUT_CASES = [c for c in REPLAY_CASES if c[4]["N"] == 128]
 # 4: the tensor-core readout (default: the next item's x_j and z loaded one item ahead, fp32 rows); 4z: without the
 # z prefetch (RSSM_MAMBA2_MMA_ZPF=0, the default before the twenty-second session); 4n: without either prefetch
-# (RSSM_MAMBA2_MMA_XPF=0); 0: the CUDA-core readout. (The twenty-second session's HSM instance, head records by bulk
-# copy, was 3-5% slower on the H200 and was removed in the twenty-third.)
-MMA_PIPES = ["4", "4z", "4n", "0"]
-MMA_PIPE_IDS = ["mma", "mma-nozpf", "mma-noxpf", "plain"]
+# (RSSM_MAMBA2_MMA_XPF=0); 4r: one-chunk flush items issue the next item's rows after their fold instead of refilling
+# their row buffer during it (RSSM_MAMBA2_MMA_RFI=0; the default before the thirty-fourth session); 0: the CUDA-core
+# readout. (The twenty-second session's HSM instance, head records by bulk copy, was 3-5% slower on the H200 and was
+# removed in the twenty-third.)
+MMA_PIPES = ["4", "4z", "4n", "4r", "0"]
+MMA_PIPE_IDS = ["mma", "mma-nozpf", "mma-noxpf", "mma-norfi", "plain"]
 
 
 @pytest.mark.parametrize("T", [4, 8], ids=["T4", "T8"])
@@ -820,12 +824,17 @@ def test_mma_readout_zpf_instance_runs(T):
     readouts = [a for a in instances(names, "mamba2SplitReadoutMmaStagedKernel") if a[0] == "float"]
     assert readouts, f"no tensor-core readout ran: {sorted(names)}"
     assert all(a[3] == "1" for a in readouts), readouts  # template argument 3: ZPF
+    assert all(a[4] == "1" for a in readouts), readouts  # template argument 4: RFI (the default)
 
 
 def _set_mma_pipe(monkeypatch, pipe):
     """pipe: the readout (RSSM_MAMBA2_SPLIT_PIPE) and a suffix: "n" turns the x_j (and z) prefetch off, "z" only the
-    z prefetch (RSSM_MAMBA2_MMA_ZPF=0)."""
+    z prefetch (RSSM_MAMBA2_MMA_ZPF=0), "r" the flush items' refill during the fold (RSSM_MAMBA2_MMA_RFI=0)."""
     monkeypatch.setenv("RSSM_MAMBA2_SPLIT_PIPE", pipe[0])
+    if pipe.endswith("r"):
+        monkeypatch.setenv("RSSM_MAMBA2_MMA_RFI", "0")
+    else:
+        monkeypatch.delenv("RSSM_MAMBA2_MMA_RFI", raising=False)
     if pipe.endswith("n"):
         monkeypatch.setenv("RSSM_MAMBA2_MMA_XPF", "0")
     else:
@@ -927,13 +936,18 @@ def test_replay_split_mma_readout_sanitize(pipe, monkeypatch):
 
 @pytest.mark.parametrize("T", [3, 4])
 def test_replay_split_prep_misaligned_bc(T, monkeypatch):
-    """B / C views 4 bytes off an 8-byte boundary (a slice at an odd element pair of a fused projection): the launcher
-    must not take the four-token prep's compile-time instance (8-byte B / C pieces) and the run-time one gives the float64
-    reference's outputs. T = 3 (run-time instance anyway) beside T = 4."""
+    """B views 4 bytes off an 8-byte boundary (a slice at an odd element pair of a fused projection) with C aligned:
+    the launcher must not take the four-token prep's compile-time instance (8-byte B / C pieces) and the run-time one
+    gives the float64 reference's outputs. T = 3 (run-time instance anyway) beside T = 4. C misaligned the same way is
+    refused by variant 4's own input rule (the readouts load C in 4-element pieces), by name, before any launch."""
     monkeypatch.delenv("RSSM_MAMBA2_PREP_SPEC_W4", raising=False)
     monkeypatch.delenv("RSSM_MAMBA2_PREP_EXACT", raising=False)
-    assert _run_replay(3, 8, T, 1, SUPER, F32, BF16, 6, seed=210 + T, variant=4, strided=True, bc_offset=2) > 0
-    assert _run_replay(2, 16, T, 1, NANO, F32, BF16, 6, seed=215 + T, variant=4, strided=True, bc_offset=2) > 0
+    assert _run_replay(3, 8, T, 1, SUPER, F32, BF16, 6, seed=210 + T, variant=4, strided=True, bc_offset=2,
+                       c_offset=8) > 0
+    assert _run_replay(2, 16, T, 1, NANO, F32, BF16, 6, seed=215 + T, variant=4, strided=True, bc_offset=2,
+                       c_offset=8) > 0
+    with pytest.raises(RuntimeError, match="variant 4 needs Cm rows 8-byte aligned"):
+        _run_replay(2, 8, T, 1, SUPER, F32, BF16, 2, seed=220 + T, variant=4, strided=True, bc_offset=8, c_offset=2)
 
 
 @pytest.mark.sanitize
