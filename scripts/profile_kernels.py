@@ -49,12 +49,17 @@ def main() -> int:
     ap.add_argument("--window", type=int, default=16)
     ap.add_argument("--gdn-variants", default="0,1")
     ap.add_argument("--mamba2-variants", default="0,2")
+    ap.add_argument("--commit", action="store_true", help="also the device commit after the Mamba-2 speculative "
+                    "cases (one token accepted per row)")
+    ap.add_argument("--mamba2-shapes", default="super", help="comma list of the bench's Mamba-2 shapes (super, nano); "
+                    "cases of a shape other than super are named m2<shape>_...")
     ap.add_argument("--gdn-inphase", action="store_true",
                     help="also the GDN standard step with every row flushing (h = L - 1) and with none (h = L / 2)")
     ap.add_argument("--spec-tokens", default="4")
-    ap.add_argument("--spec-h", type=int, default=-1,
+    ap.add_argument("--spec-h", default="-1",
                     help="committed records of every row in the speculative cases (gdn, mamba2); -1: staggered rows "
-                         "(rows with h + T > L flush). A value <= L - T gives a step where no row flushes")
+                         "(rows with h + T > L flush). A value <= L - T gives a step where no row flushes. A comma "
+                         "list profiles the Mamba-2 speculative step once per value (named ..._h<value>)")
     ap.add_argument("--dp-reads", default="fp16,nvfp4", help="read formats of the 'dp' case (dual-precision "
                     "decode, non-flush step, h = L/2, the shapes of bench precision)")
     ap.add_argument("--dp-rec", default="fp32", choices=["fp32", "fp16"],
@@ -65,6 +70,10 @@ def main() -> int:
                          "staggered rows)")
     args = ap.parse_args()
     B, L = args.batch, args.window
+    spec_hs = [int(x) for x in str(args.spec_h).split(",") if x]
+    if "gdn" in args.cases and len(spec_hs) > 1:
+        raise SystemExit("--spec-h: a list is for the mamba2 case only")
+    args.spec_h = spec_hs[0]
     h0 = torch.arange(B, dtype=torch.int32, device="cuda") % L
     spec = [int(t) for t in args.spec_tokens.split(",") if t]
     Tmax = max([1] + spec)
@@ -86,18 +95,26 @@ def main() -> int:
                 _run(f"gdn_replay_spec_T{T}_v{v}", lambda: ls.replay_step(0, T, 1, v))
         del ls
     if "mamba2" in args.cases:
-        sh = bm2.SHAPES["super"]
-        ls = bm2._Layerset(sh, B, L, Tmax, torch.float32, torch.bfloat16, 1, 0, token_list=[1] + spec)
-        for v in [int(x) for x in args.mamba2_variants.split(",")]:
-            if v not in (3, 4):  # variants 3 (stream) and 4 (split) are replay-only
-                _run(f"m2_conv_v{v}", lambda: ls.conv_step(0, 1, variant=v))
-            ls.set_cursors(h0)
-            _run(f"m2_replay_std_v{v}", lambda: ls.replay_step(0, 1, 0, variant=v))
-            ls.set_cursors(torch.full_like(h0, L - 1))  # in phase, every row flushes
-            _run(f"m2_replay_std_allflush_v{v}", lambda: ls.replay_step(0, 1, 0, variant=v))
-            for T in spec:
-                ls.set_cursors(h0 if args.spec_h < 0 else _held(h0, L, args.spec_h))
-                _run(f"m2_replay_spec_T{T}_v{v}", lambda: ls.replay_step(0, T, 1, variant=v))
+        for shp in [x for x in args.mamba2_shapes.split(",") if x]:
+            sh = bm2.SHAPES[shp]
+            pre = "m2" if shp == "super" else f"m2{shp}"
+            ls = bm2._Layerset(sh, B, L, Tmax, torch.float32, torch.bfloat16, 1, 0, token_list=[1] + spec)
+            for v in [int(x) for x in args.mamba2_variants.split(",")]:
+                if v not in (3, 4):  # variants 3 (stream) and 4 (split) are replay-only
+                    _run(f"{pre}_conv_v{v}", lambda: ls.conv_step(0, 1, variant=v))
+                ls.set_cursors(h0)
+                _run(f"{pre}_replay_std_v{v}", lambda: ls.replay_step(0, 1, 0, variant=v))
+                ls.set_cursors(torch.full_like(h0, L - 1))  # in phase, every row flushes
+                _run(f"{pre}_replay_std_allflush_v{v}", lambda: ls.replay_step(0, 1, 0, variant=v))
+                for T in spec:
+                    for hh in spec_hs:
+                        ls.set_cursors(h0 if hh < 0 else _held(h0, L, hh))
+                        _run(f"{pre}_replay_spec_T{T}_v{v}" + (f"_h{hh}" if len(spec_hs) > 1 else ""),
+                             lambda: ls.replay_step(0, T, 1, variant=v))
+                    if args.commit:  # the device commit of one-accepted rows (moves the cursors; profiled last)
+                        ones = torch.ones(B, dtype=torch.int32, device="cuda")
+                        _run(f"{pre}_commit_T{T}", lambda: ls.commit(T, 1, ones))
+            del ls
     if "dp" in args.cases:
         _profile_dual_precision(B, L, [r for r in args.dp_reads.split(",") if r], args.dp_rec,
                                 [f for f in args.dp_families.split(",") if f],

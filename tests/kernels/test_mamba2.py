@@ -800,12 +800,11 @@ def test_replay_split_mma_fold_sanitize(monkeypatch):
 MMA_READOUT_CASES = [c for c in REPLAY_CASES if c[4]["N"] == 128]
 # 4: the tensor-core readout (default: the next item's x_j and z loaded one item ahead, fp32 rows); 4z: without the
 # z prefetch (RSSM_MAMBA2_MMA_ZPF=0, the default before the twenty-second session); 4n: without either prefetch
-# (RSSM_MAMBA2_MMA_XPF=0); 4r: one-chunk flush items issue the next item's rows after their fold instead of refilling
-# their row buffer during it (RSSM_MAMBA2_MMA_RFI=0; the default before the thirty-fourth session); 0: the CUDA-core
-# readout. (The twenty-second session's HSM instance, head records by bulk copy, was 3-5% slower on the H200 and was
-# removed in the twenty-third.)
-MMA_PIPES = ["4", "4z", "4n", "4r", "0"]
-MMA_PIPE_IDS = ["mma", "mma-nozpf", "mma-noxpf", "mma-norfi", "plain"]
+# (RSSM_MAMBA2_MMA_XPF=0); 0: the CUDA-core readout. (The twenty-second session's HSM instance, head records by bulk
+# copy, was 3-5% slower on the H200 and was removed in the twenty-third; the thirty-fourth session's RFI, flush items
+# refilling their row buffer during the fold, 4-6% slower at T = 4, was removed in the same session.)
+MMA_PIPES = ["4", "4z", "4n", "0"]
+MMA_PIPE_IDS = ["mma", "mma-nozpf", "mma-noxpf", "plain"]
 
 
 @pytest.mark.parametrize("T", [4, 8], ids=["T4", "T8"])
@@ -824,17 +823,12 @@ def test_mma_readout_zpf_instance_runs(T):
     readouts = [a for a in instances(names, "mamba2SplitReadoutMmaStagedKernel") if a[0] == "float"]
     assert readouts, f"no tensor-core readout ran: {sorted(names)}"
     assert all(a[3] == "1" for a in readouts), readouts  # template argument 3: ZPF
-    assert all(a[4] == "1" for a in readouts), readouts  # template argument 4: RFI (the default)
 
 
 def _set_mma_pipe(monkeypatch, pipe):
     """pipe: the readout (RSSM_MAMBA2_SPLIT_PIPE) and a suffix: "n" turns the x_j (and z) prefetch off, "z" only the
-    z prefetch (RSSM_MAMBA2_MMA_ZPF=0), "r" the flush items' refill during the fold (RSSM_MAMBA2_MMA_RFI=0)."""
+    z prefetch (RSSM_MAMBA2_MMA_ZPF=0)."""
     monkeypatch.setenv("RSSM_MAMBA2_SPLIT_PIPE", pipe[0])
-    if pipe.endswith("r"):
-        monkeypatch.setenv("RSSM_MAMBA2_MMA_RFI", "0")
-    else:
-        monkeypatch.delenv("RSSM_MAMBA2_MMA_RFI", raising=False)
     if pipe.endswith("n"):
         monkeypatch.setenv("RSSM_MAMBA2_MMA_XPF", "0")
     else:

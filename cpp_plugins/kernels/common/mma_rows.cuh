@@ -106,19 +106,6 @@ struct SmemRows {
                           reinterpret_cast<const unsigned char*>(src + r * rowStride) + 16 * v);
         }
     }
-    // Column tiles k0 .. k0 + NT - 1 (columns 16 k0 .. 16 (k0 + NT) - 1) of the 8 rows: NT sizeof(ST) 16-byte pieces
-    // per row, 8 NT sizeof(ST) per warp (fp32, NT = 2: two per lane). The readout's fold frees its rows tile by tile
-    // and refills them with the next item's rows this way (mamba2SplitReadoutMmaStagedKernel's RFI).
-    template <int NT>
-    __device__ static void issueTiles(ST* dst, const ST* src, int64_t rowStride, int k0, int lane) {
-        constexpr int kRowPieces = NT * (int)sizeof(ST);  // per row
-#pragma unroll
-        for (int i = lane; i < kRows * kRowPieces; i += 32) {
-            const int r = i / kRowPieces, v = k0 * (int)sizeof(ST) + (i - r * kRowPieces);
-            async::copy16(reinterpret_cast<unsigned char*>(dst + r * kStride) + 16 * v,
-                          reinterpret_cast<const unsigned char*>(src + r * rowStride) + 16 * v);
-        }
-    }
     // columns 16k + 4q .. 16k + 4q + 3 (a contiguous quad: one shared-memory load)
     __device__ static float4 readQuad(const ST* row, int k, int q) {
         if constexpr (sizeof(ST) == 4) {

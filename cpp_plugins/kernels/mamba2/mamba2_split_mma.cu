@@ -12,16 +12,9 @@ template <typename ST>
 const void* entry(bool hoistC, bool prefetchX, bool zPairs) {
     // fp32 rows with the default C / x loads and 4-byte aligned z pairs: z one item ahead and the head records before
     // C (mamba2SplitReadoutMmaStagedKernel's ZPF); RSSM_MAMBA2_MMA_ZPF=0 (A/B, read per launch) turns it off
-    // One-chunk flush items refill their row buffer with the next item's rows during the fold (RFI; thirty-fourth
-    // session) on the default instances; RSSM_MAMBA2_MMA_RFI=0 (A/B, read per launch) issues them after the fold.
-    const bool refill = envSwitch("RSSM_MAMBA2_MMA_RFI", true);
     if constexpr (std::is_same<ST, float>::value) {
         if (hoistC && prefetchX && zPairs && envSwitch("RSSM_MAMBA2_MMA_ZPF", true))
-            return refill ? reinterpret_cast<const void*>(&mamba2SplitReadoutMmaStagedKernel<ST, true, true, true, true>)
-                          : reinterpret_cast<const void*>(&mamba2SplitReadoutMmaStagedKernel<ST, true, true, true>);
-    } else {
-        if (hoistC && prefetchX && refill)
-            return reinterpret_cast<const void*>(&mamba2SplitReadoutMmaStagedKernel<ST, true, true, false, true>);
+            return reinterpret_cast<const void*>(&mamba2SplitReadoutMmaStagedKernel<ST, true, true, true>);
     }
     if (prefetchX)
         return hoistC ? reinterpret_cast<const void*>(&mamba2SplitReadoutMmaStagedKernel<ST, true, true>)

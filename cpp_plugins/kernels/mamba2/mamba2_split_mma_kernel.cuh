@@ -101,11 +101,7 @@ __host__ __device__ constexpr int stagedWarpBytes() { return 2 * SmemRows<ST>::k
 // Also measured in the twenty-second session and removed: flush items prefetching the next item's rows into L2 before
 // their fold (within 1%, slower), and C_g loaded one item ahead with the coefficient products after the state
 // products (78 bytes of spills at the 80-register bound: 25-35% slower).
-// RFI (thirty-fourth session): a one-chunk flush item (at most 16 records to fold) refills its own row buffer with the
-// next item's rows two column tiles at a time as its fold consumes them (Rows::issueTiles), instead of issuing them
-// after the fold and the stores: the next item's rows are in flight during the fold. The item after a refilling flush
-// item keeps the buffer (no toggle); its other buffer, which held the B_j chunk, takes the rows after that.
-template <typename ST, bool CHOIST, bool XPF, bool ZPF = false, bool RFI = false>
+template <typename ST, bool CHOIST, bool XPF, bool ZPF = false>
 __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
     mamba2SplitReadoutMmaStagedKernel(const Mamba2ReplayParams p) {
     using namespace mmareadout;
@@ -170,9 +166,8 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
     };
     uint32_t zNext = 0u;
     if constexpr (ZPF) zNext = loadZ(cC, slotC);
-    for (int buf = 0; it < items; it += nw) {
+    for (int buf = 0; it < items; it += nw, buf ^= 1) {
         const int slot = slotC;
-        bool refilled = false;  // RFI: this flush item issued the next item's rows into buf
         const int4 meta = metaC;
         const int nf = meta.y;
         const int b = cC.b, head = cC.head, vw = cC.blk * kSplitRows;
@@ -311,19 +306,6 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
                             for (int e = 0; e < 4; ++e) v[e] *= gf;
                             foldTile(v, a, sB, k, lane);
                             LaneRow<ST>::storeTile(v, ckRow, k, q);
-                            if constexpr (RFI) {
-                                // tiles k - 1 and k are consumed by every lane (v was used above): the next item's
-                                // rows of those columns into them
-                                if ((k & 1) && slotN >= 0) {  // (the address formed here: a 64-bit pointer live
-                                    __syncwarp();               // across the fold spilled 8 bytes)
-                                    Rows::template issueTiles<2>(sRows(buf), rowsOf(cN, slotN), p.stride_state_p, k - 1,
-                                                                 lane);
-                                }
-                            }
-                        }
-                        if constexpr (RFI) {
-                            async::commit();  // (an empty group without a next item: the accounting stays the same)
-                            refilled = true;
                         }
                     } else if constexpr (sizeof(ST) == 4) {  // two chunks: the first chunk's result back in place
                         // (the same pass as above with a shared-memory sink: kept as two loops so that the
@@ -368,13 +350,12 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
                 if constexpr (ZPF) zNext = loadZ(cN, slotN);
             }
         }
-        if (flushItem && !refilled) {  // the other buffer is free again: the next item's rows
+        if (flushItem) {  // the other buffer is free again: the next item's rows
             __syncwarp();
             if (slotN >= 0) Rows::issue(sRows(buf ^ 1), rowsOf(cN, slotN), p.stride_state_p, lane);
             async::commit();
         }
         __syncwarp();  // this item's buffers are rewritten by the item after next / the next item's x
-        if (!refilled) buf ^= 1;
         cC = cN;
         cN = cNN;
         slotC = slotN;
