@@ -798,15 +798,14 @@ def test_replay_split_mma_fold_sanitize(monkeypatch):
     assert _run_replay(3, 4, 3, 1, SMALL, F32, BF16, 5, seed=82, variant=4, state_pad=4) > 0
 
 MMA_READOUT_CASES = [c for c in REPLAY_CASES if c[4]["N"] == 128]
-# 4: the tensor-core readout (default: the next item's x_j and z loaded one item ahead, fp32 rows, LEAN: 32-bit
-# offsets, the group from an fp32 reciprocal, coefficient pairs, fast gate division); 4l: without LEAN
-# (RSSM_MAMBA2_MMA_LEAN=0, the default before the thirty-fourth session); 4z: without the z prefetch
-# (RSSM_MAMBA2_MMA_ZPF=0, the default before the twenty-second session); 4n: without either prefetch
+# 4: the tensor-core readout (default: the next item's x_j and z loaded one item ahead, fp32 rows); 4z: without the
+# z prefetch (RSSM_MAMBA2_MMA_ZPF=0, the default before the twenty-second session); 4n: without either prefetch
 # (RSSM_MAMBA2_MMA_XPF=0); 0: the CUDA-core readout. (The twenty-second session's HSM instance, head records by bulk
 # copy, was 3-5% slower on the H200 and was removed in the twenty-third; the thirty-fourth session's RFI, flush items
-# refilling their row buffer during the fold, 4-6% slower at T = 4, was removed in the same session.)
-MMA_PIPES = ["4", "4l", "4z", "4n", "0"]
-MMA_PIPE_IDS = ["mma", "mma-nolean", "mma-nozpf", "mma-noxpf", "plain"]
+# refilling their row buffer during the fold, 4-6% slower at T = 4, and LEAN, a per-item index diet, 3-6% slower, were
+# removed in the same session.)
+MMA_PIPES = ["4", "4z", "4n", "0"]
+MMA_PIPE_IDS = ["mma", "mma-nozpf", "mma-noxpf", "plain"]
 
 
 @pytest.mark.parametrize("T", [4, 8], ids=["T4", "T8"])
@@ -825,17 +824,12 @@ def test_mma_readout_zpf_instance_runs(T):
     readouts = [a for a in instances(names, "mamba2SplitReadoutMmaStagedKernel") if a[0] == "float"]
     assert readouts, f"no tensor-core readout ran: {sorted(names)}"
     assert all(a[3] == "1" for a in readouts), readouts  # template argument 3: ZPF
-    assert all(a[4] == "1" for a in readouts), readouts  # template argument 4: LEAN (the default)
 
 
 def _set_mma_pipe(monkeypatch, pipe):
     """pipe: the readout (RSSM_MAMBA2_SPLIT_PIPE) and a suffix: "n" turns the x_j (and z) prefetch off, "z" only the
-    z prefetch (RSSM_MAMBA2_MMA_ZPF=0), "l" the LEAN instances (RSSM_MAMBA2_MMA_LEAN=0)."""
+    z prefetch (RSSM_MAMBA2_MMA_ZPF=0)."""
     monkeypatch.setenv("RSSM_MAMBA2_SPLIT_PIPE", pipe[0])
-    if pipe.endswith("l"):
-        monkeypatch.setenv("RSSM_MAMBA2_MMA_LEAN", "0")
-    else:
-        monkeypatch.delenv("RSSM_MAMBA2_MMA_LEAN", raising=False)
     if pipe.endswith("n"):
         monkeypatch.setenv("RSSM_MAMBA2_MMA_XPF", "0")
     else:

@@ -31,15 +31,4 @@ struct SmallDivisor {
     }
 };
 
-// The same quotient from an fp32 reciprocal (thirty-fourth session): floor(n / d) = floor((n + 1/2) fl(1 / d)) for
-// d >= 1 and 0 <= n < 2^16. (n + 1/2) / d is at least 1 / (2 d) from an integer; the two roundings (reciprocal, product)
-// move it by less than (n / d) 2^-23 < 2^-7 / d. One register (the reciprocal) where SmallDivisor keeps two (d, m),
-// which mattered in the Mamba-2 verify readout (80 registers, 36 bytes of spills with SmallDivisor). Host form tested
-// exhaustively (tests/core/test_small_divisor.py; the host build must not contract or reassociate float math).
-struct Fp32Divisor {
-    float inv;
-    RSSM_SMALL_DIV_HD explicit Fp32Divisor(uint32_t divisor) : inv(1.f / (float)divisor) {}
-    RSSM_SMALL_DIV_HD uint32_t div(uint32_t n) const { return (uint32_t)(((float)n + 0.5f) * inv); }
-};
-
 }  // namespace rssm

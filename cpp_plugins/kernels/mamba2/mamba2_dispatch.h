@@ -73,7 +73,7 @@ int splitMaxRecords();
 // dynamic shared memory per CTA (splitReadoutThreads() threads).
 // hoistC: RSSM_MAMBA2_MMA_CHOIST (default on); prefetchX: RSSM_MAMBA2_MMA_XPF (default on: the next item's x_j and
 // this item's z loaded early; mamba2_split_mma_kernel.cuh; measured 0-0.5% faster at T = 4, 3% at T = 8)
-const void* splitMmaReadoutKernel(int stateDtype, int dstate, bool hoistC, bool prefetchX, bool zPairs, bool lean);
+const void* splitMmaReadoutKernel(int stateDtype, int dstate, bool hoistC, bool prefetchX, bool zPairs);
 size_t splitMmaReadoutSmemBytes(int stateDtype);
 size_t splitPrepSmemBytes(int window, int numTokens, int dstate, int headdim, int headsPerGroup);
 int splitHeadsPerPrep();

@@ -2,7 +2,6 @@
 // Never syncs, allocates or throws; on error returns a status and sets rssm_last_error().
 #include <cuda_runtime.h>
 #include <stdlib.h>
-#include <initializer_list>
 #include <string.h>
 
 #include "common/read_mma.cuh"
@@ -311,31 +310,6 @@ constexpr int kMmaReadoutMinTokens = 4;
 int launchSplitReadout(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc, cudaStream_t stream,
                        const void* prep, dim3 prepGrid, int prepThreads, size_t prepSmem);
 
-// The tensor-core verify readout's LEAN instances (mamba2_split_mma_kernel.cuh) form element offsets in 32 bits and the
-// group as an fp32 quotient: every offset they form must stay below 2^31 and the heads below 2^16. Largest offset of
-// each tensor from its strides (non-negative; torch views have no negative strides) and sizes; the y / C terms take
-// all 8 token rows of an item's lanes (the kernel forms those pointers before the token guard).
-bool mmaReadoutOffsets32(const Mamba2ReplayParams& q) {
-    constexpr long long kLim = 1LL << 31;
-    auto nonneg = [](std::initializer_list<long long> v) {
-        for (long long x : v)
-            if (x < 0) return false;
-        return true;
-    };
-    if (!nonneg({q.stride_state_slot, q.stride_state_head, q.stride_state_p, q.stride_y_b, q.stride_y_t, q.stride_y_h,
-                 q.stride_C_b, q.stride_C_g, q.stride_C_t}) ||
-        (q.z && !nonneg({q.stride_z_b, q.stride_z_t, q.stride_z_h})))
-        return false;
-    const long long B = q.batch, H = q.nheads, G = q.ngroups, P = q.headdim, N = q.dstate;
-    const long long rows8 = 7;  // token rows 0 .. 7 of an item's lanes
-    const long long yMax = (B - 1) * q.stride_y_b + rows8 * q.stride_y_t + (H - 1) * q.stride_y_h + P;
-    const long long cMax = (B - 1) * q.stride_C_b + (G - 1) * q.stride_C_g + rows8 * q.stride_C_t + N;
-    const long long zMax = q.z ? (B - 1) * q.stride_z_b + rows8 * q.stride_z_t + (H - 1) * q.stride_z_h + P : 0;
-    const long long ringX = (long long)q.num_slots * q.ring_capacity * H * P;
-    return H < (1LL << 16) && q.stride_state_slot < kLim && q.stride_state_head < kLim && P * q.stride_state_p < kLim &&
-           yMax < kLim && cMax < kLim && zMax < kLim && ringX < kLim;
-}
-
 int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc, cudaStream_t stream) {
     const int hpg = q.nheads / q.ngroups;
     const dim3 prepGrid((hpg + splitHeadsPerPrep() - 1) / splitHeadsPerPrep(), q.ngroups, q.batch);
@@ -486,8 +460,7 @@ int launchSplitReadout(const char* op, Mamba2ReplayParams& q, stream::ReadCopySc
                                                q.stride_z_t % 2 == 0 && q.stride_z_h % 2 == 0);
         const void* mk = q.act_dtype == RSSM_DTYPE_BF16 && aligned && chunks && !q.skip_flush_rows
                              ? splitMmaReadoutKernel(q.state_dtype, q.dstate, envSwitch("RSSM_MAMBA2_MMA_CHOIST", true),
-                                                     envSwitch("RSSM_MAMBA2_MMA_XPF", true), zPairs,
-                                                     envSwitch("RSSM_MAMBA2_MMA_LEAN", true) && mmaReadoutOffsets32(q))
+                                                     envSwitch("RSSM_MAMBA2_MMA_XPF", true), zPairs)
                              : nullptr;
         if (mk) {
             const long long items = (long long)q.batch * q.nheads * (q.headdim / splitRows());

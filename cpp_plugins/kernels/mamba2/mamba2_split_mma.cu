@@ -9,18 +9,12 @@ namespace rssm {
 namespace mamba2 {
 namespace {
 template <typename ST>
-const void* entry(bool hoistC, bool prefetchX, bool zPairs, bool lean) {
+const void* entry(bool hoistC, bool prefetchX, bool zPairs) {
     // fp32 rows with the default C / x loads and 4-byte aligned z pairs: z one item ahead and the head records before
-    // C (mamba2SplitReadoutMmaStagedKernel's ZPF); RSSM_MAMBA2_MMA_ZPF=0 (A/B, read per launch) turns it off.
-    // lean (the launcher's rule: 32-bit offsets and < 2^16 heads, RSSM_MAMBA2_MMA_LEAN unset or 1): the default
-    // instances with LEAN (thirty-fourth session).
+    // C (mamba2SplitReadoutMmaStagedKernel's ZPF); RSSM_MAMBA2_MMA_ZPF=0 (A/B, read per launch) turns it off
     if constexpr (std::is_same<ST, float>::value) {
         if (hoistC && prefetchX && zPairs && envSwitch("RSSM_MAMBA2_MMA_ZPF", true))
-            return lean ? reinterpret_cast<const void*>(&mamba2SplitReadoutMmaStagedKernel<ST, true, true, true, true>)
-                        : reinterpret_cast<const void*>(&mamba2SplitReadoutMmaStagedKernel<ST, true, true, true>);
-    } else {
-        if (hoistC && prefetchX && lean)
-            return reinterpret_cast<const void*>(&mamba2SplitReadoutMmaStagedKernel<ST, true, true, false, true>);
+            return reinterpret_cast<const void*>(&mamba2SplitReadoutMmaStagedKernel<ST, true, true, true>);
     }
     if (prefetchX)
         return hoistC ? reinterpret_cast<const void*>(&mamba2SplitReadoutMmaStagedKernel<ST, true, true>)
@@ -30,12 +24,12 @@ const void* entry(bool hoistC, bool prefetchX, bool zPairs, bool lean) {
 }
 }  // namespace
 
-const void* splitMmaReadoutKernel(int stateDtype, int dstate, bool hoistC, bool prefetchX, bool zPairs, bool lean) {
+const void* splitMmaReadoutKernel(int stateDtype, int dstate, bool hoistC, bool prefetchX, bool zPairs) {
     if (dstate != mmareadout::kN) return nullptr;
     switch (stateDtype) {
-        case RSSM_DTYPE_FP32: return entry<float>(hoistC, prefetchX, zPairs, lean);
-        case RSSM_DTYPE_FP16: return entry<__half>(hoistC, prefetchX, zPairs, lean);
-        case RSSM_DTYPE_BF16: return entry<__nv_bfloat16>(hoistC, prefetchX, zPairs, lean);
+        case RSSM_DTYPE_FP32: return entry<float>(hoistC, prefetchX, zPairs);
+        case RSSM_DTYPE_FP16: return entry<__half>(hoistC, prefetchX, zPairs);
+        case RSSM_DTYPE_BF16: return entry<__nv_bfloat16>(hoistC, prefetchX, zPairs);
         default: return nullptr;
     }
 }

@@ -30,7 +30,6 @@
 #include "common/fold_mma.cuh"
 #include "common/mma_rows.cuh"
 #include "common/pdl.h"
-#include "common/small_divisor.h"
 #include "mamba2/mamba2_split_kernel.cuh"
 
 namespace rssm {
@@ -72,15 +71,6 @@ __device__ __forceinline__ void foldWeights(uint32_t (&a)[3][4], uint32_t xr0, u
 template <typename ST>
 __host__ __device__ constexpr int stagedWarpBytes() { return 2 * SmemRows<ST>::kBufBytes + kXBytes; }
 
-// The gate silu(z) = z / (1 + exp(-z)); FAST: the division as __fdividef (a reciprocal and a multiply instead of the
-// IEEE division's ~14 instructions; within ~2 ulp of fp32, and 0 where 1 + exp(-z) > 2^126, i.e. z < -87, where the
-// exact value is below 2^-120 in magnitude).
-template <bool FAST>
-__device__ __forceinline__ float gateSilu(float z) {
-    if constexpr (FAST) return __fdividef(z, 1.f + __expf(-z));
-    else return siluF(z);
-}
-
 
 }  // namespace mmareadout
 
@@ -111,14 +101,7 @@ __device__ __forceinline__ float gateSilu(float z) {
 // Also measured in the twenty-second session and removed: flush items prefetching the next item's rows into L2 before
 // their fold (within 1%, slower), and C_g loaded one item ahead with the coefficient products after the state
 // products (78 bytes of spills at the 80-register bound: 25-35% slower).
-// LEAN (thirty-fourth session): the per-item index work cut (Nsight Compute source counters of the T = 4 non-flush step,
-// Super, B = 256: ~650 warp instructions per item, a quarter of them addresses and indices; the launch runs at 0.6
-// issued per scheduler and its time follows the SM clock, so instructions cost time): the group by a multiply-high
-// in fp32 instead of an integer division, the ring's B rows address formed on flush items only, the
-// lane's coefficient pairs as 8-byte loads (an even record stride), every element offset in 32 bits (IMAD instead of
-// 64-bit multiplies; the launcher's rule: heads < 2^16 and every tensor's extent below 2^31 elements), and the gate's
-// silu with a fast division (__fdividef; its ~2-ulp fp32 error is far below the bf16 output's rounding).
-template <typename ST, bool CHOIST, bool XPF, bool ZPF = false, bool LEAN = false>
+template <typename ST, bool CHOIST, bool XPF, bool ZPF = false>
 __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
     mamba2SplitReadoutMmaStagedKernel(const Mamba2ReplayParams p) {
     using namespace mmareadout;
@@ -141,24 +124,13 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
     auto rawSlot = [&](int b) { return p.state_batch_indices ? p.state_batch_indices[b] : b; };
     auto validSlot = [&](int sl) { return (sl < 0 || sl >= p.num_slots) ? -1 : sl; };
     auto slotOf = [&](int b) { return validSlot(rawSlot(b)); };
-    // (LEAN) strides as 32-bit values: each product below is one 32 x 32 -> 64-bit multiply-add, or 32-bit throughout
-    const int sSlot = (int)p.stride_state_slot, sHead = (int)p.stride_state_head, sRow = (int)p.stride_state_p;
-    // (LEAN) head / hpg from an fp32 reciprocal, exact for heads < 2^16 (common/small_divisor.h; SmallDivisor's
-    // multiply-high kept two more registers live across the loop and spilled 36 bytes)
-    const Fp32Divisor hpgDiv(LEAN ? (uint32_t)hpg : 1u);
     auto rowsOf = [&](stream::ItemCursor c, int slot) {  // the item's first checkpoint row
-        if constexpr (LEAN)
-            return static_cast<ST*>(p.state) + ((int64_t)slot * sSlot + (int64_t)c.head * sHead) +
-                   c.blk * kSplitRows * sRow;
-        else
-            return static_cast<ST*>(p.state) + (int64_t)slot * p.stride_state_slot +
-                   (int64_t)c.head * p.stride_state_head + (int64_t)(c.blk * kSplitRows) * p.stride_state_p;
+        return static_cast<ST*>(p.state) + (int64_t)slot * p.stride_state_slot + (int64_t)c.head * p.stride_state_head +
+               (int64_t)(c.blk * kSplitRows) * p.stride_state_p;
     };
-    auto recordOf = [&](int b, int head) {  // the head record of (row b, head)
-        if constexpr (LEAN) return ws + (int64_t)(b * H + head) * RW;
-        else return ws + ((size_t)b * H + head) * RW;
+    auto metaOf = [&](stream::ItemCursor c) {
+        return *reinterpret_cast<const int4*>(ws + ((size_t)c.b * H + c.head) * RW + 8);
     };
-    auto metaOf = [&](stream::ItemCursor c) { return *reinterpret_cast<const int4*>(recordOf(c.b, c.head) + 8); };
     unsigned it = blockIdx.x * (kCtaThreads / 32) + (threadIdx.x >> 5);
     if (it >= items) return;
     const stream::ItemWalker walk(H, nrb, nw);
@@ -177,11 +149,7 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
         if (sl >= 0 && m.y >= 0 && lane < m.w + T) {
             int rr = m.z + lane;
             rr = rr >= Cap ? rr - Cap : rr;
-            if constexpr (LEAN)
-                v = *reinterpret_cast<const uint4*>(ringX + (((sl * Cap + rr) * H + c.head) * P + c.blk * kSplitRows));
-            else
-                v = *reinterpret_cast<const uint4*>(ringX + (((int64_t)sl * Cap + rr) * H + c.head) * P +
-                                                    c.blk * kSplitRows);
+            v = *reinterpret_cast<const uint4*>(ringX + (((int64_t)sl * Cap + rr) * H + c.head) * P + c.blk * kSplitRows);
         }
         return v;
     };
@@ -190,16 +158,10 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
     // ZPF: z of the lane's two rows of item c (a bf16 pair, 4-byte aligned; 0 for padding rows or without a gate)
     auto loadZ = [&](stream::ItemCursor c, int sl) {
         uint32_t z = 0u;
-        if (actTok && p.z && sl >= 0) {
-            if constexpr (LEAN)
-                z = *reinterpret_cast<const uint32_t*>(
-                    static_cast<const uint16_t*>(p.z) + (c.b * (int)p.stride_z_b + g * (int)p.stride_z_t +
-                                                         c.head * (int)p.stride_z_h + c.blk * kSplitRows + 2 * q));
-            else
-                z = *reinterpret_cast<const uint32_t*>(static_cast<const uint16_t*>(p.z) + (int64_t)c.b * p.stride_z_b +
-                                                       (int64_t)g * p.stride_z_t + (int64_t)c.head * p.stride_z_h +
-                                                       c.blk * kSplitRows + 2 * q);
-        }
+        if (actTok && p.z && sl >= 0)
+            z = *reinterpret_cast<const uint32_t*>(static_cast<const uint16_t*>(p.z) + (int64_t)c.b * p.stride_z_b +
+                                                   (int64_t)g * p.stride_z_t + (int64_t)c.head * p.stride_z_h +
+                                                   c.blk * kSplitRows + 2 * q);
         return z;
     };
     uint32_t zNext = 0u;
@@ -209,15 +171,13 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
         const int4 meta = metaC;
         const int nf = meta.y;
         const int b = cC.b, head = cC.head, vw = cC.blk * kSplitRows;
-        const int grp = LEAN ? (int)hpgDiv.div((uint32_t)head) : head / hpg;
-        // the ring's B rows of the group (flush items; LEAN forms the address only there)
-        auto ringBgOf = [&]() { return ringB + ((int64_t)(slot < 0 ? 0 : slot) * Cap * G + grp) * kN; };
-        const uint16_t* ringBg = LEAN ? nullptr : ringBgOf();
+        const int grp = head / hpg;
+        const uint16_t* ringBg = ringB + ((int64_t)(slot < 0 ? 0 : slot) * Cap * G + grp) * kN;
         // next item: rows in flight (an empty group when there are none), cursors one item ahead. A flush item first
         // stages its B_j rows into the other buffer instead; the next item's rows follow its fold.
         const bool flushItem = slot >= 0 && nf > 0;
         uint16_t* sB = reinterpret_cast<uint16_t*>(sRows(buf ^ 1));
-        if (flushItem) stageBRows(sB, LEAN ? ringBgOf() : ringBg, 0, nf, meta.z, Cap, (int64_t)G * kN, lane);
+        if (flushItem) stageBRows(sB, ringBg, 0, nf, meta.z, Cap, (int64_t)G * kN, lane);
         else if (slotN >= 0) Rows::issue(sRows(buf ^ 1), rowsOf(cN, slotN), p.stride_state_p, lane);
         if (!flushItem) async::commit();
         const int4 metaN = slotN >= 0 ? metaOf(cN) : make_int4(0, -1, 0, 0);
@@ -227,46 +187,26 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
 
         bool xIssued = false;  // XPF: the next item's x_j loads
         if (slot >= 0 && nf != kSplitSkipRow) {  // else padding row / skipped flushing row: untouched
-            uint16_t* yg = LEAN ? static_cast<uint16_t*>(p.y) + (b * (int)p.stride_y_b + g * (int)p.stride_y_t +
-                                                                 head * (int)p.stride_y_h + vw + 2 * q)
-                                : static_cast<uint16_t*>(p.y) + (int64_t)b * p.stride_y_b + (int64_t)g * p.stride_y_t +
-                                      (int64_t)head * p.stride_y_h + vw + 2 * q;
+            uint16_t* yg = static_cast<uint16_t*>(p.y) + (int64_t)b * p.stride_y_b + (int64_t)g * p.stride_y_t +
+                           (int64_t)head * p.stride_y_h + vw + 2 * q;
             if (nf < 0) {  // invalid cursors: poison, touch nothing else
                 if (actTok) yg[0] = yg[1] = floatToAct(__int_as_float(0x7fc00000), true);
             } else {
-                const float* hr = recordOf(b, head);
+                const float* hr = ws + ((size_t)b * H + head) * RW;
                 const int o = meta.z, R = meta.w + T;
                 uint4 xq;
                 if constexpr (XPF) xq = xqNext;
                 else xq = loadX(cC, slot, meta);
                 const uint32_t* Crow = reinterpret_cast<const uint32_t*>(
-                    LEAN ? static_cast<const uint16_t*>(p.Cm) + (b * (int)p.stride_C_b + grp * (int)p.stride_C_g +
-                                                                g * (int)p.stride_C_t + 2 * q)
-                         : static_cast<const uint16_t*>(p.Cm) + (int64_t)b * p.stride_C_b +
-                               (int64_t)grp * p.stride_C_g + (int64_t)g * p.stride_C_t + 2 * q);
+                    static_cast<const uint16_t*>(p.Cm) + (int64_t)b * p.stride_C_b + (int64_t)grp * p.stride_C_g +
+                    (int64_t)g * p.stride_C_t + 2 * q);
                 float gam, cf[8];  // gamma_s and the coefficients of the lane's token, records 8c + 2q, + 1
                 auto loadHeadRecords = [&]() {
                     gam = actTok ? hr[g] : 0.f;
-                    if (LEAN && (RM & 1) == 0) {  // records 8c + 2q, + 1 as one 8-byte load (even offsets)
 #pragma unroll
-                        for (int c = 0; c < 4; ++c) {
-                            // Words past R are stale (not this step's), so the loads are predicated on the index, never
-                            // the loaded value masked: a select on the value made the warp wait for the load right
-                            // there, before the item's other loads were issued (measured 12% slower, device call 7).
-                            const int j = 8 * c + 2 * q;
-                            const float* src = hr + kSplitCoef + g * RM + j;
-                            float2 w = make_float2(0.f, 0.f);
-                            if (actTok && j + 1 < R) w = *reinterpret_cast<const float2*>(src);
-                            else if (actTok && j < R) w.x = *src;
-                            cf[2 * c] = w.x;
-                            cf[2 * c + 1] = w.y;
-                        }
-                    } else {
-#pragma unroll
-                        for (int i = 0; i < 8; ++i) {
-                            const int j = 8 * (i >> 1) + 2 * q + (i & 1);
-                            cf[i] = (actTok && j < R) ? hr[kSplitCoef + g * RM + j] : 0.f;
-                        }
+                    for (int i = 0; i < 8; ++i) {
+                        const int j = 8 * (i >> 1) + 2 * q + (i & 1);
+                        cf[i] = (actTok && j < R) ? hr[kSplitCoef + g * RM + j] : 0.f;
                     }
                 };
                 if constexpr (ZPF) loadHeadRecords();  // before the C_g loads: their round trips overlap
@@ -326,19 +266,19 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
                     float y1 = fmaf(gam, accE[1] + accO[1], accR[1]);
                     if constexpr (ZPF) {
                         if (p.z) {
-                            y0 *= gateSilu<LEAN>(actToFloat((uint16_t)(zc & 0xFFFFu), true));
-                            y1 *= gateSilu<LEAN>(actToFloat((uint16_t)(zc >> 16), true));
+                            y0 *= siluF(actToFloat((uint16_t)(zc & 0xFFFFu), true));
+                            y1 *= siluF(actToFloat((uint16_t)(zc >> 16), true));
                         }
                     } else if constexpr (XPF) {
                         if (p.z) {
-                            y0 *= gateSilu<LEAN>(actToFloat((uint16_t)(zw & 0xFFFFu), true));
-                            y1 *= gateSilu<LEAN>(actToFloat((uint16_t)(zw >> 16), true));
+                            y0 *= siluF(actToFloat((uint16_t)(zw & 0xFFFFu), true));
+                            y1 *= siluF(actToFloat((uint16_t)(zw >> 16), true));
                         }
                     } else if (p.z) {
                         const uint16_t* zg = static_cast<const uint16_t*>(p.z) + (int64_t)b * p.stride_z_b +
                                              (int64_t)g * p.stride_z_t + (int64_t)head * p.stride_z_h + vw + 2 * q;
-                        y0 *= gateSilu<LEAN>(actToFloat(zg[0], true));
-                        y1 *= gateSilu<LEAN>(actToFloat(zg[1], true));
+                        y0 *= siluF(actToFloat(zg[0], true));
+                        y1 *= siluF(actToFloat(zg[1], true));
                     }
                     yg[0] = floatToAct(y0, true);
                     yg[1] = floatToAct(y1, true);
@@ -388,7 +328,7 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
                         }
                         foldWeights(a, xb[2], xb[3], fw);
                         __syncwarp();  // every lane is done with the first chunk's rows
-                        stageBRows(sB, LEAN ? ringBgOf() : ringBg, kChunk, nf, o, Cap, (int64_t)G * kN, lane);
+                        stageBRows(sB, ringBg, kChunk, nf, o, Cap, (int64_t)G * kN, lane);
                         async::waitAll();
                         __syncwarp();
 #pragma unroll 2
