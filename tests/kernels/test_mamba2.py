@@ -811,11 +811,12 @@ MMA_PIPE_IDS = ["mma", "mma-hrc", "mma-nozpf", "mma-noxpf", "plain"]
 
 
 @pytest.mark.parametrize("T", [4, 8], ids=["T4", "T8"])
-def test_mma_readout_zpf_instance_runs(T):
+def test_mma_readout_zpf_instance_runs(T, monkeypatch):
     """The launcher's ZPF rule (fp32 rows, 4-byte aligned z pairs, C / x loads on) is silent when it fails, so check
     which readout instance ran (torch profiler) at the bench's Super shape (fp32 rows, bf16 activations, z, L = 16):
     the ZPF instance, at T = 4 and T = 8."""
     skip_under_sanitizer()
+    monkeypatch.delenv("RSSM_MAMBA2_MMA_HRC", raising=False)
     import replayssm_trtllm.ops.commit  # noqa: F401
     import replayssm_trtllm.ops.mamba2  # noqa: F401
     from replayssm_trtllm.bench import mamba2 as bm2
