@@ -216,14 +216,6 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
         rawNN = it + 3 * nw < items ? rawSlot(walk.next(cNN).b) : -1;
 
         bool xIssued = false;  // XPF: the next item's x_j loads
-        // (HRC) valid rows: wait for this item's rows and head record (every group but the newest: the next item's rows
-        // or this item's B_j chunk) and read the record; the next item's record is copied at the end of the item (where
-        // fewer registers are live: copying it here spilled 44 bytes)
-        auto headRecordTurn = [&](auto&& read) {
-            async::waitAllButOne();
-            __syncwarp();
-            read();
-        };
         if (slot >= 0 && nf != kSplitSkipRow) {  // else padding row / skipped flushing row: untouched
             uint16_t* yg = static_cast<uint16_t*>(p.y) + (int64_t)b * p.stride_y_b + (int64_t)g * p.stride_y_t +
                            (int64_t)head * p.stride_y_h + vw + 2 * q;
@@ -278,14 +270,14 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
                         mmaTf32(accR, tf32(cf[2 * c]), tf32(cf[2 * c + 1]), xb[c] << 16, xb[c] & 0xffff0000u);
                     }
                 };
-                // (HRC: the wait for this item's rows and head record; the coefficient products after the state
-                // products, from the shared-memory copy, when the C_g registers are free)
-                if constexpr (HRC) headRecordTurn([] {});
-                else coefProducts();
-                if constexpr (!HRC) {  // (HRC: complete since the head-record turn)
-                    async::waitAllButOne();  // this item's rows (the next item's rows / B_j chunk may be in flight)
-                    __syncwarp();
-                }
+                // (HRC: the coefficient products after the state products, from the shared-memory copy of the head
+                // record, when the C_g registers are free)
+                if constexpr (!HRC) coefProducts();
+                // this item's rows (HRC: and its head record, a group committed before the newest), while the next
+                // item's rows / B_j chunk may be in flight. HRC copies the next item's record at the end of the item,
+                // where fewer registers are live (copying it here spilled 44 bytes).
+                async::waitAllButOne();
+                __syncwarp();
                 const ST* rowG = sRows(buf) + g * Rows::kStride;
 #pragma unroll
                 for (int k = 0; k < kKT; ++k) {
