@@ -73,12 +73,8 @@ int splitMaxRecords();
 // dynamic shared memory per CTA (splitReadoutThreads() threads).
 // hoistC: RSSM_MAMBA2_MMA_CHOIST (default on); prefetchX: RSSM_MAMBA2_MMA_XPF (default on: the next item's x_j and
 // this item's z loaded early; mamba2_split_mma_kernel.cuh; measured 0-0.5% faster at T = 4, 3% at T = 8)
-// hrc: take the HRC instance where it exists (fp32 rows with ZPF; the caller checks its size rule); *hrcUsed says
-// whether it was taken (its shared memory per warp is larger: splitMmaReadoutSmemBytes(..., true)).
-const void* splitMmaReadoutKernel(int stateDtype, int dstate, bool hoistC, bool prefetchX, bool zPairs, bool hrc,
-                                  bool* hrcUsed);
-size_t splitMmaReadoutSmemBytes(int stateDtype, bool hrc);
-int splitMmaReadoutHrMaxCoefWords();  // HRC: T (window + T) at most this
+const void* splitMmaReadoutKernel(int stateDtype, int dstate, bool hoistC, bool prefetchX, bool zPairs);
+size_t splitMmaReadoutSmemBytes(int stateDtype);
 size_t splitPrepSmemBytes(int window, int numTokens, int dstate, int headdim, int headsPerGroup);
 int splitHeadsPerPrep();
 int splitReadoutThreads();

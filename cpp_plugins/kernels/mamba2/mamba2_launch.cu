@@ -458,21 +458,14 @@ int launchSplitReadout(const char* op, Mamba2ReplayParams& q, stream::ReadCopySc
         // z read as 4-byte pairs (the rows an item's lane owns are 2q, 2q + 1 of 8; no gate counts as aligned)
         const bool zPairs = q.z == nullptr || (((uintptr_t)q.z % 4) == 0 && q.stride_z_b % 2 == 0 &&
                                                q.stride_z_t % 2 == 0 && q.stride_z_h % 2 == 0);
-        // HRC (opt-in, RSSM_MAMBA2_MMA_HRC=1; read per launch): the head records through the warp's shared memory one
-        // item ahead, where the coefficient rows fit its buffer (T (window + T) <= 88 words) and the workspace is
-        // 16-byte aligned (16-byte copies)
-        const bool hrc = envSwitch("RSSM_MAMBA2_MMA_HRC", false) &&
-                         q.num_tokens * (q.window + q.num_tokens) <= splitMmaReadoutHrMaxCoefWords() &&
-                         ((uintptr_t)q.workspace % 16) == 0;
-        bool hrcUsed = false;
         const void* mk = q.act_dtype == RSSM_DTYPE_BF16 && aligned && chunks && !q.skip_flush_rows
                              ? splitMmaReadoutKernel(q.state_dtype, q.dstate, envSwitch("RSSM_MAMBA2_MMA_CHOIST", true),
-                                                     envSwitch("RSSM_MAMBA2_MMA_XPF", true), zPairs, hrc, &hrcUsed)
+                                                     envSwitch("RSSM_MAMBA2_MMA_XPF", true), zPairs)
                              : nullptr;
         if (mk) {
             const long long items = (long long)q.batch * q.nheads * (q.headdim / splitRows());
             const int warps = splitReadoutThreads() / 32;
-            const size_t smem = splitMmaReadoutSmemBytes(q.state_dtype, hrcUsed);
+            const size_t smem = splitMmaReadoutSmemBytes(q.state_dtype);
             if (!allowSmem(mk, smem))
                 return setError(RSSM_ERR_CUDA, "%s: cannot raise the shared-memory limit of the split mma readout", op);
             const int g = persistentGrid(mk, splitReadoutThreads(), smem, (items + warps - 1) / warps);

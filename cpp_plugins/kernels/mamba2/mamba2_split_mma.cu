@@ -9,17 +9,12 @@ namespace rssm {
 namespace mamba2 {
 namespace {
 template <typename ST>
-const void* entry(bool hoistC, bool prefetchX, bool zPairs, bool hrc, bool* hrcUsed) {
-    *hrcUsed = false;
+const void* entry(bool hoistC, bool prefetchX, bool zPairs) {
     // fp32 rows with the default C / x loads and 4-byte aligned z pairs: z one item ahead and the head records before
     // C (mamba2SplitReadoutMmaStagedKernel's ZPF); RSSM_MAMBA2_MMA_ZPF=0 (A/B, read per launch) turns it off
     if constexpr (std::is_same<ST, float>::value) {
-        if (hoistC && prefetchX && zPairs && envSwitch("RSSM_MAMBA2_MMA_ZPF", true)) {
-            // HRC (opt-in, thirty-fourth session): the head records through shared memory one item ahead
-            *hrcUsed = hrc;
-            return hrc ? reinterpret_cast<const void*>(&mamba2SplitReadoutMmaStagedKernel<ST, true, true, true, true>)
-                       : reinterpret_cast<const void*>(&mamba2SplitReadoutMmaStagedKernel<ST, true, true, true>);
-        }
+        if (hoistC && prefetchX && zPairs && envSwitch("RSSM_MAMBA2_MMA_ZPF", true))
+            return reinterpret_cast<const void*>(&mamba2SplitReadoutMmaStagedKernel<ST, true, true, true>);
     }
     if (prefetchX)
         return hoistC ? reinterpret_cast<const void*>(&mamba2SplitReadoutMmaStagedKernel<ST, true, true>)
@@ -29,22 +24,18 @@ const void* entry(bool hoistC, bool prefetchX, bool zPairs, bool hrc, bool* hrcU
 }
 }  // namespace
 
-const void* splitMmaReadoutKernel(int stateDtype, int dstate, bool hoistC, bool prefetchX, bool zPairs, bool hrc,
-                                  bool* hrcUsed) {
-    *hrcUsed = false;
+const void* splitMmaReadoutKernel(int stateDtype, int dstate, bool hoistC, bool prefetchX, bool zPairs) {
     if (dstate != mmareadout::kN) return nullptr;
     switch (stateDtype) {
-        case RSSM_DTYPE_FP32: return entry<float>(hoistC, prefetchX, zPairs, hrc, hrcUsed);
-        case RSSM_DTYPE_FP16: return entry<__half>(hoistC, prefetchX, zPairs, false, hrcUsed);
-        case RSSM_DTYPE_BF16: return entry<__nv_bfloat16>(hoistC, prefetchX, zPairs, false, hrcUsed);
+        case RSSM_DTYPE_FP32: return entry<float>(hoistC, prefetchX, zPairs);
+        case RSSM_DTYPE_FP16: return entry<__half>(hoistC, prefetchX, zPairs);
+        case RSSM_DTYPE_BF16: return entry<__nv_bfloat16>(hoistC, prefetchX, zPairs);
         default: return nullptr;
     }
 }
-int splitMmaReadoutHrMaxCoefWords() { return mmareadout::kHrMaxCoefWords; }
-size_t splitMmaReadoutSmemBytes(int stateDtype, bool hrc) {
-    const int perWarp = stateDtype == RSSM_DTYPE_FP32
-                            ? (hrc ? mmareadout::warpBytes<float, true>() : mmareadout::stagedWarpBytes<float>())
-                            : mmareadout::stagedWarpBytes<__half>();
+size_t splitMmaReadoutSmemBytes(int stateDtype) {
+    const int perWarp = stateDtype == RSSM_DTYPE_FP32 ? mmareadout::stagedWarpBytes<float>()
+                                                      : mmareadout::stagedWarpBytes<__half>();
     return (size_t)(mmareadout::kCtaThreads / 32) * perWarp;
 }
 

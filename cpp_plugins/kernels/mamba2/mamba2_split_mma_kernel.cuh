@@ -70,12 +70,6 @@ __device__ __forceinline__ void foldWeights(uint32_t (&a)[3][4], uint32_t xr0, u
 
 template <typename ST>
 __host__ __device__ constexpr int stagedWarpBytes() { return 2 * SmemRows<ST>::kBufBytes + kXBytes; }
-// (HRC) the warp's head-record buffer: gamma (8 words) and the T coefficient rows (T (window + T) <= 88 words,
-// launcher), 384 bytes: 8 warps x (9,216 + 384) + 1 KB reserved = 77,824 bytes per CTA, still 3 CTAs per SM (233,472).
-constexpr int kHrWords = 96;
-constexpr int kHrMaxCoefWords = kHrWords - 8;
-template <typename ST, bool HRC>
-__host__ __device__ constexpr int warpBytes() { return stagedWarpBytes<ST>() + (HRC ? kHrWords * 4 : 0); }
 
 
 }  // namespace mmareadout
@@ -107,23 +101,14 @@ __host__ __device__ constexpr int warpBytes() { return stagedWarpBytes<ST>() + (
 // Also measured in the twenty-second session and removed: flush items prefetching the next item's rows into L2 before
 // their fold (within 1%, slower), and C_g loaded one item ahead with the coefficient products after the state
 // products (78 bytes of spills at the 80-register bound: 25-35% slower).
-// HRC (thirty-fourth session; opt-in, RSSM_MAMBA2_MMA_HRC=1, fp32 rows with ZPF, T (window + T) <= 88): the next
-// item's head record (gamma and the coefficient rows) is copied into the warp's shared memory by cp.async (one 16-byte
-// piece per lane) in its own commit group right after this item has read its own copy, so that the next item finds it
-// complete at the wait that completes its rows; the coefficients are then read from shared memory instead of global
-// loads issued in the same item, whose first use was 17-22% of the stall samples (docs/kernels-mamba2.md
-// "Thirty-fourth session"). Unlike the twenty-second session's HSM (bulk copies on an mbarrier, a proxy fence per
-// item: 3-5% slower), no barrier or fence beyond the cp.async groups the rows already use.
-template <typename ST, bool CHOIST, bool XPF, bool ZPF = false, bool HRC = false>
+template <typename ST, bool CHOIST, bool XPF, bool ZPF = false>
 __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
     mamba2SplitReadoutMmaStagedKernel(const Mamba2ReplayParams p) {
     using namespace mmareadout;
     using Rows = SmemRows<ST>;
     extern __shared__ __align__(16) unsigned char smemSplitMmaStaged[];
     const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-    static_assert(!HRC || (std::is_same<ST, float>::value && ZPF), "HRC: the fp32 ZPF instance");
-    unsigned char* wsm = smemSplitMmaStaged + (threadIdx.x >> 5) * warpBytes<ST, HRC>();
-    float* sHr = reinterpret_cast<float*>(wsm + stagedWarpBytes<ST>());  // (HRC) [8] gamma, [8 + s RM + j] coef
+    unsigned char* wsm = smemSplitMmaStaged + (threadIdx.x >> 5) * stagedWarpBytes<ST>();
     auto sRows = [&](int i) { return reinterpret_cast<ST*>(wsm + i * Rows::kBufBytes); };
     uint16_t* sX = reinterpret_cast<uint16_t*>(wsm + 2 * Rows::kBufBytes);  // [32 records][8 rows]
     const int H = p.nheads, P = p.headdim, T = p.num_tokens, G = p.ngroups, Cap = p.ring_capacity;
@@ -158,21 +143,6 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
     int rawNN = it + 2 * nw < items ? rawSlot(walk.next(cN).b) : -1;  // validated one item later (load latency)
     pdlWaitPrimary();
     int4 metaC = slotC >= 0 ? metaOf(cC) : make_int4(0, -1, 0, 0);
-    // (HRC) item c's gamma (record words 0-7) and coefficient rows (words 16 .. 16 + T RM, whole 16-byte pieces: the
-    // fold weights follow them in the record) into sHr, one piece per lane, nothing for a padding row. Its own group.
-    auto issueHeadRecord = [&](stream::ItemCursor c, int sl) {
-        if (sl >= 0) {
-            const float* rec = ws + (int64_t)(c.b * H + c.head) * RW;  // (b H + head < 2^31: items < 2^31)
-            const int pieces = 2 + (T * RM + 3) / 4;  // <= 24 (launcher)
-            if (lane < pieces) {
-                const int src = lane < 2 ? 4 * lane : kSplitCoef + 4 * (lane - 2);
-                const int dst = lane < 2 ? 4 * lane : 8 + 4 * (lane - 2);
-                async::copy16(sHr + dst, rec + src);
-            }
-        }
-        async::commit();
-    };
-    if constexpr (HRC) issueHeadRecord(cC, slotC);
     // x_j[8 rows] of record `lane` of item c (o = m.z, h = m.w; nothing for padding / skipped / invalid rows)
     auto loadX = [&](stream::ItemCursor c, int sl, int4 m) {
         uint4 v = make_uint4(0u, 0u, 0u, 0u);
@@ -239,7 +209,7 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
                         cf[i] = (actTok && j < R) ? hr[kSplitCoef + g * RM + j] : 0.f;
                     }
                 };
-                if constexpr (ZPF && !HRC) loadHeadRecords();  // before the C_g loads: their round trips overlap
+                if constexpr (ZPF) loadHeadRecords();  // before the C_g loads: their round trips overlap
                 uint32_t cw[2 * kKT];  // C_g pairs of this lane's token: columns 16k + 2q, + 1 and 16k + 8 + 2q, + 1
                 if constexpr (CHOIST) {
 #pragma unroll
@@ -263,20 +233,12 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
                 uint32_t xb[4];
                 ldmatrixX4Trans(xb, sX + lane * kSplitRows);
                 float accE[4] = {0.f, 0.f, 0.f, 0.f}, accO[4] = {0.f, 0.f, 0.f, 0.f}, accR[4] = {0.f, 0.f, 0.f, 0.f};
-                auto coefProducts = [&]() {
 #pragma unroll
-                    for (int c = 0; c < 4; ++c) {
-                        if (8 * c >= R) break;
-                        mmaTf32(accR, tf32(cf[2 * c]), tf32(cf[2 * c + 1]), xb[c] << 16, xb[c] & 0xffff0000u);
-                    }
-                };
-                // (HRC: the coefficient products after the state products, from the shared-memory copy of the head
-                // record, when the C_g registers are free)
-                if constexpr (!HRC) coefProducts();
-                // this item's rows (HRC: and its head record, a group committed before the newest), while the next
-                // item's rows / B_j chunk may be in flight. HRC copies the next item's record at the end of the item,
-                // where fewer registers are live (copying it here spilled 44 bytes).
-                async::waitAllButOne();
+                for (int c = 0; c < 4; ++c) {
+                    if (8 * c >= R) break;
+                    mmaTf32(accR, tf32(cf[2 * c]), tf32(cf[2 * c + 1]), xb[c] << 16, xb[c] & 0xffff0000u);
+                }
+                async::waitAllButOne();  // this item's rows (the next item's rows / B_j chunk may be in flight)
                 __syncwarp();
                 const ST* rowG = sRows(buf) + g * Rows::kStride;
 #pragma unroll
@@ -293,15 +255,6 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
                     Rows::read(v, rowG, k, q);
                     mmaTf32(accE, c0 << 16, c0 & 0xffff0000u, tf32(v[0]), tf32(v[1]));
                     mmaTf32(accO, c1 << 16, c1 & 0xffff0000u, tf32(v[2]), tf32(v[3]));
-                }
-                if constexpr (HRC) {
-                    gam = actTok ? sHr[g] : 0.f;
-#pragma unroll
-                    for (int i = 0; i < 8; ++i) {
-                        const int j = 8 * (i >> 1) + 2 * q + (i & 1);
-                        cf[i] = (actTok && j < R) ? sHr[8 + g * RM + j] : 0.f;
-                    }
-                    coefProducts();
                 }
                 if constexpr (XPF) {
                     xqNext = loadX(cN, slotN, metaN);
@@ -403,7 +356,6 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
             async::commit();
         }
         __syncwarp();  // this item's buffers are rewritten by the item after next / the next item's x
-        if constexpr (HRC) issueHeadRecord(cN, slotN);  // (every lane has read sHr: the barrier above)
         cC = cN;
         cN = cNN;
         slotC = slotN;
