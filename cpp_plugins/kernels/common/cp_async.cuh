@@ -45,6 +45,14 @@ __device__ __forceinline__ void copy4ZeroIf(bool pred, void* dst, const void* sr
         "l"(src), "r"((int)pred), "r"((int)zero)
         : "memory");
 }
+// 16-byte copy that writes zeros instead of reading src where `zero` (ignore-src; src is then never dereferenced).
+__device__ __forceinline__ void copy16ZeroIf(void* dst, const void* src, bool zero) {
+    asm volatile(
+        "{\n .reg .pred z;\n setp.ne.b32 z, %2, 0;\n cp.async.cg.shared.global [%0], [%1], 16, z;\n}\n" ::"r"(
+            smemAddr(dst)),
+        "l"(src), "r"((int)zero)
+        : "memory");
+}
 __device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 // Waits for every cp.async this thread issued (the caller then synchronizes the CTA).
 __device__ __forceinline__ void waitAll() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }

@@ -55,8 +55,36 @@ using mmarows::mmaTf32;
 using mmarows::SmemRows;
 using mmarows::tf32;
 
-// B_j rows of records c0 .. c0 + 15 of the ring into a warp's staging rows (common/fold_mma.cuh).
-using foldmma::stageBRows;
+constexpr int kFwBytes = kChunk * 4;  // a chunk's fold weights (fp32)
+
+// One 16-record fold chunk into a warp's shared memory, one cp.async group: the B_j rows of records c0 .. c0 + 15
+// (sB, kBStride apart; zero rows from record nf on: their weight is zero, and 0 x stale bits could be NaN) and their
+// fold weights fw_j (sFw[16]; zero from nf on). B_j of record j is at ringB + ((o + j) mod cap) x rowStride. Lane
+// (v = lane % 16, j0 = lane / 16) copies piece v of records c0 + j0 + 2m, m < 8: the warp's copy m is two whole rows
+// (coalesced), and a lane's source is one 32-bit multiply-add per copy (no division, no 64-bit product: ~5 warp
+// instructions per copy where foldmma::stageBRows's general loop took ~23; thirty-fifth session). The weights come in
+// the same group, so the fold reads them from shared memory after the wait that covers the rows; loaded from the head
+// record after the output instead, their L2 round trip was the largest stall of a flush item (14% of the all-flush
+// readout's stall samples, thirty-fourth session's source counters).
+__device__ __forceinline__ void stageFoldChunk(uint16_t* sB, float* sFw, const uint16_t* ringB, const float* fwp, int c0,
+                                               int nf, int o, int cap, int rowStride, int lane) {
+    constexpr int kVec = kN / 8;  // 16-byte pieces per B row
+    static_assert(kVec * 2 == 32 && kChunk % 2 == 0, "two B rows per warp copy");
+    const int v = lane & (kVec - 1), j0 = lane >> 4;
+    const int n = nf - c0;  // records of this chunk (may exceed kChunk)
+    const unsigned char* src = reinterpret_cast<const unsigned char*>(ringB + v * 8);
+    uint16_t* dst = sB + j0 * kBStride + v * 8;
+    const int r0 = o + c0 + j0;  // < 2 cap for every copied record
+    const unsigned rowBytes = 2u * (unsigned)rowStride;
+#pragma unroll
+    for (int m = 0; m < kChunk / 2; ++m) {
+        const int rr = r0 + 2 * m;
+        const unsigned rw = (unsigned)(rr >= cap ? rr - cap : rr);
+        async::copy16ZeroIf(dst + 2 * m * kBStride, src + rw * rowBytes, j0 + 2 * m >= n);
+    }
+    if (lane < kChunk) async::copy4ZeroIf(true, sFw + lane, fwp + c0 + lane, lane >= n);
+    async::commit();
+}
 
 // The fold's A fragments (rows x records) of one 16-record chunk: W[row g][j] = fw_j x_j[row g] for the records
 // c0 + 2q, + 1 and c0 + 8 + 2q, + 1 (common/mma_rows.cuh: three bf16 terms each). xr0 / xr1: those records'
@@ -69,7 +97,7 @@ __device__ __forceinline__ void foldWeights(uint32_t (&a)[3][4], uint32_t xr0, u
 }
 
 template <typename ST>
-__host__ __device__ constexpr int stagedWarpBytes() { return 2 * SmemRows<ST>::kBufBytes + kXBytes; }
+__host__ __device__ constexpr int stagedWarpBytes() { return 2 * SmemRows<ST>::kBufBytes + kXBytes + kFwBytes; }
 
 
 }  // namespace mmareadout
@@ -111,6 +139,7 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
     unsigned char* wsm = smemSplitMmaStaged + (threadIdx.x >> 5) * stagedWarpBytes<ST>();
     auto sRows = [&](int i) { return reinterpret_cast<ST*>(wsm + i * Rows::kBufBytes); };
     uint16_t* sX = reinterpret_cast<uint16_t*>(wsm + 2 * Rows::kBufBytes);  // [32 records][8 rows]
+    float* sFw = reinterpret_cast<float*>(wsm + 2 * Rows::kBufBytes + kXBytes);  // a fold chunk's weights
     const int H = p.nheads, P = p.headdim, T = p.num_tokens, G = p.ngroups, Cap = p.ring_capacity;
     const int hpg = H / G;
     const int nrb = P / kSplitRows;
@@ -177,7 +206,9 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
         // stages its B_j rows into the other buffer instead; the next item's rows follow its fold.
         const bool flushItem = slot >= 0 && nf > 0;
         uint16_t* sB = reinterpret_cast<uint16_t*>(sRows(buf ^ 1));
-        if (flushItem) stageBRows(sB, ringBg, 0, nf, meta.z, Cap, (int64_t)G * kN, lane);
+        if (flushItem)
+            stageFoldChunk(sB, sFw, ringBg, ws + ((size_t)b * H + head) * RW + kSplitCoef + T * RM, 0, nf, meta.z, Cap,
+                           G * kN, lane);
         else if (slotN >= 0) Rows::issue(sRows(buf ^ 1), rowsOf(cN, slotN), p.stride_state_p, lane);
         if (!flushItem) async::commit();
         const int4 metaN = slotN >= 0 ? metaOf(cN) : make_int4(0, -1, 0, 0);
@@ -286,17 +317,22 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
                 if (nf > 0) {  // warp-uniform: fold the committed records into the rows, store them
                     const float gf = __int_as_float(meta.x);
                     const float* fwp = hr + kSplitCoef + T * RM;
+                    ST* ckRow = rowsOf(cC, slot) + (int64_t)g * p.stride_state_p;
+                    async::waitAll();  // the B_j chunk and its weights
+                    __syncwarp();
+                    // the weights of records 2q, 2q + 1, 8 + 2q, 9 + 2q (zero from nf on)
+                    auto chunkWeights = [&](float (&fw)[4]) {
+                        const float2 w0 = *reinterpret_cast<const float2*>(sFw + 2 * q);
+                        const float2 w1 = *reinterpret_cast<const float2*>(sFw + 8 + 2 * q);
+                        fw[0] = w0.x;
+                        fw[1] = w0.y;
+                        fw[2] = w1.x;
+                        fw[3] = w1.y;
+                    };
                     float fw[4];
-#pragma unroll
-                    for (int i = 0; i < 4; ++i) {
-                        const int j = (i >> 1) * 8 + 2 * q + (i & 1);
-                        fw[i] = j < nf ? fwp[j] : 0.f;
-                    }
+                    chunkWeights(fw);
                     uint32_t a[3][4];
                     foldWeights(a, xb[0], xb[1], fw);
-                    ST* ckRow = rowsOf(cC, slot) + (int64_t)g * p.stride_state_p;
-                    async::waitAll();  // the B_j chunk
-                    __syncwarp();
                     if (nf <= kChunk) {  // one chunk (L <= 16): column tile by column tile from the staged rows
 #pragma unroll 2
                         for (int k = 0; k < kKT; ++k) {
@@ -321,16 +357,12 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
                             *reinterpret_cast<float2*>(rowW + 16 * k + 2 * q) = make_float2(v[0], v[1]);
                             *reinterpret_cast<float2*>(rowW + 16 * k + 8 + 2 * q) = make_float2(v[2], v[3]);
                         }
-#pragma unroll
-                        for (int i = 0; i < 4; ++i) {
-                            const int j = kChunk + (i >> 1) * 8 + 2 * q + (i & 1);
-                            fw[i] = j < nf ? fwp[j] : 0.f;
-                        }
-                        foldWeights(a, xb[2], xb[3], fw);
-                        __syncwarp();  // every lane is done with the first chunk's rows
-                        stageBRows(sB, ringBg, kChunk, nf, o, Cap, (int64_t)G * kN, lane);
+                        __syncwarp();  // every lane is done with the first chunk's rows and weights
+                        stageFoldChunk(sB, sFw, ringBg, fwp, kChunk, nf, o, Cap, G * kN, lane);
                         async::waitAll();
                         __syncwarp();
+                        chunkWeights(fw);
+                        foldWeights(a, xb[2], xb[3], fw);
 #pragma unroll 2
                         for (int k = 0; k < kKT; ++k) {
                             float v[4];
