@@ -198,7 +198,9 @@ bool useVerifyMma(const GdnReplayParams& p) {
                        p.k_stride_t % 4 == 0 && p.k_stride_h % 4 == 0 && p.q_stride_b % 4 == 0 &&
                        p.q_stride_t % 4 == 0 && p.q_stride_h % 4 == 0 && ((uintptr_t)p.v % 4) == 0 &&
                        p.v_stride_b % 2 == 0 && p.v_stride_t % 2 == 0 && p.v_stride_h % 2 == 0;
-    return rowsAligned && pairs && (es == 4 || p.window <= 16);
+    // the fold's key staging forms a record's offset in 32 bits (foldmma::stageFoldChunk)
+    const bool ringOffsets32 = (uint64_t)p.ring_k_stride_rec * 2u * (uint64_t)p.ring_capacity < (1ull << 32);
+    return rowsAligned && pairs && ringOffsets32 && (es == 4 || p.window <= 16);
 }
 cudaError_t launchVerifyMma(const GdnReplayParams& p, int smCount, cudaStream_t s) {
     // The u_j prefetch: default for T <= 4 (3 CTAs per SM: 1.5-2% faster), not for T > 4 (2 CTAs per SM, 128
@@ -207,7 +209,7 @@ cudaError_t launchVerifyMma(const GdnReplayParams& p, int smCount, cudaStream_t 
     const bool prefetchU = envSwitch("RSSM_GDN_VERIFY_UPF", p.num_tokens <= 4);
     const void* kernel = verifyMmaKernel(p.state_dtype, p.num_tokens, prefetchU);
     const int threads = verifyMmaThreads();
-    const size_t smem = verifyMmaSmemBytes(p.state_dtype);
+    const size_t smem = verifyMmaSmemBytes(p.state_dtype, p.num_tokens);
     cudaError_t e = allowDynamicSmem(kernel, smem);
     if (e != cudaSuccess) return e;
     const int grid =

@@ -28,7 +28,7 @@ int replaySplitReadCopy(const GdnReplayParams& q, const stream::ReadCopyScales& 
 // bf16; NULL otherwise) and token count (<= 8), its dynamic shared memory per CTA and its CTA size. prefetchU: the
 // next item's u_j block loaded during the current item (default for T <= 4; RSSM_GDN_VERIFY_UPF=1/0 forces it).
 const void* verifyMmaKernel(int stateDtype, int numTokens, bool prefetchU);
-size_t verifyMmaSmemBytes(int stateDtype);
+size_t verifyMmaSmemBytes(int stateDtype, int numTokens);
 int verifyMmaThreads();
 // The read-copy readout on tensor cores (gdn_read_mma.cu; standard steps, skip_flush_rows, K = 128): its kernel for
 // an fp16 / fp8_e4m3 / nvfp4 read copy (NULL otherwise) and window (<= 32), *smem its dynamic shared memory per CTA;

@@ -28,8 +28,11 @@ const void* verifyMmaKernel(int stateDtype, int numTokens, bool prefetchU) {
         default: return nullptr;
     }
 }
-size_t verifyMmaSmemBytes(int stateDtype) {
-    const int perWarp = stateDtype == RSSM_DTYPE_FP32 ? mmaverify::warpBytes<float>() : mmaverify::warpBytes<__half>();
+size_t verifyMmaSmemBytes(int stateDtype, int numTokens) {
+    const bool w = numTokens > 4;  // the MAXT = 8 instances stage their fold weights (kStageW)
+    const int perWarp = stateDtype == RSSM_DTYPE_FP32
+                            ? (w ? mmaverify::warpBytes<float, true>() : mmaverify::warpBytes<float, false>())
+                            : (w ? mmaverify::warpBytes<__half, true>() : mmaverify::warpBytes<__half, false>());
     return (size_t)(mmaverify::kCtaThreads / 32) * perWarp;
 }
 int verifyMmaThreads() { return mmaverify::kCtaThreads; }

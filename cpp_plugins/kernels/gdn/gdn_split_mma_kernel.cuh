@@ -36,8 +36,11 @@ constexpr int kUBytes = kSplitMaxRecords * kSplitRows * 2;  // [32 records][8 ro
 constexpr int kSubBytes = 16 * kSplitRows * 4;               // [16 vectors][8 rows] fp32 E, aliases the u_j block
 static_assert(kSubBytes <= kUBytes, "the substitution block reuses the u_j block");
 static_assert(kSplitRows == mmarows::kRows, "items of 8 rows");
-template <typename ST>
-__host__ __device__ constexpr int warpBytes() { return 2 * mmarows::SmemRows<ST>::kBufBytes + kUBytes; }
+// STAGEW: a flush item stages its fold weights with its keys (foldmma::stageFoldChunk; the MAXT = 8 instances)
+template <typename ST, bool STAGEW>
+__host__ __device__ constexpr int warpBytes() {
+    return 2 * mmarows::SmemRows<ST>::kBufBytes + kUBytes + (STAGEW ? foldmma::kFwBytes : 0);
+}
 
 // fp16 pair (lo, hi) as two fp32 values (exact; fp16 has TF32's 10 mantissa bits, so the TF32 operand is exact too).
 __device__ __forceinline__ float2 halfPair(uint32_t v) { return __half22float2(*reinterpret_cast<const __half2*>(&v)); }
@@ -62,12 +65,18 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
     using namespace mmaverify;
     using Rows = mmarows::SmemRows<ST>;
     constexpr bool kTall = MAXT > 4;  // vectors in rows g + 8 of the M tile
+    // A flush item stages its fold weights with its keys in one cp.async group and reads them after the wait
+    // (foldmma::stageFoldChunk), MAXT = 8 only: side by side on the H200 (thirty-fifth session) the T = 8 steps with
+    // flushes were 2-4% faster, the T = 4 ones (MAXT = 4 instance) 1-3% slower, also where few items flush.
+    constexpr bool kStageW = kTall;
     extern __shared__ __align__(16) unsigned char smemGdnVerifyMma[];
     const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-    unsigned char* wsm = smemGdnVerifyMma + (threadIdx.x >> 5) * warpBytes<ST>();
+    unsigned char* wsm = smemGdnVerifyMma + (threadIdx.x >> 5) * warpBytes<ST, kStageW>();
     auto sRows = [&](int i) { return reinterpret_cast<ST*>(wsm + i * Rows::kBufBytes); };
     uint16_t* sU = reinterpret_cast<uint16_t*>(wsm + 2 * Rows::kBufBytes);  // [32 records][8 rows] fp16
     float* sSub = reinterpret_cast<float*>(sU);  // [16 vectors][8 rows]: once the u_j fragments are in registers
+    // (kStageW) a fold chunk's weights
+    auto sFw = [&]() { return reinterpret_cast<float*>(wsm + 2 * Rows::kBufBytes + kUBytes); };
     const int HV = p.num_v_heads, T = p.num_tokens, C = p.ring_capacity;
     const int group = HV / p.num_heads;
     const int nrb = p.head_v / kSplitRows;
@@ -136,7 +145,13 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
         // stages its raw keys into the other buffer instead; the next item's rows follow its fold.
         const bool flushItem = slot >= 0 && nf > 0;
         uint16_t* sB = reinterpret_cast<uint16_t*>(sRows(buf ^ 1));
-        if (flushItem) foldmma::stageBRows(sB, ringKh, 0, nf, o, C, p.ring_k_stride_rec, lane);
+        if (flushItem) {
+            if constexpr (kStageW)
+                foldmma::stageFoldChunk(sB, sFw(), ringKh, ws + ((size_t)b * HV + hv) * RW + kSplitCoef + 2 * T * RM, 0,
+                                        nf, o, C, (int)p.ring_k_stride_rec, lane);
+            else
+                foldmma::stageBRows(sB, ringKh, 0, nf, o, C, p.ring_k_stride_rec, lane);
+        }
         else if (slotN >= 0) Rows::issue(sRows(buf ^ 1), rowsOf(cN, slotN), p.state_stride_v, lane);
         if (!flushItem) async::commit();
         const int4 metaN = slotN >= 0 ? metaOf(cN) : make_int4(0, -1, 0, 0);
@@ -275,12 +290,22 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
                 const float gf = __int_as_float(meta.x);
                 const float* fwp = hr + kSplitCoef + 2 * T * RM;
                 // weight terms of 16-record chunk c: W[row g][j] = fw_j u_j[g], records 16c + 2q, + 1, 16c + 8 + 2q, + 1
+                // (kStageW: fw_j staged with the chunk's keys, read after the wait that covers them, zero from nf on)
                 auto chunkWeights = [&](uint32_t (&w)[3][4], int c) {
                     float fw[4];
+                    if constexpr (kStageW) {
+                        const float2 w0 = *reinterpret_cast<const float2*>(sFw() + 2 * q);
+                        const float2 w1 = *reinterpret_cast<const float2*>(sFw() + 8 + 2 * q);
+                        fw[0] = w0.x;
+                        fw[1] = w0.y;
+                        fw[2] = w1.x;
+                        fw[3] = w1.y;
+                    } else {
 #pragma unroll
-                    for (int i = 0; i < 4; ++i) {
-                        const int j = foldmma::kChunk * c + (i >> 1) * 8 + 2 * q + (i & 1);
-                        fw[i] = j < nf ? __ldg(fwp + j) : 0.f;
+                        for (int i = 0; i < 4; ++i) {
+                            const int j = foldmma::kChunk * c + (i >> 1) * 8 + 2 * q + (i & 1);
+                            fw[i] = j < nf ? __ldg(fwp + j) : 0.f;
+                        }
                     }
                     mmarows::foldWeightTerms(w, [&](int i) {
                         const float2 u2 = halfPair(ub[2 * c + (i >> 1)]);
@@ -288,10 +313,11 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
                     });
                 };
                 uint32_t a[3][4];
-                chunkWeights(a, 0);
+                if constexpr (!kStageW) chunkWeights(a, 0);
                 ST* ckRow = rowsOf(cC, slot) + (int64_t)g * p.state_stride_v;
-                async::waitAll();  // the key chunk
+                async::waitAll();  // the key chunk (kStageW: and its weights)
                 __syncwarp();
+                if constexpr (kStageW) chunkWeights(a, 0);
                 if (nf <= foldmma::kChunk) {  // one chunk (window <= 16): column tile by column tile
 #pragma unroll 2
                     for (int k = 0; k < kKT; ++k) {
@@ -314,11 +340,20 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
                         *reinterpret_cast<float2*>(rowW + 16 * k + 2 * q) = make_float2(v[0], v[1]);
                         *reinterpret_cast<float2*>(rowW + 16 * k + 8 + 2 * q) = make_float2(v[2], v[3]);
                     }
-                    chunkWeights(a, 1);
-                    __syncwarp();  // every lane is done with the first chunk's keys
-                    foldmma::stageBRows(sB, ringKh, foldmma::kChunk, nf, o, C, p.ring_k_stride_rec, lane);
-                    async::waitAll();
-                    __syncwarp();
+                    if constexpr (kStageW) {
+                        __syncwarp();  // every lane is done with the first chunk's keys and weights
+                        foldmma::stageFoldChunk(sB, sFw(), ringKh, fwp, foldmma::kChunk, nf, o, C,
+                                                (int)p.ring_k_stride_rec, lane);
+                        async::waitAll();
+                        __syncwarp();
+                        chunkWeights(a, 1);
+                    } else {
+                        chunkWeights(a, 1);
+                        __syncwarp();  // every lane is done with the first chunk's keys
+                        foldmma::stageBRows(sB, ringKh, foldmma::kChunk, nf, o, C, p.ring_k_stride_rec, lane);
+                        async::waitAll();
+                        __syncwarp();
+                    }
 #pragma unroll 2
                     for (int k = 0; k < kKT; ++k) {
                         float v[4];

@@ -55,36 +55,10 @@ using mmarows::mmaTf32;
 using mmarows::SmemRows;
 using mmarows::tf32;
 
-constexpr int kFwBytes = kChunk * 4;  // a chunk's fold weights (fp32)
+constexpr int kFwBytes = foldmma::kFwBytes;  // a fold chunk's weights
 
-// One 16-record fold chunk into a warp's shared memory, one cp.async group: the B_j rows of records c0 .. c0 + 15
-// (sB, kBStride apart; zero rows from record nf on: their weight is zero, and 0 x stale bits could be NaN) and their
-// fold weights fw_j (sFw[16]; zero from nf on). B_j of record j is at ringB + ((o + j) mod cap) x rowStride. Lane
-// (v = lane % 16, j0 = lane / 16) copies piece v of records c0 + j0 + 2m, m < 8: the warp's copy m is two whole rows
-// (coalesced), and a lane's source is one 32-bit multiply-add per copy (no division, no 64-bit product: ~5 warp
-// instructions per copy where foldmma::stageBRows's general loop took ~23; thirty-fifth session). The weights come in
-// the same group, so the fold reads them from shared memory after the wait that covers the rows; loaded from the head
-// record after the output instead, their L2 round trip was the largest stall of a flush item (14% of the all-flush
-// readout's stall samples, thirty-fourth session's source counters).
-__device__ __forceinline__ void stageFoldChunk(uint16_t* sB, float* sFw, const uint16_t* ringB, const float* fwp, int c0,
-                                               int nf, int o, int cap, int rowStride, int lane) {
-    constexpr int kVec = kN / 8;  // 16-byte pieces per B row
-    static_assert(kVec * 2 == 32 && kChunk % 2 == 0, "two B rows per warp copy");
-    const int v = lane & (kVec - 1), j0 = lane >> 4;
-    const int n = nf - c0;  // records of this chunk (may exceed kChunk)
-    const unsigned char* src = reinterpret_cast<const unsigned char*>(ringB + v * 8);
-    uint16_t* dst = sB + j0 * kBStride + v * 8;
-    const int r0 = o + c0 + j0;  // < 2 cap for every copied record
-    const unsigned rowBytes = 2u * (unsigned)rowStride;
-#pragma unroll
-    for (int m = 0; m < kChunk / 2; ++m) {
-        const int rr = r0 + 2 * m;
-        const unsigned rw = (unsigned)(rr >= cap ? rr - cap : rr);
-        async::copy16ZeroIf(dst + 2 * m * kBStride, src + rw * rowBytes, j0 + 2 * m >= n);
-    }
-    if (lane < kChunk) async::copy4ZeroIf(true, sFw + lane, fwp + c0 + lane, lane >= n);
-    async::commit();
-}
+// A fold chunk (B_j rows and fold weights) into a warp's shared memory (common/fold_mma.cuh).
+using foldmma::stageFoldChunk;
 
 // The fold's A fragments (rows x records) of one 16-record chunk: W[row g][j] = fw_j x_j[row g] for the records
 // c0 + 2q, + 1 and c0 + 8 + 2q, + 1 (common/mma_rows.cuh: three bf16 terms each). xr0 / xr1: those records'
