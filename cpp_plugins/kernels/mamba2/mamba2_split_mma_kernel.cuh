@@ -83,8 +83,9 @@ __host__ __device__ constexpr int stagedWarpBytes() { return 2 * SmemRows<ST>::k
 // (cp.async into the warp's other row buffer) while the current one is computed: a warp keeps up to 8 KB (fp32) of
 // state in flight without holding it in registers (a version with the rows in registers, 128 registers and 2 CTAs per
 // SM, ran 10-20% slower; ninth session). The next item's slot and head-record cursors are loaded one item ahead. A
-// flush item stages its B_j rows in the other row buffer instead and issues the next item's rows after its fold.
-// Shared memory: stagedWarpBytes<ST>() per warp (9.2 KB), 76-80 registers: 3 CTAs of 8 warps per SM.
+// flush item stages its B_j rows in the other row buffer instead (and its fold weights in a 64-byte buffer, the same
+// cp.async group: foldmma::stageFoldChunk) and issues the next item's rows after its fold.
+// Shared memory: stagedWarpBytes<ST>() per warp (9,280 bytes), 77-80 registers: 3 CTAs of 8 warps per SM.
 // CHOIST: the item's C_g loads issued with the other per-item loads (16 registers live across them; fp32 rows spill
 // 16 B) instead of inside the product loop, where their latency showed as 11% of the stall samples (ninth session).
 // XPF: the next item's x_j block (one 16-byte ring load per record lane) is loaded during this item, after its
