@@ -3,7 +3,9 @@
 #
 #   scripts/ab_bench.sh FAMILY "BENCH ARGS" SETTING [SETTING ...]
 #
-# SETTING is "-" (no switch) or space-separated NAME=VALUE pairs, e.g. "RSSM_MAMBA2_SPLIT_PREP=w4". Prints the
+# SETTING is "-" (no switch) or space-separated NAME=VALUE pairs, e.g. "RSSM_MAMBA2_SPLIT_PREP=w4". Two builds in one
+# run: "RSSM_KERNEL_LIB=/tmp/ref.so" as a setting loads another kernel library in that process (carry it stripped and
+# xz'd in .carry/ and unpack it first, e.g. `xz -dc .carry/ref.so.xz > /tmp/ref.so`; thirty-fifth session). Prints the
 # timing lines of `replayssm-trtllm bench FAMILY BENCH ARGS` per setting (correctness checks that fail are
 # printed too), then one table of every case by process (scripts/ab_summary.py). Expects the kernel library built
 # or unpacked by scripts/gpu_run.sh (build/gpu). Timings only: the official results come from scripts/gpu_run.sh
