@@ -143,6 +143,17 @@ __device__ __forceinline__ void stageFoldChunk(uint16_t* sB, float* sFw, const u
     async::commit();
 }
 
+// The fold weights of one lane's four records of a chunk staged by stageFoldChunk: records 2q, 2q + 1, 8 + 2q, 9 + 2q
+// (the A-fragment order of mmarows::foldWeightTerms; zero from nf on). Call after the wait that covers the chunk.
+__device__ __forceinline__ void stagedChunkWeights(float (&fw)[4], const float* sFw, int q) {
+    const float2 w0 = *reinterpret_cast<const float2*>(sFw + 2 * q);
+    const float2 w1 = *reinterpret_cast<const float2*>(sFw + 8 + 2 * q);
+    fw[0] = w0.x;
+    fw[1] = w0.y;
+    fw[2] = w1.x;
+    fw[3] = w1.y;
+}
+
 // W = fw_j x_j of records c0 .. c0 + 15 into sW [16 records][8 rows] (0 past nf); lane j holds record j's x block
 // (8 packed bf16, natural row order) and fw_j.
 __device__ __forceinline__ void stageW(float* sW, uint4 xq, float fw, int c0, int nf, int lane) {

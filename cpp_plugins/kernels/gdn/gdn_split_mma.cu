@@ -18,6 +18,11 @@ const void* entry(int maxTokens, bool prefetchU) {
     return prefetchU ? reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 8, 2, true, true>)
                      : reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 8, 2, true, false>);
 }
+// shared memory per warp of the token bucket entry() picks (16-bit rows: the __half layout)
+template <typename ST>
+int perWarpBytes(int maxTokens) {
+    return maxTokens <= 4 ? mmaverify::warpBytes<ST, 4>() : mmaverify::warpBytes<ST, 8>();
+}
 }  // namespace
 
 const void* verifyMmaKernel(int stateDtype, int numTokens, bool prefetchU) {
@@ -29,10 +34,7 @@ const void* verifyMmaKernel(int stateDtype, int numTokens, bool prefetchU) {
     }
 }
 size_t verifyMmaSmemBytes(int stateDtype, int numTokens) {
-    const bool w = numTokens > 4;  // the MAXT = 8 instances stage their fold weights (kStageW)
-    const int perWarp = stateDtype == RSSM_DTYPE_FP32
-                            ? (w ? mmaverify::warpBytes<float, true>() : mmaverify::warpBytes<float, false>())
-                            : (w ? mmaverify::warpBytes<__half, true>() : mmaverify::warpBytes<__half, false>());
+    const int perWarp = stateDtype == RSSM_DTYPE_FP32 ? perWarpBytes<float>(numTokens) : perWarpBytes<__half>(numTokens);
     return (size_t)(mmaverify::kCtaThreads / 32) * perWarp;
 }
 int verifyMmaThreads() { return mmaverify::kCtaThreads; }

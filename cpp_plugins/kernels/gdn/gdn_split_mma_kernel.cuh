@@ -36,10 +36,13 @@ constexpr int kUBytes = kSplitMaxRecords * kSplitRows * 2;  // [32 records][8 ro
 constexpr int kSubBytes = 16 * kSplitRows * 4;               // [16 vectors][8 rows] fp32 E, aliases the u_j block
 static_assert(kSubBytes <= kUBytes, "the substitution block reuses the u_j block");
 static_assert(kSplitRows == mmarows::kRows, "items of 8 rows");
-// STAGEW: a flush item stages its fold weights with its keys (foldmma::stageFoldChunk; the MAXT = 8 instances)
-template <typename ST, bool STAGEW>
+// The instances whose flush items stage their fold weights with their keys (foldmma::stageFoldChunk): MAXT = 8 only
+// (gdnSplitVerifyMmaKernel's kStageW says why).
+template <int MAXT>
+constexpr bool kStagesFoldWeights = MAXT > 4;
+template <typename ST, int MAXT>
 __host__ __device__ constexpr int warpBytes() {
-    return 2 * mmarows::SmemRows<ST>::kBufBytes + kUBytes + (STAGEW ? foldmma::kFwBytes : 0);
+    return 2 * mmarows::SmemRows<ST>::kBufBytes + kUBytes + (kStagesFoldWeights<MAXT> ? foldmma::kFwBytes : 0);
 }
 
 // fp16 pair (lo, hi) as two fp32 values (exact; fp16 has TF32's 10 mantissa bits, so the TF32 operand is exact too).
@@ -68,14 +71,15 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
     // A flush item stages its fold weights with its keys in one cp.async group and reads them after the wait
     // (foldmma::stageFoldChunk), MAXT = 8 only: side by side on the H200 (thirty-fifth session) the T = 8 steps with
     // flushes were 2-4% faster, the T = 4 ones (MAXT = 4 instance) 1-3% slower, also where few items flush.
-    constexpr bool kStageW = kTall;
+    constexpr bool kStageW = kStagesFoldWeights<MAXT>;
     extern __shared__ __align__(16) unsigned char smemGdnVerifyMma[];
     const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-    unsigned char* wsm = smemGdnVerifyMma + (threadIdx.x >> 5) * warpBytes<ST, kStageW>();
+    unsigned char* wsm = smemGdnVerifyMma + (threadIdx.x >> 5) * warpBytes<ST, MAXT>();
     auto sRows = [&](int i) { return reinterpret_cast<ST*>(wsm + i * Rows::kBufBytes); };
     uint16_t* sU = reinterpret_cast<uint16_t*>(wsm + 2 * Rows::kBufBytes);  // [32 records][8 rows] fp16
     float* sSub = reinterpret_cast<float*>(sU);  // [16 vectors][8 rows]: once the u_j fragments are in registers
-    // (kStageW) a fold chunk's weights
+    // (kStageW) a fold chunk's weights; a lambda so that the four-token instances form no address for it (their code
+    // stays the measured one, instruction for instruction)
     auto sFw = [&]() { return reinterpret_cast<float*>(wsm + 2 * Rows::kBufBytes + kUBytes); };
     const int HV = p.num_v_heads, T = p.num_tokens, C = p.ring_capacity;
     const int group = HV / p.num_heads;
@@ -294,12 +298,7 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
                 auto chunkWeights = [&](uint32_t (&w)[3][4], int c) {
                     float fw[4];
                     if constexpr (kStageW) {
-                        const float2 w0 = *reinterpret_cast<const float2*>(sFw() + 2 * q);
-                        const float2 w1 = *reinterpret_cast<const float2*>(sFw() + 8 + 2 * q);
-                        fw[0] = w0.x;
-                        fw[1] = w0.y;
-                        fw[2] = w1.x;
-                        fw[3] = w1.y;
+                        foldmma::stagedChunkWeights(fw, sFw(), q);
                     } else {
 #pragma unroll
                         for (int i = 0; i < 4; ++i) {

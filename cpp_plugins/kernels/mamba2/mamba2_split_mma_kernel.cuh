@@ -295,17 +295,8 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
                     ST* ckRow = rowsOf(cC, slot) + (int64_t)g * p.stride_state_p;
                     async::waitAll();  // the B_j chunk and its weights
                     __syncwarp();
-                    // the weights of records 2q, 2q + 1, 8 + 2q, 9 + 2q (zero from nf on)
-                    auto chunkWeights = [&](float (&fw)[4]) {
-                        const float2 w0 = *reinterpret_cast<const float2*>(sFw + 2 * q);
-                        const float2 w1 = *reinterpret_cast<const float2*>(sFw + 8 + 2 * q);
-                        fw[0] = w0.x;
-                        fw[1] = w0.y;
-                        fw[2] = w1.x;
-                        fw[3] = w1.y;
-                    };
                     float fw[4];
-                    chunkWeights(fw);
+                    foldmma::stagedChunkWeights(fw, sFw, q);
                     uint32_t a[3][4];
                     foldWeights(a, xb[0], xb[1], fw);
                     if (nf <= kChunk) {  // one chunk (L <= 16): column tile by column tile from the staged rows
@@ -336,7 +327,7 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
                         stageFoldChunk(sB, sFw, ringBg, fwp, kChunk, nf, o, Cap, G * kN, lane);
                         async::waitAll();
                         __syncwarp();
-                        chunkWeights(fw);
+                        foldmma::stagedChunkWeights(fw, sFw, q);
                         foldWeights(a, xb[2], xb[3], fw);
 #pragma unroll 2
                         for (int k = 0; k < kKT; ++k) {
