@@ -567,6 +567,134 @@ def test_verify_pdl_switch_changes_no_value(T, monkeypatch):
         assert torch.equal(res[0][3], ru), f"{env} changed ring u"
 
 
+# RSSM_PDL_CHAIN (common/pdl.h): the first kernel of every step (the split prep, the stream replay kernel, the
+# conventional warp-item decode) launched as a programmatic dependent of the kernel before it (the previous step's
+# commit / decode), waiting before its first load. The same kernels in the same order: bit-identical results.
+PDL_CHAIN_CASES = [  # id: (variant, mode, T, L)
+    ("split-standard", 6, 0, 1, 8), ("stream-standard", 5, 0, 1, 8), ("split-verify-T4", 6, 1, 4, 16),
+    ("stream-verify-T3", 5, 1, 3, 8),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant,mode,T,L", [c[1:] for c in PDL_CHAIN_CASES], ids=[c[0] for c in PDL_CHAIN_CASES])
+def test_pdl_chain_changes_no_value(variant, mode, T, L, monkeypatch):
+    """Replay steps + device commits with the step's first kernel a programmatic dependent of the commit before it
+    (RSSM_PDL_CHAIN=1) against plain launches (=0): staggered joins, padding rows, random acceptance, flushes;
+    bit-identical outputs, checkpoints and ring u, every run also checked against the float64 reference by _Seq."""
+    res = []
+    for chain in ("0", "1"):
+        monkeypatch.setenv("RSSM_PDL_CHAIN", chain)
+        seq = _Seq("q35-4b", 7, L, mode, T, seed=410 + variant + T, variant=variant)
+        join = [(r * 3) % 5 for r in range(7)]
+        outs = []
+        for t in range(3 * L):
+            seq.step(_active(7, t, join, seq.gen, 0.1), _spec_accept("random", 7, T, seq.gen) if mode else None)
+            outs.append(seq.last_out.clone())
+        seq.compare_buffers()
+        assert seq.flushes > 0
+        res.append((outs, seq.ckpt.clone(), seq.ring_u.clone()))
+    for a, b in zip(res[0][0], res[1][0]):
+        assert torch.equal(a.nan_to_num(7.0), b.nan_to_num(7.0)), "RSSM_PDL_CHAIN=1 changed an output"
+    assert torch.equal(res[0][1], res[1][1]), "RSSM_PDL_CHAIN=1 changed a checkpoint"
+    assert torch.equal(res[0][2], res[1][2]), "RSSM_PDL_CHAIN=1 changed ring u"
+
+
+@pytest.mark.gpu
+def test_pdl_chain_conventional_changes_no_value(monkeypatch):
+    """The conventional warp-item decode (variant 6) as a programmatic dependent of the step before it: ten in-place
+    steps with padding rows give the same state and outputs as plain launches, and step 1 matches the float64
+    reference."""
+    G = _ops()
+    H, HV, K, V = SHAPES["q35-122b"]
+    B = 9
+    gen = torch.Generator().manual_seed(77)
+    layer = _cuda(random_gdn_layer(HV, gen))
+    init = (0.5 * torch.randn(B + 2, HV, V, K, generator=gen)).to(DEV)
+    sbi = torch.randperm(B + 2, generator=gen)[:B].to(torch.int32)
+    sbi[4] = -1
+    inputs = [_inputs(B, 1, H, HV, K, V, gen, torch.bfloat16) for _ in range(10)]
+    res = []
+    for chain in ("0", "1"):
+        monkeypatch.setenv("RSSM_PDL_CHAIN", chain)
+        state = init.clone()
+        outs = []
+        for i, x in enumerate(inputs):
+            o = torch.full((B, 1, HV, V), float("nan"), dtype=torch.bfloat16, device=DEV)
+            G.gdn_decode(state, sbi.to(DEV), **_cuda(x), **layer, out=o, variant=6)
+            outs.append(o)
+            if i == 0 and chain == "1":
+                torch.cuda.synchronize()
+                _, rows, sl, ref_o, ref_states = _conventional_reference(init, sbi, x, layer, gen)
+                assert rel(o[rows], ref_o) < _tol_out(torch.bfloat16), "step 0 output"
+                assert rel(state[sl], ref_states[:, -1]) < 2e-3, "step 0 state"
+        torch.cuda.synchronize()
+        res.append((outs, state))
+    for a, b in zip(res[0][0], res[1][0]):
+        assert torch.equal(a.nan_to_num(7.0), b.nan_to_num(7.0)), "RSSM_PDL_CHAIN=1 changed an output"
+    assert torch.equal(res[0][1], res[1][1]), "RSSM_PDL_CHAIN=1 changed the state"
+    assert torch.isnan(res[1][0][0][4]).all(), "a padding row's output was written"
+
+
+# LEAN32 (RSSM_GDN_VERIFY_LEAN32=1; thirty-sixth session, A/B): the T <= 4 fp32-row tensor-core verify readout with
+# 32-bit item offsets, the key head by a shift and the ring key address formed on flush items only. Same loads and
+# values: bit-identical to the default instance, and against the float64 reference (_Seq) on both shapes (2 and 4
+# value heads per key head), window 16 and 32 (two fold chunks), T = 2, 3, 4.
+LEAN32_CASES = [("q35-4b", 16, 4), ("q35-122b", 16, 3), ("q35-4b", 32, 2), ("q35-122b", 32, 4)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape,L,T", LEAN32_CASES, ids=[f"{s}-L{l}-T{t}" for s, l, t in LEAN32_CASES])
+def test_verify_lean32_changes_no_value(shape, L, T, monkeypatch):
+    res = []
+    for lean in ("0", "1"):
+        monkeypatch.setenv("RSSM_GDN_VERIFY_LEAN32", lean)
+        monkeypatch.delenv("RSSM_GDN_VERIFY_MMA", raising=False)
+        monkeypatch.delenv("RSSM_GDN_VERIFY_UPF", raising=False)
+        seq = _Seq(shape, 7, L, 1, T, seed=520 + L + T, variant=6)
+        join = [(r * 3) % 5 for r in range(7)]
+        outs = []
+        for t in range(2 * L // T + 6):
+            seq.step(_active(7, t, join, seq.gen, 0.1), _spec_accept("random", 7, T, seq.gen))
+            outs.append(seq.last_out.clone())
+        seq.compare_buffers()
+        assert seq.flushes > 0
+        res.append((outs, seq.ckpt.clone(), seq.ring_u.clone()))
+    for a, b in zip(res[0][0], res[1][0]):
+        assert torch.equal(a.nan_to_num(7.0), b.nan_to_num(7.0)), "LEAN32 changed an output"
+    assert torch.equal(res[0][1], res[1][1]), "LEAN32 changed a checkpoint"
+    assert torch.equal(res[0][2], res[1][2]), "LEAN32 changed ring u"
+
+
+@pytest.mark.gpu
+def test_verify_lean32_instance_runs(monkeypatch):
+    """RSSM_GDN_VERIFY_LEAN32=1 runs the LEAN32 instance (template argument 6) at T = 4 with fp32 rows, the default
+    instance otherwise (torch profiler)."""
+    skip_under_sanitizer()
+    got = {}
+    for lean in ("0", "1"):
+        monkeypatch.setenv("RSSM_GDN_VERIFY_LEAN32", lean)
+        seq = _Seq("q35-4b", 3, 8, 1, 4, seed=9, variant=6)
+        seq.step(_active(3, 0, [0, 0, 0], seq.gen, 0.0), [4, 1, 2])  # warm-up (loads the ops)
+        torch.cuda.synchronize()
+        names = cuda_kernel_names(lambda: seq.step(_active(3, 1, [0, 0, 0], seq.gen, 0.0), [4, 1, 2]))[1]
+        got[lean] = instances(names, "gdnSplitVerifyMmaKernel")
+    assert got["0"] and all(a[5] == "0" for a in got["0"]), got
+    assert got["1"] and all(a[5] == "1" for a in got["1"]), got
+
+
+@pytest.mark.gpu
+@pytest.mark.sanitize
+def test_sanitize_replay_verify_lean32(monkeypatch):
+    """The sanitizers' case of LEAN32: B = 3 with a padding row, L = 4 (flushes, wrap-around), T = 3."""
+    monkeypatch.setenv("RSSM_GDN_VERIFY_LEAN32", "1")
+    seq = _Seq("q35-4b", 3, 4, 1, 3, seed=44, variant=6)
+    for t in range(10):
+        seq.step(_active(3, t, [0, 1, 2], seq.gen, 0.0), [3, 1, 2])
+    seq.compare_buffers()
+    assert seq.flushes > 0
+
+
 def _spec_accept(accept, B, T, gen):
     if accept == "all":
         return [T] * B
@@ -875,9 +1003,13 @@ def test_accuracy_speculative_verify(pipe, monkeypatch):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("chain", ["0", "1"], ids=["plain", "pdl-chain"])
 @pytest.mark.parametrize("variant", REPLAY_VARIANTS, ids=REPLAY_VARIANT_IDS)
-def test_replay_cuda_graph(variant):
-    """One captured graph (speculative step + commit) replayed over whole flush cycles equals eager."""
+def test_replay_cuda_graph(variant, chain, monkeypatch):
+    """One captured graph (speculative step + commit) replayed over whole flush cycles equals eager; also with the
+    step's first kernel a programmatic dependent of the commit before it (RSSM_PDL_CHAIN=1: programmatic edges in
+    the graph, and between consecutive replays)."""
+    monkeypatch.setenv("RSSM_PDL_CHAIN", chain)
     G = _ops()
     H, HV, K, V = SHAPES["q35-4b"]
     B, L, T = 8, 8, 4

@@ -871,6 +871,33 @@ def test_replay_split_mma_readout_pdl_switch(T, pdl, monkeypatch):
     assert _run_replay(5, 16, T, 1, SUPER, F32, BF16, 24, seed=283 + T, accept="random", variant=4) > 0
 
 
+# RSSM_PDL_CHAIN (common/pdl.h): each step's first kernel (the split prep, the fused small-batch step, the
+# conventional warp-item decode) launched as a programmatic dependent of the kernel before it (the previous step's
+# commit or decode), waiting before its first load.
+PDL_CHAIN_M2 = [  # id: (B, L, T, mode, env)
+    ("split-standard", 5, 8, 1, 0, {"RSSM_MAMBA2_FUSED": "0"}), ("fused-standard", 2, 8, 1, 0, {"RSSM_MAMBA2_FUSED": "1"}),
+    ("verify-T4", 5, 16, 4, 1, {}), ("verify-T8", 3, 16, 8, 1, {}),
+]
+
+
+@pytest.mark.parametrize("B,L,T,mode,env", [c[1:] for c in PDL_CHAIN_M2], ids=[c[0] for c in PDL_CHAIN_M2])
+def test_replay_pdl_chain(B, L, T, mode, env, monkeypatch):
+    """Replay steps + device commits with RSSM_PDL_CHAIN=1 against the float64 reference (staggered and padding rows,
+    random acceptance, flushes)."""
+    monkeypatch.setenv("RSSM_PDL_CHAIN", "1")
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    assert _run_replay(B, L, T, mode, SUPER, F32, BF16, 3 * L, seed=290 + B + T, variant=4) > 0
+
+
+def test_conventional_pdl_chain(monkeypatch):
+    """The conventional warp-item decode (variant 4) launched as a programmatic dependent (RSSM_PDL_CHAIN=1) against
+    the float64 reference, one token and per-draft snapshots."""
+    monkeypatch.setenv("RSSM_PDL_CHAIN", "1")
+    _run_conventional((5, 1, SUPER, F32, BF16, False, True, False), 4)
+    _run_conventional((3, 3, NANO, F32, BF16, True, True, False), 4)
+
+
 @pytest.mark.parametrize("pipe", MMA_PIPES, ids=MMA_PIPE_IDS)
 @pytest.mark.parametrize("accept", ["all", "one", "random"])
 def test_replay_split_mma_readout_acceptance_and_strides(accept, pipe, monkeypatch):

@@ -50,6 +50,23 @@ inline bool pdlEnabled() {
 // (twenty-eighth session, docs/switches.md). RSSM_PDL=0 turns them off too.
 inline bool pdlEnabled(const char* name, bool dflt) { return envSwitch(name, dflt) && pdlEnabled(); }
 
+// RSSM_PDL_CHAIN ("1": on, "0": off, read per launch; see pdlChainDefault for the default): the first kernel of a
+// decode step (the split replay preps, the GDN stream replay kernel, the fused Mamba-2 step, the conventional
+// warp-item decodes) is launched as a programmatic dependent of whatever kernel precedes it on the stream (the
+// previous step's commit, the previous layer's kernel), so that its launch and CTA placement overlap that kernel's
+// end. Such a kernel cannot know what its predecessor writes, so it waits (pdlWaitPrimary) before its first global
+// memory access and triggers its own dependents only after that wait: a dependent that reads before its own wait
+// (the GDN readouts' EARLY rows) still finds every kernel before this one complete.
+constexpr bool pdlChainDefault = false;
+inline bool pdlChainEnabled() { return pdlEnabled("RSSM_PDL_CHAIN", pdlChainDefault); }
+
+// Device side, the first statements of a chain kernel (above): wait for the predecessor grid, then let this
+// kernel's own dependents be scheduled.
+__device__ __forceinline__ void pdlChainEntry() {
+    pdlWaitPrimary();
+    pdlLaunchDependents();
+}
+
 // Launches func(args) on `stream`, as a programmatic dependent of the previous kernel when `dependent`.
 inline cudaError_t launchMaybeDependent(const void* func, dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
                                         void** args, bool dependent) {

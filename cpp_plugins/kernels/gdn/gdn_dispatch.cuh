@@ -147,8 +147,10 @@ template <int K, typename ST, int VAR>
 cudaError_t launchDecodeStreamKV(const GdnDecodeParams& p, cudaStream_t s) {
     constexpr int rows = streamRowsPerCta(K, 1, VAR);
     dim3 grid((p.head_v + rows - 1) / rows, p.num_v_heads, p.batch);
-    gdnDecodeStreamKernel<K, ST, VAR><<<grid, streamWarps(VAR) * 32, 0, s>>>(p);
-    return cudaGetLastError();
+    void* args[] = {const_cast<GdnDecodeParams*>(&p)};
+    const cudaError_t e = launchMaybeDependent(reinterpret_cast<const void*>(gdnDecodeStreamKernel<K, ST, VAR>), grid,
+                                               dim3(streamWarps(VAR) * 32), 0, s, args, pdlChainEnabled());
+    return e != cudaSuccess ? e : cudaGetLastError();
 }
 // Full-ring mode (all C ring rows copied before the cursors are read) when the grid is below two
 // waves of the SMs (small batches: latency-bound, the extra ring bytes are free) and the ring fits.
@@ -162,8 +164,11 @@ cudaError_t launchReplayStreamKTV(const GdnReplayParams& p, cudaStream_t s) {
     const int smem = replayStreamSmemBytes(K, rows, full_ring ? p.ring_capacity : p.window, p.num_tokens);
     cudaError_t e = setSmem(kern, smem);
     if (e != cudaSuccess) return e;
-    kern<<<grid, streamWarps(VAR) * 32, smem, s>>>(p, full_ring);
-    return cudaGetLastError();
+    int fullRing = full_ring;
+    void* args[] = {const_cast<GdnReplayParams*>(&p), &fullRing};
+    e = launchMaybeDependent(reinterpret_cast<const void*>(kern), grid, dim3(streamWarps(VAR) * 32), smem, s, args,
+                             pdlChainEnabled());
+    return e != cudaSuccess ? e : cudaGetLastError();
 }
 template <int K, typename ST, int VAR>
 cudaError_t launchReplayStreamKV(const GdnReplayParams& p, cudaStream_t s) {

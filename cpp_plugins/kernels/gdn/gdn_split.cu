@@ -207,7 +207,13 @@ cudaError_t launchVerifyMma(const GdnReplayParams& p, int smCount, cudaStream_t 
     // registers: 1.5-2% slower); eighteenth session, docs/kernels-gdn.md. RSSM_GDN_VERIFY_UPF = "1" / "0" forces it
     // on / off (A/B timing, tests).
     const bool prefetchU = envSwitch("RSSM_GDN_VERIFY_UPF", p.num_tokens <= 4);
-    const void* kernel = verifyMmaKernel(p.state_dtype, p.num_tokens, prefetchU);
+    // LEAN32 (A/B, thirty-sixth session; RSSM_GDN_VERIFY_LEAN32=1, read per launch): the T <= 4 fp32-row instance
+    // with 32-bit item offsets (the standard readout's OFF32 rule) and the key head by a shift (value heads per key
+    // head a power of two), its ring key address formed on flush items only. Bit-identical results.
+    const int group = p.num_v_heads / p.num_heads;
+    const bool lean32 = envSwitch("RSSM_GDN_VERIFY_LEAN32", false) && (group & (group - 1)) == 0 &&
+                        readoutOffsetsFit32(p);
+    const void* kernel = verifyMmaKernel(p.state_dtype, p.num_tokens, prefetchU, lean32);
     const int threads = verifyMmaThreads();
     const size_t smem = verifyMmaSmemBytes(p.state_dtype, p.num_tokens);
     cudaError_t e = allowDynamicSmem(kernel, smem);
@@ -308,8 +314,11 @@ cudaError_t launchSplitKT(const GdnReplayParams& p, int smCount, cudaStream_t s,
     if (e != cudaSuccess) return e;
     const long long pairs = (long long)p.batch * p.num_heads;
     const bool mma = K == 128 && MAXT > 1 && !stream::RowQuad<ST>::kScaled && useVerifyMma(p);
-    prep<<<(unsigned)((pairs + warps - 1) / warps), warps * 32, prepSmem, s>>>(p, mma ? 1 : 0);
-    if ((e = cudaGetLastError()) != cudaSuccess) return e;
+    int mmaBlock = mma ? 1 : 0;
+    void* prepArgs[] = {const_cast<GdnReplayParams*>(&p), &mmaBlock};
+    e = launchMaybeDependent(reinterpret_cast<const void*>(prep), dim3((unsigned)((pairs + warps - 1) / warps)),
+                             dim3(warps * 32), prepSmem, s, prepArgs, pdlChainEnabled());
+    if (e != cudaSuccess || (e = cudaGetLastError()) != cudaSuccess) return e;
     if constexpr (K == 128 && !std::is_same<ST, float>::value) {
         if constexpr (MAXT == 1 && (std::is_same<ST, __half>::value || stream::RawQuad<ST>::kScaled)) {
             if (useReadCopy<ST>(p) && useReadCopyMma(p, rc)) return launchReadCopyMma(p, smCount, s, rc);

@@ -159,7 +159,9 @@ template <int K, int MAXT, int MINB = kSplitPrepMinBlocks, bool MNORM = false, b
 __global__ void __launch_bounds__(kSplitPrepMaxThreads, MINB)
     gdnSplitPrepKernel(const GdnReplayParams p, int mmaBlock) {
     static_assert(!LEAN || MAXT == 1, "the lean prep is the one-token (standard-step) prep");
-    pdlLaunchDependents();  // the readout may be scheduled now; it waits for this grid before reading its output
+    // RSSM_PDL_CHAIN: a programmatic dependent of the kernel before it (common/pdl.h); then the readout may be
+    // scheduled (it waits for this grid before reading its output)
+    pdlChainEntry();
     constexpr int QL = K / 128;  // quads per lane of a K-vector
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int pair = blockIdx.x * (blockDim.x >> 5) + warp;

@@ -4,6 +4,8 @@
 #include "gdn/gdn_split.h"
 #include "gdn/gdn_split_mma_kernel.cuh"
 
+#include <type_traits>
+
 namespace rssm {
 namespace gdn {
 namespace {
@@ -11,10 +13,16 @@ namespace {
 // in registers: the 3-CTA build of it (80 registers, those loads inside the product loop, 140 bytes of spills) ran
 // 1.2-1.9x slower (q35-4b B = 256 T = 8: 538-824 vs 327-434 us; tenth session, docs/kernels-gdn.md).
 template <typename ST>
-const void* entry(int maxTokens, bool prefetchU) {
-    if (maxTokens <= 4)
+const void* entry(int maxTokens, bool prefetchU, bool lean32) {
+    if (maxTokens <= 4) {
+        // LEAN32 (A/B, fp32 rows with the u_j prefetch only): 32-bit item offsets, the key head by a shift
+        if constexpr (std::is_same<ST, float>::value) {
+            if (prefetchU && lean32)
+                return reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 4, 3, false, true, true>);
+        }
         return prefetchU ? reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 4, 3, false, true>)
                          : reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 4, 3, false, false>);
+    }
     return prefetchU ? reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 8, 2, true, true>)
                      : reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 8, 2, true, false>);
 }
@@ -25,11 +33,11 @@ int perWarpBytes(int maxTokens) {
 }
 }  // namespace
 
-const void* verifyMmaKernel(int stateDtype, int numTokens, bool prefetchU) {
+const void* verifyMmaKernel(int stateDtype, int numTokens, bool prefetchU, bool lean32) {
     switch (stateDtype) {
-        case RSSM_DTYPE_FP32: return entry<float>(numTokens, prefetchU);
-        case RSSM_DTYPE_FP16: return entry<__half>(numTokens, prefetchU);
-        case RSSM_DTYPE_BF16: return entry<__nv_bfloat16>(numTokens, prefetchU);
+        case RSSM_DTYPE_FP32: return entry<float>(numTokens, prefetchU, lean32);
+        case RSSM_DTYPE_FP16: return entry<__half>(numTokens, prefetchU, lean32);
+        case RSSM_DTYPE_BF16: return entry<__nv_bfloat16>(numTokens, prefetchU, lean32);
         default: return nullptr;
     }
 }

@@ -63,7 +63,13 @@ __device__ __forceinline__ float2 halfPair(uint32_t v) { return __half22float2(*
 // at the item's start ahead of the shared-memory store and ldmatrix (the Mamba-2 readout's x_j prefetch); 4 more
 // registers. Committed records' u_j are never written by this kernel (it appends the drafts' u behind them). The
 // launcher takes it for T <= 4 (gdn_split.cu).
-template <typename ST, int MAXT, int MINB, bool HOISTB, bool UPF = false>
+// LEAN32 (thirty-sixth session, A/B: RSSM_GDN_VERIFY_LEAN32; the standard readout's FDIV + OFF32 carried over): the
+// item's offsets into k / q / v / o, ring u and the workspace in 32-bit arithmetic (the launcher's OFF32 rule, as the
+// standard readout's), the key head by a shift (the launcher requires a power-of-two value heads per key head), and
+// the ring's key address formed on flush items only. The source counters of the T = 4 instance (thirty-fifth
+// session) put the key head's division at 31 of ~800 warp instructions per item and the 64-bit offset products of
+// the item's loads at ~15%. Same loads, same values: bit-identical results.
+template <typename ST, int MAXT, int MINB, bool HOISTB, bool UPF = false, bool LEAN32 = false>
 __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMmaKernel(const GdnReplayParams p) {
     using namespace mmaverify;
     using Rows = mmarows::SmemRows<ST>;
@@ -83,6 +89,7 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
     auto sFw = [&]() { return reinterpret_cast<float*>(wsm + 2 * Rows::kBufBytes + kUBytes); };
     const int HV = p.num_v_heads, T = p.num_tokens, C = p.ring_capacity;
     const int group = HV / p.num_heads;
+    const int groupShift = LEAN32 ? __ffs(group) - 1 : 0;  // LEAN32: group is a power of two (launcher)
     const int nrb = p.head_v / kSplitRows;
     const unsigned items = (unsigned)p.batch * HV * nrb;  // < 2^31 (launcher)
     const int RW = splitRecordWordsGdn(p.window, T), RM = p.window + T;
@@ -97,18 +104,36 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
                (int64_t)(c.blk * kSplitRows) * p.state_stride_v;
     };
     auto metaOf = [&](stream::ItemCursor c) {
-        return *reinterpret_cast<const int4*>(ws + ((size_t)c.b * HV + c.head) * RW + 8);
+        if constexpr (LEAN32) return *reinterpret_cast<const int4*>(ws + ((c.b * HV + c.head) * RW + 8));
+        else return *reinterpret_cast<const int4*>(ws + ((size_t)c.b * HV + c.head) * RW + 8);
+    };
+    // LEAN32: element offset x sx + y sy + z in 32 bits (the launcher checked that every such offset fits)
+    auto off3 = [](int x, int64_t sx, int y, int64_t sy, int z, int64_t sz) -> int64_t {
+        if constexpr (LEAN32) return (int64_t)(x * (int)sx + y * (int)sy + z * (int)sz);
+        else return (int64_t)x * sx + (int64_t)y * sy + (int64_t)z * sz;
     };
     // Vector row m of the M tile for row b, key head hk: the raw key (m < T) or query (m - T < T) of a draft, at this
     // lane's column quad 4q (uint2: 4 bf16; + 4 per 16-column block).
     auto vectorRow = [&](int m, int b, int hk) -> const uint2* {
-        if (m < T)
-            return reinterpret_cast<const uint2*>(static_cast<const uint16_t*>(p.k) + (int64_t)b * p.k_stride_b +
-                                                  (int64_t)m * p.k_stride_t + (int64_t)hk * p.k_stride_h + 4 * q);
-        if (m < 2 * T)
-            return reinterpret_cast<const uint2*>(static_cast<const uint16_t*>(p.q) + (int64_t)b * p.q_stride_b +
-                                                  (int64_t)(m - T) * p.q_stride_t + (int64_t)hk * p.q_stride_h + 4 * q);
-        return nullptr;
+        if constexpr (LEAN32) {
+            if (m < T)
+                return reinterpret_cast<const uint2*>(static_cast<const uint16_t*>(p.k) +
+                                                      off3(b, p.k_stride_b, m, p.k_stride_t, hk, p.k_stride_h) + 4 * q);
+            if (m < 2 * T)
+                return reinterpret_cast<const uint2*>(static_cast<const uint16_t*>(p.q) +
+                                                      off3(b, p.q_stride_b, m - T, p.q_stride_t, hk, p.q_stride_h) +
+                                                      4 * q);
+            return nullptr;
+        } else {
+            if (m < T)
+                return reinterpret_cast<const uint2*>(static_cast<const uint16_t*>(p.k) + (int64_t)b * p.k_stride_b +
+                                                      (int64_t)m * p.k_stride_t + (int64_t)hk * p.k_stride_h + 4 * q);
+            if (m < 2 * T)
+                return reinterpret_cast<const uint2*>(static_cast<const uint16_t*>(p.q) + (int64_t)b * p.q_stride_b +
+                                                      (int64_t)(m - T) * p.q_stride_t + (int64_t)hk * p.q_stride_h +
+                                                      4 * q);
+            return nullptr;
+        }
     };
     const int CS = splitMmaCoefStrideGdn(p.window), blkOff = splitMmaBlockOffsetGdn(p.window, T);
     unsigned it = blockIdx.x * (kCtaThreads / 32) + (threadIdx.x >> 5);
@@ -129,9 +154,14 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
         if (sl >= 0 && m.y >= 0 && lane < m.w) {
             int rr = m.z + lane;
             rr = rr >= C ? rr - C : rr;
-            v = *reinterpret_cast<const uint4*>(ringU + (int64_t)sl * p.ring_u_stride_slot +
-                                                (int64_t)c.head * p.ring_u_stride_head +
-                                                (int64_t)rr * p.ring_u_stride_rec + c.blk * kSplitRows);
+            if constexpr (LEAN32)
+                v = *reinterpret_cast<const uint4*>(ringU + off3(sl, p.ring_u_stride_slot, c.head, p.ring_u_stride_head,
+                                                                 rr, p.ring_u_stride_rec) +
+                                                    c.blk * kSplitRows);
+            else
+                v = *reinterpret_cast<const uint4*>(ringU + (int64_t)sl * p.ring_u_stride_slot +
+                                                    (int64_t)c.head * p.ring_u_stride_head +
+                                                    (int64_t)rr * p.ring_u_stride_rec + c.blk * kSplitRows);
         }
         return v;
     };
@@ -142,9 +172,15 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
         const int4 meta = metaC;
         const int nf = meta.y, o = meta.z, h = meta.w;
         const int b = cC.b, hv = cC.head, vw = cC.blk * kSplitRows;
-        const int hk = hv / group;
+        const int hk = LEAN32 ? hv >> groupShift : hv / group;
+        // the key head's ring keys (raw k_j); LEAN32 forms the address where a flush item uses it (ringKeys), not for
+        // every item
         const uint16_t* ringKh =
-            ringK + (int64_t)(slot < 0 ? 0 : slot) * p.ring_k_stride_slot + (int64_t)hk * p.ring_k_stride_head;
+            LEAN32 ? nullptr
+                   : ringK + (int64_t)(slot < 0 ? 0 : slot) * p.ring_k_stride_slot + (int64_t)hk * p.ring_k_stride_head;
+        auto ringKeys = [&]() {
+            return ringK + (int64_t)(slot < 0 ? 0 : slot) * p.ring_k_stride_slot + (int64_t)hk * p.ring_k_stride_head;
+        };
         // next item: rows in flight (an empty group when there are none), cursors one item ahead. A flush item first
         // stages its raw keys into the other buffer instead; the next item's rows follow its fold.
         const bool flushItem = slot >= 0 && nf > 0;
@@ -154,7 +190,7 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
                 foldmma::stageFoldChunk(sB, sFw(), ringKh, ws + ((size_t)b * HV + hv) * RW + kSplitCoef + 2 * T * RM, 0,
                                         nf, o, C, (int)p.ring_k_stride_rec, lane);
             else
-                foldmma::stageBRows(sB, ringKh, 0, nf, o, C, p.ring_k_stride_rec, lane);
+                foldmma::stageBRows(sB, LEAN32 ? ringKeys() : ringKh, 0, nf, o, C, p.ring_k_stride_rec, lane);
         }
         else if (slotN >= 0) Rows::issue(sRows(buf ^ 1), rowsOf(cN, slotN), p.state_stride_v, lane);
         if (!flushItem) async::commit();
@@ -165,8 +201,9 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
 
         bool uIssued = false;  // UPF: the next item's u_j loads
         if (slot >= 0 && nf >= 0) {  // else padding row / invalid cursors: nothing written
-            const float* hr = ws + ((size_t)b * HV + hv) * RW;
-            const int64_t ruBase = (int64_t)slot * p.ring_u_stride_slot + (int64_t)hv * p.ring_u_stride_head;
+            const float* hr = LEAN32 ? ws + (b * HV + hv) * RW : ws + ((size_t)b * HV + hv) * RW;
+            const int64_t ruBase = LEAN32 ? off3(slot, p.ring_u_stride_slot, hv, p.ring_u_stride_head, 0, 0)
+                                          : (int64_t)slot * p.ring_u_stride_slot + (int64_t)hv * p.ring_u_stride_head;
             uint4 uq;  // u_j[vw .. vw + 7] of committed record j = lane
             if constexpr (UPF) uq = uqNext;
             else uq = loadU(cC, slot, meta);
@@ -187,8 +224,10 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
             uint32_t vpair = 0u;
             if (g < T)
                 vpair = __ldg(reinterpret_cast<const uint32_t*>(
-                    static_cast<const uint16_t*>(p.v) + (int64_t)b * p.v_stride_b + (int64_t)g * p.v_stride_t +
-                    (int64_t)hv * p.v_stride_h + vw + 2 * q));
+                    static_cast<const uint16_t*>(p.v) +
+                    (LEAN32 ? off3(b, p.v_stride_b, g, p.v_stride_t, hv, p.v_stride_h)
+                            : (int64_t)b * p.v_stride_b + (int64_t)g * p.v_stride_t + (int64_t)hv * p.v_stride_h) +
+                    vw + 2 * q));
             // committed-record coefficients of vector rows g (and g + 8), records 8c + 2q, + 1 (zero from h on: the
             // head record's block, rows of CS words)
             const float* blk = hr + blkOff;
@@ -279,10 +318,17 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
                         }
                         int rr = o + h + s;
                         rr = rr >= C ? rr - C : rr;
-                        static_cast<__nv_bfloat16*>(p.o)[(int64_t)b * p.o_stride_b + (int64_t)s * p.o_stride_t +
-                                                         (int64_t)hv * p.o_stride_h + row] = __float2bfloat16_rn(y);
-                        static_cast<__half*>(p.ring_u)[ruBase + (int64_t)rr * p.ring_u_stride_rec + row] =
-                            __float2half_rn(u);
+                        if constexpr (LEAN32) {
+                            static_cast<__nv_bfloat16*>(p.o)[off3(b, p.o_stride_b, s, p.o_stride_t, hv, p.o_stride_h) +
+                                                             row] = __float2bfloat16_rn(y);
+                            static_cast<__half*>(p.ring_u)[(int)ruBase + rr * (int)p.ring_u_stride_rec + row] =
+                                __float2half_rn(u);
+                        } else {
+                            static_cast<__nv_bfloat16*>(p.o)[(int64_t)b * p.o_stride_b + (int64_t)s * p.o_stride_t +
+                                                             (int64_t)hv * p.o_stride_h + row] = __float2bfloat16_rn(y);
+                            static_cast<__half*>(p.ring_u)[ruBase + (int64_t)rr * p.ring_u_stride_rec + row] =
+                                __float2half_rn(u);
+                        }
                     }
                 }
             }
@@ -349,7 +395,8 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
                     } else {
                         chunkWeights(a, 1);
                         __syncwarp();  // every lane is done with the first chunk's keys
-                        foldmma::stageBRows(sB, ringKh, foldmma::kChunk, nf, o, C, p.ring_k_stride_rec, lane);
+                        foldmma::stageBRows(sB, LEAN32 ? ringKeys() : ringKh, foldmma::kChunk, nf, o, C,
+                                            p.ring_k_stride_rec, lane);
                         async::waitAll();
                         __syncwarp();
                     }

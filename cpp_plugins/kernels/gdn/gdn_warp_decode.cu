@@ -13,6 +13,7 @@
 
 #include <type_traits>
 
+#include "common/pdl.h"
 #include "gdn/gdn_kernels.cuh"
 #include "gdn/gdn_warp_decode.h"
 
@@ -24,6 +25,7 @@ namespace {
 // loads carry the L2 256-byte prefetch hint (stream::ldStreamPf256, fp32 state).
 template <typename ST, int K, int RW, int THREADS, int MINB, int PF = 0>
 __global__ void __launch_bounds__(THREADS, MINB) gdnWarpDecodeKernel(const GdnDecodeParams p) {
+    pdlChainEntry();  // RSSM_PDL_CHAIN: a programmatic dependent of the kernel before it (common/pdl.h)
     using RS = stream::RowScatter<RW>;
     constexpr int QPL = K / 128;
     const int HV = p.num_v_heads, V = p.head_v;
@@ -132,7 +134,8 @@ cudaError_t launchDecodeWarpItems(const GdnDecodeParams& p, cudaStream_t s) {
     const long long ctas = (items + sh.threads / 32 - 1) / (sh.threads / 32);
     GdnDecodeParams q = p;
     void* args[] = {&q};
-    cudaError_t e = cudaLaunchKernel(sh.kernel, dim3((unsigned)ctas), dim3(sh.threads), args, 0, s);
+    cudaError_t e = launchMaybeDependent(sh.kernel, dim3((unsigned)ctas), dim3(sh.threads), 0, s, args,
+                                         pdlChainEnabled());
     return e != cudaSuccess ? e : cudaGetLastError();
 }
 

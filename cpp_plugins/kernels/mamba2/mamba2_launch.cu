@@ -364,7 +364,8 @@ int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc
                 const size_t smem = splitFusedSmemBytes(q.dstate, warps, mmaFold);
                 const long long ctas = (long long)q.batch * q.nheads;
                 if (allowSmem(fk, smem) && (fusedOn || ctas <= persistentGrid(fk, warps * 32, smem, ctas)))
-                    return launch(op, fk, dim3(q.nheads, q.batch), warps * 32, smem, &q, stream);
+                    return launch(op, fk, dim3(q.nheads, q.batch), warps * 32, smem, &q, stream, nullptr,
+                                  rssm::pdlChainEnabled());
             }
             return launchSplitReadout(op, q, rc, stream, lean, prepGrid, splitPrepLeanThreads(), 0);
         }
@@ -389,7 +390,7 @@ int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc
 // Launches the prep kernel, then the readout that fits the step (below).
 int launchSplitReadout(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc, cudaStream_t stream,
                        const void* prep, dim3 prepGrid, int prepThreads, size_t prepSmem) {
-    int st = launch(op, prep, prepGrid, prepThreads, prepSmem, &q, stream);
+    int st = launch(op, prep, prepGrid, prepThreads, prepSmem, &q, stream, nullptr, rssm::pdlChainEnabled());
     if (st) return st;
     // The unpipelined readout (3 CTAs / SM) measured faster than the pipelined one (2 CTAs / SM):
     // Super B = 256 339.9 vs 386.3 us (docs/benchmarks.md, fourth session). RSSM_MAMBA2_SPLIT_PIPE (read per
@@ -598,7 +599,7 @@ extern "C" int rssm_mamba2_decode_launch(const Mamba2DecodeParams* pIn, cudaStre
             const int warps = threads / 32;
             // One item per warp (full grid): 87.6% of copy vs 79.7% persistent (Super, B = 256; seventh session).
             const long long ctas = (items + warps - 1) / warps;
-            return launch(op, k, dim3((unsigned)ctas), threads, 0, &q, stream);
+            return launch(op, k, dim3((unsigned)ctas), threads, 0, &q, stream, nullptr, rssm::pdlChainEnabled());
         }
         q.variant = RSSM_MAMBA2_VARIANT_PERSISTENT_SMALL;
         q.rows_per_cta = 0;

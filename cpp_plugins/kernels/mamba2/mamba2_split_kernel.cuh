@@ -116,7 +116,9 @@ template <int MAXT, int THREADS, bool LF = false, bool MMADOT = false, bool XSM 
 __device__ __forceinline__ void splitPrepBody(const Mamba2ReplayParams& p) {
     static_assert(!EXACT || (LF && MMADOT && XSM && THREADS * 4 == MAXT * 128), "EXACT: the x-staged MMA-dot prep, "
                                                                                "one 4-element piece per thread");
-    pdlLaunchDependents();  // the readout may be scheduled now; it waits for this grid before reading its output
+    // RSSM_PDL_CHAIN: a programmatic dependent of the kernel before it (common/pdl.h); then the readout may be
+    // scheduled (it waits for this grid before reading its output)
+    pdlChainEntry();
     const int b = blockIdx.z, g = blockIdx.y;
     const int slot = p.state_batch_indices ? p.state_batch_indices[b] : b;
     if (slot < 0 || slot >= p.num_slots) return;  // padding row: untouched

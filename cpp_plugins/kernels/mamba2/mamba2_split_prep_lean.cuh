@@ -49,7 +49,7 @@ template <int N, bool BF16>
 __global__ void __launch_bounds__(kLeanPrepThreads, N <= 128 ? 12 : 8) mamba2SplitPrepLeanKernel(const Mamba2ReplayParams p) {
     static_assert(N % 64 == 0, "dstate: a multiple of 64 (8 threads x 16-byte pieces)");
     constexpr int V = N / 64;  // 16-byte pieces per thread and record
-    pdlLaunchDependents();     // the readout may be scheduled now; it waits for this grid before reading its output
+    pdlChainEntry();  // RSSM_PDL_CHAIN (common/pdl.h); then the readout may be scheduled (it waits for this grid)
     const int b = blockIdx.z, g = blockIdx.y;
     const int slot = p.state_batch_indices ? p.state_batch_indices[b] : b;
     if (slot < 0 || slot >= p.num_slots) return;  // padding row: untouched

@@ -12,7 +12,9 @@ __device__ __forceinline__ void reportError(int32_t* errorSlot, int slot) {
 
 __global__ void replayCommitKernel(const ReplayCommitParams p) {
     // Launched as a programmatic dependent of the decode before it (sm_90+, launchMaybeDependent): wait for that
-    // grid to complete (its kernels read the cursors this kernel moves) before touching anything.
+    // grid to complete (its kernels read the cursors this kernel moves) before touching anything. The next step's
+    // first kernel may be scheduled at once (RSSM_PDL_CHAIN, common/pdl.h): it waits for this grid before it reads.
+    pdlLaunchDependents();
     pdlWaitPrimary();
     const int b = blockIdx.x * blockDim.x + threadIdx.x;
     if (b >= p.batch) return;
