@@ -636,11 +636,12 @@ def test_pdl_chain_conventional_changes_no_value(monkeypatch):
     assert torch.isnan(res[1][0][0][4]).all(), "a padding row's output was written"
 
 
-# LEAN32 (RSSM_GDN_VERIFY_LEAN32=1; thirty-sixth session, A/B): the T <= 4 fp32-row tensor-core verify readout with
-# 32-bit item offsets, the key head by a shift and the ring key address formed on flush items only. Same loads and
-# values: bit-identical to the default instance, and against the float64 reference (_Seq) on both shapes (2 and 4
-# value heads per key head), window 16 and 32 (two fold chunks), T = 2, 3, 4.
-LEAN32_CASES = [("q35-4b", 16, 4), ("q35-122b", 16, 3), ("q35-4b", 32, 2), ("q35-122b", 32, 4)]
+# LEAN32 (thirty-sixth session; the default up to 4 tokens, RSSM_GDN_VERIFY_LEAN32=1 above): the fp32-row tensor-core
+# verify readout with 32-bit item offsets, the key head by a shift and the ring key address formed on flush items
+# only. Same loads and values: bit-identical to the instances without it ("0"), and against the float64 reference
+# (_Seq) on both shapes (2 and 4 value heads per key head), window 16 and 24 (two fold chunks), T = 2, 3, 4, 6, 8.
+LEAN32_CASES = [("q35-4b", 16, 4), ("q35-122b", 16, 3), ("q35-4b", 24, 2), ("q35-122b", 24, 4), ("q35-4b", 16, 8),
+                ("q35-122b", 24, 6)]
 
 
 @pytest.mark.gpu
@@ -668,31 +669,37 @@ def test_verify_lean32_changes_no_value(shape, L, T, monkeypatch):
 
 @pytest.mark.gpu
 def test_verify_lean32_instance_runs(monkeypatch):
-    """RSSM_GDN_VERIFY_LEAN32=1 runs the LEAN32 instance (template argument 6) at T = 4 with fp32 rows, the default
-    instance otherwise (torch profiler)."""
+    """Which verify instance runs (torch profiler; template argument 6 is LEAN32): unset (the default) LEAN32 at
+    T = 4 and not at T = 8; "1" LEAN32 at both; "0" at neither (fp32 rows, both shapes' head groups are powers of
+    two)."""
     skip_under_sanitizer()
     got = {}
-    for lean in ("0", "1"):
-        monkeypatch.setenv("RSSM_GDN_VERIFY_LEAN32", lean)
-        seq = _Seq("q35-4b", 3, 8, 1, 4, seed=9, variant=6)
-        seq.step(_active(3, 0, [0, 0, 0], seq.gen, 0.0), [4, 1, 2])  # warm-up (loads the ops)
-        torch.cuda.synchronize()
-        names = cuda_kernel_names(lambda: seq.step(_active(3, 1, [0, 0, 0], seq.gen, 0.0), [4, 1, 2]))[1]
-        got[lean] = instances(names, "gdnSplitVerifyMmaKernel")
-    assert got["0"] and all(a[5] == "0" for a in got["0"]), got
-    assert got["1"] and all(a[5] == "1" for a in got["1"]), got
+    for env in (None, "1", "0"):
+        for T in (4, 8):
+            monkeypatch.delenv("RSSM_GDN_VERIFY_LEAN32", raising=False)
+            if env is not None:
+                monkeypatch.setenv("RSSM_GDN_VERIFY_LEAN32", env)
+            seq = _Seq("q35-4b", 3, 16, 1, T, seed=9, variant=6)
+            seq.step(_active(3, 0, [0, 0, 0], seq.gen, 0.0), [T, 1, 2])  # warm-up (loads the ops)
+            torch.cuda.synchronize()
+            names = cuda_kernel_names(lambda: seq.step(_active(3, 1, [0, 0, 0], seq.gen, 0.0), [T, 1, 2]))[1]
+            got[(env, T)] = sorted({a[5] for a in instances(names, "gdnSplitVerifyMmaKernel")})
+    assert got == {(None, 4): ["1"], (None, 8): ["0"], ("1", 4): ["1"], ("1", 8): ["1"], ("0", 4): ["0"],
+                   ("0", 8): ["0"]}, got
 
 
 @pytest.mark.gpu
 @pytest.mark.sanitize
 def test_sanitize_replay_verify_lean32(monkeypatch):
-    """The sanitizers' case of LEAN32: B = 3 with a padding row, L = 4 (flushes, wrap-around), T = 3."""
+    """The sanitizers' case of LEAN32: B = 3 with a padding row, L = 4 (flushes, wrap-around) at T = 3, L = 8 at
+    T = 6 (the eight-token instance)."""
     monkeypatch.setenv("RSSM_GDN_VERIFY_LEAN32", "1")
-    seq = _Seq("q35-4b", 3, 4, 1, 3, seed=44, variant=6)
-    for t in range(10):
-        seq.step(_active(3, t, [0, 1, 2], seq.gen, 0.0), [3, 1, 2])
-    seq.compare_buffers()
-    assert seq.flushes > 0
+    for T, L in ((3, 4), (6, 8)):
+        seq = _Seq("q35-4b", 3, L, 1, T, seed=44 + T, variant=6)
+        for t in range(10):
+            seq.step(_active(3, t, [0, 1, 2], seq.gen, 0.0), [T, 1, 2])
+        seq.compare_buffers()
+        assert seq.flushes > 0
 
 
 def _spec_accept(accept, B, T, gen):

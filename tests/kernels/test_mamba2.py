@@ -827,6 +827,48 @@ def test_mma_readout_zpf_instance_runs(T):
     assert all(a[3] == "1" for a in readouts), readouts  # template argument 3: ZPF
 
 
+# L32 (RSSM_MAMBA2_MMA_L32=1, thirty-sixth session, A/B): the fp32 ZPF readout with 32-bit item offsets and the ring B
+# address on flush items only. Against the float64 reference: both shapes (16 and 12 heads per group), T = 2, 4, 8,
+# window 16 and 24 (two fold chunks at T = 8), padding and staggered rows, random acceptance, with and without z.
+L32_CASES = [(5, 16, 4, SUPER, True), (4, 16, 2, NANO, True), (3, 24, 8, SUPER, True), (5, 16, 8, NANO, False)]
+
+
+@pytest.mark.parametrize("B,L,T,sh,z", L32_CASES, ids=[f"B{c[0]}-L{c[1]}-T{c[2]}-H{c[3]['H']}-z{int(c[4])}"
+                                                      for c in L32_CASES])
+def test_replay_split_mma_readout_l32(B, L, T, sh, z, monkeypatch):
+    monkeypatch.delenv("RSSM_MAMBA2_SPLIT_PIPE", raising=False)
+    monkeypatch.setenv("RSSM_MAMBA2_MMA_L32", "1")
+    assert _run_replay(B, L, T, 1, sh, F32, BF16, 2 * L // T + 8, seed=300 + B + L + T, with_z=z, variant=4) > 0
+
+
+def test_mma_readout_l32_instance_runs(monkeypatch):
+    """RSSM_MAMBA2_MMA_L32=1 runs the L32 instance (template argument 4) at the bench's Super shape, T = 4; unset
+    the one without it (torch profiler)."""
+    skip_under_sanitizer()
+    import replayssm_trtllm.ops.commit  # noqa: F401
+    import replayssm_trtllm.ops.mamba2  # noqa: F401
+    from replayssm_trtllm.bench import mamba2 as bm2
+    got = {}
+    for env in (None, "1"):
+        monkeypatch.delenv("RSSM_MAMBA2_MMA_L32", raising=False)
+        if env:
+            monkeypatch.setenv("RSSM_MAMBA2_MMA_L32", env)
+        ls = bm2._Layerset(bm2.SHAPES["super"], 8, 16, 4, F32, BF16, 1, 0, need_conv=False, token_list=[4])
+        ls.set_cursors(torch.full((8,), 4, dtype=torch.int32, device="cuda"))
+        _, names = cuda_kernel_names(lambda: ls.replay_step(0, 4, 1, variant=4))
+        got[env] = sorted({a[4] for a in instances(names, "mamba2SplitReadoutMmaStagedKernel") if a[0] == "float"})
+    assert got == {None: ["0"], "1": ["1"]}, got
+
+
+@pytest.mark.sanitize
+def test_replay_split_mma_readout_l32_sanitize(monkeypatch):
+    """The sanitizers' L32 case: speculative with flushes, padded rows, two record chunks."""
+    monkeypatch.delenv("RSSM_MAMBA2_SPLIT_PIPE", raising=False)
+    monkeypatch.setenv("RSSM_MAMBA2_MMA_L32", "1")
+    assert _run_replay(3, 4, 3, 1, SMALL, F32, BF16, 5, seed=186, variant=4) > 0
+    assert _run_replay(2, 24, 8, 1, SMALL, F32, BF16, 6, seed=187, variant=4) > 0
+
+
 def _set_mma_pipe(monkeypatch, pipe):
     """pipe: the readout (RSSM_MAMBA2_SPLIT_PIPE) and a suffix: "n" turns the x_j (and z) prefetch off, "z" only the
     z prefetch (RSSM_MAMBA2_MMA_ZPF=0)."""

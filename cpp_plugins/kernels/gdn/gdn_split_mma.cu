@@ -15,13 +15,17 @@ namespace {
 template <typename ST>
 const void* entry(int maxTokens, bool prefetchU, bool lean32) {
     if (maxTokens <= 4) {
-        // LEAN32 (A/B, fp32 rows with the u_j prefetch only): 32-bit item offsets, the key head by a shift
+        // LEAN32 (fp32 rows with the u_j prefetch, the T <= 4 default): 32-bit item offsets, the key head by a shift
         if constexpr (std::is_same<ST, float>::value) {
             if (prefetchU && lean32)
                 return reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 4, 3, false, true, true>);
         }
         return prefetchU ? reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 4, 3, false, true>)
                          : reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 4, 3, false, false>);
+    }
+    // LEAN32 (fp32 rows without the u_j prefetch, the T > 4 default)
+    if constexpr (std::is_same<ST, float>::value) {
+        if (!prefetchU && lean32) return reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 8, 2, true, false, true>);
     }
     return prefetchU ? reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 8, 2, true, true>)
                      : reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 8, 2, true, false>);

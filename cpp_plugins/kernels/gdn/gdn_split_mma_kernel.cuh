@@ -63,7 +63,8 @@ __device__ __forceinline__ float2 halfPair(uint32_t v) { return __half22float2(*
 // at the item's start ahead of the shared-memory store and ldmatrix (the Mamba-2 readout's x_j prefetch); 4 more
 // registers. Committed records' u_j are never written by this kernel (it appends the drafts' u behind them). The
 // launcher takes it for T <= 4 (gdn_split.cu).
-// LEAN32 (thirty-sixth session, A/B: RSSM_GDN_VERIFY_LEAN32; the standard readout's FDIV + OFF32 carried over): the
+// LEAN32 (thirty-sixth session; the launcher's default up to 4 tokens, RSSM_GDN_VERIFY_LEAN32; the standard readout's
+// FDIV + OFF32 carried over): the
 // item's offsets into k / q / v / o, ring u and the workspace in 32-bit arithmetic (the launcher's OFF32 rule, as the
 // standard readout's), the key head by a shift (the launcher requires a power-of-two value heads per key head), and
 // the ring's key address formed on flush items only. The source counters of the T = 4 instance (thirty-fifth
@@ -187,8 +188,9 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
         uint16_t* sB = reinterpret_cast<uint16_t*>(sRows(buf ^ 1));
         if (flushItem) {
             if constexpr (kStageW)
-                foldmma::stageFoldChunk(sB, sFw(), ringKh, ws + ((size_t)b * HV + hv) * RW + kSplitCoef + 2 * T * RM, 0,
-                                        nf, o, C, (int)p.ring_k_stride_rec, lane);
+                foldmma::stageFoldChunk(sB, sFw(), LEAN32 ? ringKeys() : ringKh,
+                                        ws + ((size_t)b * HV + hv) * RW + kSplitCoef + 2 * T * RM, 0, nf, o, C,
+                                        (int)p.ring_k_stride_rec, lane);
             else
                 foldmma::stageBRows(sB, LEAN32 ? ringKeys() : ringKh, 0, nf, o, C, p.ring_k_stride_rec, lane);
         }
@@ -387,7 +389,7 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
                     }
                     if constexpr (kStageW) {
                         __syncwarp();  // every lane is done with the first chunk's keys and weights
-                        foldmma::stageFoldChunk(sB, sFw(), ringKh, fwp, foldmma::kChunk, nf, o, C,
+                        foldmma::stageFoldChunk(sB, sFw(), LEAN32 ? ringKeys() : ringKh, fwp, foldmma::kChunk, nf, o, C,
                                                 (int)p.ring_k_stride_rec, lane);
                         async::waitAll();
                         __syncwarp();

@@ -387,6 +387,24 @@ int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc
     return launchSplitReadout(op, q, rc, stream, prep, prepGrid, prepThreads, prepSmem);
 }
 
+// The L32 rule of the tensor-core readout (mamba2SplitReadoutMmaStagedKernel's L32): every element offset it forms
+// in 32-bit arithmetic stays below 2^31 (reached at the last row / token / head / group / slot / ring row), with
+// non-negative strides. The checkpoint and the ring's B rows keep 64-bit offsets.
+bool splitMmaOffsetsFit32(const Mamba2ReplayParams& q) {
+    constexpr int64_t kLim = int64_t(1) << 31;
+    const int64_t B1 = q.batch - 1, T1 = q.num_tokens - 1, H1 = q.nheads - 1, G1 = q.ngroups - 1;
+    const int64_t strides[] = {q.stride_y_b, q.stride_y_t, q.stride_y_h, q.stride_z_b, q.stride_z_t, q.stride_z_h,
+                               q.stride_C_b, q.stride_C_t, q.stride_C_g};
+    for (int64_t st : strides)
+        if (st < 0 || st >= kLim) return false;
+    const int64_t yMax = B1 * q.stride_y_b + T1 * q.stride_y_t + H1 * q.stride_y_h + q.headdim;
+    const int64_t zMax = q.z ? B1 * q.stride_z_b + T1 * q.stride_z_t + H1 * q.stride_z_h + q.headdim : 0;
+    const int64_t cMax = B1 * q.stride_C_b + T1 * q.stride_C_t + G1 * q.stride_C_g + q.dstate;
+    const int64_t xMax = (int64_t)q.num_slots * q.ring_capacity * q.nheads * q.headdim;
+    const int64_t wsMax = (int64_t)(splitWorkspaceBytes(q.batch, q.num_tokens, q.nheads, q.window) / sizeof(float));
+    return yMax < kLim && zMax < kLim && cMax < kLim && xMax < kLim && wsMax < kLim;
+}
+
 // Launches the prep kernel, then the readout that fits the step (below).
 int launchSplitReadout(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc, cudaStream_t stream,
                        const void* prep, dim3 prepGrid, int prepThreads, size_t prepSmem) {
@@ -459,9 +477,12 @@ int launchSplitReadout(const char* op, Mamba2ReplayParams& q, stream::ReadCopySc
         // z read as 4-byte pairs (the rows an item's lane owns are 2q, 2q + 1 of 8; no gate counts as aligned)
         const bool zPairs = q.z == nullptr || (((uintptr_t)q.z % 4) == 0 && q.stride_z_b % 2 == 0 &&
                                                q.stride_z_t % 2 == 0 && q.stride_z_h % 2 == 0);
+        // L32 (A/B, thirty-sixth session; RSSM_MAMBA2_MMA_L32=1, read per launch): 32-bit item offsets into y, z, C,
+        // ring x and the workspace where every one of them stays below 2^31 (non-negative strides)
+        const bool off32 = envSwitch("RSSM_MAMBA2_MMA_L32", false) && splitMmaOffsetsFit32(q);
         const void* mk = q.act_dtype == RSSM_DTYPE_BF16 && aligned && chunks && !q.skip_flush_rows
                              ? splitMmaReadoutKernel(q.state_dtype, q.dstate, envSwitch("RSSM_MAMBA2_MMA_CHOIST", true),
-                                                     envSwitch("RSSM_MAMBA2_MMA_XPF", true), zPairs)
+                                                     envSwitch("RSSM_MAMBA2_MMA_XPF", true), zPairs, off32)
                              : nullptr;
         if (mk) {
             const long long items = (long long)q.batch * q.nheads * (q.headdim / splitRows());

@@ -104,7 +104,11 @@ __host__ __device__ constexpr int stagedWarpBytes() { return 2 * SmemRows<ST>::k
 // Also measured in the twenty-second session and removed: flush items prefetching the next item's rows into L2 before
 // their fold (within 1%, slower), and C_g loaded one item ahead with the coefficient products after the state
 // products (78 bytes of spills at the 80-register bound: 25-35% slower).
-template <typename ST, bool CHOIST, bool XPF, bool ZPF = false>
+// L32 (thirty-sixth session, A/B: RSSM_MAMBA2_MMA_L32=1; the fp32 ZPF instance only): the item's offsets into y, z, C,
+// the ring's x and the workspace in 32-bit arithmetic (launcher rule: every such offset below 2^31) and the ring's B
+// address formed on flush items only; the GDN verify readout's LEAN32 without its key-head shift (Nano's 12 heads per
+// group). Same loads, same values.
+template <typename ST, bool CHOIST, bool XPF, bool ZPF = false, bool L32 = false>
 __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
     mamba2SplitReadoutMmaStagedKernel(const Mamba2ReplayParams p) {
     using namespace mmareadout;
@@ -133,7 +137,8 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
                (int64_t)(c.blk * kSplitRows) * p.stride_state_p;
     };
     auto metaOf = [&](stream::ItemCursor c) {
-        return *reinterpret_cast<const int4*>(ws + ((size_t)c.b * H + c.head) * RW + 8);
+        if constexpr (L32) return *reinterpret_cast<const int4*>(ws + ((c.b * H + c.head) * RW + 8));
+        else return *reinterpret_cast<const int4*>(ws + ((size_t)c.b * H + c.head) * RW + 8);
     };
     unsigned it = blockIdx.x * (kCtaThreads / 32) + (threadIdx.x >> 5);
     if (it >= items) return;
@@ -153,7 +158,11 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
         if (sl >= 0 && m.y >= 0 && lane < m.w + T) {
             int rr = m.z + lane;
             rr = rr >= Cap ? rr - Cap : rr;
-            v = *reinterpret_cast<const uint4*>(ringX + (((int64_t)sl * Cap + rr) * H + c.head) * P + c.blk * kSplitRows);
+            if constexpr (L32)
+                v = *reinterpret_cast<const uint4*>(ringX + ((((sl * Cap + rr) * H + c.head) * P) + c.blk * kSplitRows));
+            else
+                v = *reinterpret_cast<const uint4*>(ringX + (((int64_t)sl * Cap + rr) * H + c.head) * P +
+                                                    c.blk * kSplitRows);
         }
         return v;
     };
@@ -162,10 +171,16 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
     // ZPF: z of the lane's two rows of item c (a bf16 pair, 4-byte aligned; 0 for padding rows or without a gate)
     auto loadZ = [&](stream::ItemCursor c, int sl) {
         uint32_t z = 0u;
-        if (actTok && p.z && sl >= 0)
-            z = *reinterpret_cast<const uint32_t*>(static_cast<const uint16_t*>(p.z) + (int64_t)c.b * p.stride_z_b +
-                                                   (int64_t)g * p.stride_z_t + (int64_t)c.head * p.stride_z_h +
-                                                   c.blk * kSplitRows + 2 * q);
+        if (actTok && p.z && sl >= 0) {
+            if constexpr (L32)
+                z = *reinterpret_cast<const uint32_t*>(
+                    static_cast<const uint16_t*>(p.z) + (c.b * (int)p.stride_z_b + g * (int)p.stride_z_t +
+                                                         c.head * (int)p.stride_z_h + c.blk * kSplitRows + 2 * q));
+            else
+                z = *reinterpret_cast<const uint32_t*>(static_cast<const uint16_t*>(p.z) + (int64_t)c.b * p.stride_z_b +
+                                                       (int64_t)g * p.stride_z_t + (int64_t)c.head * p.stride_z_h +
+                                                       c.blk * kSplitRows + 2 * q);
+        }
         return z;
     };
     uint32_t zNext = 0u;
@@ -176,14 +191,16 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
         const int nf = meta.y;
         const int b = cC.b, head = cC.head, vw = cC.blk * kSplitRows;
         const int grp = head / hpg;
-        const uint16_t* ringBg = ringB + ((int64_t)(slot < 0 ? 0 : slot) * Cap * G + grp) * kN;
+        // the group's ring B rows (L32: formed where a flush item uses them, ringBOf)
+        const uint16_t* ringBg = L32 ? nullptr : ringB + ((int64_t)(slot < 0 ? 0 : slot) * Cap * G + grp) * kN;
+        auto ringBOf = [&]() { return ringB + ((int64_t)(slot < 0 ? 0 : slot) * Cap * G + grp) * kN; };
         // next item: rows in flight (an empty group when there are none), cursors one item ahead. A flush item first
         // stages its B_j rows into the other buffer instead; the next item's rows follow its fold.
         const bool flushItem = slot >= 0 && nf > 0;
         uint16_t* sB = reinterpret_cast<uint16_t*>(sRows(buf ^ 1));
         if (flushItem)
-            stageFoldChunk(sB, sFw, ringBg, ws + ((size_t)b * H + head) * RW + kSplitCoef + T * RM, 0, nf, meta.z, Cap,
-                           G * kN, lane);
+            stageFoldChunk(sB, sFw, L32 ? ringBOf() : ringBg, ws + ((size_t)b * H + head) * RW + kSplitCoef + T * RM, 0,
+                           nf, meta.z, Cap, G * kN, lane);
         else if (slotN >= 0) Rows::issue(sRows(buf ^ 1), rowsOf(cN, slotN), p.stride_state_p, lane);
         if (!flushItem) async::commit();
         const int4 metaN = slotN >= 0 ? metaOf(cN) : make_int4(0, -1, 0, 0);
@@ -193,19 +210,23 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
 
         bool xIssued = false;  // XPF: the next item's x_j loads
         if (slot >= 0 && nf != kSplitSkipRow) {  // else padding row / skipped flushing row: untouched
-            uint16_t* yg = static_cast<uint16_t*>(p.y) + (int64_t)b * p.stride_y_b + (int64_t)g * p.stride_y_t +
-                           (int64_t)head * p.stride_y_h + vw + 2 * q;
+            uint16_t* yg = L32 ? static_cast<uint16_t*>(p.y) + (b * (int)p.stride_y_b + g * (int)p.stride_y_t +
+                                                                 head * (int)p.stride_y_h + vw + 2 * q)
+                               : static_cast<uint16_t*>(p.y) + (int64_t)b * p.stride_y_b + (int64_t)g * p.stride_y_t +
+                                     (int64_t)head * p.stride_y_h + vw + 2 * q;
             if (nf < 0) {  // invalid cursors: poison, touch nothing else
                 if (actTok) yg[0] = yg[1] = floatToAct(__int_as_float(0x7fc00000), true);
             } else {
-                const float* hr = ws + ((size_t)b * H + head) * RW;
+                const float* hr = L32 ? ws + (b * H + head) * RW : ws + ((size_t)b * H + head) * RW;
                 const int o = meta.z, R = meta.w + T;
                 uint4 xq;
                 if constexpr (XPF) xq = xqNext;
                 else xq = loadX(cC, slot, meta);
                 const uint32_t* Crow = reinterpret_cast<const uint32_t*>(
-                    static_cast<const uint16_t*>(p.Cm) + (int64_t)b * p.stride_C_b + (int64_t)grp * p.stride_C_g +
-                    (int64_t)g * p.stride_C_t + 2 * q);
+                    L32 ? static_cast<const uint16_t*>(p.Cm) + (b * (int)p.stride_C_b + grp * (int)p.stride_C_g +
+                                                                g * (int)p.stride_C_t + 2 * q)
+                        : static_cast<const uint16_t*>(p.Cm) + (int64_t)b * p.stride_C_b + (int64_t)grp * p.stride_C_g +
+                              (int64_t)g * p.stride_C_t + 2 * q);
                 float gam, cf[8];  // gamma_s and the coefficients of the lane's token, records 8c + 2q, + 1
                 auto loadHeadRecords = [&]() {
                     gam = actTok ? hr[g] : 0.f;
@@ -324,7 +345,7 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
                             *reinterpret_cast<float2*>(rowW + 16 * k + 8 + 2 * q) = make_float2(v[2], v[3]);
                         }
                         __syncwarp();  // every lane is done with the first chunk's rows and weights
-                        stageFoldChunk(sB, sFw, ringBg, fwp, kChunk, nf, o, Cap, G * kN, lane);
+                        stageFoldChunk(sB, sFw, L32 ? ringBOf() : ringBg, fwp, kChunk, nf, o, Cap, G * kN, lane);
                         async::waitAll();
                         __syncwarp();
                         foldmma::stagedChunkWeights(fw, sFw, q);
