@@ -636,7 +636,7 @@ def test_pdl_chain_conventional_changes_no_value(monkeypatch):
     assert torch.isnan(res[1][0][0][4]).all(), "a padding row's output was written"
 
 
-# LEAN32 (thirty-sixth session; the default up to 4 tokens, RSSM_GDN_VERIFY_LEAN32=1 above): the fp32-row tensor-core
+# LEAN32 (thirty-sixth session; the default, RSSM_GDN_VERIFY_LEAN32=0 turns it off): the fp32-row tensor-core
 # verify readout with 32-bit item offsets, the key head by a shift and the ring key address formed on flush items
 # only. Same loads and values: bit-identical to the instances without it ("0"), and against the float64 reference
 # (_Seq) on both shapes (2 and 4 value heads per key head), window 16 and 24 (two fold chunks), T = 2, 3, 4, 6, 8.
@@ -669,9 +669,8 @@ def test_verify_lean32_changes_no_value(shape, L, T, monkeypatch):
 
 @pytest.mark.gpu
 def test_verify_lean32_instance_runs(monkeypatch):
-    """Which verify instance runs (torch profiler; template argument 6 is LEAN32): unset (the default) LEAN32 at
-    T = 4 and not at T = 8; "1" LEAN32 at both; "0" at neither (fp32 rows, both shapes' head groups are powers of
-    two)."""
+    """Which verify instance runs (torch profiler; template argument 6 is LEAN32): unset (the default) and "1"
+    LEAN32 at T = 4 and T = 8, "0" at neither (fp32 rows; q35-4b's head group is a power of two)."""
     skip_under_sanitizer()
     got = {}
     for env in (None, "1", "0"):
@@ -684,7 +683,7 @@ def test_verify_lean32_instance_runs(monkeypatch):
             torch.cuda.synchronize()
             names = cuda_kernel_names(lambda: seq.step(_active(3, 1, [0, 0, 0], seq.gen, 0.0), [T, 1, 2]))[1]
             got[(env, T)] = sorted({a[5] for a in instances(names, "gdnSplitVerifyMmaKernel")})
-    assert got == {(None, 4): ["1"], (None, 8): ["0"], ("1", 4): ["1"], ("1", 8): ["1"], ("0", 4): ["0"],
+    assert got == {(None, 4): ["1"], (None, 8): ["1"], ("1", 4): ["1"], ("1", 8): ["1"], ("0", 4): ["0"],
                    ("0", 8): ["0"]}, got
 
 

@@ -827,7 +827,8 @@ def test_mma_readout_zpf_instance_runs(T):
     assert all(a[3] == "1" for a in readouts), readouts  # template argument 3: ZPF
 
 
-# L32 (RSSM_MAMBA2_MMA_L32=1, thirty-sixth session, A/B): the fp32 ZPF readout with 32-bit item offsets and the ring B
+# L32 (thirty-sixth session; the default, RSSM_MAMBA2_MMA_L32=0 turns it off): the fp32 ZPF readout with 32-bit item
+# offsets and the ring B
 # address on flush items only. Against the float64 reference: both shapes (16 and 12 heads per group), T = 2, 4, 8,
 # window 16 and 24 (two fold chunks at T = 8), padding and staggered rows, random acceptance, with and without z.
 L32_CASES = [(5, 16, 4, SUPER, True), (4, 16, 2, NANO, True), (3, 24, 8, SUPER, True), (5, 16, 8, NANO, False)]
@@ -842,14 +843,14 @@ def test_replay_split_mma_readout_l32(B, L, T, sh, z, monkeypatch):
 
 
 def test_mma_readout_l32_instance_runs(monkeypatch):
-    """RSSM_MAMBA2_MMA_L32=1 runs the L32 instance (template argument 4) at the bench's Super shape, T = 4; unset
-    the one without it (torch profiler)."""
+    """Unset (the default) and RSSM_MAMBA2_MMA_L32=1 run the L32 instance (template argument 4) at the bench's Super
+    shape, T = 4; "0" the one without it (torch profiler)."""
     skip_under_sanitizer()
     import replayssm_trtllm.ops.commit  # noqa: F401
     import replayssm_trtllm.ops.mamba2  # noqa: F401
     from replayssm_trtllm.bench import mamba2 as bm2
     got = {}
-    for env in (None, "1"):
+    for env in (None, "1", "0"):
         monkeypatch.delenv("RSSM_MAMBA2_MMA_L32", raising=False)
         if env:
             monkeypatch.setenv("RSSM_MAMBA2_MMA_L32", env)
@@ -857,7 +858,7 @@ def test_mma_readout_l32_instance_runs(monkeypatch):
         ls.set_cursors(torch.full((8,), 4, dtype=torch.int32, device="cuda"))
         _, names = cuda_kernel_names(lambda: ls.replay_step(0, 4, 1, variant=4))
         got[env] = sorted({a[4] for a in instances(names, "mamba2SplitReadoutMmaStagedKernel") if a[0] == "float"})
-    assert got == {None: ["0"], "1": ["1"]}, got
+    assert got == {None: ["1"], "1": ["1"], "0": ["0"]}, got
 
 
 @pytest.mark.sanitize

@@ -23,7 +23,7 @@ const void* entry(int maxTokens, bool prefetchU, bool lean32) {
         return prefetchU ? reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 4, 3, false, true>)
                          : reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 4, 3, false, false>);
     }
-    // LEAN32 (fp32 rows without the u_j prefetch, the T > 4 default)
+    // LEAN32 (fp32 rows without the u_j prefetch: the T > 4 default)
     if constexpr (std::is_same<ST, float>::value) {
         if (!prefetchU && lean32) return reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 8, 2, true, false, true>);
     }

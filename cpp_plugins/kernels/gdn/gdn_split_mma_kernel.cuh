@@ -63,8 +63,8 @@ __device__ __forceinline__ float2 halfPair(uint32_t v) { return __half22float2(*
 // at the item's start ahead of the shared-memory store and ldmatrix (the Mamba-2 readout's x_j prefetch); 4 more
 // registers. Committed records' u_j are never written by this kernel (it appends the drafts' u behind them). The
 // launcher takes it for T <= 4 (gdn_split.cu).
-// LEAN32 (thirty-sixth session; the launcher's default up to 4 tokens, RSSM_GDN_VERIFY_LEAN32; the standard readout's
-// FDIV + OFF32 carried over): the
+// LEAN32 (thirty-sixth session; the launcher's default for fp32 rows, RSSM_GDN_VERIFY_LEAN32=0 turns it off; the
+// standard readout's FDIV + OFF32 carried over): the
 // item's offsets into k / q / v / o, ring u and the workspace in 32-bit arithmetic (the launcher's OFF32 rule, as the
 // standard readout's), the key head by a shift (the launcher requires a power-of-two value heads per key head), and
 // the ring's key address formed on flush items only. The source counters of the T = 4 instance (thirty-fifth

@@ -477,9 +477,11 @@ int launchSplitReadout(const char* op, Mamba2ReplayParams& q, stream::ReadCopySc
         // z read as 4-byte pairs (the rows an item's lane owns are 2q, 2q + 1 of 8; no gate counts as aligned)
         const bool zPairs = q.z == nullptr || (((uintptr_t)q.z % 4) == 0 && q.stride_z_b % 2 == 0 &&
                                                q.stride_z_t % 2 == 0 && q.stride_z_h % 2 == 0);
-        // L32 (A/B, thirty-sixth session; RSSM_MAMBA2_MMA_L32=1, read per launch): 32-bit item offsets into y, z, C,
-        // ring x and the workspace where every one of them stays below 2^31 (non-negative strides)
-        const bool off32 = envSwitch("RSSM_MAMBA2_MMA_L32", false) && splitMmaOffsetsFit32(q);
+        // L32 (the default since the thirty-sixth session; RSSM_MAMBA2_MMA_L32=0, read per launch, for A/B): 32-bit
+        // item offsets into y, z, C, ring x and the workspace where every one of them stays below 2^31 (non-negative
+        // strides). Side by side on the H200 (docs/kernels-mamba2.md "Thirty-sixth session"): T = 4 verify steps
+        // 4.0-6.0% faster, T = 8 one-accepted / mixed 2.3-6.2% (all-accepted within the spread).
+        const bool off32 = envSwitch("RSSM_MAMBA2_MMA_L32", true) && splitMmaOffsetsFit32(q);
         const void* mk = q.act_dtype == RSSM_DTYPE_BF16 && aligned && chunks && !q.skip_flush_rows
                              ? splitMmaReadoutKernel(q.state_dtype, q.dstate, envSwitch("RSSM_MAMBA2_MMA_CHOIST", true),
                                                      envSwitch("RSSM_MAMBA2_MMA_XPF", true), zPairs, off32)

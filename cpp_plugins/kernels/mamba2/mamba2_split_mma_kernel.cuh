@@ -104,10 +104,11 @@ __host__ __device__ constexpr int stagedWarpBytes() { return 2 * SmemRows<ST>::k
 // Also measured in the twenty-second session and removed: flush items prefetching the next item's rows into L2 before
 // their fold (within 1%, slower), and C_g loaded one item ahead with the coefficient products after the state
 // products (78 bytes of spills at the 80-register bound: 25-35% slower).
-// L32 (thirty-sixth session, A/B: RSSM_MAMBA2_MMA_L32=1; the fp32 ZPF instance only): the item's offsets into y, z, C,
-// the ring's x and the workspace in 32-bit arithmetic (launcher rule: every such offset below 2^31) and the ring's B
-// address formed on flush items only; the GDN verify readout's LEAN32 without its key-head shift (Nano's 12 heads per
-// group). Same loads, same values.
+// L32 (thirty-sixth session; the launcher's default, RSSM_MAMBA2_MMA_L32=0 turns it off; the fp32 ZPF instance only):
+// the item's offsets into y, z, C, the ring's x and the workspace in 32-bit arithmetic (launcher rule: every such
+// offset below 2^31) and the ring's B address formed on flush items only; the GDN verify readout's LEAN32 without its
+// key-head shift (Nano's 12 heads per group). Same loads, same values. (The thirty-fourth session's LEAN, these plus
+// the group by a reciprocal, 8-byte coefficient loads and a fast gate division, measured 3-6% slower.)
 template <typename ST, bool CHOIST, bool XPF, bool ZPF = false, bool L32 = false>
 __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
     mamba2SplitReadoutMmaStagedKernel(const Mamba2ReplayParams p) {
