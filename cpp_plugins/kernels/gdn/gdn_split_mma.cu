@@ -25,7 +25,8 @@ const void* entry(int maxTokens, bool prefetchU, bool lean32) {
     }
     // LEAN32 (fp32 rows without the u_j prefetch: the T > 4 default)
     if constexpr (std::is_same<ST, float>::value) {
-        if (!prefetchU && lean32) return reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 8, 2, true, false, true>);
+        if (!prefetchU && lean32)
+            return reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 8, 2, true, false, true>);
     }
     return prefetchU ? reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 8, 2, true, true>)
                      : reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 8, 2, true, false>);

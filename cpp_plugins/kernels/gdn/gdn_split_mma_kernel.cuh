@@ -64,10 +64,9 @@ __device__ __forceinline__ float2 halfPair(uint32_t v) { return __half22float2(*
 // registers. Committed records' u_j are never written by this kernel (it appends the drafts' u behind them). The
 // launcher takes it for T <= 4 (gdn_split.cu).
 // LEAN32 (thirty-sixth session; the launcher's default for fp32 rows, RSSM_GDN_VERIFY_LEAN32=0 turns it off; the
-// standard readout's FDIV + OFF32 carried over): the
-// item's offsets into k / q / v / o, ring u and the workspace in 32-bit arithmetic (the launcher's OFF32 rule, as the
-// standard readout's), the key head by a shift (the launcher requires a power-of-two value heads per key head), and
-// the ring's key address formed on flush items only. The source counters of the T = 4 instance (thirty-fifth
+// standard readout's FDIV + OFF32 carried over): the item's offsets into k / q / v / o, ring u and the workspace in
+// 32-bit arithmetic (the launcher's OFF32 rule, as the standard readout's), the key head by a shift (the launcher
+// requires a power-of-two number of value heads per key head), and the ring's key address formed on flush items only. The source counters of the T = 4 instance (thirty-fifth
 // session) put the key head's division at 31 of ~800 warp instructions per item and the 64-bit offset products of
 // the item's loads at ~15%. Same loads, same values: bit-identical results.
 template <typename ST, int MAXT, int MINB, bool HOISTB, bool UPF = false, bool LEAN32 = false>
