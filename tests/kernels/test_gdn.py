@@ -538,6 +538,28 @@ def test_readout_switch_changes_no_value(case, monkeypatch):
         assert torch.equal(res[0][2], alt[2]), f"{env} changed ring u"
 
 
+def _staggered_run(shape, L, mode, T, seed, variant, steps):
+    """A sequence of 7 rows with staggered joins, 10% padding and (speculative) random acceptance, every step checked
+    against the float64 reference by _Seq: (outputs per step, checkpoint, ring u) for bit-identity comparisons."""
+    seq = _Seq(shape, 7, L, mode, T, seed=seed, variant=variant)
+    join = [(r * 3) % 5 for r in range(7)]
+    outs = []
+    for t in range(steps):
+        seq.step(_active(7, t, join, seq.gen, 0.1), _spec_accept("random", 7, T, seq.gen) if mode else None)
+        outs.append(seq.last_out.clone())
+    seq.compare_buffers()
+    assert seq.flushes > 0
+    return outs, seq.ckpt.clone(), seq.ring_u.clone()
+
+
+def _assert_same_run(ref, alt, what):
+    """Outputs (NaN padding rows compared as NaN), checkpoints and ring u of two _staggered_run results are equal."""
+    for a, b in zip(ref[0], alt[0]):
+        assert torch.equal(a.nan_to_num(7.0), b.nan_to_num(7.0)), f"{what} changed an output"
+    assert torch.equal(ref[1], alt[1]), f"{what} changed a checkpoint"
+    assert torch.equal(ref[2], alt[2]), f"{what} changed ring u"
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("T", [4, 8])
 def test_verify_pdl_switch_changes_no_value(T, monkeypatch):
@@ -585,19 +607,8 @@ def test_pdl_chain_changes_no_value(variant, mode, T, L, monkeypatch):
     res = []
     for chain in ("0", "1"):
         monkeypatch.setenv("RSSM_PDL_CHAIN", chain)
-        seq = _Seq("q35-4b", 7, L, mode, T, seed=410 + variant + T, variant=variant)
-        join = [(r * 3) % 5 for r in range(7)]
-        outs = []
-        for t in range(3 * L):
-            seq.step(_active(7, t, join, seq.gen, 0.1), _spec_accept("random", 7, T, seq.gen) if mode else None)
-            outs.append(seq.last_out.clone())
-        seq.compare_buffers()
-        assert seq.flushes > 0
-        res.append((outs, seq.ckpt.clone(), seq.ring_u.clone()))
-    for a, b in zip(res[0][0], res[1][0]):
-        assert torch.equal(a.nan_to_num(7.0), b.nan_to_num(7.0)), "RSSM_PDL_CHAIN=1 changed an output"
-    assert torch.equal(res[0][1], res[1][1]), "RSSM_PDL_CHAIN=1 changed a checkpoint"
-    assert torch.equal(res[0][2], res[1][2]), "RSSM_PDL_CHAIN=1 changed ring u"
+        res.append(_staggered_run("q35-4b", L, mode, T, 410 + variant + T, variant, 3 * L))
+    _assert_same_run(res[0], res[1], "RSSM_PDL_CHAIN=1")
 
 
 @pytest.mark.gpu
@@ -652,19 +663,8 @@ def test_verify_lean32_changes_no_value(shape, L, T, monkeypatch):
         monkeypatch.setenv("RSSM_GDN_VERIFY_LEAN32", lean)
         monkeypatch.delenv("RSSM_GDN_VERIFY_MMA", raising=False)
         monkeypatch.delenv("RSSM_GDN_VERIFY_UPF", raising=False)
-        seq = _Seq(shape, 7, L, 1, T, seed=520 + L + T, variant=6)
-        join = [(r * 3) % 5 for r in range(7)]
-        outs = []
-        for t in range(2 * L // T + 6):
-            seq.step(_active(7, t, join, seq.gen, 0.1), _spec_accept("random", 7, T, seq.gen))
-            outs.append(seq.last_out.clone())
-        seq.compare_buffers()
-        assert seq.flushes > 0
-        res.append((outs, seq.ckpt.clone(), seq.ring_u.clone()))
-    for a, b in zip(res[0][0], res[1][0]):
-        assert torch.equal(a.nan_to_num(7.0), b.nan_to_num(7.0)), "LEAN32 changed an output"
-    assert torch.equal(res[0][1], res[1][1]), "LEAN32 changed a checkpoint"
-    assert torch.equal(res[0][2], res[1][2]), "LEAN32 changed ring u"
+        res.append(_staggered_run(shape, L, 1, T, 520 + L + T, 6, 2 * L // T + 6))
+    _assert_same_run(res[0], res[1], "LEAN32")
 
 
 @pytest.mark.gpu
