@@ -211,7 +211,7 @@ cudaError_t launchVerifyMma(const GdnReplayParams& p, int smCount, cudaStream_t 
     // rule) and the key head by a shift (value heads per key head a power of two), the ring key address formed on
     // flush items only. Bit-identical results. Side by side on the H200 (docs/kernels-gdn.md "Thirty-sixth session")
     // the T = 4 steps were 1.2-2.2% faster with staggered / mixed flushes and unchanged in phase, the T = 8 steps
-    // 0.8-3.9% faster; never slower. The default; RSSM_GDN_VERIFY_LEAN32=0 (read per launch) turns it off (A/B).
+    // 0.9-3.9% faster; never slower. The default; RSSM_GDN_VERIFY_LEAN32=0 (read per launch) turns it off (A/B).
     const int group = p.num_v_heads / p.num_heads;
     const bool lean32 =
         envSwitch("RSSM_GDN_VERIFY_LEAN32", true) && (group & (group - 1)) == 0 && readoutOffsetsFit32(p);

@@ -480,7 +480,7 @@ int launchSplitReadout(const char* op, Mamba2ReplayParams& q, stream::ReadCopySc
         // L32 (the default since the thirty-sixth session; RSSM_MAMBA2_MMA_L32=0, read per launch, for A/B): 32-bit
         // item offsets into y, z, C, ring x and the workspace where every one of them stays below 2^31 (non-negative
         // strides). Side by side on the H200 (docs/kernels-mamba2.md "Thirty-sixth session"): T = 4 verify steps
-        // 4.0-6.0% faster, T = 8 one-accepted / mixed 2.3-6.2% (all-accepted within the spread).
+        // 4.0-6.0% faster, T = 8 one-accepted / mixed 1.8-5.6% (all-accepted within the spread).
         const bool off32 = envSwitch("RSSM_MAMBA2_MMA_L32", true) && splitMmaOffsetsFit32(q);
         const void* mk = q.act_dtype == RSSM_DTYPE_BF16 && aligned && chunks && !q.skip_flush_rows
                              ? splitMmaReadoutKernel(q.state_dtype, q.dstate, envSwitch("RSSM_MAMBA2_MMA_CHOIST", true),
