@@ -18,6 +18,8 @@
 # Usage: scripts/build_flashinfer_cache.sh [CASE ...]
 #   CASE = ssu:<dim>:<dstate>:<T>                     selective_state_update (sm90 variant)
 #        | cssu:<dim>:<dstate>:<T>:<max_window>:<heads_per_group>:<ngroups>   checkpointing_ssu
+#        | cssu-pdl:...  (the same fields)   checkpointing_ssu with enable_pdl=True (the peer of a run with
+#          RSSM_PDL_CHAIN=1, replayssm_trtllm.bench.peers.pdl_chain_requested)
 #   Exit status 1 when any module failed to compile (FlashInfer 0.7.4 checkpointing_ssu cannot compile
 #   headdim 80, the Nemotron-3-Nano shape: 46 errors at D_PER_CTA = 40).
 #   default: the Nemotron-3-Super shape (H=128, P=64, N=128, G=8 -> heads_per_group 16), L=16:
@@ -83,12 +85,12 @@ for case in sys.argv[1:]:
         #  cu_seqlens, num_accepted_tokens, philox_rounds) exactly as selective_state_update keys it
         spec = gen_selective_state_update_sm90_module(f32, bf16, f32, f32, i32, None, dim, dstate, t,
                                                       i32, i64, 0)
-    elif kind == "cssu":
+    elif kind in ("cssu", "cssu-pdl"):
         dim, dstate, t, mw, hpg, ng = n
         # (state, input, dt, weight(=D), A, stateIndex, state_scale, dim, dstate, npredicted,
         #  max_window, heads_per_group, ngroups, philox_rounds, enable_pdl)
         spec = gen_checkpointing_ssu_module(f32, bf16, bf16, f32, f32, i32, None, dim, dstate, t, mw,
-                                            hpg, ng, 0, False)
+                                            hpg, ng, 0, kind == "cssu-pdl")
     else:
         raise SystemExit(f"unknown case {case!r}")
     t0 = time.time()

@@ -422,6 +422,8 @@ def run(args) -> int:
         from replayssm_trtllm.bench import peers as _peers
         ok, why = (False, "skipped (--no-flashinfer)") if args.no_flashinfer else _peers.flashinfer_available()
         peers, peer_status = (_peers, "available") if ok else (None, f"not available: {why}")
+        if ok and _peers.pdl_chain_requested():  # both sides launch with PDL (RSSM_PDL_CHAIN=1)
+            peer_status += " (checkpointing_ssu with enable_pdl=True, as RSSM_PDL_CHAIN=1 launches ours)"
     except Exception as e:  # pragma: no cover - depends on the machine
         peer_status = f"not available: {type(e).__name__}: {e}"
     print(f"FlashInfer peer: {peer_status}")

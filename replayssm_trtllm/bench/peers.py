@@ -219,6 +219,16 @@ def advance_checkpointing_cursors(ring_start, pnat, slots, accepted, num_tokens:
     pnat.index_copy_(0, slots, new_p)
 
 
+def pdl_chain_requested() -> bool:
+    """Whether the step kernels of this run are programmatic dependents of the kernel before them
+    (``RSSM_PDL_CHAIN=1``, cpp_plugins/kernels/common/pdl.h). The FlashInfer peer then launches with PDL
+    too (``enable_pdl=True``), so that a side-by-side comparison gives both the same launch overlap. Mirrors the
+    launchers' reading of the variable while its default is off (``pdlChainDefault``): on only for "1"."""
+    import os
+
+    return os.environ.get("RSSM_PDL_CHAIN", "0") == "1"
+
+
 class FlashInferCheckpointingSSU:
     """Drive ``flashinfer.mamba.checkpointing_ssu`` (FlashInfer's ReplaySSM) for one Mamba-2 layer.
 
@@ -238,14 +248,19 @@ class FlashInferCheckpointingSSU:
     step). ``step`` takes our layouts: ``x [B, T, H, P]`` (or ``[B, H, P]`` for T=1), raw
     ``dt [B, T, H]`` (or ``[B, H]``; bf16 accepted natively), ``B / C [B, T, G, N]`` (or
     ``[B, G, N]``), optional ``z`` like x. Padding rows carry slot -1 and are skipped.
+
+    ``enable_pdl``: FlashInfer's programmatic-dependent launch (a separately compiled module); None
+    follows our own kernels' switch (:func:`pdl_chain_requested`).
     """
 
     def __init__(self, state, A, D, dt_bias, *, ngroups: int, max_window: int, num_tokens: int = 1,
                  act_dtype=None, dt_softplus: bool = True, algorithm: str = "auto",
-                 use_scratch: bool = True, cursors: Optional[tuple] = None, ring: Optional[dict] = None):
+                 use_scratch: bool = True, cursors: Optional[tuple] = None, ring: Optional[dict] = None,
+                 enable_pdl: Optional[bool] = None):
         import torch
 
         _require(flashinfer_available(), "FlashInferCheckpointingSSU")
+        self.enable_pdl = pdl_chain_requested() if enable_pdl is None else bool(enable_pdl)
         _check(state.dim() == 4, f"FlashInferCheckpointingSSU: state must be [S, H, P, N]; got {tuple(state.shape)}")
         S, H, P, N = state.shape
         _check(H % ngroups == 0, f"FlashInferCheckpointingSSU: H={H} must be divisible by ngroups={ngroups}")
@@ -341,7 +356,8 @@ class FlashInferCheckpointingSSU:
                           self.pnat, x4, dt4, self.A_v, B4, C4, out4, D=self.D_v, z=z4,
                           dt_bias=self.bias_v, dt_softplus=self.dt_softplus,
                           state_batch_indices=state_batch_indices, pad_slot_id=-1,
-                          cb_scaled=sc[0], cumAdt_vec=sc[1], cb_old=sc[2], algorithm=self.algorithm)
+                          cb_scaled=sc[0], cumAdt_vec=sc[1], cb_old=sc[2], algorithm=self.algorithm,
+                          enable_pdl=self.enable_pdl)
         return out4.squeeze(1) if (squeeze and out is None) else (out if out is not None else out4)
 
     def commit(self, state_batch_indices, accepted=None) -> None:
