@@ -870,6 +870,57 @@ def test_replay_split_mma_readout_l32_sanitize(monkeypatch):
     assert _run_replay(2, 24, 8, 1, SMALL, F32, BF16, 6, seed=187, variant=4) > 0
 
 
+# REFILL (RSSM_MAMBA2_MMA_REFILL=1; thirty-sixth session, prepared for A/B, not yet run on a GPU): a one-chunk flush
+# item copies the next item's rows into its own row buffer tile by tile during its fold. Against the float64 reference:
+# in-phase rows (every item of a flush step refills, back to back), staggered and padding rows (a next item without a
+# slot: no refill), T = 1 / 4 / 8, Nano's 10 items per head, and L = 24 with two fold chunks (the path without it).
+REFILL_CASES = [(5, 16, 4, SUPER, "all", False), (4, 8, 1, NANO, "random", True), (3, 16, 8, NANO, "all", True),
+                (5, 16, 4, SUPER, "random", True), (3, 24, 8, SUPER, "random", True)]
+
+
+@pytest.mark.parametrize("B,L,T,sh,acc,stag", REFILL_CASES,
+                         ids=[f"B{c[0]}-L{c[1]}-T{c[2]}-H{c[3]['H']}-{c[4]}-{'stag' if c[5] else 'inphase'}"
+                              for c in REFILL_CASES])
+def test_replay_split_mma_readout_refill(B, L, T, sh, acc, stag, monkeypatch):
+    monkeypatch.delenv("RSSM_MAMBA2_SPLIT_PIPE", raising=False)
+    monkeypatch.delenv("RSSM_MAMBA2_MMA_L32", raising=False)
+    monkeypatch.setenv("RSSM_MAMBA2_MMA_REFILL", "1")
+    mode = 0 if T == 1 else 1
+    if mode == 0:  # standard steps take the tensor-core readout only when forced
+        monkeypatch.setenv("RSSM_MAMBA2_SPLIT_PIPE", "4")
+    assert _run_replay(B, L, T, mode, sh, F32, BF16, 2 * L // T + 8, seed=400 + B + L + T, accept=acc,
+                       staggered=stag, variant=4) > 0
+
+
+def test_mma_readout_refill_instance_runs(monkeypatch):
+    """RSSM_MAMBA2_MMA_REFILL=1 runs the REFILL instance (template argument 5) at the bench's Super shape, T = 4;
+    unset not (torch profiler)."""
+    skip_under_sanitizer()
+    import replayssm_trtllm.ops.commit  # noqa: F401
+    import replayssm_trtllm.ops.mamba2  # noqa: F401
+    from replayssm_trtllm.bench import mamba2 as bm2
+    got = {}
+    for env in (None, "1"):
+        monkeypatch.delenv("RSSM_MAMBA2_MMA_REFILL", raising=False)
+        if env:
+            monkeypatch.setenv("RSSM_MAMBA2_MMA_REFILL", env)
+        ls = bm2._Layerset(bm2.SHAPES["super"], 8, 16, 4, F32, BF16, 1, 0, need_conv=False, token_list=[4])
+        ls.set_cursors(torch.full((8,), 4, dtype=torch.int32, device="cuda"))
+        _, names = cuda_kernel_names(lambda: ls.replay_step(0, 4, 1, variant=4))
+        got[env] = sorted({a[5] for a in instances(names, "mamba2SplitReadoutMmaStagedKernel") if a[0] == "float"})
+    assert got == {None: ["0"], "1": ["1"]}, got
+
+
+@pytest.mark.sanitize
+def test_replay_split_mma_readout_refill_sanitize(monkeypatch):
+    """The sanitizers' REFILL case (racecheck: the tile-by-tile refill of a buffer the warp is still reading):
+    in-phase flush steps back to back, padding rows, two record chunks."""
+    monkeypatch.delenv("RSSM_MAMBA2_SPLIT_PIPE", raising=False)
+    monkeypatch.setenv("RSSM_MAMBA2_MMA_REFILL", "1")
+    assert _run_replay(3, 4, 3, 1, SMALL, F32, BF16, 6, seed=188, accept="all", staggered=False, variant=4) > 0
+    assert _run_replay(2, 24, 8, 1, SMALL, F32, BF16, 6, seed=189, variant=4) > 0
+
+
 def _set_mma_pipe(monkeypatch, pipe):
     """pipe: the readout (RSSM_MAMBA2_SPLIT_PIPE) and a suffix: "n" turns the x_j (and z) prefetch off, "z" only the
     z prefetch (RSSM_MAMBA2_MMA_ZPF=0)."""

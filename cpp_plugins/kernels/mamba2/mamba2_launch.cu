@@ -484,7 +484,10 @@ int launchSplitReadout(const char* op, Mamba2ReplayParams& q, stream::ReadCopySc
         const bool off32 = envSwitch("RSSM_MAMBA2_MMA_L32", true) && splitMmaOffsetsFit32(q);
         const void* mk = q.act_dtype == RSSM_DTYPE_BF16 && aligned && chunks && !q.skip_flush_rows
                              ? splitMmaReadoutKernel(q.state_dtype, q.dstate, envSwitch("RSSM_MAMBA2_MMA_CHOIST", true),
-                                                     envSwitch("RSSM_MAMBA2_MMA_XPF", true), zPairs, off32)
+                                                     envSwitch("RSSM_MAMBA2_MMA_XPF", true), zPairs, off32,
+                                                     // REFILL (A/B, prepared in the thirty-sixth session, not yet run
+                                                     // on a GPU; RSSM_MAMBA2_MMA_REFILL=1, read per launch)
+                                                     envSwitch("RSSM_MAMBA2_MMA_REFILL", false))
                              : nullptr;
         if (mk) {
             const long long items = (long long)q.batch * q.nheads * (q.headdim / splitRows());

@@ -109,7 +109,13 @@ __host__ __device__ constexpr int stagedWarpBytes() { return 2 * SmemRows<ST>::k
 // offset below 2^31) and the ring's B address formed on flush items only; the GDN verify readout's LEAN32 without its
 // key-head shift (Nano's 12 heads per group). Same loads, same values. (The thirty-fourth session's LEAN, these plus
 // the group by a reciprocal, 8-byte coefficient loads and a fast gate division, measured 3-6% slower.)
-template <typename ST, bool CHOIST, bool XPF, bool ZPF = false, bool L32 = false>
+// REFILL (thirty-sixth session, prepared for A/B, NOT yet run on a GPU: RSSM_MAMBA2_MMA_REFILL=1; on top of L32): a
+// flush item folding one chunk (L <= 16) copies the next item's rows into its own row buffer tile by tile as its fold
+// consumes the tiles (SmemRows::issueTile after a __syncwarp per tile), instead of into the other buffer after the
+// fold; the next item then reads its rows from this buffer (the ping-pong skips one turn). The thirty-fifth session's
+// source counters put the wait for those rows, issued only after the fold, at the top of an all-flush step's stalls.
+// Same copies, same values.
+template <typename ST, bool CHOIST, bool XPF, bool ZPF = false, bool L32 = false, bool REFILL = false>
 __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
     mamba2SplitReadoutMmaStagedKernel(const Mamba2ReplayParams p) {
     using namespace mmareadout;
@@ -210,6 +216,7 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
         rawNN = it + 3 * nw < items ? rawSlot(walk.next(cNN).b) : -1;
 
         bool xIssued = false;  // XPF: the next item's x_j loads
+        bool refilled = false;  // REFILL: the next item's rows are in this item's row buffer (buf)
         if (slot >= 0 && nf != kSplitSkipRow) {  // else padding row / skipped flushing row: untouched
             uint16_t* yg = L32 ? static_cast<uint16_t*>(p.y) + (b * (int)p.stride_y_b + g * (int)p.stride_y_t +
                                                                  head * (int)p.stride_y_h + vw + 2 * q)
@@ -322,6 +329,9 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
                     uint32_t a[3][4];
                     foldWeights(a, xb[0], xb[1], fw);
                     if (nf <= kChunk) {  // one chunk (L <= 16): column tile by column tile from the staged rows
+                        // REFILL: the next item's rows into this buffer, each tile once every lane has read it
+                        const bool refill = REFILL && slotN >= 0;  // warp-uniform
+                        const ST* nextRows = refill ? rowsOf(cN, slotN) : nullptr;
 #pragma unroll 2
                         for (int k = 0; k < kKT; ++k) {
                             float v[4];
@@ -330,6 +340,18 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
                             for (int e = 0; e < 4; ++e) v[e] *= gf;
                             foldTile(v, a, sB, k, lane);
                             LaneRow<ST>::storeTile(v, ckRow, k, q);
+                            if constexpr (REFILL) {
+                                if (refill) {
+                                    __syncwarp();  // every lane's reads of tile k are done (their values were used)
+                                    Rows::issueTile(sRows(buf), nextRows, p.stride_state_p, k, lane);
+                                }
+                            }
+                        }
+                        if constexpr (REFILL) {
+                            if (refill) {
+                                async::commit();
+                                refilled = true;
+                            }
                         }
                     } else if constexpr (sizeof(ST) == 4) {  // two chunks: the first chunk's result back in place
                         // (the same pass as above with a shared-memory sink: kept as two loops so that the
@@ -370,10 +392,13 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
                 if constexpr (ZPF) zNext = loadZ(cN, slotN);
             }
         }
-        if (flushItem) {  // the other buffer is free again: the next item's rows
+        if (flushItem && !refilled) {  // the other buffer is free again: the next item's rows
             __syncwarp();
             if (slotN >= 0) Rows::issue(sRows(buf ^ 1), rowsOf(cN, slotN), p.stride_state_p, lane);
             async::commit();
+        }
+        if constexpr (REFILL) {
+            if (refilled) buf ^= 1;  // the next item's rows are in buf: the loop's toggle is undone
         }
         __syncwarp();  // this item's buffers are rewritten by the item after next / the next item's x
         cC = cN;
