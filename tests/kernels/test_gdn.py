@@ -701,6 +701,63 @@ def test_sanitize_replay_verify_lean32(monkeypatch):
         assert seq.flushes > 0
 
 
+# REFILL (RSSM_GDN_VERIFY_REFILL=1; thirty-sixth session, prepared for A/B, not yet run on a GPU): on top of LEAN32,
+# a one-chunk flush item copies the next item's rows into its own row buffer tile by tile during its fold. Same values:
+# bit-identical to LEAN32 alone (staggered joins, padding rows, random acceptance), and in phase (every item of a flush
+# step refills, back to back) against the float64 reference; L = 24 (two chunks) takes the path without it.
+REFILL_CASES = [("q35-4b", 16, 4), ("q35-122b", 16, 8), ("q35-4b", 24, 3)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape,L,T", REFILL_CASES, ids=[f"{s}-L{l}-T{t}" for s, l, t in REFILL_CASES])
+def test_verify_refill_changes_no_value(shape, L, T, monkeypatch):
+    for k in ("RSSM_GDN_VERIFY_MMA", "RSSM_GDN_VERIFY_UPF", "RSSM_GDN_VERIFY_LEAN32"):
+        monkeypatch.delenv(k, raising=False)
+    res = []
+    for refill in ("0", "1"):
+        monkeypatch.setenv("RSSM_GDN_VERIFY_REFILL", refill)
+        res.append(_staggered_run(shape, L, 1, T, 610 + L + T, 6, 2 * L // T + 6))
+    _assert_same_run(res[0], res[1], "REFILL")
+    seq = _Seq(shape, 6, L, 1, T, seed=620 + T, variant=6)  # in phase, every row accepting all drafts
+    for t in range(2 * L // T + 4):
+        seq.step(torch.ones(6, dtype=torch.bool), [T] * 6)
+    seq.compare_buffers()
+    assert seq.flushes > 0
+
+
+@pytest.mark.gpu
+def test_verify_refill_instance_runs(monkeypatch):
+    """RSSM_GDN_VERIFY_REFILL=1 runs the REFILL instance (template argument 7) at T = 4 and 8; unset not (torch
+    profiler)."""
+    skip_under_sanitizer()
+    got = {}
+    for env in (None, "1"):
+        for T in (4, 8):
+            monkeypatch.delenv("RSSM_GDN_VERIFY_REFILL", raising=False)
+            if env:
+                monkeypatch.setenv("RSSM_GDN_VERIFY_REFILL", env)
+            seq = _Seq("q35-4b", 3, 16, 1, T, seed=9, variant=6)
+            seq.step(_active(3, 0, [0, 0, 0], seq.gen, 0.0), [T, 1, 2])  # warm-up (loads the ops)
+            torch.cuda.synchronize()
+            names = cuda_kernel_names(lambda: seq.step(_active(3, 1, [0, 0, 0], seq.gen, 0.0), [T, 1, 2]))[1]
+            got[(env, T)] = sorted({a[6] for a in instances(names, "gdnSplitVerifyMmaKernel")})
+    assert got == {(None, 4): ["0"], (None, 8): ["0"], ("1", 4): ["1"], ("1", 8): ["1"]}, got
+
+
+@pytest.mark.gpu
+@pytest.mark.sanitize
+def test_sanitize_replay_verify_refill(monkeypatch):
+    """The sanitizers' REFILL case (racecheck: the tile-by-tile refill of a buffer the warp is still reading): B = 3
+    with a padding row, L = 4 at T = 3 and L = 8 at T = 6, flushes back to back."""
+    monkeypatch.setenv("RSSM_GDN_VERIFY_REFILL", "1")
+    for T, L in ((3, 4), (6, 8)):
+        seq = _Seq("q35-4b", 3, L, 1, T, seed=46 + T, variant=6)
+        for t in range(10):
+            seq.step(_active(3, t, [0, 1, 2], seq.gen, 0.0), [T, T, T])
+        seq.compare_buffers()
+        assert seq.flushes > 0
+
+
 def _spec_accept(accept, B, T, gen):
     if accept == "all":
         return [T] * B

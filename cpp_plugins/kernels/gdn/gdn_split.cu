@@ -215,7 +215,10 @@ cudaError_t launchVerifyMma(const GdnReplayParams& p, int smCount, cudaStream_t 
     const int group = p.num_v_heads / p.num_heads;
     const bool lean32 =
         envSwitch("RSSM_GDN_VERIFY_LEAN32", true) && (group & (group - 1)) == 0 && readoutOffsetsFit32(p);
-    const void* kernel = verifyMmaKernel(p.state_dtype, p.num_tokens, prefetchU, lean32);
+    // REFILL (A/B, prepared in the thirty-sixth session, not yet run on a GPU; RSSM_GDN_VERIFY_REFILL=1, read per
+    // launch): on top of LEAN32, a one-chunk flush item refills its row buffer with the next item's rows during its fold
+    const void* kernel =
+        verifyMmaKernel(p.state_dtype, p.num_tokens, prefetchU, lean32, envSwitch("RSSM_GDN_VERIFY_REFILL", false));
     const int threads = verifyMmaThreads();
     const size_t smem = verifyMmaSmemBytes(p.state_dtype, p.num_tokens);
     cudaError_t e = allowDynamicSmem(kernel, smem);

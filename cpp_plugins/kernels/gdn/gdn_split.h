@@ -28,8 +28,9 @@ int replaySplitReadCopy(const GdnReplayParams& q, const stream::ReadCopyScales& 
 // bf16; NULL otherwise) and token count (<= 8), its dynamic shared memory per CTA and its CTA size. prefetchU: the
 // next item's u_j block loaded during the current item (default for T <= 4; RSSM_GDN_VERIFY_UPF=1/0 forces it).
 // lean32: the LEAN32 instance (fp32 rows, T <= 4, with prefetchU; 32-bit item offsets, the key head by a shift) where
-// the caller checked its rules; other combinations ignore it.
-const void* verifyMmaKernel(int stateDtype, int numTokens, bool prefetchU, bool lean32 = false);
+// the caller checked its rules; other combinations ignore it. refill (with lean32): the REFILL form (A/B,
+// RSSM_GDN_VERIFY_REFILL).
+const void* verifyMmaKernel(int stateDtype, int numTokens, bool prefetchU, bool lean32 = false, bool refill = false);
 size_t verifyMmaSmemBytes(int stateDtype, int numTokens);
 int verifyMmaThreads();
 // The read-copy readout on tensor cores (gdn_read_mma.cu; standard steps, skip_flush_rows, K = 128): its kernel for

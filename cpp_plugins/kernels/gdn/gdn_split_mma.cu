@@ -13,12 +13,14 @@ namespace {
 // in registers: the 3-CTA build of it (80 registers, those loads inside the product loop, 140 bytes of spills) ran
 // 1.2-1.9x slower (q35-4b B = 256 T = 8: 538-824 vs 327-434 us; tenth session, docs/kernels-gdn.md).
 template <typename ST>
-const void* entry(int maxTokens, bool prefetchU, bool lean32) {
+const void* entry(int maxTokens, bool prefetchU, bool lean32, bool refill) {
     if (maxTokens <= 4) {
-        // LEAN32 (fp32 rows with the u_j prefetch, the T <= 4 default): 32-bit item offsets, the key head by a shift
+        // LEAN32 (fp32 rows with the u_j prefetch, the T <= 4 default): 32-bit item offsets, the key head by a shift;
+        // REFILL (A/B) on top
         if constexpr (std::is_same<ST, float>::value) {
             if (prefetchU && lean32)
-                return reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 4, 3, false, true, true>);
+                return refill ? reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 4, 3, false, true, true, true>)
+                              : reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 4, 3, false, true, true>);
         }
         return prefetchU ? reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 4, 3, false, true>)
                          : reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 4, 3, false, false>);
@@ -26,7 +28,8 @@ const void* entry(int maxTokens, bool prefetchU, bool lean32) {
     // LEAN32 (fp32 rows without the u_j prefetch: the T > 4 default)
     if constexpr (std::is_same<ST, float>::value) {
         if (!prefetchU && lean32)
-            return reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 8, 2, true, false, true>);
+            return refill ? reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 8, 2, true, false, true, true>)
+                          : reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 8, 2, true, false, true>);
     }
     return prefetchU ? reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 8, 2, true, true>)
                      : reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 8, 2, true, false>);
@@ -38,11 +41,11 @@ int perWarpBytes(int maxTokens) {
 }
 }  // namespace
 
-const void* verifyMmaKernel(int stateDtype, int numTokens, bool prefetchU, bool lean32) {
+const void* verifyMmaKernel(int stateDtype, int numTokens, bool prefetchU, bool lean32, bool refill) {
     switch (stateDtype) {
-        case RSSM_DTYPE_FP32: return entry<float>(numTokens, prefetchU, lean32);
-        case RSSM_DTYPE_FP16: return entry<__half>(numTokens, prefetchU, lean32);
-        case RSSM_DTYPE_BF16: return entry<__nv_bfloat16>(numTokens, prefetchU, lean32);
+        case RSSM_DTYPE_FP32: return entry<float>(numTokens, prefetchU, lean32, refill);
+        case RSSM_DTYPE_FP16: return entry<__half>(numTokens, prefetchU, lean32, refill);
+        case RSSM_DTYPE_BF16: return entry<__nv_bfloat16>(numTokens, prefetchU, lean32, refill);
         default: return nullptr;
     }
 }

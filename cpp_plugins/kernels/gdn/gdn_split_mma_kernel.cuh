@@ -69,7 +69,12 @@ __device__ __forceinline__ float2 halfPair(uint32_t v) { return __half22float2(*
 // requires a power-of-two number of value heads per key head), and the ring's key address formed on flush items only. The source counters of the T = 4 instance (thirty-fifth
 // session) put the key head's division at 31 of ~800 warp instructions per item and the 64-bit offset products of
 // the item's loads at ~15%. Same loads, same values: bit-identical results.
-template <typename ST, int MAXT, int MINB, bool HOISTB, bool UPF = false, bool LEAN32 = false>
+// REFILL (thirty-sixth session, prepared for A/B, NOT yet run on a GPU: RSSM_GDN_VERIFY_REFILL=1; the LEAN32 fp32
+// instances): a flush item folding one chunk (L <= 16) copies the next item's rows into its own row buffer tile by
+// tile as its fold consumes the tiles (mmarows::SmemRows::issueTile after a __syncwarp per tile), instead of into
+// the other buffer after the fold; the next item reads its rows from this buffer (the ping-pong skips a turn). The
+// Mamba-2 readout's REFILL, the same reason (the next item's rows issued only after the fold). Same values.
+template <typename ST, int MAXT, int MINB, bool HOISTB, bool UPF = false, bool LEAN32 = false, bool REFILL = false>
 __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMmaKernel(const GdnReplayParams p) {
     using namespace mmaverify;
     using Rows = mmarows::SmemRows<ST>;
@@ -201,6 +206,7 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
         rawNN = it + 3 * nw < items ? p.state_batch_indices[walk.next(cNN).b] : -1;
 
         bool uIssued = false;  // UPF: the next item's u_j loads
+        bool refilled = false;  // REFILL: the next item's rows are in this item's row buffer (buf)
         if (slot >= 0 && nf >= 0) {  // else padding row / invalid cursors: nothing written
             const float* hr = LEAN32 ? ws + (b * HV + hv) * RW : ws + ((size_t)b * HV + hv) * RW;
             const int64_t ruBase = LEAN32 ? off3(slot, p.ring_u_stride_slot, hv, p.ring_u_stride_head, 0, 0)
@@ -365,6 +371,8 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
                 __syncwarp();
                 if constexpr (kStageW) chunkWeights(a, 0);
                 if (nf <= foldmma::kChunk) {  // one chunk (window <= 16): column tile by column tile
+                    // REFILL: the next item's rows into this buffer, each tile once every lane has read it
+                    const bool refill = REFILL && slotN >= 0;  // warp-uniform
 #pragma unroll 2
                     for (int k = 0; k < kKT; ++k) {
                         float v[4];
@@ -373,6 +381,19 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
                         for (int e = 0; e < 4; ++e) v[e] *= gf;
                         mmarows::foldTile(v, a, sB, k, lane);
                         mmarows::LaneRow<ST>::storeTile(v, ckRow, k, q);
+                        if constexpr (REFILL) {
+                            if (refill) {
+                                __syncwarp();  // every lane's reads of tile k are done (their values were used)
+                                // (the next item's row address formed per tile: no pointer live over the fold)
+                                Rows::issueTile(sRows(buf), rowsOf(cN, slotN), p.state_stride_v, k, lane);
+                            }
+                        }
+                    }
+                    if constexpr (REFILL) {
+                        if (refill) {
+                            async::commit();
+                            refilled = true;
+                        }
                     }
                 } else if constexpr (sizeof(ST) == 4) {  // two chunks: the first chunk's result back in place
                     float* rowW = reinterpret_cast<float*>(sRows(buf)) + g * Rows::kStride;
@@ -416,10 +437,13 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
         if constexpr (UPF) {
             if (!uIssued) uqNext = loadU(cN, slotN, metaN);
         }
-        if (flushItem) {  // the other buffer is free again: the next item's rows
+        if (flushItem && !refilled) {  // the other buffer is free again: the next item's rows
             __syncwarp();
             if (slotN >= 0) Rows::issue(sRows(buf ^ 1), rowsOf(cN, slotN), p.state_stride_v, lane);
             async::commit();
+        }
+        if constexpr (REFILL) {
+            if (refilled) buf ^= 1;  // the next item's rows are in buf: the loop's toggle is undone
         }
         __syncwarp();  // this item's buffers are rewritten by the item after next / the next item's u_j block
         cC = cN;
