@@ -647,6 +647,23 @@ def test_pdl_chain_conventional_changes_no_value(monkeypatch):
     assert torch.isnan(res[1][0][0][4]).all(), "a padding row's output was written"
 
 
+def _verify_instance_args(monkeypatch, var, envs, arg):
+    """{(setting of `var`, T): the values of template argument `arg` of every gdnSplitVerifyMmaKernel launched} for
+    T = 4 and 8 (torch profiler; one speculative step after a warm-up step)."""
+    got = {}
+    for env in envs:
+        for T in (4, 8):
+            monkeypatch.delenv(var, raising=False)
+            if env is not None:
+                monkeypatch.setenv(var, env)
+            seq = _Seq("q35-4b", 3, 16, 1, T, seed=9, variant=6)
+            seq.step(_active(3, 0, [0, 0, 0], seq.gen, 0.0), [T, 1, 2])  # warm-up (loads the ops)
+            torch.cuda.synchronize()
+            names = cuda_kernel_names(lambda: seq.step(_active(3, 1, [0, 0, 0], seq.gen, 0.0), [T, 1, 2]))[1]
+            got[(env, T)] = sorted({a[arg] for a in instances(names, "gdnSplitVerifyMmaKernel")})
+    return got
+
+
 # LEAN32 (thirty-sixth session; the default, RSSM_GDN_VERIFY_LEAN32=0 turns it off): the fp32-row tensor-core
 # verify readout with 32-bit item offsets, the key head by a shift and the ring key address formed on flush items
 # only. Same loads and values: bit-identical to the instances without it ("0"), and against the float64 reference
@@ -669,20 +686,10 @@ def test_verify_lean32_changes_no_value(shape, L, T, monkeypatch):
 
 @pytest.mark.gpu
 def test_verify_lean32_instance_runs(monkeypatch):
-    """Which verify instance runs (torch profiler; template argument 6 is LEAN32): unset (the default) and "1"
+    """Which verify instance runs (torch profiler; template argument 5 is LEAN32): unset (the default) and "1"
     LEAN32 at T = 4 and T = 8, "0" at neither (fp32 rows; q35-4b's head group is a power of two)."""
     skip_under_sanitizer()
-    got = {}
-    for env in (None, "1", "0"):
-        for T in (4, 8):
-            monkeypatch.delenv("RSSM_GDN_VERIFY_LEAN32", raising=False)
-            if env is not None:
-                monkeypatch.setenv("RSSM_GDN_VERIFY_LEAN32", env)
-            seq = _Seq("q35-4b", 3, 16, 1, T, seed=9, variant=6)
-            seq.step(_active(3, 0, [0, 0, 0], seq.gen, 0.0), [T, 1, 2])  # warm-up (loads the ops)
-            torch.cuda.synchronize()
-            names = cuda_kernel_names(lambda: seq.step(_active(3, 1, [0, 0, 0], seq.gen, 0.0), [T, 1, 2]))[1]
-            got[(env, T)] = sorted({a[5] for a in instances(names, "gdnSplitVerifyMmaKernel")})
+    got = _verify_instance_args(monkeypatch, "RSSM_GDN_VERIFY_LEAN32", (None, "1", "0"), 5)
     assert got == {(None, 4): ["1"], (None, 8): ["1"], ("1", 4): ["1"], ("1", 8): ["1"], ("0", 4): ["0"],
                    ("0", 8): ["0"]}, got
 
@@ -727,20 +734,10 @@ def test_verify_refill_changes_no_value(shape, L, T, monkeypatch):
 
 @pytest.mark.gpu
 def test_verify_refill_instance_runs(monkeypatch):
-    """RSSM_GDN_VERIFY_REFILL=1 runs the REFILL instance (template argument 7) at T = 4 and 8; unset not (torch
+    """RSSM_GDN_VERIFY_REFILL=1 runs the REFILL instance (template argument 6) at T = 4 and 8; unset not (torch
     profiler)."""
     skip_under_sanitizer()
-    got = {}
-    for env in (None, "1"):
-        for T in (4, 8):
-            monkeypatch.delenv("RSSM_GDN_VERIFY_REFILL", raising=False)
-            if env:
-                monkeypatch.setenv("RSSM_GDN_VERIFY_REFILL", env)
-            seq = _Seq("q35-4b", 3, 16, 1, T, seed=9, variant=6)
-            seq.step(_active(3, 0, [0, 0, 0], seq.gen, 0.0), [T, 1, 2])  # warm-up (loads the ops)
-            torch.cuda.synchronize()
-            names = cuda_kernel_names(lambda: seq.step(_active(3, 1, [0, 0, 0], seq.gen, 0.0), [T, 1, 2]))[1]
-            got[(env, T)] = sorted({a[6] for a in instances(names, "gdnSplitVerifyMmaKernel")})
+    got = _verify_instance_args(monkeypatch, "RSSM_GDN_VERIFY_REFILL", (None, "1"), 6)
     assert got == {(None, 4): ["0"], (None, 8): ["0"], ("1", 4): ["1"], ("1", 8): ["1"]}, got
 
 

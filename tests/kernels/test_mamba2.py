@@ -827,6 +827,24 @@ def test_mma_readout_zpf_instance_runs(T):
     assert all(a[3] == "1" for a in readouts), readouts  # template argument 3: ZPF
 
 
+def _mma_readout_instance_args(monkeypatch, var, envs, arg):
+    """{setting of `var`: the values of template argument `arg` of the fp32 tensor-core readouts launched} for one
+    T = 4 verify step of the bench's Super layer set (h = 4: no row flushes; torch profiler)."""
+    import replayssm_trtllm.ops.commit  # noqa: F401
+    import replayssm_trtllm.ops.mamba2  # noqa: F401
+    from replayssm_trtllm.bench import mamba2 as bm2
+    got = {}
+    for env in envs:
+        monkeypatch.delenv(var, raising=False)
+        if env:
+            monkeypatch.setenv(var, env)
+        ls = bm2._Layerset(bm2.SHAPES["super"], 8, 16, 4, F32, BF16, 1, 0, need_conv=False, token_list=[4])
+        ls.set_cursors(torch.full((8,), 4, dtype=torch.int32, device="cuda"))
+        _, names = cuda_kernel_names(lambda: ls.replay_step(0, 4, 1, variant=4))
+        got[env] = sorted({a[arg] for a in instances(names, "mamba2SplitReadoutMmaStagedKernel") if a[0] == "float"})
+    return got
+
+
 # L32 (thirty-sixth session; the default, RSSM_MAMBA2_MMA_L32=0 turns it off): the fp32 ZPF readout with 32-bit item
 # offsets and the ring B
 # address on flush items only. Against the float64 reference: both shapes (16 and 12 heads per group), T = 2, 4, 8,
@@ -846,18 +864,7 @@ def test_mma_readout_l32_instance_runs(monkeypatch):
     """Unset (the default) and RSSM_MAMBA2_MMA_L32=1 run the L32 instance (template argument 4) at the bench's Super
     shape, T = 4; "0" the one without it (torch profiler)."""
     skip_under_sanitizer()
-    import replayssm_trtllm.ops.commit  # noqa: F401
-    import replayssm_trtllm.ops.mamba2  # noqa: F401
-    from replayssm_trtllm.bench import mamba2 as bm2
-    got = {}
-    for env in (None, "1", "0"):
-        monkeypatch.delenv("RSSM_MAMBA2_MMA_L32", raising=False)
-        if env:
-            monkeypatch.setenv("RSSM_MAMBA2_MMA_L32", env)
-        ls = bm2._Layerset(bm2.SHAPES["super"], 8, 16, 4, F32, BF16, 1, 0, need_conv=False, token_list=[4])
-        ls.set_cursors(torch.full((8,), 4, dtype=torch.int32, device="cuda"))
-        _, names = cuda_kernel_names(lambda: ls.replay_step(0, 4, 1, variant=4))
-        got[env] = sorted({a[4] for a in instances(names, "mamba2SplitReadoutMmaStagedKernel") if a[0] == "float"})
+    got = _mma_readout_instance_args(monkeypatch, "RSSM_MAMBA2_MMA_L32", (None, "1", "0"), 4)
     assert got == {None: ["1"], "1": ["1"], "0": ["0"]}, got
 
 
@@ -896,18 +903,7 @@ def test_mma_readout_refill_instance_runs(monkeypatch):
     """RSSM_MAMBA2_MMA_REFILL=1 runs the REFILL instance (template argument 5) at the bench's Super shape, T = 4;
     unset not (torch profiler)."""
     skip_under_sanitizer()
-    import replayssm_trtllm.ops.commit  # noqa: F401
-    import replayssm_trtllm.ops.mamba2  # noqa: F401
-    from replayssm_trtllm.bench import mamba2 as bm2
-    got = {}
-    for env in (None, "1"):
-        monkeypatch.delenv("RSSM_MAMBA2_MMA_REFILL", raising=False)
-        if env:
-            monkeypatch.setenv("RSSM_MAMBA2_MMA_REFILL", env)
-        ls = bm2._Layerset(bm2.SHAPES["super"], 8, 16, 4, F32, BF16, 1, 0, need_conv=False, token_list=[4])
-        ls.set_cursors(torch.full((8,), 4, dtype=torch.int32, device="cuda"))
-        _, names = cuda_kernel_names(lambda: ls.replay_step(0, 4, 1, variant=4))
-        got[env] = sorted({a[5] for a in instances(names, "mamba2SplitReadoutMmaStagedKernel") if a[0] == "float"})
+    got = _mma_readout_instance_args(monkeypatch, "RSSM_MAMBA2_MMA_REFILL", (None, "1"), 5)
     assert got == {None: ["0"], "1": ["1"]}, got
 
 
