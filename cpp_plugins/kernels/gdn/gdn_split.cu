@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "common/env_switch.h"
+#include "common/offsets32.h"
 #include "common/pdl.h"
 #include "common/read_mma.cuh"
 #include "gdn/gdn_split_kernels.cuh"
@@ -56,13 +57,11 @@ int readoutConfig() {
 // is reached at the last row / head / token / record), with non-negative strides. The checkpoint is not included:
 // the OFF32 instance keeps its 64-bit offsets.
 static bool readoutOffsetsFit32(const GdnReplayParams& p) {
-    constexpr int64_t kLim = int64_t(1) << 31;
     const int64_t B1 = p.batch - 1, T1 = p.num_tokens - 1, H1 = p.num_heads - 1, HV1 = p.num_v_heads - 1;
-    const int64_t strides[] = {p.k_stride_b, p.k_stride_t, p.k_stride_h, p.q_stride_b, p.q_stride_t, p.q_stride_h,
-                               p.v_stride_b, p.v_stride_t, p.v_stride_h, p.o_stride_b, p.o_stride_t, p.o_stride_h,
-                               p.ring_u_stride_slot, p.ring_u_stride_rec, p.ring_u_stride_head};
-    for (int64_t st : strides)
-        if (st < 0 || st >= kLim) return false;
+    if (!stridesFit32({p.k_stride_b, p.k_stride_t, p.k_stride_h, p.q_stride_b, p.q_stride_t, p.q_stride_h, p.v_stride_b,
+                       p.v_stride_t, p.v_stride_h, p.o_stride_b, p.o_stride_t, p.o_stride_h, p.ring_u_stride_slot,
+                       p.ring_u_stride_rec, p.ring_u_stride_head}))
+        return false;
     const int64_t kMax = B1 * p.k_stride_b + T1 * p.k_stride_t + H1 * p.k_stride_h + p.head_k;
     const int64_t qMax = B1 * p.q_stride_b + T1 * p.q_stride_t + H1 * p.q_stride_h + p.head_k;
     const int64_t vMax = B1 * p.v_stride_b + T1 * p.v_stride_t + HV1 * p.v_stride_h + p.head_v;
@@ -70,7 +69,7 @@ static bool readoutOffsetsFit32(const GdnReplayParams& p) {
     const int64_t uMax = (int64_t)(p.num_slots - 1) * p.ring_u_stride_slot +
                          (int64_t)(p.ring_capacity - 1) * p.ring_u_stride_rec + HV1 * p.ring_u_stride_head + p.head_v;
     const int64_t wsMax = (int64_t)p.batch * p.num_v_heads * splitRecordWordsGdn(p.window, p.num_tokens);
-    return kMax < kLim && qMax < kLim && vMax < kLim && oMax < kLim && uMax < kLim && wsMax < kLim;
+    return lastOffsetsFit32({kMax, qMax, vMax, oMax, uMax, wsMax});
 }
 
 // FDIV (default since the twenty-fourth session; RSSM_GDN_SPLIT_FDIV=0 for A/B, read per launch): the standard-step

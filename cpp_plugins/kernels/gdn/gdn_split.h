@@ -27,8 +27,8 @@ int replaySplitReadCopy(const GdnReplayParams& q, const stream::ReadCopyScales& 
 // The speculative verify readout on tensor cores (gdn_split_mma.cu): its kernel for a checkpoint dtype (fp32 / fp16 /
 // bf16; NULL otherwise) and token count (<= 8), its dynamic shared memory per CTA and its CTA size. prefetchU: the
 // next item's u_j block loaded during the current item (default for T <= 4; RSSM_GDN_VERIFY_UPF=1/0 forces it).
-// lean32: the LEAN32 instance (fp32 rows, T <= 4, with prefetchU; 32-bit item offsets, the key head by a shift) where
-// the caller checked its rules; other combinations ignore it. refill (with lean32): the REFILL form (A/B,
+// lean32: the LEAN32 instances (fp32 rows: T <= 4 with prefetchU, T > 4 without it; 32-bit item offsets, the key head
+// by a shift) where the caller checked their rules; other combinations ignore it. refill (with lean32): the REFILL form (A/B,
 // RSSM_GDN_VERIFY_REFILL).
 const void* verifyMmaKernel(int stateDtype, int numTokens, bool prefetchU, bool lean32 = false, bool refill = false);
 size_t verifyMmaSmemBytes(int stateDtype, int numTokens);

@@ -24,6 +24,7 @@
 // "mma"), as every other variant.
 #pragma once
 #include "common/mma_rows.cuh"
+#include "common/offsets32.h"
 #include "gdn/gdn_split_kernels.cuh"
 
 namespace rssm {
@@ -66,9 +67,9 @@ __device__ __forceinline__ float2 halfPair(uint32_t v) { return __half22float2(*
 // LEAN32 (thirty-sixth session; the launcher's default for fp32 rows, RSSM_GDN_VERIFY_LEAN32=0 turns it off; the
 // standard readout's FDIV + OFF32 carried over): the item's offsets into k / q / v / o, ring u and the workspace in
 // 32-bit arithmetic (the launcher's OFF32 rule, as the standard readout's), the key head by a shift (the launcher
-// requires a power-of-two number of value heads per key head), and the ring's key address formed on flush items only. The source counters of the T = 4 instance (thirty-fifth
-// session) put the key head's division at 31 of ~800 warp instructions per item and the 64-bit offset products of
-// the item's loads at ~15%. Same loads, same values: bit-identical results.
+// requires a power-of-two number of value heads per key head), and the ring's key address formed on flush items only.
+// The source counters of the T = 4 instance (thirty-fifth session) put the key head's division at 31 of ~800 warp
+// instructions per item and the 64-bit offset products of the item's loads at ~15%. Same loads, same values: bit-identical results.
 // REFILL (thirty-sixth session, prepared for A/B, NOT yet run on a GPU: RSSM_GDN_VERIFY_REFILL=1; the LEAN32 fp32
 // instances): a flush item folding one chunk (L <= 16) copies the next item's rows into its own row buffer tile by
 // tile as its fold consumes the tiles (mmarows::SmemRows::issueTile after a __syncwarp per tile), instead of into
@@ -112,21 +113,17 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
         if constexpr (LEAN32) return *reinterpret_cast<const int4*>(ws + ((c.b * HV + c.head) * RW + 8));
         else return *reinterpret_cast<const int4*>(ws + ((size_t)c.b * HV + c.head) * RW + 8);
     };
-    // LEAN32: element offset x sx + y sy + z in 32 bits (the launcher checked that every such offset fits)
-    auto off3 = [](int x, int64_t sx, int y, int64_t sy, int z, int64_t sz) -> int64_t {
-        if constexpr (LEAN32) return (int64_t)(x * (int)sx + y * (int)sy + z * (int)sz);
-        else return (int64_t)x * sx + (int64_t)y * sy + (int64_t)z * sz;
-    };
     // Vector row m of the M tile for row b, key head hk: the raw key (m < T) or query (m - T < T) of a draft, at this
     // lane's column quad 4q (uint2: 4 bf16; + 4 per 16-column block).
     auto vectorRow = [&](int m, int b, int hk) -> const uint2* {
         if constexpr (LEAN32) {
             if (m < T)
                 return reinterpret_cast<const uint2*>(static_cast<const uint16_t*>(p.k) +
-                                                      off3(b, p.k_stride_b, m, p.k_stride_t, hk, p.k_stride_h) + 4 * q);
+                                                      offset32(b, p.k_stride_b, m, p.k_stride_t, hk, p.k_stride_h) +
+                                                      4 * q);
             if (m < 2 * T)
                 return reinterpret_cast<const uint2*>(static_cast<const uint16_t*>(p.q) +
-                                                      off3(b, p.q_stride_b, m - T, p.q_stride_t, hk, p.q_stride_h) +
+                                                      offset32(b, p.q_stride_b, m - T, p.q_stride_t, hk, p.q_stride_h) +
                                                       4 * q);
             return nullptr;
         } else {
@@ -160,8 +157,9 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
             int rr = m.z + lane;
             rr = rr >= C ? rr - C : rr;
             if constexpr (LEAN32)
-                v = *reinterpret_cast<const uint4*>(ringU + off3(sl, p.ring_u_stride_slot, c.head, p.ring_u_stride_head,
-                                                                 rr, p.ring_u_stride_rec) +
+                v = *reinterpret_cast<const uint4*>(ringU +
+                                                    offset32(sl, p.ring_u_stride_slot, c.head, p.ring_u_stride_head, rr,
+                                                             p.ring_u_stride_rec) +
                                                     c.blk * kSplitRows);
             else
                 v = *reinterpret_cast<const uint4*>(ringU + (int64_t)sl * p.ring_u_stride_slot +
@@ -179,7 +177,8 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
         const int b = cC.b, hv = cC.head, vw = cC.blk * kSplitRows;
         const int hk = LEAN32 ? hv >> groupShift : hv / group;
         // the key head's ring keys (raw k_j); LEAN32 forms the address where a flush item uses it (ringKeys), not for
-        // every item
+        // every item (the expression is written twice so that the instances without LEAN32 keep their measured code:
+        // ringKh through ringKeys() reordered their PTX)
         const uint16_t* ringKh =
             LEAN32 ? nullptr
                    : ringK + (int64_t)(slot < 0 ? 0 : slot) * p.ring_k_stride_slot + (int64_t)hk * p.ring_k_stride_head;
@@ -209,7 +208,7 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
         bool refilled = false;  // REFILL: the next item's rows are in this item's row buffer (buf)
         if (slot >= 0 && nf >= 0) {  // else padding row / invalid cursors: nothing written
             const float* hr = LEAN32 ? ws + (b * HV + hv) * RW : ws + ((size_t)b * HV + hv) * RW;
-            const int64_t ruBase = LEAN32 ? off3(slot, p.ring_u_stride_slot, hv, p.ring_u_stride_head, 0, 0)
+            const int64_t ruBase = LEAN32 ? offset32(slot, p.ring_u_stride_slot, hv, p.ring_u_stride_head, 0, 0)
                                           : (int64_t)slot * p.ring_u_stride_slot + (int64_t)hv * p.ring_u_stride_head;
             uint4 uq;  // u_j[vw .. vw + 7] of committed record j = lane
             if constexpr (UPF) uq = uqNext;
@@ -232,7 +231,7 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
             if (g < T)
                 vpair = __ldg(reinterpret_cast<const uint32_t*>(
                     static_cast<const uint16_t*>(p.v) +
-                    (LEAN32 ? off3(b, p.v_stride_b, g, p.v_stride_t, hv, p.v_stride_h)
+                    (LEAN32 ? offset32(b, p.v_stride_b, g, p.v_stride_t, hv, p.v_stride_h)
                             : (int64_t)b * p.v_stride_b + (int64_t)g * p.v_stride_t + (int64_t)hv * p.v_stride_h) +
                     vw + 2 * q));
             // committed-record coefficients of vector rows g (and g + 8), records 8c + 2q, + 1 (zero from h on: the
@@ -326,8 +325,9 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
                         int rr = o + h + s;
                         rr = rr >= C ? rr - C : rr;
                         if constexpr (LEAN32) {
-                            static_cast<__nv_bfloat16*>(p.o)[off3(b, p.o_stride_b, s, p.o_stride_t, hv, p.o_stride_h) +
-                                                             row] = __float2bfloat16_rn(y);
+                            static_cast<__nv_bfloat16*>(
+                                p.o)[offset32(b, p.o_stride_b, s, p.o_stride_t, hv, p.o_stride_h) + row] =
+                                __float2bfloat16_rn(y);
                             static_cast<__half*>(p.ring_u)[(int)ruBase + rr * (int)p.ring_u_stride_rec + row] =
                                 __float2half_rn(u);
                         } else {

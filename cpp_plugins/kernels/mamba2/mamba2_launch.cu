@@ -9,6 +9,7 @@
 #include "mamba2/mamba2.h"
 #include "mamba2/mamba2_decode_kernel.cuh"
 #include "common/env_switch.h"
+#include "common/offsets32.h"
 #include "common/pdl.h"
 #include "mamba2/mamba2_dispatch.h"
 #include "mamba2/mamba2_persistent.cuh"
@@ -391,18 +392,16 @@ int launchSplit(const char* op, Mamba2ReplayParams& q, stream::ReadCopyScales rc
 // in 32-bit arithmetic stays below 2^31 (reached at the last row / token / head / group / slot / ring row), with
 // non-negative strides. The checkpoint and the ring's B rows keep 64-bit offsets.
 bool splitMmaOffsetsFit32(const Mamba2ReplayParams& q) {
-    constexpr int64_t kLim = int64_t(1) << 31;
     const int64_t B1 = q.batch - 1, T1 = q.num_tokens - 1, H1 = q.nheads - 1, G1 = q.ngroups - 1;
-    const int64_t strides[] = {q.stride_y_b, q.stride_y_t, q.stride_y_h, q.stride_z_b, q.stride_z_t, q.stride_z_h,
-                               q.stride_C_b, q.stride_C_t, q.stride_C_g};
-    for (int64_t st : strides)
-        if (st < 0 || st >= kLim) return false;
+    if (!stridesFit32({q.stride_y_b, q.stride_y_t, q.stride_y_h, q.stride_z_b, q.stride_z_t, q.stride_z_h, q.stride_C_b,
+                       q.stride_C_t, q.stride_C_g}))
+        return false;
     const int64_t yMax = B1 * q.stride_y_b + T1 * q.stride_y_t + H1 * q.stride_y_h + q.headdim;
     const int64_t zMax = q.z ? B1 * q.stride_z_b + T1 * q.stride_z_t + H1 * q.stride_z_h + q.headdim : 0;
     const int64_t cMax = B1 * q.stride_C_b + T1 * q.stride_C_t + G1 * q.stride_C_g + q.dstate;
     const int64_t xMax = (int64_t)q.num_slots * q.ring_capacity * q.nheads * q.headdim;
     const int64_t wsMax = (int64_t)(splitWorkspaceBytes(q.batch, q.num_tokens, q.nheads, q.window) / sizeof(float));
-    return yMax < kLim && zMax < kLim && cMax < kLim && xMax < kLim && wsMax < kLim;
+    return lastOffsetsFit32({yMax, zMax, cMax, xMax, wsMax});
 }
 
 // Launches the prep kernel, then the readout that fits the step (below).

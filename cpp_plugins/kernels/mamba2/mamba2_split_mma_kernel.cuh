@@ -107,7 +107,9 @@ __host__ __device__ constexpr int stagedWarpBytes() { return 2 * SmemRows<ST>::k
 // L32 (thirty-sixth session; the launcher's default, RSSM_MAMBA2_MMA_L32=0 turns it off; the fp32 ZPF instance only):
 // the item's offsets into y, z, C, the ring's x and the workspace in 32-bit arithmetic (launcher rule: every such
 // offset below 2^31) and the ring's B address formed on flush items only; the GDN verify readout's LEAN32 without its
-// key-head shift (Nano's 12 heads per group). Same loads, same values. (The thirty-fourth session's LEAN, these plus
+// key-head shift (Nano's 12 heads per group). Same loads, same values. (The offsets keep the item's column term inside
+// the 32-bit sum, so they are written out here rather than through common/offsets32.h's offset32, which converts
+// before that term: routed through it, this instance's PTX grew by ~50 instructions of 64-bit adds.) (The thirty-fourth session's LEAN, these plus
 // the group by a reciprocal, 8-byte coefficient loads and a fast gate division, measured 3-6% slower.)
 // REFILL (thirty-sixth session, prepared for A/B, NOT yet run on a GPU: RSSM_MAMBA2_MMA_REFILL=1; on top of L32): a
 // flush item folding one chunk (L <= 16) copies the next item's rows into its own row buffer tile by tile as its fold
@@ -198,7 +200,8 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
         const int nf = meta.y;
         const int b = cC.b, head = cC.head, vw = cC.blk * kSplitRows;
         const int grp = head / hpg;
-        // the group's ring B rows (L32: formed where a flush item uses them, ringBOf)
+        // the group's ring B rows (L32: formed where a flush item uses them, ringBOf; written twice so that the instances
+        // without L32 keep their measured code)
         const uint16_t* ringBg = L32 ? nullptr : ringB + ((int64_t)(slot < 0 ? 0 : slot) * Cap * G + grp) * kN;
         auto ringBOf = [&]() { return ringB + ((int64_t)(slot < 0 ? 0 : slot) * Cap * G + grp) * kN; };
         // next item: rows in flight (an empty group when there are none), cursors one item ahead. A flush item first
