@@ -33,6 +33,10 @@ from pathlib import Path
 from replayssm_trtllm.bench.common import (command_line, git_commit, publish_official_run, standard_ring_capacity,
                                            standard_steps_on_ring)
 
+# where run() makes its cursors and acceptances (the layer buffers take it as an argument): a CPU test dry-runs the
+# benchmark's bookkeeping with "cpu" and the kernels stubbed
+_DEVICE = "cuda"
+
 SHAPES = {"q35-4b": dict(H=16, HV=32, K=128, V=128), "q35-122b": dict(H=16, HV=64, K=128, V=128)}
 
 
@@ -154,7 +158,7 @@ class _Layers:
         import torch
         g = torch.Generator(device=device).manual_seed(seed)
         self.H, self.HV, self.K, self.V = sh["H"], sh["HV"], sh["K"], sh["V"]
-        self.B, self.L, self.nl, self.Tmax = B, L, nl, Tmax
+        self.B, self.L, self.nl, self.Tmax, self.device = B, L, nl, Tmax, device
         self.C = L + Tmax
         self.C_std = standard_ring_capacity("_Layers", L, std_capacity)
         d = device
@@ -198,9 +202,10 @@ class _Layers:
         import torch
         if self.snap is None and self._snap_args is not None:
             B, Tmax, HV, V, K, st, nl = self._snap_args
-            g = torch.Generator(device="cuda").manual_seed(12345)
-            self.snap = [(0.5 * torch.randn(B * Tmax, HV, V, K, generator=g, device="cuda")).to(st) for _ in range(nl)]
-            self.snap_idx = (torch.arange(B * Tmax, dtype=torch.int32, device="cuda")).reshape(B, Tmax)
+            g = torch.Generator(device=self.device).manual_seed(12345)
+            self.snap = [(0.5 * torch.randn(B * Tmax, HV, V, K, generator=g, device=self.device)).to(st)
+                         for _ in range(nl)]
+            self.snap_idx = (torch.arange(B * Tmax, dtype=torch.int32, device=self.device)).reshape(B, Tmax)
         return self.snap is not None
 
     def set_cursors(self, h0):
@@ -307,6 +312,9 @@ def run(args) -> int:
         if s not in SHAPES:
             print(f"bench gdn: unknown shape {s!r}; choose from {list(SHAPES)}", file=sys.stderr)
             return 2
+    from replayssm_trtllm.bench.step_traffic import (conventional_step_bytes, perdraft_step_bytes,
+                                                     replay_cycle_traffic, traffic_bounds)
+    from replayssm_trtllm.state.cursors import SPECULATIVE, STANDARD
     fla = _fla()
     copy_bw = copy_bandwidth()
     gpu = torch.cuda.get_device_name()
@@ -373,6 +381,7 @@ def run(args) -> int:
                            f"{case0} v{best_cv}; bytes: state read + written and the step's inputs and outputs",
                            value_state_bytes_only=2 * B * state_slot / t_conv / copy_bw)
                 fastest_conv = t_conv
+                by_conv = sum(conventional_step_bytes(B, state_slot, io_row))  # fla's fused_recurrent: the same
                 if fla is not None:
                     try:
                         res_f = _bench_fla(fla, ls, args.repeats)
@@ -398,8 +407,11 @@ def run(args) -> int:
                         print(f"{case0} T={T}: CORRECTNESS CHECK FAILED {errs}", flush=True)
                     if T == 1:
                         for phase in ("inphase", "staggered"):
-                            h0 = (torch.zeros(B, dtype=torch.int32, device="cuda") if phase == "inphase"
-                                  else torch.arange(B, dtype=torch.int32, device="cuda") % L)
+                            h0 = (torch.zeros(B, dtype=torch.int32, device=_DEVICE) if phase == "inphase"
+                                  else torch.arange(B, dtype=torch.int32, device=_DEVICE) % L)
+                            tr = replay_cycle_traffic(h0, L, mode=STANDARD, num_tokens=1, window=L,
+                                                      state_row_bytes=state_slot, record_bytes=rec,
+                                                      io_row_bytes=io_row)
                             best = None
                             def cycle_of(var):
                                 def cycle():
@@ -413,9 +425,12 @@ def run(args) -> int:
                                 t_r = _time_graph(cycle_of(var), args.repeats) / (L * nl)
                                 sp = fastest_conv / t_r
                                 results.append(dict(shape=shape, B=B, L=L, T=1, kernel="replay_standard", phase=phase,
-                                                    variant=var, us=t_r * 1e6, speedup_vs_conv=sp, check=errs))
-                                print(f"{case0} T=1 replay v{var} {phase:9s}: {t_r * 1e6:8.2f} us  speedup {sp:.3f}x",
-                                      flush=True)
+                                                    variant=var, us=t_r * 1e6, speedup_vs_conv=sp, check=errs,
+                                                    gbps=tr.total_bytes / t_r / 1e9,
+                                                    copy_frac=tr.total_bytes / t_r / copy_bw,
+                                                    copy_frac_state_only=tr.state_bytes / t_r / copy_bw))
+                                print(f"{case0} T=1 replay v{var} {phase:9s}: {t_r * 1e6:8.2f} us  speedup {sp:.3f}x  "
+                                      f"{tr.total_bytes / t_r / copy_bw:.1%} of copy", flush=True)
                                 if best is None or t_r < best[0]:
                                     best = (t_r, var)
                             sp = fastest_conv / best[0]
@@ -444,28 +459,36 @@ def run(args) -> int:
                     # ---- speculative
                     t_pd = None
                     if ls.ensure_snap():
-                        acc_pd = torch.full((B,), 1, dtype=torch.int32, device="cuda")
+                        acc_pd = torch.full((B,), 1, dtype=torch.int32, device=_DEVICE)
                         for var in [v for v in usable if v in DECODE_VARIANTS]:
                             t_v = _time_graph(lambda: [ls.snap_step(l_, T, acc_pd, var) for l_ in range(nl)],
                                               args.repeats) / nl
+                            by_pd = sum(perdraft_step_bytes(B, state_slot, io_row, T))
                             results.append(dict(shape=shape, B=B, L=L, T=T, kernel="conventional_perdraft",
-                                                variant=var, us=t_v * 1e6, vs_std=t_v / t_conv))
+                                                variant=var, us=t_v * 1e6, vs_std=t_v / t_conv,
+                                                gbps=by_pd / t_v / 1e9, copy_frac=by_pd / t_v / copy_bw))
                             print(f"{case0} T={T} per-draft conventional v{var}: {t_v * 1e6:8.2f} us "
-                                  f"({t_v / t_conv:.2f}x a standard step)", flush=True)
+                                  f"({t_v / t_conv:.2f}x a standard step, {by_pd / t_v / copy_bw:.1%} of copy)",
+                                  flush=True)
                             t_pd = t_v if t_pd is None else min(t_pd, t_v)
-                    gen = torch.Generator(device="cuda").manual_seed(args.seed + T)
+                    gen = torch.Generator(device=_DEVICE).manual_seed(args.seed + T)
                     for accept in accepts:
                         nsteps = 2 * L
                         if accept == "all":
-                            accs = [torch.full((B,), T, dtype=torch.int32, device="cuda")] * nsteps
+                            accs = [torch.full((B,), T, dtype=torch.int32, device=_DEVICE)] * nsteps
                         elif accept == "one":
-                            accs = [torch.ones(B, dtype=torch.int32, device="cuda")] * nsteps
+                            accs = [torch.ones(B, dtype=torch.int32, device=_DEVICE)] * nsteps
                         else:
-                            accs = [torch.randint(1, T + 1, (B,), generator=gen, device="cuda", dtype=torch.int32)
+                            accs = [torch.randint(1, T + 1, (B,), generator=gen, device=_DEVICE, dtype=torch.int32)
                                     for _ in range(nsteps)]
                         for phase in ("inphase", "staggered"):
-                            h0 = (torch.zeros(B, dtype=torch.int32, device="cuda") if phase == "inphase"
-                                  else torch.arange(B, dtype=torch.int32, device="cuda") % (L + 1))
+                            h0 = (torch.zeros(B, dtype=torch.int32, device=_DEVICE) if phase == "inphase"
+                                  else torch.arange(B, dtype=torch.int32, device=_DEVICE) % (L + 1))
+                            # the cycle sets the cursors itself, so every replay of the graph moves the same bytes
+                            tr = replay_cycle_traffic(h0, [a.cpu() for a in accs], mode=SPECULATIVE, num_tokens=T,
+                                                      window=L, state_row_bytes=state_slot, record_bytes=rec,
+                                                      io_row_bytes=io_row)
+                            bounds = traffic_bounds(tr.total_bytes, by_conv, fastest_conv, copy_bw)
                             best = None
                             for var in usable:
                                 def cycle():
@@ -477,7 +500,9 @@ def run(args) -> int:
                                 t_s = _time_graph(cycle, args.repeats) / (nsteps * nl)
                                 r = t_s / fastest_conv
                                 entry = dict(shape=shape, B=B, L=L, T=T, kernel="replay_speculative", accept=accept,
-                                             phase=phase, variant=var, us=t_s * 1e6, vs_std=r, check=errs)
+                                             phase=phase, variant=var, us=t_s * 1e6, vs_std=r, check=errs,
+                                             gbps=tr.total_bytes / t_s / 1e9, copy_frac=tr.total_bytes / t_s / copy_bw,
+                                             copy_frac_state_only=tr.state_bytes / t_s / copy_bw)
                                 if t_pd is not None:
                                     entry["perdraft_over_replay"] = t_pd / t_s
                                 results.append(entry)
@@ -489,13 +514,19 @@ def run(args) -> int:
                             t_s, bv = best
                             r = t_s / fastest_conv
                             print(f"{case0} T={T} replay verify best {accept:5s} {phase:9s}: v{bv} {t_s * 1e6:8.2f} us "
-                                  f"({r:.3f}x std step)", flush=True)
+                                  f"({r:.3f}x std step, {tr.total_bytes / t_s / copy_bw:.1%} of copy; flushing rows "
+                                  f"{tr.flush_fraction:.3f}; the ratio at the conventional kernel's efficiency "
+                                  f"{bounds['ratio_at_equal_efficiency']:.3f}, at copy bandwidth "
+                                  f"{bounds['ratio_at_copy_bandwidth']:.3f})", flush=True)
                             if B == 256 and L == 16 and T in (4, 8):
                                 target(f"{shape}.verify_T{T}_vs_std_B256", r, 0.70 if T == 4 else 0.95, False,
-                                       f"{case0} {accept} {phase} v{bv}")
+                                       f"{case0} {accept} {phase} v{bv}", copy_frac=tr.total_bytes / t_s / copy_bw,
+                                       flush_fraction=tr.flush_fraction, **bounds)
                                 if T == 4 and t_pd is not None:
                                     target(f"{shape}.perdraft_over_replay_T4_B256", t_pd / t_s, 4.0, True,
-                                           f"{case0} {accept} {phase} v{bv}")
+                                           f"{case0} {accept} {phase} v{bv}",
+                                           value_at_equal_efficiency=sum(perdraft_step_bytes(B, state_slot, io_row, T))
+                                           / tr.total_bytes)
                 del ls
                 torch.cuda.empty_cache()
                 write_out()

@@ -406,6 +406,8 @@ def run(args) -> int:
     import replayssm_trtllm.ops.mamba2  # noqa: F401
     from replayssm_trtllm.ops.mamba2 import row_chunk
     from replayssm_trtllm.ops.state_cache import replay_overhead_bytes
+    from replayssm_trtllm.bench.step_traffic import conventional_step_bytes, replay_cycle_traffic, traffic_bounds
+    from replayssm_trtllm.state.cursors import SPECULATIVE
 
     st, act = _dt(args.state_dtype), _dt(args.act_dtype)
     st_b, act_b = torch.tensor([], dtype=st).element_size(), torch.tensor([], dtype=act).element_size()
@@ -507,6 +509,7 @@ def run(args) -> int:
                     print(f"{shp} B={B} L={L}: no conventional configuration ran; skipped")
                     continue
                 print(f"  best conventional: {conv_best * 1e6:.2f} us (v{cv}, rows={cr or 'auto'})")
+                by_conv = sum(conventional_step_bytes(B, sb / B, io1 / B))  # FlashInfer's conventional step: the same
                 fi = _flashinfer_cases(peers, ls, sh, shp, B, L, tokens, args, record, sb, copy_bw, gen, io1) \
                     if peers is not None else {}
                 if fi.get("conv") is not None and fi["conv"] < conv_best:
@@ -582,6 +585,7 @@ def run(args) -> int:
                         lambda v, r: (lambda: ls.conv_step(0, T, snap=True, rows=r, variant=v)), 1, by=by_pd,
                         ratio_to_conv_step=lambda t: t / conv_best)
                     K = 2 * L
+                    h0_spec = torch.arange(B, dtype=torch.int32) % (L + 1)
                     for accept in ("all", "one", "mixed"):
                         if accept == "all":
                             accs = [torch.full((B,), T, dtype=torch.int32) for _ in range(K)]
@@ -589,6 +593,12 @@ def run(args) -> int:
                             accs = [torch.ones(B, dtype=torch.int32) for _ in range(K)]
                         else:
                             accs = [torch.randint(1, T + 1, (B,), generator=gen, dtype=torch.int32) for _ in range(K)]
+                        # the bytes of this cycle's steps, from the cursor rules: the graph runs the cycle once to
+                        # warm up, once after capture and `repeats` times timed, the cursors carrying over
+                        tr = replay_cycle_traffic(h0_spec, accs, mode=SPECULATIVE, num_tokens=T, window=L,
+                                                  state_row_bytes=sb / B, record_bytes=rec_b, io_row_bytes=io1 / B,
+                                                  passes=2 + args.repeats, timed_passes=args.repeats,
+                                                  reset_each_pass=False)
                         accs = [a.cuda() for a in accs]
 
                         def scyc(v, r, accs=accs):
@@ -597,9 +607,10 @@ def run(args) -> int:
                                     for l in range(nl):
                                         ls.replay_step(l, T, 1, r, v)
                                     ls.commit(T, 1, accs[k])
-                            ls.set_cursors((torch.arange(B, dtype=torch.int32) % (L + 1)).cuda())
+                            ls.set_cursors(h0_spec.cuda())
                             return spec_cycle
                         t, v_, r_ = sweep_case(f"replay verify {accept}-accepted", bT, spec_pts, scyc, K * nl,
+                                               by=tr.total_bytes, by_state=tr.state_bytes,
                                                ratio_to_conv_step=lambda t: t / conv_best,
                                                speedup=(lambda t: t_pd / t) if t_pd else None)
                         if t is None:
@@ -607,10 +618,17 @@ def run(args) -> int:
                         print(f"  best replay verify T={T} {accept}: {t * 1e6:.2f} us (v{v_}, rows={r_ or 'auto'}), "
                               f"{t / conv_best:.3f} x conventional step"
                               + (f", {t_pd / t:.2f}x faster than per-draft" if t_pd else ""))
+                        bounds = traffic_bounds(tr.total_bytes, by_conv, conv_best, copy_bw)
+                        print(f"    bytes per layer-step {tr.total_bytes / 1e6:.1f} MB (flushing rows "
+                              f"{tr.flush_fraction:.3f}, records read per row {tr.records_read:.2f}): "
+                              f"{tr.total_bytes / t / copy_bw:.1%} of copy; the ratio at the conventional kernel's "
+                              f"efficiency {bounds['ratio_at_equal_efficiency']:.3f}, at copy bandwidth "
+                              f"{bounds['ratio_at_copy_bandwidth']:.3f}")
                         if L == 16 and B >= 256 and T in (4, 8):
                             goal = 0.65 if T == 4 else 0.85
                             targets[f"spec_T{T}_ratio_{shp}_B{B}_{accept}"] = dict(
                                 value=t / conv_best, goal=f"<= {goal}", met=t / conv_best <= goal,
+                                copy_frac=tr.total_bytes / t / copy_bw, flush_fraction=tr.flush_fraction, **bounds,
                                 case=f"{shp} B={B} L=16 T={T} {accept}-accepted, flushes included "
                                      f"(v{v_} rows={r_ or 'auto'})")
                             t_fi = fi.get(f"cssu_T{T}_{accept}")
@@ -622,6 +640,7 @@ def run(args) -> int:
                             if T == 4 and t_pd:
                                 targets[f"spec_T4_vs_perdraft_{shp}_B{B}_{accept}"] = dict(
                                     value=t_pd / t, goal=">= 4", met=t_pd / t >= 4,
+                                    value_at_equal_efficiency=by_pd / tr.total_bytes,
                                     case=f"{shp} B={B} L=16 T=4 {accept}-accepted vs per-draft snapshots "
                                          f"(best per-draft v{vpd})")
                 del ls

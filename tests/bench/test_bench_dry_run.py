@@ -1,0 +1,151 @@
+"""Both benchmarks' bookkeeping end to end on the CPU (thirty-seventh session): the kernels, the graph timing and the
+copy bandwidth stubbed (every graph replay "takes" 1 ms), a small layer shape on the official batch and window, so a
+change to the Python around the timings (bytes, ratios, targets, the JSON) is exercised before it costs device time.
+What the stubs cannot show: any real time, and that the kernels run (the GPU tests and the device runs do that)."""
+import json
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from replayssm_trtllm.bench import gdn as bg  # noqa: E402
+from replayssm_trtllm.bench import mamba2 as bm  # noqa: E402
+from replayssm_trtllm.bench.step_traffic import replay_cycle_traffic  # noqa: E402
+
+GRAPH_SECONDS = 1e-3
+COPY_BPS = 4e12
+
+
+def _fake_cuda(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "CPU dry run")
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    monkeypatch.setattr(torch.Tensor, "cuda", lambda self, *a, **k: self)
+
+
+def _graph(calls):
+    def time_graph(fn, repeats, inner=1):
+        fn()  # the cycle's Python runs (cursor setup, stubbed kernels); its "time" is fixed
+        calls.append(repeats)
+        return GRAPH_SECONDS
+    return time_graph
+
+
+def test_mamba2_bench_dry_run(monkeypatch, tmp_path):
+    _fake_cuda(monkeypatch)
+    import replayssm_trtllm.ops.mamba2 as om
+
+    class Layers(bm._Layerset):
+        def __init__(self, *a, **k):
+            k["device"] = "cpu"
+            super().__init__(*a, **k)
+
+        def conv_step(self, *a, **k):
+            pass
+
+        def replay_step(self, *a, **k):
+            pass
+
+        def commit(self, *a, **k):
+            pass
+
+    calls = []
+    monkeypatch.setattr(bm, "_Layerset", Layers)
+    monkeypatch.setattr(bm, "_check", lambda *a, **k: (0.0, True))
+    monkeypatch.setattr(bm, "_time_graph", _graph(calls))
+    monkeypatch.setattr(bm, "copy_bandwidth", lambda *a, **k: COPY_BPS)
+    monkeypatch.setattr(bm, "inplace_bandwidth", lambda *a, **k: COPY_BPS)
+    monkeypatch.setattr(om, "row_chunk", lambda st, n: 8)
+    sh = dict(H=4, P=8, N=16, G=2)
+    monkeypatch.setattr(bm, "SHAPES", {"super": sh})
+    out = tmp_path / "m2.json"
+    rc = bm.main(["--shapes", "super", "--batch", "256", "--tokens", "1,4", "--variants", "4", "--no-sweep-rows",
+                  "--no-flashinfer", "--repeats", "2", "--l2-bytes", "1", "--out", str(out)])
+    assert rc == 0 and calls
+    res = json.loads(out.read_text())
+    B, L, T, nl = 256, 16, 4, 2
+    s_row, rec, io = bm._state_bytes(sh, 1, 4), bm._record_bytes(sh, 2), bm._io_bytes(sh, 2)
+    t_conv = GRAPH_SECONDS / nl
+    for accept in ("all", "one"):
+        tgt = res["targets"][f"spec_T4_ratio_super_B256_{accept}"]
+        accs = [torch.full((B,), T if accept == "all" else 1)] * (2 * L)
+        tr = replay_cycle_traffic(torch.arange(B) % (L + 1), accs, mode=1, num_tokens=T, window=L,
+                                  state_row_bytes=s_row, record_bytes=rec, io_row_bytes=io, passes=4, timed_passes=2,
+                                  reset_each_pass=False)
+        t = GRAPH_SECONDS / (2 * L * nl)
+        assert tgt["value"] == pytest.approx(t / t_conv)
+        assert tgt["copy_frac"] == pytest.approx(tr.total_bytes / t / COPY_BPS)
+        assert tgt["flush_fraction"] == pytest.approx(tr.flush_fraction)
+        conv_bytes = B * (2 * s_row + io)
+        assert tgt["ratio_at_equal_efficiency"] == pytest.approx(tr.total_bytes / conv_bytes)
+        assert tgt["ratio_at_copy_bandwidth"] == pytest.approx(tr.total_bytes / COPY_BPS / t_conv)
+        pd = res["targets"][f"spec_T4_vs_perdraft_super_B256_{accept}"]
+        assert pd["value_at_equal_efficiency"] == pytest.approx(B * (5 * s_row + 4 * io) / tr.total_bytes)
+        row = [r for r in res["rows"] if r["kernel"].startswith(f"replay verify {accept}-accepted")][0]
+        assert row["copy_frac"] == pytest.approx(tgt["copy_frac"]) and row["gbps"] > 0
+    assert res["targets"]["spec_T4_ratio_super_B256_all"]["flush_fraction"] == pytest.approx(0.25)
+
+
+def test_gdn_bench_dry_run(monkeypatch, tmp_path):
+    _fake_cuda(monkeypatch)
+
+    class Layers(bg._Layers):
+        def __init__(self, *a, **k):
+            k["device"] = "cpu"
+            super().__init__(*a, **k)
+
+        def conv_step(self, *a, **k):
+            pass
+
+        def snap_step(self, *a, **k):
+            pass
+
+        def replay_step(self, *a, **k):
+            pass
+
+        def commit(self, *a, **k):
+            pass
+
+    calls = []
+    monkeypatch.setattr(bg, "_DEVICE", "cpu")
+    monkeypatch.setattr(bg, "_Layers", Layers)
+    monkeypatch.setattr(bg, "_check", lambda *a, **k: {"stub": 0.0})
+    monkeypatch.setattr(bg, "_time_graph", _graph(calls))
+    monkeypatch.setattr(bg, "copy_bandwidth", lambda *a, **k: COPY_BPS)
+    monkeypatch.setattr(bg, "_fla", lambda: None)
+    sh = dict(H=2, HV=4, K=16, V=16)
+    monkeypatch.setattr(bg, "SHAPES", {"q35-4b": sh})
+    out = tmp_path / "gdn.json"
+    rc = bg.main(["--shapes", "q35-4b", "--batch", "256", "--window", "16", "--tokens", "1,4", "--variants", "6",
+                  "--repeats", "2", "--l2-bytes", "1", "--max-layers", "2", "--out", str(out)])
+    assert rc == 0 and calls
+    res = json.loads(out.read_text())
+    B, L, T, nl = 256, 16, 4, 2
+    s_row = sh["HV"] * sh["V"] * sh["K"] * 4
+    rec = 4 * sh["HV"] + 2 * sh["HV"] * sh["V"] + 2 * sh["H"] * sh["K"]
+    io = bg._io_bytes(sh, 2)
+    t_conv = GRAPH_SECONDS / nl
+    std = [r for r in res["results"] if r["kernel"] == "replay_standard"]
+    assert {r["phase"] for r in std} == {"inphase", "staggered"}
+    t_std = GRAPH_SECONDS / (L * nl)
+    for r in std:
+        closed = B * (L * s_row + s_row + (L * (L - 1) / 2) * rec + L * rec) / L + B * io
+        assert r["copy_frac"] == pytest.approx(closed / t_std / COPY_BPS)
+    pdr = [r for r in res["results"] if r["kernel"] == "conventional_perdraft"][0]
+    assert pdr["copy_frac"] == pytest.approx(B * (5 * s_row + 4 * io) / t_conv / COPY_BPS)
+    ver = [r for r in res["results"] if r["kernel"] == "replay_speculative"]
+    assert {(r["accept"], r["phase"]) for r in ver} == {(a, p) for a in ("all", "one", "mixed")
+                                                        for p in ("inphase", "staggered")}
+    t_s = GRAPH_SECONDS / (2 * L * nl)
+    for r in ver:
+        if r["accept"] == "mixed":
+            continue
+        h0 = torch.zeros(B) if r["phase"] == "inphase" else torch.arange(B) % (L + 1)
+        tr = replay_cycle_traffic(h0, [torch.full((B,), T if r["accept"] == "all" else 1)] * (2 * L), mode=1,
+                                  num_tokens=T, window=L, state_row_bytes=s_row, record_bytes=rec, io_row_bytes=io)
+        assert r["copy_frac"] == pytest.approx(tr.total_bytes / t_s / COPY_BPS)
+    tgt = res["targets"]["q35-4b.verify_T4_vs_std_B256"]
+    for key in ("copy_frac", "flush_fraction", "ratio_at_equal_efficiency", "ratio_at_copy_bandwidth"):
+        assert key in tgt and tgt[key] > 0
+    assert "value_at_equal_efficiency" in res["targets"]["q35-4b.perdraft_over_replay_T4_B256"]
