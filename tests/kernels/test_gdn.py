@@ -20,6 +20,9 @@ from replayssm_trtllm.reference.testing import cast_quantizer, random_gdn_inputs
 from kernel_profile import cuda_kernel_names, instances, skip_under_sanitizer
 
 SHAPES = {"q35-4b": (16, 32, 128, 128), "q35-122b": (16, 64, 128, 128)}
+# Shapes _Seq also takes, outside the model-shape parametrizations: three value heads per key head (not a power of
+# two: the launchers' shift-based instances must fall back)
+TEST_SHAPES = {**SHAPES, "odd-group": (2, 6, 128, 128)}
 # Relative RMS tolerances. "out" is the 2e-3 target for outputs stored in fp16; bf16 outputs carry
 # their own storage rounding (2^-9 per element, about 1.1e-3 relative RMS on its own), so bf16-act
 # outputs are held to "out_bf16". FP32 checkpoints are held to 2e-3 regardless of the act dtype.
@@ -224,7 +227,7 @@ class _Seq:
                  u_round="match", K=None, V=None, state_dtype=torch.float32, S_extra=3, variant=0):
         from replayssm_trtllm.state.cursors import ReplayCursors
         self.G = _ops()
-        H, HV, K0, V0 = SHAPES[shape]
+        H, HV, K0, V0 = TEST_SHAPES[shape]
         K = K or K0
         V = V or V0
         self.H, self.HV, self.K, self.V = H, HV, K, V
@@ -647,7 +650,7 @@ def test_pdl_chain_conventional_changes_no_value(monkeypatch):
     assert torch.isnan(res[1][0][0][4]).all(), "a padding row's output was written"
 
 
-def _verify_instance_args(monkeypatch, var, envs, arg):
+def _verify_instance_args(monkeypatch, var, envs, arg, shape="q35-4b"):
     """{(setting of `var`, T): the values of template argument `arg` of every gdnSplitVerifyMmaKernel launched} for
     T = 4 and 8 (torch profiler; one speculative step after a warm-up step)."""
     got = {}
@@ -656,7 +659,7 @@ def _verify_instance_args(monkeypatch, var, envs, arg):
             monkeypatch.delenv(var, raising=False)
             if env is not None:
                 monkeypatch.setenv(var, env)
-            seq = _Seq("q35-4b", 3, 16, 1, T, seed=9, variant=6)
+            seq = _Seq(shape, 3, 16, 1, T, seed=9, variant=6)
             seq.step(_active(3, 0, [0, 0, 0], seq.gen, 0.0), [T, 1, 2])  # warm-up (loads the ops)
             torch.cuda.synchronize()
             names = cuda_kernel_names(lambda: seq.step(_active(3, 1, [0, 0, 0], seq.gen, 0.0), [T, 1, 2]))[1]
@@ -692,6 +695,27 @@ def test_verify_lean32_instance_runs(monkeypatch):
     got = _verify_instance_args(monkeypatch, "RSSM_GDN_VERIFY_LEAN32", (None, "1", "0"), 5)
     assert got == {(None, 4): ["1"], (None, 8): ["1"], ("1", 4): ["1"], ("1", 8): ["1"], ("0", 4): ["0"],
                    ("0", 8): ["0"]}, got
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("T", [4, 8])
+def test_verify_lean32_falls_back_for_a_non_power_of_two_head_group(T, monkeypatch):
+    """Three value heads per key head (2 key heads, 6 value heads): LEAN32 takes the key head by a shift, so the
+    launcher must run the instance without it. The default then gives bit-identical outputs, checkpoints and ring u to
+    RSSM_GDN_VERIFY_LEAN32=0 (staggered joins, padding rows, random acceptance, flushes; each run against the float64
+    reference by _Seq), and the profiler sees LEAN32 = 0 launched under every setting (thirty-seventh session; NOT yet
+    run on a GPU)."""
+    res = []
+    for lean in (None, "0"):
+        monkeypatch.delenv("RSSM_GDN_VERIFY_LEAN32", raising=False)
+        if lean is not None:
+            monkeypatch.setenv("RSSM_GDN_VERIFY_LEAN32", lean)
+        res.append(_staggered_run("odd-group", 16, 1, T, 610 + T, 6, 40 // T + 6))
+    _assert_same_run(res[0], res[1], "the default on a head group of 3")
+    if T == 4:
+        skip_under_sanitizer()
+        got = _verify_instance_args(monkeypatch, "RSSM_GDN_VERIFY_LEAN32", (None, "1", "0"), 5, shape="odd-group")
+        assert all(v == ["0"] for v in got.values()), got
 
 
 @pytest.mark.gpu
