@@ -4,6 +4,8 @@ from __future__ import annotations
 from ..presets import PRESETS, get_preset
 from ..traffic import model_traffic, optimal_window, record_bytes_per_head, window_traffic
 
+STEP_BATCH = 256  # rows of the per-step table (staggered: row i starts at h = i mod (L + 1))
+
 
 def add_arguments(p):
     p.add_argument("--model", required=True, choices=sorted(PRESETS), help="model preset")
@@ -52,4 +54,48 @@ def run(args) -> int:
               f"{row.ratio:12.4f}{mark}")
     print(f"\nrecommended window L* = sqrt(2a(M_S/r - T)) = {lstar:.1f} (Eq. 16); "
           f"M_S/r = {4 * p.dv * p.dk / r:.1f}")
+    if args.window >= T:
+        _per_step(p, args.window, T)
     return 0
+
+
+def io_bytes_per_token(p, act_bytes: int = 2) -> int:
+    """One sequence's step inputs and outputs of one layer and token (as the benchmarks count them): Mamba-2 x, z, y
+    [H, P], B, C [G, N], dt [H]; GDN q, k [H_k, K], v, o [H_v, V], a, b [H_v]."""
+    if p.family == "mamba2":
+        return act_bytes * (3 * p.heads * p.dv + 2 * p.key_heads * p.dk + p.heads)
+    return act_bytes * (2 * p.key_heads * p.dk + 2 * p.heads * p.dv + 2 * p.heads)
+
+
+def _per_step(p, L: int, T: int) -> None:
+    """One step of one layer against a conventional standard step (what the benchmarks' speculative targets divide
+    by), from the cursor rules (replayssm_trtllm/bench/step_traffic.py): the ratio a step would have at the
+    conventional kernel's efficiency, with the record layout of docs/design.md 3 (keys once per key head)."""
+    import torch
+
+    from ..bench.step_traffic import (conventional_step_bytes, perdraft_step_bytes, replay_cycle_traffic)
+    from ..state.cursors import SPECULATIVE, STANDARD
+    B, s_row, rec, io = STEP_BATCH, p.state_bytes(), p.record_bytes(), io_bytes_per_token(p)
+    conv = sum(conventional_step_bytes(B, s_row, io))
+    print(f"\nper step of one layer, B={B} rows staggered, L={L}, fp32 state, bf16 inputs (bytes / a conventional "
+          f"standard step's = the step's time ratio at the conventional kernel's efficiency):")
+    if T == 1:
+        tr = replay_cycle_traffic(torch.arange(B) % L, L, mode=STANDARD, num_tokens=1, window=L,
+                                  state_row_bytes=s_row, record_bytes=rec, io_row_bytes=io)
+        print(f"  standard replay step (window-amortized): {tr.total_bytes / conv:.3f} (speedup "
+              f"{conv / tr.total_bytes:.3f}x), flushing rows {tr.flush_fraction:.3f}")
+        return
+    g = torch.Generator().manual_seed(0)
+    pd = sum(perdraft_step_bytes(B, s_row, io, T))
+    print(f"  per-draft snapshots (conventional verify): {pd / conv:.3f}")
+    for name in ("all", "one", "mixed"):
+        if name == "mixed":
+            accs = [torch.randint(1, T + 1, (B,), generator=g) for _ in range(2 * L)]
+        else:
+            accs = [torch.full((B,), T if name == "all" else 1)] * (2 * L)
+        tr = replay_cycle_traffic(torch.arange(B) % (L + 1), accs, mode=SPECULATIVE, num_tokens=T, window=L,
+                                  state_row_bytes=s_row, record_bytes=rec, io_row_bytes=io, passes=4,
+                                  timed_passes=3, reset_each_pass=False)
+        print(f"  replay verify, {name + '-accepted':15s}: {tr.total_bytes / conv:.3f} (per-draft / replay "
+              f"{pd / tr.total_bytes:.2f}x), flushing rows {tr.flush_fraction:.3f}, committed records read per row "
+              f"{tr.records_read:.1f}")

@@ -18,6 +18,26 @@ def test_traffic_speculative(capsys):
     assert "recommended window" in capsys.readouterr().out
 
 
+def test_traffic_per_step_table_matches_the_benchmarks_model(capsys):
+    """The per-step section (thirty-seventh session) uses the benchmarks' byte model on the preset's layer: Qwen3.5-4B
+    is bench gdn's q35-4b (T = 4 all-accepted 0.686 of a conventional step at equal efficiency, per-draft 3.66x), and
+    Nemotron-3-Super's standard step is the issue's 1.81x traffic ideal; the Mamba-2 per-step io matches bench
+    mamba2's."""
+    from replayssm_trtllm.bench import gdn as bg
+    from replayssm_trtllm.bench import mamba2 as bm
+    from replayssm_trtllm.cli.traffic import io_bytes_per_token
+    from replayssm_trtllm.presets import get_preset
+    assert io_bytes_per_token(get_preset("nemotron-3-super-120b")) == bm._io_bytes(bm.SHAPES["super"], 2)
+    assert io_bytes_per_token(get_preset("nemotron-3-nano-4b")) == bm._io_bytes(bm.SHAPES["nano"], 2)
+    assert io_bytes_per_token(get_preset("qwen3.5-4b")) == bg._io_bytes(bg.SHAPES["q35-4b"], 2)
+    assert main(["traffic", "--model", "qwen3.5-4b", "-T", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "replay verify, all-accepted   : 0.686 (per-draft / replay 3.66x), flushing rows 0.250" in out
+    assert "one-accepted" in out and "mixed-accepted" in out
+    assert main(["traffic", "--model", "nemotron-3-super-120b"]) == 0
+    assert "standard replay step (window-amortized): 0.553 (speedup 1.807x)" in capsys.readouterr().out
+
+
 def test_traffic_rejects_bad_acceptance():
     with pytest.raises(SystemExit, match="1 <= a <= T"):
         main(["traffic", "--model", "qwen3.5-4b", "-T", "2", "-a", "3"])
