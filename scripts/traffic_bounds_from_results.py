@@ -110,14 +110,15 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("results", nargs="+", help="bench JSON files (latest-mamba2.json / latest-gdn.json format)")
     args = p.parse_args(argv)
-    print("| family | shape | T | accept | phase | us | ratio to conv. step | % of copy | conv. % of copy | "
-          "ratio at conv. efficiency | ratio at copy bw | flushing rows | per-draft / ours | per-draft / ours at "
-          "equal efficiency | per-draft % of copy |")
-    print("|" + "---|" * 15)
+    header = ("| family | shape | T | accept | phase | us | ratio to conv. step | % of copy | conv. % of copy | "
+              "ratio at conv. efficiency | ratio at copy bw | flushing rows | per-draft / ours | per-draft / ours at "
+              "equal efficiency | per-draft % of copy |")
     for path in args.results:
         res = json.loads(Path(path).read_text())
         lines = mamba2_lines(res) if "best" in res else gdn_lines(res)
-        print(f"<!-- {path}: git_commit {res.get('git_commit')}, {res.get('date')} -->")
+        print(f"\n{path} (git_commit {res.get('git_commit')}, {res.get('date')}):\n")
+        print(header)
+        print("|" + "---|" * 15)
         for r in lines:
             pd = (f"{r['perdraft']:.2f} | {r['perdraft_equal']:.2f} | {r['perdraft_copy_frac']:.1%}" if "perdraft" in r
                   else "- | - | -")
