@@ -477,7 +477,10 @@ def _append_results_section(benchmarks_md: Path, title: str, command: str, rows:
     section = [title, "", "```", command, "```", "", markdown_table(rows, columns)]
     if targets:
         trows = [{"target": n, **dict(t)} for n, t in targets.items()]
-        section += ["", markdown_table(trows, ["target", "value", "goal", "met", "case"])]
+        # the verify targets' achieved bandwidth and traffic bound (bench/step_traffic.py), where a target has them
+        extra = [c for c in ("copy_frac", "ratio_at_equal_efficiency", "value_at_equal_efficiency")
+                 if any(c in t for t in trows)]
+        section += ["", markdown_table(trows, ["target", "value", "goal", "met", *extra, "case"])]
     section += ["", f"Results: `{_relpath(json_path)}`", ""]
     benchmarks_md.parent.mkdir(parents=True, exist_ok=True)
     prefix = ""

@@ -24,6 +24,24 @@ def test_publish_official_run_writes_dated_json_and_appends_tables(tmp_path):
     assert "| standard_super | 1.660 | 1.750 | no | super B=256 L=16 |" in text
 
 
+def test_published_targets_carry_the_bandwidth_columns_where_present(tmp_path):
+    """Verify targets with the step-traffic fields get columns for them ("-" where a target has none)."""
+    latest = tmp_path / "latest-gdn.json"
+    latest.write_text("{}")
+    md = tmp_path / "benchmarks.md"
+    targets = {"verify": dict(value=0.955, goal=0.7, met=False, copy_frac=0.652, ratio_at_equal_efficiency=0.685,
+                              case="q35-4b"),
+               "perdraft": dict(value=2.8, goal=4.0, met=False, value_at_equal_efficiency=3.66, case="q35-4b"),
+               "conv": dict(value=0.909, goal=0.9, met=True, case="q35-4b")}
+    publish_official_run("gdn", latest, str(latest), [], targets, "cmd", "NVIDIA H200", benchmarks_md=md,
+                         date="2026-12-04")
+    text = md.read_text()
+    assert "| target | value | goal | met | copy_frac | ratio_at_equal_efficiency | value_at_equal_efficiency | case |" \
+        in text
+    assert "| verify | 0.955 | 0.7 | no | 0.652 | 0.685 | - | q35-4b |" in text
+    assert "| conv | 0.909 | 0.9 | yes | - | - | - | q35-4b |" in text
+
+
 def test_publish_official_run_skips_other_outputs(tmp_path):
     """A/B runs (--out elsewhere) publish nothing."""
     out = tmp_path / "ab.json"
