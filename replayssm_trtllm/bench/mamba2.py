@@ -679,7 +679,9 @@ def run(args) -> int:
             print(f"  {k}: {v['us_per_step']:.2f}")
     print("\nTARGETS")
     for k, v in targets.items():
-        print(f"  {'MET ' if v['met'] else 'MISS'} {k}: {v['value']:.3f} (goal {v['goal']}; {v['case']})")
+        bw = (f" [{v['copy_frac']:.1%} of copy; {v['ratio_at_equal_efficiency']:.3f} at the conventional kernel's "
+              f"efficiency]" if "ratio_at_equal_efficiency" in v else "")
+        print(f"  {'MET ' if v['met'] else 'MISS'} {k}: {v['value']:.3f} (goal {v['goal']}; {v['case']}){bw}")
     print(f"wrote {out}")
     return 0
 
