@@ -24,6 +24,17 @@ def _fake_cuda(monkeypatch):
     monkeypatch.setattr(torch.Tensor, "cuda", lambda self, *a, **k: self)
 
 
+def _stubbed(base, *kernels):
+    """The benchmark's layer buffers built on the CPU, with the kernel-launching methods doing nothing."""
+    class Stub(base):
+        def __init__(self, *a, **k):
+            k["device"] = "cpu"
+            super().__init__(*a, **k)
+    for name in kernels:
+        setattr(Stub, name, lambda self, *a, **k: None)
+    return Stub
+
+
 def _graph(calls):
     def time_graph(fn, repeats, inner=1):
         fn()  # the cycle's Python runs (cursor setup, stubbed kernels); its "time" is fixed
@@ -36,20 +47,7 @@ def test_mamba2_bench_dry_run(monkeypatch, tmp_path):
     _fake_cuda(monkeypatch)
     import replayssm_trtllm.ops.mamba2 as om
 
-    class Layers(bm._Layerset):
-        def __init__(self, *a, **k):
-            k["device"] = "cpu"
-            super().__init__(*a, **k)
-
-        def conv_step(self, *a, **k):
-            pass
-
-        def replay_step(self, *a, **k):
-            pass
-
-        def commit(self, *a, **k):
-            pass
-
+    Layers = _stubbed(bm._Layerset, "conv_step", "replay_step", "commit")
     calls = []
     monkeypatch.setattr(bm, "_Layerset", Layers)
     monkeypatch.setattr(bm, "_check", lambda *a, **k: (0.0, True))
@@ -90,23 +88,7 @@ def test_mamba2_bench_dry_run(monkeypatch, tmp_path):
 def test_gdn_bench_dry_run(monkeypatch, tmp_path):
     _fake_cuda(monkeypatch)
 
-    class Layers(bg._Layers):
-        def __init__(self, *a, **k):
-            k["device"] = "cpu"
-            super().__init__(*a, **k)
-
-        def conv_step(self, *a, **k):
-            pass
-
-        def snap_step(self, *a, **k):
-            pass
-
-        def replay_step(self, *a, **k):
-            pass
-
-        def commit(self, *a, **k):
-            pass
-
+    Layers = _stubbed(bg._Layers, "conv_step", "snap_step", "replay_step", "commit")
     calls = []
     monkeypatch.setattr(bg, "_DEVICE", "cpu")
     monkeypatch.setattr(bg, "_Layers", Layers)
