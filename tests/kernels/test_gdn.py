@@ -779,6 +779,49 @@ def test_sanitize_replay_verify_refill(monkeypatch):
         assert seq.flushes > 0
 
 
+# MNS (RSSM_GDN_VERIFY_MNS=1; thirty-seventh session, prepared for A/B, NOT yet run on a GPU): on top of the T > 4
+# LEAN32 instance, a non-flush item's solve matrices M and N staged in shared memory by the item before. Same values:
+# bit-identical to LEAN32 alone (staggered joins, padding rows, random acceptance, flushes between non-flush items)
+# and against the float64 reference; T = 5 (rows s >= T of the staged block unused) and T = 8, windows 16 and 24.
+MNS_CASES = [("q35-4b", 16, 8), ("q35-122b", 16, 6), ("q35-4b", 24, 5)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape,L,T", MNS_CASES, ids=[f"{s}-L{l}-T{t}" for s, l, t in MNS_CASES])
+def test_verify_mns_changes_no_value(shape, L, T, monkeypatch):
+    for k in ("RSSM_GDN_VERIFY_MMA", "RSSM_GDN_VERIFY_UPF", "RSSM_GDN_VERIFY_LEAN32", "RSSM_GDN_VERIFY_REFILL"):
+        monkeypatch.delenv(k, raising=False)
+    res = []
+    for mns in ("0", "1"):
+        monkeypatch.setenv("RSSM_GDN_VERIFY_MNS", mns)
+        res.append(_staggered_run(shape, L, 1, T, 630 + L + T, 6, 2 * L // T + 8))
+    _assert_same_run(res[0], res[1], "MNS")
+
+
+@pytest.mark.gpu
+def test_verify_mns_instance_runs(monkeypatch):
+    """RSSM_GDN_VERIFY_MNS=1 runs the MNS instance (template argument 7) at T = 8 and not at T = 4 (the T <= 4
+    instances have none); unset runs it nowhere (torch profiler)."""
+    skip_under_sanitizer()
+    got = _verify_instance_args(monkeypatch, "RSSM_GDN_VERIFY_MNS", (None, "1"), 7)
+    assert got == {(None, 4): ["0"], (None, 8): ["0"], ("1", 4): ["0"], ("1", 8): ["1"]}, got
+
+
+@pytest.mark.gpu
+@pytest.mark.sanitize
+def test_sanitize_replay_verify_mns(monkeypatch):
+    """The sanitizers' MNS case (racecheck: the staged block is rewritten for the next item after the solve's reads):
+    B = 3 with a padding row, L = 8 at T = 6 and L = 16 at T = 8, random acceptance (flush and non-flush items
+    alternate within a warp)."""
+    monkeypatch.setenv("RSSM_GDN_VERIFY_MNS", "1")
+    for T, L in ((6, 8), (8, 16)):
+        seq = _Seq("q35-4b", 3, L, 1, T, seed=48 + T, variant=6)
+        for t in range(12):
+            seq.step(_active(3, t, [0, 1, 2], seq.gen, 0.0), _spec_accept("random", 3, T, seq.gen))
+        seq.compare_buffers()
+        assert seq.flushes > 0
+
+
 def _spec_accept(accept, B, T, gen):
     if accept == "all":
         return [T] * B

@@ -216,10 +216,15 @@ cudaError_t launchVerifyMma(const GdnReplayParams& p, int smCount, cudaStream_t 
         envSwitch("RSSM_GDN_VERIFY_LEAN32", true) && (group & (group - 1)) == 0 && readoutOffsetsFit32(p);
     // REFILL (A/B, prepared in the thirty-sixth session, not yet run on a GPU; RSSM_GDN_VERIFY_REFILL=1, read per
     // launch): on top of LEAN32, a one-chunk flush item refills its row buffer with the next item's rows during its fold
-    const void* kernel =
-        verifyMmaKernel(p.state_dtype, p.num_tokens, prefetchU, lean32, envSwitch("RSSM_GDN_VERIFY_REFILL", false));
+    const bool refill = envSwitch("RSSM_GDN_VERIFY_REFILL", false);
+    // MNS (A/B, prepared in the thirty-seventh session, not yet run on a GPU; RSSM_GDN_VERIFY_MNS=1, read per launch):
+    // the LEAN32 fp32 instance at T > 4 (no u_j prefetch, no REFILL) with a non-flush item's solve matrices staged in
+    // shared memory by the item before
+    const bool mns = envSwitch("RSSM_GDN_VERIFY_MNS", false) && p.state_dtype == RSSM_DTYPE_FP32 && p.num_tokens > 4 &&
+                     lean32 && !prefetchU && !refill;
+    const void* kernel = verifyMmaKernel(p.state_dtype, p.num_tokens, prefetchU, lean32, refill, mns);
     const int threads = verifyMmaThreads();
-    const size_t smem = verifyMmaSmemBytes(p.state_dtype, p.num_tokens);
+    const size_t smem = verifyMmaSmemBytes(p.state_dtype, p.num_tokens, mns);
     cudaError_t e = allowDynamicSmem(kernel, smem);
     if (e != cudaSuccess) return e;
     const int grid =

@@ -13,7 +13,7 @@ namespace {
 // in registers: the 3-CTA build of it (80 registers, those loads inside the product loop, 140 bytes of spills) ran
 // 1.2-1.9x slower (q35-4b B = 256 T = 8: 538-824 vs 327-434 us; tenth session, docs/kernels-gdn.md).
 template <typename ST>
-const void* entry(int maxTokens, bool prefetchU, bool lean32, bool refill) {
+const void* entry(int maxTokens, bool prefetchU, bool lean32, bool refill, bool mns) {
     if (maxTokens <= 4) {
         // LEAN32 (fp32 rows with the u_j prefetch, the T <= 4 default): 32-bit item offsets, the key head by a shift;
         // REFILL (A/B) on top
@@ -25,32 +25,37 @@ const void* entry(int maxTokens, bool prefetchU, bool lean32, bool refill) {
         return prefetchU ? reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 4, 3, false, true>)
                          : reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 4, 3, false, false>);
     }
-    // LEAN32 (fp32 rows without the u_j prefetch: the T > 4 default)
+    // LEAN32 (fp32 rows without the u_j prefetch: the T > 4 default); REFILL or MNS (A/B) on top
     if constexpr (std::is_same<ST, float>::value) {
-        if (!prefetchU && lean32)
-            return refill ? reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 8, 2, true, false, true, true>)
-                          : reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 8, 2, true, false, true>);
+        if (!prefetchU && lean32) {
+            if (refill) return reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 8, 2, true, false, true, true>);
+            if (mns)
+                return reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 8, 2, true, false, true, false, true>);
+            return reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 8, 2, true, false, true>);
+        }
     }
     return prefetchU ? reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 8, 2, true, true>)
                      : reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 8, 2, true, false>);
 }
-// shared memory per warp of the token bucket entry() picks (16-bit rows: the __half layout)
+// shared memory per warp of the token bucket entry() picks (16-bit rows: the __half layout); mns: the MNS instance's
 template <typename ST>
-int perWarpBytes(int maxTokens) {
-    return maxTokens <= 4 ? mmaverify::warpBytes<ST, 4>() : mmaverify::warpBytes<ST, 8>();
+int perWarpBytes(int maxTokens, bool mns) {
+    return maxTokens <= 4 ? mmaverify::warpBytes<ST, 4>()
+                          : (mns ? mmaverify::warpBytes<ST, 8, true>() : mmaverify::warpBytes<ST, 8>());
 }
 }  // namespace
 
-const void* verifyMmaKernel(int stateDtype, int numTokens, bool prefetchU, bool lean32, bool refill) {
+const void* verifyMmaKernel(int stateDtype, int numTokens, bool prefetchU, bool lean32, bool refill, bool mns) {
     switch (stateDtype) {
-        case RSSM_DTYPE_FP32: return entry<float>(numTokens, prefetchU, lean32, refill);
-        case RSSM_DTYPE_FP16: return entry<__half>(numTokens, prefetchU, lean32, refill);
-        case RSSM_DTYPE_BF16: return entry<__nv_bfloat16>(numTokens, prefetchU, lean32, refill);
+        case RSSM_DTYPE_FP32: return entry<float>(numTokens, prefetchU, lean32, refill, mns);
+        case RSSM_DTYPE_FP16: return entry<__half>(numTokens, prefetchU, lean32, refill, false);
+        case RSSM_DTYPE_BF16: return entry<__nv_bfloat16>(numTokens, prefetchU, lean32, refill, false);
         default: return nullptr;
     }
 }
-size_t verifyMmaSmemBytes(int stateDtype, int numTokens) {
-    const int perWarp = stateDtype == RSSM_DTYPE_FP32 ? perWarpBytes<float>(numTokens) : perWarpBytes<__half>(numTokens);
+size_t verifyMmaSmemBytes(int stateDtype, int numTokens, bool mns) {
+    const int perWarp = stateDtype == RSSM_DTYPE_FP32 ? perWarpBytes<float>(numTokens, mns)
+                                                      : perWarpBytes<__half>(numTokens, false);
     return (size_t)(mmaverify::kCtaThreads / 32) * perWarp;
 }
 int verifyMmaThreads() { return mmaverify::kCtaThreads; }

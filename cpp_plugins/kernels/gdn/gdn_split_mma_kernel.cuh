@@ -41,9 +41,33 @@ static_assert(kSplitRows == mmarows::kRows, "items of 8 rows");
 // (gdnSplitVerifyMmaKernel's kStageW says why).
 template <int MAXT>
 constexpr bool kStagesFoldWeights = MAXT > 4;
-template <typename ST, int MAXT>
+// MNS (MAXT = 8): a non-flush item's solve matrices M and N (rows s < MAXT, MAXT fp32 values each), staged per warp
+template <int MAXT>
+__host__ __device__ constexpr int mnBytes() { return 2 * MAXT * MAXT * 4; }
+template <typename ST, int MAXT, bool MNS = false>
 __host__ __device__ constexpr int warpBytes() {
-    return 2 * mmarows::SmemRows<ST>::kBufBytes + kUBytes + (kStagesFoldWeights<MAXT> ? foldmma::kFwBytes : 0);
+    return 2 * mmarows::SmemRows<ST>::kBufBytes + kUBytes + (kStagesFoldWeights<MAXT> ? foldmma::kFwBytes : 0) +
+           (MNS ? mnBytes<MAXT>() : 0);
+}
+
+// Four values of a row of the drafts' solve matrices: MNS and a non-flush item, from the warp's staged copy; else from the
+// head record.
+template <bool MNS>
+__device__ __forceinline__ float4 mnRow(bool flushItem, const float* staged, const float* head) {
+    if constexpr (MNS) {
+        if (!flushItem) return *reinterpret_cast<const float4*>(staged);
+    }
+    return __ldg(reinterpret_cast<const float4*>(head));
+}
+
+// MNS: rows s < T of the drafts' solve matrices M and N (head-record words `mn`: M at mn + 8 s, N at mn + 64 + 8 s)
+// into `dst` ([M rows | N rows] x MAXT fp32) by cp.async, one 16-byte piece per lane, then one commit group.
+template <int MAXT>
+__device__ __forceinline__ void stageSolveRows(float* dst, const float* mn, int T, int lane) {
+    static_assert(mnBytes<MAXT>() == 32 * 16, "one 16-byte piece per lane");
+    const int mtx = lane >> 4, s = (lane >> 1) & 7, half = lane & 1;
+    if (s < T) async::copy16(dst + mtx * MAXT * MAXT + s * MAXT + 4 * half, mn + mtx * 64 + s * 8 + 4 * half);
+    async::commit();
 }
 
 // fp16 pair (lo, hi) as two fp32 values (exact; fp16 has TF32's 10 mantissa bits, so the TF32 operand is exact too).
@@ -75,10 +99,19 @@ __device__ __forceinline__ float2 halfPair(uint32_t v) { return __half22float2(*
 // tile as its fold consumes the tiles (mmarows::SmemRows::issueTile after a __syncwarp per tile), instead of into
 // the other buffer after the fold; the next item reads its rows from this buffer (the ping-pong skips a turn). The
 // Mamba-2 readout's REFILL, the same reason (the next item's rows issued only after the fold). Same values.
-template <typename ST, int MAXT, int MINB, bool HOISTB, bool UPF = false, bool LEAN32 = false, bool REFILL = false>
+// MNS (thirty-seventh session, prepared for A/B, NOT yet run on a GPU: RSSM_GDN_VERIFY_MNS=1; the LEAN32 fp32 instance
+// at T > 4 without REFILL): a non-flush item's solve matrices M and N (head record) are copied into the warp's shared
+// memory by cp.async at the end of the item before, in their own commit group (waited for with the item's rows), and
+// the solve reads them from there instead of by __ldg right before use (9% of the T = 4 readout's stall samples in the
+// twenty-ninth session). That session measured it at every T (4796fb2): T = 8 0-3.5% faster, T = 4 11-16% slower (its
+// extra shared memory left 2 instead of 3 CTAs per SM); the T > 4 instance is held to 2 CTAs per SM by its registers
+// anyway. Flush items keep the __ldg. mnBytes<8>() = 512 more bytes of shared memory per warp. Same values.
+template <typename ST, int MAXT, int MINB, bool HOISTB, bool UPF = false, bool LEAN32 = false, bool REFILL = false,
+          bool MNS = false>
 __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMmaKernel(const GdnReplayParams p) {
     using namespace mmaverify;
     using Rows = mmarows::SmemRows<ST>;
+    static_assert(!MNS || (MAXT > 4 && LEAN32 && !REFILL), "MNS: the LEAN32 T > 4 instance without REFILL");
     constexpr bool kTall = MAXT > 4;  // vectors in rows g + 8 of the M tile
     // A flush item stages its fold weights with its keys in one cp.async group and reads them after the wait
     // (foldmma::stageFoldChunk), MAXT = 8 only: side by side on the H200 (thirty-fifth session) the T = 8 steps with
@@ -86,13 +119,17 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
     constexpr bool kStageW = kStagesFoldWeights<MAXT>;
     extern __shared__ __align__(16) unsigned char smemGdnVerifyMma[];
     const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-    unsigned char* wsm = smemGdnVerifyMma + (threadIdx.x >> 5) * warpBytes<ST, MAXT>();
+    unsigned char* wsm = smemGdnVerifyMma + (threadIdx.x >> 5) * warpBytes<ST, MAXT, MNS>();
     auto sRows = [&](int i) { return reinterpret_cast<ST*>(wsm + i * Rows::kBufBytes); };
     uint16_t* sU = reinterpret_cast<uint16_t*>(wsm + 2 * Rows::kBufBytes);  // [32 records][8 rows] fp16
     float* sSub = reinterpret_cast<float*>(sU);  // [16 vectors][8 rows]: once the u_j fragments are in registers
     // (kStageW) a fold chunk's weights; a lambda so that the four-token instances form no address for it (their code
     // stays the measured one, instruction for instruction)
     auto sFw = [&]() { return reinterpret_cast<float*>(wsm + 2 * Rows::kBufBytes + kUBytes); };
+    // MNS: [M rows | N rows] x MAXT fp32, after the fold weights
+    auto sMn = [&]() {
+        return reinterpret_cast<float*>(wsm + 2 * Rows::kBufBytes + kUBytes + (kStageW ? foldmma::kFwBytes : 0));
+    };
     const int HV = p.num_v_heads, T = p.num_tokens, C = p.ring_capacity;
     const int group = HV / p.num_heads;
     const int groupShift = LEAN32 ? __ffs(group) - 1 : 0;  // LEAN32: group is a power of two (launcher)
@@ -150,6 +187,14 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
     int rawNN = it + 2 * nw < items ? p.state_batch_indices[walk.next(cN).b] : -1;  // validated one item later
     pdlWaitPrimary();
     int4 metaC = slotC >= 0 ? metaOf(cC) : make_int4(0, -1, 0, 0);
+    // MNS: a non-flush item's M and N rows into the warp's copy (mmaverify::stageSolveRows; no group for flush,
+    // padding and invalid items), issued at the end of the item before (the first item: here, after its rows' group),
+    // so the item's waitAllButOne covers them. (A function, not a lambda: a lambda defined here changed the generated
+    // code of other instances that never call it.)
+    if constexpr (MNS) {
+        if (slotC >= 0 && metaC.y == 0)
+            stageSolveRows<MAXT>(sMn(), ws + ((cC.b * HV + cC.head) * RW + blkOff + 2 * T * CS), T, lane);
+    }
     // u_j[vw .. vw + 7] of committed record j = lane of item c (o = m.z, h = m.w; nothing for padding / invalid rows)
     auto loadU = [&](stream::ItemCursor c, int sl, int4 m) {
         uint4 v = make_uint4(0u, 0u, 0u, 0u);
@@ -304,12 +349,15 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
                 for (int s0 = 0; s0 < MAXT; s0 += 4) {
                     const int s = s0 + (lane >> 3);
                     if (s < T) {
-                        const float4 m0 = __ldg(reinterpret_cast<const float4*>(Mb + s * 8));
-                        const float4 n0 = __ldg(reinterpret_cast<const float4*>(Mb + 64 + s * 8));
+                        // MNS: a non-flush item's rows from the warp's copy (waited for with this item's rows)
+                        const float* sm = nullptr;
+                        if constexpr (MNS) sm = sMn() + s * MAXT;
+                        const float4 m0 = mnRow<MNS>(MNS && flushItem, sm, Mb + s * 8);
+                        const float4 n0 = mnRow<MNS>(MNS && flushItem, sm + MAXT * MAXT, Mb + 64 + s * 8);
                         float4 m1 = make_float4(0.f, 0.f, 0.f, 0.f), n1 = m1;
                         if constexpr (MAXT > 4) {
-                            m1 = __ldg(reinterpret_cast<const float4*>(Mb + s * 8 + 4));
-                            n1 = __ldg(reinterpret_cast<const float4*>(Mb + 64 + s * 8 + 4));
+                            m1 = mnRow<MNS>(MNS && flushItem, sm + 4, Mb + s * 8 + 4);
+                            n1 = mnRow<MNS>(MNS && flushItem, sm + MAXT * MAXT + 4, Mb + 64 + s * 8 + 4);
                         }
                         const float mr[8] = {m0.x, m0.y, m0.z, m0.w, m1.x, m1.y, m1.z, m1.w};
                         const float nr[8] = {n0.x, n0.y, n0.z, n0.w, n1.x, n1.y, n1.z, n1.w};
@@ -444,6 +492,11 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
         }
         if constexpr (REFILL) {
             if (refilled) buf ^= 1;  // the next item's rows are in buf: the loop's toggle is undone
+        }
+        if constexpr (MNS) {
+            __syncwarp();  // every lane has read this item's M and N
+            if (slotN >= 0 && metaN.y == 0)
+                stageSolveRows<MAXT>(sMn(), ws + ((cN.b * HV + cN.head) * RW + blkOff + 2 * T * CS), T, lane);
         }
         __syncwarp();  // this item's buffers are rewritten by the item after next / the next item's u_j block
         cC = cN;
