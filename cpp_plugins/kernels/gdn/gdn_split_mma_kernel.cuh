@@ -349,8 +349,9 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
                 for (int s0 = 0; s0 < MAXT; s0 += 4) {
                     const int s = s0 + (lane >> 3);
                     if (s < T) {
-                        // MNS: a non-flush item's rows from the warp's copy (waited for with this item's rows)
-                        const float* sm = nullptr;
+                        // MNS: a non-flush item's rows from the warp's copy (waited for with this item's rows); other
+                        // instances never read `sm` (it points into the head record only to stay a valid pointer)
+                        const float* sm = Mb;
                         if constexpr (MNS) sm = sMn() + s * MAXT;
                         const float4 m0 = mnRow<MNS>(MNS && flushItem, sm, Mb + s * 8);
                         const float4 n0 = mnRow<MNS>(MNS && flushItem, sm + MAXT * MAXT, Mb + 64 + s * 8);
