@@ -723,11 +723,30 @@ def test_verify_lean32_falls_back_for_a_non_power_of_two_head_group(T, monkeypat
 def test_sanitize_replay_verify_lean32(monkeypatch):
     """The sanitizers' case of LEAN32: B = 3 with a padding row, L = 4 (flushes, wrap-around) at T = 3, L = 8 at
     T = 6 (the eight-token instance)."""
-    monkeypatch.setenv("RSSM_GDN_VERIFY_LEAN32", "1")
-    for T, L in ((3, 4), (6, 8)):
-        seq = _Seq("q35-4b", 3, L, 1, T, seed=44 + T, variant=6)
-        for t in range(10):
-            seq.step(_active(3, t, [0, 1, 2], seq.gen, 0.0), [T, 1, 2])
+    _sanitize_verify_switch(monkeypatch, "RSSM_GDN_VERIFY_LEAN32", ((3, 4), (6, 8)), 44, 10, lambda T, gen: [T, 1, 2])
+
+
+def _verify_switch_changes_no_value(monkeypatch, var, shape, L, T, seed, steps):
+    """A verify-readout A/B switch on top of the defaults (the other verify switches unset): `var`=0 and =1 give
+    bit-identical outputs, checkpoints and ring u over a _staggered_run, each run also against the float64 reference."""
+    for k in ("RSSM_GDN_VERIFY_MMA", "RSSM_GDN_VERIFY_UPF", "RSSM_GDN_VERIFY_LEAN32", "RSSM_GDN_VERIFY_REFILL",
+              "RSSM_GDN_VERIFY_MNS"):
+        monkeypatch.delenv(k, raising=False)
+    res = []
+    for value in ("0", "1"):
+        monkeypatch.setenv(var, value)
+        res.append(_staggered_run(shape, L, 1, T, seed, 6, steps))
+    _assert_same_run(res[0], res[1], var)
+
+
+def _sanitize_verify_switch(monkeypatch, var, cases, seed, steps, accepted):
+    """A verify-readout switch's sanitizer case: `var`=1, q35-4b, B = 3 with a padding row, (T, L) per case, `steps`
+    speculative steps with accepted(T, gen) counts, buffers against the float64 reference, at least one flush."""
+    monkeypatch.setenv(var, "1")
+    for T, L in cases:
+        seq = _Seq("q35-4b", 3, L, 1, T, seed=seed + T, variant=6)
+        for t in range(steps):
+            seq.step(_active(3, t, [0, 1, 2], seq.gen, 0.0), accepted(T, seq.gen))
         seq.compare_buffers()
         assert seq.flushes > 0
 
@@ -742,13 +761,7 @@ REFILL_CASES = [("q35-4b", 16, 4), ("q35-122b", 16, 8), ("q35-4b", 24, 3)]
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape,L,T", REFILL_CASES, ids=[f"{s}-L{l}-T{t}" for s, l, t in REFILL_CASES])
 def test_verify_refill_changes_no_value(shape, L, T, monkeypatch):
-    for k in ("RSSM_GDN_VERIFY_MMA", "RSSM_GDN_VERIFY_UPF", "RSSM_GDN_VERIFY_LEAN32"):
-        monkeypatch.delenv(k, raising=False)
-    res = []
-    for refill in ("0", "1"):
-        monkeypatch.setenv("RSSM_GDN_VERIFY_REFILL", refill)
-        res.append(_staggered_run(shape, L, 1, T, 610 + L + T, 6, 2 * L // T + 6))
-    _assert_same_run(res[0], res[1], "REFILL")
+    _verify_switch_changes_no_value(monkeypatch, "RSSM_GDN_VERIFY_REFILL", shape, L, T, 610 + L + T, 2 * L // T + 6)
     seq = _Seq(shape, 6, L, 1, T, seed=620 + T, variant=6)  # in phase, every row accepting all drafts
     for t in range(2 * L // T + 4):
         seq.step(torch.ones(6, dtype=torch.bool), [T] * 6)
@@ -770,13 +783,7 @@ def test_verify_refill_instance_runs(monkeypatch):
 def test_sanitize_replay_verify_refill(monkeypatch):
     """The sanitizers' REFILL case (racecheck: the tile-by-tile refill of a buffer the warp is still reading): B = 3
     with a padding row, L = 4 at T = 3 and L = 8 at T = 6, flushes back to back."""
-    monkeypatch.setenv("RSSM_GDN_VERIFY_REFILL", "1")
-    for T, L in ((3, 4), (6, 8)):
-        seq = _Seq("q35-4b", 3, L, 1, T, seed=46 + T, variant=6)
-        for t in range(10):
-            seq.step(_active(3, t, [0, 1, 2], seq.gen, 0.0), [T, T, T])
-        seq.compare_buffers()
-        assert seq.flushes > 0
+    _sanitize_verify_switch(monkeypatch, "RSSM_GDN_VERIFY_REFILL", ((3, 4), (6, 8)), 46, 10, lambda T, gen: [T, T, T])
 
 
 # MNS (RSSM_GDN_VERIFY_MNS=1; thirty-seventh session, prepared for A/B, NOT yet run on a GPU): on top of the T > 4
@@ -789,13 +796,7 @@ MNS_CASES = [("q35-4b", 16, 8), ("q35-122b", 16, 6), ("q35-4b", 24, 5)]
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape,L,T", MNS_CASES, ids=[f"{s}-L{l}-T{t}" for s, l, t in MNS_CASES])
 def test_verify_mns_changes_no_value(shape, L, T, monkeypatch):
-    for k in ("RSSM_GDN_VERIFY_MMA", "RSSM_GDN_VERIFY_UPF", "RSSM_GDN_VERIFY_LEAN32", "RSSM_GDN_VERIFY_REFILL"):
-        monkeypatch.delenv(k, raising=False)
-    res = []
-    for mns in ("0", "1"):
-        monkeypatch.setenv("RSSM_GDN_VERIFY_MNS", mns)
-        res.append(_staggered_run(shape, L, 1, T, 630 + L + T, 6, 2 * L // T + 8))
-    _assert_same_run(res[0], res[1], "MNS")
+    _verify_switch_changes_no_value(monkeypatch, "RSSM_GDN_VERIFY_MNS", shape, L, T, 630 + L + T, 2 * L // T + 8)
 
 
 @pytest.mark.gpu
@@ -813,13 +814,8 @@ def test_sanitize_replay_verify_mns(monkeypatch):
     """The sanitizers' MNS case (racecheck: the staged block is rewritten for the next item after the solve's reads):
     B = 3 with a padding row, L = 8 at T = 6 and L = 16 at T = 8, random acceptance (flush and non-flush items
     alternate within a warp)."""
-    monkeypatch.setenv("RSSM_GDN_VERIFY_MNS", "1")
-    for T, L in ((6, 8), (8, 16)):
-        seq = _Seq("q35-4b", 3, L, 1, T, seed=48 + T, variant=6)
-        for t in range(12):
-            seq.step(_active(3, t, [0, 1, 2], seq.gen, 0.0), _spec_accept("random", 3, T, seq.gen))
-        seq.compare_buffers()
-        assert seq.flushes > 0
+    _sanitize_verify_switch(monkeypatch, "RSSM_GDN_VERIFY_MNS", ((6, 8), (8, 16)), 48, 12,
+                            lambda T, gen: _spec_accept("random", 3, T, gen))
 
 
 def _spec_accept(accept, B, T, gen):
