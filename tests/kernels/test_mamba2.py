@@ -827,9 +827,9 @@ def test_mma_readout_zpf_instance_runs(T):
     assert all(a[3] == "1" for a in readouts), readouts  # template argument 3: ZPF
 
 
-def _mma_readout_instance_args(monkeypatch, var, envs, arg):
+def _mma_readout_instance_args(monkeypatch, var, envs, arg, shape="super"):
     """{setting of `var`: the values of template argument `arg` of the fp32 tensor-core readouts launched} for one
-    T = 4 verify step of the bench's Super layer set (h = 4: no row flushes; torch profiler)."""
+    T = 4 verify step of the bench's layer set of `shape` (h = 4: no row flushes; torch profiler)."""
     import replayssm_trtllm.ops.commit  # noqa: F401
     import replayssm_trtllm.ops.mamba2  # noqa: F401
     from replayssm_trtllm.bench import mamba2 as bm2
@@ -838,7 +838,7 @@ def _mma_readout_instance_args(monkeypatch, var, envs, arg):
         monkeypatch.delenv(var, raising=False)
         if env:
             monkeypatch.setenv(var, env)
-        ls = bm2._Layerset(bm2.SHAPES["super"], 8, 16, 4, F32, BF16, 1, 0, need_conv=False, token_list=[4])
+        ls = bm2._Layerset(bm2.SHAPES[shape], 8, 16, 4, F32, BF16, 1, 0, need_conv=False, token_list=[4])
         ls.set_cursors(torch.full((8,), 4, dtype=torch.int32, device="cuda"))
         _, names = cuda_kernel_names(lambda: ls.replay_step(0, 4, 1, variant=4))
         got[env] = sorted({a[arg] for a in instances(names, "mamba2SplitReadoutMmaStagedKernel") if a[0] == "float"})
@@ -915,6 +915,42 @@ def test_replay_split_mma_readout_refill_sanitize(monkeypatch):
     monkeypatch.setenv("RSSM_MAMBA2_MMA_REFILL", "1")
     assert _run_replay(3, 4, 3, 1, SMALL, F32, BF16, 6, seed=188, accept="all", staggered=False, variant=4) > 0
     assert _run_replay(2, 24, 8, 1, SMALL, F32, BF16, 6, seed=189, variant=4) > 0
+
+
+# GSH (RSSM_MAMBA2_MMA_GSH=1; thirty-seventh session, prepared for A/B, NOT yet run on a GPU): the L32 instance with the
+# item's group by a shift, where the heads per group are a power of two (Super 16, SMALL 4; Nano's 12 falls back to the
+# L32 instance). Against the float64 reference: T = 2 / 4 / 8, windows 8 / 16 / 24, padding and staggered rows, random
+# and all-accepted drafts, with and without z.
+GSH_CASES = [(5, 16, 4, SUPER, "random", True), (3, 24, 8, SUPER, "all", True), (4, 8, 2, SMALL, "random", False)]
+
+
+@pytest.mark.parametrize("B,L,T,sh,acc,z", GSH_CASES,
+                         ids=[f"B{c[0]}-L{c[1]}-T{c[2]}-H{c[3]['H']}-{c[4]}-z{int(c[5])}" for c in GSH_CASES])
+def test_replay_split_mma_readout_gsh(B, L, T, sh, acc, z, monkeypatch):
+    for k in ("RSSM_MAMBA2_SPLIT_PIPE", "RSSM_MAMBA2_MMA_L32", "RSSM_MAMBA2_MMA_REFILL"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("RSSM_MAMBA2_MMA_GSH", "1")
+    assert _run_replay(B, L, T, 1, sh, F32, BF16, 2 * L // T + 8, seed=500 + B + L + T, accept=acc, with_z=z,
+                       variant=4) > 0
+
+
+def test_mma_readout_gsh_instance_runs(monkeypatch):
+    """RSSM_MAMBA2_MMA_GSH=1 runs the GSH instance (template argument 6) at the bench's Super shape (16 heads per group),
+    unset not; at Nano's shape (12 heads per group) "1" falls back to the L32 instance (torch profiler)."""
+    skip_under_sanitizer()
+    got = _mma_readout_instance_args(monkeypatch, "RSSM_MAMBA2_MMA_GSH", (None, "1"), 6)
+    assert got == {None: ["0"], "1": ["1"]}, got
+    got = _mma_readout_instance_args(monkeypatch, "RSSM_MAMBA2_MMA_GSH", ("1",), 6, shape="nano")
+    assert got == {"1": ["0"]}, got
+
+
+@pytest.mark.sanitize
+def test_replay_split_mma_readout_gsh_sanitize(monkeypatch):
+    """The sanitizers' GSH case: speculative with flushes, padded rows, two record chunks (SMALL: 4 heads per group)."""
+    monkeypatch.delenv("RSSM_MAMBA2_SPLIT_PIPE", raising=False)
+    monkeypatch.setenv("RSSM_MAMBA2_MMA_GSH", "1")
+    assert _run_replay(3, 4, 3, 1, SMALL, F32, BF16, 5, seed=190, variant=4) > 0
+    assert _run_replay(2, 24, 8, 1, SMALL, F32, BF16, 6, seed=191, variant=4) > 0
 
 
 def _set_mma_pipe(monkeypatch, pipe):

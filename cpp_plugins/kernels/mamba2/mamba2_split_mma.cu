@@ -30,10 +30,16 @@ const void* entry(bool hoistC, bool prefetchX, bool zPairs, bool off32, bool ref
 }  // namespace
 
 const void* splitMmaReadoutKernel(int stateDtype, int dstate, bool hoistC, bool prefetchX, bool zPairs, bool off32,
-                                  bool refill) {
+                                  bool refill, bool gsh) {
     if (dstate != mmareadout::kN) return nullptr;
     switch (stateDtype) {
-        case RSSM_DTYPE_FP32: return entry<float>(hoistC, prefetchX, zPairs, off32, refill);
+        case RSSM_DTYPE_FP32:
+            // GSH (A/B): in place of the L32 instance (entry's conditions for it), compiled in mamba2_split_mma_gsh.cu.
+            // (The condition is repeated rather than comparing with that instance's address: naming the instance here
+            // changed the generated code of two instances.)
+            if (gsh && off32 && !refill && hoistC && prefetchX && zPairs && envSwitch("RSSM_MAMBA2_MMA_ZPF", true))
+                return splitMmaReadoutGshKernel();
+            return entry<float>(hoistC, prefetchX, zPairs, off32, refill);
         case RSSM_DTYPE_FP16: return entry<__half>(hoistC, prefetchX, zPairs, off32, refill);
         case RSSM_DTYPE_BF16: return entry<__nv_bfloat16>(hoistC, prefetchX, zPairs, off32, refill);
         default: return nullptr;

@@ -117,9 +117,15 @@ __host__ __device__ constexpr int stagedWarpBytes() { return 2 * SmemRows<ST>::k
 // fold; the next item then reads its rows from this buffer (the ping-pong skips one turn). The thirty-fifth session's
 // source counters put the wait for those rows, issued only after the fold, at the top of an all-flush step's stalls.
 // Same copies, same values.
-template <typename ST, bool CHOIST, bool XPF, bool ZPF = false, bool L32 = false, bool REFILL = false>
+// GSH (thirty-seventh session, prepared for A/B, NOT yet run on a GPU: RSSM_MAMBA2_MMA_GSH=1; with L32, not with
+// REFILL): the item's group `head / hpg` by a shift, for a power-of-two number of heads per group (the launcher's
+// rule: Nemotron-3-Super's 16, not Nano's 12). The division was 31 of an item's ~640 warp instructions in the
+// thirty-fourth session's source counters, on the path to the item's C loads. Same values. Its only instance is
+// compiled in its own translation unit (mamba2_split_mma_gsh.cu), so the other instances keep their generated code.
+template <typename ST, bool CHOIST, bool XPF, bool ZPF = false, bool L32 = false, bool REFILL = false, bool GSH = false>
 __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
     mamba2SplitReadoutMmaStagedKernel(const Mamba2ReplayParams p) {
+    static_assert(!GSH || (L32 && !REFILL), "GSH: the L32 instance without REFILL");
     using namespace mmareadout;
     using Rows = SmemRows<ST>;
     extern __shared__ __align__(16) unsigned char smemSplitMmaStaged[];
@@ -199,7 +205,9 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
         const int4 meta = metaC;
         const int nf = meta.y;
         const int b = cC.b, head = cC.head, vw = cC.blk * kSplitRows;
-        const int grp = head / hpg;
+        // (GSH: the shift amount formed here, loop-invariant, rather than as a variable beside hpg: that variable changed
+        // the generated code of two other instances)
+        const int grp = GSH ? head >> (__ffs(hpg) - 1) : head / hpg;
         // the group's ring B rows (L32: formed where a flush item uses them, ringBOf; written twice so that the instances
         // without L32 keep their measured code)
         const uint16_t* ringBg = L32 ? nullptr : ringB + ((int64_t)(slot < 0 ? 0 : slot) * Cap * G + grp) * kN;
