@@ -871,10 +871,16 @@ def test_mma_readout_l32_instance_runs(monkeypatch):
 @pytest.mark.sanitize
 def test_replay_split_mma_readout_l32_sanitize(monkeypatch):
     """The sanitizers' L32 case: speculative with flushes, padded rows, two record chunks."""
+    _sanitize_mma_switch(monkeypatch, "RSSM_MAMBA2_MMA_L32", 186)
+
+
+def _sanitize_mma_switch(monkeypatch, var, seed):
+    """A tensor-core readout switch's sanitizer case (`var`=1, SMALL: 4 heads per group): T = 3 at L = 4 (flushes,
+    wrap-around, padded rows) and T = 8 at L = 24 (two record chunks), against the float64 reference."""
     monkeypatch.delenv("RSSM_MAMBA2_SPLIT_PIPE", raising=False)
-    monkeypatch.setenv("RSSM_MAMBA2_MMA_L32", "1")
-    assert _run_replay(3, 4, 3, 1, SMALL, F32, BF16, 5, seed=186, variant=4) > 0
-    assert _run_replay(2, 24, 8, 1, SMALL, F32, BF16, 6, seed=187, variant=4) > 0
+    monkeypatch.setenv(var, "1")
+    assert _run_replay(3, 4, 3, 1, SMALL, F32, BF16, 5, seed=seed, variant=4) > 0
+    assert _run_replay(2, 24, 8, 1, SMALL, F32, BF16, 6, seed=seed + 1, variant=4) > 0
 
 
 # REFILL (RSSM_MAMBA2_MMA_REFILL=1; thirty-sixth session, prepared for A/B, not yet run on a GPU): a one-chunk flush
@@ -947,10 +953,7 @@ def test_mma_readout_gsh_instance_runs(monkeypatch):
 @pytest.mark.sanitize
 def test_replay_split_mma_readout_gsh_sanitize(monkeypatch):
     """The sanitizers' GSH case: speculative with flushes, padded rows, two record chunks (SMALL: 4 heads per group)."""
-    monkeypatch.delenv("RSSM_MAMBA2_SPLIT_PIPE", raising=False)
-    monkeypatch.setenv("RSSM_MAMBA2_MMA_GSH", "1")
-    assert _run_replay(3, 4, 3, 1, SMALL, F32, BF16, 5, seed=190, variant=4) > 0
-    assert _run_replay(2, 24, 8, 1, SMALL, F32, BF16, 6, seed=191, variant=4) > 0
+    _sanitize_mma_switch(monkeypatch, "RSSM_MAMBA2_MMA_GSH", 190)
 
 
 def _set_mma_pipe(monkeypatch, pipe):
