@@ -23,7 +23,7 @@ inline bool lastOffsetsFit32(std::initializer_list<int64_t> lastOffsets) {
 }
 
 #if defined(__CUDACC__)
-// Device side: x sx + y sy + z sz in 32-bit arithmetic (the caller's launcher checked offsetsFit32).
+// Device side: x sx + y sy + z sz in 32-bit arithmetic (the launcher checked its rule with the two functions above).
 __device__ __forceinline__ int64_t offset32(int x, int64_t sx, int y, int64_t sy, int z, int64_t sz) {
     return (int64_t)(x * (int)sx + y * (int)sy + z * (int)sz);
 }

@@ -60,11 +60,15 @@ __device__ __forceinline__ float4 mnRow(bool flushItem, const float* staged, con
     return __ldg(reinterpret_cast<const float4*>(head));
 }
 
-// MNS: rows s < T of the drafts' solve matrices M and N (head-record words `mn`: M at mn + 8 s, N at mn + 64 + 8 s)
-// into `dst` ([M rows | N rows] x MAXT fp32) by cp.async, one 16-byte piece per lane, then one commit group.
+// MNS: rows s < T of the drafts' solve matrices M and N of item c's head record (workspace words hrOff(c) + mnOff: M
+// at + 8 s, N at + 64 + 8 s) into `dst` ([M rows | N rows] x MAXT fp32) by cp.async, one 16-byte piece per lane, then
+// one commit group. A function rather than a lambda in the kernel: such a lambda changed the generated code of
+// instances that never call it.
 template <int MAXT>
-__device__ __forceinline__ void stageSolveRows(float* dst, const float* mn, int T, int lane) {
+__device__ __forceinline__ void stageSolveRows(float* dst, const float* ws, stream::ItemCursor c, int HV, int RW,
+                                               int mnOff, int T, int lane) {
     static_assert(mnBytes<MAXT>() == 32 * 16, "one 16-byte piece per lane");
+    const float* mn = ws + ((c.b * HV + c.head) * RW + mnOff);  // 32-bit: MNS runs under LEAN32's rule
     const int mtx = lane >> 4, s = (lane >> 1) & 7, half = lane & 1;
     if (s < T) async::copy16(dst + mtx * MAXT * MAXT + s * MAXT + 4 * half, mn + mtx * 64 + s * 8 + 4 * half);
     async::commit();
@@ -189,11 +193,9 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
     int4 metaC = slotC >= 0 ? metaOf(cC) : make_int4(0, -1, 0, 0);
     // MNS: a non-flush item's M and N rows into the warp's copy (mmaverify::stageSolveRows; no group for flush,
     // padding and invalid items), issued at the end of the item before (the first item: here, after its rows' group),
-    // so the item's waitAllButOne covers them. (A function, not a lambda: a lambda defined here changed the generated
-    // code of other instances that never call it.)
+    // so the item's waitAllButOne covers them
     if constexpr (MNS) {
-        if (slotC >= 0 && metaC.y == 0)
-            stageSolveRows<MAXT>(sMn(), ws + ((cC.b * HV + cC.head) * RW + blkOff + 2 * T * CS), T, lane);
+        if (slotC >= 0 && metaC.y == 0) stageSolveRows<MAXT>(sMn(), ws, cC, HV, RW, blkOff + 2 * T * CS, T, lane);
     }
     // u_j[vw .. vw + 7] of committed record j = lane of item c (o = m.z, h = m.w; nothing for padding / invalid rows)
     auto loadU = [&](stream::ItemCursor c, int sl, int4 m) {
@@ -353,12 +355,12 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
                         // instances never read `sm` (it points into the head record only to stay a valid pointer)
                         const float* sm = Mb;
                         if constexpr (MNS) sm = sMn() + s * MAXT;
-                        const float4 m0 = mnRow<MNS>(MNS && flushItem, sm, Mb + s * 8);
-                        const float4 n0 = mnRow<MNS>(MNS && flushItem, sm + MAXT * MAXT, Mb + 64 + s * 8);
+                        const float4 m0 = mnRow<MNS>(flushItem, sm, Mb + s * 8);
+                        const float4 n0 = mnRow<MNS>(flushItem, sm + MAXT * MAXT, Mb + 64 + s * 8);
                         float4 m1 = make_float4(0.f, 0.f, 0.f, 0.f), n1 = m1;
                         if constexpr (MAXT > 4) {
-                            m1 = mnRow<MNS>(MNS && flushItem, sm + 4, Mb + s * 8 + 4);
-                            n1 = mnRow<MNS>(MNS && flushItem, sm + MAXT * MAXT + 4, Mb + 64 + s * 8 + 4);
+                            m1 = mnRow<MNS>(flushItem, sm + 4, Mb + s * 8 + 4);
+                            n1 = mnRow<MNS>(flushItem, sm + MAXT * MAXT + 4, Mb + 64 + s * 8 + 4);
                         }
                         const float mr[8] = {m0.x, m0.y, m0.z, m0.w, m1.x, m1.y, m1.z, m1.w};
                         const float nr[8] = {n0.x, n0.y, n0.z, n0.w, n1.x, n1.y, n1.z, n1.w};
@@ -496,8 +498,7 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
         }
         if constexpr (MNS) {
             __syncwarp();  // every lane has read this item's M and N
-            if (slotN >= 0 && metaN.y == 0)
-                stageSolveRows<MAXT>(sMn(), ws + ((cN.b * HV + cN.head) * RW + blkOff + 2 * T * CS), T, lane);
+            if (slotN >= 0 && metaN.y == 0) stageSolveRows<MAXT>(sMn(), ws, cN, HV, RW, blkOff + 2 * T * CS, T, lane);
         }
         __syncwarp();  // this item's buffers are rewritten by the item after next / the next item's u_j block
         cC = cN;
