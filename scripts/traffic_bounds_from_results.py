@@ -84,7 +84,7 @@ def gdn_lines(res: dict):
     for shape in ("q35-4b", "q35-122b"):
         sh = bg.SHAPES[shape]
         s_row = sh["HV"] * sh["V"] * sh["K"] * 4
-        rec = 4 * sh["HV"] + 2 * sh["HV"] * sh["V"] + 2 * sh["H"] * sh["K"]
+        rec = bg._record_bytes(sh, 2)
         io = bg._io_bytes(sh, 2)
         conv_bytes = sum(conventional_step_bytes(B, s_row, io))
         sel = [r for r in rows if r["shape"] == shape and r["B"] == B and r["L"] == L]

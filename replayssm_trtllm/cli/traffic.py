@@ -60,11 +60,14 @@ def run(args) -> int:
 
 
 def io_bytes_per_token(p, act_bytes: int = 2) -> int:
-    """One sequence's step inputs and outputs of one layer and token (as the benchmarks count them): Mamba-2 x, z, y
-    [H, P], B, C [G, N], dt [H]; GDN q, k [H_k, K], v, o [H_v, V], a, b [H_v]."""
+    """One sequence's step inputs and outputs of one layer and token, as the benchmarks count them (their `_io_bytes`
+    on the preset's layer shape): Mamba-2 x, z, y [H, P], B, C [G, N], dt [H]; GDN q, k [H_k, K], v, o [H_v, V],
+    a, b [H_v]."""
     if p.family == "mamba2":
-        return act_bytes * (3 * p.heads * p.dv + 2 * p.key_heads * p.dk + p.heads)
-    return act_bytes * (2 * p.key_heads * p.dk + 2 * p.heads * p.dv + 2 * p.heads)
+        from ..bench.mamba2 import _io_bytes
+        return _io_bytes(dict(H=p.heads, P=p.dv, N=p.dk, G=p.key_heads), act_bytes)
+    from ..bench.gdn import _io_bytes
+    return _io_bytes(dict(H=p.key_heads, HV=p.heads, K=p.dk, V=p.dv), act_bytes)
 
 
 def _per_step(p, L: int, T: int) -> None:

@@ -105,7 +105,7 @@ def test_gdn_bench_dry_run(monkeypatch, tmp_path):
     res = json.loads(out.read_text())
     B, L, T, nl = 256, 16, 4, 2
     s_row = sh["HV"] * sh["V"] * sh["K"] * 4
-    rec = 4 * sh["HV"] + 2 * sh["HV"] * sh["V"] + 2 * sh["H"] * sh["K"]
+    rec = bg._record_bytes(sh, 2)
     io = bg._io_bytes(sh, 2)
     t_conv = GRAPH_SECONDS / nl
     std = [r for r in res["results"] if r["kernel"] == "replay_standard"]
