@@ -1,0 +1,146 @@
+"""``replayssm-trtllm checkpoint``: what ReplaySSM makes of a Hugging Face checkpoint directory.
+
+Reads config.json and the safetensors headers (no tensor data unless ``--decode-check``) and prints:
+
+- the SSM mixer shape and the SSM layers, and whether the CUDA kernels cover that shape;
+- where the mixer tensors are and that every SSM layer has all of them in the shapes config.json implies;
+- the replay cache per request slot at the chosen window L and verify length T (ring + cursors against
+  the FP32 state it replaces for output-only steps);
+- with ``--decode-check N``: N decode steps of the first SSM layers with random inputs, ReplaySSM against
+  conventional decoding in float64 on the CPU, through the checkpoint's own weights (standard mode, and
+  speculative mode with random acceptance when ``-T`` > 1). Exits 1 if they disagree beyond ``--tol``.
+
+Exit status: 0 when everything checked holds, 1 when a check fails, 2 when the checkpoint cannot be read.
+"""
+from __future__ import annotations
+
+import sys
+import time
+
+import torch
+
+from ..models import (ConventionalReference, HfCheckpoint, HfCheckpointError, HfConfigError, ReplayReference,
+                      SsmDecoder, load_hf_config, load_mixer_weights, make_mixer)
+from ..models.checkpoint import mixer_weight_shapes
+
+CURSOR_BYTES_PER_SLOT = 8   # ring_origin + ring_len, int32, shared by all layers
+PROGRESS_EVERY_S = 5.0      # the decode check prints a progress line at most this often
+
+
+def add_arguments(p):
+    p.add_argument("path", help="checkpoint directory (config.json + *.safetensors)")
+    p.add_argument("--window", "-L", type=int, default=16, help="replay window L (default 16)")
+    p.add_argument("--verify", "-T", type=int, default=1, help="max tokens verified per step T (default 1)")
+    p.add_argument("--decode-check", type=int, default=0, metavar="STEPS",
+                   help="decode STEPS tokens per row with ReplaySSM and conventionally (float64, CPU) and compare")
+    p.add_argument("--layers", type=int, default=1, help="SSM layers in the decode check (default 1: the first)")
+    p.add_argument("--rows", type=int, default=2, help="rows in the decode check (default 2)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--tol", type=float, default=1e-10, help="max relative difference of the decode check")
+
+
+def _mib(x: float) -> str:
+    return f"{x / 2**20:.2f} MiB"
+
+
+def _decode_check(path, spec, ckpt, layers, rows, steps, window, T, seed, tol) -> bool:
+    from dataclasses import replace
+    sub = replace(spec, ssm_layers=tuple(spec.ssm_layers[:layers]))
+    t0 = time.time()
+    weights = {i: load_mixer_weights(ckpt, sub, i) for i in sub.ssm_layers}
+    print(f"  loaded {len(weights)} layer(s) in {time.time() - t0:.1f} s")
+    ok = True
+    modes = [("standard", 1)] + ([("speculative", T)] if T > 1 else [])
+    for mode, t in modes:
+        gen = torch.Generator().manual_seed(seed)
+        decs = []
+        for be in (ConventionalReference(sub, rows, t), ReplayReference(sub, rows, window, t, mode)):
+            d = SsmDecoder(sub, {i: make_mixer(sub, w) for i, w in weights.items()}, be)
+            d.reset(range(rows))
+            decs.append(d)
+        slots = torch.arange(rows)
+        worst = 0.0
+        t0 = last = time.time()
+        for step in range(steps):
+            hidden = torch.randn(rows, t, sub.hidden_size, generator=gen, dtype=torch.float64)
+            acc = torch.randint(1, t + 1, (rows,), generator=gen) if t > 1 else None
+            outs = [[d.step(i, hidden, slots) for i in sub.ssm_layers] for d in decs]
+            for d in decs:
+                d.commit(acc)
+            for a, b in zip(*outs):
+                worst = max(worst, float((a - b).abs().max() / a.abs().max().clamp_min(1e-300)))
+            if time.time() - last >= PROGRESS_EVERY_S and step + 1 < steps:
+                last = time.time()
+                print(f"  {mode}: step {step + 1}/{steps}, max rel diff so far {worst:.2e} "
+                      f"({last - t0:.0f} s)", flush=True)
+        good = worst <= tol
+        ok &= good
+        print(f"  {mode} (T={t}, L={window}, {rows} rows, {steps} steps, {len(sub.ssm_layers)} layer(s), "
+              f"{time.time() - t0:.1f} s): ReplaySSM vs conventional max rel diff {worst:.2e} -> "
+              f"{'ok' if good else f'FAIL (tol {tol:g})'}")
+    return ok
+
+
+def run(args) -> int:
+    if args.window < 1 or args.verify < 1 or args.verify > args.window:
+        print(f"checkpoint: need 1 <= T <= L; got L={args.window}, T={args.verify}", file=sys.stderr)
+        return 2
+    try:
+        spec = load_hf_config(args.path)
+        ckpt = HfCheckpoint(args.path)
+    except (HfConfigError, HfCheckpointError, FileNotFoundError, ImportError) as e:
+        print(f"checkpoint: {e}", file=sys.stderr)
+        return 2
+    ok = True
+    s = spec
+    names = ("H", "P", "N", "G") if s.family == "mamba2" else ("HV", "V", "K", "H")
+    dims = ", ".join(f"{n}={v}" for n, v in zip(names, (s.heads, s.head_dim, s.state_dim, s.key_heads)))
+    print(f"{args.path}: model_type {s.model_type}, {s.family} mixers ({dims}), hidden {s.hidden_size}, "
+          f"conv {s.conv_kernel}, dtype {s.torch_dtype}")
+    print(f"  {len(s.ssm_layers)} SSM layers of {s.num_layers}: {list(s.ssm_layers)}")
+    errs = s.kernel_support_errors()
+    print("  CUDA kernels: cover this shape" if not errs else "  CUDA kernels: do NOT cover this shape: "
+          + "; ".join(errs))
+
+    # tensors: names and header shapes only
+    try:
+        prefix0 = ckpt.mixer_prefix(s, s.ssm_layers[0])
+    except HfCheckpointError as e:
+        print(f"  tensors: {e}")
+        return 1
+    root = prefix0.replace(f"layers.{s.ssm_layers[0]}.", "layers.<i>.")
+    shapes = mixer_weight_shapes(s)
+    bad = []
+    for i in s.ssm_layers:
+        pre = ckpt.mixer_prefix(s, i)
+        for name, want in shapes.items():
+            if pre + name not in ckpt:
+                bad.append(f"{pre + name}: missing")
+            elif ckpt.shape(pre + name) != want:
+                bad.append(f"{pre + name}: shape {list(ckpt.shape(pre + name))}, expected {list(want)}")
+    print(f"  tensors: {root}{{{', '.join(shapes)}}}: "
+          + ("all present with the expected shapes" if not bad else f"{len(bad)} problem(s)"))
+    for b in bad[:20]:
+        print(f"    {b}")
+    ok &= not bad
+
+    # replay cache per slot
+    preset = s.to_preset()
+    C = args.window + args.verify
+    ring = C * preset.record_bytes()
+    state = preset.state_bytes()
+    nl = len(s.ssm_layers)
+    print(f"  replay cache per slot, L={args.window}, T={args.verify} (ring capacity {C}): ring {ring:,} B per layer "
+          f"= {100 * ring / state:.1f}% of the {_mib(state)} FP32 state; all {nl} layers: ring {_mib(nl * ring)} + "
+          f"checkpoints {_mib(nl * state)} + cursors {CURSOR_BYTES_PER_SLOT} B")
+
+    if args.decode_check > 0:
+        layers = max(1, min(args.layers, nl))
+        print(f"  decode check: {layers} layer(s), {args.rows} rows, {args.decode_check} steps (float64, CPU)")
+        try:
+            ok &= _decode_check(args.path, s, ckpt, layers, args.rows, args.decode_check, args.window, args.verify,
+                                args.seed, args.tol)
+        except HfCheckpointError as e:
+            print(f"  decode check: {e}")
+            ok = False
+    return 0 if ok else 1

@@ -1,0 +1,21 @@
+"""Hugging Face hybrid models on ReplaySSM: config parsing, checkpoint loading, decode-time mixers.
+
+- :mod:`.hf_config`: ``config.json`` of Nemotron-H / Nemotron-3, Qwen3.5 and Qwen3-Next -> :class:`SsmMixerSpec`.
+- :mod:`.checkpoint`: the SSM mixer tensors of a safetensors checkpoint (``safetensors`` package).
+- :mod:`.mixers`: the mixers' arithmetic around the recurrence, as the Hugging Face models compute it.
+- :mod:`.backends`: conventional / ReplaySSM float64 references and the CUDA kernels, and :class:`SsmDecoder`.
+
+``load_ssm_decoder(path, backend=...)`` builds the whole decode path of a checkpoint in one call.
+"""
+from .backends import ConventionalReference, ReplayKernels, ReplayReference, SsmDecoder
+from .checkpoint import (HfCheckpoint, HfCheckpointError, load_all_mixer_weights, load_mixer_weights,
+                         mixer_weight_shapes)
+from .hf_config import (GDN, MAMBA2, SUPPORTED_MODEL_TYPES, HfConfigError, SsmMixerSpec, load_hf_config,
+                        parse_hf_config)
+from .mixers import CausalConvState, GatedDeltaNetMixer, Mamba2Mixer, make_mixer
+from .loader import load_ssm_decoder
+
+__all__ = ["ConventionalReference", "ReplayKernels", "ReplayReference", "SsmDecoder", "HfCheckpoint",
+           "HfCheckpointError", "load_all_mixer_weights", "load_mixer_weights", "mixer_weight_shapes", "GDN", "MAMBA2",
+           "SUPPORTED_MODEL_TYPES", "HfConfigError", "SsmMixerSpec", "load_hf_config", "parse_hf_config",
+           "CausalConvState", "GatedDeltaNetMixer", "Mamba2Mixer", "make_mixer", "load_ssm_decoder"]

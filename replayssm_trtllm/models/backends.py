@@ -1,0 +1,236 @@
+"""Recurrence backends of the decode-time mixers, and the decoder that drives a model's SSM layers.
+
+A backend owns the recurrent state of every SSM layer of a model for ``num_slots`` request slots:
+
+- :class:`ConventionalReference`: the float64 state itself, advanced by the conventional recurrence
+  (``mamba2_decode_naive`` / ``gdn_decode_naive``), with per-draft snapshots for speculative steps.
+- :class:`ReplayReference`: the float64 ReplaySSM caches (checkpoint + ring, cursors shared by layers;
+  ``reference/caches.py``), Algorithms 1/2 (Mamba-2) and 4/5 (GDN).
+- :class:`ReplayKernels`: the CUDA kernels through the torch ops and the device caches
+  (``ReplayStateCache`` / ``GdnReplayStateCache``); the commit runs on the device.
+
+:class:`SsmDecoder` puts mixers, conv histories and one backend together: ``step(layer, hidden, slots)``
+for each SSM layer of a model step, then ``commit(accepted)`` once. Padding rows (slot < 0) produce zeros
+and change nothing.
+"""
+from __future__ import annotations
+
+from typing import Dict, Mapping, Optional, Sequence, Union
+
+import torch
+
+from .hf_config import GDN, MAMBA2, SsmMixerSpec
+from .mixers import CausalConvState, GatedDeltaNetMixer, Mamba2Mixer
+
+F64 = torch.float64
+
+
+def _slots_i64(slots) -> torch.Tensor:
+    return torch.as_tensor(slots).to(device="cpu", dtype=torch.int64).reshape(-1)
+
+
+class ConventionalReference:
+    """Float64 conventional decoding of every SSM layer (the ground truth for the replay backends)."""
+    name = "conventional-reference"
+
+    def __init__(self, spec: SsmMixerSpec, num_slots: int, max_verify: int = 1):
+        self.spec, self.num_slots, self.max_verify = spec, int(num_slots), int(max_verify)
+        s = spec
+        dims = (s.heads, s.head_dim, s.state_dim)
+        self.state = torch.zeros(len(s.ssm_layers), num_slots, *dims, dtype=F64)
+        self._pending: Dict[int, tuple] = {}
+
+    def reset(self, slots: Sequence[int], prefill_state: Optional[torch.Tensor] = None) -> None:
+        """``prefill_state`` ``[num_ssm_layers, n, ...]`` in the family's state layout, or None (zeros)."""
+        idx = _slots_i64(slots)
+        self.state[:, idx] = 0 if prefill_state is None else prefill_state.to(F64)
+
+    def step(self, pos: int, slots: torch.Tensor, mixer, inputs: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        from ..reference import gdn_decode_naive, mamba2_decode_naive
+        idx = _slots_i64(slots)
+        keep = idx >= 0
+        rows = torch.nonzero(keep)[:, 0]
+        first = next(iter(inputs.values()))
+        Bsz, T = first.shape[:2]
+        if T > self.max_verify:
+            raise ValueError(f"{self.name}: T={T} > max_verify={self.max_verify}")
+        pick = {k: v.to("cpu")[rows] for k, v in inputs.items()}
+        S0 = self.state[pos, idx[keep]]
+        if self.spec.family == MAMBA2:
+            y, states = mamba2_decode_naive(S0, pick["x"], pick["dt_raw"], pick["B"], pick["C"], mixer.A.cpu(),
+                                            mixer.D.cpu(), mixer.dt_bias.cpu(), pick["z"])
+        else:
+            y, states = gdn_decode_naive(S0, pick["q"], pick["k"], pick["v"], pick["a"], pick["b"],
+                                         mixer.A_log.cpu(), mixer.dt_bias.cpu())
+        out = torch.zeros((Bsz,) + tuple(y.shape[1:]), dtype=F64)
+        out[rows] = y
+        self._pending[pos] = (idx[keep], states)
+        return out
+
+    def commit(self, slots: torch.Tensor, num_tokens: int, accepted: Optional[torch.Tensor] = None) -> None:
+        idx = _slots_i64(slots)
+        keep = idx >= 0
+        acc = torch.full((idx.shape[0],), num_tokens, dtype=torch.long) if accepted is None else \
+            torch.as_tensor(accepted).to("cpu", torch.long).reshape(-1)
+        acc = acc[keep]
+        for pos, (rows, states) in self._pending.items():
+            self.state[pos, rows] = states[torch.arange(rows.shape[0]), acc - 1]
+        self._pending.clear()
+
+
+class ReplayReference:
+    """Float64 ReplaySSM caches of every SSM layer, cursors shared by the layers (one commit per step)."""
+    name = "replay-reference"
+
+    def __init__(self, spec: SsmMixerSpec, num_slots: int, window: int, max_verify: int = 1,
+                 mode: Union[str, int] = "standard"):
+        from ..reference import GdnReplayCacheRef, Mamba2ReplayCacheRef, ReplayCursors
+        self.spec, self.num_slots = spec, int(num_slots)
+        self.cursors = ReplayCursors(num_slots, window, max_verify, mode)
+        s = spec
+        if s.family == MAMBA2:
+            self.caches = [Mamba2ReplayCacheRef(num_slots, s.heads, s.head_dim, s.state_dim, s.key_heads, window,
+                                                max_verify, mode, cursors=self.cursors) for _ in s.ssm_layers]
+        else:
+            self.caches = [GdnReplayCacheRef(num_slots, s.key_heads, s.heads, s.state_dim, s.head_dim, window,
+                                             max_verify, mode, cursors=self.cursors) for _ in s.ssm_layers]
+
+    def reset(self, slots: Sequence[int], prefill_state: Optional[torch.Tensor] = None) -> None:
+        idx = _slots_i64(slots)
+        for pos, cache in enumerate(self.caches):
+            pre = torch.zeros((idx.shape[0],) + tuple(cache.ckpt.shape[1:]), dtype=F64) if prefill_state is None \
+                else prefill_state[pos]
+            cache.reset(idx, pre)
+
+    def step(self, pos: int, slots: torch.Tensor, mixer, inputs: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        sbi = _slots_i64(slots)
+        i = {k: v.to("cpu") for k, v in inputs.items()}
+        if self.spec.family == MAMBA2:
+            return self.caches[pos].step(sbi, i["x"], i["dt_raw"], i["B"], i["C"], mixer.A.cpu(), mixer.D.cpu(),
+                                         mixer.dt_bias.cpu(), i["z"])
+        return self.caches[pos].step(sbi, i["q"], i["k"], i["v"], i["a"], i["b"], mixer.A_log.cpu(),
+                                     mixer.dt_bias.cpu())
+
+    def commit(self, slots: torch.Tensor, num_tokens: int, accepted: Optional[torch.Tensor] = None) -> None:
+        self.cursors.commit(_slots_i64(slots), None if accepted is None else _slots_i64(accepted), num_tokens)
+
+
+class ReplayKernels:
+    """The ReplaySSM CUDA kernels (torch ops) over device caches for every SSM layer.
+
+    Inputs are cast to ``act_dtype`` (bf16 by default, as served); the recurrence parameters stay fp32.
+    Raises with the reasons when the kernels do not cover the spec's shape.
+    """
+    name = "replay-kernels"
+
+    def __init__(self, spec: SsmMixerSpec, num_slots: int, window: int, max_verify: int = 1,
+                 mode: Union[str, int] = "standard", state_dtype: torch.dtype = torch.float32,
+                 act_dtype: torch.dtype = torch.bfloat16, device="cuda"):
+        errs = spec.kernel_support_errors()
+        if errs:
+            raise ValueError(f"ReplayKernels: the CUDA kernels do not cover this {spec.model_type} mixer: "
+                             + "; ".join(errs))
+        self.spec, self.num_slots = spec, int(num_slots)
+        self.act_dtype, self.device = act_dtype, torch.device(device)
+        s, nl = spec, len(spec.ssm_layers)
+        if s.family == MAMBA2:
+            from ..ops.state_cache import ReplayStateCache
+            self.cache = ReplayStateCache(nl, num_slots, s.heads, s.head_dim, s.state_dim, s.key_heads, window,
+                                          max_verify, mode, state_dtype, act_dtype, device)
+        else:
+            from ..ops.gdn import GdnReplayStateCache
+            self.cache = GdnReplayStateCache(nl, num_slots, s.key_heads, s.heads, s.state_dim, s.head_dim, window,
+                                             max_verify, mode, state_dtype, act_dtype, torch.float16, device)
+
+    def reset(self, slots: Sequence[int], prefill_state: Optional[torch.Tensor] = None) -> None:
+        idx = _slots_i64(slots)
+        c = self.cache
+        if prefill_state is None:
+            prefill_state = torch.zeros((c.ckpt.shape[0], idx.shape[0]) + tuple(c.ckpt.shape[2:]),
+                                        dtype=c.state_dtype, device=self.device)
+        c.reset(idx, prefill_state)
+
+    def _act(self, t: torch.Tensor) -> torch.Tensor:
+        return t.to(device=self.device, dtype=self.act_dtype).contiguous()
+
+    def step(self, pos: int, slots: torch.Tensor, mixer, inputs: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        sbi = torch.as_tensor(slots).to(device=self.device, dtype=torch.int32).contiguous()
+        i = {k: self._act(v) for k, v in inputs.items()}
+        if self.spec.family == MAMBA2:
+            dt_raw = inputs["dt_raw"].to(device=self.device, dtype=torch.float32).contiguous()
+            return self.cache.step(pos, sbi, i["x"], dt_raw, i["B"], i["C"], mixer.A.to(self.device),
+                                   mixer.D.to(self.device), mixer.dt_bias.to(self.device), i["z"])
+        return self.cache.step(pos, sbi, i["q"], i["k"], i["v"], i["a"], i["b"], mixer.A_log.to(self.device),
+                               mixer.dt_bias.to(self.device))
+
+    def commit(self, slots: torch.Tensor, num_tokens: int, accepted: Optional[torch.Tensor] = None) -> None:
+        sbi = torch.as_tensor(slots).to(device=self.device, dtype=torch.int32).contiguous()
+        acc = None if accepted is None else \
+            torch.as_tensor(accepted).to(device=self.device, dtype=torch.int32).contiguous()
+        self.cache.commit(acc, sbi, num_tokens)
+
+
+class SsmDecoder:
+    """The SSM mixers of one model over one recurrence backend, with a conv history per layer.
+
+    Args:
+        mixers: ``{model layer index: mixer}`` for every SSM layer of ``spec`` (``models.make_mixer``).
+        backend: :class:`ConventionalReference`, :class:`ReplayReference` or :class:`ReplayKernels`
+            built for the same spec (its ``num_slots`` is the decoder's).
+
+    Per model step: :meth:`step` for each SSM layer in model order (the other layers are the caller's),
+    then :meth:`commit` once with the accepted counts (speculative) or None.
+    """
+
+    def __init__(self, spec: SsmMixerSpec, mixers: Mapping[int, Union[Mamba2Mixer, GatedDeltaNetMixer]], backend):
+        missing = [i for i in spec.ssm_layers if i not in mixers]
+        if missing:
+            raise ValueError(f"SsmDecoder: no mixer for the SSM layers {missing}")
+        if backend.spec.ssm_layers != spec.ssm_layers or backend.spec.family != spec.family:
+            raise ValueError(f"SsmDecoder: the backend was built for {backend.spec.family} layers "
+                             f"{list(backend.spec.ssm_layers)}, the mixers are {spec.family} layers "
+                             f"{list(spec.ssm_layers)}")
+        num_slots = backend.num_slots
+        self.spec, self.backend, self.num_slots = spec, backend, num_slots
+        self.pos = {layer: p for p, layer in enumerate(spec.ssm_layers)}
+        self.mixers = dict(mixers)
+        self.conv = {layer: m.new_conv_state(num_slots) for layer, m in self.mixers.items()}
+        self._step_slots: Optional[torch.Tensor] = None
+        self._step_T: Optional[int] = None
+
+    def reset(self, slots: Sequence[int]) -> None:
+        """Start new requests in ``slots`` with no prompt (zero state, zero conv history)."""
+        for c in self.conv.values():
+            c.reset(slots)
+        self.backend.reset(slots)
+
+    def step(self, layer: int, hidden: torch.Tensor, slots) -> torch.Tensor:
+        """Mixer output ``[B, T, hidden_size]`` of model layer ``layer`` for ``hidden`` ``[B, T, hidden_size]``
+        (the layer's normalized input), rows in ``slots`` ``[B]`` (negative = padding)."""
+        if layer not in self.pos:
+            raise ValueError(f"SsmDecoder.step: layer {layer} is not an SSM layer; SSM layers: "
+                             f"{list(self.spec.ssm_layers)}")
+        slots_t = torch.as_tensor(slots).reshape(-1)
+        if hidden.dim() != 3 or hidden.shape[0] != slots_t.shape[0] or hidden.shape[2] != self.spec.hidden_size:
+            raise ValueError(f"SsmDecoder.step: 'hidden' must be [B={slots_t.shape[0]}, T, "
+                             f"{self.spec.hidden_size}]; got {list(hidden.shape)}")
+        if self._step_T is not None and self._step_T != hidden.shape[1]:
+            raise ValueError(f"SsmDecoder.step: T={hidden.shape[1]} differs from this step's T={self._step_T}")
+        mixer = self.mixers[layer]
+        inputs = mixer.inputs(hidden, slots_t, self.conv[layer])
+        z = inputs.pop("z") if self.spec.family == GDN else None
+        y = self.backend.step(self.pos[layer], slots_t, mixer, inputs)
+        out = mixer.output(y.to(mixer.device)) if z is None else mixer.output(y.to(mixer.device), z)
+        pad = (slots_t < 0).to(out.device)
+        self._step_slots, self._step_T = slots_t, int(hidden.shape[1])
+        return out.masked_fill(pad[:, None, None], 0.0)
+
+    def commit(self, accepted: Optional[torch.Tensor] = None) -> None:
+        """Advance every layer's conv history and recurrent state by ``accepted`` ``[B]`` tokens per row
+        (None: all T). Call once per model step, after every SSM layer stepped."""
+        if self._step_slots is None:
+            raise ValueError("SsmDecoder.commit: no step ran since the last commit")
+        for c in self.conv.values():
+            c.commit(accepted)
+        self.backend.commit(self._step_slots, self._step_T, accepted)
+        self._step_slots, self._step_T = None, None

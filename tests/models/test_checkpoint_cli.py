@@ -1,0 +1,64 @@
+"""`replayssm-trtllm checkpoint` on tiny checkpoints written by transformers."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+
+from replayssm_trtllm.cli import main
+
+sys.path.insert(0, os.path.dirname(__file__))
+import hf_tiny  # noqa: E402
+
+pytest.importorskip("transformers")
+pytest.importorskip("safetensors")
+
+
+@pytest.fixture(scope="module")
+def nemotron_dir(tmp_path_factory):
+    model, _ = hf_tiny.build("nemotron_h", seed=3)
+    d = tmp_path_factory.mktemp("nemotron_cli")
+    model.save_pretrained(d)
+    return d
+
+
+def test_report_and_decode_check(nemotron_dir, capsys):
+    rc = main(["checkpoint", str(nemotron_dir), "-L", "4", "-T", "3", "--decode-check", "10", "--layers", "2"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "mamba2 mixers (H=8, P=32, N=64, G=2)" in out
+    assert "3 SSM layers of 5: [0, 2, 4]" in out
+    assert "CUDA kernels: cover this shape" in out
+    assert "backbone.layers.<i>.mixer." in out and "all present with the expected shapes" in out
+    # ring per layer: C = 7 records of (4 H + 2 H P + 2 G N) bytes
+    assert f"ring {7 * (4 * 8 + 2 * 8 * 32 + 2 * 2 * 64):,} B per layer" in out
+    assert out.count("ReplaySSM vs conventional max rel diff") == 2 and "FAIL" not in out
+
+
+def test_a_failing_decode_check_exits_1(nemotron_dir, capsys):
+    rc = main(["checkpoint", str(nemotron_dir), "-L", "4", "--decode-check", "6", "--tol", "0"])
+    out = capsys.readouterr().out
+    assert rc == 1 and "FAIL (tol 0)" in out
+
+
+def test_wrong_shape_exits_1_and_names_the_tensor(nemotron_dir, tmp_path, capsys):
+    from safetensors.torch import load_file, save_file
+    import torch
+    w = load_file(str(nemotron_dir / "model.safetensors"))
+    w["backbone.layers.4.mixer.dt_bias"] = torch.zeros(7)
+    save_file(w, str(tmp_path / "model.safetensors"))
+    (tmp_path / "config.json").write_text((nemotron_dir / "config.json").read_text())
+    rc = main(["checkpoint", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert rc == 1
+    assert "backbone.layers.4.mixer.dt_bias: shape [7], expected [8]" in out
+
+
+def test_unreadable_checkpoint_exits_2(tmp_path, capsys):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    assert main(["checkpoint", str(tmp_path)]) == 2
+    assert "model_type 'llama' is not supported" in capsys.readouterr().err
+    assert main(["checkpoint", str(tmp_path / "nowhere")]) == 2
+    assert main(["checkpoint", str(tmp_path), "-L", "2", "-T", "3"]) == 2

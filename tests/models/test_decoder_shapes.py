@@ -1,0 +1,105 @@
+"""The SSM decoder on the real models' layer shapes with random weights: ReplaySSM (float64 reference on
+the CPU, the CUDA kernels on a GPU) against conventional float64 decoding of the same mixers."""
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+import torch
+
+from replayssm_trtllm.models import (ConventionalReference, ReplayKernels, ReplayReference, SsmDecoder, make_mixer,
+                                     parse_hf_config)
+
+sys.path.insert(0, os.path.dirname(__file__))
+from random_weights import random_mixer_weights  # noqa: E402
+
+HIDDEN = 512   # the projections' input width does not reach the recurrence; keep the matmuls cheap
+
+
+def _spec(name: str, layers: int = 2):
+    if name.startswith("nemotron"):
+        heads, head_dim = (96, 80) if name == "nemotron-3-nano-4b" else (128, 64)
+        cfg = {"model_type": "nemotron_h", "hidden_size": HIDDEN, "hybrid_override_pattern": "M" * layers,
+               "mamba_num_heads": heads, "mamba_head_dim": head_dim, "ssm_state_size": 128, "n_groups": 8}
+    elif name == "qwen3.5-4b":
+        cfg = {"model_type": "qwen3_5_text", "hidden_size": HIDDEN, "num_hidden_layers": layers,
+               "linear_num_key_heads": 16, "linear_num_value_heads": 32, "layer_types": ["linear_attention"] * layers}
+    elif name == "qwen3.5-122b":
+        cfg = {"model_type": "qwen3_5_text", "hidden_size": HIDDEN, "num_hidden_layers": layers,
+               "linear_num_key_heads": 16, "linear_num_value_heads": 64, "layer_types": ["linear_attention"] * layers}
+    else:
+        raise ValueError(name)
+    return parse_hf_config(cfg)
+
+
+def _decoders(spec, backends, seed, dtype_device):
+    gen = torch.Generator().manual_seed(seed)
+    weights = {i: random_mixer_weights(spec, gen) for i in spec.ssm_layers}
+    out = []
+    for be, (dtype, device) in zip(backends, dtype_device):
+        mixers = {i: make_mixer(spec, w, dtype, device) for i, w in weights.items()}
+        out.append(SsmDecoder(spec, mixers, be))
+    return out
+
+
+def _run(decoders, spec, steps, T, slots, gen, device_of, accept=True):
+    """Step all decoders on the same inputs; returns the max relative output difference of decoders[1:]
+    against decoders[0] over the run (rows with a slot only)."""
+    worst = 0.0
+    Bsz = slots.shape[0]
+    for _ in range(steps):
+        hidden = torch.randn(Bsz, T, spec.hidden_size, generator=gen, dtype=torch.float64)
+        acc = torch.randint(1, T + 1, (Bsz,), generator=gen) if T > 1 else None
+        outs = []
+        for d in decoders:
+            o = [d.step(i, hidden.to(device=device_of(d), dtype=next(iter(d.mixers.values())).dtype), slots)
+                 for i in spec.ssm_layers]
+            outs.append([x.double().cpu() for x in o])
+            d.commit(acc)
+        keep = slots >= 0
+        for other in outs[1:]:
+            for a, b in zip(outs[0], other):
+                worst = max(worst, float((a[keep] - b[keep]).abs().max() / a[keep].abs().max()))
+    return worst
+
+
+@pytest.mark.parametrize("name", ["nemotron-3-nano-4b", "qwen3.5-4b"])
+@pytest.mark.parametrize("mode", ["standard", "speculative"])
+def test_replay_reference_on_real_layer_shapes(name, mode):
+    """Float64: replay and conventional agree to rounding over flushes, with a padding row."""
+    spec = _spec(name, layers=1)
+    T = 1 if mode == "standard" else 3
+    conv = ConventionalReference(spec, 3, max_verify=T)
+    rep = ReplayReference(spec, 3, window=4, max_verify=T, mode=mode)
+    decs = _decoders(spec, [conv, rep], 5, [(torch.float64, "cpu")] * 2)
+    for d in decs:
+        d.reset(range(3))
+    gen = torch.Generator().manual_seed(6)
+    err = _run(decs, spec, 7 if mode == "standard" else 4, T, torch.tensor([2, -1, 0]), gen, lambda d: "cpu")
+    assert err < 1e-10, err
+
+
+GPU_SHAPES = ["nemotron-3-nano-4b", "nemotron-3-super-120b", "qwen3.5-4b", "qwen3.5-122b"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", GPU_SHAPES)
+@pytest.mark.parametrize("mode, T", [("standard", 1), ("speculative", 4)])
+def test_replay_kernels_match_conventional_reference(name, mode, T):
+    """The CUDA kernels (bf16 activations, fp32 state, float32 mixers) against float64 conventional
+    decoding of the same mixers: 2 layers, 5 rows at scattered slots (one padding), window 8, 20 steps
+    (flushes and, speculative, random acceptance with early flushes)."""
+    spec = _spec(name, layers=2)
+    S = 9
+    conv = ConventionalReference(spec, S, max_verify=T)
+    ker = ReplayKernels(spec, S, window=8, max_verify=T, mode=mode, device="cuda")
+    decs = _decoders(spec, [conv, ker], 7, [(torch.float64, "cpu"), (torch.float32, "cuda")])
+    for d in decs:
+        d.reset(range(S))
+    gen = torch.Generator().manual_seed(8)
+    err = _run(decs, spec, 20, T, torch.tensor([8, 0, -1, 5, 3]), gen,
+               lambda d: "cuda" if isinstance(d.backend, ReplayKernels) else "cpu")
+    torch.cuda.synchronize()
+    ker.cache.check_errors()
+    assert err < 3e-2, err
