@@ -8,7 +8,11 @@ STEP_BATCH = 256  # rows of the per-step table (staggered: row i starts at h = i
 
 
 def add_arguments(p):
-    p.add_argument("--model", required=True, choices=sorted(PRESETS), help="model preset")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--model", choices=sorted(PRESETS), help="model preset")
+    src.add_argument("--config", metavar="PATH",
+                     help="a Hugging Face config.json (or its checkpoint directory) instead of a preset: nemotron_h, "
+                          "qwen3_5, qwen3_next")
     p.add_argument("--window", "-L", type=int, default=16, help="replay window L (default 16)")
     p.add_argument("--verify", "-T", type=int, default=1, help="tokens verified per step T (default 1)")
     p.add_argument("--acceptance", "-a", type=float, default=None,
@@ -23,8 +27,18 @@ def _mib(x: float) -> str:
     return f"{x / 2**20:10.2f}"
 
 
+def _model(args):
+    if args.model is not None:
+        return get_preset(args.model)
+    from ..models import HfConfigError, load_hf_config
+    try:
+        return load_hf_config(args.config).to_preset(name=f"config {args.config}")
+    except (HfConfigError, FileNotFoundError) as e:
+        raise SystemExit(f"traffic: {e}") from None
+
+
 def run(args) -> int:
-    p = get_preset(args.model)
+    p = _model(args)
     T = args.verify
     a = float(T) if args.acceptance is None else args.acceptance
     if T < 1 or not (1.0 <= a <= T):
@@ -33,7 +47,7 @@ def run(args) -> int:
         raise SystemExit(f"traffic: --window must be >= 1; got {args.window}")
     hpk = p.heads // p.key_heads if args.shared_keys else 1
     r = record_bytes_per_head(p.dv, p.dk, hpk)
-    print(f"model {p.name} ({p.hf_id}): {p.family}, {p.num_ssm_layers} SSM layers x {p.heads} heads, "
+    print(f"model {p.name}{f' ({p.hf_id})' if p.hf_id else ''}: {p.family}, {p.num_ssm_layers} SSM layers x {p.heads} heads, "
           f"d_v={p.dv}, d_k={p.dk}, {p.key_heads} key heads")
     print(f"  FP32 state per layer and sequence: {p.state_bytes() / 2**20:.2f} MiB; record r = {r:.1f} B/head "
           f"({'key per group' if args.shared_keys else 'key per head, paper count'})")

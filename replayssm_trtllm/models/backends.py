@@ -197,6 +197,7 @@ class SsmDecoder:
         self.conv = {layer: m.new_conv_state(num_slots) for layer, m in self.mixers.items()}
         self._step_slots: Optional[torch.Tensor] = None
         self._step_T: Optional[int] = None
+        self._stepped: set = set()
 
     def reset(self, slots: Sequence[int]) -> None:
         """Start new requests in ``slots`` with no prompt (zero state, zero conv history)."""
@@ -216,6 +217,12 @@ class SsmDecoder:
                              f"{self.spec.hidden_size}]; got {list(hidden.shape)}")
         if self._step_T is not None and self._step_T != hidden.shape[1]:
             raise ValueError(f"SsmDecoder.step: T={hidden.shape[1]} differs from this step's T={self._step_T}")
+        if self._step_slots is not None and not torch.equal(self._step_slots, slots_t):
+            raise ValueError(f"SsmDecoder.step: layer {layer} got slots {slots_t.tolist()}, this step's earlier "
+                             f"layers {self._step_slots.tolist()}")
+        if layer in self._stepped:
+            raise ValueError(f"SsmDecoder.step: layer {layer} already stepped in this model step; call commit() "
+                             f"first")
         mixer = self.mixers[layer]
         inputs = mixer.inputs(hidden, slots_t, self.conv[layer])
         z = inputs.pop("z") if self.spec.family == GDN else None
@@ -223,6 +230,7 @@ class SsmDecoder:
         out = mixer.output(y.to(mixer.device)) if z is None else mixer.output(y.to(mixer.device), z)
         pad = (slots_t < 0).to(out.device)
         self._step_slots, self._step_T = slots_t, int(hidden.shape[1])
+        self._stepped.add(layer)
         return out.masked_fill(pad[:, None, None], 0.0)
 
     def commit(self, accepted: Optional[torch.Tensor] = None) -> None:
@@ -230,7 +238,13 @@ class SsmDecoder:
         (None: all T). Call once per model step, after every SSM layer stepped."""
         if self._step_slots is None:
             raise ValueError("SsmDecoder.commit: no step ran since the last commit")
+        missing = [i for i in self.spec.ssm_layers if i not in self._stepped]
+        if missing:
+            # the cursors are shared: committing would advance them over records these layers never wrote
+            raise ValueError(f"SsmDecoder.commit: SSM layers {missing} did not step in this model step; every SSM "
+                             f"layer steps once per model step")
         for c in self.conv.values():
             c.commit(accepted)
         self.backend.commit(self._step_slots, self._step_T, accepted)
         self._step_slots, self._step_T = None, None
+        self._stepped = set()

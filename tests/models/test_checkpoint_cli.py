@@ -62,3 +62,14 @@ def test_unreadable_checkpoint_exits_2(tmp_path, capsys):
     assert "model_type 'llama' is not supported" in capsys.readouterr().err
     assert main(["checkpoint", str(tmp_path / "nowhere")]) == 2
     assert main(["checkpoint", str(tmp_path), "-L", "2", "-T", "3"]) == 2
+
+
+def test_example_runs_on_the_cpu(nemotron_dir):
+    """examples/hf_checkpoint_decode.py without a GPU compares the float64 ReplaySSM reference."""
+    import subprocess
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    r = subprocess.run([sys.executable, os.path.join(root, "examples", "hf_checkpoint_decode.py"), str(nemotron_dir),
+                        "--steps", "12", "-L", "4", "-T", "2", "--batch", "3"], capture_output=True, text=True,
+                       timeout=300, env=dict(os.environ, CUDA_VISIBLE_DEVICES=""))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "replay backend replay-reference" in r.stdout and ": ok" in r.stdout

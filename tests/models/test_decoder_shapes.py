@@ -103,3 +103,29 @@ def test_replay_kernels_match_conventional_reference(name, mode, T):
     torch.cuda.synchronize()
     ker.cache.check_errors()
     assert err < 3e-2, err
+
+
+def test_decoder_refuses_an_incomplete_or_repeated_step():
+    """The cursors are shared by the layers: a commit after a step that skipped a layer, a layer stepped
+    twice, or layers stepping different rows would corrupt state silently, so each is refused."""
+    spec = _spec("qwen3.5-4b", layers=2)
+    (dec,) = _decoders(spec, [ReplayReference(spec, 2, window=4)], 1, [(torch.float64, "cpu")])
+    dec.reset(range(2))
+    h = torch.randn(2, 1, spec.hidden_size, dtype=torch.float64)
+    dec.step(0, h, torch.tensor([0, 1]))
+    with pytest.raises(ValueError, match="layer 0 already stepped"):
+        dec.step(0, h, torch.tensor([0, 1]))
+    with pytest.raises(ValueError, match=r"got slots \[1, 0\], this step's earlier layers \[0, 1\]"):
+        dec.step(1, h, torch.tensor([1, 0]))
+    with pytest.raises(ValueError, match=r"SSM layers \[1\] did not step"):
+        dec.commit()
+    with pytest.raises(ValueError, match="T=2 differs from this step's T=1"):
+        dec.step(1, torch.randn(2, 2, spec.hidden_size, dtype=torch.float64), torch.tensor([0, 1]))
+    with pytest.raises(ValueError, match=r"'hidden' must be \[B=2, T, 512\]"):
+        dec.step(1, h[..., :10], torch.tensor([0, 1]))
+    with pytest.raises(ValueError, match="layer 7 is not an SSM layer"):
+        dec.step(7, h, torch.tensor([0, 1]))
+    dec.step(1, h, torch.tensor([0, 1]))
+    dec.commit()
+    with pytest.raises(ValueError, match="no step ran"):
+        dec.commit()

@@ -134,3 +134,19 @@ def test_conv_history_matches_a_full_causal_conv():
     conv.apply(slots, torch.randn(3, 2, Ch, dtype=torch.float64), w, bias)
     with pytest.raises(ValueError, match=r"'accepted' must be \[B=3\] in \[1, 2\]"):
         conv.commit(torch.tensor([3, 1, 1]))
+
+
+def test_traffic_cli_reads_a_config(tmp_path, capsys):
+    """`traffic --config` on a Qwen3.5-122B-shaped config.json prints what `--model qwen3.5-122b` prints
+    (same shape and layer counts), apart from the model line."""
+    from replayssm_trtllm.cli import main
+    (tmp_path / "config.json").write_text(json.dumps(REAL["qwen3.5-122b"]))
+    assert main(["traffic", "--config", str(tmp_path), "-T", "4"]) == 0
+    from_config = capsys.readouterr().out.splitlines()
+    assert main(["traffic", "--model", "qwen3.5-122b", "-T", "4"]) == 0
+    from_preset = [l for l in capsys.readouterr().out.splitlines() if not l.startswith("  note:")]
+    assert from_config[0].startswith(f"model config {tmp_path}: gdn, 36 SSM layers x 64 heads")
+    assert from_config[1:] == from_preset[1:]
+    with pytest.raises(SystemExit, match="model_type 'llama' is not supported"):
+        (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}))
+        main(["traffic", "--config", str(tmp_path)])
