@@ -22,6 +22,7 @@ def main() -> int:
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--window", "-L", type=int, default=16)
     ap.add_argument("--verify", "-T", type=int, default=1, help="T > 1: speculative steps with random acceptance")
+    ap.add_argument("--prompt", type=int, default=24, help="prompt tokens prefilled first (float64 on the CPU)")
     args = ap.parse_args()
 
     from replayssm_trtllm.models import (ConventionalReference, HfCheckpoint, ReplayKernels, ReplayReference,
@@ -42,12 +43,17 @@ def main() -> int:
         rdt, rdev = torch.float64, "cpu"
     decs = [SsmDecoder(spec, {i: make_mixer(spec, w) for i, w in weights.items()}, ConventionalReference(spec, S, T)),
             SsmDecoder(spec, {i: make_mixer(spec, w, rdt, rdev) for i, w in weights.items()}, replay)]
-    for d in decs:
-        d.reset(range(S))
-    print(f"{spec.model_type}: {spec.family} layers {list(spec.ssm_layers)}, {S} rows, L={args.window}, T={T}, "
-          f"{args.steps} steps, replay backend {replay.name}")
     gen = torch.Generator().manual_seed(0)
     slots = torch.arange(S)
+    prompt = torch.randn(S, args.prompt, spec.hidden_size, generator=gen, dtype=torch.float64)
+    for d, dev, dt in ((decs[0], "cpu", torch.float64), (decs[1], rdev, rdt)):
+        d.reset(range(S))
+        if args.prompt > 0:
+            for i in spec.ssm_layers:
+                d.prefill(i, prompt.to(dev, dt), slots)
+    print(f"{spec.model_type}: {spec.family} layers {list(spec.ssm_layers)}, {S} rows, prompt {args.prompt}, "
+          f"L={args.window}, T={T}, "
+          f"{args.steps} steps, replay backend {replay.name}")
     worst = 0.0
     for step in range(args.steps):
         hidden = torch.randn(S, T, spec.hidden_size, generator=gen, dtype=torch.float64)

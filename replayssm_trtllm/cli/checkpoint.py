@@ -6,7 +6,8 @@ Reads config.json and the safetensors headers (no tensor data unless ``--decode-
 - where the mixer tensors are and that every SSM layer has all of them in the shapes config.json implies;
 - the replay cache per request slot at the chosen window L and verify length T (ring + cursors against
   the FP32 state it replaces for output-only steps);
-- with ``--decode-check N``: N decode steps of the first SSM layers with random inputs, ReplaySSM against
+- with ``--decode-check N``: a prompt prefilled (``--prompt``, default 2 L tokens), then N decode steps of the
+  first SSM layers with random inputs, ReplaySSM against
   conventional decoding in float64 on the CPU, through the checkpoint's own weights (standard mode, and
   speculative mode with random acceptance when ``-T`` > 1). Exits 1 if they disagree beyond ``--tol``.
 
@@ -33,6 +34,8 @@ def add_arguments(p):
     p.add_argument("--verify", "-T", type=int, default=1, help="max tokens verified per step T (default 1)")
     p.add_argument("--decode-check", type=int, default=0, metavar="STEPS",
                    help="decode STEPS tokens per row with ReplaySSM and conventionally (float64, CPU) and compare")
+    p.add_argument("--prompt", type=int, default=None, metavar="TOKENS",
+                   help="prompt tokens prefilled before the decode check (default 2 L; 0: start from a zero state)")
     p.add_argument("--layers", type=int, default=1, help="SSM layers in the decode check (default 1: the first)")
     p.add_argument("--rows", type=int, default=2, help="rows in the decode check (default 2)")
     p.add_argument("--seed", type=int, default=0)
@@ -43,7 +46,7 @@ def _mib(x: float) -> str:
     return f"{x / 2**20:.2f} MiB"
 
 
-def _decode_check(path, spec, ckpt, layers, rows, steps, window, T, seed, tol) -> bool:
+def _decode_check(path, spec, ckpt, layers, rows, steps, window, T, seed, tol, prompt) -> bool:
     from dataclasses import replace
     sub = replace(spec, ssm_layers=tuple(spec.ssm_layers[:layers]))
     t0 = time.time()
@@ -59,6 +62,11 @@ def _decode_check(path, spec, ckpt, layers, rows, steps, window, T, seed, tol) -
             d.reset(range(rows))
             decs.append(d)
         slots = torch.arange(rows)
+        if prompt > 0:     # the same prompt into both: non-zero checkpoints and conv histories
+            ph = torch.randn(rows, prompt, sub.hidden_size, generator=gen, dtype=torch.float64)
+            for d in decs:
+                for i in sub.ssm_layers:
+                    d.prefill(i, ph, slots)
         worst = 0.0
         t0 = last = time.time()
         for step in range(steps):
@@ -75,7 +83,8 @@ def _decode_check(path, spec, ckpt, layers, rows, steps, window, T, seed, tol) -
                       f"({last - t0:.0f} s)", flush=True)
         good = worst <= tol
         ok &= good
-        print(f"  {mode} (T={t}, L={window}, {rows} rows, {steps} steps, {len(sub.ssm_layers)} layer(s), "
+        print(f"  {mode} (T={t}, L={window}, {rows} rows, prompt {prompt}, {steps} steps, "
+              f"{len(sub.ssm_layers)} layer(s), "
               f"{time.time() - t0:.1f} s): ReplaySSM vs conventional max rel diff {worst:.2e} -> "
               f"{'ok' if good else f'FAIL (tol {tol:g})'}")
     return ok
@@ -138,8 +147,9 @@ def run(args) -> int:
         layers = max(1, min(args.layers, nl))
         print(f"  decode check: {layers} layer(s), {args.rows} rows, {args.decode_check} steps (float64, CPU)")
         try:
+            prompt = 2 * args.window if args.prompt is None else args.prompt
             ok &= _decode_check(args.path, s, ckpt, layers, args.rows, args.decode_check, args.window, args.verify,
-                                args.seed, args.tol)
+                                args.seed, args.tol, prompt)
         except HfCheckpointError as e:
             print(f"  decode check: {e}")
             ok = False

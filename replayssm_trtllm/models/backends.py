@@ -29,6 +29,17 @@ def _slots_i64(slots) -> torch.Tensor:
     return torch.as_tensor(slots).to(device="cpu", dtype=torch.int64).reshape(-1)
 
 
+def _require_empty_rings(op: str, ring_len: torch.Tensor, idx: torch.Tensor) -> None:
+    busy = [int(i) for i in idx.tolist() if int(ring_len[i]) != 0]
+    if busy:
+        raise ValueError(f"{op}.load_state: slots {busy} hold ring records; a prefill state is loaded right after "
+                         f"reset(), before any decode step")
+
+
+# Prefill runs the float64 conventional recurrence in chunks of tokens whose per-token snapshots stay under this size.
+PREFILL_SNAPSHOT_BYTES = 1 << 28
+
+
 class ConventionalReference:
     """Float64 conventional decoding of every SSM layer (the ground truth for the replay backends)."""
     name = "conventional-reference"
@@ -44,6 +55,10 @@ class ConventionalReference:
         """``prefill_state`` ``[num_ssm_layers, n, ...]`` in the family's state layout, or None (zeros)."""
         idx = _slots_i64(slots)
         self.state[:, idx] = 0 if prefill_state is None else prefill_state.to(F64)
+
+    def load_state(self, pos: int, slots: torch.Tensor, state: torch.Tensor) -> None:
+        """Layer ``pos``'s state of ``slots`` (>= 0) after a prefill."""
+        self.state[pos, _slots_i64(slots)] = state.to(F64)
 
     def step(self, pos: int, slots: torch.Tensor, mixer, inputs: Mapping[str, torch.Tensor]) -> torch.Tensor:
         from ..reference import gdn_decode_naive, mamba2_decode_naive
@@ -102,6 +117,13 @@ class ReplayReference:
                 else prefill_state[pos]
             cache.reset(idx, pre)
 
+    def load_state(self, pos: int, slots: torch.Tensor, state: torch.Tensor) -> None:
+        """Layer ``pos``'s checkpoint of ``slots`` (>= 0, rings empty: right after :meth:`reset`)."""
+        idx = _slots_i64(slots)
+        _require_empty_rings(self.name, self.cursors.ring_len, idx)
+        for r, slot in enumerate(idx.tolist()):
+            self.caches[pos]._store(f"{self.name}.load_state", slot, state[r].to(F64))
+
     def step(self, pos: int, slots: torch.Tensor, mixer, inputs: Mapping[str, torch.Tensor]) -> torch.Tensor:
         sbi = _slots_i64(slots)
         i = {k: v.to("cpu") for k, v in inputs.items()}
@@ -149,6 +171,12 @@ class ReplayKernels:
             prefill_state = torch.zeros((c.ckpt.shape[0], idx.shape[0]) + tuple(c.ckpt.shape[2:]),
                                         dtype=c.state_dtype, device=self.device)
         c.reset(idx, prefill_state)
+
+    def load_state(self, pos: int, slots: torch.Tensor, state: torch.Tensor) -> None:
+        """Layer ``pos``'s checkpoint of ``slots`` (>= 0, rings empty: right after :meth:`reset`)."""
+        idx = _slots_i64(slots)
+        _require_empty_rings(self.name, self.cache.ring_len.cpu(), idx)
+        self.cache.ckpt[pos, idx.to(self.device)] = state.to(device=self.device, dtype=self.cache.state_dtype)
 
     def _act(self, t: torch.Tensor) -> torch.Tensor:
         return t.to(device=self.device, dtype=self.act_dtype).contiguous()
@@ -198,12 +226,72 @@ class SsmDecoder:
         self._step_slots: Optional[torch.Tensor] = None
         self._step_T: Optional[int] = None
         self._stepped: set = set()
+        self._fresh: set = set()          # slots reset and not yet decoded (a prompt may be prefilled)
+        self._prefilled: set = set()      # (layer, slot) prefilled since the slot's reset
 
     def reset(self, slots: Sequence[int]) -> None:
-        """Start new requests in ``slots`` with no prompt (zero state, zero conv history)."""
+        """Start new requests in ``slots``: zero state, zero conv history (then :meth:`prefill` a prompt, or
+        decode from nothing)."""
         for c in self.conv.values():
             c.reset(slots)
         self.backend.reset(slots)
+        idx = [int(i) for i in slots if int(i) >= 0]
+        self._fresh.update(idx)
+        self._prefilled = {(l, s) for (l, s) in self._prefilled if s not in idx}
+
+    def prefill(self, layer: int, hidden: torch.Tensor, slots) -> torch.Tensor:
+        """Run a prompt through model layer ``layer`` for new requests and load the resulting state.
+
+        ``hidden`` ``[n, P, hidden_size]`` (the layer's normalized input over the whole prompt), ``slots``
+        ``[n]`` (>= 0, reset and not yet decoded). Returns the mixer output ``[n, P, hidden_size]``. Call it for
+        every SSM layer in model order (each layer's input depends on the layers before), then decode.
+
+        The recurrence runs in float64 on the CPU, token by token (the conventional reference): a correct
+        prefill for tests, examples and checks, not a fast one. Serving frameworks prefill with their chunked
+        kernels and hand the state over (``replay_import``, docs/engine-integration.md).
+        """
+        from ..reference import gdn_decode_naive, mamba2_decode_naive
+        if layer not in self.pos:
+            raise ValueError(f"SsmDecoder.prefill: layer {layer} is not an SSM layer; SSM layers: "
+                             f"{list(self.spec.ssm_layers)}")
+        slots_t = torch.as_tensor(slots).reshape(-1)
+        if bool((slots_t < 0).any()):
+            raise ValueError(f"SsmDecoder.prefill: every row needs a slot (>= 0); got {slots_t.tolist()}")
+        if hidden.dim() != 3 or hidden.shape[0] != slots_t.shape[0] or hidden.shape[2] != self.spec.hidden_size:
+            raise ValueError(f"SsmDecoder.prefill: 'hidden' must be [n={slots_t.shape[0]}, prompt length, "
+                             f"{self.spec.hidden_size}]; got {list(hidden.shape)}")
+        if self._step_slots is not None:
+            raise ValueError("SsmDecoder.prefill: a decode step is open; commit() it first")
+        stale = [int(i) for i in slots_t.tolist() if int(i) not in self._fresh]
+        again = [int(i) for i in slots_t.tolist() if (layer, int(i)) in self._prefilled]
+        if stale or again:
+            raise ValueError(f"SsmDecoder.prefill: slots {stale or again} "
+                             + ("decoded since their reset()" if stale else f"already prefilled layer {layer}")
+                             + "; a prompt is prefilled once per layer, right after reset()")
+        mixer, conv = self.mixers[layer], self.conv[layer]
+        inputs = mixer.inputs(hidden, slots_t, conv)
+        conv.commit()                                      # history = the prompt's last kernel - 1 inputs
+        z = inputs.pop("z")
+        s = self.spec
+        n, P = hidden.shape[:2]
+        state = torch.zeros(n, s.heads, s.head_dim, s.state_dim, dtype=F64)
+        chunk = max(1, PREFILL_SNAPSHOT_BYTES // (8 * n * s.heads * s.head_dim * s.state_dim))
+        ys = []
+        cpu = {k: v.to("cpu", F64) for k, v in inputs.items()}
+        for t0 in range(0, P, chunk):
+            c = {k: v[:, t0:t0 + chunk] for k, v in cpu.items()}
+            if s.family == MAMBA2:
+                y, states = mamba2_decode_naive(state, c["x"], c["dt_raw"], c["B"], c["C"], mixer.A.cpu(),
+                                                mixer.D.cpu(), mixer.dt_bias.cpu(), z[:, t0:t0 + chunk].cpu())
+            else:
+                y, states = gdn_decode_naive(state, c["q"], c["k"], c["v"], c["a"], c["b"], mixer.A_log.cpu(),
+                                             mixer.dt_bias.cpu())
+            state = states[:, -1]
+            ys.append(y)
+        self.backend.load_state(self.pos[layer], slots_t, state)
+        self._prefilled.update((layer, int(i)) for i in slots_t.tolist())
+        y = torch.cat(ys, 1).to(mixer.device)
+        return mixer.output(y) if s.family == MAMBA2 else mixer.output(y, z)
 
     def step(self, layer: int, hidden: torch.Tensor, slots) -> torch.Tensor:
         """Mixer output ``[B, T, hidden_size]`` of model layer ``layer`` for ``hidden`` ``[B, T, hidden_size]``
@@ -231,6 +319,7 @@ class SsmDecoder:
         pad = (slots_t < 0).to(out.device)
         self._step_slots, self._step_T = slots_t, int(hidden.shape[1])
         self._stepped.add(layer)
+        self._fresh.difference_update(int(i) for i in slots_t.tolist())
         return out.masked_fill(pad[:, None, None], 0.0)
 
     def commit(self, accepted: Optional[torch.Tensor] = None) -> None:

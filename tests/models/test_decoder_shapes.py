@@ -88,16 +88,19 @@ GPU_SHAPES = ["nemotron-3-nano-4b", "nemotron-3-super-120b", "qwen3.5-4b", "qwen
 @pytest.mark.parametrize("mode, T", [("standard", 1), ("speculative", 4)])
 def test_replay_kernels_match_conventional_reference(name, mode, T):
     """The CUDA kernels (bf16 activations, fp32 state, float32 mixers) against float64 conventional
-    decoding of the same mixers: 2 layers, 5 rows at scattered slots (one padding), window 8, 20 steps
-    (flushes and, speculative, random acceptance with early flushes)."""
+    decoding of the same mixers: 2 layers, a 6-token prompt prefilled, then 5 rows at scattered slots (one
+    padding), window 8, 20 steps (flushes and, speculative, random acceptance with early flushes)."""
     spec = _spec(name, layers=2)
     S = 9
     conv = ConventionalReference(spec, S, max_verify=T)
     ker = ReplayKernels(spec, S, window=8, max_verify=T, mode=mode, device="cuda")
     decs = _decoders(spec, [conv, ker], 7, [(torch.float64, "cpu"), (torch.float32, "cuda")])
-    for d in decs:
-        d.reset(range(S))
     gen = torch.Generator().manual_seed(8)
+    prompt = torch.randn(S, 6, spec.hidden_size, generator=gen, dtype=torch.float64)
+    for d, dev, dt in ((decs[0], "cpu", torch.float64), (decs[1], "cuda", torch.float32)):
+        d.reset(range(S))
+        for i in spec.ssm_layers:     # a 6-token prompt: non-zero checkpoints and conv histories
+            d.prefill(i, prompt.to(dev, dt), torch.arange(S))
     err = _run(decs, spec, 20, T, torch.tensor([8, 0, -1, 5, 3]), gen,
                lambda d: "cuda" if isinstance(d.backend, ReplayKernels) else "cpu")
     torch.cuda.synchronize()
@@ -129,3 +132,28 @@ def test_decoder_refuses_an_incomplete_or_repeated_step():
     dec.commit()
     with pytest.raises(ValueError, match="no step ran"):
         dec.commit()
+
+
+def test_prefill_refusals():
+    spec = _spec("nemotron-3-super-120b", layers=1)
+    (dec,) = _decoders(spec, [ReplayReference(spec, 2, window=4)], 1, [(torch.float64, "cpu")])
+    dec.reset(range(2))
+    h = torch.randn(2, 3, spec.hidden_size, dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"every row needs a slot \(>= 0\)"):
+        dec.prefill(0, h, torch.tensor([0, -1]))
+    with pytest.raises(ValueError, match="layer 1 is not an SSM layer"):
+        dec.prefill(1, h, torch.tensor([0, 1]))
+    dec.step(0, h[:, :1], torch.tensor([0, 1]))
+    with pytest.raises(ValueError, match="a decode step is open"):
+        dec.prefill(0, h, torch.tensor([0, 1]))
+    dec.commit()
+    hist = dec.conv[0].history.clone()
+    with pytest.raises(ValueError, match=r"slots \[0, 1\] decoded since their reset\(\)"):
+        dec.prefill(0, h, torch.tensor([0, 1]))
+    assert torch.equal(dec.conv[0].history, hist)      # refused before anything changed
+    dec.reset([1])
+    dec.prefill(0, h[1:], torch.tensor([1]))
+    with pytest.raises(ValueError, match=r"slots \[1\] already prefilled layer 0"):
+        dec.prefill(0, h[1:], torch.tensor([1]))
+    with pytest.raises(ValueError, match=r"slots \[0\] hold ring records"):   # the backend's own guard
+        dec.backend.load_state(0, torch.tensor([0]), torch.zeros(1, 128, 64, 128))

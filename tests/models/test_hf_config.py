@@ -87,7 +87,8 @@ def test_qwen_layer_types_and_packing():
     ({"model_type": "qwen3_5"}, "missing 'text_config'"),
     (_qwen35(4, 3, 4), "linear_num_value_heads=4 must be a multiple of linear_num_key_heads=3"),
     (_qwen35(4, 2, 4, layer_types=["linear_attention"]), "'layer_types' must list num_hidden_layers=4"),
-    ({k: v for k, v in _nemotron("M", 8, 32, 64, 2).items() if k != "mamba_head_dim"}, "missing field 'mamba_head_dim'"),
+    ({k: v for k, v in _nemotron("M", 8, 32, 64, 2).items() if k != "mamba_head_dim"},
+     "missing field 'mamba_head_dim'"),
 ])
 def test_bad_configs_name_the_field(cfg, match):
     with pytest.raises(HfConfigError, match=match):
