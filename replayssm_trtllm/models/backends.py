@@ -20,7 +20,7 @@ from typing import Dict, Mapping, Optional, Sequence, Union
 import torch
 
 from .hf_config import GDN, MAMBA2, SsmMixerSpec
-from .mixers import CausalConvState, GatedDeltaNetMixer, Mamba2Mixer
+from .mixers import GatedDeltaNetMixer, Mamba2Mixer
 
 F64 = torch.float64
 
