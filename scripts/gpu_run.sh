@@ -23,7 +23,7 @@ LOG=/tmp/rssm-logs; rm -rf "$LOG"; mkdir -p "$LOG"   # only 8 files come back fr
 export PYTHONUNBUFFERED=1
 # TEST_SEL / TEST_K in the environment are the defaults of --test-select / --test-k (like SAN_SEL / SAN_K, the paths
 # and the -k expression of --sanitize)
-RUN_TESTS=0; RUN_SAN=0; RUN_HARNESS=0; RUN_PROFILE=0; XDIST=""; BENCH=""; BENCH_ARGS=""; EXTRA=""; TEST_SEL="${TEST_SEL:-tests/kernels tests/models}"; TEST_K="${TEST_K:-}"
+RUN_TESTS=0; RUN_SAN=0; RUN_HARNESS=0; RUN_PROFILE=0; XDIST=""; BENCH=""; BENCH_ARGS=""; EXTRA=""; TEST_SEL="${TEST_SEL:-tests/kernels tests/models tests/integrations}"; TEST_K="${TEST_K:-}"
 while [ $# -gt 0 ]; do
   case "$1" in
     --tests) RUN_TESTS=1 ;;

@@ -1,0 +1,9 @@
+"""ReplaySSM behind other libraries' calling conventions (docs/pytorch-backend.md).
+
+- :class:`~.selective_state_update.ReplaySelectiveStateUpdate`: a drop-in for
+  ``flashinfer.mamba.selective_state_update`` (Mamba-2 standard decode), e.g. as TensorRT-LLM's PyTorch-backend
+  ``Mamba2Mixer.selective_state_update_func``.
+"""
+from .selective_state_update import ReplaySelectiveStateUpdate
+
+__all__ = ["ReplaySelectiveStateUpdate"]

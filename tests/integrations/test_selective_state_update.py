@@ -1,0 +1,262 @@
+"""ReplaySelectiveStateUpdate: ReplaySSM behind FlashInfer's selective_state_update calling convention.
+
+CPU: the argument checks (everything refused before a kernel would launch) and ``materialize`` (pure torch)
+against the float64 reference fold. GPU: against our conventional kernel (always) and FlashInfer's own
+``selective_state_update`` (when its wheel is installed), eager and in a CUDA graph.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from replayssm_trtllm.integrations import ReplaySelectiveStateUpdate
+from replayssm_trtllm.reference import replay
+
+H, P, N, G, S = 16, 64, 128, 2, 6
+
+
+def _pools(n=2, device="cpu", dtype=torch.float32, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [(0.1 * torch.randn(S, H, P, N, generator=g)).to(device=device, dtype=dtype) for _ in range(n)]
+
+
+def _inputs(Bsz, device="cpu", seed=1, tie="view"):
+    """FlashInfer-style arguments (tie_hdim broadcast views, or materialized copies with tie='copy')."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(Bsz, H, P, generator=g).to(device, torch.bfloat16)
+    dt = (0.5 * torch.randn(Bsz, H, generator=g) - 1.0).to(device)
+    A = -torch.exp(torch.log(0.5 + 7.5 * torch.rand(H, generator=g))).to(device)
+    B = torch.randn(Bsz, G, N, generator=g).to(device, torch.bfloat16)
+    C = torch.randn(Bsz, G, N, generator=g).to(device, torch.bfloat16)
+    D = torch.randn(H, generator=g).to(device)
+    dt_bias = (0.3 * torch.randn(H, generator=g) - 2.0).to(device)
+    z = torch.randn(Bsz, H, P, generator=g).to(device, torch.bfloat16)
+    kw = dict(x=x, dt=dt.unsqueeze(-1).expand(Bsz, H, P), A=A.view(H, 1, 1).expand(H, P, N), B=B, C=C,
+              D=D.view(H, 1).expand(H, P), z=z, dt_bias=dt_bias.view(H, 1).expand(H, P), dt_softplus=True)
+    if tie == "copy":
+        kw = {k: (v.contiguous() if isinstance(v, torch.Tensor) else v) for k, v in kw.items()}
+    per_head = dict(dt=dt, A=A, D=D, dt_bias=dt_bias)
+    return kw, per_head
+
+
+# ---- CPU: refusals ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("change, match", [
+    (dict(disable_state_update=True), r"speculative arguments \['disable_state_update'\]"),
+    (dict(intermediate_states_buffer=torch.zeros(1)), "speculative arguments"),
+    (dict(rand_seed=torch.zeros(1)), r"stochastic rounding of the state \(rand_seed\)"),
+    (dict(weird=1), r"unsupported arguments \['weird'\]"),
+    (dict(dt_softplus=False), "dt_softplus must be True"),
+    (dict(state="other"), "'state' is not one of the 2 registered pools"),
+    (dict(x=torch.zeros(3, H, P + 1, dtype=torch.bfloat16)), r"'x' must be \[B, H=16, P=64\]"),
+    (dict(x=torch.zeros(3, H, P, dtype=torch.float16)), "'x' must be torch.bfloat16"),
+    (dict(dt=torch.zeros(3, H + 1)), r"'dt' must be \[B=3, H=16\]"),
+    (dict(A=torch.zeros(H + 1)), r"'A' must be \[H=16\]"),
+])
+def test_bad_calls_are_refused_before_any_launch(change, match):
+    pools = _pools()
+    op = ReplaySelectiveStateUpdate(pools, G, window=4)
+    kw, _ = _inputs(3)
+    kw.update(change)
+    state = torch.zeros(S, H, P, N) if kw.get("state") == "other" else pools[0]
+    kw.pop("state", None)
+    with pytest.raises(ValueError, match=match):
+        op(state, **kw)
+    assert op._called == set()
+
+
+def test_a_copy_that_varies_along_p_is_refused():
+    pools = _pools()
+    op = ReplaySelectiveStateUpdate(pools, G, window=4)
+    kw, _ = _inputs(3, tie="copy")
+    D = kw["D"].clone()
+    D[3, 5] += 1.0
+    kw["D"] = D
+    with pytest.raises(ValueError, match=r"'D' \[16, 64\] varies along its trailing dims"):
+        op(pools[0], **kw)
+
+
+def test_construction_checks():
+    with pytest.raises(ValueError, match="at least one"):
+        ReplaySelectiveStateUpdate([], G)
+    with pytest.raises(ValueError, match=r"states\[1\] must be torch.float32 \[S, H, P, N\]"):
+        ReplaySelectiveStateUpdate([torch.zeros(S, H, P, N), torch.zeros(S, H, P, 64)], G)
+    with pytest.raises(ValueError, match="H=16 must be a multiple of ngroups=3"):
+        ReplaySelectiveStateUpdate(_pools(), 3)
+    p = torch.zeros(S, H, P, N)
+    with pytest.raises(ValueError, match="share a data pointer"):
+        ReplaySelectiveStateUpdate([p, p], G)
+    op = ReplaySelectiveStateUpdate(_pools(), G, window=16)
+    assert op.capacity == 17
+    assert op.ring_bytes_per_slot_layer() == 17 * (4 * H + 2 * H * P + 2 * G * N)
+
+
+# ---- CPU: materialize against the float64 fold ---------------------------------------------------------
+def test_materialize_folds_each_slot_ring_into_its_pool_row():
+    g = torch.Generator().manual_seed(4)
+    pools = _pools(dtype=torch.float32, seed=5)
+    before = [p.clone() for p in pools]
+    op = ReplaySelectiveStateUpdate(pools, G, window=6)
+    C = op.capacity
+    op.ring_dt.copy_(0.2 * torch.rand(op.ring_dt.shape, generator=g))
+    op.ring_x.copy_(torch.randn(op.ring_x.shape, generator=g).to(torch.bfloat16))
+    op.ring_B.copy_(torch.randn(op.ring_B.shape, generator=g).to(torch.bfloat16))
+    origin = torch.tensor([0, 3, 6, 5, 1, 2], dtype=torch.int32)     # wrapping rings (C = 7)
+    length = torch.tensor([6, 0, 4, 6, 2, 1], dtype=torch.int32)
+    op.ring_origin.copy_(origin)
+    op.ring_len.copy_(length)
+    op.A = [-torch.linspace(0.5, 8, H), -torch.linspace(1, 3, H)]
+    op.materialize([0, 2, 3, 5, -1])
+    rep = H // G
+    for layer in range(2):
+        for s in range(S):
+            if s in (1, 4):       # not asked for (slot 4 keeps its 2 records)
+                assert torch.equal(pools[layer][s], before[layer][s])
+                continue
+            ridx = (int(origin[s]) + torch.arange(int(length[s]))) % C
+            dts = op.ring_dt[layer, s, ridx].double()                                  # [h, H]
+            alphas = torch.exp(dts * op.A[layer].double()).T                           # [H, h]
+            vs = (dts[..., None] * op.ring_x[layer, s, ridx].double()).permute(1, 0, 2)   # [H, h, P]
+            ks = op.ring_B[layer, s, ridx].double().repeat_interleave(rep, dim=1).permute(1, 0, 2)   # [H, h, N]
+            want = replay(before[layer][s].double(), alphas, vs, ks)
+            torch.testing.assert_close(pools[layer][s].double(), want, rtol=1e-5, atol=1e-5)
+    assert op.ring_len.tolist() == [0, 0, 0, 0, 2, 0]
+    assert op.ring_origin.tolist() == [6 % C, 3, (6 + 4) % C, (5 + 6) % C, 1, (2 + 1) % C]
+
+
+def test_start_requests_empties_rings_and_refuses_mid_step():
+    op = ReplaySelectiveStateUpdate(_pools(), G, window=4)
+    op.ring_len.fill_(3)
+    op.start_requests([1, 4])
+    assert op.ring_len.tolist() == [3, 0, 3, 3, 0, 3]
+    op._called.add(0)
+    with pytest.raises(ValueError, match="a step is half done"):
+        op.start_requests([2])
+    with pytest.raises(ValueError, match="a step is half done"):
+        op.materialize()
+    with pytest.raises(ValueError, match=r"layers \[1\] did not step"):
+        op.commit()
+
+
+# ---- GPU -----------------------------------------------------------------------------------------------
+def _conventional_step(pools_ref, kw, per_head, rows):
+    out = []
+    for layer, pool in enumerate(pools_ref):
+        y = torch.ops.replayssm.mamba2_decode(pool, kw[layer]["x"], per_head[layer]["dt"], kw[layer]["B"],
+                                              kw[layer]["C"], per_head[layer]["A"], per_head[layer]["D"],
+                                              per_head[layer]["dt_bias"], kw[layer]["z"], rows, None)
+        out.append(y)
+    return out
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tie", ["view", "copy"])
+def test_drop_in_matches_the_conventional_kernel(tie):
+    """2 layers, 6 slots, rows [5, -1, 0, 3] (a padding row), window 4, 22 steps (5 flushes per row), a new
+    request in slot 3 at step 9 (both pools get the same fresh row; start_requests empties its ring).
+    Outputs each step against our conventional kernel on a copy of the pools; after the run, materialize
+    makes the pools equal the conventional states."""
+    import replayssm_trtllm.ops.mamba2  # noqa: F401
+    dev = "cuda"
+    pools = _pools(device=dev)
+    ref = [p.clone() for p in pools]
+    op = ReplaySelectiveStateUpdate(pools, G, window=4)
+    rows = torch.tensor([5, -1, 0, 3], dtype=torch.int32, device=dev)
+    valid = (rows >= 0).cpu()
+    for step in range(22):
+        if step == 9:
+            fresh = 0.1 * torch.randn(2, H, P, N, device=dev)
+            for layer in range(2):
+                pools[layer][3] = fresh[layer]
+                ref[layer][3] = fresh[layer]
+            op.start_requests([3])
+        kws, heads = zip(*[_inputs(4, dev, seed=100 * step + layer, tie=tie) for layer in range(2)])
+        want = _conventional_step(ref, kws, heads, rows)
+        for layer in range(2):
+            y = op(pools[layer], state_batch_indices=rows, pad_slot_id=-1, **kws[layer])
+            err = (y[valid].float() - want[layer][valid].float()).abs().max() / want[layer][valid].float().abs().max()
+            assert err < 2e-2, (step, layer, float(err))
+        assert op._called == set()          # auto commit after the last layer
+    torch.cuda.synchronize()
+    op.check_errors()
+    op.materialize()
+    for layer in range(2):
+        for s in (5, 0, 3):
+            torch.testing.assert_close(pools[layer][s], ref[layer][s], rtol=2e-3, atol=2e-3)
+
+
+@pytest.mark.gpu
+def test_drop_in_in_a_cuda_graph():
+    """Two layers' calls and the auto commit captured once and replayed 12 times (window 4): outputs
+    equal the eager conventional kernel's, as in the eager test."""
+    import replayssm_trtllm.ops.mamba2  # noqa: F401
+    dev = "cuda"
+    pools = _pools(device=dev)
+    ref = [p.clone() for p in pools]
+    op = ReplaySelectiveStateUpdate(pools, G, window=4)
+    rows = torch.tensor([2, 4, 0], dtype=torch.int32, device=dev)
+    kws, heads = zip(*[_inputs(3, dev, seed=7 + layer) for layer in range(2)])
+    static = [{k: (v.clone() if isinstance(v, torch.Tensor) and k in ("x", "B", "C", "z") else v)
+               for k, v in kw.items()} for kw in kws]
+    outs = [torch.empty_like(s["x"]) for s in static]
+    # warm up on a side stream (allocations, one-time checks), then reset the state it advanced
+    snap = [p.clone() for p in pools]
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for layer in range(2):
+            op(pools[layer], state_batch_indices=rows, out=outs[layer], **static[layer])
+    torch.cuda.current_stream().wait_stream(s)
+    for p, q in zip(pools, snap):
+        p.copy_(q)
+    op.start_requests([0, 2, 4])
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for layer in range(2):
+            op(pools[layer], state_batch_indices=rows, out=outs[layer], **static[layer])
+    for step in range(12):
+        new, nheads = zip(*[_inputs(3, dev, seed=1000 + 10 * step + layer) for layer in range(2)])
+        for layer in range(2):
+            for k in ("x", "B", "C", "z"):
+                static[layer][k].copy_(new[layer][k])
+        # dt / A / D / dt_bias stay those of the capture (the conventional step uses the same ones)
+        heads_now = [dict(heads[layer]) for layer in range(2)]
+        inputs_now = [dict(static[layer]) for layer in range(2)]
+        want = _conventional_step(ref, inputs_now, heads_now, rows)
+        graph.replay()
+        for layer in range(2):
+            err = (outs[layer].float() - want[layer].float()).abs().max() / want[layer].float().abs().max()
+            assert err < 2e-2, (step, layer, float(err))
+    torch.cuda.synchronize()
+    op.check_errors()
+
+
+@pytest.mark.gpu
+def test_drop_in_matches_flashinfer():
+    """Against FlashInfer's own selective_state_update, same arguments (tie_hdim views, fp32 dt, int32 rows
+    with pad_slot_id -1), 20 steps through window 8; then materialize equals FlashInfer's pools."""
+    from replayssm_trtllm.bench.peers import flashinfer_available
+    ok, why = flashinfer_available()
+    if not ok:
+        pytest.skip(f"FlashInfer not available: {why}")
+    from flashinfer.mamba import selective_state_update
+    dev = "cuda"
+    pools = _pools(device=dev)
+    ref = [p.clone() for p in pools]
+    op = ReplaySelectiveStateUpdate(pools, G, window=8)
+    rows = torch.tensor([1, -1, 4, 0], dtype=torch.int32, device=dev)
+    valid = (rows >= 0).cpu()
+    for step in range(20):
+        for layer in range(2):
+            kw, _ = _inputs(4, dev, seed=50 * step + layer)
+            want = torch.empty_like(kw["x"])
+            selective_state_update(ref[layer], kw["x"], kw["dt"], kw["A"], kw["B"], kw["C"], kw["D"], z=kw["z"],
+                                   dt_bias=kw["dt_bias"], dt_softplus=True, state_batch_indices=rows,
+                                   pad_slot_id=-1, out=want)
+            y = op(pools[layer], state_batch_indices=rows, pad_slot_id=-1, **kw)
+            err = (y[valid].float() - want[valid].float()).abs().max() / want[valid].float().abs().max()
+            assert err < 2e-2, (step, layer, float(err))
+    torch.cuda.synchronize()
+    op.materialize()
+    for layer in range(2):
+        for s in (1, 4, 0):
+            torch.testing.assert_close(pools[layer][s], ref[layer][s], rtol=2e-3, atol=2e-3)
