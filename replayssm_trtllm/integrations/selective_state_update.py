@@ -34,15 +34,11 @@ and a ``state`` that is not one of the registered pools.
 """
 from __future__ import annotations
 
-from typing import Dict, Optional, Sequence
+from typing import Dict, Sequence
 
 import torch
 
-from ..ops.commit import MODE_STANDARD
-from ..ops.state_cache import ReplayCursorCache
-
-_SPECULATIVE_ARGS = ("disable_state_update", "intermediate_states_buffer", "cache_steps", "intermediate_state_indices",
-                     "retrieve_parent_token")
+from ._pool_replay import SPECULATIVE_ARGS, PoolReplay, refuse_speculative
 
 
 def _per_head(op: str, name: str, t: torch.Tensor, H: int, checked: Dict[tuple, bool]) -> torch.Tensor:
@@ -73,71 +69,47 @@ def _check_tied(op: str, name: str, t: torch.Tensor, head: torch.Tensor, checked
     checked[key] = True
 
 
-class ReplaySelectiveStateUpdate(ReplayCursorCache):
+class ReplaySelectiveStateUpdate(PoolReplay):
     """Drop-in for ``flashinfer.mamba.selective_state_update`` over the given state pools (see module doc).
 
     Args:
-        states: the pools the caller passes as ``state``, one per Mamba-2 layer in the order the layers are
-            called each step: ``[S, H, P, N]`` (fp32, fp16 or bf16) each; their rows become checkpoints.
+        states: the pools the caller passes as ``state``, one per Mamba-2 layer: ``[S, H, P, N]`` (fp32, fp16
+            or bf16) each; their rows become checkpoints.
         ngroups: G (B / C groups; ``H % G == 0``).
         window: L, the flush period (1..64; 16 is the measured default).
         act_dtype: dtype of x / B / C / z (bf16 or fp16).
-        auto_commit: advance the cursors right after the last layer's call of each step.
+        auto_commit: advance the cursors right after the step's last layer call (any call order).
     """
+    op = "ReplaySelectiveStateUpdate"
 
     def __init__(self, states: Sequence[torch.Tensor], ngroups: int, window: int = 16,
                  act_dtype: torch.dtype = torch.bfloat16, auto_commit: bool = True):
-        op = "ReplaySelectiveStateUpdate"
-        if not states:
-            raise ValueError(f"{op}: 'states' must list at least one [S, H, P, N] pool")
-        S, H, P, N = (tuple(states[0].shape) + (None,) * 4)[:4]
-        for i, s in enumerate(states):
-            if s.dim() != 4 or tuple(s.shape) != (S, H, P, N) or s.dtype != states[0].dtype \
-                    or s.device != states[0].device:
-                raise ValueError(f"{op}: states[{i}] must be {states[0].dtype} [S, H, P, N] = {[S, H, P, N]} on "
-                                 f"{states[0].device} like states[0]; got {s.dtype} {list(s.shape)} on {s.device}")
+        super().__init__(states, window, auto_commit)
+        S, H, P, N = self.states[0].shape
         if ngroups < 1 or H % ngroups:
-            raise ValueError(f"{op}: H={H} must be a multiple of ngroups={ngroups}")
-        super().__init__(S, window, 1, MODE_STANDARD, states[0].device)
-        self.states = list(states)
+            raise ValueError(f"{self.op}: H={H} must be a multiple of ngroups={ngroups}")
         self.H, self.P, self.N, self.G = H, P, N, ngroups
         self.act_dtype = act_dtype
-        self.auto_commit = bool(auto_commit)
-        self._layer_of = {s.data_ptr(): i for i, s in enumerate(self.states)}
-        if len(self._layer_of) != len(self.states):
-            raise ValueError(f"{op}: two entries of 'states' share a data pointer; pass one pool per layer")
         nl, C, d = len(states), self.capacity, self.device
         self.ring_dt = torch.zeros(nl, S, C, H, dtype=torch.float32, device=d)
         self.ring_x = torch.zeros(nl, S, C, H, P, dtype=act_dtype, device=d)
         self.ring_B = torch.zeros(nl, S, C, ngroups, N, dtype=act_dtype, device=d)
         self.A = [None] * nl            # per-head fp32 A of each layer, from its last call (materialize needs it)
-        self._called: set = set()
-        self._rows: Optional[torch.Tensor] = None
         self._tied: Dict[tuple, bool] = {}
 
-    # ---- the drop-in ------------------------------------------------------------------------------
     def __call__(self, state, x, dt, A, B, C, D=None, z=None, dt_bias=None, dt_softplus=False,
                  state_batch_indices=None, pad_slot_id=-1, out=None, **kwargs):
-        op = "ReplaySelectiveStateUpdate"
-        spec = [k for k in _SPECULATIVE_ARGS if kwargs.get(k) is not None and kwargs.get(k) is not False]
-        if spec:
-            raise ValueError(f"{op}: speculative arguments {spec} are not supported by the drop-in (standard decode "
-                             f"only); use ReplayStateCache in speculative mode")
+        op = self.op
+        refuse_speculative(op, kwargs)
         if kwargs.get("rand_seed") is not None:
             raise ValueError(f"{op}: stochastic rounding of the state (rand_seed) is not supported: the checkpoint is "
                              f"written at flushes only, in the pool's dtype")
-        unknown = sorted(k for k in kwargs if k not in _SPECULATIVE_ARGS + ("rand_seed", "philox_rounds"))
+        unknown = sorted(k for k in kwargs if k not in SPECULATIVE_ARGS + ("rand_seed", "philox_rounds"))
         if unknown:
             raise ValueError(f"{op}: unsupported arguments {unknown}")
         if not dt_softplus:
             raise ValueError(f"{op}: dt_softplus must be True (the replay kernels apply softplus(dt + dt_bias))")
-        layer = self._layer_of.get(state.data_ptr()) if isinstance(state, torch.Tensor) else None
-        if layer is None or tuple(state.shape) != tuple(self.states[layer].shape):
-            raise ValueError(f"{op}: 'state' is not one of the {len(self.states)} registered pools (matched by data "
-                             f"pointer and shape)")
-        if layer in self._called:
-            raise ValueError(f"{op}: layer {layer} called twice in one step; every registered layer is called once "
-                             f"per step" + ("" if self.auto_commit else " before commit()"))
+        layer = self._layer(state)
         if x.dim() != 3 or tuple(x.shape[1:]) != (self.H, self.P):
             raise ValueError(f"{op}: 'x' must be [B, H={self.H}, P={self.P}] (one token per row); got {list(x.shape)}")
         if x.dtype != self.act_dtype:
@@ -154,83 +126,25 @@ class ReplaySelectiveStateUpdate(ReplayCursorCache):
         bias_h = None if dt_bias is None else _per_head(op, "dt_bias", dt_bias, self.H, self._tied)
         if dt_raw.dtype not in (torch.float32, x.dtype):
             dt_raw = dt_raw.to(torch.float32)
-        if state_batch_indices is None:
-            rows = torch.arange(Bsz, dtype=torch.int32, device=x.device)
-        else:
-            rows = state_batch_indices.reshape(-1).to(torch.int32)
-            if pad_slot_id is not None and pad_slot_id >= 0:
-                rows = torch.where(rows == pad_slot_id, torch.full_like(rows, -1), rows)
-            rows = rows.contiguous()
-        if self._rows is not None and (rows.shape != self._rows.shape):
-            raise ValueError(f"{op}: layer {layer} got {rows.shape[0]} rows, this step's earlier layers "
-                             f"{self._rows.shape[0]}")
+        rows = self._rows_of(state_batch_indices, Bsz, x.device, pad_slot_id)
         if out is None:
             out = torch.empty_like(x)
         torch.ops.replayssm.mamba2_replay_decode_out(
             state, self.ring_dt[layer], self.ring_x[layer], self.ring_B[layer], self.ring_origin, self.ring_len,
             x, dt_raw.contiguous(), B, C, A_h, D_h, bias_h, z, rows, self.window, self.mode, out)
         self.A[layer] = A_h
-        self._called.add(layer)
-        self._rows = rows
-        if self.auto_commit and len(self._called) == len(self.states):
-            self.commit()
+        self._stepped(layer, rows)
         return out
 
-    def commit(self, accepted=None, state_batch_indices: Optional[torch.Tensor] = None, num_tokens=None) -> None:
-        """Advance the cursors of this step's rows (call once per step after every layer, unless auto_commit).
-        ``accepted`` must be None (standard decode); ``state_batch_indices`` defaults to this step's rows."""
-        if len(self._called) != len(self.states):
-            missing = sorted(set(range(len(self.states))) - self._called)
-            raise ValueError(f"ReplaySelectiveStateUpdate.commit: layers {missing} did not step; the cursors are "
-                             f"shared, so every registered layer steps once per step before the commit")
-        if accepted is not None:
-            raise ValueError("ReplaySelectiveStateUpdate.commit: standard decode accepts every token; "
-                             "'accepted' must be None")
-        super().commit(None, self._rows if state_batch_indices is None else state_batch_indices, 1)
-        self._called = set()
-        self._rows = None
-
-    # ---- request lifecycle ------------------------------------------------------------------------
-    def start_requests(self, slots) -> None:
-        """The pool rows of ``slots`` hold new states (a prefill wrote them): empty their rings."""
-        if self._called:
-            raise ValueError("ReplaySelectiveStateUpdate.start_requests: a step is half done; commit it first")
-        self.reset_cursors(slots)
-
-    @torch.no_grad()
-    def materialize(self, slots=None) -> None:
-        """Fold each slot's ring into its pool row in every layer (then the row is the slot's current state and
-        its ring is empty). ``slots``: a list / tensor of slots (default all). Runs as torch ops on the device
-        in fp32 (a few small kernels per record; not CUDA-graph captured)."""
-        if self._called:
-            raise ValueError("ReplaySelectiveStateUpdate.materialize: a step is half done; commit it first")
-        idx = self._slots_tensor(range(self.num_slots) if slots is None else slots)
-        idx = idx[idx >= 0]
-        if idx.numel() == 0:
-            return
-        h = self.ring_len[idx].to(torch.int64)
-        o = self.ring_origin[idx].to(torch.int64)
-        hmax = int(h.max())
-        if hmax and any(a is None for a in self.A):
-            raise ValueError("ReplaySelectiveStateUpdate.materialize: a layer holding records never stepped "
-                             "through this object (its A is unknown)")
-        rep = self.H // self.G
-        for layer, pool in enumerate(self.states):
-            if hmax == 0:
-                break
-            S = pool[idx].to(torch.float32)                                        # [n, H, P, N]
-            A = self.A[layer]
-            for j in range(hmax):
-                ridx = (o + j) % self.capacity
-                live = (j < h).view(-1, 1, 1, 1)
-                dt = self.ring_dt[layer, idx, ridx]                                # [n, H]
-                xr = self.ring_x[layer, idx, ridx].to(torch.float32)               # [n, H, P]
-                Bh = self.ring_B[layer, idx, ridx].to(torch.float32).repeat_interleave(rep, dim=1)   # [n, H, N]
-                upd = torch.exp(dt * A)[..., None, None] * S + (dt[..., None] * xr)[..., None] * Bh[:, :, None, :]
-                S = torch.where(live, upd, S)
-            pool[idx] = S.to(pool.dtype)
-        self.ring_origin[idx] = ((o + h) % self.capacity).to(torch.int32)
-        self.ring_len[idx] = 0
+    def _fold(self, layer, idx, ridx, S):
+        A = self.A[layer]
+        if A is None:
+            raise ValueError(f"{self.op}.materialize: layer {layer} holds records but never stepped through this "
+                             f"object (its A is unknown)")
+        dt = self.ring_dt[layer, idx, ridx]                                                   # [n, H]
+        xr = self.ring_x[layer, idx, ridx].to(torch.float32)                                  # [n, H, P]
+        Bh = self.ring_B[layer, idx, ridx].to(torch.float32).repeat_interleave(self.H // self.G, dim=1)   # [n, H, N]
+        return torch.exp(dt * A)[..., None, None] * S + (dt[..., None] * xr)[..., None] * Bh[:, :, None, :]
 
     def ring_bytes_per_slot_layer(self) -> int:
         act = torch.tensor([], dtype=self.act_dtype).element_size()

@@ -46,7 +46,7 @@ def _inputs(Bsz, device="cpu", seed=1, tie="view"):
     (dict(rand_seed=torch.zeros(1)), r"stochastic rounding of the state \(rand_seed\)"),
     (dict(weird=1), r"unsupported arguments \['weird'\]"),
     (dict(dt_softplus=False), "dt_softplus must be True"),
-    (dict(state="other"), "'state' is not one of the 2 registered pools"),
+    (dict(state="other"), "the state tensor is not one of the 2 registered pools"),
     (dict(x=torch.zeros(3, H, P + 1, dtype=torch.bfloat16)), r"'x' must be \[B, H=16, P=64\]"),
     (dict(x=torch.zeros(3, H, P, dtype=torch.float16)), "'x' must be torch.bfloat16"),
     (dict(dt=torch.zeros(3, H + 1)), r"'dt' must be \[B=3, H=16\]"),
@@ -78,7 +78,7 @@ def test_a_copy_that_varies_along_p_is_refused():
 def test_construction_checks():
     with pytest.raises(ValueError, match="at least one"):
         ReplaySelectiveStateUpdate([], G)
-    with pytest.raises(ValueError, match=r"states\[1\] must be torch.float32 \[S, H, P, N\]"):
+    with pytest.raises(ValueError, match=r"states\[1\] must be torch.float32 \[6, 16, 64, 128\]"):
         ReplaySelectiveStateUpdate([torch.zeros(S, H, P, N), torch.zeros(S, H, P, 64)], G)
     with pytest.raises(ValueError, match="H=16 must be a multiple of ngroups=3"):
         ReplaySelectiveStateUpdate(_pools(), 3)

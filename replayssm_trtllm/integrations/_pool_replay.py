@@ -1,0 +1,138 @@
+"""What the drop-ins share: the caller's per-layer state pools as checkpoints, one step of every layer per model
+step, the auto commit, the request lifecycle and ``materialize``."""
+from __future__ import annotations
+
+from typing import Dict, Optional, Sequence
+
+import torch
+
+from ..ops.commit import MODE_STANDARD
+from ..ops.state_cache import ReplayCursorCache
+
+SPECULATIVE_ARGS = ("disable_state_update", "intermediate_states_buffer", "cache_steps", "intermediate_state_indices",
+                    "retrieve_parent_token", "num_accepted_tokens")
+
+
+def refuse_speculative(op: str, kwargs: dict) -> None:
+    spec = [k for k in SPECULATIVE_ARGS if kwargs.get(k) is not None and kwargs.get(k) is not False]
+    if spec:
+        raise ValueError(f"{op}: speculative arguments {spec} are not supported by the drop-in (standard decode "
+                         f"only); use the replay state caches in speculative mode")
+
+
+class PoolReplay(ReplayCursorCache):
+    """Registers the pools (one ``[S, ...]`` tensor per layer, rows = checkpoints) and tracks one model step.
+
+    Subclasses call :meth:`_layer` at the start of a call (which layer's pool is this) and :meth:`_stepped`
+    after launching, and implement :meth:`_fold` for :meth:`materialize`.
+    """
+    op = "PoolReplay"
+
+    def __init__(self, states: Sequence[torch.Tensor], window: int, auto_commit: bool):
+        op = self.op
+        if not states:
+            raise ValueError(f"{op}: 'states' must list at least one state pool")
+        ref = states[0]
+        for i, s in enumerate(states):
+            if not isinstance(s, torch.Tensor) or s.dim() != 4 or s.shape != ref.shape or s.dtype != ref.dtype \
+                    or s.device != ref.device:
+                got = f"{s.dtype} {list(s.shape)} on {s.device}" if isinstance(s, torch.Tensor) else type(s).__name__
+                raise ValueError(f"{op}: states[{i}] must be {ref.dtype} {list(ref.shape)} on {ref.device} like "
+                                 f"states[0]; got {got}")
+        super().__init__(int(ref.shape[0]), window, 1, MODE_STANDARD, ref.device)
+        self.states = list(states)
+        self.auto_commit = bool(auto_commit)
+        self._layer_of = {s.data_ptr(): i for i, s in enumerate(self.states)}
+        if len(self._layer_of) != len(self.states):
+            raise ValueError(f"{op}: two entries of 'states' share a data pointer; pass one pool per layer")
+        self._called: set = set()
+        self._rows: Optional[torch.Tensor] = None
+        self._cache: Dict[tuple, torch.Tensor] = {}
+
+    def _layer(self, state) -> int:
+        layer = self._layer_of.get(state.data_ptr()) if isinstance(state, torch.Tensor) else None
+        if layer is None or state.shape != self.states[layer].shape:
+            raise ValueError(f"{self.op}: the state tensor is not one of the {len(self.states)} registered pools "
+                             f"(matched by data pointer and shape)")
+        if layer in self._called:
+            raise ValueError(f"{self.op}: layer {layer} called twice in one step; every registered layer is called "
+                             f"once per step" + ("" if self.auto_commit else " before commit()"))
+        return layer
+
+    def _rows_of(self, indices: Optional[torch.Tensor], Bsz: int, device, pad_slot_id: Optional[int]) -> torch.Tensor:
+        if indices is None:
+            rows = torch.arange(Bsz, dtype=torch.int32, device=device)
+        else:
+            rows = indices.reshape(-1).to(torch.int32)
+            if rows.shape[0] != Bsz:
+                raise ValueError(f"{self.op}: the state indices must have one entry per row ({Bsz}); got "
+                                 f"{rows.shape[0]}")
+            if pad_slot_id is not None and pad_slot_id >= 0:
+                rows = torch.where(rows == pad_slot_id, torch.full_like(rows, -1), rows)
+            rows = rows.contiguous()
+        if self._rows is not None and rows.shape != self._rows.shape:
+            raise ValueError(f"{self.op}: {rows.shape[0]} rows, this step's earlier layers {self._rows.shape[0]}")
+        return rows
+
+    def _fp32(self, t: torch.Tensor) -> torch.Tensor:
+        """A contiguous fp32 copy of a parameter, made once per tensor (graph replays read the cached copy)."""
+        if t.dtype == torch.float32 and t.is_contiguous():
+            return t
+        key = (t.data_ptr(), t.dtype, tuple(t.shape), tuple(t.stride()))
+        if key not in self._cache:
+            self._cache[key] = t.to(torch.float32).contiguous()
+        return self._cache[key]
+
+    def _stepped(self, layer: int, rows: torch.Tensor) -> None:
+        self._called.add(layer)
+        self._rows = rows
+        if self.auto_commit and len(self._called) == len(self.states):
+            self.commit()
+
+    # ---- public --------------------------------------------------------------------------------------
+    def commit(self, accepted=None, state_batch_indices: Optional[torch.Tensor] = None, num_tokens=None) -> None:
+        """Advance the cursors of this step's rows (once per step after every layer, unless auto_commit).
+        ``accepted`` must be None (standard decode); ``state_batch_indices`` defaults to this step's rows."""
+        if len(self._called) != len(self.states):
+            missing = sorted(set(range(len(self.states))) - self._called)
+            raise ValueError(f"{self.op}.commit: layers {missing} did not step; the cursors are shared, so every "
+                             f"registered layer steps once per step before the commit")
+        if accepted is not None:
+            raise ValueError(f"{self.op}.commit: standard decode accepts every token; 'accepted' must be None")
+        super().commit(None, self._rows if state_batch_indices is None else state_batch_indices, 1)
+        self._called = set()
+        self._rows = None
+
+    def start_requests(self, slots) -> None:
+        """The pool rows of ``slots`` hold new states (a prefill wrote them): empty their rings."""
+        if self._called:
+            raise ValueError(f"{self.op}.start_requests: a step is half done; commit it first")
+        self.reset_cursors(slots)
+
+    @torch.no_grad()
+    def materialize(self, slots=None) -> None:
+        """Fold each slot's ring into its pool row in every layer (then the row is the slot's current state and
+        its ring is empty). ``slots``: a list / tensor of slots (default all). Runs as torch ops on the pools'
+        device in fp32 (a few small kernels per record; not for CUDA graph capture)."""
+        if self._called:
+            raise ValueError(f"{self.op}.materialize: a step is half done; commit it first")
+        idx = self._slots_tensor(range(self.num_slots) if slots is None else slots)
+        idx = idx[idx >= 0]
+        if idx.numel() == 0:
+            return
+        h = self.ring_len[idx].to(torch.int64)
+        o = self.ring_origin[idx].to(torch.int64)
+        hmax = int(h.max())
+        if hmax:
+            for layer, pool in enumerate(self.states):
+                S = pool[idx].to(torch.float32)
+                for j in range(hmax):
+                    ridx = (o + j) % self.capacity
+                    live = (j < h).view(-1, *([1] * (S.dim() - 1)))
+                    S = torch.where(live, self._fold(layer, idx, ridx, S), S)
+                pool[idx] = S.to(pool.dtype)
+        self.ring_origin[idx] = ((o + h) % self.capacity).to(torch.int32)
+        self.ring_len[idx] = 0
+
+    def _fold(self, layer: int, idx: torch.Tensor, ridx: torch.Tensor, S: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
