@@ -192,7 +192,7 @@ def _expect(op: str, name: str, t, dims, sizes: dict, dtypes, device=None, last_
     return t
 
 
-def _check_common(op, q, k, v, a, b, A_log, dt_bias, o, sizes):
+def _check_common(op, q, k, v, a, b, A_log, dt_bias, o, sizes, require_cuda: bool = True):
     _expect(op, "q", q, ["B", "T", "H", "K"], sizes, (torch.bfloat16, torch.float16))
     act = (q.dtype,)
     _expect(op, "k", k, ["B", "T", "H", "K"], sizes, act)
@@ -203,7 +203,7 @@ def _check_common(op, q, k, v, a, b, A_log, dt_bias, o, sizes):
     _expect(op, "dt_bias", dt_bias, ["HV"], sizes, (torch.float32,))
     _expect(op, "o", o, ["B", "T", "HV", "V"], sizes, act)
     dev = q.device
-    if dev.type != "cuda":
+    if require_cuda and dev.type != "cuda":
         raise ValueError(f"{op}: tensors must be on a CUDA device; got 'q' on {dev}")
     for name, t in (("k", k), ("v", v), ("a", a), ("b", b), ("A_log", A_log), ("dt_bias", dt_bias), ("o", o)):
         if t.device != dev:
@@ -255,10 +255,11 @@ def _call(name, struct, p, dev, op):
 # ------------------------------------------------------------------------------------------------
 # conventional decode
 # ------------------------------------------------------------------------------------------------
-def validate_decode_args(state, state_indices, num_accepted, q, k, v, a, b, A_log, dt_bias, o, snapshot):
+def validate_decode_args(state, state_indices, num_accepted, q, k, v, a, b, A_log, dt_bias, o, snapshot,
+                         require_cuda: bool = True):
     op = "gdn_decode"
     sizes: dict = {}
-    dev = _check_common(op, q, k, v, a, b, A_log, dt_bias, o, sizes)
+    dev = _check_common(op, q, k, v, a, b, A_log, dt_bias, o, sizes, require_cuda)
     _check_state(op, state, sizes, dev)
     if state_indices.dim() == 1:
         _expect(op, "state_indices", state_indices, ["B"], sizes, (torch.int32,), dev)
@@ -324,10 +325,10 @@ def gdn_decode(state, state_indices, q, k, v, a, b, A_log, dt_bias, scale: Optio
 # ReplaySSM decode / verify
 # ------------------------------------------------------------------------------------------------
 def validate_replay_args(state, state_batch_indices, ring_origin, ring_len, ring_g, ring_u, ring_k, q, k, v, a, b,
-                         A_log, dt_bias, o, window, mode):
+                         A_log, dt_bias, o, window, mode, require_cuda: bool = True):
     op = "gdn_replay"
     sizes: dict = {}
-    dev = _check_common(op, q, k, v, a, b, A_log, dt_bias, o, sizes)
+    dev = _check_common(op, q, k, v, a, b, A_log, dt_bias, o, sizes, require_cuda)
     _check_state(op, state, sizes, dev)
     _expect(op, "state_batch_indices", state_batch_indices, ["B"], sizes, (torch.int32,), dev)
     _expect(op, "ring_origin", ring_origin, ["S"], sizes, (torch.int32,), dev)

@@ -20,16 +20,18 @@ def _pools(n=2, device="cpu", seed=0):
     return [(0.1 * torch.randn(S, HV, V, K, generator=g)).to(device) for _ in range(n)]
 
 
-def _args(Bsz, device="cpu", seed=1, packed=False):
-    """Keyword arguments of one call; packed: [1, B, ...] tensors with cu_seqlens."""
+def _args(Bsz, device="cpu", seed=1, packed=False, layer=0):
+    """Keyword arguments of one call (inputs from ``seed``; A_log / dt_bias fixed per ``layer``, as in a model);
+    packed: [1, B, ...] tensors with cu_seqlens."""
+    w = torch.Generator().manual_seed(1000 + layer)
+    A_log = torch.log(0.5 + 7.5 * torch.rand(HV, generator=w)).to(device)
+    dt_bias = (0.3 * torch.randn(HV, generator=w) - 2.0).to(device)
     g = torch.Generator().manual_seed(seed)
     q = torch.randn(Bsz, 1, H, K, generator=g).to(device, torch.bfloat16)
     k = torch.randn(Bsz, 1, H, K, generator=g).to(device, torch.bfloat16)
     v = torch.randn(Bsz, 1, HV, V, generator=g).to(device, torch.bfloat16)
     a = torch.randn(Bsz, HV, generator=g).to(device, torch.bfloat16)
     b = torch.randn(Bsz, HV, generator=g).to(device, torch.bfloat16)
-    A_log = torch.log(0.5 + 7.5 * torch.rand(HV, generator=g)).to(device)
-    dt_bias = (0.3 * torch.randn(HV, generator=g) - 2.0).to(device)
     kw = dict(A_log=A_log, a=a, dt_bias=dt_bias, softplus_beta=1.0, softplus_threshold=20.0, q=q, k=k, v=v, b=b,
               use_qk_l2norm_in_kernel=True)
     if packed:
@@ -101,14 +103,11 @@ def test_materialize_folds_each_slot_ring_into_its_pool_row():
     assert op.ring_len.tolist() == [0, 0, 0, 0, 2, 0]
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("packed", [False, True])
-def test_drop_in_matches_the_conventional_kernel(packed):
+def _vs_conventional(packed, dev):
     """2 layers, rows [5, -1, 0, 3], window 4, 22 steps (5 flushes per row), a new request in slot 3 at step 9;
     outputs against our conventional GDN kernel on copies of the pools; after the run, materialize makes the
     pools equal the conventional states."""
     from replayssm_trtllm.ops.gdn import gdn_decode
-    dev = "cuda"
     pools = _pools(device=dev)
     ref = [p.clone() for p in pools]
     op = ReplayGatedDeltaRuleUpdate(pools, H, window=4)
@@ -122,19 +121,34 @@ def test_drop_in_matches_the_conventional_kernel(packed):
                 ref[layer][3] = fresh[layer]
             op.start_requests([3])
         for layer in range(2):
-            plain = _args(4, dev, seed=100 * step + layer)
+            plain = _args(4, dev, seed=100 * step + layer, layer=layer)
             want = gdn_decode(ref[layer], rows, plain["q"], plain["k"], plain["v"], plain["a"].unsqueeze(1),
                               plain["b"].unsqueeze(1), plain["A_log"], plain["dt_bias"])
-            kw = _args(4, dev, seed=100 * step + layer, packed=packed)
+            kw = _args(4, dev, seed=100 * step + layer, packed=packed, layer=layer)
             o = op(initial_state_source=pools[layer], initial_state_indices=rows, **kw)
             got = o[0] if packed else o[:, 0]
             w = want[:, 0]
             err = (got[valid].float() - w[valid].float()).abs().max() / w[valid].float().abs().max()
             assert err < 2e-2, (step, layer, float(err))
         assert op._called == set()
-    torch.cuda.synchronize()
+    if dev == "cuda":
+        torch.cuda.synchronize()
     op.check_errors()
     op.materialize()
     for layer in range(2):
         for s in (5, 0, 3):
             torch.testing.assert_close(pools[layer][s], ref[layer][s], rtol=5e-3, atol=5e-3)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("packed", [False, True])
+def test_drop_in_matches_the_conventional_kernel(packed):
+    _vs_conventional(packed, "cuda")
+
+
+@pytest.mark.parametrize("packed", [False, True])
+def test_drop_in_path_under_cpu_emulation(packed):
+    """The same with the ops emulated on the CPU by the float64 reference (ops/emulation.py)."""
+    from replayssm_trtllm.ops.emulation import cpu_emulation
+    with cpu_emulation():
+        _vs_conventional(packed, "cpu")

@@ -20,16 +20,18 @@ def _pools(n=2, device="cpu", dtype=torch.float32, seed=0):
     return [(0.1 * torch.randn(S, H, P, N, generator=g)).to(device=device, dtype=dtype) for _ in range(n)]
 
 
-def _inputs(Bsz, device="cpu", seed=1, tie="view"):
-    """FlashInfer-style arguments (tie_hdim broadcast views, or materialized copies with tie='copy')."""
+def _inputs(Bsz, device="cpu", seed=1, tie="view", layer=0):
+    """FlashInfer-style arguments (tie_hdim broadcast views, or materialized copies with tie='copy'): the step's
+    inputs from ``seed``, the layer's parameters (A, D, dt_bias: fixed for a layer, as in a model) from ``layer``."""
+    w = torch.Generator().manual_seed(1000 + layer)
+    A = -torch.exp(torch.log(0.5 + 7.5 * torch.rand(H, generator=w))).to(device)
+    D = torch.randn(H, generator=w).to(device)
+    dt_bias = (0.3 * torch.randn(H, generator=w) - 2.0).to(device)
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(Bsz, H, P, generator=g).to(device, torch.bfloat16)
     dt = (0.5 * torch.randn(Bsz, H, generator=g) - 1.0).to(device)
-    A = -torch.exp(torch.log(0.5 + 7.5 * torch.rand(H, generator=g))).to(device)
     B = torch.randn(Bsz, G, N, generator=g).to(device, torch.bfloat16)
     C = torch.randn(Bsz, G, N, generator=g).to(device, torch.bfloat16)
-    D = torch.randn(H, generator=g).to(device)
-    dt_bias = (0.3 * torch.randn(H, generator=g) - 2.0).to(device)
     z = torch.randn(Bsz, H, P, generator=g).to(device, torch.bfloat16)
     kw = dict(x=x, dt=dt.unsqueeze(-1).expand(Bsz, H, P), A=A.view(H, 1, 1).expand(H, P, N), B=B, C=C,
               D=D.view(H, 1).expand(H, P), z=z, dt_bias=dt_bias.view(H, 1).expand(H, P), dt_softplus=True)
@@ -148,15 +150,12 @@ def _conventional_step(pools_ref, kw, per_head, rows):
     return out
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("tie", ["view", "copy"])
-def test_drop_in_matches_the_conventional_kernel(tie):
+def _vs_conventional(tie, dev):
     """2 layers, 6 slots, rows [5, -1, 0, 3] (a padding row), window 4, 22 steps (5 flushes per row), a new
     request in slot 3 at step 9 (both pools get the same fresh row; start_requests empties its ring).
     Outputs each step against our conventional kernel on a copy of the pools; after the run, materialize
     makes the pools equal the conventional states."""
     import replayssm_trtllm.ops.mamba2  # noqa: F401
-    dev = "cuda"
     pools = _pools(device=dev)
     ref = [p.clone() for p in pools]
     op = ReplaySelectiveStateUpdate(pools, G, window=4)
@@ -169,19 +168,35 @@ def test_drop_in_matches_the_conventional_kernel(tie):
                 pools[layer][3] = fresh[layer]
                 ref[layer][3] = fresh[layer]
             op.start_requests([3])
-        kws, heads = zip(*[_inputs(4, dev, seed=100 * step + layer, tie=tie) for layer in range(2)])
+        kws, heads = zip(*[_inputs(4, dev, seed=100 * step + layer, tie=tie, layer=layer) for layer in range(2)])
         want = _conventional_step(ref, kws, heads, rows)
         for layer in range(2):
             y = op(pools[layer], state_batch_indices=rows, pad_slot_id=-1, **kws[layer])
             err = (y[valid].float() - want[layer][valid].float()).abs().max() / want[layer][valid].float().abs().max()
             assert err < 2e-2, (step, layer, float(err))
         assert op._called == set()          # auto commit after the last layer
-    torch.cuda.synchronize()
+    if dev == "cuda":
+        torch.cuda.synchronize()
     op.check_errors()
     op.materialize()
     for layer in range(2):
         for s in (5, 0, 3):
             torch.testing.assert_close(pools[layer][s], ref[layer][s], rtol=2e-3, atol=2e-3)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tie", ["view", "copy"])
+def test_drop_in_matches_the_conventional_kernel(tie):
+    _vs_conventional(tie, "cuda")
+
+
+@pytest.mark.parametrize("tie", ["view", "copy"])
+def test_drop_in_path_under_cpu_emulation(tie):
+    """The same with the ops emulated on the CPU by the float64 reference (ops/emulation.py): the drop-in's
+    argument handling, rings, auto commit, start_requests and materialize, without a GPU."""
+    from replayssm_trtllm.ops.emulation import cpu_emulation
+    with cpu_emulation():
+        _vs_conventional(tie, "cpu")
 
 
 @pytest.mark.gpu
@@ -194,7 +209,7 @@ def test_drop_in_in_a_cuda_graph():
     ref = [p.clone() for p in pools]
     op = ReplaySelectiveStateUpdate(pools, G, window=4)
     rows = torch.tensor([2, 4, 0], dtype=torch.int32, device=dev)
-    kws, heads = zip(*[_inputs(3, dev, seed=7 + layer) for layer in range(2)])
+    kws, heads = zip(*[_inputs(3, dev, seed=7 + layer, layer=layer) for layer in range(2)])
     static = [{k: (v.clone() if isinstance(v, torch.Tensor) and k in ("x", "B", "C", "z") else v)
                for k, v in kw.items()} for kw in kws]
     outs = [torch.empty_like(s["x"]) for s in static]
@@ -214,7 +229,7 @@ def test_drop_in_in_a_cuda_graph():
         for layer in range(2):
             op(pools[layer], state_batch_indices=rows, out=outs[layer], **static[layer])
     for step in range(12):
-        new, nheads = zip(*[_inputs(3, dev, seed=1000 + 10 * step + layer) for layer in range(2)])
+        new, _ = zip(*[_inputs(3, dev, seed=1000 + 10 * step + layer, layer=layer) for layer in range(2)])
         for layer in range(2):
             for k in ("x", "B", "C", "z"):
                 static[layer][k].copy_(new[layer][k])
@@ -247,7 +262,7 @@ def test_drop_in_matches_flashinfer():
     valid = (rows >= 0).cpu()
     for step in range(20):
         for layer in range(2):
-            kw, _ = _inputs(4, dev, seed=50 * step + layer)
+            kw, _ = _inputs(4, dev, seed=50 * step + layer, layer=layer)
             want = torch.empty_like(kw["x"])
             selective_state_update(ref[layer], kw["x"], kw["dt"], kw["A"], kw["B"], kw["C"], kw["D"], z=kw["z"],
                                    dt_bias=kw["dt_bias"], dt_softplus=True, state_batch_indices=rows,

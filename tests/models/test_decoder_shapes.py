@@ -22,6 +22,13 @@ def _spec(name: str, layers: int = 2):
         heads, head_dim = (96, 80) if name == "nemotron-3-nano-4b" else (128, 64)
         cfg = {"model_type": "nemotron_h", "hidden_size": HIDDEN, "hybrid_override_pattern": "M" * layers,
                "mamba_num_heads": heads, "mamba_head_dim": head_dim, "ssm_state_size": 128, "n_groups": 8}
+    elif name == "tiny-mamba2":       # kernel-valid small shapes (P 32, N 64; 4 heads per group)
+        cfg = {"model_type": "nemotron_h", "hidden_size": HIDDEN, "hybrid_override_pattern": "M" * layers,
+               "mamba_num_heads": 8, "mamba_head_dim": 32, "ssm_state_size": 64, "n_groups": 2}
+    elif name == "tiny-gdn":
+        cfg = {"model_type": "qwen3_5_text", "hidden_size": HIDDEN, "num_hidden_layers": layers,
+               "linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 64,
+               "linear_value_head_dim": 64, "layer_types": ["linear_attention"] * layers}
     elif name == "qwen3.5-4b":
         cfg = {"model_type": "qwen3_5_text", "hidden_size": HIDDEN, "num_hidden_layers": layers,
                "linear_num_key_heads": 16, "linear_num_value_heads": 32, "layer_types": ["linear_attention"] * layers}
@@ -83,29 +90,45 @@ def test_replay_reference_on_real_layer_shapes(name, mode):
 GPU_SHAPES = ["nemotron-3-nano-4b", "nemotron-3-super-120b", "qwen3.5-4b", "qwen3.5-122b"]
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("name", GPU_SHAPES)
-@pytest.mark.parametrize("mode, T", [("standard", 1), ("speculative", 4)])
-def test_replay_kernels_match_conventional_reference(name, mode, T):
-    """The CUDA kernels (bf16 activations, fp32 state, float32 mixers) against float64 conventional
+def _kernels_vs_conventional(name, mode, T, device):
+    """The kernels backend (bf16 activations, fp32 state, float32 mixers) against float64 conventional
     decoding of the same mixers: 2 layers, a 6-token prompt prefilled, then 5 rows at scattered slots (one
     padding), window 8, 20 steps (flushes and, speculative, random acceptance with early flushes)."""
     spec = _spec(name, layers=2)
     S = 9
     conv = ConventionalReference(spec, S, max_verify=T)
-    ker = ReplayKernels(spec, S, window=8, max_verify=T, mode=mode, device="cuda")
-    decs = _decoders(spec, [conv, ker], 7, [(torch.float64, "cpu"), (torch.float32, "cuda")])
+    ker = ReplayKernels(spec, S, window=8, max_verify=T, mode=mode, device=device)
+    decs = _decoders(spec, [conv, ker], 7, [(torch.float64, "cpu"), (torch.float32, device)])
     gen = torch.Generator().manual_seed(8)
     prompt = torch.randn(S, 6, spec.hidden_size, generator=gen, dtype=torch.float64)
-    for d, dev, dt in ((decs[0], "cpu", torch.float64), (decs[1], "cuda", torch.float32)):
+    for d, dev, dt in ((decs[0], "cpu", torch.float64), (decs[1], device, torch.float32)):
         d.reset(range(S))
         for i in spec.ssm_layers:     # a 6-token prompt: non-zero checkpoints and conv histories
             d.prefill(i, prompt.to(dev, dt), torch.arange(S))
     err = _run(decs, spec, 20, T, torch.tensor([8, 0, -1, 5, 3]), gen,
-               lambda d: "cuda" if isinstance(d.backend, ReplayKernels) else "cpu")
-    torch.cuda.synchronize()
+               lambda d: device if isinstance(d.backend, ReplayKernels) else "cpu")
+    if device == "cuda":
+        torch.cuda.synchronize()
     ker.cache.check_errors()
     assert err < 3e-2, err
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", GPU_SHAPES)
+@pytest.mark.parametrize("mode, T", [("standard", 1), ("speculative", 4)])
+def test_replay_kernels_match_conventional_reference(name, mode, T):
+    _kernels_vs_conventional(name, mode, T, "cuda")
+
+
+@pytest.mark.parametrize("name", ["tiny-mamba2", "tiny-gdn"])
+@pytest.mark.parametrize("mode, T", [("standard", 1), ("speculative", 4)])
+def test_replay_kernels_path_under_cpu_emulation(name, mode, T):
+    """The same Python path (ReplayKernels, the device caches, the torch ops' argument handling, the device
+    commit) with the ops emulated on the CPU by the float64 reference (ops/emulation.py), on small shapes the
+    kernels also take: what CI can run of the GPU test above."""
+    from replayssm_trtllm.ops.emulation import cpu_emulation
+    with cpu_emulation():
+        _kernels_vs_conventional(name, mode, T, "cpu")
 
 
 def test_decoder_refuses_an_incomplete_or_repeated_step():
