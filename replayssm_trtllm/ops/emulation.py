@@ -35,6 +35,21 @@ def _rows(sbi: Optional[torch.Tensor], Bsz: int):
     return [(b, int(s)) for b, s in enumerate(idx.tolist()) if s >= 0]
 
 
+def _output_and_fold(state, slot, alphas, vs, ks, qs, h, flush, mode):
+    """Outputs [heads, T, d_v] of one row from its checkpoint and records (h committed, then the T new ones),
+    and the flush (design 3.1): standard folds all h + 1 records and reads the output from the new state;
+    speculative folds the h committed ones and reads the outputs output-only."""
+    S0 = state[slot].to(F64)
+    if mode == 0 and flush:
+        Sn = replay(S0, alphas, vs, ks)
+        state[slot] = Sn.to(state.dtype)
+        return torch.einsum("hxy,hty->htx", Sn, qs)
+    O = output_only(S0, alphas, vs, ks, qs, h)
+    if flush:
+        state[slot] = replay(S0, alphas[:, :h], vs[:, :h], ks[:, :h]).to(state.dtype)
+    return O
+
+
 # ---- Mamba-2 ---------------------------------------------------------------------------------------
 def _m2_decode(state, x, dt_raw, B, C, A, D, dt_bias, z, sbi, snapshots, y):
     (x4, dt4, B4, C4, z4, _), (Bsz, T, H, P, G, N, S) = _mamba2.validate_decode_args(
@@ -74,15 +89,7 @@ def _m2_replay(state, ring_dt, ring_x, ring_B, ring_origin, ring_len, x, dt_raw,
         vs = (dts[..., None] * ring_x[slot, ridx].to(F64)).permute(1, 0, 2)   # [H, h + T, P]
         ks = expand_groups(ring_B[slot, ridx].to(F64), H, dim=1).permute(1, 0, 2)
         qs = expand_groups(C4[b].to(F64), H, dim=1).permute(1, 0, 2)          # [H, T, N]
-        S0 = state[slot].to(F64)
-        if mode == 0 and flush:
-            Sn = replay(S0, alphas, vs, ks)
-            O = torch.einsum("hpn,htn->htp", Sn, qs)
-            state[slot] = Sn.to(state.dtype)
-        else:
-            O = output_only(S0, alphas, vs, ks, qs, h)
-            if flush:
-                state[slot] = replay(S0, alphas[:, :h], vs[:, :h], ks[:, :h]).to(state.dtype)
+        O = _output_and_fold(state, slot, alphas, vs, ks, qs, h, flush, mode)
         yb = O.permute(1, 0, 2) + D64[None, :, None] * x4[b].to(F64)
         if z4 is not None:
             yb = yb * silu(z4[b])
@@ -131,15 +138,7 @@ def _gdn_replay(state, sbi, ring_origin, ring_len, ring_g, ring_u, ring_k, q, k,
         ring_u[slot, w] = Ud.permute(1, 0, 2).to(ring_u.dtype)
         ring_k[slot, w] = k[row]
         U_all, K_all = torch.cat([U_c, Ud], dim=1), torch.cat([K_c, K_d], dim=1)
-        Q = qn[row].permute(1, 0, 2)
-        if mode == 0 and flush:
-            Sn = replay(S0, alphas, U_all, K_all)
-            O = torch.einsum("hvk,htk->htv", Sn, Q)
-            state[slot] = Sn.to(state.dtype)
-        else:
-            O = output_only(S0, alphas, U_all, K_all, Q, h)
-            if flush:
-                state[slot] = replay(S0, alphas[:, :h], U_all[:, :h], K_all[:, :h]).to(state.dtype)
+        O = _output_and_fold(state, slot, alphas, U_all, K_all, qn[row].permute(1, 0, 2), h, flush, mode)
         o[row] = O.permute(1, 0, 2).to(o.dtype)
 
 

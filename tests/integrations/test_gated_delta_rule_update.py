@@ -6,11 +6,17 @@ against our conventional GDN kernel on copies of the pools, in both input layout
 """
 from __future__ import annotations
 
+import os
+import sys
+
 import pytest
 import torch
 
 from replayssm_trtllm.integrations import ReplayGatedDeltaRuleUpdate
 from replayssm_trtllm.reference import l2norm, replay
+
+sys.path.insert(0, os.path.dirname(__file__))
+from _lifecycle import start_fresh_request  # noqa: E402
 
 H, HV, K, V, S = 2, 4, 64, 64, 6
 
@@ -115,11 +121,7 @@ def _vs_conventional(packed, dev):
     valid = (rows >= 0).cpu()
     for step in range(22):
         if step == 9:
-            fresh = 0.1 * torch.randn(2, HV, V, K, device=dev)
-            for layer in range(2):
-                pools[layer][3] = fresh[layer]
-                ref[layer][3] = fresh[layer]
-            op.start_requests([3])
+            start_fresh_request(op, pools, ref, 3, (HV, V, K), dev)
         for layer in range(2):
             plain = _args(4, dev, seed=100 * step + layer, layer=layer)
             want = gdn_decode(ref[layer], rows, plain["q"], plain["k"], plain["v"], plain["a"].unsqueeze(1),

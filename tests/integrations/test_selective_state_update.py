@@ -6,11 +6,17 @@ against the float64 reference fold. GPU: against our conventional kernel (always
 """
 from __future__ import annotations
 
+import os
+import sys
+
 import pytest
 import torch
 
 from replayssm_trtllm.integrations import ReplaySelectiveStateUpdate
 from replayssm_trtllm.reference import replay
+
+sys.path.insert(0, os.path.dirname(__file__))
+from _lifecycle import start_fresh_request  # noqa: E402
 
 H, P, N, G, S = 16, 64, 128, 2, 6
 
@@ -163,11 +169,7 @@ def _vs_conventional(tie, dev):
     valid = (rows >= 0).cpu()
     for step in range(22):
         if step == 9:
-            fresh = 0.1 * torch.randn(2, H, P, N, device=dev)
-            for layer in range(2):
-                pools[layer][3] = fresh[layer]
-                ref[layer][3] = fresh[layer]
-            op.start_requests([3])
+            start_fresh_request(op, pools, ref, 3, (H, P, N), dev)
         kws, heads = zip(*[_inputs(4, dev, seed=100 * step + layer, tie=tie, layer=layer) for layer in range(2)])
         want = _conventional_step(ref, kws, heads, rows)
         for layer in range(2):
