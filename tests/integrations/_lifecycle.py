@@ -10,3 +10,20 @@ def start_fresh_request(op, pools, ref, slot: int, row_shape, device) -> None:
         pools[layer][slot] = fresh[layer]
         ref[layer][slot] = fresh[layer]
     op.start_requests([slot])
+
+
+def rel_err(got: torch.Tensor, want: torch.Tensor, valid: torch.Tensor) -> float:
+    """Max abs difference over the rows with a slot, relative to the reference's max."""
+    return float((got[valid].float() - want[valid].float()).abs().max() / want[valid].float().abs().max())
+
+
+def materialize_and_compare(op, pools, ref, slots, device, tol: float) -> None:
+    """End of a run: no invariant broken on the device, and after materialize every pool row of ``slots``
+    equals the conventional state."""
+    if device == "cuda":
+        torch.cuda.synchronize()
+    op.check_errors()
+    op.materialize()
+    for layer in range(len(pools)):
+        for s in slots:
+            torch.testing.assert_close(pools[layer][s], ref[layer][s], rtol=tol, atol=tol)

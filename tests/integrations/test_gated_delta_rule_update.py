@@ -16,7 +16,7 @@ from replayssm_trtllm.integrations import ReplayGatedDeltaRuleUpdate
 from replayssm_trtllm.reference import l2norm, replay
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _lifecycle import start_fresh_request  # noqa: E402
+from _lifecycle import materialize_and_compare, rel_err, start_fresh_request  # noqa: E402
 
 H, HV, K, V, S = 2, 4, 64, 64, 6
 
@@ -130,16 +130,10 @@ def _vs_conventional(packed, dev):
             o = op(initial_state_source=pools[layer], initial_state_indices=rows, **kw)
             got = o[0] if packed else o[:, 0]
             w = want[:, 0]
-            err = (got[valid].float() - w[valid].float()).abs().max() / w[valid].float().abs().max()
-            assert err < 2e-2, (step, layer, float(err))
+            err = rel_err(got, w, valid)
+            assert err < 2e-2, (step, layer, err)
         assert op._called == set()
-    if dev == "cuda":
-        torch.cuda.synchronize()
-    op.check_errors()
-    op.materialize()
-    for layer in range(2):
-        for s in (5, 0, 3):
-            torch.testing.assert_close(pools[layer][s], ref[layer][s], rtol=5e-3, atol=5e-3)
+    materialize_and_compare(op, pools, ref, (5, 0, 3), dev, 5e-3)
 
 
 @pytest.mark.gpu
