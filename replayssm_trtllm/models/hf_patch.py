@@ -1,0 +1,159 @@
+"""Run a Hugging Face transformers hybrid model with ReplaySSM in its SSM layers.
+
+    from replayssm_trtllm.models import use_replay
+    patch = use_replay(model, backend="replay-kernels", window=16)   # model: NemotronH / Qwen3.5 / Qwen3-Next
+    out = model.generate(input_ids, max_new_tokens=64)               # attention, MLP, norms: transformers'
+    patch.remove()                                                   # the model's own mixers again
+
+Every SSM mixer module of the model (``NemotronHMamba2Mixer``, ``Qwen3_5GatedDeltaNet``,
+``Qwen3NextGatedDeltaNet``) gets a forward that runs this package's decode path (``models/backends.py``) on the
+module's own weights: the first forward of a generation (the prompt) goes through :meth:`SsmDecoder.prefill`,
+every later one-token forward through :meth:`SsmDecoder.step`, with the commit after the model's last SSM
+layer. A new generation is recognised by a new cache object (``past_key_values``); a forward without a
+cache is a whole sequence on its own (state reset, prompt prefilled, nothing kept).
+
+Scope: standard decoding (one new token per forward after the prompt); batch rows are slots 0..B-1 and must
+not be padded (an attention mask with zeros is refused); the reference backends run the recurrence in float64
+on the CPU, the kernels backend on the GPU (bf16 activations, fp32 state). The transformers cache's own SSM
+entries are left untouched (stale) while the patch is on, except the token count transformers 5 keeps in them
+(the model's positions come from it), which the patch advances.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+import torch
+
+from .backends import ConventionalReference, ReplayKernels, ReplayReference, SsmDecoder
+from .checkpoint import _unpack_qwen3_next
+from .hf_config import SsmMixerSpec, parse_hf_config
+from .mixers import make_mixer
+
+MIXER_CLASSES = ("NemotronHMamba2Mixer", "Qwen3_5GatedDeltaNet", "Qwen3NextGatedDeltaNet")
+BACKENDS = ("replay-reference", "conventional-reference", "replay-kernels")
+
+
+def find_mixers(model) -> Dict[int, torch.nn.Module]:
+    """``{model layer index: SSM mixer module}`` of a transformers hybrid model (by class name and the
+    ``layers.<i>.`` part of the module's name)."""
+    out = {}
+    for name, mod in model.named_modules():
+        if type(mod).__name__ in MIXER_CLASSES:
+            parts = name.split(".")
+            if "layers" not in parts:
+                continue
+            i = parts.index("layers")
+            if "mtp" in parts[:i]:
+                continue
+            out[int(parts[i + 1])] = mod
+    return out
+
+
+class ReplayPatch:
+    """The patched mixers of one model (see the module doc). Build with :func:`use_replay`."""
+
+    def __init__(self, model, backend: str = "replay-reference", window: int = 16, max_batch: int = 8,
+                 device=None, dtype: Optional[torch.dtype] = None):
+        if backend not in BACKENDS:
+            raise ValueError(f"use_replay: backend must be one of {BACKENDS}; got {backend!r}")
+        self.spec: SsmMixerSpec = parse_hf_config(model.config.to_dict())
+        mods = find_mixers(model)
+        if sorted(mods) != list(self.spec.ssm_layers):
+            raise ValueError(f"use_replay: config.json's SSM layers {list(self.spec.ssm_layers)} do not match the "
+                             f"model's mixer modules at layers {sorted(mods)}")
+        kernels = backend == "replay-kernels"
+        self.device = torch.device(device if device is not None else ("cuda" if kernels else "cpu"))
+        self.dtype = dtype if dtype is not None else (torch.float32 if kernels else torch.float64)
+        self.max_batch = int(max_batch)
+        mixers = {}
+        for i, mod in mods.items():
+            w = {k: v.detach() for k, v in mod.state_dict().items()}
+            if self.spec.packed_projections:
+                _unpack_qwen3_next(self.spec, w)
+            mixers[i] = make_mixer(self.spec, w, self.dtype, self.device)
+        if backend == "conventional-reference":
+            be = ConventionalReference(self.spec, self.max_batch)
+        elif backend == "replay-reference":
+            be = ReplayReference(self.spec, self.max_batch, window)
+        else:
+            be = ReplayKernels(self.spec, self.max_batch, window, device=self.device)
+        self.decoder = SsmDecoder(self.spec, mixers, be)
+        self.modules = mods
+        self._last = max(self.spec.ssm_layers)
+        self._cache_id: Optional[int] = None
+        self._prefilled: set = set()
+        self._rows: Optional[torch.Tensor] = None
+        for i, mod in mods.items():
+            mod.forward = self._forward_for(i)
+
+    def remove(self) -> None:
+        """Give the modules their own forward back."""
+        for mod in self.modules.values():
+            if "forward" in mod.__dict__:
+                del mod.forward
+
+    # ---- the patched forward ---------------------------------------------------------------------
+    def _start(self, batch: int) -> None:
+        if batch > self.max_batch:
+            raise ValueError(f"use_replay: batch {batch} > max_batch {self.max_batch}; pass a larger max_batch")
+        self.decoder.reset(range(self.max_batch))
+        self._prefilled = set()
+        self._rows = torch.arange(batch)
+
+    def _forward_for(self, layer: int):
+        def forward(hidden_states, *args, **kwargs):
+            return self._forward(layer, hidden_states, args, kwargs)
+        return forward
+
+    def _forward(self, layer: int, hidden: torch.Tensor, args, kwargs):
+        cache = kwargs.get("cache", kwargs.get("cache_params", kwargs.get("past_key_values", args[0] if args else None)))
+        mask = kwargs.get("attention_mask")
+        if mask is not None and not bool(mask.all()):
+            raise NotImplementedError("use_replay: padded batches (an attention mask with zeros) are not supported; "
+                                      "run rows of equal length")
+        B, T, _ = hidden.shape
+        first = self.spec.ssm_layers[0]
+        new = layer == first if cache is None else id(cache) != self._cache_id
+        if new:
+            if layer != first:
+                raise RuntimeError(f"use_replay: layer {layer} saw a new generation before layer {first}; the model "
+                                   f"must call its SSM layers in order")
+            self._start(B)
+            self._cache_id = None if cache is None else id(cache)
+        h = hidden.to(self.device, self.dtype)
+        if layer not in self._prefilled:
+            out = self.decoder.prefill(layer, h, self._rows)
+            self._prefilled.add(layer)
+        else:
+            if T != 1:
+                raise NotImplementedError(f"use_replay: {T} new tokens in one forward after the prompt; standard "
+                                          f"decoding takes one")
+            out = self.decoder.step(layer, h, self._rows)
+            if layer == self._last:
+                self.decoder.commit()
+        if cache is not None:
+            self._count_tokens(cache, layer, T)
+        return out.to(hidden.device, hidden.dtype)
+
+    @staticmethod
+    def _count_tokens(cache, layer: int, T: int) -> None:
+        """transformers 5 keeps a hybrid model's sequence length in the linear-attention cache layers (the
+        model's positions come from ``cache.get_seq_length()``, i.e. layer 0, often an SSM layer), advanced by
+        the mixer's own cache update, which the patch bypasses: advance it here."""
+        layers = getattr(cache, "layers", None)
+        lay = layers[layer] if layers is not None and layer < len(layers) else None
+        count = getattr(lay, "cumulative_length_linear", None)
+        if not isinstance(count, torch.Tensor):
+            raise NotImplementedError(f"use_replay: this transformers version's cache ({type(cache).__name__}) does "
+                                      f"not keep a 'cumulative_length_linear' in layer {layer}; positions would go "
+                                      f"wrong, so the patch refuses to run with it")
+        count.add_(T)
+
+
+def use_replay(model, backend: str = "replay-reference", window: int = 16, max_batch: int = 8, device=None,
+               dtype: Optional[torch.dtype] = None) -> ReplayPatch:
+    """Patch ``model``'s SSM mixers to decode through ReplaySSM (module doc); returns the patch (``.remove()``)."""
+    return ReplayPatch(model, backend, window, max_batch, device, dtype)
+
+
+__all__: List[str] = ["use_replay", "ReplayPatch", "find_mixers", "MIXER_CLASSES"]

@@ -1,0 +1,141 @@
+"""use_replay: whole transformers hybrid models with ReplaySSM in their SSM layers, against the models themselves.
+
+Tiny NemotronH / Qwen3.5 / Qwen3-Next models (hf_tiny.py, random weights). Teacher-forced: the prompt, then one
+token per forward through transformers' cache; the logits of every step are compared with the unpatched
+model's. Attention, MLP and norms are transformers' in both; only the SSM mixers differ.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+import torch
+
+from replayssm_trtllm.models import find_mixers, use_replay
+
+sys.path.insert(0, os.path.dirname(__file__))
+import hf_tiny  # noqa: E402
+
+pytest.importorskip("transformers")
+
+KINDS = ("nemotron_h", "qwen3_5", "qwen3_next")
+PROMPT, NEW = 7, 10
+
+
+def _rel(a, b) -> float:
+    return float((a.double() - b.double()).abs().max() / b.double().abs().max())
+
+
+def _teacher(model, ids):
+    """Logits after the prompt and after each later token, decoding through the cache: [B, steps, vocab]."""
+    with torch.no_grad():
+        out = model(ids[:, :PROMPT], use_cache=True)
+        logits, cache = [out.logits[:, -1]], out.past_key_values
+        for t in range(PROMPT, ids.shape[1] - 1):
+            out = model(ids[:, t:t + 1], past_key_values=cache, use_cache=True)
+            cache = out.past_key_values
+            logits.append(out.logits[:, -1])
+    return torch.stack(logits, 1)
+
+
+@pytest.fixture(scope="module", params=KINDS)
+def tiny_model(request):
+    model, _ = hf_tiny.build(request.param, seed=KINDS.index(request.param) + 10)
+    ids = torch.randint(3, 64, (2, PROMPT), generator=torch.Generator().manual_seed(5))   # 0-2: special tokens
+    with torch.no_grad():
+        seq = model.generate(ids, max_new_tokens=NEW, do_sample=False)
+    return request.param, model, seq
+
+
+@pytest.mark.parametrize("backend", ["replay-reference", "conventional-reference"])
+def test_whole_model_logits_match_transformers(tiny_model, backend):
+    """Window 4 over 16 positions: several flushes per row inside the model."""
+    kind, model, seq = tiny_model
+    ref = _teacher(model, seq)
+    patch = use_replay(model, backend=backend, window=4)
+    try:
+        got = _teacher(model, seq)
+    finally:
+        patch.remove()
+    assert _rel(got, ref) < 1e-4, (kind, _rel(got, ref))
+    assert torch.equal(_teacher(model, seq), ref)      # removed: the model's own mixers again, bit for bit
+
+
+def test_generate_gives_the_same_tokens(tiny_model):
+    kind, model, seq = tiny_model
+    patch = use_replay(model, window=4)
+    try:
+        with torch.no_grad():
+            again = model.generate(seq[:, :PROMPT], max_new_tokens=NEW, do_sample=False)
+    finally:
+        patch.remove()
+    assert torch.equal(again, seq), kind
+
+
+def test_a_forward_without_cache_is_a_whole_sequence(tiny_model):
+    kind, model, seq = tiny_model
+    with torch.no_grad():
+        ref = model(seq).logits
+        patch = use_replay(model, window=4)
+        try:
+            first = model(seq).logits
+            second = model(seq).logits           # nothing kept between cache-less forwards
+        finally:
+            patch.remove()
+    assert _rel(first, ref) < 1e-4 and torch.equal(first, second)
+
+
+def test_kernels_backend_path_under_cpu_emulation(tiny_model):
+    """The kernels backend's Python (bf16 activations, fp32 state, the device caches and commit) with the ops
+    emulated on the CPU by the float64 reference: the whole model within bf16 tolerance."""
+    from replayssm_trtllm.ops.emulation import cpu_emulation
+    kind, model, seq = tiny_model
+    ref = _teacher(model, seq)
+    with cpu_emulation():
+        patch = use_replay(model, backend="replay-kernels", window=4, device="cpu")
+        try:
+            got = _teacher(model, seq)
+        finally:
+            patch.remove()
+    assert _rel(got, ref) < 3e-2, (kind, _rel(got, ref))
+
+
+def test_padded_batches_are_refused(tiny_model):
+    kind, model, seq = tiny_model
+    ids = seq[:, :PROMPT].clone()
+    ids[0, 0] = model.config.pad_token_id if model.config.pad_token_id is not None else 0
+    patch = use_replay(model, window=4)
+    try:
+        with pytest.raises(NotImplementedError, match="padded batches"):
+            with torch.no_grad():
+                model.generate(ids, max_new_tokens=2, do_sample=False,
+                               attention_mask=(ids != ids[0, 0]).long())
+    finally:
+        patch.remove()
+
+
+def test_mixers_found_are_the_configs_ssm_layers(tiny_model):
+    kind, model, _ = tiny_model
+    from replayssm_trtllm.models import parse_hf_config
+    assert sorted(find_mixers(model)) == list(parse_hf_config(model.config.to_dict()).ssm_layers)
+    with pytest.raises(ValueError, match="backend must be one of"):
+        use_replay(model, backend="fast")
+
+
+@pytest.mark.gpu
+def test_kernels_backend_on_the_gpu(tiny_model):
+    """The CUDA kernels in the whole model (model on the GPU in fp32, bf16 activations in the SSM layers).
+    Needs transformers on the GPU machine (not installed on the lent H200: carry its wheels to run it)."""
+    kind, model, seq = tiny_model
+    ref = _teacher(model, seq)
+    model.cuda()
+    try:
+        patch = use_replay(model, backend="replay-kernels", window=4)
+        try:
+            got = _teacher(model, seq.cuda()).cpu()
+        finally:
+            patch.remove()
+    finally:
+        model.cpu()
+    assert _rel(got, ref) < 3e-2, (kind, _rel(got, ref))
