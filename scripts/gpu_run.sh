@@ -14,7 +14,8 @@
 # Per-family bench arguments: BENCH_ARGS_MAMBA2, BENCH_ARGS_GDN, BENCH_ARGS_PRECISION; time limits:
 # TEST_TIMEOUT, SAN_TIMEOUT, BENCH_TIMEOUT (seconds) so one slow step cannot eat the whole call.
 #
-# Peers (FlashInfer, fla) are installed from .whl/ when that folder exists (carried wheels), and
+# Peers (FlashInfer, fla) are installed from .whl/ when that folder exists (carried wheels), transformers and its
+# dependencies (for tests/models' comparisons with transformers' own models) from .whl_hf/, and
 # FlashInfer's JIT cache is taken from .fi_cache/ when present. Logs go to $OUT (default ./out).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -45,10 +46,12 @@ note() { SUMMARY+=("$1"); echo "== $1"; }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$LOG/gpu.txt"
 
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH="/tmp/site:${PYTHONPATH:-}" && note "peers: installed $(ls .whl | wc -l) wheels"
-fi
+for wdir in .whl .whl_hf; do
+  if ls $wdir/*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site $wdir/*.whl \
+      && export PYTHONPATH="/tmp/site:${PYTHONPATH:-}" && note "$wdir: installed $(ls $wdir | wc -l) wheels"
+  fi
+done
 if [ -d .fi_cache ]; then
   export FLASHINFER_WORKSPACE_BASE="$PWD/.fi_cache"
 fi
