@@ -6,7 +6,7 @@ from typing import Dict, Optional, Sequence
 
 import torch
 
-from ..ops.commit import MODE_STANDARD
+from ..ops.commit import MODE_SPECULATIVE, MODE_STANDARD, mode_code
 from ..ops.state_cache import ReplayCursorCache
 
 SPECULATIVE_ARGS = ("disable_state_update", "intermediate_states_buffer", "cache_steps", "intermediate_state_indices",
@@ -16,8 +16,9 @@ SPECULATIVE_ARGS = ("disable_state_update", "intermediate_states_buffer", "cache
 def refuse_speculative(op: str, kwargs: dict) -> None:
     spec = [k for k in SPECULATIVE_ARGS if kwargs.get(k) is not None and kwargs.get(k) is not False]
     if spec:
-        raise ValueError(f"{op}: speculative arguments {spec} are not supported by the drop-in (standard decode "
-                         f"only); use the replay state caches in speculative mode")
+        raise ValueError(f"{op}: {spec}: the drop-in keeps no per-draft states. For speculative verification, build it "
+                         f"with mode='speculative', pass the T drafts as [B, T, ...] inputs, and call commit(accepted) "
+                         f"instead of copying intermediate states")
 
 
 class PoolReplay(ReplayCursorCache):
@@ -28,7 +29,8 @@ class PoolReplay(ReplayCursorCache):
     """
     op = "PoolReplay"
 
-    def __init__(self, states: Sequence[torch.Tensor], window: int, auto_commit: bool):
+    def __init__(self, states: Sequence[torch.Tensor], window: int, auto_commit: Optional[bool], max_verify: int = 1,
+                 mode="standard"):
         op = self.op
         if not states:
             raise ValueError(f"{op}: 'states' must list at least one state pool")
@@ -39,9 +41,14 @@ class PoolReplay(ReplayCursorCache):
                 got = f"{s.dtype} {list(s.shape)} on {s.device}" if isinstance(s, torch.Tensor) else type(s).__name__
                 raise ValueError(f"{op}: states[{i}] must be {ref.dtype} {list(ref.shape)} on {ref.device} like "
                                  f"states[0]; got {got}")
-        super().__init__(int(ref.shape[0]), window, 1, MODE_STANDARD, ref.device)
+        m = mode_code(mode, op)
+        if auto_commit and m == MODE_SPECULATIVE:
+            raise ValueError(f"{op}: auto_commit needs standard mode; a speculative step commits with the accepted "
+                             f"counts (commit(accepted)) once they are known")
+        super().__init__(int(ref.shape[0]), window, max_verify, m, ref.device)
         self.states = list(states)
-        self.auto_commit = bool(auto_commit)
+        self.auto_commit = (m == MODE_STANDARD) if auto_commit is None else bool(auto_commit)
+        self._T: Optional[int] = None
         self._layer_of = {s.data_ptr(): i for i, s in enumerate(self.states)}
         if len(self._layer_of) != len(self.states):
             raise ValueError(f"{op}: two entries of 'states' share a data pointer; pass one pool per layer")
@@ -83,25 +90,46 @@ class PoolReplay(ReplayCursorCache):
             self._cache[key] = t.to(torch.float32).contiguous()
         return self._cache[key]
 
-    def _stepped(self, layer: int, rows: torch.Tensor) -> None:
+    def _tokens(self, T: int) -> int:
+        """Checks this call's tokens per row against the mode and the step's earlier layers."""
+        if self.mode == MODE_STANDARD and T != 1:
+            raise ValueError(f"{self.op}: standard mode takes one token per row; got T={T} (build the drop-in with "
+                             f"mode='speculative' and max_verify >= T for verify steps)")
+        if not 1 <= T <= self.max_verify:
+            raise ValueError(f"{self.op}: T={T} tokens per row; this drop-in verifies at most max_verify="
+                             f"{self.max_verify}")
+        if self._T is not None and T != self._T:
+            raise ValueError(f"{self.op}: T={T}, this step's earlier layers T={self._T}")
+        return T
+
+    def _stepped(self, layer: int, rows: torch.Tensor, T: int = 1) -> None:
         self._called.add(layer)
         self._rows = rows
+        self._T = T
         if self.auto_commit and len(self._called) == len(self.states):
             self.commit()
 
     # ---- public --------------------------------------------------------------------------------------
     def commit(self, accepted=None, state_batch_indices: Optional[torch.Tensor] = None, num_tokens=None) -> None:
         """Advance the cursors of this step's rows (once per step after every layer, unless auto_commit).
-        ``accepted`` must be None (standard decode); ``state_batch_indices`` defaults to this step's rows."""
+
+        ``accepted``: standard mode None; speculative mode an int32 ``[B]`` tensor on the pools' device, 1..T
+        drafts kept per row (the accepted count plus the bonus token's position, as the caller counts them;
+        None: all T). The device commit runs it without a host sync; a count outside 1..T is recorded in
+        ``error_slot`` (:meth:`check_errors`). ``state_batch_indices`` defaults to this step's rows."""
         if len(self._called) != len(self.states):
             missing = sorted(set(range(len(self.states))) - self._called)
             raise ValueError(f"{self.op}.commit: layers {missing} did not step; the cursors are shared, so every "
                              f"registered layer steps once per step before the commit")
-        if accepted is not None:
+        if accepted is not None and self.mode == MODE_STANDARD:
             raise ValueError(f"{self.op}.commit: standard decode accepts every token; 'accepted' must be None")
-        super().commit(None, self._rows if state_batch_indices is None else state_batch_indices, 1)
+        if accepted is not None:
+            accepted = accepted.reshape(-1).to(device=self.device, dtype=torch.int32).contiguous()
+        super().commit(accepted, self._rows if state_batch_indices is None else state_batch_indices,
+                       self._T if num_tokens is None else num_tokens)
         self._called = set()
         self._rows = None
+        self._T = None
 
     def start_requests(self, slots) -> None:
         """The pool rows of ``slots`` hold new states (a prefill wrote them): empty their rings."""

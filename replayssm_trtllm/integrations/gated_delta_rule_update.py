@@ -33,15 +33,16 @@ _HEAD_K = (64, 128, 256)
 _IGNORED = ("is_kda", "lower_bound")
 
 
-def _rows3(op: str, name: str, t: torch.Tensor, Bsz: int, HV: int) -> torch.Tensor:
-    """``[B, HV]``, ``[B, 1, HV]`` or ``[1, B, HV]`` -> a ``[B, 1, HV]`` view."""
-    if t.dim() == 2 and tuple(t.shape) == (Bsz, HV):
-        return t.unsqueeze(1)
-    if t.dim() == 3 and tuple(t.shape) == (Bsz, 1, HV):
+def _rows3(op: str, name: str, t: torch.Tensor, Bsz: int, HV: int, T: int = 1) -> torch.Tensor:
+    """``[B, T, HV]``, or with T = 1 also ``[B, HV]`` or ``[1, B, HV]`` -> a ``[B, T, HV]`` view."""
+    if t.dim() == 3 and tuple(t.shape) == (Bsz, T, HV):
         return t
-    if t.dim() == 3 and tuple(t.shape) == (1, Bsz, HV):
+    if T == 1 and t.dim() == 2 and tuple(t.shape) == (Bsz, HV):
+        return t.unsqueeze(1)
+    if T == 1 and t.dim() == 3 and tuple(t.shape) == (1, Bsz, HV):
         return t[0].unsqueeze(1)
-    raise ValueError(f"{op}: '{name}' must be [B={Bsz}, HV={HV}], [B, 1, HV] or [1, B, HV]; got {list(t.shape)}")
+    forms = f"[B={Bsz}, T={T}, HV={HV}]" + (", [B, HV] or [1, B, HV]" if T == 1 else "")
+    raise ValueError(f"{op}: '{name}' must be {forms}; got {list(t.shape)}")
 
 
 class ReplayGatedDeltaRuleUpdate(PoolReplay):
@@ -52,13 +53,18 @@ class ReplayGatedDeltaRuleUpdate(PoolReplay):
         num_key_heads: H (q / k heads; ``HV % H == 0``).
         window: L, the flush period (1..64; 16 is the measured default).
         act_dtype: dtype of q / k / v / a / b (bf16 or fp16).
-        auto_commit: advance the cursors right after the step's last layer call (any call order).
+        auto_commit: advance the cursors right after the step's last layer call (any call order); default on in
+            standard mode, off (and refused) in speculative mode.
+        max_verify, mode: ``mode="speculative"`` takes T <= max_verify drafts per row as ``q`` ``[B, T, H, K]`` (no
+            ``cu_seqlens``), verifies them with the triangular solve, output-only, and waits for :meth:`commit` with
+            the accepted counts; the ring capacity is L + max_verify.
     """
     op = "ReplayGatedDeltaRuleUpdate"
 
     def __init__(self, states: Sequence[torch.Tensor], num_key_heads: int, window: int = 16,
-                 act_dtype: torch.dtype = torch.bfloat16, auto_commit: bool = True):
-        super().__init__(states, window, auto_commit)
+                 act_dtype: torch.dtype = torch.bfloat16, auto_commit: Optional[bool] = None, max_verify: int = 1,
+                 mode: str = "standard"):
+        super().__init__(states, window, auto_commit, max_verify, mode)
         S, HV, V, K = self.states[0].shape
         if num_key_heads < 1 or HV % num_key_heads:
             raise ValueError(f"{self.op}: HV={HV} must be a multiple of num_key_heads={num_key_heads}")
@@ -100,24 +106,22 @@ class ReplayGatedDeltaRuleUpdate(PoolReplay):
             q4, k4, v4 = (t[0].unsqueeze(1) for t in (q, k, v))
         else:
             Bsz = int(q.shape[0])
-            if q.shape[1] != 1:
-                raise ValueError(f"{op}: one token per sequence (standard decode); got T={q.shape[1]} in 'q' "
-                                 f"{list(q.shape)}")
             q4, k4, v4 = q, k, v
-        if tuple(k4.shape) != (Bsz, 1, H, K) or tuple(v4.shape) != (Bsz, 1, HV, V):
+        T = self._tokens(int(q4.shape[1]))
+        if tuple(k4.shape) != (Bsz, T, H, K) or tuple(v4.shape) != (Bsz, T, HV, V):
             raise ValueError(f"{op}: 'k' / 'v' must match 'q' ({Bsz} rows, H={H}, K={K}; HV={HV}, V={V}); got "
                              f"{list(k.shape)} / {list(v.shape)}")
         if q.dtype != self.act_dtype:
             raise ValueError(f"{op}: 'q' must be {self.act_dtype} (the rings' act_dtype); got {q.dtype}")
-        a3 = _rows3(op, "a", a, Bsz, HV).to(q.dtype)
-        b3 = _rows3(op, "b", b, Bsz, HV).to(q.dtype)
+        a3 = _rows3(op, "a", a, Bsz, HV, T).to(q.dtype)
+        b3 = _rows3(op, "b", b, Bsz, HV, T).to(q.dtype)
         rows = self._rows_of(initial_state_indices, Bsz, q.device, None)
         out4 = None if output is None else (output[0].unsqueeze(1) if cu_seqlens is not None else output)
         from ..ops.gdn import gdn_replay
         o = gdn_replay(initial_state_source, rows, self.ring_origin, self.ring_len, self.ring_g[layer],
                        self.ring_u[layer], self.ring_k[layer], q4, k4, v4, a3, b3, self._fp32(A_log),
                        self._fp32(dt_bias), self.window, self.mode, scale, out4)
-        self._stepped(layer, rows)
+        self._stepped(layer, rows, T)
         if output is not None:
             return output
         return o[:, 0].unsqueeze(0) if cu_seqlens is not None else o

@@ -34,7 +34,7 @@ and a ``state`` that is not one of the registered pools.
 """
 from __future__ import annotations
 
-from typing import Dict, Sequence
+from typing import Dict, Optional, Sequence
 
 import torch
 
@@ -78,13 +78,18 @@ class ReplaySelectiveStateUpdate(PoolReplay):
         ngroups: G (B / C groups; ``H % G == 0``).
         window: L, the flush period (1..64; 16 is the measured default).
         act_dtype: dtype of x / B / C / z (bf16 or fp16).
-        auto_commit: advance the cursors right after the step's last layer call (any call order).
+        auto_commit: advance the cursors right after the step's last layer call (any call order); default on in
+            standard mode, off (and refused) in speculative mode.
+        max_verify, mode: ``mode="speculative"`` takes T <= max_verify drafts per row as ``[B, T, ...]`` inputs
+            (x, dt, B, C, z, out), verifies them output-only, and waits for :meth:`commit` with the accepted
+            counts; the ring capacity is L + max_verify.
     """
     op = "ReplaySelectiveStateUpdate"
 
     def __init__(self, states: Sequence[torch.Tensor], ngroups: int, window: int = 16,
-                 act_dtype: torch.dtype = torch.bfloat16, auto_commit: bool = True):
-        super().__init__(states, window, auto_commit)
+                 act_dtype: torch.dtype = torch.bfloat16, auto_commit: Optional[bool] = None, max_verify: int = 1,
+                 mode: str = "standard"):
+        super().__init__(states, window, auto_commit, max_verify, mode)
         S, H, P, N = self.states[0].shape
         if ngroups < 1 or H % ngroups:
             raise ValueError(f"{self.op}: H={H} must be a multiple of ngroups={ngroups}")
@@ -110,17 +115,20 @@ class ReplaySelectiveStateUpdate(PoolReplay):
         if not dt_softplus:
             raise ValueError(f"{op}: dt_softplus must be True (the replay kernels apply softplus(dt + dt_bias))")
         layer = self._layer(state)
-        if x.dim() != 3 or tuple(x.shape[1:]) != (self.H, self.P):
-            raise ValueError(f"{op}: 'x' must be [B, H={self.H}, P={self.P}] (one token per row); got {list(x.shape)}")
+        if x.dim() not in (3, 4) or tuple(x.shape[-2:]) != (self.H, self.P):
+            raise ValueError(f"{op}: 'x' must be [B, H={self.H}, P={self.P}] (one token per row) or [B, T, H, P] "
+                             f"(speculative); got {list(x.shape)}")
         if x.dtype != self.act_dtype:
             raise ValueError(f"{op}: 'x' must be {self.act_dtype} (the rings' act_dtype); got {x.dtype}")
         Bsz = x.shape[0]
-        if dt.dim() == 3:
+        T = self._tokens(1 if x.dim() == 3 else int(x.shape[1]))
+        lead = tuple(x.shape[:-2])                      # (B,) or (B, T)
+        if dt.dim() == x.dim():
             dt_raw = dt[..., 0]     # per head by construction; a per-step copy is not compared (it would sync)
         else:
             dt_raw = dt
-        if tuple(dt_raw.shape) != (Bsz, self.H):
-            raise ValueError(f"{op}: 'dt' must be [B={Bsz}, H={self.H}] or [B, H, P]; got {list(dt.shape)}")
+        if tuple(dt_raw.shape) != lead + (self.H,):
+            raise ValueError(f"{op}: 'dt' must be {list(lead) + [self.H]} or with a trailing P; got {list(dt.shape)}")
         A_h = _per_head(op, "A", A, self.H, self._tied)
         D_h = None if D is None else _per_head(op, "D", D, self.H, self._tied)
         bias_h = None if dt_bias is None else _per_head(op, "dt_bias", dt_bias, self.H, self._tied)
@@ -133,7 +141,7 @@ class ReplaySelectiveStateUpdate(PoolReplay):
             state, self.ring_dt[layer], self.ring_x[layer], self.ring_B[layer], self.ring_origin, self.ring_len,
             x, dt_raw.contiguous(), B, C, A_h, D_h, bias_h, z, rows, self.window, self.mode, out)
         self.A[layer] = A_h
-        self._stepped(layer, rows)
+        self._stepped(layer, rows, T)
         return out
 
     def _fold(self, layer, idx, ridx, S):

@@ -26,18 +26,18 @@ def _pools(n=2, device="cpu", seed=0):
     return [(0.1 * torch.randn(S, HV, V, K, generator=g)).to(device) for _ in range(n)]
 
 
-def _args(Bsz, device="cpu", seed=1, packed=False, layer=0):
+def _args(Bsz, device="cpu", seed=1, packed=False, layer=0, T=1):
     """Keyword arguments of one call (inputs from ``seed``; A_log / dt_bias fixed per ``layer``, as in a model);
     packed: [1, B, ...] tensors with cu_seqlens."""
     w = torch.Generator().manual_seed(1000 + layer)
     A_log = torch.log(0.5 + 7.5 * torch.rand(HV, generator=w)).to(device)
     dt_bias = (0.3 * torch.randn(HV, generator=w) - 2.0).to(device)
     g = torch.Generator().manual_seed(seed)
-    q = torch.randn(Bsz, 1, H, K, generator=g).to(device, torch.bfloat16)
-    k = torch.randn(Bsz, 1, H, K, generator=g).to(device, torch.bfloat16)
-    v = torch.randn(Bsz, 1, HV, V, generator=g).to(device, torch.bfloat16)
-    a = torch.randn(Bsz, HV, generator=g).to(device, torch.bfloat16)
-    b = torch.randn(Bsz, HV, generator=g).to(device, torch.bfloat16)
+    q = torch.randn(Bsz, T, H, K, generator=g).to(device, torch.bfloat16)
+    k = torch.randn(Bsz, T, H, K, generator=g).to(device, torch.bfloat16)
+    v = torch.randn(Bsz, T, HV, V, generator=g).to(device, torch.bfloat16)
+    a = torch.randn((Bsz, HV) if T == 1 else (Bsz, T, HV), generator=g).to(device, torch.bfloat16)
+    b = torch.randn((Bsz, HV) if T == 1 else (Bsz, T, HV), generator=g).to(device, torch.bfloat16)
     kw = dict(A_log=A_log, a=a, dt_bias=dt_bias, softplus_beta=1.0, softplus_threshold=20.0, q=q, k=k, v=v, b=b,
               use_qk_l2norm_in_kernel=True)
     if packed:
@@ -47,17 +47,17 @@ def _args(Bsz, device="cpu", seed=1, packed=False, layer=0):
 
 
 @pytest.mark.parametrize("change, match", [
-    (dict(disable_state_update=True), r"speculative arguments \['disable_state_update'\]"),
+    (dict(disable_state_update=True), r"\['disable_state_update'\]: the drop-in keeps no per-draft states"),
     (dict(is_kda=True), "is_kda=True"),
     (dict(lower_bound=-5.0), "lower_bound"),
     (dict(other=1), r"unsupported arguments \['other'\]"),
     (dict(use_qk_l2norm_in_kernel=False), "use_qk_l2norm_in_kernel must be True"),
     (dict(softplus_threshold=10.0), "softplus_beta / softplus_threshold must be 1 / 20"),
     (dict(pool="other"), "the state tensor is not one of the 2 registered pools"),
-    (dict(q=torch.zeros(3, 2, H, K, dtype=torch.bfloat16)), "one token per sequence"),
+    (dict(q=torch.zeros(3, 2, H, K, dtype=torch.bfloat16)), "standard mode takes one token per row; got T=2"),
     (dict(q=torch.zeros(3, 1, H + 1, K, dtype=torch.bfloat16)), r"'q' must be \[B, 1, H=2, K=64\]"),
     (dict(v=torch.zeros(3, 1, HV, V + 1, dtype=torch.bfloat16)), "'k' / 'v' must match 'q'"),
-    (dict(a=torch.zeros(3, HV + 1, dtype=torch.bfloat16)), r"'a' must be \[B=3, HV=4\]"),
+    (dict(a=torch.zeros(3, HV + 1, dtype=torch.bfloat16)), r"'a' must be \[B=3, T=1, HV=4\], \[B, HV\]"),
     (dict(cu_seqlens=torch.arange(3, dtype=torch.int32)), "one token per sequence"),
 ])
 def test_bad_calls_are_refused_before_any_launch(change, match):
@@ -148,3 +148,51 @@ def test_drop_in_path_under_cpu_emulation(packed):
     from replayssm_trtllm.ops.emulation import cpu_emulation
     with cpu_emulation():
         _vs_conventional(packed, "cpu")
+
+
+def _speculative_vs_sequential(dev, T=4):
+    """mode='speculative': 2 layers, rows [4, -1, 1], window 6, T drafts per row and step (the triangular-solve
+    verify) with random acceptance committed on the device, 14 steps. Every draft's output against float64
+    sequential decoding from the row's committed state, which then advances by the accepted count; after the run
+    materialize makes the pools equal it."""
+    from replayssm_trtllm.reference import gdn_decode_naive
+    pools = _pools(device=dev)
+    truth = [p.detach().to("cpu", torch.float64).clone() for p in pools]
+    op = ReplayGatedDeltaRuleUpdate(pools, H, window=6, max_verify=T, mode="speculative")
+    rows = torch.tensor([4, -1, 1], dtype=torch.int32, device=dev)
+    gen = torch.Generator().manual_seed(9)
+    for step in range(14):
+        acc = torch.randint(1, T + 1, (3,), generator=gen, dtype=torch.int32)
+        for layer in range(2):
+            kw = _args(3, dev, seed=10 * step + layer, layer=layer, T=T)
+            o = op(initial_state_source=pools[layer], initial_state_indices=rows, **kw)
+            for r, s in ((0, 4), (2, 1)):
+                c = {n: kw[n][r:r + 1].cpu() for n in ("q", "k", "v", "a", "b")}
+                orf, states = gdn_decode_naive(truth[layer][s:s + 1], c["q"], c["k"], c["v"], c["a"], c["b"],
+                                               kw["A_log"].cpu(), kw["dt_bias"].cpu())
+                err = float((o[r].double().cpu() - orf[0]).abs().max() / orf.abs().max())
+                assert err < 2e-2, (step, layer, r, err)
+                truth[layer][s] = states[0, int(acc[r]) - 1]
+        op.commit(acc.to(dev))
+    materialize_and_compare(op, pools, [t.to(dev, pools[0].dtype) for t in truth], (4, 1), dev, 5e-3)
+
+
+@pytest.mark.gpu
+def test_speculative_drop_in_matches_sequential_decoding():
+    _speculative_vs_sequential("cuda")
+
+
+def test_speculative_drop_in_under_cpu_emulation():
+    from replayssm_trtllm.ops.emulation import cpu_emulation
+    with cpu_emulation():
+        _speculative_vs_sequential("cpu")
+
+
+def test_speculative_refuses_packed_drafts():
+    pools = _pools()
+    op = ReplayGatedDeltaRuleUpdate(pools, H, window=6, max_verify=4, mode="speculative")
+    kw = _args(2, T=3)
+    kw.update(q=kw["q"].reshape(1, 6, H, K), k=kw["k"].reshape(1, 6, H, K), v=kw["v"].reshape(1, 6, HV, V),
+              cu_seqlens=torch.tensor([0, 3, 6], dtype=torch.int32))
+    with pytest.raises(ValueError, match="with cu_seqlens the drop-in takes one token per sequence"):
+        op(initial_state_source=pools[0], initial_state_indices=torch.arange(2, dtype=torch.int32), **kw)

@@ -26,7 +26,7 @@ def _pools(n=2, device="cpu", dtype=torch.float32, seed=0):
     return [(0.1 * torch.randn(S, H, P, N, generator=g)).to(device=device, dtype=dtype) for _ in range(n)]
 
 
-def _inputs(Bsz, device="cpu", seed=1, tie="view", layer=0):
+def _inputs(Bsz, device="cpu", seed=1, tie="view", layer=0, T=None):
     """FlashInfer-style arguments (tie_hdim broadcast views, or materialized copies with tie='copy'): the step's
     inputs from ``seed``, the layer's parameters (A, D, dt_bias: fixed for a layer, as in a model) from ``layer``."""
     w = torch.Generator().manual_seed(1000 + layer)
@@ -34,12 +34,13 @@ def _inputs(Bsz, device="cpu", seed=1, tie="view", layer=0):
     D = torch.randn(H, generator=w).to(device)
     dt_bias = (0.3 * torch.randn(H, generator=w) - 2.0).to(device)
     g = torch.Generator().manual_seed(seed)
-    x = torch.randn(Bsz, H, P, generator=g).to(device, torch.bfloat16)
-    dt = (0.5 * torch.randn(Bsz, H, generator=g) - 1.0).to(device)
-    B = torch.randn(Bsz, G, N, generator=g).to(device, torch.bfloat16)
-    C = torch.randn(Bsz, G, N, generator=g).to(device, torch.bfloat16)
-    z = torch.randn(Bsz, H, P, generator=g).to(device, torch.bfloat16)
-    kw = dict(x=x, dt=dt.unsqueeze(-1).expand(Bsz, H, P), A=A.view(H, 1, 1).expand(H, P, N), B=B, C=C,
+    lead = (Bsz,) if T is None else (Bsz, T)          # T: speculative [B, T, ...] inputs
+    x = torch.randn(lead + (H, P), generator=g).to(device, torch.bfloat16)
+    dt = (0.5 * torch.randn(lead + (H,), generator=g) - 1.0).to(device)
+    B = torch.randn(lead + (G, N), generator=g).to(device, torch.bfloat16)
+    C = torch.randn(lead + (G, N), generator=g).to(device, torch.bfloat16)
+    z = torch.randn(lead + (H, P), generator=g).to(device, torch.bfloat16)
+    kw = dict(x=x, dt=dt.unsqueeze(-1).expand(lead + (H, P)), A=A.view(H, 1, 1).expand(H, P, N), B=B, C=C,
               D=D.view(H, 1).expand(H, P), z=z, dt_bias=dt_bias.view(H, 1).expand(H, P), dt_softplus=True)
     if tie == "copy":
         kw = {k: (v.contiguous() if isinstance(v, torch.Tensor) else v) for k, v in kw.items()}
@@ -49,15 +50,15 @@ def _inputs(Bsz, device="cpu", seed=1, tie="view", layer=0):
 
 # ---- CPU: refusals ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("change, match", [
-    (dict(disable_state_update=True), r"speculative arguments \['disable_state_update'\]"),
-    (dict(intermediate_states_buffer=torch.zeros(1)), "speculative arguments"),
+    (dict(disable_state_update=True), r"\['disable_state_update'\]: the drop-in keeps no per-draft states"),
+    (dict(intermediate_states_buffer=torch.zeros(1)), "keeps no per-draft states"),
     (dict(rand_seed=torch.zeros(1)), r"stochastic rounding of the state \(rand_seed\)"),
     (dict(weird=1), r"unsupported arguments \['weird'\]"),
     (dict(dt_softplus=False), "dt_softplus must be True"),
     (dict(state="other"), "the state tensor is not one of the 2 registered pools"),
     (dict(x=torch.zeros(3, H, P + 1, dtype=torch.bfloat16)), r"'x' must be \[B, H=16, P=64\]"),
     (dict(x=torch.zeros(3, H, P, dtype=torch.float16)), "'x' must be torch.bfloat16"),
-    (dict(dt=torch.zeros(3, H + 1)), r"'dt' must be \[B=3, H=16\]"),
+    (dict(dt=torch.zeros(3, H + 1)), r"'dt' must be \[3, 16\] or with a trailing P"),
     (dict(A=torch.zeros(H + 1)), r"'A' must be \[H=16\]"),
 ])
 def test_bad_calls_are_refused_before_any_launch(change, match):
@@ -267,3 +268,56 @@ def test_drop_in_matches_flashinfer():
             err = rel_err(y, want, valid)
             assert err < 2e-2, (step, layer, err)
     materialize_and_compare(op, pools, ref, (1, 4, 0), dev, 2e-3)
+
+
+def _speculative_vs_sequential(dev, T=3):
+    """mode='speculative': 2 layers, rows [4, -1, 1], window 6, T drafts per row and step with random acceptance
+    (committed on the device), 14 steps (early flushes, wrap-around). Every draft's output against float64
+    sequential decoding of the drafts from the row's committed state, which then advances by the accepted count;
+    after the run materialize makes the pools equal it."""
+    from replayssm_trtllm.reference import mamba2_decode_naive
+    pools = _pools(device=dev)
+    truth = [p.detach().to("cpu", torch.float64).clone() for p in pools]
+    op = ReplaySelectiveStateUpdate(pools, G, window=6, max_verify=T, mode="speculative")
+    assert not op.auto_commit and op.capacity == 6 + T
+    rows = torch.tensor([4, -1, 1], dtype=torch.int32, device=dev)
+    gen = torch.Generator().manual_seed(9)
+    for step in range(14):
+        acc = torch.randint(1, T + 1, (3,), generator=gen, dtype=torch.int32)
+        for layer in range(2):
+            kw, hd = _inputs(3, dev, seed=10 * step + layer, layer=layer, T=T)
+            y = op(pools[layer], state_batch_indices=rows, **kw)
+            for b, s in ((0, 4), (2, 1)):
+                c = {k: kw[k][b:b + 1].cpu() for k in ("x", "B", "C", "z")}
+                yr, states = mamba2_decode_naive(truth[layer][s:s + 1], c["x"], hd["dt"][b:b + 1].cpu(), c["B"], c["C"],
+                                                 hd["A"].cpu(), hd["D"].cpu(), hd["dt_bias"].cpu(), c["z"])
+                err = float((y[b].double().cpu() - yr[0]).abs().max() / yr.abs().max())
+                assert err < 2e-2, (step, layer, b, err)
+                truth[layer][s] = states[0, int(acc[b]) - 1]
+        with pytest.raises(ValueError, match="layer 0 called twice"):
+            op(pools[0], state_batch_indices=rows, **_inputs(3, dev, layer=0, T=T)[0])
+        op.commit(acc.to(dev))
+    materialize_and_compare(op, pools, [t.to(dev, pools[0].dtype) for t in truth], (4, 1), dev, 2e-3)
+
+
+@pytest.mark.gpu
+def test_speculative_drop_in_matches_sequential_decoding():
+    _speculative_vs_sequential("cuda")
+
+
+def test_speculative_drop_in_under_cpu_emulation():
+    from replayssm_trtllm.ops.emulation import cpu_emulation
+    with cpu_emulation():
+        _speculative_vs_sequential("cpu")
+
+
+def test_speculative_mode_checks():
+    pools = _pools()
+    with pytest.raises(ValueError, match="auto_commit needs standard mode"):
+        ReplaySelectiveStateUpdate(pools, G, window=6, max_verify=2, mode="speculative", auto_commit=True)
+    op = ReplaySelectiveStateUpdate(pools, G, window=6, max_verify=2, mode="speculative")
+    with pytest.raises(ValueError, match="T=3 tokens per row; this drop-in verifies at most max_verify=2"):
+        op(pools[0], **_inputs(2, T=3)[0])
+    std = ReplaySelectiveStateUpdate(pools, G, window=6)
+    with pytest.raises(ValueError, match="standard mode takes one token per row; got T=2"):
+        std(pools[0], **_inputs(2, T=2)[0])
