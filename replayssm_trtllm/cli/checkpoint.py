@@ -119,18 +119,24 @@ def run(args) -> int:
         return 1
     root = prefix0.replace(f"layers.{s.ssm_layers[0]}.", "layers.<i>.")
     shapes = mixer_weight_shapes(s)
-    bad = []
+    bad, quantized = [], []
     for i in s.ssm_layers:
         pre = ckpt.mixer_prefix(s, i)
         for name, want in shapes.items():
             if pre + name not in ckpt:
                 bad.append(f"{pre + name}: missing")
+            elif ckpt.quantization(pre + name):
+                quantized.append(f"{pre + name}: {ckpt.quantization(pre + name)}")
             elif ckpt.shape(pre + name) != want:
                 bad.append(f"{pre + name}: shape {list(ckpt.shape(pre + name))}, expected {list(want)}")
     print(f"  tensors: {root}{{{', '.join(shapes)}}}: "
-          + ("all present with the expected shapes" if not bad else f"{len(bad)} problem(s)"))
+          + ("all present with the expected shapes" if not bad else f"{len(bad)} problem(s)")
+          + (f"; {len(quantized)} stored quantized" if quantized else ""))
     for b in bad[:20]:
         print(f"    {b}")
+    if quantized:
+        print(f"    quantized (the SSM parameters load; the plain-PyTorch mixer and --decode-check need unquantized "
+              f"projections), e.g. {quantized[0]}")
     ok &= not bad
 
     # replay cache per slot

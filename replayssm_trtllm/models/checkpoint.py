@@ -29,6 +29,7 @@ from .hf_config import GDN, MAMBA2, SsmMixerSpec
 _SSM_KEY = re.compile(r"^(?P<root>.*?)layers\.(?P<layer>\d+)\.(?P<mixer>mixer|linear_attn)\.A_log$")
 _IGNORED_ROOTS = ("mtp.", "model.mtp.")
 _QUANT_SUFFIXES = ("weight_scale", "weight_scale_2", "input_scale", "weight_scale_inv", "qweight", "scales")
+_QUANT_DTYPES = ("U8", "I8", "F8_E4M3", "F8_E5M2", "F4", "U4")
 
 
 class HfCheckpointError(ValueError):
@@ -97,6 +98,16 @@ class HfCheckpoint:
         """The safetensors dtype string (``F32``, ``BF16``, ``U8``, ``F8_E4M3``, ...)."""
         with self._safe_open(self._need(name), framework="pt") as f:
             return str(f.get_slice(name).get_dtype())
+
+    def quantization(self, name: str) -> Optional[str]:
+        """How ``name`` is stored quantized (``"dtype U8, with <...>.weight_scale"``), or None when it is not:
+        an integer / float8 / fp4 dtype, or scale tensors beside a ``.weight`` (ModelOpt FP8 / NVFP4 layouts)."""
+        stem = name[:-len("weight")] if name.endswith("weight") else None
+        scales = [stem + s for s in _QUANT_SUFFIXES if stem is not None and (stem + s) in self]
+        dtype = self.dtype_name(name)
+        if not scales and dtype not in _QUANT_DTYPES:
+            return None
+        return f"dtype {dtype}" + (f", with {', '.join(scales)}" if scales else "")
 
     def tensor(self, name: str) -> torch.Tensor:
         with self._safe_open(self._need(name), framework="pt") as f:
@@ -198,14 +209,12 @@ def load_mixer_weights(ckpt: HfCheckpoint, spec: SsmMixerSpec, layer: int,
         if full not in ckpt:
             raise HfCheckpointError(f"{ckpt.path}: layer {layer}: tensor {full!r} is missing (expected shape "
                                     f"{list(want)} for model_type {spec.model_type!r})")
-        stem = full[:-len("weight")] if full.endswith("weight") else None
-        quant = [stem + s for s in _QUANT_SUFFIXES if stem is not None and (stem + s) in ckpt]
-        dtype = ckpt.dtype_name(full)
-        if quant or dtype in ("U8", "I8", "F8_E4M3", "F8_E5M2", "F4", "U4"):
-            raise HfCheckpointError(f"{ckpt.path}: layer {layer}: {full!r} is stored quantized (dtype {dtype}"
-                                    f"{', with ' + ', '.join(quant) if quant else ''}); the plain-PyTorch mixer "
-                                    f"reads unquantized projections only. Load with projections=False to take "
-                                    f"the SSM parameters, and run the projections in the serving framework")
+        quant = ckpt.quantization(full)
+        if quant:
+            raise HfCheckpointError(f"{ckpt.path}: layer {layer}: {full!r} is stored quantized ({quant}); the "
+                                    f"plain-PyTorch mixer reads unquantized projections only. Load with "
+                                    f"projections=False to take the SSM parameters, and run the projections in the "
+                                    f"serving framework")
         got = ckpt.shape(full)
         if got != want:
             raise HfCheckpointError(f"{ckpt.path}: layer {layer}: {full!r} has shape {list(got)}; config.json "

@@ -73,3 +73,24 @@ def test_example_runs_on_the_cpu(nemotron_dir):
                        timeout=300, env=dict(os.environ, CUDA_VISIBLE_DEVICES=""))
     assert r.returncode == 0, r.stdout + r.stderr
     assert "replay backend replay-reference" in r.stdout and ": ok" in r.stdout
+
+
+def test_quantized_projections_are_reported_not_failed(nemotron_dir, tmp_path, capsys):
+    """An NVFP4-style checkpoint (packed uint8 projections with scales): the report names them as quantized
+    and still exits 0 (the SSM parameters are fine); the decode check then fails with the loader's error."""
+    from safetensors.torch import load_file, save_file
+    import torch
+    w = load_file(str(nemotron_dir / "model.safetensors"))
+    for i in (0, 2, 4):
+        name = f"backbone.layers.{i}.mixer.in_proj.weight"
+        rows, cols = w[name].shape
+        w[name] = torch.zeros(rows, cols // 2, dtype=torch.uint8)
+        w[name + "_scale"] = torch.ones(rows, cols // 16, dtype=torch.float8_e4m3fn)
+    save_file(w, str(tmp_path / "model.safetensors"))
+    (tmp_path / "config.json").write_text((nemotron_dir / "config.json").read_text())
+    assert main(["checkpoint", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "all present with the expected shapes; 3 stored quantized" in out
+    assert "in_proj.weight: dtype U8, with backbone.layers.0.mixer.in_proj.weight_scale" in out
+    assert main(["checkpoint", str(tmp_path), "--decode-check", "2"]) == 1
+    assert "is stored quantized (dtype U8" in capsys.readouterr().out
