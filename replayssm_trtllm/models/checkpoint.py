@@ -171,7 +171,7 @@ def mixer_weight_shapes(spec: SsmMixerSpec) -> Dict[str, Tuple[int, ...]]:
 _PARAMS = ("dt_bias", "A_log", "D", "conv1d.weight", "conv1d.bias", "norm.weight")
 
 
-def _unpack_qwen3_next(spec: SsmMixerSpec, w: Dict[str, torch.Tensor]) -> None:
+def unpack_qwen3_next_projections(spec: SsmMixerSpec, w: Dict[str, torch.Tensor]) -> None:
     """in_proj_qkvz / in_proj_ba (grouped per key head) -> in_proj_qkv, _z, _b, _a (Qwen3.5 order)."""
     H, K, V, r = spec.key_heads, spec.state_dim, spec.head_dim, spec.heads // spec.key_heads
     qkvz = w.pop("in_proj_qkvz.weight")
@@ -221,7 +221,7 @@ def load_mixer_weights(ckpt: HfCheckpoint, spec: SsmMixerSpec, layer: int,
                                     f"(model_type {spec.model_type!r}) implies {list(want)}")
         out[name] = ckpt.tensor(full)
     if spec.family == GDN and spec.packed_projections and projections:
-        _unpack_qwen3_next(spec, out)
+        unpack_qwen3_next_projections(spec, out)
     return out
 
 

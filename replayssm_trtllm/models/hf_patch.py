@@ -25,7 +25,7 @@ from typing import Dict, List, Optional
 import torch
 
 from .backends import ConventionalReference, ReplayKernels, ReplayReference, SsmDecoder
-from .checkpoint import _unpack_qwen3_next
+from .checkpoint import unpack_qwen3_next_projections
 from .hf_config import SsmMixerSpec, parse_hf_config
 from .mixers import make_mixer
 
@@ -58,6 +58,10 @@ class ReplayPatch:
             raise ValueError(f"use_replay: backend must be one of {BACKENDS}; got {backend!r}")
         self.spec: SsmMixerSpec = parse_hf_config(model.config.to_dict())
         mods = find_mixers(model)
+        patched = [i for i, m in mods.items() if "forward" in m.__dict__]
+        if patched:
+            raise ValueError(f"use_replay: the mixers of layers {patched} are patched already; remove() the earlier "
+                             f"patch first")
         if sorted(mods) != list(self.spec.ssm_layers):
             raise ValueError(f"use_replay: config.json's SSM layers {list(self.spec.ssm_layers)} do not match the "
                              f"model's mixer modules at layers {sorted(mods)}")
@@ -69,7 +73,7 @@ class ReplayPatch:
         for i, mod in mods.items():
             w = {k: v.detach() for k, v in mod.state_dict().items()}
             if self.spec.packed_projections:
-                _unpack_qwen3_next(self.spec, w)
+                unpack_qwen3_next_projections(self.spec, w)
             mixers[i] = make_mixer(self.spec, w, self.dtype, self.device)
         if backend == "conventional-reference":
             be = ConventionalReference(self.spec, self.max_batch)

@@ -23,6 +23,6 @@ def random_mixer_weights(spec, gen: torch.Generator):
         else:
             w[name] = torch.randn(shape, generator=gen) / math.sqrt(shape[-1])
     if "in_proj_qkvz.weight" in w:     # packed (Qwen3-Next): give the mixers the unpacked layout
-        from replayssm_trtllm.models.checkpoint import _unpack_qwen3_next
-        _unpack_qwen3_next(spec, w)
+        from replayssm_trtllm.models.checkpoint import unpack_qwen3_next_projections
+        unpack_qwen3_next_projections(spec, w)
     return w

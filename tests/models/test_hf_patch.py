@@ -121,6 +121,12 @@ def test_mixers_found_are_the_configs_ssm_layers(tiny_model):
     assert sorted(find_mixers(model)) == list(parse_hf_config(model.config.to_dict()).ssm_layers)
     with pytest.raises(ValueError, match="backend must be one of"):
         use_replay(model, backend="fast")
+    patch = use_replay(model)
+    try:
+        with pytest.raises(ValueError, match="patched already"):
+            use_replay(model)
+    finally:
+        patch.remove()
 
 
 @pytest.mark.gpu
