@@ -54,7 +54,8 @@ class ConventionalReference:
     def reset(self, slots: Sequence[int], prefill_state: Optional[torch.Tensor] = None) -> None:
         """``prefill_state`` ``[num_ssm_layers, n, ...]`` in the family's state layout, or None (zeros)."""
         idx = _slots_i64(slots)
-        self.state[:, idx] = 0 if prefill_state is None else prefill_state.to(F64)
+        keep = idx >= 0                                  # negative entries: padding, skipped
+        self.state[:, idx[keep]] = 0 if prefill_state is None else prefill_state.to(F64)[:, keep]
 
     def load_state(self, pos: int, slots: torch.Tensor, state: torch.Tensor) -> None:
         """Layer ``pos``'s state of ``slots`` (>= 0) after a prefill."""
@@ -230,8 +231,11 @@ class SsmDecoder:
         self._prefilled: set = set()      # (layer, slot) prefilled since the slot's reset
 
     def reset(self, slots: Sequence[int]) -> None:
-        """Start new requests in ``slots``: zero state, zero conv history (then :meth:`prefill` a prompt, or
-        decode from nothing)."""
+        """Start new requests in ``slots`` (negative entries skipped): zero state, zero conv history (then
+        :meth:`prefill` a prompt, or decode from nothing)."""
+        if self._step_slots is not None:
+            raise ValueError("SsmDecoder.reset: a decode step is open; commit() it first")
+        slots = [int(i) for i in slots]
         for c in self.conv.values():
             c.reset(slots)
         self.backend.reset(slots)

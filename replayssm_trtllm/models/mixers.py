@@ -46,14 +46,15 @@ class CausalConvState:
         """New requests in ``slots``: zero history (no prompt) or ``history`` ``[n, channels, kernel - 1]``
         (the last prompt inputs, oldest first, as a prefill leaves them)."""
         idx = torch.as_tensor(list(slots), dtype=torch.long, device=self.history.device)
+        keep = idx >= 0                                  # negative entries: padding, skipped
         if history is None:
-            self.history[idx] = 0
+            self.history[idx[keep]] = 0
             return
         want = (len(idx),) + tuple(self.history.shape[1:])
         if tuple(history.shape) != want:
             raise ValueError(f"CausalConvState.reset: 'history' must be [n, channels, kernel - 1] = {list(want)}; "
                              f"got {list(history.shape)}")
-        self.history[idx] = history.to(self.history)
+        self.history[idx[keep]] = history.to(self.history)[keep]
 
     def apply(self, slots: torch.Tensor, inputs: torch.Tensor, weight: torch.Tensor,
               bias: Optional[torch.Tensor]) -> torch.Tensor:

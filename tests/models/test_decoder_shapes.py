@@ -131,6 +131,14 @@ def test_replay_kernels_path_under_cpu_emulation(name, mode, T):
         _kernels_vs_conventional(name, mode, T, "cpu")
 
 
+def test_conventional_reset_skips_padding_entries():
+    spec = _spec("tiny-mamba2", layers=1)
+    be = ConventionalReference(spec, 3)
+    be.state.fill_(1.0)
+    be.reset([-1, 1])
+    assert float(be.state[0, 2].min()) == 1.0 and float(be.state[0, 1].abs().max()) == 0.0
+
+
 def test_decoder_refuses_an_incomplete_or_repeated_step():
     """The cursors are shared by the layers: a commit after a step that skipped a layer, a layer stepped
     twice, or layers stepping different rows would corrupt state silently, so each is refused."""
@@ -151,10 +159,15 @@ def test_decoder_refuses_an_incomplete_or_repeated_step():
         dec.step(1, h[..., :10], torch.tensor([0, 1]))
     with pytest.raises(ValueError, match="layer 7 is not an SSM layer"):
         dec.step(7, h, torch.tensor([0, 1]))
+    with pytest.raises(ValueError, match="a decode step is open"):
+        dec.reset([0])
     dec.step(1, h, torch.tensor([0, 1]))
     dec.commit()
     with pytest.raises(ValueError, match="no step ran"):
         dec.commit()
+    hist = dec.conv[0].history.clone()
+    dec.reset([-1, 1])                               # a padding entry is skipped, slot 1 restarts
+    assert torch.equal(dec.conv[0].history[0], hist[0]) and torch.count_nonzero(dec.conv[0].history[1]) == 0
 
 
 def test_prefill_refusals():
