@@ -82,7 +82,8 @@ class PoolReplay(ReplayCursorCache):
         return rows
 
     def _fp32(self, t: torch.Tensor) -> torch.Tensor:
-        """A contiguous fp32 copy of a parameter, made once per tensor (graph replays read the cached copy)."""
+        """A contiguous fp32 copy of a parameter, made once per tensor (graph replays read the cached copy).
+        Parameters are taken as constant: weights reloaded in place into a non-fp32 tensor need a new drop-in."""
         if t.dtype == torch.float32 and t.is_contiguous():
             return t
         key = (t.data_ptr(), t.dtype, tuple(t.shape), tuple(t.stride()))
