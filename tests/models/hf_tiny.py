@@ -44,7 +44,7 @@ def randomize_mixer(mixer: torch.nn.Module, gen: torch.Generator) -> None:
 
 
 def build(kind: str, seed: int = 0):
-    """(model, [(layer index, mixer module)]) for kind in nemotron_h / qwen3_5 / qwen3_next."""
+    """(model, [(layer index, mixer module)]) for kind in nemotron_h / qwen3_5 / qwen3_5_vl / qwen3_next."""
     import transformers as tf
     torch.manual_seed(seed)
     if kind == "nemotron_h":
@@ -53,6 +53,12 @@ def build(kind: str, seed: int = 0):
     elif kind == "qwen3_5":
         model = tf.Qwen3_5ForCausalLM(tf.Qwen3_5TextConfig(**QWEN35))
         mixers = [(i, l.linear_attn) for i, l in enumerate(model.model.layers) if hasattr(l, "linear_attn")]
+    elif kind == "qwen3_5_vl":    # Qwen3.5 as released: the multimodal model (text fields under text_config)
+        vision = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=QWEN35["hidden_size"],
+                      patch_size=4, temporal_patch_size=2, spatial_merge_size=2)
+        model = tf.Qwen3_5ForConditionalGeneration(tf.Qwen3_5Config(text_config=dict(QWEN35), vision_config=vision))
+        mixers = [(i, l.linear_attn) for i, l in enumerate(model.model.language_model.layers)
+                  if hasattr(l, "linear_attn")]
     elif kind == "qwen3_next":
         model = tf.Qwen3NextForCausalLM(tf.Qwen3NextConfig(**QWEN3_NEXT))
         mixers = [(i, l.linear_attn) for i, l in enumerate(model.model.layers) if hasattr(l, "linear_attn")]

@@ -184,27 +184,18 @@ def test_hugging_face_comparison_is_sensitive(tiny):
     assert _rel(torch.cat(outs, 1), ref) > 100 * TOL
 
 
-def test_multimodal_qwen35_checkpoint(qwen35, tmp_path):
-    """Qwen3.5 as released: model_type qwen3_5, fields under text_config, tensors under
-    model.language_model. (rewritten from the tiny text checkpoint, plus a vision tensor to ignore)."""
-    kind, d, mixers = qwen35
-    from safetensors.torch import load_file, save_file
-    src = {}
-    for f in os.listdir(d):
-        if f.endswith(".safetensors"):
-            src.update(load_file(os.path.join(d, f)))
-    out = {k.replace("model.", "model.language_model.", 1): v for k, v in src.items()}
-    out["model.visual.blocks.0.attn.qkv.weight"] = torch.zeros(4, 4)
-    save_file(out, str(tmp_path / "model.safetensors"))
-    with open(os.path.join(d, "config.json")) as f:
-        text = json.load(f)
-    with open(tmp_path / "config.json", "w") as f:
-        json.dump({"model_type": "qwen3_5", "text_config": text, "vision_config": {"depth": 1}}, f)
+def test_multimodal_qwen35_checkpoint(tmp_path):
+    """Qwen3.5 as released: transformers' Qwen3_5ForConditionalGeneration saved with save_pretrained
+    (model_type qwen3_5, text fields under text_config, tensors under model.language_model., a vision tower to
+    ignore). The loader finds the mixers; a layer decodes to the module's own forward; the CLI check passes."""
+    from replayssm_trtllm.cli import main
+    model, mixers = hf_tiny.build("qwen3_5_vl", seed=7)
+    model.save_pretrained(tmp_path)
     spec = load_hf_config(tmp_path)
     assert spec.model_type == "qwen3_5" and spec.ssm_layers == (0, 1, 2)
     assert HfCheckpoint(tmp_path).mixer_prefix(spec, 2) == "model.language_model.layers.2.linear_attn."
     hidden = torch.randn(1, 9, spec.hidden_size, generator=torch.Generator().manual_seed(14))
-    ref = _hf_outputs({2: mixers[2]}, hidden)[2]
+    ref = _hf_outputs({2: dict(mixers)[2]}, hidden)[2]
     dec = load_ssm_decoder(tmp_path, "replay-reference", num_slots=1, window=4, layers=[2])
     dec.reset([0])
     outs = []
@@ -212,6 +203,7 @@ def test_multimodal_qwen35_checkpoint(qwen35, tmp_path):
         outs.append(dec.step(2, hidden[:, t:t + 1].double(), torch.tensor([0])))
         dec.commit()
     assert _rel(torch.cat(outs, 1), ref) < TOL
+    assert main(["checkpoint", str(tmp_path), "-L", "4", "--decode-check", "6"]) == 0
 
 
 # ---- bad checkpoints: clear errors ------------------------------------------------------------------

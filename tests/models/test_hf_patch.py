@@ -19,7 +19,7 @@ import hf_tiny  # noqa: E402
 
 pytest.importorskip("transformers")
 
-KINDS = ("nemotron_h", "qwen3_5", "qwen3_next")
+KINDS = ("nemotron_h", "qwen3_5", "qwen3_next", "qwen3_5_vl")
 PROMPT, NEW = 7, 10
 
 
@@ -104,7 +104,8 @@ def test_kernels_backend_path_under_cpu_emulation(tiny_model):
 def test_padded_batches_are_refused(tiny_model):
     kind, model, seq = tiny_model
     ids = seq[:, :PROMPT].clone()
-    ids[0, 0] = model.config.pad_token_id if model.config.pad_token_id is not None else 0
+    pad = model.config.get_text_config().pad_token_id
+    ids[0, 0] = pad if pad is not None else 0
     patch = use_replay(model, window=4)
     try:
         with pytest.raises(NotImplementedError, match="padded batches"):
