@@ -26,11 +26,12 @@ Accepted argument forms: ``A`` ``[H]`` or FlashInfer's ``tie_hdim`` views ``[H, 
 ``dt_bias`` ``[H]`` or ``[H, P]``; ``dt`` ``[B, H]`` or ``[B, H, P]``. Of the expanded forms the
 ``[..., 0]`` slice is taken: a broadcast view is tied by construction; a materialized copy of A / D /
 dt_bias is checked once (outside graph capture; it syncs) to be constant along P / N; dt, new every step,
-is not checked (Mamba-2's dt is per head). ``dt_softplus`` must be True (the replay kernels apply ``softplus(dt + dt_bias)``). Rows
-whose index equals ``pad_slot_id`` (or is negative) are skipped and their ``out`` rows left unwritten.
-Refused with a clear error: speculative arguments (``disable_state_update``, ``intermediate_states_buffer``,
-``cache_steps``: use ``ReplayStateCache`` in speculative mode), stochastic rounding (``rand_seed``),
-and a ``state`` that is not one of the registered pools.
+is not checked (Mamba-2's dt is per head). ``dt_softplus`` must be True (the replay kernels apply
+``softplus(dt + dt_bias)``). Rows whose index equals ``pad_slot_id`` (or is negative) are skipped and their
+``out`` rows left unwritten. With ``mode="speculative"`` the drafts come as ``[B, T, ...]`` inputs and the
+step ends with ``commit(accepted)``. Refused with a clear error: FlashInfer's per-draft-state arguments
+(``disable_state_update``, ``intermediate_states_buffer``, ``cache_steps``, ...), stochastic rounding
+(``rand_seed``), and a ``state`` that is not one of the registered pools.
 """
 from __future__ import annotations
 

@@ -19,4 +19,5 @@ from .hf_patch import ReplayPatch, find_mixers, use_replay
 __all__ = ["ConventionalReference", "ReplayKernels", "ReplayReference", "SsmDecoder", "HfCheckpoint",
            "HfCheckpointError", "load_all_mixer_weights", "load_mixer_weights", "mixer_weight_shapes", "GDN", "MAMBA2",
            "SUPPORTED_MODEL_TYPES", "HfConfigError", "SsmMixerSpec", "load_hf_config", "parse_hf_config",
-           "CausalConvState", "GatedDeltaNetMixer", "Mamba2Mixer", "make_mixer", "load_ssm_decoder", "ReplayPatch", "find_mixers", "use_replay"]
+           "CausalConvState", "GatedDeltaNetMixer", "Mamba2Mixer", "make_mixer", "load_ssm_decoder", "ReplayPatch",
+           "find_mixers", "use_replay"]

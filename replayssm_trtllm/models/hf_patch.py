@@ -110,7 +110,8 @@ class ReplayPatch:
         return forward
 
     def _forward(self, layer: int, hidden: torch.Tensor, args, kwargs):
-        cache = kwargs.get("cache", kwargs.get("cache_params", kwargs.get("past_key_values", args[0] if args else None)))
+        cache = next((kwargs[k] for k in ("cache", "cache_params", "past_key_values") if kwargs.get(k) is not None),
+                     args[0] if args else None)
         mask = kwargs.get("attention_mask")
         if mask is not None and not bool(mask.all()):
             raise NotImplementedError("use_replay: padded batches (an attention mask with zeros) are not supported; "
