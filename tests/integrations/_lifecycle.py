@@ -27,3 +27,10 @@ def materialize_and_compare(op, pools, ref, slots, device, tol: float) -> None:
     for layer in range(len(pools)):
         for s in slots:
             torch.testing.assert_close(pools[layer][s], ref[layer][s], rtol=tol, atol=tol)
+
+
+def under_cpu_emulation(run, *args) -> None:
+    """``run(*args, "cpu")`` with the CUDA ops emulated on the CPU by the float64 reference (ops/emulation.py)."""
+    from replayssm_trtllm.ops.emulation import cpu_emulation
+    with cpu_emulation():
+        run(*args, "cpu")

@@ -16,7 +16,8 @@ from replayssm_trtllm.integrations import ReplayGatedDeltaRuleUpdate
 from replayssm_trtllm.reference import l2norm, replay
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _lifecycle import materialize_and_compare, rel_err, start_fresh_request  # noqa: E402
+from _lifecycle import (materialize_and_compare, rel_err, start_fresh_request,  # noqa: E402
+                        under_cpu_emulation)
 
 H, HV, K, V, S = 2, 4, 64, 64, 6
 
@@ -145,9 +146,7 @@ def test_drop_in_matches_the_conventional_kernel(packed):
 @pytest.mark.parametrize("packed", [False, True])
 def test_drop_in_path_under_cpu_emulation(packed):
     """The same with the ops emulated on the CPU by the float64 reference (ops/emulation.py)."""
-    from replayssm_trtllm.ops.emulation import cpu_emulation
-    with cpu_emulation():
-        _vs_conventional(packed, "cpu")
+    under_cpu_emulation(_vs_conventional, packed)
 
 
 def _speculative_vs_sequential(dev, T=4):
@@ -183,9 +182,7 @@ def test_speculative_drop_in_matches_sequential_decoding():
 
 
 def test_speculative_drop_in_under_cpu_emulation():
-    from replayssm_trtllm.ops.emulation import cpu_emulation
-    with cpu_emulation():
-        _speculative_vs_sequential("cpu")
+    under_cpu_emulation(_speculative_vs_sequential)
 
 
 def test_speculative_refuses_packed_drafts():

@@ -16,7 +16,8 @@ from replayssm_trtllm.integrations import ReplaySelectiveStateUpdate
 from replayssm_trtllm.reference import replay
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _lifecycle import materialize_and_compare, rel_err, start_fresh_request  # noqa: E402
+from _lifecycle import (materialize_and_compare, rel_err, start_fresh_request,  # noqa: E402
+                        under_cpu_emulation)
 
 H, P, N, G, S = 16, 64, 128, 2, 6
 
@@ -191,9 +192,7 @@ def test_drop_in_matches_the_conventional_kernel(tie):
 def test_drop_in_path_under_cpu_emulation(tie):
     """The same with the ops emulated on the CPU by the float64 reference (ops/emulation.py): the drop-in's
     argument handling, rings, auto commit, start_requests and materialize, without a GPU."""
-    from replayssm_trtllm.ops.emulation import cpu_emulation
-    with cpu_emulation():
-        _vs_conventional(tie, "cpu")
+    under_cpu_emulation(_vs_conventional, tie)
 
 
 @pytest.mark.gpu
@@ -306,9 +305,7 @@ def test_speculative_drop_in_matches_sequential_decoding():
 
 
 def test_speculative_drop_in_under_cpu_emulation():
-    from replayssm_trtllm.ops.emulation import cpu_emulation
-    with cpu_emulation():
-        _speculative_vs_sequential("cpu")
+    under_cpu_emulation(_speculative_vs_sequential)
 
 
 def test_speculative_mode_checks():
