@@ -23,6 +23,7 @@ import torch
 from ..models import (ConventionalReference, HfCheckpoint, HfCheckpointError, HfConfigError, ReplayReference,
                       SsmDecoder, load_hf_config, load_mixer_weights, make_mixer)
 from ..models.checkpoint import mixer_weight_shapes
+from ..presets import PRESETS
 
 CURSOR_BYTES_PER_SLOT = 8   # ring_origin + ring_len, int32, shared by all layers
 PROGRESS_EVERY_S = 5.0      # the decode check prints a progress line at most this often
@@ -107,6 +108,10 @@ def run(args) -> int:
     print(f"{args.path}: model_type {s.model_type}, {s.family} mixers ({dims}), hidden {s.hidden_size}, "
           f"conv {s.conv_kernel}, dtype {s.torch_dtype}")
     print(f"  {len(s.ssm_layers)} SSM layers of {s.num_layers}: {list(s.ssm_layers)}")
+    same = [name for name, p in PRESETS.items() if (p.family, p.heads, p.head_dim, p.state_dim, p.key_heads) ==
+            (s.family, s.heads, s.head_dim, s.state_dim, s.key_heads)]
+    if same:
+        print(f"  layer shape of the benchmarked preset {same[0]} (docs/benchmarks.md; replayssm-trtllm bench)")
     errs = s.kernel_support_errors()
     print("  CUDA kernels: cover this shape" if not errs else "  CUDA kernels: do NOT cover this shape: "
           + "; ".join(errs))

@@ -31,6 +31,7 @@ def test_report_and_decode_check(nemotron_dir, capsys):
     assert "mamba2 mixers (H=8, P=32, N=64, G=2)" in out
     assert "3 SSM layers of 5: [0, 2, 4]" in out
     assert "CUDA kernels: cover this shape" in out
+    assert "benchmarked preset" not in out          # a tiny shape matches no preset
     assert "backbone.layers.<i>.mixer." in out and "all present with the expected shapes" in out
     # ring per layer: C = 7 records of (4 H + 2 H P + 2 G N) bytes
     assert f"ring {7 * (4 * 8 + 2 * 8 * 32 + 2 * 2 * 64):,} B per layer" in out

@@ -151,3 +151,17 @@ def test_traffic_cli_reads_a_config(tmp_path, capsys):
     with pytest.raises(SystemExit, match="model_type 'llama' is not supported"):
         (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}))
         main(["traffic", "--config", str(tmp_path)])
+
+
+def test_checkpoint_cli_names_the_matching_preset(tmp_path, capsys):
+    """A config with Nemotron-3-Nano-4B's mixer shape is reported as that benchmarked preset's shape (the CLI
+    stops at the tensors: there are no weights here)."""
+    pytest.importorskip("safetensors")
+    from safetensors.torch import save_file
+    from replayssm_trtllm.cli import main
+    (tmp_path / "config.json").write_text(json.dumps(REAL["nemotron-3-nano-4b"]))
+    save_file({"backbone.embeddings.weight": torch.zeros(2, 2)}, str(tmp_path / "model.safetensors"))
+    assert main(["checkpoint", str(tmp_path)]) == 1           # no mixer tensors in this file
+    out = capsys.readouterr().out
+    assert "layer shape of the benchmarked preset nemotron-3-nano-4b" in out
+    assert "no SSM mixer found" in out
