@@ -33,6 +33,10 @@ def add_arguments(p):
     p.add_argument("--configs", default="all",
                    help="comma-separated configurations (default all): " + ", ".join(CONFIGS))
     p.add_argument("--device", default="cpu", help="torch device to decode on (default cpu)")
+    p.add_argument("--decays-from", default=None, metavar="CHECKPOINT",
+                   help="take the heads' decay centres from a Hugging Face checkpoint's SSM layers (neutral-input "
+                        "exp(-exp(A_log) softplus(dt_bias)), spread over quantiles; studies/model_decays.py) instead "
+                        "of the family's synthetic range; the family is the checkpoint's")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads per process (default 1)")
     p.add_argument("--jobs", type=int, default=1, help="parallel worker processes (default 1)")
     p.add_argument("--png", default=None, help="write the log-log plot here")
@@ -54,10 +58,12 @@ def _worker(cfg_dict: dict, threads: int, quiet: bool) -> dict:
     return result_to_dict(run_study(cfg, progress=None if quiet else _say))
 
 
-def _tasks(args, families, configs):
+def _tasks(args, families, configs, decays=None):
     base = dict(max_steps=args.max_steps, window=args.window, heads=args.heads, eval_window=args.eval_window,
                 first_eval=args.first_eval,
                 prefill=args.prefill, seed=args.seed, rng=args.rng, device=args.device)
+    if decays is not None:
+        base.update(alpha_centres=tuple(decays[0]), decay_source=decays[1])
     tasks = []
     for fam in families:
         if args.jobs <= 1:
@@ -79,8 +85,21 @@ def run(args) -> int:
         results = merge_results([result_from_dict(d) for d in raw])
     else:
         families = list(FAMILIES) if args.family == "both" else [args.family]
+        decays = None
+        if args.decays_from:
+            from ..studies.model_decays import centres_from_checkpoint
+            try:
+                fam, centres, desc = centres_from_checkpoint(args.decays_from, args.heads)
+            except (ValueError, FileNotFoundError, ImportError) as e:
+                raise SystemExit(f"error-study: --decays-from: {e}") from None
+            if args.family not in ("both", fam):
+                raise SystemExit(f"error-study: --decays-from is a {fam} checkpoint; --family {args.family} "
+                                 f"contradicts it")
+            families, decays = [fam], (centres, desc)
+            if not args.quiet:
+                _say(f"error-study: decay centres from {desc}: {', '.join(f'{a:.4g}' for a in centres)}")
         configs = list(CONFIGS) if args.configs == "all" else [c.strip() for c in args.configs.split(",") if c.strip()]
-        tasks = _tasks(args, families, configs)
+        tasks = _tasks(args, families, configs, decays)
         for t in tasks:   # fail fast on bad settings, before any process starts
             try:
                 StudyConfig(**t).validate()

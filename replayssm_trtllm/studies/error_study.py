@@ -98,6 +98,10 @@ class StudyConfig:
     configs: Sequence[str] = tuple(CONFIGS)
     chunk: int = 1024            # inputs are generated chunk by chunk (multiple of window)
     device: str = "cpu"          # torch device the decoding runs on (inputs are drawn on the CPU)
+    # Per-head alpha centres to use instead of the family's log-spaced range (one per head), e.g. a model's own
+    # (studies/model_decays.py); decay_source says where they came from (reports and JSON carry it).
+    alpha_centres: Optional[Sequence[float]] = None
+    decay_source: str = "synthetic"
 
     def validate(self) -> None:
         if self.family not in FAMILIES:
@@ -121,6 +125,11 @@ class StudyConfig:
         bad = [c for c in self.configs if c not in CONFIGS]
         if bad:
             raise ValueError(f"error_study: unknown configs {bad}; choose from {list(CONFIGS)}")
+        if self.alpha_centres is not None:
+            a = list(self.alpha_centres)
+            if len(a) != self.heads or not all(0.0 < float(x) < 1.0 for x in a):
+                raise ValueError(f"error_study: alpha_centres must be {self.heads} values (one per head) in (0, 1); "
+                                 f"got {a}")
 
 
 @dataclass
@@ -145,6 +154,22 @@ def head_decay_centres(fam: Family, heads: int) -> torch.Tensor:
     return 1 - torch.exp(math.log(1 - lo) + t * (math.log(1 - hi) - math.log(1 - lo)))
 
 
+def study_centres(fam: Family, cfg: "StudyConfig") -> torch.Tensor:
+    """The run's per-head alpha centres: ``cfg.alpha_centres`` when given, else :func:`head_decay_centres`."""
+    if cfg.alpha_centres is not None:
+        return torch.tensor([float(a) for a in cfg.alpha_centres], dtype=F64)
+    return head_decay_centres(fam, cfg.heads)
+
+
+def study_alpha_range(fam: Family, cfg: "StudyConfig") -> Tuple[float, float]:
+    """The clip range of the jittered per-step alpha: the family's, widened to hold every given centre."""
+    lo, hi = fam.alpha_range
+    if cfg.alpha_centres is None:
+        return lo, hi
+    a = [float(x) for x in cfg.alpha_centres]
+    return min(lo, min(a)), max(hi, max(a))
+
+
 def _bf16(t: torch.Tensor) -> torch.Tensor:
     return t.to(torch.bfloat16).to(F32)
 
@@ -157,7 +182,8 @@ def make_inputs(fam: Family, cfg: StudyConfig, chunk_index: int, steps: int) -> 
     """Deterministic synthetic inputs for ``steps`` tokens (fp32, as the kernels see them).
 
     Activations are drawn N(0, 1) and rounded to bf16. Decay: -log(alpha_t) = lambda_h * exp(s z - s^2/2),
-    z ~ N(0, 1), s = decay_jitter, lambda_h = -log(centre_h); alpha_t is clipped to the family's range.
+    z ~ N(0, 1), s = decay_jitter, lambda_h = -log(centre_h); alpha_t is clipped to the family's range (widened
+    to hold given centres, :func:`study_alpha_range`).
     Mamba-2 (A = -1): dt = -log(alpha), the record vector is dt * x, key B and query C are shared by the
     heads (one group). GDN: one key head per value head, k and q l2-normalized (q also scaled by K^-1/2),
     beta = sigmoid(N(0, 1)).
@@ -165,11 +191,11 @@ def make_inputs(fam: Family, cfg: StudyConfig, chunk_index: int, steps: int) -> 
     g = torch.Generator().manual_seed(1_000_003 * cfg.seed + 7919 * (1 + list(FAMILIES).index(fam.name))
                                       + chunk_index + 17)
     H, dv, dk = cfg.heads, fam.dv, fam.dk
-    lam_h = -torch.log(head_decay_centres(fam, H))
+    lam_h = -torch.log(study_centres(fam, cfg))
     s = cfg.decay_jitter
     z = torch.randn(steps, H, generator=g, dtype=F64)
     lam = lam_h * torch.exp(s * z - s * s / 2)
-    lo, hi = fam.alpha_range
+    lo, hi = study_alpha_range(fam, cfg)
     alpha = torch.exp(-lam).clamp(lo, hi).to(F32)
     la = torch.log(alpha)                                   # fp32 log-decay (the ring's record)
     if fam.name == "mamba2":
@@ -440,11 +466,16 @@ def merge_results(results: Sequence[StudyResult]) -> List[StudyResult]:
 def result_to_dict(r: StudyResult) -> dict:
     d = {k: v for k, v in vars(r).items() if k != "config"}
     d["config"] = {**vars(r.config), "configs": list(r.config.configs)}
+    if r.config.alpha_centres is not None:
+        d["config"]["alpha_centres"] = [float(a) for a in r.config.alpha_centres]
     return d
 
 
 def result_from_dict(d: dict) -> StudyResult:
-    cfg = StudyConfig(**{**d["config"], "configs": tuple(d["config"]["configs"])})
+    c = d["config"]
+    centres = c.get("alpha_centres")
+    cfg = StudyConfig(**{**c, "configs": tuple(c["configs"]),
+                         "alpha_centres": None if centres is None else tuple(float(a) for a in centres)})
     return StudyResult(d["family"], cfg, list(d["eval_steps"]), dict(d["errors"]), dict(d["head_errors"]),
                        list(d["head_alpha"]), float(d.get("seconds", 0.0)), list(d.get("notes", [])))
 
@@ -493,7 +524,8 @@ def markdown_report(results: Sequence[StudyResult]) -> str:
         cols = [_n_label(p) for p in res.eval_steps]
         lines.append(f"#### {fam.label}: relative output error vs N (L={res.config.window}, "
                      f"{res.config.heads} heads, head alpha centres "
-                     f"{', '.join(f'{a:.4g}' for a in head_decay_centres(fam, res.config.heads).tolist())})")
+                     f"{', '.join(f'{a:.4g}' for a in study_centres(fam, res.config).tolist())}"
+                     f"{'' if res.config.decay_source == 'synthetic' else ' from ' + res.config.decay_source})")
         lines.append("")
         lines.append("| config | " + " | ".join(cols) + " |")
         lines.append("|---|" + "---:|" * len(cols))
