@@ -12,8 +12,11 @@ every later one-token forward through :meth:`SsmDecoder.step`, with the commit a
 layer. A new generation is recognised by a new cache object (``past_key_values``); a forward without a
 cache is a whole sequence on its own (state reset, prompt prefilled, nothing kept).
 
-Scope: standard decoding (one new token per forward after the prompt); batch rows are slots 0..B-1 and must
-not be padded (an attention mask with zeros is refused); the reference backends run the recurrence in float64
+Speculative decoding (``max_verify`` > 1): a forward of T <= max_verify tokens after the prompt is a verify step
+(output-only, Algorithms 2 / 5); the caller then keeps the first n with ``patch.accept(cache, n)``, which commits
+the SSM layers by n and drops the rest from transformers' attention cache. One-token forwards commit at once, so
+``generate`` still works. Batch rows are slots 0..B-1, accept the same n, and must not be padded (an attention
+mask with zeros is refused); the reference backends run the recurrence in float64
 on the CPU, the kernels backend on the GPU (bf16 activations, fp32 state). The transformers cache's own SSM
 entries are left untouched (stale) while the patch is on, except the token count transformers 5 keeps in them
 (the model's positions come from it), which the patch advances.
@@ -53,7 +56,7 @@ class ReplayPatch:
     """The patched mixers of one model (see the module doc). Build with :func:`use_replay`."""
 
     def __init__(self, model, backend: str = "replay-reference", window: int = 16, max_batch: int = 8,
-                 device=None, dtype: Optional[torch.dtype] = None):
+                 device=None, dtype: Optional[torch.dtype] = None, max_verify: int = 1):
         if backend not in BACKENDS:
             raise ValueError(f"use_replay: backend must be one of {BACKENDS}; got {backend!r}")
         self.spec: SsmMixerSpec = parse_hf_config(model.config.to_dict())
@@ -75,18 +78,23 @@ class ReplayPatch:
             if self.spec.packed_projections:
                 unpack_qwen3_next_projections(self.spec, w)
             mixers[i] = make_mixer(self.spec, w, self.dtype, self.device)
+        self.max_verify = int(max_verify)
+        if self.max_verify < 1:
+            raise ValueError(f"use_replay: max_verify must be >= 1; got {max_verify}")
+        mode = "standard" if self.max_verify == 1 else "speculative"
         if backend == "conventional-reference":
-            be = ConventionalReference(self.spec, self.max_batch)
+            be = ConventionalReference(self.spec, self.max_batch, self.max_verify)
         elif backend == "replay-reference":
-            be = ReplayReference(self.spec, self.max_batch, window)
+            be = ReplayReference(self.spec, self.max_batch, window, self.max_verify, mode)
         else:
-            be = ReplayKernels(self.spec, self.max_batch, window, device=self.device)
+            be = ReplayKernels(self.spec, self.max_batch, window, self.max_verify, mode, device=self.device)
         self.decoder = SsmDecoder(self.spec, mixers, be)
         self.modules = mods
         self._last = max(self.spec.ssm_layers)
         self._cache_id: Optional[int] = None
         self._prefilled: set = set()
         self._rows: Optional[torch.Tensor] = None
+        self._pending_T: Optional[int] = None     # a verify step (T > 1) waiting for accept()
         for i, mod in mods.items():
             mod.forward = self._forward_for(i)
 
@@ -100,6 +108,9 @@ class ReplayPatch:
     def _start(self, batch: int) -> None:
         if batch > self.max_batch:
             raise ValueError(f"use_replay: batch {batch} > max_batch {self.max_batch}; pass a larger max_batch")
+        if self._pending_T is not None:
+            self.decoder.commit(torch.full((int(self._rows.shape[0]),), 1, dtype=torch.int32))   # abandoned verify
+            self._pending_T = None
         self.decoder.reset(range(self.max_batch))
         self._prefilled = set()
         self._rows = torch.arange(batch)
@@ -130,15 +141,50 @@ class ReplayPatch:
             out = self.decoder.prefill(layer, h, self._rows)
             self._prefilled.add(layer)
         else:
-            if T != 1:
-                raise NotImplementedError(f"use_replay: {T} new tokens in one forward after the prompt; standard "
-                                          f"decoding takes one")
+            if T > self.max_verify:
+                raise NotImplementedError(f"use_replay: {T} new tokens in one forward after the prompt; this patch "
+                                          f"takes at most max_verify={self.max_verify} (use_replay(..., max_verify=T) "
+                                          f"for verify steps, then accept())")
+            if self._pending_T is not None and layer == self.spec.ssm_layers[0]:
+                raise RuntimeError(f"use_replay: the last verify step ({self._pending_T} tokens) was not accepted; "
+                                   f"call patch.accept(cache, n) first")
             out = self.decoder.step(layer, h, self._rows)
             if layer == self._last:
-                self.decoder.commit()
+                if T == 1:
+                    self.decoder.commit()
+                else:
+                    self._pending_T = T
         if cache is not None:
             self._count_tokens(cache, layer, T)
         return out.to(hidden.device, hidden.dtype)
+
+    def accept(self, cache, n: int) -> None:
+        """After a verify forward of T tokens: keep the first ``n`` (1 <= n <= T, the same for every row) and
+        drop the rest. The SSM layers commit n (the device commit with the kernels backend; no state is copied
+        back), transformers' attention layers drop their last T - n keys / values, and its token count
+        (positions) goes back by T - n."""
+        T = self._pending_T
+        if T is None:
+            raise RuntimeError("use_replay.accept: no verify step (a forward of more than one token after the "
+                               "prompt) is waiting")
+        n = int(n)
+        if not 1 <= n <= T:
+            raise ValueError(f"use_replay.accept: n must be in [1, {T}]; got {n}")
+        B = int(self._rows.shape[0])
+        self.decoder.commit(torch.full((B,), n, dtype=torch.int32))
+        self._pending_T = None
+        drop = T - n
+        if drop == 0:
+            return
+        for i, lay in enumerate(getattr(cache, "layers", [])):
+            count = getattr(lay, "cumulative_length_linear", None)
+            if isinstance(count, torch.Tensor):       # an SSM layer's entry: only its token count is live
+                count.sub_(drop)
+            elif hasattr(lay, "crop"):
+                lay.crop(-drop)
+            else:
+                raise NotImplementedError(f"use_replay.accept: cache layer {i} ({type(lay).__name__}) cannot drop "
+                                          f"tokens")
 
     @staticmethod
     def _count_tokens(cache, layer: int, T: int) -> None:
@@ -156,9 +202,11 @@ class ReplayPatch:
 
 
 def use_replay(model, backend: str = "replay-reference", window: int = 16, max_batch: int = 8, device=None,
-               dtype: Optional[torch.dtype] = None) -> ReplayPatch:
-    """Patch ``model``'s SSM mixers to decode through ReplaySSM (module doc); returns the patch (``.remove()``)."""
-    return ReplayPatch(model, backend, window, max_batch, device, dtype)
+               dtype: Optional[torch.dtype] = None, max_verify: int = 1) -> ReplayPatch:
+    """Patch ``model``'s SSM mixers to decode through ReplaySSM (module doc); returns the patch (``.remove()``).
+    ``max_verify`` > 1 also takes verify forwards of up to that many tokens, each followed by
+    ``patch.accept(cache, n)``."""
+    return ReplayPatch(model, backend, window, max_batch, device, dtype, max_verify)
 
 
 __all__: List[str] = ["use_replay", "ReplayPatch", "find_mixers", "MIXER_CLASSES"]

@@ -159,3 +159,75 @@ def test_generate_example_runs_on_the_cpu(tmp_path):
                        env=dict(os.environ, CUDA_VISIBLE_DEVICES=""))
     assert r.returncode == 0, r.stdout + r.stderr
     assert "tokens identical" in r.stdout
+
+
+def _speculative_run(model, seq, gen, **patch_kw):
+    """Greedy speculative decoding with use_replay(max_verify=4): each verify forward feeds the last kept token
+    and 1-3 drafts, the first `good` of them right (from the greedy sequence) and the next one wrong; the drafts
+    are checked greedily and the kept prefix accepted. Returns (worst relative logit difference against the
+    teacher-forced full forward over the kept positions, verify steps, tokens rejected)."""
+    with torch.no_grad():
+        ref = model(seq).logits
+        patch = use_replay(model, window=4, max_verify=4, **patch_kw)
+        try:
+            out = model(seq[:, :PROMPT], use_cache=True)
+            cache = out.past_key_values
+            worst = _rel(out.logits[:, -1], ref[:, PROMPT - 1])
+            p, steps, rejected = PROMPT, 0, 0
+            while p < seq.shape[1] - 4:
+                k = int(torch.randint(1, 4, (1,), generator=gen))
+                good = int(torch.randint(0, k + 1, (1,), generator=gen))
+                drafts = seq[:, p + 1:p + 1 + k].clone()
+                if good < k:       # a wrong draft: shifted by 1..59 within the ids 3..63
+                    shift = 1 + int(torch.randint(0, 59, (1,), generator=gen))
+                    drafts[:, good] = 3 + (drafts[:, good] - 3 + shift) % 61
+                o = model(torch.cat([seq[:, p:p + 1], drafts], 1), past_key_values=cache, use_cache=True)
+                n = 1
+                while n <= k and bool((o.logits[:, n - 1].argmax(-1) == drafts[:, n - 1]).all()):
+                    n += 1
+                worst = max(worst, _rel(o.logits[:, :n], ref[:, p:p + n]))
+                patch.accept(cache, n)
+                p, steps, rejected = p + n, steps + 1, rejected + (k + 1 - n)
+        finally:
+            patch.remove()
+    return worst, steps, rejected
+
+
+def test_speculative_decoding_inside_the_model(tiny_model):
+    """Verify forwards of 2-4 tokens with rejected drafts: the SSM layers verify output-only and commit the kept
+    count, transformers' attention cache drops the rest; every kept position's logits equal the teacher-forced
+    forward's."""
+    kind, model, seq = tiny_model
+    worst, steps, rejected = _speculative_run(model, seq, torch.Generator().manual_seed(21))
+    assert steps >= 3 and rejected >= 1, (steps, rejected)
+    assert worst < 1e-4, (kind, worst)
+
+
+def test_speculative_decoding_kernels_path_under_cpu_emulation(tiny_model):
+    from replayssm_trtllm.ops.emulation import cpu_emulation
+    kind, model, seq = tiny_model
+    with cpu_emulation():
+        worst, _, _ = _speculative_run(model, seq, torch.Generator().manual_seed(22), backend="replay-kernels",
+                                       device="cpu")
+    assert worst < 3e-2, (kind, worst)
+
+
+def test_accept_misuse_is_refused(tiny_model):
+    kind, model, seq = tiny_model
+    patch = use_replay(model, window=4, max_verify=3)
+    try:
+        with torch.no_grad():
+            out = model(seq[:, :PROMPT], use_cache=True)
+            cache = out.past_key_values
+            with pytest.raises(RuntimeError, match="no verify step"):
+                patch.accept(cache, 1)
+            model(seq[:, PROMPT:PROMPT + 3], past_key_values=cache, use_cache=True)
+            with pytest.raises(ValueError, match=r"n must be in \[1, 3\]"):
+                patch.accept(cache, 4)
+            with pytest.raises(RuntimeError, match="was not accepted"):
+                model(seq[:, PROMPT + 3:PROMPT + 4], past_key_values=cache, use_cache=True)
+            patch.accept(cache, 3)
+            with pytest.raises(NotImplementedError, match="at most max_verify=3"):
+                model(seq[:, PROMPT + 3:PROMPT + 7], past_key_values=cache, use_cache=True)
+    finally:
+        patch.remove()
