@@ -231,3 +231,17 @@ def test_accept_misuse_is_refused(tiny_model):
                 model(seq[:, PROMPT + 3:PROMPT + 7], past_key_values=cache, use_cache=True)
     finally:
         patch.remove()
+
+
+@pytest.mark.gpu
+def test_speculative_decoding_with_the_kernels_on_the_gpu(tiny_model):
+    """The speculative run above through the CUDA kernels (model on the GPU in fp32). Needs transformers on the
+    GPU machine (carried in .whl_hf/)."""
+    kind, model, seq = tiny_model
+    model.cuda()
+    try:
+        worst, steps, rejected = _speculative_run(model, seq.cuda(), torch.Generator().manual_seed(23),
+                                                  backend="replay-kernels")
+    finally:
+        model.cpu()
+    assert steps >= 3 and rejected >= 1 and worst < 3e-2, (kind, worst)
