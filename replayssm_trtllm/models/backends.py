@@ -38,6 +38,9 @@ def _require_empty_rings(op: str, ring_len: torch.Tensor, idx: torch.Tensor) -> 
 
 # Prefill runs the float64 conventional recurrence in chunks of tokens whose per-token snapshots stay under this size.
 PREFILL_SNAPSHOT_BYTES = 1 << 28
+# The kernels backend prefills with the conventional kernels, one token per launch: their in-place multi-token
+# forms (T > 1 without snapshots) are not all covered by the GPU tests, the one-token form is.
+PREFILL_TOKENS_PER_LAUNCH = 1
 
 
 class ConventionalReference:
@@ -179,6 +182,37 @@ class ReplayKernels:
         _require_empty_rings(self.name, self.cache.ring_len.cpu(), idx)
         self.cache.ckpt[pos, idx.to(self.device)] = state.to(device=self.device, dtype=self.cache.state_dtype)
 
+    def prefill_recurrence(self, pos: int, slots: torch.Tensor, mixer, inputs: Mapping[str, torch.Tensor]
+                           ) -> torch.Tensor:
+        """The prompt's recurrence for fresh ``slots`` (rings empty), on the device: the conventional kernels
+        (``mamba2_decode`` / ``gdn_decode``) applied in place to the layer's checkpoint rows,
+        ``PREFILL_TOKENS_PER_LAUNCH`` tokens per launch. Returns the outputs ``[n, P, ...]`` (Mamba-2: gated, with
+        the D skip)."""
+        idx = _slots_i64(slots)
+        _require_empty_rings(self.name, self.cache.ring_len.cpu(), idx)
+        sbi = idx.to(device=self.device, dtype=torch.int32)
+        ckpt = self.cache.ckpt[pos]
+        first = next(iter(inputs.values()))
+        P = int(first.shape[1])
+        i = {k: self._act(v) for k, v in inputs.items()}
+        if self.spec.family == MAMBA2:
+            dt_raw = inputs["dt_raw"].to(device=self.device, dtype=torch.float32)
+            A, D, bias = (t.to(self.device) for t in (mixer.A, mixer.D, mixer.dt_bias))
+        else:
+            A_log, bias = mixer.A_log.to(self.device), mixer.dt_bias.to(self.device)
+        ys = []
+        for t0 in range(0, P, PREFILL_TOKENS_PER_LAUNCH):
+            sl = slice(t0, t0 + PREFILL_TOKENS_PER_LAUNCH)
+            if self.spec.family == MAMBA2:
+                ys.append(torch.ops.replayssm.mamba2_decode(
+                    ckpt, i["x"][:, sl].contiguous(), dt_raw[:, sl].contiguous(), i["B"][:, sl].contiguous(),
+                    i["C"][:, sl].contiguous(), A, D, bias, i["z"][:, sl].contiguous(), sbi, None))
+            else:
+                from ..ops.gdn import gdn_decode
+                ys.append(gdn_decode(ckpt, sbi, *(i[k][:, sl].contiguous() for k in ("q", "k", "v", "a", "b")),
+                                     A_log, bias))
+        return torch.cat(ys, 1)
+
     def _act(self, t: torch.Tensor) -> torch.Tensor:
         return t.to(device=self.device, dtype=self.act_dtype).contiguous()
 
@@ -250,9 +284,11 @@ class SsmDecoder:
         ``[n]`` (>= 0, reset and not yet decoded). Returns the mixer output ``[n, P, hidden_size]``. Call it for
         every SSM layer in model order (each layer's input depends on the layers before), then decode.
 
-        The recurrence runs in float64 on the CPU, token by token (the conventional reference): a correct
-        prefill for tests, examples and checks, not a fast one. Serving frameworks prefill with their chunked
-        kernels and hand the state over (``replay_import``, docs/engine-integration.md).
+        With the float64 backends the recurrence runs in float64 on the CPU, token by token (the conventional
+        reference); with the kernels backend it runs on the device through the conventional kernels, in place on
+        the checkpoint rows. Either is a correct prefill for tests, examples and checks, not a fast one: serving
+        frameworks prefill with their chunked kernels and hand the state over (``replay_import``,
+        docs/engine-integration.md).
         """
         from ..reference import gdn_decode_naive, mamba2_decode_naive
         if layer not in self.pos:
@@ -277,6 +313,12 @@ class SsmDecoder:
         conv.commit()                                      # history = the prompt's last kernel - 1 inputs
         z = inputs.pop("z")
         s = self.spec
+        if hasattr(self.backend, "prefill_recurrence"):      # on the device, by the backend's own kernels
+            y = self.backend.prefill_recurrence(self.pos[layer], slots_t, mixer,
+                                                dict(inputs, z=z) if s.family == MAMBA2 else inputs)
+            self._prefilled.update((layer, int(i)) for i in slots_t.tolist())
+            y = y.to(mixer.device)
+            return mixer.output(y) if s.family == MAMBA2 else mixer.output(y, z)
         n, P = hidden.shape[:2]
         state = torch.zeros(n, s.heads, s.head_dim, s.state_dim, dtype=F64)
         chunk = max(1, PREFILL_SNAPSHOT_BYTES // (8 * n * s.heads * s.head_dim * s.state_dim))

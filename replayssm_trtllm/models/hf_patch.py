@@ -56,7 +56,8 @@ class ReplayPatch:
     """The patched mixers of one model (see the module doc). Build with :func:`use_replay`."""
 
     def __init__(self, model, backend: str = "replay-reference", window: int = 16, max_batch: int = 8,
-                 device=None, dtype: Optional[torch.dtype] = None, max_verify: int = 1):
+                 device=None, dtype: Optional[torch.dtype] = None, max_verify: int = 1,
+                 act_dtype: torch.dtype = torch.bfloat16):
         if backend not in BACKENDS:
             raise ValueError(f"use_replay: backend must be one of {BACKENDS}; got {backend!r}")
         self.spec: SsmMixerSpec = parse_hf_config(model.config.to_dict())
@@ -87,7 +88,8 @@ class ReplayPatch:
         elif backend == "replay-reference":
             be = ReplayReference(self.spec, self.max_batch, window, self.max_verify, mode)
         else:
-            be = ReplayKernels(self.spec, self.max_batch, window, self.max_verify, mode, device=self.device)
+            be = ReplayKernels(self.spec, self.max_batch, window, self.max_verify, mode, act_dtype=act_dtype,
+                               device=self.device)
         self.decoder = SsmDecoder(self.spec, mixers, be)
         self.modules = mods
         self._last = max(self.spec.ssm_layers)
@@ -202,11 +204,12 @@ class ReplayPatch:
 
 
 def use_replay(model, backend: str = "replay-reference", window: int = 16, max_batch: int = 8, device=None,
-               dtype: Optional[torch.dtype] = None, max_verify: int = 1) -> ReplayPatch:
+               dtype: Optional[torch.dtype] = None, max_verify: int = 1,
+               act_dtype: torch.dtype = torch.bfloat16) -> ReplayPatch:
     """Patch ``model``'s SSM mixers to decode through ReplaySSM (module doc); returns the patch (``.remove()``).
     ``max_verify`` > 1 also takes verify forwards of up to that many tokens, each followed by
-    ``patch.accept(cache, n)``."""
-    return ReplayPatch(model, backend, window, max_batch, device, dtype, max_verify)
+    ``patch.accept(cache, n)``. ``act_dtype``: the kernels backend's activation dtype (bf16 or fp16)."""
+    return ReplayPatch(model, backend, window, max_batch, device, dtype, max_verify, act_dtype)
 
 
 __all__: List[str] = ["use_replay", "ReplayPatch", "find_mixers", "MIXER_CLASSES"]

@@ -92,7 +92,8 @@ GPU_SHAPES = ["nemotron-3-nano-4b", "nemotron-3-super-120b", "qwen3.5-4b", "qwen
 
 def _kernels_vs_conventional(name, mode, T, device):
     """The kernels backend (bf16 activations, fp32 state, float32 mixers) against float64 conventional
-    decoding of the same mixers: 2 layers, a 6-token prompt prefilled, then 5 rows at scattered slots (one
+    decoding of the same mixers: 2 layers, an 11-token prompt prefilled (the kernels backend prefills on the
+    device with the conventional kernels), then 5 rows at scattered slots (one
     padding), window 8, 20 steps (flushes and, speculative, random acceptance with early flushes)."""
     spec = _spec(name, layers=2)
     S = 9
@@ -100,10 +101,10 @@ def _kernels_vs_conventional(name, mode, T, device):
     ker = ReplayKernels(spec, S, window=8, max_verify=T, mode=mode, device=device)
     decs = _decoders(spec, [conv, ker], 7, [(torch.float64, "cpu"), (torch.float32, device)])
     gen = torch.Generator().manual_seed(8)
-    prompt = torch.randn(S, 6, spec.hidden_size, generator=gen, dtype=torch.float64)
+    prompt = torch.randn(S, 11, spec.hidden_size, generator=gen, dtype=torch.float64)
     for d, dev, dt in ((decs[0], "cpu", torch.float64), (decs[1], device, torch.float32)):
         d.reset(range(S))
-        for i in spec.ssm_layers:     # a 6-token prompt: non-zero checkpoints and conv histories
+        for i in spec.ssm_layers:     # an 11-token prompt: non-zero checkpoints and conv histories
             d.prefill(i, prompt.to(dev, dt), torch.arange(S))
     err = _run(decs, spec, 20, T, torch.tensor([8, 0, -1, 5, 3]), gen,
                lambda d: device if isinstance(d.backend, ReplayKernels) else "cpu")

@@ -86,19 +86,26 @@ def test_a_forward_without_cache_is_a_whole_sequence(tiny_model):
     assert _rel(first, ref) < 1e-4 and torch.equal(first, second)
 
 
-def test_kernels_backend_path_under_cpu_emulation(tiny_model):
-    """The kernels backend's Python (bf16 activations, fp32 state, the device caches and commit) with the ops
-    emulated on the CPU by the float64 reference: the whole model within bf16 tolerance."""
+# The kernels backend rounds the SSM layers' inputs to its activation dtype. Measured on the tiny models under
+# the CPU emulation: fp16 activations ~1e-3 of the largest logit, bf16 up to ~3.3e-2 (Qwen3.5, three SSM layers).
+TOL_FP16, TOL_BF16 = 5e-3, 6e-2
+
+
+@pytest.mark.parametrize("act, tol", [(torch.float16, TOL_FP16), (torch.bfloat16, TOL_BF16)], ids=["fp16", "bf16"])
+def test_kernels_backend_path_under_cpu_emulation(tiny_model, act, tol):
+    """The kernels backend's Python (the device caches and commit, the prefill through the conventional
+    kernels) with the ops emulated on the CPU by the float64 reference: the whole model within the activation
+    dtype's rounding."""
     from replayssm_trtllm.ops.emulation import cpu_emulation
     kind, model, seq = tiny_model
     ref = _teacher(model, seq)
     with cpu_emulation():
-        patch = use_replay(model, backend="replay-kernels", window=4, device="cpu")
+        patch = use_replay(model, backend="replay-kernels", window=4, device="cpu", act_dtype=act)
         try:
             got = _teacher(model, seq)
         finally:
             patch.remove()
-    assert _rel(got, ref) < 3e-2, (kind, _rel(got, ref))
+    assert _rel(got, ref) < tol, (kind, _rel(got, ref))
 
 
 def test_padded_batches_are_refused(tiny_model):
@@ -145,7 +152,7 @@ def test_kernels_backend_on_the_gpu(tiny_model):
             patch.remove()
     finally:
         model.cpu()
-    assert _rel(got, ref) < 3e-2, (kind, _rel(got, ref))
+    assert _rel(got, ref) < TOL_BF16, (kind, _rel(got, ref))
 
 
 def test_generate_example_runs_on_the_cpu(tmp_path):
@@ -208,8 +215,8 @@ def test_speculative_decoding_kernels_path_under_cpu_emulation(tiny_model):
     kind, model, seq = tiny_model
     with cpu_emulation():
         worst, _, _ = _speculative_run(model, seq, torch.Generator().manual_seed(22), backend="replay-kernels",
-                                       device="cpu")
-    assert worst < 3e-2, (kind, worst)
+                                       device="cpu", act_dtype=torch.float16)
+    assert worst < TOL_FP16, (kind, worst)
 
 
 def test_accept_misuse_is_refused(tiny_model):
@@ -244,4 +251,4 @@ def test_speculative_decoding_with_the_kernels_on_the_gpu(tiny_model):
                                                   backend="replay-kernels")
     finally:
         model.cpu()
-    assert steps >= 3 and rejected >= 1 and worst < 3e-2, (kind, worst)
+    assert steps >= 3 and rejected >= 1 and worst < TOL_BF16, (kind, worst)
