@@ -63,7 +63,7 @@ def main() -> int:
         print(f"  row {r}: {ref.sequences[r, args.prompt_tokens:].tolist()}")
         if not same:
             print(f"  replay {r}: {got.sequences[r, args.prompt_tokens:].tolist()}")
-    tol = 3e-2 if gpu else 1e-4
+    tol = 6e-2 if gpu else 1e-4   # bf16 activations in every SSM layer on the GPU (tests/models/test_hf_patch.py)
     return 0 if diff <= tol else 1
 
 
