@@ -22,53 +22,37 @@ def main() -> int:
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--window", "-L", type=int, default=16)
     ap.add_argument("--verify", "-T", type=int, default=1, help="T > 1: speculative steps with random acceptance")
-    ap.add_argument("--prompt", type=int, default=24, help="prompt tokens prefilled first (float64 on the CPU)")
+    ap.add_argument("--prompt", type=int, default=24, help="prompt tokens prefilled first (each backend's own prefill)")
     args = ap.parse_args()
 
-    from replayssm_trtllm.models import (ConventionalReference, HfCheckpoint, ReplayKernels, ReplayReference,
-                                         SsmDecoder, load_hf_config, load_mixer_weights, make_mixer)
+    from replayssm_trtllm.models import (HfCheckpoint, SsmDecoder, decode_side_by_side, load_hf_config,
+                                         load_mixer_weights, make_mixer)
+    from replayssm_trtllm.models.backends import make_backend, mixer_placement
     spec = load_hf_config(args.path)
     spec = replace(spec, ssm_layers=spec.ssm_layers[:args.layers])
     ckpt = HfCheckpoint(args.path)
     weights = {i: load_mixer_weights(ckpt, spec, i) for i in spec.ssm_layers}
     T, S = args.verify, args.batch
-    mode = "speculative" if T > 1 else "standard"
     gpu = torch.cuda.is_available()
-    if gpu:
-        replay = ReplayKernels(spec, S, args.window, T, mode, device="cuda")
-        rdt, rdev = torch.float32, "cuda"
-    else:
+    replay_name = "replay-kernels" if gpu else "replay-reference"
+    if not gpu:
         print("no GPU: comparing the float64 ReplaySSM reference instead of the kernels")
-        replay = ReplayReference(spec, S, args.window, T, mode)
-        rdt, rdev = torch.float64, "cpu"
-    decs = [SsmDecoder(spec, {i: make_mixer(spec, w) for i, w in weights.items()}, ConventionalReference(spec, S, T)),
-            SsmDecoder(spec, {i: make_mixer(spec, w, rdt, rdev) for i, w in weights.items()}, replay)]
-    gen = torch.Generator().manual_seed(0)
-    slots = torch.arange(S)
-    prompt = torch.randn(S, args.prompt, spec.hidden_size, generator=gen, dtype=torch.float64)
-    for d, dev, dt in ((decs[0], "cpu", torch.float64), (decs[1], rdev, rdt)):
-        d.reset(range(S))
-        if args.prompt > 0:
-            for i in spec.ssm_layers:
-                d.prefill(i, prompt.to(dev, dt), slots)
+    decs = []
+    for name in ("conventional-reference", replay_name):
+        device, dtype = mixer_placement(name)
+        mixers = {i: make_mixer(spec, w, dtype, device) for i, w in weights.items()}
+        decs.append(SsmDecoder(spec, mixers, make_backend(name, spec, S, args.window, T)))
     print(f"{spec.model_type}: {spec.family} layers {list(spec.ssm_layers)}, {S} rows, prompt {args.prompt}, "
-          f"L={args.window}, T={T}, "
-          f"{args.steps} steps, replay backend {replay.name}")
-    worst = 0.0
-    for step in range(args.steps):
-        hidden = torch.randn(S, T, spec.hidden_size, generator=gen, dtype=torch.float64)
-        acc = torch.randint(1, T + 1, (S,), generator=gen) if T > 1 else None
-        ref = [decs[0].step(i, hidden, slots) for i in spec.ssm_layers]
-        got = [decs[1].step(i, hidden.to(rdev, rdt), slots) for i in spec.ssm_layers]
-        for d in decs:
-            d.commit(acc)
-        for a, b in zip(ref, got):
-            worst = max(worst, float((b.double().cpu() - a).abs().max() / a.abs().max()))
-        if (step + 1) % 10 == 0:
-            print(f"  step {step + 1}: max rel diff so far {worst:.2e}", flush=True)
+          f"L={args.window}, T={T}, {args.steps} steps, replay backend {replay_name}")
+
+    def progress(step, worst):
+        if step % 10 == 0:
+            print(f"  step {step}: max rel diff so far {worst:.2e}", flush=True)
+
+    worst = decode_side_by_side(decs, torch.arange(S), args.steps, T, args.prompt, progress=progress)
     if gpu:
         torch.cuda.synchronize()
-        replay.cache.check_errors()
+        decs[1].backend.cache.check_errors()
     tol = 3e-2 if gpu else 1e-10
     print(f"max rel diff {worst:.2e} (tolerance {tol:g}): {'ok' if worst <= tol else 'FAIL'}")
     return 0 if worst <= tol else 1

@@ -20,9 +20,10 @@ import time
 
 import torch
 
-from ..models import (ConventionalReference, HfCheckpoint, HfCheckpointError, HfConfigError, ReplayReference,
-                      SsmDecoder, load_hf_config, load_mixer_weights, make_mixer)
-from ..models.checkpoint import mixer_weight_shapes
+from ..models import (HfCheckpoint, HfCheckpointError, HfConfigError, SsmDecoder, decode_side_by_side,
+                      load_hf_config, load_mixer_weights, make_mixer)
+from ..models.backends import make_backend
+from ..models.checkpoint import mixer_tensor_problems, mixer_weight_shapes
 from ..presets import PRESETS
 
 CURSOR_BYTES_PER_SLOT = 8   # ring_origin + ring_len, int32, shared by all layers
@@ -47,41 +48,29 @@ def _mib(x: float) -> str:
     return f"{x / 2**20:.2f} MiB"
 
 
-def _decode_check(path, spec, ckpt, layers, rows, steps, window, T, seed, tol, prompt) -> bool:
+def _decode_check(spec, ckpt, layers, rows, steps, window, T, seed, tol, prompt) -> bool:
     from dataclasses import replace
     sub = replace(spec, ssm_layers=tuple(spec.ssm_layers[:layers]))
     t0 = time.time()
     weights = {i: load_mixer_weights(ckpt, sub, i) for i in sub.ssm_layers}
     print(f"  loaded {len(weights)} layer(s) in {time.time() - t0:.1f} s")
     ok = True
-    modes = [("standard", 1)] + ([("speculative", T)] if T > 1 else [])
-    for mode, t in modes:
-        gen = torch.Generator().manual_seed(seed)
+    for mode, t in [("standard", 1)] + ([("speculative", T)] if T > 1 else []):
         decs = []
-        for be in (ConventionalReference(sub, rows, t), ReplayReference(sub, rows, window, t, mode)):
-            d = SsmDecoder(sub, {i: make_mixer(sub, w) for i, w in weights.items()}, be)
-            d.reset(range(rows))
-            decs.append(d)
-        slots = torch.arange(rows)
-        if prompt > 0:     # the same prompt into both: non-zero checkpoints and conv histories
-            ph = torch.randn(rows, prompt, sub.hidden_size, generator=gen, dtype=torch.float64)
-            for d in decs:
-                for i in sub.ssm_layers:
-                    d.prefill(i, ph, slots)
-        worst = 0.0
+        for name in ("conventional-reference", "replay-reference"):
+            mixers = {i: make_mixer(sub, w) for i, w in weights.items()}
+            decs.append(SsmDecoder(sub, mixers, make_backend(name, sub, rows, window, t)))
         t0 = last = time.time()
-        for step in range(steps):
-            hidden = torch.randn(rows, t, sub.hidden_size, generator=gen, dtype=torch.float64)
-            acc = torch.randint(1, t + 1, (rows,), generator=gen) if t > 1 else None
-            outs = [[d.step(i, hidden, slots) for i in sub.ssm_layers] for d in decs]
-            for d in decs:
-                d.commit(acc)
-            for a, b in zip(*outs):
-                worst = max(worst, float((a - b).abs().max() / a.abs().max().clamp_min(1e-300)))
-            if time.time() - last >= PROGRESS_EVERY_S and step + 1 < steps:
+
+        def progress(step, worst):
+            nonlocal last
+            if time.time() - last >= PROGRESS_EVERY_S and step < steps:
                 last = time.time()
-                print(f"  {mode}: step {step + 1}/{steps}, max rel diff so far {worst:.2e} "
-                      f"({last - t0:.0f} s)", flush=True)
+                print(f"  {mode}: step {step}/{steps}, max rel diff so far {worst:.2e} ({last - t0:.0f} s)",
+                      flush=True)
+
+        worst = decode_side_by_side(decs, torch.arange(rows), steps, t, prompt, torch.Generator().manual_seed(seed),
+                                    progress)
         good = worst <= tol
         ok &= good
         print(f"  {mode} (T={t}, L={window}, {rows} rows, prompt {prompt}, {steps} steps, "
@@ -126,14 +115,9 @@ def run(args) -> int:
     shapes = mixer_weight_shapes(s)
     bad, quantized = [], []
     for i in s.ssm_layers:
-        pre = ckpt.mixer_prefix(s, i)
-        for name, want in shapes.items():
-            if pre + name not in ckpt:
-                bad.append(f"{pre + name}: missing")
-            elif ckpt.quantization(pre + name):
-                quantized.append(f"{pre + name}: {ckpt.quantization(pre + name)}")
-            elif ckpt.shape(pre + name) != want:
-                bad.append(f"{pre + name}: shape {list(ckpt.shape(pre + name))}, expected {list(want)}")
+        for kind, name, detail in mixer_tensor_problems(ckpt, s, i):
+            line = f"{name}: missing, {detail}" if kind == "missing" else f"{name}: {detail}"
+            (quantized if kind == "quantized" else bad).append(line)
     print(f"  tensors: {root}{{{', '.join(shapes)}}}: "
           + ("all present with the expected shapes" if not bad else f"{len(bad)} problem(s)")
           + (f"; {len(quantized)} stored quantized" if quantized else ""))
@@ -159,7 +143,7 @@ def run(args) -> int:
         print(f"  decode check: {layers} layer(s), {args.rows} rows, {args.decode_check} steps (float64, CPU)")
         try:
             prompt = 2 * args.window if args.prompt is None else args.prompt
-            ok &= _decode_check(args.path, s, ckpt, layers, args.rows, args.decode_check, args.window, args.verify,
+            ok &= _decode_check(s, ckpt, layers, args.rows, args.decode_check, args.window, args.verify,
                                 args.seed, args.tol, prompt)
         except HfCheckpointError as e:
             print(f"  decode check: {e}")

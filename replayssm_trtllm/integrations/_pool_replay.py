@@ -2,19 +2,19 @@
 step, the auto commit, the request lifecycle and ``materialize``."""
 from __future__ import annotations
 
-from typing import Dict, Optional, Sequence
+from typing import Optional, Sequence
 
 import torch
 
 from ..ops.commit import MODE_SPECULATIVE, MODE_STANDARD, mode_code
 from ..ops.state_cache import ReplayCursorCache
 
-SPECULATIVE_ARGS = ("disable_state_update", "intermediate_states_buffer", "cache_steps", "intermediate_state_indices",
+PER_DRAFT_STATE_ARGS = ("disable_state_update", "intermediate_states_buffer", "cache_steps", "intermediate_state_indices",
                     "retrieve_parent_token", "num_accepted_tokens")
 
 
-def refuse_speculative(op: str, kwargs: dict) -> None:
-    spec = [k for k in SPECULATIVE_ARGS if kwargs.get(k) is not None and kwargs.get(k) is not False]
+def refuse_per_draft_state_args(op: str, kwargs: dict) -> None:
+    spec = [k for k in PER_DRAFT_STATE_ARGS if kwargs.get(k) is not None and kwargs.get(k) is not False]
     if spec:
         raise ValueError(f"{op}: {spec}: the drop-in keeps no per-draft states. For speculative verification, build it "
                          f"with mode='speculative', pass the T drafts as [B, T, ...] inputs, and call commit(accepted) "
@@ -54,7 +54,6 @@ class PoolReplay(ReplayCursorCache):
             raise ValueError(f"{op}: two entries of 'states' share a data pointer; pass one pool per layer")
         self._called: set = set()
         self._rows: Optional[torch.Tensor] = None
-        self._cache: Dict[tuple, torch.Tensor] = {}
 
     def _layer(self, state) -> int:
         layer = self._layer_of.get(state.data_ptr()) if isinstance(state, torch.Tensor) else None
@@ -81,15 +80,12 @@ class PoolReplay(ReplayCursorCache):
             raise ValueError(f"{self.op}: {rows.shape[0]} rows, this step's earlier layers {self._rows.shape[0]}")
         return rows
 
-    def _fp32(self, t: torch.Tensor) -> torch.Tensor:
-        """A contiguous fp32 copy of a parameter, made once per tensor (graph replays read the cached copy).
-        Parameters are taken as constant: weights reloaded in place into a non-fp32 tensor need a new drop-in."""
-        if t.dtype == torch.float32 and t.is_contiguous():
-            return t
-        key = (t.data_ptr(), t.dtype, tuple(t.shape), tuple(t.stride()))
-        if key not in self._cache:
-            self._cache[key] = t.to(torch.float32).contiguous()
-        return self._cache[key]
+    @staticmethod
+    def _fp32(t: torch.Tensor) -> torch.Tensor:
+        """``t`` as contiguous fp32: itself when it is already, else a copy made on this call. Not cached: a cache
+        keyed by the tensor's address would hand back stale values when the allocator reuses the address for a
+        tensor computed anew each step. Pass fp32 per-head parameters (or broadcast views of them) to avoid it."""
+        return t.to(torch.float32).contiguous()
 
     def _tokens(self, T: int) -> int:
         """Checks this call's tokens per row against the mode and the step's earlier layers."""

@@ -27,7 +27,7 @@ from typing import Optional, Sequence
 
 import torch
 
-from ._pool_replay import SPECULATIVE_ARGS, PoolReplay, refuse_speculative
+from ._pool_replay import PER_DRAFT_STATE_ARGS, PoolReplay, refuse_per_draft_state_args
 
 _HEAD_K = (64, 128, 256)
 _IGNORED = ("is_kda", "lower_bound")
@@ -81,10 +81,10 @@ class ReplayGatedDeltaRuleUpdate(PoolReplay):
                  initial_state_indices, scale: Optional[float] = None, use_qk_l2norm_in_kernel: bool = False,
                  cu_seqlens: Optional[torch.Tensor] = None, output: Optional[torch.Tensor] = None, **kwargs):
         op = self.op
-        refuse_speculative(op, kwargs)
+        refuse_per_draft_state_args(op, kwargs)
         if kwargs.get("is_kda"):
             raise ValueError(f"{op}: is_kda=True (Kimi delta attention gates) is not supported")
-        unknown = sorted(k_ for k_ in kwargs if k_ not in SPECULATIVE_ARGS + _IGNORED)
+        unknown = sorted(k_ for k_ in kwargs if k_ not in PER_DRAFT_STATE_ARGS + _IGNORED)
         if unknown:
             raise ValueError(f"{op}: unsupported arguments {unknown}")
         if kwargs.get("lower_bound") is not None:

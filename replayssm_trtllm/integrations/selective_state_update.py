@@ -39,20 +39,21 @@ from typing import Dict, Optional, Sequence
 
 import torch
 
-from ._pool_replay import SPECULATIVE_ARGS, PoolReplay, refuse_speculative
+from ._pool_replay import PER_DRAFT_STATE_ARGS, PoolReplay, refuse_per_draft_state_args
 
 
 def _per_head(op: str, name: str, t: torch.Tensor, H: int, checked: Dict[tuple, bool]) -> torch.Tensor:
-    """``t`` [H], or [H, P(, N)] constant along the trailing dims, as a contiguous fp32 [H]."""
+    """``t`` [H], or [H, P(, N)] constant along the trailing dims, as an [H] view (the caller makes the
+    contiguous fp32 copy once per parameter)."""
     if t.dim() == 1:
         if t.shape[0] != H:
             raise ValueError(f"{op}: '{name}' must be [H={H}] or [H, P(, N)]; got {list(t.shape)}")
-        return t.to(torch.float32).contiguous()
+        return t
     if t.shape[0] != H:
         raise ValueError(f"{op}: '{name}' must be [H={H}, ...]; got {list(t.shape)}")
     head = t[(slice(None),) + (0,) * (t.dim() - 1)]
     _check_tied(op, name, t, head, checked)
-    return head.to(torch.float32).contiguous()
+    return head
 
 
 def _check_tied(op: str, name: str, t: torch.Tensor, head: torch.Tensor, checked: Dict[tuple, bool]) -> None:
@@ -106,11 +107,11 @@ class ReplaySelectiveStateUpdate(PoolReplay):
     def __call__(self, state, x, dt, A, B, C, D=None, z=None, dt_bias=None, dt_softplus=False,
                  state_batch_indices=None, pad_slot_id=-1, out=None, **kwargs):
         op = self.op
-        refuse_speculative(op, kwargs)
+        refuse_per_draft_state_args(op, kwargs)
         if kwargs.get("rand_seed") is not None:
             raise ValueError(f"{op}: stochastic rounding of the state (rand_seed) is not supported: the checkpoint is "
                              f"written at flushes only, in the pool's dtype")
-        unknown = sorted(k for k in kwargs if k not in SPECULATIVE_ARGS + ("rand_seed", "philox_rounds"))
+        unknown = sorted(k for k in kwargs if k not in PER_DRAFT_STATE_ARGS + ("rand_seed", "philox_rounds"))
         if unknown:
             raise ValueError(f"{op}: unsupported arguments {unknown}")
         if not dt_softplus:
@@ -130,9 +131,10 @@ class ReplaySelectiveStateUpdate(PoolReplay):
             dt_raw = dt
         if tuple(dt_raw.shape) != lead + (self.H,):
             raise ValueError(f"{op}: 'dt' must be {list(lead) + [self.H]} or with a trailing P; got {list(dt.shape)}")
-        A_h = _per_head(op, "A", A, self.H, self._tied)
-        D_h = None if D is None else _per_head(op, "D", D, self.H, self._tied)
-        bias_h = None if dt_bias is None else _per_head(op, "dt_bias", dt_bias, self.H, self._tied)
+        # per-head fp32 parameters: views of broadcast or [H] fp32 inputs, a small copy of materialized ones
+        A_h = self._fp32(_per_head(op, "A", A, self.H, self._tied))
+        D_h = None if D is None else self._fp32(_per_head(op, "D", D, self.H, self._tied))
+        bias_h = None if dt_bias is None else self._fp32(_per_head(op, "dt_bias", dt_bias, self.H, self._tied))
         if dt_raw.dtype not in (torch.float32, x.dtype):
             dt_raw = dt_raw.to(torch.float32)
         rows = self._rows_of(state_batch_indices, Bsz, x.device, pad_slot_id)

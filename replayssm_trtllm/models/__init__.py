@@ -8,16 +8,17 @@
 ``load_ssm_decoder(path, backend=...)`` builds the whole decode path of a checkpoint in one call.
 """
 from .backends import ConventionalReference, ReplayKernels, ReplayReference, SsmDecoder
-from .checkpoint import (HfCheckpoint, HfCheckpointError, load_all_mixer_weights, load_mixer_weights,
+from .checkpoint import (HfCheckpoint, HfCheckpointError, load_mixer_weights, mixer_tensor_problems,
                          mixer_weight_shapes)
 from .hf_config import (GDN, MAMBA2, SUPPORTED_MODEL_TYPES, HfConfigError, SsmMixerSpec, load_hf_config,
                         parse_hf_config)
 from .mixers import CausalConvState, GatedDeltaNetMixer, Mamba2Mixer, make_mixer
 from .loader import load_ssm_decoder
+from .compare import decode_side_by_side
 from .hf_patch import ReplayPatch, find_mixers, use_replay
 
 __all__ = ["ConventionalReference", "ReplayKernels", "ReplayReference", "SsmDecoder", "HfCheckpoint",
-           "HfCheckpointError", "load_all_mixer_weights", "load_mixer_weights", "mixer_weight_shapes", "GDN", "MAMBA2",
+           "HfCheckpointError", "load_mixer_weights", "mixer_tensor_problems", "mixer_weight_shapes", "GDN", "MAMBA2",
            "SUPPORTED_MODEL_TYPES", "HfConfigError", "SsmMixerSpec", "load_hf_config", "parse_hf_config",
            "CausalConvState", "GatedDeltaNetMixer", "Mamba2Mixer", "make_mixer", "load_ssm_decoder", "ReplayPatch",
-           "find_mixers", "use_replay"]
+           "find_mixers", "use_replay", "decode_side_by_side"]

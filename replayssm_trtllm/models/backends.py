@@ -19,7 +19,7 @@ from typing import Dict, Mapping, Optional, Sequence, Union
 
 import torch
 
-from .hf_config import GDN, MAMBA2, SsmMixerSpec
+from .hf_config import MAMBA2, SsmMixerSpec
 from .mixers import GatedDeltaNetMixer, Mamba2Mixer
 
 F64 = torch.float64
@@ -36,14 +36,52 @@ def _require_empty_rings(op: str, ring_len: torch.Tensor, idx: torch.Tensor) -> 
                          f"reset(), before any decode step")
 
 
+BACKENDS = ("replay-reference", "conventional-reference", "replay-kernels")
+
 # Prefill runs the float64 conventional recurrence in chunks of tokens whose per-token snapshots stay under this size.
 PREFILL_SNAPSHOT_BYTES = 1 << 28
 # The kernels backend prefills with the conventional kernels, one token per launch: their in-place multi-token
 # forms (T > 1 without snapshots) are not all covered by the GPU tests, the one-token form is.
 PREFILL_TOKENS_PER_LAUNCH = 1
+# The activation inputs the kernels read, per family.
+_M2_ACTS = ("x", "B", "C", "z")
+_GDN_ACTS = ("q", "k", "v", "a", "b")
 
 
-class ConventionalReference:
+def _naive(spec: SsmMixerSpec, mixer, S0: torch.Tensor, inputs: Mapping[str, torch.Tensor]):
+    """The float64 conventional recurrence of ``inputs`` (the mixer's, on the CPU) from states ``S0``:
+    ``(y, states after each token)``."""
+    from ..reference import gdn_decode_naive, mamba2_decode_naive
+    i = inputs
+    if spec.family == MAMBA2:
+        return mamba2_decode_naive(S0, i["x"], i["dt_raw"], i["B"], i["C"], mixer.A.cpu(), mixer.D.cpu(),
+                                   mixer.dt_bias.cpu(), i["z"])
+    return gdn_decode_naive(S0, i["q"], i["k"], i["v"], i["a"], i["b"], mixer.A_log.cpu(), mixer.dt_bias.cpu())
+
+
+class _Float64Backend:
+    """What the float64 backends share: the prompt's recurrence in float64 on the CPU, loaded as the state."""
+
+    def prefill_recurrence(self, pos: int, slots: torch.Tensor, mixer, inputs: Mapping[str, torch.Tensor]
+                           ) -> torch.Tensor:
+        """The conventional recurrence over the prompt from a zero state, in chunks whose per-token snapshots
+        stay under ``PREFILL_SNAPSHOT_BYTES``; the final states become layer ``pos``'s state of ``slots``
+        (:meth:`load_state`). Returns the outputs ``[n, P, ...]``."""
+        s = self.spec
+        n, P = next(iter(inputs.values())).shape[:2]
+        state = torch.zeros(n, s.heads, s.head_dim, s.state_dim, dtype=F64)
+        chunk = max(1, PREFILL_SNAPSHOT_BYTES // (8 * n * s.heads * s.head_dim * s.state_dim))
+        cpu = {k: v.to("cpu", F64) for k, v in inputs.items()}
+        ys = []
+        for t0 in range(0, P, chunk):
+            y, states = _naive(s, mixer, state, {k: v[:, t0:t0 + chunk] for k, v in cpu.items()})
+            state = states[:, -1]
+            ys.append(y)
+        self.load_state(pos, slots, state)
+        return torch.cat(ys, 1)
+
+
+class ConventionalReference(_Float64Backend):
     """Float64 conventional decoding of every SSM layer (the ground truth for the replay backends)."""
     name = "conventional-reference"
 
@@ -65,7 +103,6 @@ class ConventionalReference:
         self.state[pos, _slots_i64(slots)] = state.to(F64)
 
     def step(self, pos: int, slots: torch.Tensor, mixer, inputs: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        from ..reference import gdn_decode_naive, mamba2_decode_naive
         idx = _slots_i64(slots)
         keep = idx >= 0
         rows = torch.nonzero(keep)[:, 0]
@@ -74,13 +111,7 @@ class ConventionalReference:
         if T > self.max_verify:
             raise ValueError(f"{self.name}: T={T} > max_verify={self.max_verify}")
         pick = {k: v.to("cpu")[rows] for k, v in inputs.items()}
-        S0 = self.state[pos, idx[keep]]
-        if self.spec.family == MAMBA2:
-            y, states = mamba2_decode_naive(S0, pick["x"], pick["dt_raw"], pick["B"], pick["C"], mixer.A.cpu(),
-                                            mixer.D.cpu(), mixer.dt_bias.cpu(), pick["z"])
-        else:
-            y, states = gdn_decode_naive(S0, pick["q"], pick["k"], pick["v"], pick["a"], pick["b"],
-                                         mixer.A_log.cpu(), mixer.dt_bias.cpu())
+        y, states = _naive(self.spec, mixer, self.state[pos, idx[keep]], pick)
         out = torch.zeros((Bsz,) + tuple(y.shape[1:]), dtype=F64)
         out[rows] = y
         self._pending[pos] = (idx[keep], states)
@@ -97,7 +128,7 @@ class ConventionalReference:
         self._pending.clear()
 
 
-class ReplayReference:
+class ReplayReference(_Float64Backend):
     """Float64 ReplaySSM caches of every SSM layer, cursors shared by the layers (one commit per step)."""
     name = "replay-reference"
 
@@ -176,12 +207,6 @@ class ReplayKernels:
                                         dtype=c.state_dtype, device=self.device)
         c.reset(idx, prefill_state)
 
-    def load_state(self, pos: int, slots: torch.Tensor, state: torch.Tensor) -> None:
-        """Layer ``pos``'s checkpoint of ``slots`` (>= 0, rings empty: right after :meth:`reset`)."""
-        idx = _slots_i64(slots)
-        _require_empty_rings(self.name, self.cache.ring_len.cpu(), idx)
-        self.cache.ckpt[pos, idx.to(self.device)] = state.to(device=self.device, dtype=self.cache.state_dtype)
-
     def prefill_recurrence(self, pos: int, slots: torch.Tensor, mixer, inputs: Mapping[str, torch.Tensor]
                            ) -> torch.Tensor:
         """The prompt's recurrence for fresh ``slots`` (rings empty), on the device: the conventional kernels
@@ -194,7 +219,7 @@ class ReplayKernels:
         ckpt = self.cache.ckpt[pos]
         first = next(iter(inputs.values()))
         P = int(first.shape[1])
-        i = {k: self._act(v) for k, v in inputs.items()}
+        i = self._acts(inputs)
         if self.spec.family == MAMBA2:
             dt_raw = inputs["dt_raw"].to(device=self.device, dtype=torch.float32)
             A, D, bias = (t.to(self.device) for t in (mixer.A, mixer.D, mixer.dt_bias))
@@ -213,12 +238,15 @@ class ReplayKernels:
                                      A_log, bias))
         return torch.cat(ys, 1)
 
-    def _act(self, t: torch.Tensor) -> torch.Tensor:
-        return t.to(device=self.device, dtype=self.act_dtype).contiguous()
+    def _acts(self, inputs: Mapping[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+        """The family's activation inputs in act_dtype on the device (dt_raw stays fp32; GDN's gate z is the
+        mixer's, not the kernels')."""
+        return {k: inputs[k].to(device=self.device, dtype=self.act_dtype).contiguous()
+                for k in (_M2_ACTS if self.spec.family == MAMBA2 else _GDN_ACTS)}
 
     def step(self, pos: int, slots: torch.Tensor, mixer, inputs: Mapping[str, torch.Tensor]) -> torch.Tensor:
         sbi = torch.as_tensor(slots).to(device=self.device, dtype=torch.int32).contiguous()
-        i = {k: self._act(v) for k, v in inputs.items()}
+        i = self._acts(inputs)
         if self.spec.family == MAMBA2:
             dt_raw = inputs["dt_raw"].to(device=self.device, dtype=torch.float32).contiguous()
             return self.cache.step(pos, sbi, i["x"], dt_raw, i["B"], i["C"], mixer.A.to(self.device),
@@ -231,6 +259,29 @@ class ReplayKernels:
         acc = None if accepted is None else \
             torch.as_tensor(accepted).to(device=self.device, dtype=torch.int32).contiguous()
         self.cache.commit(acc, sbi, num_tokens)
+
+
+def make_backend(name: str, spec: SsmMixerSpec, num_slots: int, window: int = 16, max_verify: int = 1,
+                 act_dtype: torch.dtype = torch.bfloat16, device=None):
+    """A backend by name (``BACKENDS``); speculative mode when ``max_verify`` > 1. ``device`` and
+    ``act_dtype`` apply to the kernels backend (default CUDA)."""
+    if name not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}; got {name!r}")
+    mode = "standard" if max_verify == 1 else "speculative"
+    if name == "conventional-reference":
+        return ConventionalReference(spec, num_slots, max_verify)
+    if name == "replay-reference":
+        return ReplayReference(spec, num_slots, window, max_verify, mode)
+    return ReplayKernels(spec, num_slots, window, max_verify, mode, act_dtype=act_dtype,
+                         device="cuda" if device is None else device)
+
+
+def mixer_placement(backend: str, device=None, dtype: Optional[torch.dtype] = None):
+    """Where and in what the mixers' arithmetic runs: given, or CPU float64 for the references and CUDA
+    float32 for the kernels."""
+    kernels = backend == "replay-kernels"
+    return (torch.device(device if device is not None else ("cuda" if kernels else "cpu")),
+            dtype if dtype is not None else (torch.float32 if kernels else torch.float64))
 
 
 class SsmDecoder:
@@ -290,7 +341,6 @@ class SsmDecoder:
         frameworks prefill with their chunked kernels and hand the state over (``replay_import``,
         docs/engine-integration.md).
         """
-        from ..reference import gdn_decode_naive, mamba2_decode_naive
         if layer not in self.pos:
             raise ValueError(f"SsmDecoder.prefill: layer {layer} is not an SSM layer; SSM layers: "
                              f"{list(self.spec.ssm_layers)}")
@@ -311,33 +361,9 @@ class SsmDecoder:
         mixer, conv = self.mixers[layer], self.conv[layer]
         inputs = mixer.inputs(hidden, slots_t, conv)
         conv.commit()                                      # history = the prompt's last kernel - 1 inputs
-        z = inputs.pop("z")
-        s = self.spec
-        if hasattr(self.backend, "prefill_recurrence"):      # on the device, by the backend's own kernels
-            y = self.backend.prefill_recurrence(self.pos[layer], slots_t, mixer,
-                                                dict(inputs, z=z) if s.family == MAMBA2 else inputs)
-            self._prefilled.update((layer, int(i)) for i in slots_t.tolist())
-            y = y.to(mixer.device)
-            return mixer.output(y) if s.family == MAMBA2 else mixer.output(y, z)
-        n, P = hidden.shape[:2]
-        state = torch.zeros(n, s.heads, s.head_dim, s.state_dim, dtype=F64)
-        chunk = max(1, PREFILL_SNAPSHOT_BYTES // (8 * n * s.heads * s.head_dim * s.state_dim))
-        ys = []
-        cpu = {k: v.to("cpu", F64) for k, v in inputs.items()}
-        for t0 in range(0, P, chunk):
-            c = {k: v[:, t0:t0 + chunk] for k, v in cpu.items()}
-            if s.family == MAMBA2:
-                y, states = mamba2_decode_naive(state, c["x"], c["dt_raw"], c["B"], c["C"], mixer.A.cpu(),
-                                                mixer.D.cpu(), mixer.dt_bias.cpu(), z[:, t0:t0 + chunk].cpu())
-            else:
-                y, states = gdn_decode_naive(state, c["q"], c["k"], c["v"], c["a"], c["b"], mixer.A_log.cpu(),
-                                             mixer.dt_bias.cpu())
-            state = states[:, -1]
-            ys.append(y)
-        self.backend.load_state(self.pos[layer], slots_t, state)
+        y = self.backend.prefill_recurrence(self.pos[layer], slots_t, mixer, inputs)
         self._prefilled.update((layer, int(i)) for i in slots_t.tolist())
-        y = torch.cat(ys, 1).to(mixer.device)
-        return mixer.output(y) if s.family == MAMBA2 else mixer.output(y, z)
+        return self._output(mixer, y, inputs)
 
     def step(self, layer: int, hidden: torch.Tensor, slots) -> torch.Tensor:
         """Mixer output ``[B, T, hidden_size]`` of model layer ``layer`` for ``hidden`` ``[B, T, hidden_size]``
@@ -359,14 +385,17 @@ class SsmDecoder:
                              f"first")
         mixer = self.mixers[layer]
         inputs = mixer.inputs(hidden, slots_t, self.conv[layer])
-        z = inputs.pop("z") if self.spec.family == GDN else None
-        y = self.backend.step(self.pos[layer], slots_t, mixer, inputs)
-        out = mixer.output(y.to(mixer.device)) if z is None else mixer.output(y.to(mixer.device), z)
+        out = self._output(mixer, self.backend.step(self.pos[layer], slots_t, mixer, inputs), inputs)
         pad = (slots_t < 0).to(out.device)
         self._step_slots, self._step_T = slots_t, int(hidden.shape[1])
         self._stepped.add(layer)
         self._fresh.difference_update(int(i) for i in slots_t.tolist())
         return out.masked_fill(pad[:, None, None], 0.0)
+
+    def _output(self, mixer, y: torch.Tensor, inputs: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """The mixer's output from the recurrence output (Mamba-2's is gated already; GDN gates with z here)."""
+        y = y.to(mixer.device)
+        return mixer.output(y) if self.spec.family == MAMBA2 else mixer.output(y, inputs["z"])
 
     def commit(self, accepted: Optional[torch.Tensor] = None) -> None:
         """Advance every layer's conv history and recurrent state by ``accepted`` ``[B]`` tokens per row

@@ -20,7 +20,7 @@ import glob
 import json
 import os
 import re
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Tuple, Union
 
 import torch
 
@@ -59,6 +59,8 @@ class HfCheckpoint:
         self._safe_open = _safe_open()
         index = os.path.join(self.path, "model.safetensors.index.json")
         self._where: Dict[str, str] = {}
+        self._meta: Dict[str, Tuple[Tuple[int, ...], str]] = {}
+        self._roots: Optional[Dict[str, List[int]]] = None
         if os.path.isfile(index):
             with open(index, encoding="utf-8") as f:
                 weight_map = json.load(f).get("weight_map")
@@ -90,14 +92,22 @@ class HfCheckpoint:
         except KeyError:
             raise HfCheckpointError(f"{self.path}: tensor {name!r} is not in the checkpoint") from None
 
+    def _header(self, name: str) -> Tuple[Tuple[int, ...], str]:
+        """(shape, safetensors dtype) from the file's header, read once per file."""
+        if name not in self._meta:
+            path = self._need(name)
+            with self._safe_open(path, framework="pt") as f:
+                for key in f.keys():
+                    sl = f.get_slice(key)
+                    self._meta[key] = (tuple(sl.get_shape()), str(sl.get_dtype()))
+        return self._meta[name]
+
     def shape(self, name: str) -> Tuple[int, ...]:
-        with self._safe_open(self._need(name), framework="pt") as f:
-            return tuple(f.get_slice(name).get_shape())
+        return self._header(name)[0]
 
     def dtype_name(self, name: str) -> str:
         """The safetensors dtype string (``F32``, ``BF16``, ``U8``, ``F8_E4M3``, ...)."""
-        with self._safe_open(self._need(name), framework="pt") as f:
-            return str(f.get_slice(name).get_dtype())
+        return self._header(name)[1]
 
     def quantization(self, name: str) -> Optional[str]:
         """How ``name`` is stored quantized (``"dtype U8, with <...>.weight_scale"``), or None when it is not:
@@ -115,14 +125,16 @@ class HfCheckpoint:
 
     # ---- SSM layers ------------------------------------------------------------------------------
     def ssm_roots(self) -> Dict[str, List[int]]:
-        """``{root: [layer indices]}`` of every tensor group that holds a mixer's ``A_log``."""
-        roots: Dict[str, List[int]] = {}
-        for name in self._where:
-            m = _SSM_KEY.match(name)
-            if m and not m.group("root").startswith(_IGNORED_ROOTS):
-                key = m.group("root") + "layers.{}." + m.group("mixer") + "."
-                roots.setdefault(key, []).append(int(m.group("layer")))
-        return {k: sorted(v) for k, v in roots.items()}
+        """``{root: [layer indices]}`` of every tensor group that holds a mixer's ``A_log`` (found once)."""
+        if self._roots is None:
+            roots: Dict[str, List[int]] = {}
+            for name in self._where:
+                m = _SSM_KEY.match(name)
+                if m and not m.group("root").startswith(_IGNORED_ROOTS):
+                    key = m.group("root") + "layers.{}." + m.group("mixer") + "."
+                    roots.setdefault(key, []).append(int(m.group("layer")))
+            self._roots = {k: sorted(v) for k, v in roots.items()}
+        return self._roots
 
     def mixer_prefix(self, spec: SsmMixerSpec, layer: int) -> str:
         """The name prefix of model layer ``layer``'s SSM mixer (e.g. ``backbone.layers.3.mixer.``)."""
@@ -185,6 +197,26 @@ def unpack_qwen3_next_projections(spec: SsmMixerSpec, w: Dict[str, torch.Tensor]
     w["in_proj_b.weight"], w["in_proj_a.weight"] = flat(b), flat(a)
 
 
+def mixer_tensor_problems(ckpt: HfCheckpoint, spec: SsmMixerSpec, layer: int, projections: bool = True
+                          ) -> List[Tuple[str, str, str]]:
+    """What stands in the way of loading model layer ``layer``'s mixer, from the headers only:
+    ``(kind, tensor name, detail)`` with kind ``"missing"`` (detail: the expected shape), ``"quantized"``
+    (detail: how it is stored) or ``"shape"`` (detail: found and expected shapes). Empty: it loads."""
+    prefix = ckpt.mixer_prefix(spec, layer)
+    out = []
+    for name, want in mixer_weight_shapes(spec).items():
+        if not projections and name not in _PARAMS:
+            continue
+        full = prefix + name
+        if full not in ckpt:
+            out.append(("missing", full, f"expected shape {list(want)}"))
+        elif ckpt.quantization(full):
+            out.append(("quantized", full, ckpt.quantization(full)))
+        elif ckpt.shape(full) != want:
+            out.append(("shape", full, f"shape {list(ckpt.shape(full))}, expected {list(want)}"))
+    return out
+
+
 def load_mixer_weights(ckpt: HfCheckpoint, spec: SsmMixerSpec, layer: int,
                        projections: bool = True) -> Dict[str, torch.Tensor]:
     """Model layer ``layer``'s SSM mixer tensors, shape-checked, under the mixer's names.
@@ -199,34 +231,21 @@ def load_mixer_weights(ckpt: HfCheckpoint, spec: SsmMixerSpec, layer: int,
     Quantized projections (ModelOpt FP8 / NVFP4: an integer or float8 weight with ``weight_scale``) are
     refused with a clear error rather than misread.
     """
+    problems = mixer_tensor_problems(ckpt, spec, layer, projections)
+    if problems:
+        kind, full, detail = problems[0]
+        where = f"{ckpt.path}: layer {layer}: {full!r}"
+        if kind == "missing":
+            raise HfCheckpointError(f"{where} is missing ({detail} for model_type {spec.model_type!r})")
+        if kind == "quantized":
+            raise HfCheckpointError(f"{where} is stored quantized ({detail}); the plain-PyTorch mixer reads "
+                                    f"unquantized projections only. Load with projections=False to take the SSM "
+                                    f"parameters, and run the projections in the serving framework")
+        raise HfCheckpointError(f"{where} has {detail.replace(', expected', '; config.json implies')} "
+                                f"(model_type {spec.model_type!r})")
     prefix = ckpt.mixer_prefix(spec, layer)
-    shapes = mixer_weight_shapes(spec)
-    out: Dict[str, torch.Tensor] = {}
-    for name, want in shapes.items():
-        if not projections and name not in _PARAMS:
-            continue
-        full = prefix + name
-        if full not in ckpt:
-            raise HfCheckpointError(f"{ckpt.path}: layer {layer}: tensor {full!r} is missing (expected shape "
-                                    f"{list(want)} for model_type {spec.model_type!r})")
-        quant = ckpt.quantization(full)
-        if quant:
-            raise HfCheckpointError(f"{ckpt.path}: layer {layer}: {full!r} is stored quantized ({quant}); the "
-                                    f"plain-PyTorch mixer reads unquantized projections only. Load with "
-                                    f"projections=False to take the SSM parameters, and run the projections in the "
-                                    f"serving framework")
-        got = ckpt.shape(full)
-        if got != want:
-            raise HfCheckpointError(f"{ckpt.path}: layer {layer}: {full!r} has shape {list(got)}; config.json "
-                                    f"(model_type {spec.model_type!r}) implies {list(want)}")
-        out[name] = ckpt.tensor(full)
+    out = {name: ckpt.tensor(prefix + name) for name in mixer_weight_shapes(spec)
+           if projections or name in _PARAMS}
     if spec.family == GDN and spec.packed_projections and projections:
         unpack_qwen3_next_projections(spec, out)
     return out
-
-
-def load_all_mixer_weights(ckpt: HfCheckpoint, spec: SsmMixerSpec, layers: Optional[Sequence[int]] = None,
-                           projections: bool = True) -> Dict[int, Dict[str, torch.Tensor]]:
-    """:func:`load_mixer_weights` for ``layers`` (default: every SSM layer), keyed by model layer index."""
-    return {i: load_mixer_weights(ckpt, spec, i, projections)
-            for i in (spec.ssm_layers if layers is None else layers)}

@@ -236,14 +236,12 @@ def _parse_qwen_gdn(cfg: Dict[str, Any], model_type: str) -> SsmMixerSpec:
             raise HfConfigError(f"config.json (model_type {model_type!r}): missing 'text_config' (the language "
                                 f"model's fields)")
     mt = model_type
-    act = text.get("hidden_act", "silu")
     types = _qwen_layer_types(text, mt)
     kh = _positive_int(text, "linear_num_key_heads", mt, 16)
     vh = _positive_int(text, "linear_num_value_heads", mt, 32)
     if vh % kh:
         raise HfConfigError(f"config.json (model_type {mt!r}): linear_num_value_heads={vh} must be a multiple of "
                             f"linear_num_key_heads={kh}")
-    del act  # the GDN conv activation is silu in every Qwen config (not configurable there)
     return SsmMixerSpec(
         model_type=mt, family=GDN, hidden_size=_positive_int(text, "hidden_size", mt),
         heads=vh, head_dim=_positive_int(text, "linear_value_head_dim", mt, 128),

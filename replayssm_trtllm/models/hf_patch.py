@@ -27,13 +27,12 @@ from typing import Dict, List, Optional
 
 import torch
 
-from .backends import ConventionalReference, ReplayKernels, ReplayReference, SsmDecoder
+from .backends import BACKENDS, SsmDecoder, make_backend, mixer_placement
 from .checkpoint import unpack_qwen3_next_projections
 from .hf_config import SsmMixerSpec, parse_hf_config
 from .mixers import make_mixer
 
 MIXER_CLASSES = ("NemotronHMamba2Mixer", "Qwen3_5GatedDeltaNet", "Qwen3NextGatedDeltaNet")
-BACKENDS = ("replay-reference", "conventional-reference", "replay-kernels")
 
 
 def find_mixers(model) -> Dict[int, torch.nn.Module]:
@@ -69,9 +68,7 @@ class ReplayPatch:
         if sorted(mods) != list(self.spec.ssm_layers):
             raise ValueError(f"use_replay: config.json's SSM layers {list(self.spec.ssm_layers)} do not match the "
                              f"model's mixer modules at layers {sorted(mods)}")
-        kernels = backend == "replay-kernels"
-        self.device = torch.device(device if device is not None else ("cuda" if kernels else "cpu"))
-        self.dtype = dtype if dtype is not None else (torch.float32 if kernels else torch.float64)
+        self.device, self.dtype = mixer_placement(backend, device, dtype)
         self.max_batch = int(max_batch)
         mixers = {}
         for i, mod in mods.items():
@@ -82,15 +79,8 @@ class ReplayPatch:
         self.max_verify = int(max_verify)
         if self.max_verify < 1:
             raise ValueError(f"use_replay: max_verify must be >= 1; got {max_verify}")
-        mode = "standard" if self.max_verify == 1 else "speculative"
-        if backend == "conventional-reference":
-            be = ConventionalReference(self.spec, self.max_batch, self.max_verify)
-        elif backend == "replay-reference":
-            be = ReplayReference(self.spec, self.max_batch, window, self.max_verify, mode)
-        else:
-            be = ReplayKernels(self.spec, self.max_batch, window, self.max_verify, mode, act_dtype=act_dtype,
-                               device=self.device)
-        self.decoder = SsmDecoder(self.spec, mixers, be)
+        self.decoder = SsmDecoder(self.spec, mixers, make_backend(backend, self.spec, self.max_batch, window,
+                                                                  self.max_verify, act_dtype, self.device))
         self.modules = mods
         self._last = max(self.spec.ssm_layers)
         self._cache_id: Optional[int] = None

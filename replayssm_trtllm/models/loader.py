@@ -6,16 +6,14 @@ from typing import Optional, Sequence, Union
 
 import torch
 
-from .backends import ConventionalReference, ReplayKernels, ReplayReference, SsmDecoder
+from .backends import BACKENDS, SsmDecoder, make_backend, mixer_placement
 from .checkpoint import HfCheckpoint, load_mixer_weights
 from .hf_config import load_hf_config
 from .mixers import make_mixer
 
-BACKENDS = ("conventional-reference", "replay-reference", "replay-kernels")
-
 
 def load_ssm_decoder(path: Union[str, os.PathLike], backend: str = "replay-reference", num_slots: int = 1,
-                     window: int = 16, max_verify: int = 1, mode: str = "standard",
+                     window: int = 16, max_verify: int = 1,
                      layers: Optional[Sequence[int]] = None, device=None,
                      dtype: Optional[torch.dtype] = None) -> SsmDecoder:
     """The SSM decode path of the checkpoint at ``path`` (config.json + safetensors).
@@ -23,8 +21,8 @@ def load_ssm_decoder(path: Union[str, os.PathLike], backend: str = "replay-refer
     Args:
         backend: ``"replay-reference"`` (float64 ReplaySSM, CPU), ``"conventional-reference"`` (float64
             conventional, CPU) or ``"replay-kernels"`` (CUDA kernels, bf16 activations, fp32 state).
-        num_slots / window / max_verify / mode: the replay cache (window and mode are ignored by the
-            conventional backend).
+        num_slots / window / max_verify: the replay cache; ``max_verify`` > 1 is speculative mode (the window
+            is ignored by the conventional backend).
         layers: restrict to these SSM layers (model indices); default all.
         device / dtype: where and in what the mixers' projections run; default CPU float64 for the
             references and CUDA float32 for the kernels.
@@ -38,15 +36,7 @@ def load_ssm_decoder(path: Union[str, os.PathLike], backend: str = "replay-refer
             raise ValueError(f"load_ssm_decoder: layers {bad} are not SSM layers; SSM layers: {list(spec.ssm_layers)}")
         from dataclasses import replace
         spec = replace(spec, ssm_layers=tuple(layers))
-    kernels = backend == "replay-kernels"
-    device = torch.device(device if device is not None else ("cuda" if kernels else "cpu"))
-    dtype = dtype if dtype is not None else (torch.float32 if kernels else torch.float64)
+    device, dtype = mixer_placement(backend, device, dtype)
     ckpt = HfCheckpoint(path)
     mixers = {i: make_mixer(spec, load_mixer_weights(ckpt, spec, i), dtype, device) for i in spec.ssm_layers}
-    if backend == "conventional-reference":
-        be = ConventionalReference(spec, num_slots, max_verify)
-    elif backend == "replay-reference":
-        be = ReplayReference(spec, num_slots, window, max_verify, mode)
-    else:
-        be = ReplayKernels(spec, num_slots, window, max_verify, mode, device=device)
-    return SsmDecoder(spec, mixers, be)
+    return SsmDecoder(spec, mixers, make_backend(backend, spec, num_slots, window, max_verify, device=device))

@@ -19,9 +19,9 @@ from typing import Optional
 
 import torch
 
-from ..reference import (default_scale, expand_groups, gdn_decode_naive, gdn_draft_corrections, gdn_gates, l2norm,
+from ..reference import (expand_groups, gdn_decode_naive, gdn_draft_corrections, gdn_gates, l2norm,
                          mamba2_decode_naive, mamba2_gates, output_only, replay, silu)
-from ..state.cursors import flush_mask
+from ..state.cursors import commit_update, flush_mask
 from . import commit as _commit
 from . import gdn as _gdn
 from . import mamba2 as _mamba2
@@ -102,7 +102,7 @@ def _gdn_keys(k_raw: torch.Tensor, HV: int) -> torch.Tensor:
     return torch.repeat_interleave(l2norm(k_raw), HV // k_raw.shape[1], dim=1).permute(1, 0, 2)
 
 
-def _gdn_decode(state, state_indices, num_accepted, q, k, v, a, b, A_log, dt_bias, o, scale, snapshot):
+def _gdn_decode(state, state_indices, num_accepted, q, k, v, a, b, A_log, dt_bias, o, scale, snapshot, variant=0):
     if snapshot:
         raise NotImplementedError("cpu_emulation: gdn_decode with snapshot=True is not emulated")
     sizes, _, _ = _gdn.validate_decode_args(state, state_indices, num_accepted, q, k, v, a, b, A_log, dt_bias, o,
@@ -114,14 +114,14 @@ def _gdn_decode(state, state_indices, num_accepted, q, k, v, a, b, A_log, dt_bia
         state[slot] = states[0, -1].to(state.dtype)
 
 
-def _gdn_replay(state, sbi, ring_origin, ring_len, ring_g, ring_u, ring_k, q, k, v, a, b, A_log, dt_bias, o,
-                window, mode, scale):
-    sizes, _ = _gdn.validate_replay_args(state, sbi, ring_origin, ring_len, ring_g, ring_u, ring_k, q, k, v, a, b,
-                                         A_log, dt_bias, o, window, mode, require_cuda=False)
+def _gdn_replay(state, state_batch_indices, ring_origin, ring_len, ring_g, ring_u, ring_k, q, k, v, a, b, A_log,
+                dt_bias, o, window, mode, scale, variant=0):
+    sizes, _ = _gdn.validate_replay_args(state, state_batch_indices, ring_origin, ring_len, ring_g, ring_u, ring_k,
+                                         q, k, v, a, b, A_log, dt_bias, o, window, mode, require_cuda=False)
     T, HV, Cap = sizes["T"], sizes["HV"], sizes["C"]
     g_all, alpha_all, beta_all = gdn_gates(a, b, A_log, dt_bias)             # [B, T, HV]
     qn = torch.repeat_interleave(l2norm(q) * scale, HV // sizes["H"], dim=2)  # [B, T, HV, K]
-    for row, slot in _rows(sbi, sizes["B"]):
+    for row, slot in _rows(state_batch_indices, sizes["B"]):
         oo, h = int(ring_origin[slot]), int(ring_len[slot])
         flush = bool(flush_mask(torch.tensor(h), T, window, mode))
         ridx_c = (oo + torch.arange(h)) % Cap
@@ -143,38 +143,28 @@ def _gdn_replay(state, sbi, ring_origin, ring_len, ring_g, ring_u, ring_k, q, k,
 
 
 # ---- commit ----------------------------------------------------------------------------------------
-def _commit_emu(sbi, accepted, ring_origin, ring_len, error_slot, window, ring_capacity, num_tokens, mode):
-    _commit.validate_commit_args(sbi, accepted, ring_origin, ring_len, error_slot, window, ring_capacity, num_tokens,
-                                 mode)
+def _commit_emu(state_batch_indices, accepted, ring_origin, ring_len, error_slot, window, ring_capacity, num_tokens,
+                mode):
+    """The device commit: the same checks into ``error_slot`` (first bad slot, nothing clamped), the cursor
+    update of the state machine (``state.cursors.commit_update``) on the rows that pass."""
+    _commit.validate_commit_args(state_batch_indices, accepted, ring_origin, ring_len, error_slot, window,
+                                 ring_capacity, num_tokens, mode)
     mode = _commit.mode_code(mode)
     L, C, T = window, ring_capacity, num_tokens
-
-    def report(slot):
-        if error_slot is not None and int(error_slot[0]) == -1:
-            error_slot[0] = slot
-
-    for b, slot in enumerate(sbi.tolist()):
+    for b, slot in enumerate(state_batch_indices.tolist()):
         if slot < 0:
             continue
-        if slot >= ring_origin.shape[0]:
-            report(slot)
-            continue
-        o, h = int(ring_origin[slot]), int(ring_len[slot])
-        ok = 0 <= o < C and h >= 0 and (h <= L - 1 if mode == 0 else h <= L)
-        acc = T
-        if mode == 1 and accepted is not None:
-            acc = int(accepted[b])
-            ok = ok and 1 <= acc <= T
+        ok = slot < ring_origin.shape[0]
+        if ok:
+            o, h = int(ring_origin[slot]), int(ring_len[slot])
+            acc = T if mode == 0 or accepted is None else int(accepted[b])
+            ok = 0 <= o < C and h >= 0 and (h <= L - 1 if mode == 0 else h <= L) and 1 <= acc <= T
         if not ok:
-            report(slot)
+            if error_slot is not None and int(error_slot[0]) == -1:
+                error_slot[0] = slot
             continue
-        if mode == 0:
-            o, h = ((o + h + 1) % C, 0) if h + 1 == L else (o, h + 1)
-        else:
-            if h + T > L:
-                o, h = (o + h) % C, 0
-            h += acc
-        ring_origin[slot], ring_len[slot] = o, h
+        new_o, new_h = commit_update(torch.tensor(o), torch.tensor(h), torch.tensor(acc), T, L, C, mode)
+        ring_origin[slot], ring_len[slot] = int(new_o), int(new_h)
 
 
 # ---- registration ----------------------------------------------------------------------------------
@@ -184,9 +174,9 @@ def _ops():
         "mamba2_decode_out": (_mamba2.mamba2_decode_out, _k_m2_decode_out),
         "mamba2_replay_decode": (_mamba2.mamba2_replay_decode, _k_m2_replay),
         "mamba2_replay_decode_out": (_mamba2.mamba2_replay_decode_out, _k_m2_replay_out),
-        "gdn_decode": (_gdn._gdn_decode_op, _gdn_decode_k),
-        "gdn_replay": (_gdn._gdn_replay_op, _gdn_replay_k),
-        "replay_commit": (_commit.replay_commit, _commit_emu_k),
+        "gdn_decode": (_gdn._gdn_decode_op, _gdn_decode),
+        "gdn_replay": (_gdn._gdn_replay_op, _gdn_replay),
+        "replay_commit": (_commit.replay_commit, _commit_emu),
     }
 
 
@@ -216,22 +206,6 @@ def _k_m2_replay_out(state, ring_dt, ring_x, ring_B, ring_origin, ring_len, x, d
                state_batch_indices, window, mode, y)
 
 
-def _gdn_decode_k(state, state_indices, num_accepted, q, k, v, a, b, A_log, dt_bias, o, scale, snapshot, variant=0):
-    _gdn_decode(state, state_indices, num_accepted, q, k, v, a, b, A_log, dt_bias, o, scale, snapshot)
-
-
-def _gdn_replay_k(state, state_batch_indices, ring_origin, ring_len, ring_g, ring_u, ring_k, q, k, v, a, b, A_log,
-                  dt_bias, o, window, mode, scale, variant=0):
-    _gdn_replay(state, state_batch_indices, ring_origin, ring_len, ring_g, ring_u, ring_k, q, k, v, a, b, A_log,
-                dt_bias, o, window, mode, scale)
-
-
-def _commit_emu_k(state_batch_indices, accepted, ring_origin, ring_len, error_slot, window, ring_capacity,
-                  num_tokens, mode):
-    _commit_emu(state_batch_indices, accepted, ring_origin, ring_len, error_slot, window, ring_capacity, num_tokens,
-                mode)
-
-
 # The CPU kernels are registered once and kept disabled by contexts entered here and never left
 # (``set_kernel_enabled`` is a context manager): outside ``cpu_emulation`` the ops refuse CPU tensors as always.
 _KEEP_DISABLED = contextlib.ExitStack()
@@ -257,4 +231,4 @@ def cpu_emulation():
         yield
 
 
-__all__ = ["cpu_emulation", "default_scale"]
+__all__ = ["cpu_emulation"]

@@ -68,3 +68,11 @@ def build(kind: str, seed: int = 0):
     for _, m in mixers:
         randomize_mixer(m, gen)
     return model.eval(), mixers
+
+
+def save(kind: str, directory, seed: int = 0, **save_kw):
+    """Build the tiny model of ``kind``, write it to ``directory`` with ``save_pretrained`` (``save_kw``, e.g.
+    ``max_shard_size``) and return its ``{layer index: mixer module}``."""
+    model, mixers = build(kind, seed)
+    model.save_pretrained(directory, **save_kw)
+    return dict(mixers)

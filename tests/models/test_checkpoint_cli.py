@@ -18,9 +18,8 @@ pytest.importorskip("safetensors")
 
 @pytest.fixture(scope="module")
 def nemotron_dir(tmp_path_factory):
-    model, _ = hf_tiny.build("nemotron_h", seed=3)
     d = tmp_path_factory.mktemp("nemotron_cli")
-    model.save_pretrained(d)
+    hf_tiny.save("nemotron_h", d, seed=3)
     return d
 
 

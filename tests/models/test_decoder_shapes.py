@@ -8,8 +8,8 @@ import sys
 import pytest
 import torch
 
-from replayssm_trtllm.models import (ConventionalReference, ReplayKernels, ReplayReference, SsmDecoder, make_mixer,
-                                     parse_hf_config)
+from replayssm_trtllm.models import (ConventionalReference, ReplayKernels, ReplayReference, SsmDecoder,
+                                     decode_side_by_side, make_mixer, parse_hf_config)
 
 sys.path.insert(0, os.path.dirname(__file__))
 from random_weights import random_mixer_weights  # noqa: E402
@@ -50,27 +50,6 @@ def _decoders(spec, backends, seed, dtype_device):
     return out
 
 
-def _run(decoders, spec, steps, T, slots, gen, device_of, accept=True):
-    """Step all decoders on the same inputs; returns the max relative output difference of decoders[1:]
-    against decoders[0] over the run (rows with a slot only)."""
-    worst = 0.0
-    Bsz = slots.shape[0]
-    for _ in range(steps):
-        hidden = torch.randn(Bsz, T, spec.hidden_size, generator=gen, dtype=torch.float64)
-        acc = torch.randint(1, T + 1, (Bsz,), generator=gen) if T > 1 else None
-        outs = []
-        for d in decoders:
-            o = [d.step(i, hidden.to(device=device_of(d), dtype=next(iter(d.mixers.values())).dtype), slots)
-                 for i in spec.ssm_layers]
-            outs.append([x.double().cpu() for x in o])
-            d.commit(acc)
-        keep = slots >= 0
-        for other in outs[1:]:
-            for a, b in zip(outs[0], other):
-                worst = max(worst, float((a[keep] - b[keep]).abs().max() / a[keep].abs().max()))
-    return worst
-
-
 @pytest.mark.parametrize("name", ["nemotron-3-nano-4b", "qwen3.5-4b"])
 @pytest.mark.parametrize("mode", ["standard", "speculative"])
 def test_replay_reference_on_real_layer_shapes(name, mode):
@@ -80,10 +59,8 @@ def test_replay_reference_on_real_layer_shapes(name, mode):
     conv = ConventionalReference(spec, 3, max_verify=T)
     rep = ReplayReference(spec, 3, window=4, max_verify=T, mode=mode)
     decs = _decoders(spec, [conv, rep], 5, [(torch.float64, "cpu")] * 2)
-    for d in decs:
-        d.reset(range(3))
-    gen = torch.Generator().manual_seed(6)
-    err = _run(decs, spec, 7 if mode == "standard" else 4, T, torch.tensor([2, -1, 0]), gen, lambda d: "cpu")
+    err = decode_side_by_side(decs, torch.tensor([2, -1, 0]), 7 if mode == "standard" else 4, T,
+                              generator=torch.Generator().manual_seed(6))
     assert err < 1e-10, err
 
 
@@ -100,14 +77,9 @@ def _kernels_vs_conventional(name, mode, T, device):
     conv = ConventionalReference(spec, S, max_verify=T)
     ker = ReplayKernels(spec, S, window=8, max_verify=T, mode=mode, device=device)
     decs = _decoders(spec, [conv, ker], 7, [(torch.float64, "cpu"), (torch.float32, device)])
-    gen = torch.Generator().manual_seed(8)
-    prompt = torch.randn(S, 11, spec.hidden_size, generator=gen, dtype=torch.float64)
-    for d, dev, dt in ((decs[0], "cpu", torch.float64), (decs[1], device, torch.float32)):
-        d.reset(range(S))
-        for i in spec.ssm_layers:     # an 11-token prompt: non-zero checkpoints and conv histories
-            d.prefill(i, prompt.to(dev, dt), torch.arange(S))
-    err = _run(decs, spec, 20, T, torch.tensor([8, 0, -1, 5, 3]), gen,
-               lambda d: device if isinstance(d.backend, ReplayKernels) else "cpu")
+    # an 11-token prompt: non-zero checkpoints and conv histories
+    err = decode_side_by_side(decs, torch.tensor([8, 0, -1, 5, 3]), 20, T, prompt=11,
+                              generator=torch.Generator().manual_seed(8))
     if device == "cuda":
         torch.cuda.synchronize()
     ker.cache.check_errors()

@@ -40,10 +40,10 @@ def _checkpoint(kind, tmp_path_factory):
     """(kind, checkpoint dir, {layer: HF mixer module}), built once per session; sharded files for
     nemotron_h (index json), one file for the others."""
     if kind not in _BUILT:
-        model, mixers = hf_tiny.build(kind, seed=KINDS.index(kind))
         d = tmp_path_factory.mktemp(kind)
-        model.save_pretrained(d, max_shard_size="200KB" if kind == "nemotron_h" else "50MB")
-        _BUILT[kind] = (kind, str(d), dict(mixers))
+        mixers = hf_tiny.save(kind, d, seed=KINDS.index(kind),
+                              max_shard_size="200KB" if kind == "nemotron_h" else "50MB")
+        _BUILT[kind] = (kind, str(d), mixers)
     return _BUILT[kind]
 
 
@@ -60,6 +60,18 @@ def nemotron(tmp_path_factory):
 @pytest.fixture(scope="module")
 def qwen35(tmp_path_factory):
     return _checkpoint("qwen3_5", tmp_path_factory)
+
+
+def _decode(dec, hidden, slots, start=0):
+    """One token per step from position ``start`` of ``hidden`` through every SSM layer of ``dec``, a commit
+    after each step; returns ``{layer: outputs [B, steps, hidden]}``."""
+    slots = torch.as_tensor(slots)
+    outs = {i: [] for i in dec.spec.ssm_layers}
+    for t in range(start, hidden.shape[1]):
+        for i in dec.spec.ssm_layers:
+            outs[i].append(dec.step(i, hidden[:, t:t + 1].double(), slots))
+        dec.commit()
+    return {i: torch.cat(o, 1) for i, o in outs.items()}
 
 
 def _hf_outputs(mixers, hidden):
@@ -94,14 +106,9 @@ def test_standard_decode_matches_hugging_face(tiny, backend):
     ref = _hf_outputs(mixers, hidden)
     dec = load_ssm_decoder(d, backend, num_slots=5, window=4)
     dec.reset(range(5))
-    slots = torch.tensor([3, 0, 4])
-    outs = {i: [] for i in spec.ssm_layers}
-    for t in range(N):
-        for i in spec.ssm_layers:
-            outs[i].append(dec.step(i, hidden[:, t:t + 1].double(), slots))
-        dec.commit()
+    outs = _decode(dec, hidden, [3, 0, 4])
     for i in spec.ssm_layers:
-        err = _rel(torch.cat(outs[i], 1), ref[i])
+        err = _rel(outs[i], ref[i])
         assert err < TOL, (kind, backend, i, err)
 
 
@@ -117,7 +124,7 @@ def test_speculative_decode_rejects_drafts_cleanly(tiny, backend):
     Bsz, N, T = 2, 26, 3
     hidden = torch.randn(Bsz, N + T, spec.hidden_size, generator=gen)
     ref = _hf_outputs(mixers, hidden)
-    dec = load_ssm_decoder(d, backend, num_slots=4, window=5, max_verify=T, mode="speculative")
+    dec = load_ssm_decoder(d, backend, num_slots=4, window=5, max_verify=T)
     dec.reset(range(4))
     slots = torch.tensor([1, -1, 2])
     pos = [0, 0]
@@ -156,13 +163,10 @@ def test_prefill_then_decode_matches_hugging_face(tiny, backend):
     dec = load_ssm_decoder(d, backend, num_slots=3, window=4)
     slots = torch.tensor([2, 0])
     dec.reset(slots.tolist())
-    outs = {i: [dec.prefill(i, hidden[:, :P].double(), slots)] for i in spec.ssm_layers}
-    for t in range(P, N):
-        for i in spec.ssm_layers:
-            outs[i].append(dec.step(i, hidden[:, t:t + 1].double(), slots))
-        dec.commit()
+    prompt = {i: dec.prefill(i, hidden[:, :P].double(), slots) for i in spec.ssm_layers}
+    outs = _decode(dec, hidden, slots, start=P)
     for i in spec.ssm_layers:
-        err = _rel(torch.cat(outs[i], 1), ref[i])
+        err = _rel(torch.cat([prompt[i], outs[i]], 1), ref[i])
         assert err < TOL, (kind, backend, i, err)
 
 
@@ -177,11 +181,7 @@ def test_hugging_face_comparison_is_sensitive(tiny):
     dec = load_ssm_decoder(d, "replay-reference", num_slots=2, window=4, layers=[i0])
     dec.mixers[i0].dt_bias = load_mixer_weights(HfCheckpoint(d), spec, i1)["dt_bias"].float()
     dec.reset(range(2))
-    outs = []
-    for t in range(12):
-        outs.append(dec.step(i0, hidden[:, t:t + 1].double(), torch.tensor([0, 1])))
-        dec.commit()
-    assert _rel(torch.cat(outs, 1), ref) > 100 * TOL
+    assert _rel(_decode(dec, hidden, [0, 1])[i0], ref) > 100 * TOL
 
 
 def test_multimodal_qwen35_checkpoint(tmp_path):
@@ -189,20 +189,15 @@ def test_multimodal_qwen35_checkpoint(tmp_path):
     (model_type qwen3_5, text fields under text_config, tensors under model.language_model., a vision tower to
     ignore). The loader finds the mixers; a layer decodes to the module's own forward; the CLI check passes."""
     from replayssm_trtllm.cli import main
-    model, mixers = hf_tiny.build("qwen3_5_vl", seed=7)
-    model.save_pretrained(tmp_path)
+    mixers = hf_tiny.save("qwen3_5_vl", tmp_path, seed=7)
     spec = load_hf_config(tmp_path)
     assert spec.model_type == "qwen3_5" and spec.ssm_layers == (0, 1, 2)
     assert HfCheckpoint(tmp_path).mixer_prefix(spec, 2) == "model.language_model.layers.2.linear_attn."
     hidden = torch.randn(1, 9, spec.hidden_size, generator=torch.Generator().manual_seed(14))
-    ref = _hf_outputs({2: dict(mixers)[2]}, hidden)[2]
+    ref = _hf_outputs({2: mixers[2]}, hidden)[2]
     dec = load_ssm_decoder(tmp_path, "replay-reference", num_slots=1, window=4, layers=[2])
     dec.reset([0])
-    outs = []
-    for t in range(9):
-        outs.append(dec.step(2, hidden[:, t:t + 1].double(), torch.tensor([0])))
-        dec.commit()
-    assert _rel(torch.cat(outs, 1), ref) < TOL
+    assert _rel(_decode(dec, hidden, [0])[2], ref) < TOL
     assert main(["checkpoint", str(tmp_path), "-L", "4", "--decode-check", "6"]) == 0
 
 

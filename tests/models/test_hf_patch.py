@@ -158,8 +158,7 @@ def test_kernels_backend_on_the_gpu(tiny_model):
 def test_generate_example_runs_on_the_cpu(tmp_path):
     """examples/hf_generate_replay.py on a tiny saved NemotronH checkpoint: identical tokens, exit 0."""
     import subprocess
-    model, _ = hf_tiny.build("nemotron_h", seed=3)
-    model.save_pretrained(tmp_path)
+    hf_tiny.save("nemotron_h", tmp_path, seed=3)
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     r = subprocess.run([sys.executable, os.path.join(root, "examples", "hf_generate_replay.py"), str(tmp_path),
                         "--new-tokens", "6", "--window", "4"], capture_output=True, text=True, timeout=300,

@@ -22,10 +22,8 @@ pytest.importorskip("transformers")
 
 @pytest.fixture(scope="module")
 def nemotron_dir(tmp_path_factory):
-    model, mixers = hf_tiny.build("nemotron_h", seed=4)
     d = tmp_path_factory.mktemp("decays")
-    model.save_pretrained(d)
-    return d, dict(mixers)
+    return d, hf_tiny.save("nemotron_h", d, seed=4)
 
 
 def test_neutral_input_decays_of_every_head(nemotron_dir):
