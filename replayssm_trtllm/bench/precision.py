@@ -286,6 +286,20 @@ def _family_cases(family, args, torch, time_graph):
             rows.append({"family": family, "case": "window-amortized step, item-grid flush", "read": rf,
                          "recurrence": rec + ("+SR" if rec != "fp32" else ""), "us": t_wi, "bytes": nb,
                          "GB/s": nb / t_wi / 1e3, "x conv": res["conv"] / t_wi})
+            # the flush on a side stream beside the decode (the caches' concurrent_flush; graph branches), with the
+            # flush's grid as is and capped at 2 / 1 CTAs per SM (room for the decode's CTAs), in the same run
+            for c in cs:
+                c.concurrent_flush = True
+            for cap in (None, "2", "1"):
+                with env_setting("RSSM_DP_FLUSH_CTAS_PER_SM", cap):
+                    t_wc = timed(step(c) for c in cs)
+                res[("window_concurrent", rf, rec, cap)] = t_wc
+                rows.append({"family": family, "case": "window-amortized step, concurrent flush" +
+                             (f" ({cap} flush CTA{'s' if cap != '1' else ''} per SM)" if cap else ""), "read": rf,
+                             "recurrence": rec + ("+SR" if rec != "fp32" else ""), "us": t_wc, "bytes": nb,
+                             "GB/s": nb / t_wc / 1e3, "x conv": res["conv"] / t_wc})
+            for c in cs:
+                c.concurrent_flush = False
             del cs, c
             torch.cuda.empty_cache()
     base = [res.get(("nonflush", "fp32")), res["replay_fp32"]]

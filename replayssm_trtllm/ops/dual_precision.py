@@ -35,6 +35,7 @@ payload of a copy is ``StateCopy.data`` (fp32 / fp16 / bf16 tensors, uint8 for f
 from __future__ import annotations
 
 import ctypes
+import os
 from dataclasses import dataclass
 from typing import Optional
 
@@ -589,6 +590,13 @@ class _DualPrecisionCacheBase:
         self.num_slots = S
         self.state_shape = (S, H, P, ROW_N)
         self._state_dims = "H, P" if self.family == "mamba2" else "HV, V"
+        # standard steps with deferred flushing rows: run the flush on a side stream beside the decode (forked from
+        # and joined back into the current stream; CUDA-graph capturable). The two touch disjoint rows: the decode
+        # reads the read copy of the rows that do not flush and leaves the flushing rows alone (skip_flush_rows), the
+        # flush reads and writes only the flushing rows' copies, committed records and outputs. Off by default
+        # (RSSM_DP_CONCURRENT_FLUSH=1 turns it on at construction): see docs/precision.md, thirty-ninth session.
+        self.concurrent_flush = os.environ.get("RSSM_DP_CONCURRENT_FLUSH", "0") == "1"
+        self._side_stream = None
 
     def reset(self, prefill_state: torch.Tensor, phase=None) -> None:
         """Every slot's checkpoint := prefill_state [S, H, P, 128] (fp32), rings empty, or holding ``phase`` neutral
@@ -650,6 +658,30 @@ class _DualPrecisionCacheBase:
             self.flush_count.index_add_(0, slot, (flushed > 0).to(torch.int32))
         return flushed
 
+    def _decode_and_flush(self, defer: bool, decode, flush) -> None:
+        """decode() then flush(), or with ``concurrent_flush`` the flush on a side stream beside the decode."""
+        if not self.concurrent_flush:
+            decode()
+            flush()
+            return
+        op = f"{type(self).__name__}.step"
+        if not defer:
+            # without deferral the decode reads the flushing rows' recurrence copy, which the flush rewrites
+            raise ValueError(f"{op}: concurrent_flush needs deferred flushing rows (standard mode with "
+                             f"defer_flush_rows=True); got mode {'standard' if self.mode == 0 else 'speculative'}, "
+                             f"defer_flush_rows={self.defer_flush_rows}")
+        if self.device.type != "cuda":
+            raise ValueError(f"{op}: concurrent_flush needs a CUDA device; the cache is on {self.device}")
+        cur = torch.cuda.current_stream(self.device)
+        if self._side_stream is None:
+            self._side_stream = torch.cuda.Stream(device=self.device)
+        side = self._side_stream
+        side.wait_stream(cur)  # the step's inputs and the cursors are ready
+        with torch.cuda.stream(side):
+            flush()
+        decode()
+        cur.wait_stream(side)  # the flushing rows' outputs and copies are written before anything after the step
+
     def commit(self, sbi: torch.Tensor, accepted: Optional[torch.Tensor] = None, T: int = 1) -> None:
         torch.ops.replayssm.replay_commit(sbi, accepted, self.ring_origin, self.ring_len, None, self.window,
                                           self.capacity, T, self.mode)
@@ -699,9 +731,11 @@ class Mamba2DualPrecisionCache(_DualPrecisionCacheBase):
         """decode + flush (cursors unchanged; call commit after). Standard mode with defer_flush_rows (default):
         the flushing rows are decoded by the flush."""
         defer = self.defer_flush_rows and self.mode == 0
-        y = self.decode(sbi, x, dt_raw, B, C, A, D, dt_bias, z, y, defer_flush_rows=defer)
+        y = torch.empty_like(x) if y is None else y  # before a fork: the flush writes the flushing rows' y
         inputs = {"x": x, "dt_raw": dt_raw, "B": B, "C": C, "z": z, "D": D, "dt_bias": dt_bias, "y": y} if defer else None
-        self.flush(sbi, A, x.shape[1], flushed, count, inputs)
+        self._decode_and_flush(defer,
+                               lambda: self.decode(sbi, x, dt_raw, B, C, A, D, dt_bias, z, y, defer_flush_rows=defer),
+                               lambda: self.flush(sbi, A, x.shape[1], flushed, count, inputs))
         return y
 
 
@@ -745,10 +779,12 @@ class GdnDualPrecisionCache(_DualPrecisionCacheBase):
         """decode + flush (cursors unchanged; call commit after). Standard mode with defer_flush_rows (default):
         the flushing rows are decoded by the flush."""
         defer = self.defer_flush_rows and self.mode == 0
-        o = self.decode(sbi, q, k, v, a, b, A_log, dt_bias, scale, o, defer_flush_rows=defer)
+        o = torch.empty_like(v) if o is None else o  # before a fork: the flush writes the flushing rows' o
         inputs = None
         if defer:
             inputs = {"q": q, "k": k, "v": v, "a": a, "b": b, "A_log": A_log, "gdn_dt_bias": dt_bias, "o": o,
                       "scale": ROW_N ** -0.5 if scale is None else float(scale)}
-        self.flush(sbi, q.shape[1], flushed, count, inputs)
+        self._decode_and_flush(defer,
+                               lambda: self.decode(sbi, q, k, v, a, b, A_log, dt_bias, scale, o, defer_flush_rows=defer),
+                               lambda: self.flush(sbi, q.shape[1], flushed, count, inputs))
         return o

@@ -741,3 +741,139 @@ def test_gdn_deferred_flush_rows_match_decoded_ones(read_fmt, rec_fmt, decode_pa
             c.commit(sbi)
         assert torch.equal(caches[0].ring_len, caches[1].ring_len)
     assert flushed_rows >= S
+
+
+def _dp_pair(family, read_fmt, rec_fmt, S, L, g):
+    """Two identical dual-precision caches (standard mode, deferred flushing rows, flushes spread over the window)
+    at a serving-like shape, the layer's parameters and an input maker for B decode rows."""
+    from replayssm_trtllm.ops.dual_precision import GdnDualPrecisionCache, Mamba2DualPrecisionCache
+    if family == "mamba2":
+        H, P, G = 128, 64, 8  # Nemotron-3-Super heads
+        lay = random_mamba2_layer(H, g)
+        params = tuple(lay[k].float().cuda() for k in ("A", "D", "dt_bias"))
+        pre = random_state((S, H, P, 128), g).float().cuda()
+        make = lambda: Mamba2DualPrecisionCache(S, H, P, G, L, 1, 0, read_fmt, rec_fmt, "sr", act_dtype=torch.bfloat16,
+                                                seed=5)
+
+        def inputs(B):
+            inp = random_mamba2_inputs(B, 1, H, P, 128, G, g)
+            return tuple(inp[k].to(torch.bfloat16).cuda() for k in ("x", "dt_raw", "Bm", "Cm", "z"))
+
+        def step(c, sbi, inp, out, fl):
+            x, dtr, Bm, Cm, z = inp
+            A, D, dtb = params
+            return c.step(sbi, x, dtr, Bm, Cm, A, D, dtb, z, flushed=fl, y=out)
+    else:
+        HK, HV, V = 16, 64, 128  # Qwen3.5-122B heads; B x HV >= 8192 takes the split path
+        lay = random_gdn_layer(HV, g)
+        params = (lay["A_log"].float().cuda(), lay["dt_bias"].float().cuda())
+        pre = random_state((S, HV, V, 128), g).float().cuda()
+        make = lambda: GdnDualPrecisionCache(S, HK, HV, V, L, 1, 0, read_fmt, rec_fmt, "sr", act_dtype=torch.bfloat16,
+                                             seed=5)
+
+        def inputs(B):
+            inp = random_gdn_inputs(B, 1, HK, HV, 128, V, g)
+            return tuple(inp[n].to(torch.bfloat16).cuda() for n in ("q", "k", "v", "a", "b"))
+
+        def step(c, sbi, inp, out, fl):
+            q, k, v, a, b = inp
+            return c.step(sbi, q, k, v, a, b, *params, flushed=fl, o=out)
+    caches = []
+    for _ in range(2):
+        c = make()
+        c.reset(pre, phase="spread")
+        caches.append(c)
+    return caches, inputs, step
+
+
+@pytest.mark.parametrize("family", ["mamba2", "gdn"])
+@pytest.mark.parametrize("read_fmt,rec_fmt", [("nvfp4", "fp16"), ("fp8_e4m3", "fp32"), ("fp16", None)],
+                         ids=["nvfp4-fp16sr", "fp8-fp32", "fp16-shared"])
+@pytest.mark.parametrize("how", ["eager", "graph", "eager-flush-1-cta-per-sm"])
+def test_concurrent_flush_matches_serial(family, read_fmt, rec_fmt, how, monkeypatch):
+    """concurrent_flush (the flush on a side stream beside the decode) against the serial step at a serving-like
+    shape (Nemotron-3-Super / Qwen3.5-122B heads, 130 / 34 slots + a padding row, L = 16, flushes spread over the
+    window): after every one of 2L + 3 steps the outputs (bits, NaN rows included), `flushed` codes, both checkpoint
+    copies, flush counters and, after the commit, the cursors are equal. 'graph': the concurrent step and its commit
+    captured once in a CUDA graph and replayed on fresh inputs; 'eager-flush-1-cta-per-sm': the concurrent flush on a
+    capped grid (RSSM_DP_FLUSH_CTAS_PER_SM=1), which shares the same items among fewer CTAs."""
+    L = 16
+    S = 34 if family == "mamba2" else 130
+    g = torch.Generator().manual_seed(41)
+    (conc, ser), inputs, step = _dp_pair(family, read_fmt, rec_fmt, S, L, g)
+    conc.concurrent_flush = True
+    sbi = torch.tensor(list(range(S)) + [-1], dtype=torch.int32, device="cuda")
+    B = sbi.shape[0]
+    static_in = inputs(B)
+    outs = [torch.empty_like(static_in[0] if family == "mamba2" else static_in[2]) for _ in range(2)]
+    fls = [torch.empty(B, dtype=torch.int32, device="cuda") for _ in range(2)]
+    cap = "1" if how == "eager-flush-1-cta-per-sm" else None
+
+    def run_conc():
+        if cap:
+            monkeypatch.setenv("RSSM_DP_FLUSH_CTAS_PER_SM", cap)
+        step(conc, sbi, static_in, outs[0], fls[0])
+        conc.commit(sbi)
+        monkeypatch.delenv("RSSM_DP_FLUSH_CTAS_PER_SM", raising=False)
+
+    graph = None
+    flushed_rows = 0
+    for it in range(2 * L + 3):
+        fresh = inputs(B)
+        for dst, src in zip(static_in, fresh):
+            dst.copy_(src)
+        bad = None
+        if it == L + 1:  # slot 2's cursors invalid for one step (NaN outputs, nothing written)
+            for c in (conc, ser):
+                c.ring_len[2] = L
+            bad = sbi.cpu() == 2
+        if how == "graph" and it == 1:
+            torch.cuda.synchronize()
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                run_conc()
+        if graph is not None:
+            graph.replay()
+        else:
+            run_conc()
+        step(ser, sbi, static_in, outs[1], fls[1])
+        torch.cuda.synchronize()
+        assert torch.equal(fls[0], fls[1]), f"step {it}: flushed codes differ"
+        for a, b in zip(_copy_bits(conc), _copy_bits(ser)):
+            assert torch.equal(a, b), f"step {it}: checkpoint copies differ"
+        assert torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16)), f"step {it}: outputs differ"
+        if bad is not None:
+            assert torch.isnan(outs[0].float().cpu()[bad]).all()
+            for c in (conc, ser):
+                c.ring_len[2] = 0
+        assert torch.equal(conc.flush_count, ser.flush_count)
+        flushed_rows += int((fls[1] == 1).sum())
+        ser.commit(sbi)
+        assert torch.equal(conc.ring_len, ser.ring_len) and torch.equal(conc.ring_origin, ser.ring_origin)
+    assert flushed_rows >= 2 * S - 2  # every slot flushed about twice
+
+
+@pytest.mark.sanitize
+@pytest.mark.parametrize("family", ["mamba2", "gdn"])
+def test_concurrent_flush_sanitize(family):
+    """A few concurrent standard steps (nvfp4 read, fp16+SR recurrence) under compute-sanitizer (gpu_run.sh
+    --sanitize), checked against the serial step as above."""
+    L = 4
+    g = torch.Generator().manual_seed(43)
+    (conc, ser), inputs, step = _dp_pair(family, "nvfp4", "fp16", 5, L, g)
+    conc.concurrent_flush = True
+    sbi = torch.tensor([0, 1, -1, 2, 3, 4], dtype=torch.int32, device="cuda")
+    flushed = 0
+    for it in range(L + 1):
+        inp = inputs(sbi.shape[0])
+        fls = [torch.empty(sbi.shape[0], dtype=torch.int32, device="cuda") for _ in range(2)]
+        outs = [step(c, sbi, inp, None, f) for c, f in zip((conc, ser), fls)]
+        torch.cuda.synchronize()
+        assert torch.equal(fls[0], fls[1])
+        assert torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16))
+        for a, b in zip(_copy_bits(conc), _copy_bits(ser)):
+            assert torch.equal(a, b)
+        flushed += int((fls[1] == 1).sum())
+        for c in (conc, ser):
+            c.commit(sbi)
+    assert flushed >= 5

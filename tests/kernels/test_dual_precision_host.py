@@ -445,3 +445,27 @@ def test_cache_reset_admission_phase_rings_and_errors(family, monkeypatch):
     assert all(torch.equal(before[n], getattr(c, n)) for n in names)
     c.reset(torch.zeros(shape))  # no phase: empty rings
     assert c.ring_len.tolist() == [0] * S
+
+
+def test_concurrent_flush_refusals(monkeypatch):
+    """concurrent_flush is off unless asked (RSSM_DP_CONCURRENT_FLUSH=1 at construction) and refuses, before any
+    launch, the steps where the decode reads what the flush writes (no deferral: speculative mode or
+    defer_flush_rows=False) and a cache that is not on a CUDA device."""
+    monkeypatch.delenv("RSSM_DP_CONCURRENT_FLUSH", raising=False)
+    assert not dp.Mamba2DualPrecisionCache(2, 4, 16, 2, 4, device="cpu").concurrent_flush
+    monkeypatch.setenv("RSSM_DP_CONCURRENT_FLUSH", "1")
+    m = dp.Mamba2DualPrecisionCache(2, 4, 16, 2, 4, read_fmt="nvfp4", recurrence_fmt="fp16", device="cpu")
+    assert m.concurrent_flush
+    x = torch.randn(2, 1, 4, 16)
+    dtr, Bm, Cm = torch.randn(2, 1, 4), torch.randn(2, 1, 2, 128), torch.randn(2, 1, 2, 128)
+    sbi = torch.arange(2, dtype=torch.int32)
+    with pytest.raises(ValueError, match="concurrent_flush needs a CUDA device"):
+        m.step(sbi, x, dtr, Bm, Cm, -torch.ones(4))
+    m.defer_flush_rows = False
+    with pytest.raises(ValueError, match="concurrent_flush needs deferred flushing rows.*defer_flush_rows=False"):
+        m.step(sbi, x, dtr, Bm, Cm, -torch.ones(4))
+    gs = dp.GdnDualPrecisionCache(2, 1, 2, 16, 4, 2, "speculative", device="cpu")
+    q = torch.randn(2, 2, 1, 128)
+    v, a = torch.randn(2, 2, 2, 16), torch.randn(2, 2, 2)
+    with pytest.raises(ValueError, match="concurrent_flush needs deferred flushing rows.*speculative"):
+        gs.step(sbi, q, q, v, a, a, torch.zeros(2), torch.zeros(2))

@@ -562,7 +562,14 @@ int launchFlush(Kernel kernel, dim3 grid, int smem, cudaStream_t stream, const D
     cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (grid.x == 0) {
         const long long items = (long long)p.batch * p.nheads;
-        long long g = (long long)occupancyPerSm(reinterpret_cast<const void*>(kernel), kThreads, smem) * deviceSmCount();
+        int perSm = occupancyPerSm(reinterpret_cast<const void*>(kernel), kThreads, smem);
+        // RSSM_DP_FLUSH_CTAS_PER_SM=n (read per launch, A/B timing): at most n CTAs per SM, leaving room for a decode
+        // that runs beside the flush (the caches' concurrent_flush); the items are shared round-robin, so any grid
+        // gives the same bytes
+        const char* cap = getenv("RSSM_DP_FLUSH_CTAS_PER_SM");
+        const int capN = cap ? atoi(cap) : 0;
+        if (capN > 0 && capN < perSm) perSm = capN;
+        long long g = (long long)perSm * deviceSmCount();
         if (g > items) g = items;
         grid = dim3((unsigned)(g > 0 ? g : 1));
     }
