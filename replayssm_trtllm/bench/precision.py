@@ -286,20 +286,22 @@ def _family_cases(family, args, torch, time_graph):
             rows.append({"family": family, "case": "window-amortized step, item-grid flush", "read": rf,
                          "recurrence": rec + ("+SR" if rec != "fp32" else ""), "us": t_wi, "bytes": nb,
                          "GB/s": nb / t_wi / 1e3, "x conv": res["conv"] / t_wi})
-            # the flush on a side stream beside the decode (the caches' concurrent_flush; graph branches), with the
-            # flush's grid as is and capped at 2 / 1 CTAs per SM (room for the decode's CTAs), in the same run
-            for c in cs:
-                c.concurrent_flush = True
-            for cap in (None, "2", "1"):
+            # the caches' default runs the flush on a side stream beside the decode (concurrent_flush, graph
+            # branches; thirty-ninth session). In the same run: the serial step (decode, then flush) and the
+            # concurrent one with the flush's grid capped at 2 / 1 CTAs per SM (room for the decode's CTAs)
+            for setting, cap in ((False, None), (True, "2"), (True, "1")):
+                for c in cs:
+                    c.concurrent_flush = setting
                 with env_setting("RSSM_DP_FLUSH_CTAS_PER_SM", cap):
                     t_wc = timed(step(c) for c in cs)
-                res[("window_concurrent", rf, rec, cap)] = t_wc
-                rows.append({"family": family, "case": "window-amortized step, concurrent flush" +
-                             (f" ({cap} flush CTA{'s' if cap != '1' else ''} per SM)" if cap else ""), "read": rf,
+                res[("window_concurrent" if setting else "window_serial", rf, rec, cap)] = t_wc
+                rows.append({"family": family, "case": "window-amortized step, " +
+                             (f"concurrent flush ({cap} flush CTA{'s' if cap != '1' else ''} per SM)" if setting
+                              else "serial flush"), "read": rf,
                              "recurrence": rec + ("+SR" if rec != "fp32" else ""), "us": t_wc, "bytes": nb,
                              "GB/s": nb / t_wc / 1e3, "x conv": res["conv"] / t_wc})
             for c in cs:
-                c.concurrent_flush = False
+                c.concurrent_flush = None
             del cs, c
             torch.cuda.empty_cache()
     base = [res.get(("nonflush", "fp32")), res["replay_fp32"]]

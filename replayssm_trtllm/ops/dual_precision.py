@@ -590,12 +590,15 @@ class _DualPrecisionCacheBase:
         self.num_slots = S
         self.state_shape = (S, H, P, ROW_N)
         self._state_dims = "H, P" if self.family == "mamba2" else "HV, V"
-        # standard steps with deferred flushing rows: run the flush on a side stream beside the decode (forked from
-        # and joined back into the current stream; CUDA-graph capturable). The two touch disjoint rows: the decode
-        # reads the read copy of the rows that do not flush and leaves the flushing rows alone (skip_flush_rows), the
-        # flush reads and writes only the flushing rows' copies, committed records and outputs. Off by default
-        # (RSSM_DP_CONCURRENT_FLUSH=1 turns it on at construction): see docs/precision.md, thirty-ninth session.
-        self.concurrent_flush = os.environ.get("RSSM_DP_CONCURRENT_FLUSH", "0") == "1"
+        # standard steps with deferred flushing rows: the flush on a side stream beside the decode (forked from and
+        # joined back into the current stream; CUDA-graph capturable). The two touch disjoint rows: the decode reads
+        # the read copy of the rows that do not flush and leaves the flushing rows alone (skip_flush_rows), the flush
+        # reads and writes only the flushing rows' copies, committed records and outputs. None (default): wherever it
+        # applies (a deferred standard step on a CUDA device), serial elsewhere; True: required (a step where it does
+        # not apply is refused); False: serial. RSSM_DP_CONCURRENT_FLUSH=1 / 0 at construction sets True / False.
+        # Measured 2-4% faster per window-amortized step (docs/precision.md, thirty-ninth session).
+        env = os.environ.get("RSSM_DP_CONCURRENT_FLUSH", "")
+        self.concurrent_flush = {"1": True, "0": False}.get(env)
         self._side_stream = None
 
     def reset(self, prefill_state: torch.Tensor, phase=None) -> None:
@@ -660,7 +663,8 @@ class _DualPrecisionCacheBase:
 
     def _decode_and_flush(self, defer: bool, decode, flush) -> None:
         """decode() then flush(), or with ``concurrent_flush`` the flush on a side stream beside the decode."""
-        if not self.concurrent_flush:
+        applies = defer and self.device.type == "cuda"
+        if self.concurrent_flush is False or (self.concurrent_flush is None and not applies):
             decode()
             flush()
             return

@@ -801,7 +801,7 @@ def test_concurrent_flush_matches_serial(family, read_fmt, rec_fmt, how, monkeyp
     S = 34 if family == "mamba2" else 130
     g = torch.Generator().manual_seed(41)
     (conc, ser), inputs, step = _dp_pair(family, read_fmt, rec_fmt, S, L, g)
-    conc.concurrent_flush = True
+    conc.concurrent_flush, ser.concurrent_flush = True, False
     sbi = torch.tensor(list(range(S)) + [-1], dtype=torch.int32, device="cuda")
     B = sbi.shape[0]
     static_in = inputs(B)
@@ -822,6 +822,8 @@ def test_concurrent_flush_matches_serial(family, read_fmt, rec_fmt, how, monkeyp
         fresh = inputs(B)
         for dst, src in zip(static_in, fresh):
             dst.copy_(src)
+        for o in outs:  # the same poison in both: the padding row must stay untouched, every other row written
+            o.view(torch.int16).fill_(0x7FA5)
         bad = None
         if it == L + 1:  # slot 2's cursors invalid for one step (NaN outputs, nothing written)
             for c in (conc, ser):
@@ -842,6 +844,8 @@ def test_concurrent_flush_matches_serial(family, read_fmt, rec_fmt, how, monkeyp
         for a, b in zip(_copy_bits(conc), _copy_bits(ser)):
             assert torch.equal(a, b), f"step {it}: checkpoint copies differ"
         assert torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16)), f"step {it}: outputs differ"
+        assert (outs[0][-1].view(torch.int16) == 0x7FA5).all(), f"step {it}: the padding row's outputs were written"
+        assert (outs[0][:-1].view(torch.int16) != 0x7FA5).all(), f"step {it}: a row's outputs were not written"
         if bad is not None:
             assert torch.isnan(outs[0].float().cpu()[bad]).all()
         assert torch.equal(conc.flush_count, ser.flush_count)
@@ -862,16 +866,18 @@ def test_concurrent_flush_sanitize(family):
     L = 4
     g = torch.Generator().manual_seed(43)
     (conc, ser), inputs, step = _dp_pair(family, "nvfp4", "fp16", 5, L, g)
-    conc.concurrent_flush = True
+    conc.concurrent_flush, ser.concurrent_flush = True, False
     sbi = torch.tensor([0, 1, -1, 2, 3, 4], dtype=torch.int32, device="cuda")
     flushed = 0
     for it in range(L + 1):
         inp = inputs(sbi.shape[0])
         fls = [torch.empty(sbi.shape[0], dtype=torch.int32, device="cuda") for _ in range(2)]
-        outs = [step(c, sbi, inp, None, f) for c, f in zip((conc, ser), fls)]
+        poison = torch.empty_like(inp[0] if family == "mamba2" else inp[2]).view(torch.int16).fill_(0x7FA5)
+        outs = [step(c, sbi, inp, poison.clone().view(torch.bfloat16), f) for c, f in zip((conc, ser), fls)]
         torch.cuda.synchronize()
         assert torch.equal(fls[0], fls[1])
         assert torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16))
+        assert torch.equal(outs[0][2].view(torch.int16), poison[2])  # the padding row untouched
         for a, b in zip(_copy_bits(conc), _copy_bits(ser)):
             assert torch.equal(a, b)
         flushed += int((fls[1] == 1).sum())

@@ -448,14 +448,16 @@ def test_cache_reset_admission_phase_rings_and_errors(family, monkeypatch):
 
 
 def test_concurrent_flush_refusals(monkeypatch):
-    """concurrent_flush is off unless asked (RSSM_DP_CONCURRENT_FLUSH=1 at construction) and refuses, before any
-    launch, the steps where the decode reads what the flush writes (no deferral: speculative mode or
-    defer_flush_rows=False) and a cache that is not on a CUDA device."""
+    """concurrent_flush: None (default, wherever it applies), True / False from RSSM_DP_CONCURRENT_FLUSH=1 / 0 at
+    construction. Required (True), it refuses before any launch the steps where the decode reads what the flush
+    writes (no deferral: speculative mode or defer_flush_rows=False) and a cache that is not on a CUDA device."""
     monkeypatch.delenv("RSSM_DP_CONCURRENT_FLUSH", raising=False)
-    assert not dp.Mamba2DualPrecisionCache(2, 4, 16, 2, 4, device="cpu").concurrent_flush
+    assert dp.Mamba2DualPrecisionCache(2, 4, 16, 2, 4, device="cpu").concurrent_flush is None
+    monkeypatch.setenv("RSSM_DP_CONCURRENT_FLUSH", "0")
+    assert dp.GdnDualPrecisionCache(2, 1, 2, 16, 4, device="cpu").concurrent_flush is False
     monkeypatch.setenv("RSSM_DP_CONCURRENT_FLUSH", "1")
     m = dp.Mamba2DualPrecisionCache(2, 4, 16, 2, 4, read_fmt="nvfp4", recurrence_fmt="fp16", device="cpu")
-    assert m.concurrent_flush
+    assert m.concurrent_flush is True
     x = torch.randn(2, 1, 4, 16)
     dtr, Bm, Cm = torch.randn(2, 1, 4), torch.randn(2, 1, 2, 128), torch.randn(2, 1, 2, 128)
     sbi = torch.arange(2, dtype=torch.int32)
@@ -469,3 +471,14 @@ def test_concurrent_flush_refusals(monkeypatch):
     v, a = torch.randn(2, 2, 2, 16), torch.randn(2, 2, 2)
     with pytest.raises(ValueError, match="concurrent_flush needs deferred flushing rows.*speculative"):
         gs.step(sbi, q, q, v, a, a, torch.zeros(2), torch.zeros(2))
+
+
+def test_concurrent_flush_auto_is_serial_where_it_does_not_apply(monkeypatch):
+    """The default (None) runs decode then flush, in that order on the current stream, where the flush cannot run
+    beside the decode (here: a CPU cache; likewise speculative steps and defer_flush_rows=False)."""
+    monkeypatch.delenv("RSSM_DP_CONCURRENT_FLUSH", raising=False)
+    for c in (dp.Mamba2DualPrecisionCache(2, 4, 16, 2, 4, device="cpu"),
+              dp.GdnDualPrecisionCache(2, 1, 2, 16, 4, 2, "speculative", device="cpu")):
+        calls = []
+        c._decode_and_flush(c.mode == 0, lambda: calls.append("decode"), lambda: calls.append("flush"))
+        assert calls == ["decode", "flush"] and c._side_stream is None

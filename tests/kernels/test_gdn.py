@@ -786,7 +786,7 @@ def test_sanitize_replay_verify_refill(monkeypatch):
     _sanitize_verify_switch(monkeypatch, "RSSM_GDN_VERIFY_REFILL", ((3, 4), (6, 8)), 46, 10, lambda T, gen: [T, T, T])
 
 
-# MNS (RSSM_GDN_VERIFY_MNS=1; thirty-seventh session, prepared for A/B, NOT yet run on a GPU): on top of the T > 4
+# MNS (thirty-seventh session; the default since the thirty-ninth, RSSM_GDN_VERIFY_MNS=0 turns it off): on top of the T > 4
 # LEAN32 instance, a non-flush item's solve matrices M and N staged in shared memory by the item before. Same values:
 # bit-identical to LEAN32 alone (staggered joins, padding rows, random acceptance, flushes between non-flush items)
 # and against the float64 reference; T = 5 (rows s >= T of the staged block unused) and T = 8, windows 16 and 24.
@@ -801,11 +801,12 @@ def test_verify_mns_changes_no_value(shape, L, T, monkeypatch):
 
 @pytest.mark.gpu
 def test_verify_mns_instance_runs(monkeypatch):
-    """RSSM_GDN_VERIFY_MNS=1 runs the MNS instance (template argument 7) at T = 8 and not at T = 4 (the T <= 4
-    instances have none); unset runs it nowhere (torch profiler)."""
+    """The MNS instance (template argument 7) runs by default (unset) and with RSSM_GDN_VERIFY_MNS=1 at T = 8, never
+    at T = 4 (the T <= 4 instances have none), and nowhere with RSSM_GDN_VERIFY_MNS=0 (torch profiler)."""
     skip_under_sanitizer()
-    got = _verify_instance_args(monkeypatch, "RSSM_GDN_VERIFY_MNS", (None, "1"), 7)
-    assert got == {(None, 4): ["0"], (None, 8): ["0"], ("1", 4): ["0"], ("1", 8): ["1"]}, got
+    got = _verify_instance_args(monkeypatch, "RSSM_GDN_VERIFY_MNS", (None, "1", "0"), 7)
+    assert got == {(None, 4): ["0"], (None, 8): ["1"], ("1", 4): ["0"], ("1", 8): ["1"], ("0", 4): ["0"],
+                   ("0", 8): ["0"]}, got
 
 
 @pytest.mark.gpu
