@@ -751,7 +751,7 @@ def _sanitize_verify_switch(monkeypatch, var, cases, seed, steps, accepted):
         assert seq.flushes > 0
 
 
-# REFILL (RSSM_GDN_VERIFY_REFILL=1; thirty-sixth session, prepared for A/B, not yet run on a GPU): on top of LEAN32,
+# REFILL (RSSM_GDN_VERIFY_REFILL=1; thirty-sixth session, A/B; measured slower in the thirty-ninth, off): on top of LEAN32,
 # a one-chunk flush item copies the next item's rows into its own row buffer tile by tile during its fold. Same values:
 # bit-identical to LEAN32 alone (staggered joins, padding rows, random acceptance), and in phase (every item of a flush
 # step refills, back to back) against the float64 reference; L = 24 (two chunks) takes the path without it.

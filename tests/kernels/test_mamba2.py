@@ -883,7 +883,7 @@ def _sanitize_mma_switch(monkeypatch, var, seed):
     assert _run_replay(2, 24, 8, 1, SMALL, F32, BF16, 6, seed=seed + 1, variant=4) > 0
 
 
-# REFILL (RSSM_MAMBA2_MMA_REFILL=1; thirty-sixth session, prepared for A/B, not yet run on a GPU): a one-chunk flush
+# REFILL (RSSM_MAMBA2_MMA_REFILL=1; thirty-sixth session, A/B; measured slower in the thirty-ninth, off): a one-chunk flush
 # item copies the next item's rows into its own row buffer tile by tile during its fold. Against the float64 reference:
 # in-phase rows (every item of a flush step refills, back to back), staggered and padding rows (a next item without a
 # slot: no refill), T = 1 / 4 / 8, Nano's 10 items per head, and L = 24 with two fold chunks (the path without it).
@@ -923,7 +923,7 @@ def test_replay_split_mma_readout_refill_sanitize(monkeypatch):
     assert _run_replay(2, 24, 8, 1, SMALL, F32, BF16, 6, seed=189, variant=4) > 0
 
 
-# GSH (RSSM_MAMBA2_MMA_GSH=1; thirty-seventh session, prepared for A/B, NOT yet run on a GPU): the L32 instance with the
+# GSH (RSSM_MAMBA2_MMA_GSH=1; thirty-seventh session, A/B; measured neutral in the thirty-ninth, off): the L32 instance with the
 # item's group by a shift, where the heads per group are a power of two (Super 16, SMALL 4; Nano's 12 falls back to the
 # L32 instance). Against the float64 reference: T = 2 / 4 / 8, windows 8 / 16 / 24, padding and staggered rows, random
 # and all-accepted drafts, with and without z.

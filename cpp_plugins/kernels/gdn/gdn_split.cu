@@ -214,7 +214,7 @@ cudaError_t launchVerifyMma(const GdnReplayParams& p, int smCount, cudaStream_t 
     const int group = p.num_v_heads / p.num_heads;
     const bool lean32 =
         envSwitch("RSSM_GDN_VERIFY_LEAN32", true) && (group & (group - 1)) == 0 && readoutOffsetsFit32(p);
-    // REFILL (A/B, prepared in the thirty-sixth session, not yet run on a GPU; RSSM_GDN_VERIFY_REFILL=1, read per
+    // REFILL (A/B, thirty-sixth session, measured slower in the thirty-ninth, off; RSSM_GDN_VERIFY_REFILL=1, read per
     // launch): on top of LEAN32, a one-chunk flush item refills its row buffer with the next item's rows during its fold
     const bool refill = envSwitch("RSSM_GDN_VERIFY_REFILL", false);
     // MNS (prepared in the thirty-seventh session; the default since the thirty-ninth, RSSM_GDN_VERIFY_MNS=0 turns it

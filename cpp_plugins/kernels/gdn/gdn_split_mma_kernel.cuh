@@ -98,13 +98,13 @@ __device__ __forceinline__ float2 halfPair(uint32_t v) { return __half22float2(*
 // requires a power-of-two number of value heads per key head), and the ring's key address formed on flush items only.
 // The source counters of the T = 4 instance (thirty-fifth session) put the key head's division at 31 of ~800 warp
 // instructions per item and the 64-bit offset products of the item's loads at ~15%. Same loads, same values: bit-identical results.
-// REFILL (thirty-sixth session, prepared for A/B, NOT yet run on a GPU: RSSM_GDN_VERIFY_REFILL=1; the LEAN32 fp32
+// REFILL (thirty-sixth session, A/B; measured slower in the thirty-ninth, off: RSSM_GDN_VERIFY_REFILL=1; the LEAN32 fp32
 // instances): a flush item folding one chunk (L <= 16) copies the next item's rows into its own row buffer tile by
 // tile as its fold consumes the tiles (mmarows::SmemRows::issueTile after a __syncwarp per tile), instead of into
 // the other buffer after the fold; the next item reads its rows from this buffer (the ping-pong skips a turn). The
 // Mamba-2 readout's REFILL, the same reason (the next item's rows issued only after the fold). Same values.
-// MNS (thirty-seventh session, prepared for A/B, NOT yet run on a GPU: RSSM_GDN_VERIFY_MNS=1; the LEAN32 fp32 instance
-// at T > 4 without REFILL): a non-flush item's solve matrices M and N (head record) are copied into the warp's shared
+// MNS (thirty-seventh session; the default since the thirty-ninth, RSSM_GDN_VERIFY_MNS=0 turns it off; the LEAN32
+// fp32 instance at T > 4 without REFILL): a non-flush item's solve matrices M and N (head record) are copied into the warp's shared
 // memory by cp.async at the end of the item before, in their own commit group (waited for with the item's rows), and
 // the solve reads them from there instead of by __ldg right before use (9% of the T = 4 readout's stall samples in the
 // twenty-ninth session). That session measured it at every T (4796fb2): T = 8 0-3.5% faster, T = 4 11-16% slower (its

@@ -111,13 +111,13 @@ __host__ __device__ constexpr int stagedWarpBytes() { return 2 * SmemRows<ST>::k
 // the 32-bit sum, so they are written out here rather than through common/offsets32.h's offset32, which converts
 // before that term: routed through it, this instance's PTX grew by ~50 instructions of 64-bit adds.) (The thirty-fourth session's LEAN, these plus
 // the group by a reciprocal, 8-byte coefficient loads and a fast gate division, measured 3-6% slower.)
-// REFILL (thirty-sixth session, prepared for A/B, NOT yet run on a GPU: RSSM_MAMBA2_MMA_REFILL=1; on top of L32): a
+// REFILL (thirty-sixth session, A/B; measured 5-12% slower in the thirty-ninth, off: RSSM_MAMBA2_MMA_REFILL=1; on top of L32): a
 // flush item folding one chunk (L <= 16) copies the next item's rows into its own row buffer tile by tile as its fold
 // consumes the tiles (SmemRows::issueTile after a __syncwarp per tile), instead of into the other buffer after the
 // fold; the next item then reads its rows from this buffer (the ping-pong skips one turn). The thirty-fifth session's
 // source counters put the wait for those rows, issued only after the fold, at the top of an all-flush step's stalls.
 // Same copies, same values.
-// GSH (thirty-seventh session, prepared for A/B, NOT yet run on a GPU: RSSM_MAMBA2_MMA_GSH=1; with L32, not with
+// GSH (thirty-seventh session, A/B; measured neutral in the thirty-ninth, off: RSSM_MAMBA2_MMA_GSH=1; with L32, not with
 // REFILL): the item's group `head / hpg` by a shift, for a power-of-two number of heads per group (the launcher's
 // rule: Nemotron-3-Super's 16, not Nano's 12). The division was 31 of an item's ~640 warp instructions in the
 // thirty-fourth session's source counters, on the path to the item's C loads. Same values. Its only instance is
