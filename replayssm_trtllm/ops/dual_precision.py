@@ -553,6 +553,18 @@ def _dual_precision_flush_fake(*args, **kwargs) -> None:
 
 
 # ------------------------------------------------------------------------------ one-layer caches
+# one side stream per device for the concurrent flushes of every cache (layers step one after another and each step
+# joins its flush back, so they never need more than one)
+_FLUSH_STREAMS: dict = {}
+
+
+def _flush_stream(device: torch.device):
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index not in _FLUSH_STREAMS:
+        _FLUSH_STREAMS[index] = torch.cuda.Stream(device=index)
+    return _FLUSH_STREAMS[index]
+
+
 # step inputs of deferred flushing rows, in the flush op's argument order (Mamba-2, then GDN; "scale" follows)
 _STEP_INPUTS = ("x", "dt_raw", "B", "C", "z", "D", "dt_bias", "y", "q", "k", "v", "a", "b", "A_log", "gdn_dt_bias", "o")
 
@@ -599,7 +611,6 @@ class _DualPrecisionCacheBase:
         # Measured 2-4% faster per window-amortized step (docs/precision.md, thirty-ninth session).
         env = os.environ.get("RSSM_DP_CONCURRENT_FLUSH", "")
         self.concurrent_flush = {"1": True, "0": False}.get(env)
-        self._side_stream = None
 
     def reset(self, prefill_state: torch.Tensor, phase=None) -> None:
         """Every slot's checkpoint := prefill_state [S, H, P, 128] (fp32), rings empty, or holding ``phase`` neutral
@@ -677,9 +688,7 @@ class _DualPrecisionCacheBase:
         if self.device.type != "cuda":
             raise ValueError(f"{op}: concurrent_flush needs a CUDA device; the cache is on {self.device}")
         cur = torch.cuda.current_stream(self.device)
-        if self._side_stream is None:
-            self._side_stream = torch.cuda.Stream(device=self.device)
-        side = self._side_stream
+        side = _flush_stream(self.device)
         side.wait_stream(cur)  # the step's inputs and the cursors are ready
         with torch.cuda.stream(side):
             flush()
