@@ -568,6 +568,16 @@ def _flush_stream(device: torch.device):
 # step inputs of deferred flushing rows, in the flush op's argument order (Mamba-2, then GDN; "scale" follows)
 _STEP_INPUTS = ("x", "dt_raw", "B", "C", "z", "D", "dt_bias", "y", "q", "k", "v", "a", "b", "A_log", "gdn_dt_bias", "o")
 
+def auto_concurrent_flush(family: str, read_fmt: str, defer: bool, device_type: str) -> bool:
+    """Whether ``concurrent_flush=None`` (the default) runs the flush beside the decode: a deferred standard step on
+    a CUDA device, except a Mamba-2 cache with an fp32 read copy, whose step measured 27% slower that way (476.4 / 490.9
+    against 371.6 / 386.1 us serial, fp32 / fp16+SR recurrence, official precision run at fde8a60; every other read
+    format 2-7% faster: docs/precision.md, thirty-ninth and fortieth sessions)."""
+    if not defer or device_type != "cuda":
+        return False
+    return not (family == "mamba2" and read_fmt == "fp32")
+
+
 class _DualPrecisionCacheBase:
     """One layer's dual-precision replay cache with private cursors (tests, benchmarks).
 
@@ -608,7 +618,8 @@ class _DualPrecisionCacheBase:
         # reads and writes only the flushing rows' copies, committed records and outputs. None (default): wherever it
         # applies (a deferred standard step on a CUDA device), serial elsewhere; True: required (a step where it does
         # not apply is refused); False: serial. RSSM_DP_CONCURRENT_FLUSH=1 / 0 at construction sets True / False.
-        # Measured 2-4% faster per window-amortized step (docs/precision.md, thirty-ninth session).
+        # Measured 2-7% faster per window-amortized step, except a Mamba-2 fp32 read copy, which the default keeps
+        # serial (auto_concurrent_flush; docs/precision.md, thirty-ninth and fortieth sessions).
         env = os.environ.get("RSSM_DP_CONCURRENT_FLUSH", "")
         self.concurrent_flush = {"1": True, "0": False}.get(env)
 
@@ -674,7 +685,7 @@ class _DualPrecisionCacheBase:
 
     def _decode_and_flush(self, defer: bool, decode, flush) -> None:
         """decode() then flush(), or with ``concurrent_flush`` the flush on a side stream beside the decode."""
-        applies = defer and self.device.type == "cuda"
+        applies = auto_concurrent_flush(self.family, self.read_fmt, defer, self.device.type)
         if self.concurrent_flush is False or (self.concurrent_flush is None and not applies):
             decode()
             flush()

@@ -884,3 +884,61 @@ def test_concurrent_flush_sanitize(family):
         for c in (conc, ser):
             c.commit(sbi)
     assert flushed >= 5
+
+
+# RSSM_DP_FLUSH_STAGE_OUT=1 (fortieth session, A/B): the Mamba-2 flush stages a deferred row's output operands (D, C_t,
+# z_t) with its records instead of loading them after the fold. Cases: Super / Nano heads (P = 64 / 80), z given
+# (16-byte aligned, or a view that is only 4-byte aligned, which takes the plain-load staging), no z, no D.
+STAGE_OUT_CASES = [("super", "nvfp4", "fp16", "z"), ("nano", "fp8_e4m3", "fp32", "z-misaligned"),
+                   ("super", "fp16", None, "no-z"), ("nano", "nvfp4", "fp16", "no-D")]
+
+
+@pytest.mark.parametrize("shape,read_fmt,rec_fmt,zcase", STAGE_OUT_CASES,
+                         ids=[f"{s}-{r}-{h}-{z}" for s, r, h, z in STAGE_OUT_CASES])
+def test_flush_stage_out_changes_no_value(shape, read_fmt, rec_fmt, zcase, monkeypatch):
+    """Serial standard steps (deferred flushing rows, flushes spread over the window, a padding row) with and without
+    RSSM_DP_FLUSH_STAGE_OUT=1: outputs (bits), `flushed` codes and both checkpoint copies equal after every step."""
+    from replayssm_trtllm.ops.dual_precision import Mamba2DualPrecisionCache
+    H, P, G = (128, 64, 8) if shape == "super" else (96, 80, 8)
+    S, L = 21, 8
+    g = torch.Generator().manual_seed(53)
+    lay = random_mamba2_layer(H, g)
+    A, D, dtb = (lay[k].float().cuda() for k in ("A", "D", "dt_bias"))
+    if zcase == "no-D":
+        D = None
+    pre = random_state((S, H, P, 128), g).float().cuda()
+    caches = []
+    for _ in range(2):
+        c = Mamba2DualPrecisionCache(S, H, P, G, L, 1, 0, read_fmt, rec_fmt, "sr", act_dtype=torch.bfloat16, seed=5)
+        c.concurrent_flush = False
+        c.reset(pre, phase="spread")
+        caches.append(c)
+    sbi = torch.tensor(list(range(S)) + [-1], dtype=torch.int32, device="cuda")
+    B = sbi.shape[0]
+    flushed = 0
+    for step in range(L + 3):
+        inp = random_mamba2_inputs(B, 1, H, P, 128, G, g)
+        x, dtr, Bm, Cm, zz = (inp[k].to(torch.bfloat16).cuda() for k in ("x", "dt_raw", "Bm", "Cm", "z"))
+        z = None if zcase == "no-z" else zz
+        if zcase == "z-misaligned":
+            buf = torch.empty(zz.numel() + 2, dtype=torch.bfloat16, device="cuda")
+            z = buf[2:].view(zz.shape)
+            z.copy_(zz)
+            assert z.data_ptr() % 16 == 4
+        outs, fls = [], []
+        for i, c in enumerate(caches):
+            if i:
+                monkeypatch.setenv("RSSM_DP_FLUSH_STAGE_OUT", "1")
+            fl = torch.empty(B, dtype=torch.int32, device="cuda")
+            outs.append(c.step(sbi, x, dtr, Bm, Cm, A, D, dtb, z, flushed=fl))
+            fls.append(fl)
+            monkeypatch.delenv("RSSM_DP_FLUSH_STAGE_OUT", raising=False)
+        torch.cuda.synchronize()
+        assert torch.equal(fls[0], fls[1]), f"step {step}: flushed codes differ"
+        assert torch.equal(outs[0][:-1].view(torch.int16), outs[1][:-1].view(torch.int16)), f"step {step}: outputs"
+        for a, b in zip(_copy_bits(caches[0]), _copy_bits(caches[1])):
+            assert torch.equal(a, b), f"step {step}: checkpoint copies differ"
+        flushed += int((fls[1] == 1).sum())
+        for c in caches:
+            c.commit(sbi)
+    assert flushed >= S

@@ -482,3 +482,15 @@ def test_concurrent_flush_auto_is_serial_where_it_does_not_apply(monkeypatch):
         calls = []
         c._decode_and_flush(c.mode == 0, lambda: calls.append("decode"), lambda: calls.append("flush"))
         assert calls == ["decode", "flush"] and not dp._FLUSH_STREAMS
+
+
+def test_concurrent_flush_auto_choice():
+    """Where the default (None) forks the flush: deferred standard steps on CUDA, except a Mamba-2 fp32 read copy
+    (measured slower beside the decode); never without deferral or off CUDA. True still forces it (refusals above)."""
+    auto = dp.auto_concurrent_flush
+    for fmt in ("fp16", "bf16", "fp8_e4m3", "nvfp4"):
+        assert auto("mamba2", fmt, True, "cuda") and auto("gdn", fmt, True, "cuda")
+    assert auto("gdn", "fp32", True, "cuda")
+    assert not auto("mamba2", "fp32", True, "cuda")
+    for fam in ("mamba2", "gdn"):
+        assert not auto(fam, "nvfp4", False, "cuda") and not auto(fam, "nvfp4", True, "cpu")

@@ -804,7 +804,8 @@ MMA_READOUT_CASES = [c for c in REPLAY_CASES if c[4]["N"] == 128]
 # copy, was 3-5% slower on the H200 and was removed in the twenty-third; the thirty-fourth session's RFI, flush items
 # refilling their row buffer during the fold, 4-6% slower at T = 4, and LEAN, a per-item index diet, 3-6% slower, were
 # removed in the same session; HRC, the head records through shared memory one item ahead, measured neutral (0.99-1.01)
-# in the thirty-fifth and was removed.)
+# in the thirty-fifth and was removed; REFILL, 5-12% slower, and GSH, neutral, in the thirty-ninth, were removed in the
+# fortieth.)
 MMA_PIPES = ["4", "4z", "4n", "0"]
 MMA_PIPE_IDS = ["mma", "mma-nozpf", "mma-noxpf", "plain"]
 
@@ -881,79 +882,6 @@ def _sanitize_mma_switch(monkeypatch, var, seed):
     monkeypatch.setenv(var, "1")
     assert _run_replay(3, 4, 3, 1, SMALL, F32, BF16, 5, seed=seed, variant=4) > 0
     assert _run_replay(2, 24, 8, 1, SMALL, F32, BF16, 6, seed=seed + 1, variant=4) > 0
-
-
-# REFILL (RSSM_MAMBA2_MMA_REFILL=1; thirty-sixth session, A/B; measured slower in the thirty-ninth, off): a one-chunk flush
-# item copies the next item's rows into its own row buffer tile by tile during its fold. Against the float64 reference:
-# in-phase rows (every item of a flush step refills, back to back), staggered and padding rows (a next item without a
-# slot: no refill), T = 1 / 4 / 8, Nano's 10 items per head, and L = 24 with two fold chunks (the path without it).
-REFILL_CASES = [(5, 16, 4, SUPER, "all", False), (4, 8, 1, NANO, "random", True), (3, 16, 8, NANO, "all", True),
-                (5, 16, 4, SUPER, "random", True), (3, 24, 8, SUPER, "random", True)]
-
-
-@pytest.mark.parametrize("B,L,T,sh,acc,stag", REFILL_CASES,
-                         ids=[f"B{c[0]}-L{c[1]}-T{c[2]}-H{c[3]['H']}-{c[4]}-{'stag' if c[5] else 'inphase'}"
-                              for c in REFILL_CASES])
-def test_replay_split_mma_readout_refill(B, L, T, sh, acc, stag, monkeypatch):
-    monkeypatch.delenv("RSSM_MAMBA2_SPLIT_PIPE", raising=False)
-    monkeypatch.delenv("RSSM_MAMBA2_MMA_L32", raising=False)
-    monkeypatch.setenv("RSSM_MAMBA2_MMA_REFILL", "1")
-    mode = 0 if T == 1 else 1
-    if mode == 0:  # standard steps take the tensor-core readout only when forced
-        monkeypatch.setenv("RSSM_MAMBA2_SPLIT_PIPE", "4")
-    assert _run_replay(B, L, T, mode, sh, F32, BF16, 2 * L // T + 8, seed=400 + B + L + T, accept=acc,
-                       staggered=stag, variant=4) > 0
-
-
-def test_mma_readout_refill_instance_runs(monkeypatch):
-    """RSSM_MAMBA2_MMA_REFILL=1 runs the REFILL instance (template argument 5) at the bench's Super shape, T = 4;
-    unset not (torch profiler)."""
-    skip_under_sanitizer()
-    got = _mma_readout_instance_args(monkeypatch, "RSSM_MAMBA2_MMA_REFILL", (None, "1"), 5)
-    assert got == {None: ["0"], "1": ["1"]}, got
-
-
-@pytest.mark.sanitize
-def test_replay_split_mma_readout_refill_sanitize(monkeypatch):
-    """The sanitizers' REFILL case (racecheck: the tile-by-tile refill of a buffer the warp is still reading):
-    in-phase flush steps back to back, padding rows, two record chunks."""
-    monkeypatch.delenv("RSSM_MAMBA2_SPLIT_PIPE", raising=False)
-    monkeypatch.setenv("RSSM_MAMBA2_MMA_REFILL", "1")
-    assert _run_replay(3, 4, 3, 1, SMALL, F32, BF16, 6, seed=188, accept="all", staggered=False, variant=4) > 0
-    assert _run_replay(2, 24, 8, 1, SMALL, F32, BF16, 6, seed=189, variant=4) > 0
-
-
-# GSH (RSSM_MAMBA2_MMA_GSH=1; thirty-seventh session, A/B; measured neutral in the thirty-ninth, off): the L32 instance with the
-# item's group by a shift, where the heads per group are a power of two (Super 16, SMALL 4; Nano's 12 falls back to the
-# L32 instance). Against the float64 reference: T = 2 / 4 / 8, windows 8 / 16 / 24, padding and staggered rows, random
-# and all-accepted drafts, with and without z.
-GSH_CASES = [(5, 16, 4, SUPER, "random", True), (3, 24, 8, SUPER, "all", True), (4, 8, 2, SMALL, "random", False)]
-
-
-@pytest.mark.parametrize("B,L,T,sh,acc,z", GSH_CASES,
-                         ids=[f"B{c[0]}-L{c[1]}-T{c[2]}-H{c[3]['H']}-{c[4]}-z{int(c[5])}" for c in GSH_CASES])
-def test_replay_split_mma_readout_gsh(B, L, T, sh, acc, z, monkeypatch):
-    for k in ("RSSM_MAMBA2_SPLIT_PIPE", "RSSM_MAMBA2_MMA_L32", "RSSM_MAMBA2_MMA_REFILL"):
-        monkeypatch.delenv(k, raising=False)
-    monkeypatch.setenv("RSSM_MAMBA2_MMA_GSH", "1")
-    assert _run_replay(B, L, T, 1, sh, F32, BF16, 2 * L // T + 8, seed=500 + B + L + T, accept=acc, with_z=z,
-                       variant=4) > 0
-
-
-def test_mma_readout_gsh_instance_runs(monkeypatch):
-    """RSSM_MAMBA2_MMA_GSH=1 runs the GSH instance (template argument 6) at the bench's Super shape (16 heads per group),
-    unset not; at Nano's shape (12 heads per group) "1" falls back to the L32 instance (torch profiler)."""
-    skip_under_sanitizer()
-    got = _mma_readout_instance_args(monkeypatch, "RSSM_MAMBA2_MMA_GSH", (None, "1"), 6)
-    assert got == {None: ["0"], "1": ["1"]}, got
-    got = _mma_readout_instance_args(monkeypatch, "RSSM_MAMBA2_MMA_GSH", ("1",), 6, shape="nano")
-    assert got == {"1": ["0"]}, got
-
-
-@pytest.mark.sanitize
-def test_replay_split_mma_readout_gsh_sanitize(monkeypatch):
-    """The sanitizers' GSH case: speculative with flushes, padded rows, two record chunks (SMALL: 4 heads per group)."""
-    _sanitize_mma_switch(monkeypatch, "RSSM_MAMBA2_MMA_GSH", 190)
 
 
 def _set_mma_pipe(monkeypatch, pipe):

@@ -98,16 +98,6 @@ struct SmemRows {
                                          ? kRows * kStride * (int)sizeof(ST)
                                          : foldmma::kBBytes;
     static constexpr int kPieces = kRowBytes / 16;  // 16-byte pieces per row
-    static constexpr int kTilePieces = kPieces / kKT;  // 16-byte pieces of one k-tile (16 columns) per row
-    // k-tile k (columns 16k .. 16k + 15) of the 8 rows only: lanes below kRows x kTilePieces copy one piece each
-    // (the verify readouts' REFILL: a flush item refills its row buffer with the next item's rows tile by tile)
-    __device__ static void issueTile(ST* dst, const ST* src, int64_t rowStride, int k, int lane) {
-        if (lane < kRows * kTilePieces) {
-            const int r = lane / kTilePieces, v = k * kTilePieces + lane % kTilePieces;
-            async::copy16(reinterpret_cast<unsigned char*>(dst + r * kStride) + 16 * v,
-                          reinterpret_cast<const unsigned char*>(src + r * rowStride) + 16 * v);
-        }
-    }
     __device__ static void issue(ST* dst, const ST* src, int64_t rowStride, int lane) {
 #pragma unroll
         for (int i = lane; i < kRows * kPieces; i += 32) {

@@ -214,16 +214,13 @@ cudaError_t launchVerifyMma(const GdnReplayParams& p, int smCount, cudaStream_t 
     const int group = p.num_v_heads / p.num_heads;
     const bool lean32 =
         envSwitch("RSSM_GDN_VERIFY_LEAN32", true) && (group & (group - 1)) == 0 && readoutOffsetsFit32(p);
-    // REFILL (A/B, thirty-sixth session, measured slower in the thirty-ninth, off; RSSM_GDN_VERIFY_REFILL=1, read per
-    // launch): on top of LEAN32, a one-chunk flush item refills its row buffer with the next item's rows during its fold
-    const bool refill = envSwitch("RSSM_GDN_VERIFY_REFILL", false);
     // MNS (prepared in the thirty-seventh session; the default since the thirty-ninth, RSSM_GDN_VERIFY_MNS=0 turns it
-    // off, read per launch): the LEAN32 fp32 instance at T > 4 (no u_j prefetch, no REFILL) with a non-flush item's
+    // off, read per launch): the LEAN32 fp32 instance at T > 4 (no u_j prefetch) with a non-flush item's
     // solve matrices staged in shared memory by the item before. Side by side on the H200 (docs/kernels-gdn.md
     // "Thirty-ninth session"): T = 8 steps 0.2-5.4% faster in all 12 cases, bit-identical results.
     const bool mns = envSwitch("RSSM_GDN_VERIFY_MNS", true) && p.state_dtype == RSSM_DTYPE_FP32 && p.num_tokens > 4 &&
-                     lean32 && !prefetchU && !refill;
-    const void* kernel = verifyMmaKernel(p.state_dtype, p.num_tokens, prefetchU, lean32, refill, mns);
+                     lean32 && !prefetchU;
+    const void* kernel = verifyMmaKernel(p.state_dtype, p.num_tokens, prefetchU, lean32, mns);
     const int threads = verifyMmaThreads();
     const size_t smem = verifyMmaSmemBytes(p.state_dtype, p.num_tokens, mns);
     cudaError_t e = allowDynamicSmem(kernel, smem);

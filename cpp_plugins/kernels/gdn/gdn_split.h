@@ -28,11 +28,10 @@ int replaySplitReadCopy(const GdnReplayParams& q, const stream::ReadCopyScales& 
 // bf16; NULL otherwise) and token count (<= 8), its dynamic shared memory per CTA and its CTA size. prefetchU: the
 // next item's u_j block loaded during the current item (default for T <= 4; RSSM_GDN_VERIFY_UPF=1/0 forces it).
 // lean32: the LEAN32 instances (fp32 rows: T <= 4 with prefetchU, T > 4 without it; 32-bit item offsets, the key head
-// by a shift) where the caller checked their rules; other combinations ignore it. refill (with lean32): the REFILL form (A/B,
-// RSSM_GDN_VERIFY_REFILL). mns (fp32 rows, T > 4, lean32 without prefetchU and refill): the MNS form (A/B,
-// RSSM_GDN_VERIFY_MNS); the caller must pass the same mns to verifyMmaSmemBytes, and only where the instance applies.
-const void* verifyMmaKernel(int stateDtype, int numTokens, bool prefetchU, bool lean32 = false, bool refill = false,
-                            bool mns = false);
+// by a shift) where the caller checked their rules; other combinations ignore it. mns (fp32 rows, T > 4, lean32 without
+// prefetchU): the MNS form (RSSM_GDN_VERIFY_MNS); the caller must pass the same mns to verifyMmaSmemBytes, and only
+// where the instance applies.
+const void* verifyMmaKernel(int stateDtype, int numTokens, bool prefetchU, bool lean32 = false, bool mns = false);
 size_t verifyMmaSmemBytes(int stateDtype, int numTokens, bool mns = false);
 int verifyMmaThreads();
 // The read-copy readout on tensor cores (gdn_read_mma.cu; standard steps, skip_flush_rows, K = 128): its kernel for

@@ -13,24 +13,20 @@ namespace {
 // in registers: the 3-CTA build of it (80 registers, those loads inside the product loop, 140 bytes of spills) ran
 // 1.2-1.9x slower (q35-4b B = 256 T = 8: 538-824 vs 327-434 us; tenth session, docs/kernels-gdn.md).
 template <typename ST>
-const void* entry(int maxTokens, bool prefetchU, bool lean32, bool refill, bool mns) {
+const void* entry(int maxTokens, bool prefetchU, bool lean32, bool mns) {
     if (maxTokens <= 4) {
-        // LEAN32 (fp32 rows with the u_j prefetch, the T <= 4 default): 32-bit item offsets, the key head by a shift;
-        // REFILL (A/B) on top
+        // LEAN32 (fp32 rows with the u_j prefetch, the T <= 4 default): 32-bit item offsets, the key head by a shift
         if constexpr (std::is_same<ST, float>::value) {
             if (prefetchU && lean32)
-                return refill ? reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 4, 3, false, true, true, true>)
-                              : reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 4, 3, false, true, true>);
+                return reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 4, 3, false, true, true>);
         }
         return prefetchU ? reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 4, 3, false, true>)
                          : reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 4, 3, false, false>);
     }
-    // LEAN32 (fp32 rows without the u_j prefetch: the T > 4 default); REFILL or MNS (A/B) on top
+    // LEAN32 (fp32 rows without the u_j prefetch: the T > 4 default); MNS (the default) on top
     if constexpr (std::is_same<ST, float>::value) {
         if (!prefetchU && lean32) {
-            if (refill) return reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 8, 2, true, false, true, true>);
-            if (mns)
-                return reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 8, 2, true, false, true, false, true>);
+            if (mns) return reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 8, 2, true, false, true, true>);
             return reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 8, 2, true, false, true>);
         }
     }
@@ -45,11 +41,11 @@ int perWarpBytes(int maxTokens, bool mns) {
 }
 }  // namespace
 
-const void* verifyMmaKernel(int stateDtype, int numTokens, bool prefetchU, bool lean32, bool refill, bool mns) {
+const void* verifyMmaKernel(int stateDtype, int numTokens, bool prefetchU, bool lean32, bool mns) {
     switch (stateDtype) {
-        case RSSM_DTYPE_FP32: return entry<float>(numTokens, prefetchU, lean32, refill, mns);
-        case RSSM_DTYPE_FP16: return entry<__half>(numTokens, prefetchU, lean32, refill, false);
-        case RSSM_DTYPE_BF16: return entry<__nv_bfloat16>(numTokens, prefetchU, lean32, refill, false);
+        case RSSM_DTYPE_FP32: return entry<float>(numTokens, prefetchU, lean32, mns);
+        case RSSM_DTYPE_FP16: return entry<__half>(numTokens, prefetchU, lean32, false);
+        case RSSM_DTYPE_BF16: return entry<__nv_bfloat16>(numTokens, prefetchU, lean32, false);
         default: return nullptr;
     }
 }

@@ -98,24 +98,20 @@ __device__ __forceinline__ float2 halfPair(uint32_t v) { return __half22float2(*
 // requires a power-of-two number of value heads per key head), and the ring's key address formed on flush items only.
 // The source counters of the T = 4 instance (thirty-fifth session) put the key head's division at 31 of ~800 warp
 // instructions per item and the 64-bit offset products of the item's loads at ~15%. Same loads, same values: bit-identical results.
-// REFILL (thirty-sixth session, A/B; measured slower in the thirty-ninth, off: RSSM_GDN_VERIFY_REFILL=1; the LEAN32 fp32
-// instances): a flush item folding one chunk (L <= 16) copies the next item's rows into its own row buffer tile by
-// tile as its fold consumes the tiles (mmarows::SmemRows::issueTile after a __syncwarp per tile), instead of into
-// the other buffer after the fold; the next item reads its rows from this buffer (the ping-pong skips a turn). The
-// Mamba-2 readout's REFILL, the same reason (the next item's rows issued only after the fold). Same values.
+// (REFILL, a one-chunk flush item refilling its own row buffer with the next item's rows tile by tile during its fold,
+// measured 0.2-6.4% slower in the thirty-ninth session and was removed in the fortieth; docs/kernels-gdn.md.)
 // MNS (thirty-seventh session; the default since the thirty-ninth, RSSM_GDN_VERIFY_MNS=0 turns it off; the LEAN32
-// fp32 instance at T > 4 without REFILL): a non-flush item's solve matrices M and N (head record) are copied into the warp's shared
+// fp32 instance at T > 4): a non-flush item's solve matrices M and N (head record) are copied into the warp's shared
 // memory by cp.async at the end of the item before, in their own commit group (waited for with the item's rows), and
 // the solve reads them from there instead of by __ldg right before use (9% of the T = 4 readout's stall samples in the
 // twenty-ninth session). That session measured it at every T (4796fb2): T = 8 0-3.5% faster, T = 4 11-16% slower (its
 // extra shared memory left 2 instead of 3 CTAs per SM); the T > 4 instance is held to 2 CTAs per SM by its registers
 // anyway. Flush items keep the __ldg. mnBytes<8>() = 512 more bytes of shared memory per warp. Same values.
-template <typename ST, int MAXT, int MINB, bool HOISTB, bool UPF = false, bool LEAN32 = false, bool REFILL = false,
-          bool MNS = false>
+template <typename ST, int MAXT, int MINB, bool HOISTB, bool UPF = false, bool LEAN32 = false, bool MNS = false>
 __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMmaKernel(const GdnReplayParams p) {
     using namespace mmaverify;
     using Rows = mmarows::SmemRows<ST>;
-    static_assert(!MNS || (MAXT > 4 && LEAN32 && !REFILL), "MNS: the LEAN32 T > 4 instance without REFILL");
+    static_assert(!MNS || (MAXT > 4 && LEAN32), "MNS: the LEAN32 T > 4 instance");
     constexpr bool kTall = MAXT > 4;  // vectors in rows g + 8 of the M tile
     // A flush item stages its fold weights with its keys in one cp.async group and reads them after the wait
     // (foldmma::stageFoldChunk), MAXT = 8 only: side by side on the H200 (thirty-fifth session) the T = 8 steps with
@@ -252,7 +248,6 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
         rawNN = it + 3 * nw < items ? p.state_batch_indices[walk.next(cNN).b] : -1;
 
         bool uIssued = false;  // UPF: the next item's u_j loads
-        bool refilled = false;  // REFILL: the next item's rows are in this item's row buffer (buf)
         if (slot >= 0 && nf >= 0) {  // else padding row / invalid cursors: nothing written
             const float* hr = LEAN32 ? ws + (b * HV + hv) * RW : ws + ((size_t)b * HV + hv) * RW;
             const int64_t ruBase = LEAN32 ? offset32(slot, p.ring_u_stride_slot, hv, p.ring_u_stride_head, 0, 0)
@@ -422,8 +417,6 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
                 __syncwarp();
                 if constexpr (kStageW) chunkWeights(a, 0);
                 if (nf <= foldmma::kChunk) {  // one chunk (window <= 16): column tile by column tile
-                    // REFILL: the next item's rows into this buffer, each tile once every lane has read it
-                    const bool refill = REFILL && slotN >= 0;  // warp-uniform
 #pragma unroll 2
                     for (int k = 0; k < kKT; ++k) {
                         float v[4];
@@ -432,19 +425,6 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
                         for (int e = 0; e < 4; ++e) v[e] *= gf;
                         mmarows::foldTile(v, a, sB, k, lane);
                         mmarows::LaneRow<ST>::storeTile(v, ckRow, k, q);
-                        if constexpr (REFILL) {
-                            if (refill) {
-                                __syncwarp();  // every lane's reads of tile k are done (their values were used)
-                                // (the next item's row address formed per tile: no pointer live over the fold)
-                                Rows::issueTile(sRows(buf), rowsOf(cN, slotN), p.state_stride_v, k, lane);
-                            }
-                        }
-                    }
-                    if constexpr (REFILL) {
-                        if (refill) {
-                            async::commit();
-                            refilled = true;
-                        }
                     }
                 } else if constexpr (sizeof(ST) == 4) {  // two chunks: the first chunk's result back in place
                     float* rowW = reinterpret_cast<float*>(sRows(buf)) + g * Rows::kStride;
@@ -488,13 +468,10 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
         if constexpr (UPF) {
             if (!uIssued) uqNext = loadU(cN, slotN, metaN);
         }
-        if (flushItem && !refilled) {  // the other buffer is free again: the next item's rows
+        if (flushItem) {  // the other buffer is free again: the next item's rows
             __syncwarp();
             if (slotN >= 0) Rows::issue(sRows(buf ^ 1), rowsOf(cN, slotN), p.state_stride_v, lane);
             async::commit();
-        }
-        if constexpr (REFILL) {
-            if (refilled) buf ^= 1;  // the next item's rows are in buf: the loop's toggle is undone
         }
         if constexpr (MNS) {
             __syncwarp();  // every lane has read this item's M and N

@@ -73,13 +73,9 @@ int splitMaxRecords();
 // dynamic shared memory per CTA (splitReadoutThreads() threads).
 // hoistC: RSSM_MAMBA2_MMA_CHOIST (default on); prefetchX: RSSM_MAMBA2_MMA_XPF (default on: the next item's x_j and
 // this item's z loaded early; mamba2_split_mma_kernel.cuh; measured 0-0.5% faster at T = 4, 3% at T = 8)
-// off32: the fp32 ZPF instance's L32 form (32-bit item offsets) where the caller checked splitMmaOffsetsFit32;
-// refill (with off32): its REFILL form (A/B, RSSM_MAMBA2_MMA_REFILL). gsh (with off32, not refill): its GSH form, the
-// group by a shift, where the caller checked that heads per group are a power of two (A/B, RSSM_MAMBA2_MMA_GSH).
+// off32: the fp32 ZPF instance's L32 form (32-bit item offsets) where the caller checked splitMmaOffsetsFit32.
 const void* splitMmaReadoutKernel(int stateDtype, int dstate, bool hoistC, bool prefetchX, bool zPairs,
-                                  bool off32 = false, bool refill = false, bool gsh = false);
-// The fp32 L32 instance's GSH form (mamba2_split_mma_gsh.cu), which splitMmaReadoutKernel returns for gsh.
-const void* splitMmaReadoutGshKernel();
+                                  bool off32 = false);
 size_t splitMmaReadoutSmemBytes(int stateDtype);
 size_t splitPrepSmemBytes(int window, int numTokens, int dstate, int headdim, int headsPerGroup);
 int splitHeadsPerPrep();

@@ -481,15 +481,9 @@ int launchSplitReadout(const char* op, Mamba2ReplayParams& q, stream::ReadCopySc
         // strides). Side by side on the H200 (docs/kernels-mamba2.md "Thirty-sixth session"): T = 4 verify steps
         // 4.0-6.0% faster, T = 8 one-accepted / mixed 1.8-5.6% (all-accepted within the spread).
         const bool off32 = envSwitch("RSSM_MAMBA2_MMA_L32", true) && splitMmaOffsetsFit32(q);
-        // REFILL (A/B, thirty-sixth session, measured 5-12% slower in the thirty-ninth, off; RSSM_MAMBA2_MMA_REFILL=1, read per
-        // launch); GSH (A/B, thirty-seventh session, measured neutral in the thirty-ninth, off; RSSM_MAMBA2_MMA_GSH=1, read
-        // per launch): the group by a shift where the heads per group are a power of two
-        const bool refill = envSwitch("RSSM_MAMBA2_MMA_REFILL", false);
-        const int hpg = q.nheads / q.ngroups;
-        const bool gsh = envSwitch("RSSM_MAMBA2_MMA_GSH", false) && off32 && !refill && (hpg & (hpg - 1)) == 0;
         const void* mk = q.act_dtype == RSSM_DTYPE_BF16 && aligned && chunks && !q.skip_flush_rows
                              ? splitMmaReadoutKernel(q.state_dtype, q.dstate, envSwitch("RSSM_MAMBA2_MMA_CHOIST", true),
-                                                     envSwitch("RSSM_MAMBA2_MMA_XPF", true), zPairs, off32, refill, gsh)
+                                                     envSwitch("RSSM_MAMBA2_MMA_XPF", true), zPairs, off32)
                              : nullptr;
         if (mk) {
             const long long items = (long long)q.batch * q.nheads * (q.headdim / splitRows());

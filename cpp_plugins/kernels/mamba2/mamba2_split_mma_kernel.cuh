@@ -111,21 +111,12 @@ __host__ __device__ constexpr int stagedWarpBytes() { return 2 * SmemRows<ST>::k
 // the 32-bit sum, so they are written out here rather than through common/offsets32.h's offset32, which converts
 // before that term: routed through it, this instance's PTX grew by ~50 instructions of 64-bit adds.) (The thirty-fourth session's LEAN, these plus
 // the group by a reciprocal, 8-byte coefficient loads and a fast gate division, measured 3-6% slower.)
-// REFILL (thirty-sixth session, A/B; measured 5-12% slower in the thirty-ninth, off: RSSM_MAMBA2_MMA_REFILL=1; on top of L32): a
-// flush item folding one chunk (L <= 16) copies the next item's rows into its own row buffer tile by tile as its fold
-// consumes the tiles (SmemRows::issueTile after a __syncwarp per tile), instead of into the other buffer after the
-// fold; the next item then reads its rows from this buffer (the ping-pong skips one turn). The thirty-fifth session's
-// source counters put the wait for those rows, issued only after the fold, at the top of an all-flush step's stalls.
-// Same copies, same values.
-// GSH (thirty-seventh session, A/B; measured neutral in the thirty-ninth, off: RSSM_MAMBA2_MMA_GSH=1; with L32, not with
-// REFILL): the item's group `head / hpg` by a shift, for a power-of-two number of heads per group (the launcher's
-// rule: Nemotron-3-Super's 16, not Nano's 12). The division was 31 of an item's ~640 warp instructions in the
-// thirty-fourth session's source counters, on the path to the item's C loads. Same values. Its only instance is
-// compiled in its own translation unit (mamba2_split_mma_gsh.cu), so the other instances keep their generated code.
-template <typename ST, bool CHOIST, bool XPF, bool ZPF = false, bool L32 = false, bool REFILL = false, bool GSH = false>
+// (Measured in the thirty-ninth session and removed in the fortieth, docs/kernels-mamba2.md: REFILL, a one-chunk flush
+// item refilling its own row buffer with the next item's rows tile by tile, 5-12% slower; GSH, the group by a shift
+// for a power-of-two number of heads per group, neutral.)
+template <typename ST, bool CHOIST, bool XPF, bool ZPF = false, bool L32 = false>
 __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
     mamba2SplitReadoutMmaStagedKernel(const Mamba2ReplayParams p) {
-    static_assert(!GSH || (L32 && !REFILL), "GSH: the L32 instance without REFILL");
     using namespace mmareadout;
     using Rows = SmemRows<ST>;
     extern __shared__ __align__(16) unsigned char smemSplitMmaStaged[];
@@ -205,9 +196,7 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
         const int4 meta = metaC;
         const int nf = meta.y;
         const int b = cC.b, head = cC.head, vw = cC.blk * kSplitRows;
-        // (GSH: the shift amount formed here, loop-invariant, rather than as a variable beside hpg: that variable changed
-        // the generated code of two other instances)
-        const int grp = GSH ? head >> (__ffs(hpg) - 1) : head / hpg;
+        const int grp = head / hpg;
         // the group's ring B rows (L32: formed where a flush item uses them, ringBOf; written twice so that the instances
         // without L32 keep their measured code)
         const uint16_t* ringBg = L32 ? nullptr : ringB + ((int64_t)(slot < 0 ? 0 : slot) * Cap * G + grp) * kN;
@@ -227,7 +216,6 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
         rawNN = it + 3 * nw < items ? rawSlot(walk.next(cNN).b) : -1;
 
         bool xIssued = false;  // XPF: the next item's x_j loads
-        bool refilled = false;  // REFILL: the next item's rows are in this item's row buffer (buf)
         if (slot >= 0 && nf != kSplitSkipRow) {  // else padding row / skipped flushing row: untouched
             uint16_t* yg = L32 ? static_cast<uint16_t*>(p.y) + (b * (int)p.stride_y_b + g * (int)p.stride_y_t +
                                                                  head * (int)p.stride_y_h + vw + 2 * q)
@@ -340,9 +328,6 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
                     uint32_t a[3][4];
                     foldWeights(a, xb[0], xb[1], fw);
                     if (nf <= kChunk) {  // one chunk (L <= 16): column tile by column tile from the staged rows
-                        // REFILL: the next item's rows into this buffer, each tile once every lane has read it
-                        const bool refill = REFILL && slotN >= 0;  // warp-uniform
-                        const ST* nextRows = refill ? rowsOf(cN, slotN) : nullptr;
 #pragma unroll 2
                         for (int k = 0; k < kKT; ++k) {
                             float v[4];
@@ -351,18 +336,6 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
                             for (int e = 0; e < 4; ++e) v[e] *= gf;
                             foldTile(v, a, sB, k, lane);
                             LaneRow<ST>::storeTile(v, ckRow, k, q);
-                            if constexpr (REFILL) {
-                                if (refill) {
-                                    __syncwarp();  // every lane's reads of tile k are done (their values were used)
-                                    Rows::issueTile(sRows(buf), nextRows, p.stride_state_p, k, lane);
-                                }
-                            }
-                        }
-                        if constexpr (REFILL) {
-                            if (refill) {
-                                async::commit();
-                                refilled = true;
-                            }
                         }
                     } else if constexpr (sizeof(ST) == 4) {  // two chunks: the first chunk's result back in place
                         // (the same pass as above with a shared-memory sink: kept as two loops so that the
@@ -403,13 +376,10 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
                 if constexpr (ZPF) zNext = loadZ(cN, slotN);
             }
         }
-        if (flushItem && !refilled) {  // the other buffer is free again: the next item's rows
+        if (flushItem) {  // the other buffer is free again: the next item's rows
             __syncwarp();
             if (slotN >= 0) Rows::issue(sRows(buf ^ 1), rowsOf(cN, slotN), p.stride_state_p, lane);
             async::commit();
-        }
-        if constexpr (REFILL) {
-            if (refilled) buf ^= 1;  // the next item's rows are in buf: the loop's toggle is undone
         }
         __syncwarp();  // this item's buffers are rewritten by the item after next / the next item's x
         cC = cN;
