@@ -170,10 +170,18 @@ __device__ __forceinline__ float2 e2m1Pair(uint32_t w) {
     return __half22float2(*reinterpret_cast<const __half2*>(&h));
 }
 
-// NaN-propagating max of |x| (formats.md: amax is NaN if any element is NaN).
+// NaN-propagating max of |x| (formats.md: amax is NaN if any element is NaN). sm_80+: one max.NaN (FMNMX.NAN with
+// the |x| operand modifier) instead of a NaN test, a select and a max; its NaN is the canonical 0x7FFFFFFF rather than
+// 0x7FC00000, which no caller stores (a NaN amax only selects the non-finite paths, which write their own NaN codes).
 __device__ __forceinline__ float amaxNan(float acc, float x) {
     const float a = fabsf(x);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    float r;
+    asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(acc), "f"(a));
+    return r;
+#else
     return (acc != acc || a != a) ? __uint_as_float(0x7FC00000u) : fmaxf(acc, a);
+#endif
 }
 
 }  // namespace dp
