@@ -138,8 +138,9 @@ __device__ __forceinline__ void storeRow(const CopyRef& c, int slot, int head, i
             uint32_t packed = 0;
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
-                float y = __fdiv_rn(ys[i], ds);
-                if (y != y) y = 0.f;
+                // (a NaN y needs no care: with a finite state every element and ds are finite, ds non-zero; a
+                // non-finite state's codes are zeroed below)
+                const float y = __fdiv_rn(ys[i], ds);
                 uint32_t code = e2m1Code(y, sr, ws[i]);
                 if (zero || !stateFinite) code = 0;
                 packed |= code << (4 * i);

@@ -13,7 +13,6 @@
 #include <type_traits>
 
 #include "common/cp_async.cuh"
-#include "common/env_switch.h"
 #include "dual_precision/dp_state_io.cuh"
 #include "dual_precision/dual_precision.h"
 #include "dual_precision/dual_precision_flush.h"
@@ -41,8 +40,8 @@ __device__ __forceinline__ float4 act4(const void* base, int64_t i, bool bf16) {
 // (recBase + (o + j) % Cap) * recStride + off of g. 16-byte cp.async when the rows allow it (len,
 // recStride and off multiples of 8; g 16-byte aligned, checked by the launcher), plain loads otherwise.
 __device__ __forceinline__ void stageRows(uint16_t* sDst, const uint16_t* g, int64_t recBase, int o, int Cap, int nf,
-                                          int len, int64_t recStride, int64_t off, bool base16 = true) {
-    if (base16 && ((len | recStride | off) & 7) == 0) {
+                                          int len, int64_t recStride, int64_t off) {
+    if (((len | recStride | off) & 7) == 0) {
         const int vr = len >> 3;
         for (int i = threadIdx.x; i < nf * vr; i += kThreads) {
             const int j = i / vr, v = i - j * vr;
@@ -70,17 +69,9 @@ __host__ __device__ __forceinline__ int flushTileOffset(int family, int window, 
     return flushStageBytes(family, window, headdim) + extra;
 }
 // Dynamic shared memory of the flush kernels: the records, and the folded state (the encoders read it row by row).
-__host__ __device__ __forceinline__ int flushSmemBytes(int family, int window, int headdim) {
+int flushSmemBytes(int family, int window, int headdim) {
     return flushTileOffset(family, window, headdim) + headdim * kRowN * 4;
 }
-// STAGE_OUT (Mamba-2 deferred rows; A/B, RSSM_DP_FLUSH_STAGE_OUT=1): the output operands of a deferred flushing row
-// (D of the head, C_t of the group, z_t of the head) are put in flight with the item's records, after the state tile
-// (16-byte aligned): [16 bytes: D][128 x 16-bit: C_t][P x 16-bit: z_t], so that the outputs after the fold read shared
-// memory instead of waiting a global round trip.
-__host__ __device__ __forceinline__ int flushOutStageOffset(int family, int window, int headdim) {
-    return (flushSmemBytes(family, window, headdim) + 15) & ~15;
-}
-constexpr int flushOutStageBytes(int headdim) { return (16 + (kRowN + headdim) * 2 + 15) & ~15; }
 
 struct FlushCopies {
     CopyRef hp, lp;
@@ -176,32 +167,34 @@ __device__ __forceinline__ float warpRowDot(const float4& s, const float4& v) {
 }
 
 // Outputs of a deferred (fused) flushing row: y[row] = (C_t . S_t[row] + D x_t[row]) * silu(z_t[row]) for the warp's
-// rows, from the folded fp32 state in registers; lane r writes row warp + kWarps * r.
-// STAGE_OUT: D, C_t and z_t from the item's staged operands (sOut, flushOutStageOffset), x_t from its staged records
-// (sXt: the token's row of x); the same values, so the same bits.
-template <int RPW, bool STAGE_OUT = false>
+// rows, from the folded fp32 state in registers. Lane r < RPW owns row warp + kWarps * r and keeps its row's dot; the
+// lanes then finish their rows' outputs together (one silu per lane instead of RPW single-lane passes; fortieth
+// session: the serialized epilogue was 2.7% of the flush's instructions; loading x_t / z_t before the dots spilled a
+// register). The same operations on the same values, so the same bits.
+template <int RPW>
 __device__ __forceinline__ void writeOutputs(const DualPrecisionFlushParams& p, int b, int head, int grp,
-                                             const float4 (&S)[RPW], bool bf16, const unsigned char* sOut = nullptr,
-                                             const uint16_t* sXt = nullptr) {
+                                             const float4 (&S)[RPW], bool bf16) {
+    static_assert(RPW <= 32, "one output row per lane");
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int H = p.nheads, P = p.headdim, G = p.ngroups;
-    const uint16_t* sCz = reinterpret_cast<const uint16_t*>(sOut + 16);  // [128] C_t, then [P] z_t
-    const float4 c = STAGE_OUT ? act4(sCz, 4 * lane, bf16) : act4(p.Cm, ((int64_t)b * G + grp) * kRowN + 4 * lane, bf16);
-    const float Dh = STAGE_OUT ? *reinterpret_cast<const float*>(sOut) : (p.D ? p.D[head] : 0.f);
+    const int myRow = warp + kWarps * lane;
+    const bool mine = lane < RPW && myRow < P;
+    const int64_t io = ((int64_t)b * H + head) * P + myRow;
+    const float4 c = act4(p.Cm, ((int64_t)b * G + grp) * kRowN + 4 * lane, bf16);
+    float d = 0.f;
 #pragma unroll
     for (int r = 0; r < RPW; ++r) {
         const int row = warp + kWarps * r;
         if (row >= P) break;  // warp-uniform
-        const float d = warpRowDot(S[r], c);
-        if (lane == r) {
-            const int64_t io = ((int64_t)b * H + head) * P + row;
-            float yv = fmaf(Dh, STAGE_OUT ? actF(sXt, row, bf16) : actF(p.x, io, bf16), d);
-            if (p.z) {
-                const float zv = STAGE_OUT ? actF(sCz, kRowN + row, bf16) : actF(p.z, io, bf16);
-                yv *= zv / (1.f + expf(-zv));
-            }
-            static_cast<uint16_t*>(p.y)[io] = actCode(yv, bf16);
-        }
+        const float dr = warpRowDot(S[r], c);
+        if (lane == r) d = dr;
+    }
+    if (mine) {
+        const float Dh = p.D ? p.D[head] : 0.f;
+        const float xv = actF(p.x, io, bf16), zv = p.z ? actF(p.z, io, bf16) : 0.f;
+        float yv = fmaf(Dh, xv, d);
+        if (p.z) yv *= zv / (1.f + expf(-zv));
+        static_cast<uint16_t*>(p.y)[io] = actCode(yv, bf16);
     }
 }
 
@@ -236,7 +229,7 @@ struct Mamba2FlushShared {
 
 // Mamba-2 flush of one item: S' = exp(cum_{nf-1}) S + sum_j exp(cum_{nf-1} - cum_j) dt_j x_j B_j^T with
 // cum_j = sum_{i <= j} dt_i A, accumulated in fp32 (the same operations in the same order for every grid).
-template <int RPW, bool STAGE_OUT = false>
+template <int RPW>
 __device__ __forceinline__ void mamba2FlushItem(const DualPrecisionFlushParams& p, const FlushItem& it,
                                                 Mamba2FlushShared& sh, unsigned char* dyn) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -261,19 +254,6 @@ __device__ __forceinline__ void mamba2FlushItem(const DualPrecisionFlushParams& 
                   (int64_t)grp * kRowN);
         stageRows(sX + nRing * P, static_cast<const uint16_t*>(p.x), it.b, 0, 1, 1, P, (int64_t)H * P,
                   (int64_t)head * P);
-    }
-    // STAGE_OUT: the deferred row's output operands in flight with the records (see flushOutStageOffset)
-    unsigned char* sOut = dyn + flushOutStageOffset(RSSM_FAMILY_MAMBA2, nf - 1, P);
-    if constexpr (STAGE_OUT) {
-        if (fused) {
-            uint16_t* sCz = reinterpret_cast<uint16_t*>(sOut + 16);
-            stageRows(sCz, static_cast<const uint16_t*>(p.Cm), it.b, 0, 1, 1, kRowN, (int64_t)G * kRowN,
-                      (int64_t)grp * kRowN);
-            if (p.z)  // z is only checked 4-byte aligned: 16-byte copies only where its base allows them
-                stageRows(sCz + kRowN, static_cast<const uint16_t*>(p.z), it.b, 0, 1, 1, P, (int64_t)H * P,
-                          (int64_t)head * P, (reinterpret_cast<uintptr_t>(p.z) & 15) == 0);
-            if (threadIdx.x == kThreads - 1) *reinterpret_cast<float*>(sOut) = p.D ? p.D[head] : 0.f;
-        }
     }
     float4 S[RPW];
 #pragma unroll
@@ -318,8 +298,21 @@ __device__ __forceinline__ void mamba2FlushItem(const DualPrecisionFlushParams& 
     }
     async::waitAll();
     __syncthreads();
-    // fw_j * x_j[row] once per item (fp32, the product the fold multiplies B_j by)
-    for (int i = threadIdx.x; i < nf * P; i += kThreads) sXw[i] = sh.fw[i / P] * actF(sX, i, bf16);
+    // fw_j * x_j[row] once per item (fp32, the product the fold multiplies B_j by); record j = i / P tracked
+    // incrementally (i advances by kThreads = jStep * P + rStep) instead of one integer division per element
+    {
+        const int jStep = kThreads / P, rStep = kThreads - jStep * P;
+        int j = threadIdx.x / P, r = threadIdx.x - j * P;
+        for (int i = threadIdx.x; i < nf * P; i += kThreads) {
+            sXw[i] = sh.fw[j] * actF(sX, i, bf16);
+            j += jStep;
+            r += rStep;
+            if (r >= P) {
+                r -= P;
+                ++j;
+            }
+        }
+    }
     __syncthreads();
     const float gam = sh.gam;
 #pragma unroll
@@ -338,7 +331,7 @@ __device__ __forceinline__ void mamba2FlushItem(const DualPrecisionFlushParams& 
             }
         }
     }
-    if (fused) writeOutputs<RPW, STAGE_OUT>(p, it.b, head, grp, S, bf16, sOut, sX + nRing * P);
+    if (fused) writeOutputs<RPW>(p, it.b, head, grp, S, bf16);
     castAndStore<RPW>(p, cp, slot, it.b, head, S, sh.scratch,
                       reinterpret_cast<float*>(dyn + flushTileOffset(RSSM_FAMILY_MAMBA2, nf - 1, P)));
 }
@@ -428,10 +421,10 @@ __device__ __forceinline__ void gdnFlushItem(const DualPrecisionFlushParams& p, 
                       reinterpret_cast<float*>(dyn + flushTileOffset(RSSM_FAMILY_GDN, nf - 1, V)));
 }
 
-template <int FAMILY, int RPW, typename Shared, bool STAGE_OUT = false>
+template <int FAMILY, int RPW, typename Shared>
 __device__ __forceinline__ void flushItem(const DualPrecisionFlushParams& p, const FlushItem& it, Shared& sh,
                                           unsigned char* dyn) {
-    if constexpr (FAMILY == RSSM_FAMILY_MAMBA2) mamba2FlushItem<RPW, STAGE_OUT>(p, it, sh, dyn);
+    if constexpr (FAMILY == RSSM_FAMILY_MAMBA2) mamba2FlushItem<RPW>(p, it, sh, dyn);
     else gdnFlushItem<RPW>(p, it, sh, dyn);
 }
 
@@ -461,7 +454,7 @@ constexpr int kScanRows = 2 * kThreads;
 
 // Four CTAs per SM for head dims <= 64 (64 registers, no spills; 2,048 items of B = 256, H = 128 then take 4 rounds
 // of 528 CTAs instead of 6 of 396); two for larger head dims (128 registers).
-template <int FAMILY, int RPW, bool STAGE_OUT = false>
+template <int FAMILY, int RPW>
 __global__ void __launch_bounds__(kThreads, RPW <= 8 ? 4 : 2) flushCompactKernel(const DualPrecisionFlushParams p) {
     __shared__ FlushShared<FAMILY> sh;
     __shared__ int4 sRows[kScanRows];  // (b, slot, origin, nf) of the chunk's flushing rows
@@ -511,7 +504,7 @@ __global__ void __launch_bounds__(kThreads, RPW <= 8 ? 4 : 2) flushCompactKernel
             it.o = r.z;
             it.nf = r.w;
             it.head = (int)(i % H);
-            flushItem<FAMILY, RPW, FlushShared<FAMILY>, STAGE_OUT>(p, it, sh, flushSmem);
+            flushItem<FAMILY, RPW>(p, it, sh, flushSmem);
             __syncthreads();  // the item's shared memory is reused by the next one
         }
         done += items;
@@ -610,15 +603,6 @@ int launchFamily(const DualPrecisionFlushParams& p, bool itemGrid, int smem, cud
         const dim3 grid(p.nheads, p.batch);
         return small ? launchFlush(&flushItemGridKernel<FAMILY, 8>, grid, smem, stream, p)
                      : launchFlush(&flushItemGridKernel<FAMILY, 16>, grid, smem, stream, p);
-    }
-    // RSSM_DP_FLUSH_STAGE_OUT=1 (A/B, read per launch, fortieth session): Mamba-2 deferred flushing rows stage their
-    // output operands with the records (flushOutStageOffset); the same values and operations, so the same bits
-    if constexpr (FAMILY == RSSM_FAMILY_MAMBA2) {
-        if (p.x && envSwitch("RSSM_DP_FLUSH_STAGE_OUT", false)) {
-            const int smemOut = flushOutStageOffset(FAMILY, p.window, p.headdim) + flushOutStageBytes(p.headdim);
-            return small ? launchFlush(&flushCompactKernel<FAMILY, 8, true>, dim3(0), smemOut, stream, p)
-                         : launchFlush(&flushCompactKernel<FAMILY, 16, true>, dim3(0), smemOut, stream, p);
-        }
     }
     return small ? launchFlush(&flushCompactKernel<FAMILY, 8>, dim3(0), smem, stream, p)
                  : launchFlush(&flushCompactKernel<FAMILY, 16>, dim3(0), smem, stream, p);
