@@ -568,6 +568,7 @@ def _flush_stream(device: torch.device):
 # step inputs of deferred flushing rows, in the flush op's argument order (Mamba-2, then GDN; "scale" follows)
 _STEP_INPUTS = ("x", "dt_raw", "B", "C", "z", "D", "dt_bias", "y", "q", "k", "v", "a", "b", "A_log", "gdn_dt_bias", "o")
 
+
 def auto_concurrent_flush(family: str, read_fmt: str, defer: bool, device_type: str) -> bool:
     """Whether ``concurrent_flush=None`` (the default) runs the flush beside the decode: a deferred standard step on
     a CUDA device, except a Mamba-2 cache with an fp32 read copy, whose step measured 27% slower that way (476.4 / 490.9

@@ -884,4 +884,3 @@ def test_concurrent_flush_sanitize(family):
         for c in (conc, ser):
             c.commit(sbi)
     assert flushed >= 5
-
