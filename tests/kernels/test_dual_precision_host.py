@@ -494,3 +494,15 @@ def test_concurrent_flush_auto_choice():
     assert not auto("mamba2", "fp32", True, "cuda")
     for fam in ("mamba2", "gdn"):
         assert not auto(fam, "nvfp4", False, "cuda") and not auto(fam, "nvfp4", True, "cpu")
+
+
+@pytest.mark.parametrize("family", [0, 1])
+def test_flush_launcher_headdim_rule(family):
+    """The flush launcher takes the decode launcher's head dims (multiples of 8 in [8, 128]) and refuses others by name
+    (a Mamba-2 head dim that is not a multiple of 4 would misalign the item's shared-memory state tile)."""
+    _lib_or_skip()
+    for bad in (4, 30, 7, 136):
+        f = _flush_params(family)
+        f.headdim = bad
+        with pytest.raises(RuntimeError, match=rf"headdim \(P / V\) must be a multiple of 8 in \[8, 128\]; got {bad}"):
+            _flush_launch(f)

@@ -633,8 +633,11 @@ extern "C" int rssm_dual_precision_flush_launch(const DualPrecisionFlushParams* 
                         "num_slots=%d nheads=%d ngroups=%d", op, p->batch, p->num_slots, p->nheads, p->ngroups);
     if (p->dstate != kRowN)
         return setError(RSSM_ERR_UNSUPPORTED, "%s: dstate (N / K) must be %d; got %d", op, kRowN, p->dstate);
-    if (p->headdim < 1 || p->headdim > 128)
-        return setError(RSSM_ERR_UNSUPPORTED, "%s: headdim (P / V) must be in [1, 128]; got %d", op, p->headdim);
+    // a multiple of 8, as the decode launcher requires (the Mamba-2 item keeps fw_j x_j as [nf][P] fp32 in front of
+    // its 16-byte aligned state tile: any P that is not a multiple of 4 would misalign the tile)
+    if (p->headdim < 8 || p->headdim > 128 || p->headdim % 8)
+        return setError(RSSM_ERR_UNSUPPORTED, "%s: headdim (P / V) must be a multiple of 8 in [8, 128]; got %d", op,
+                        p->headdim);
     if (p->window < 1 || p->window > 64)
         return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: window must be in [1, 64]; got %d", op, p->window);
     if (p->mode != 0 && p->mode != 1)
