@@ -686,8 +686,9 @@ class _DualPrecisionCacheBase:
 
     def _decode_and_flush(self, defer: bool, decode, flush) -> None:
         """decode() then flush(), or with ``concurrent_flush`` the flush on a side stream beside the decode."""
-        applies = auto_concurrent_flush(self.family, self.read_fmt, defer, self.device.type)
-        if self.concurrent_flush is False or (self.concurrent_flush is None and not applies):
+        if self.concurrent_flush is False or (
+                self.concurrent_flush is None
+                and not auto_concurrent_flush(self.family, self.read_fmt, defer, self.device.type)):
             decode()
             flush()
             return

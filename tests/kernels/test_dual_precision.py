@@ -792,7 +792,7 @@ def _dp_pair(family, read_fmt, rec_fmt, S, L, g):
 @pytest.mark.parametrize("how", ["eager", "graph", "eager-flush-1-cta-per-sm"])
 def test_concurrent_flush_matches_serial(family, read_fmt, rec_fmt, how, monkeypatch):
     """concurrent_flush (the flush on a side stream beside the decode) against the serial step at a serving-like
-    shape (Nemotron-3-Super / Qwen3.5-122B heads, 130 / 34 slots + a padding row, L = 16, flushes spread over the
+    shape (Nemotron-3-Super / Qwen3.5-122B heads, 34 / 130 slots + a padding row, L = 16, flushes spread over the
     window): after every one of 2L + 3 steps the outputs (bits, NaN rows included), `flushed` codes, both checkpoint
     copies, flush counters and, after the commit, the cursors are equal. 'graph': the concurrent step and its commit
     captured once in a CUDA graph and replayed on fresh inputs; 'eager-flush-1-cta-per-sm': the concurrent flush on a
