@@ -54,6 +54,16 @@ def _fast_e2m1_rtn(y):
     return (q + off) | ((y.view(torch.int32).to(torch.int64) >> 28) & 8)
 
 
+def _e2m1_rtn_bits(y):
+    """e2m1MagnitudeRtnBits(y) | sign (the fixed-format flush instances): the same int32 / float32 steps."""
+    bits = y.view(torch.int32).to(torch.int64) & 0xFFFFFFFF
+    mag = bits & 0x7FFFFFFF
+    a = mag.to(torch.int32).view(torch.float32)
+    small = (a * 2.0 + 12582912.0).view(torch.int32).to(torch.int64) - 0x4B400000  # exact 2a; one rounding, as the FMA
+    large = torch.clamp(((mag + 0x1FFFFF + ((mag >> 22) & 1)) >> 22) - 252, max=7)
+    return torch.where(mag < 0x3F800000, small, large) | ((bits >> 28) & 8)
+
+
 def test_fast_fp16_sr_matches_reference():
     y = _values()
     w = _words(y.numel())
@@ -101,3 +111,18 @@ def test_fast_e2m1_rtn_matches_reference():
     rnd = rnd[~torch.isnan(rnd)]
     y = torch.cat([nb, -nb, sweep, -sweep, rnd])
     assert torch.equal(_fast_e2m1_rtn(y), round_to_codes(y, E2M1, "rtn"))
+
+
+def test_e2m1_rtn_bits_matches_reference_exhaustively():
+    """The integer e2m1 code against the reference on every positive float32 in [2^-3, 8) (the codes' thresholds,
+    ties and the saturation all lie there; below 2^-3 every code is zero) and every 97th negative one, plus the
+    values of the test above (every binade, inf, zeros of both signs, denormals)."""
+    step = 1 << 23
+    for lo in range(0x3E000000, 0x41000000, step):
+        y = torch.arange(lo, lo + step, dtype=torch.int64).to(torch.int32).view(torch.float32)
+        y = torch.cat([y, -y[::97]])
+        assert torch.equal(_e2m1_rtn_bits(y), round_to_codes(y, E2M1, "rtn")), hex(lo)
+    rnd = _values(seed=6)
+    rnd = rnd[~torch.isnan(rnd)]
+    y = torch.cat([rnd, torch.tensor([0.0, -0.0, 1e-45, -1e-45, 1e-40, float("inf"), -float("inf"), 6.0, 7.0, 8.0])])
+    assert torch.equal(_e2m1_rtn_bits(y), round_to_codes(y, E2M1, "rtn"))

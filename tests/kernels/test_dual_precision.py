@@ -470,21 +470,20 @@ def test_split_path_sanitize(family, rows, monkeypatch):
                 _run_gdn(read_fmt, mode, T, S=3, H=2, HV=4, V=32, L=4, steps=6, stagger=True, seed=43)
 
 
-def _flush_case(family, read_fmt, rec_fmt, mode, T, S, L, seed):
+def _flush_case(family, read_fmt, rec_fmt, mode, T, S, L, seed, P=40):
     """A cache with random checkpoints, rings and cursors (h uniform over the valid range, so some rows flush), and
-    decode rows = the slots in a random order with padding rows interleaved."""
+    decode rows = the slots in a random order with padding rows interleaved. Three state heads of P rows."""
     from replayssm_trtllm.ops.dual_precision import GdnDualPrecisionCache, Mamba2DualPrecisionCache
     g = torch.Generator().manual_seed(seed)
+    H = 3
     if family == "mamba2":
-        H, P = 3, 40
         c = Mamba2DualPrecisionCache(S, H, P, 1, L, T, mode, read_fmt, rec_fmt, "sr", act_dtype=torch.bfloat16,
                                      seed=7, layer=2)
         c.ring_dt.copy_(torch.rand(c.ring_dt.shape, generator=g) * 0.1)
         c.ring_x.copy_(torch.randn(c.ring_x.shape, generator=g))
         c.ring_B.copy_(torch.randn(c.ring_B.shape, generator=g))
         extra = (-(0.5 + torch.rand(H, generator=g))).cuda()
-    else:
-        H, P = 3, 40  # HV = 3 value heads on one key head
+    else:  # HV = 3 value heads on one key head
         c = GdnDualPrecisionCache(S, 1, H, P, L, T, mode, read_fmt, rec_fmt, "sr", act_dtype=torch.bfloat16,
                                   seed=7, layer=2)
         c.ring_g.copy_(-torch.rand(c.ring_g.shape, generator=g) * 0.2)
@@ -548,6 +547,140 @@ def test_flush_compacted_grid_matches_item_grid(family, read_fmt, rec_fmt, mode,
         assert torch.equal(a[~flushed_slots], b0[~flushed_slots])  # untouched
     # every flushed slot's read copy was rewritten (random records change the state)
     assert not torch.equal(ca[0].cpu()[flushed_slots], before[0].cpu()[flushed_slots])
+
+
+def _extreme_flush_state(S, H, P, g):
+    """fp32 states whose flush exercises the nvfp4 / fp8 encoders' edge paths, head by head: head 0 mixes exact
+    zeros of both signs with small values; head 1 gives every 16-block one large element among tiny ones (1e4
+    against 1e-30 .. 1e-6, so most codes are zero and some quotients are denormal); head 2 sits on e2m1 grid
+    points and midpoints of a per-row scale (ties), and on even rows scales by 1e30 / 1e-30 (divisors outside
+    the shared-reciprocal range [2^-90, 2^90]; in an fp16 recurrence copy these overflow / flush to zero)."""
+    x = random_state((S, H, P, 128), g).float()
+    signs = torch.where(torch.rand(S, P, 128, generator=g) < 0.5, -1.0, 1.0)
+    x[:, 0] = torch.where(torch.rand(S, P, 128, generator=g) < 0.4, 0.0 * signs, x[:, 0] * 1e-3)
+    tiny = 10.0 ** (-30 + 24 * torch.rand(S, P, 128, generator=g))
+    x[:, 1] = signs * tiny
+    x[:, 1, :, ::16] = 1e4 * signs[:, :, ::16]
+    grid = torch.tensor([0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 5.0, 6.0])
+    pick = grid[torch.randint(0, grid.numel(), (S, P, 128), generator=g)]
+    rowscale = (0.5 + torch.rand(S, P, 1, generator=g)) * torch.where(torch.arange(P) % 2 == 0, 1.0, 1e-1)[None, :, None]
+    x[:, 2] = signs * pick * rowscale
+    x[:, 2, :, 0] = 6.0 * rowscale[..., 0]  # the block amax on a grid point
+    big = torch.where(torch.rand(S, 1, 1, generator=g) < 0.5, 1e30, 1e-30)
+    x[:, 2, ::2] = x[:, 2, ::2] * big
+    return x
+
+
+FIXED_FORMATS = [(r, c) for r in ("fp16", "fp8_e4m3", "nvfp4") for c in ("fp32", "fp16")]
+
+
+@pytest.mark.parametrize("family", ["mamba2", "gdn"])
+@pytest.mark.parametrize("read_fmt,rec_fmt", FIXED_FORMATS, ids=[f"{r}-{c}" for r, c in FIXED_FORMATS])
+@pytest.mark.parametrize("mode,T,P", [(0, 1, 40), (1, 3, 80)], ids=["standard-P40", "spec-T3-P80"])
+@pytest.mark.parametrize("state", ["random", "extreme"])
+def test_flush_fixed_formats_match_runtime_formats(family, read_fmt, rec_fmt, mode, T, P, state, monkeypatch):
+    """The fixed-format flush instances (RSSM_DP_FLUSH_FIXED_FMT=1: the two copies' formats as template arguments,
+    row offsets stepped per row, Philox round keys as launch arguments, fp16 SR with one range test per four values,
+    nvfp4 codes by the shared-reciprocal division and the integer e2m1 code) write the same bytes as the
+    run-time-format kernel (the default), which the tests above hold to the torch codec: both copies, their scales,
+    `flushed`, untouched slots. 'extreme' states (_extreme_flush_state) with the ring records of their heads zeroed,
+    so the flushed state keeps the zeros, tiny values, ties and extreme scales (Mamba-2: x_j = 0; GDN: beta_j = 0)."""
+    _fixed_vs_runtime_flush(family, read_fmt, rec_fmt, mode, T, P, state, monkeypatch)
+
+
+@pytest.mark.sanitize
+@pytest.mark.parametrize("family", ["mamba2", "gdn"])
+@pytest.mark.parametrize("read_fmt,rec_fmt", [("nvfp4", "fp16"), ("fp8_e4m3", "fp32")], ids=["nvfp4-fp16", "fp8-fp32"])
+def test_flush_fixed_formats_sanitize(family, read_fmt, rec_fmt, monkeypatch):
+    """The fixed-format flush instances on a 64-row head (4 rows per warp) with extreme states, for
+    compute-sanitizer; bytes as the run-time-format kernel's."""
+    _fixed_vs_runtime_flush(family, read_fmt, rec_fmt, 0, 1, 64, "extreme", monkeypatch)
+
+
+def _fixed_vs_runtime_flush(family, read_fmt, rec_fmt, mode, T, P, state, monkeypatch):
+    from replayssm_trtllm.ops.dual_precision import state_encode
+    S, L = 300, 4
+    results = []
+    for fixed in ("0", "1"):
+        monkeypatch.setenv("RSSM_DP_FLUSH_FIXED_FMT", fixed)
+        monkeypatch.delenv("RSSM_DP_FLUSH_GRID", raising=False)
+        c, sbi, A = _flush_case(family, read_fmt, rec_fmt, mode, T, S, L, seed=29, P=P)
+        if state == "extreme":
+            g = torch.Generator().manual_seed(31)
+            x = _extreme_flush_state(S, 3, P, g).cuda()
+            c._assign(c.hp, state_encode(x, c.hp.fmt, c.rounding if c.hp.fmt != "fp32" else "rtn", c.seed, c.layer))
+            if family == "mamba2":
+                c.ring_x.zero_()
+            else:
+                c.ring_beta.zero_()
+        before = _copy_bits(c)
+        fl, names = cuda_kernel_names(lambda: c.flush(sbi, A, T) if family == "mamba2" else c.flush(sbi, T))
+        ran = [n for n in names if "flushCompact" in n]
+        if not (os.environ.get("RSSM_UNDER_SANITIZER") == "1" and not names):  # the sanitizer hides the kernels
+            assert len(ran) == 1 and ("flushCompactFixedKernel" in ran[0]) == (fixed == "1"), names
+        results.append((fl.cpu(), [t.cpu() for t in _copy_bits(c)], [t.cpu() for t in before]))
+    (fa, ca, b0), (fb, cb, b1) = results
+
+    def bits(t):  # bytes, so that NaNs (non-finite states) compare too
+        return t.contiguous().view(torch.uint8)
+    assert all(torch.equal(bits(a), bits(b)) for a, b in zip(b0, b1))  # the same inputs
+    assert torch.equal(fa, fb)
+    assert 0 < int((fa == 1).sum()) < S
+    for a, b in zip(ca, cb):
+        assert torch.equal(bits(a), bits(b))
+    assert not torch.equal(bits(ca[0]), bits(b0[0]))  # the flush wrote something
+
+
+@pytest.mark.parametrize("family", ["mamba2", "gdn"])
+@pytest.mark.parametrize("read_fmt,rec_fmt", [("nvfp4", "fp16"), ("fp8_e4m3", "fp32"), ("fp16", "fp32")],
+                         ids=["nvfp4-fp16sr", "fp8-fp32", "fp16-fp32"])
+@pytest.mark.parametrize("how", ["eager", "graph"])
+def test_deferred_steps_fixed_formats_match_runtime_formats(family, read_fmt, rec_fmt, how, monkeypatch):
+    """The caches' default step (deferred flushing rows, concurrent flush) with the fixed-format flush instances
+    (RSSM_DP_FLUSH_FIXED_FMT=1) against the same steps with the run-time-format flush, at a serving-like shape
+    (Nemotron-3-Super / Qwen3.5-122B heads, 34 / 130 slots + a padding row, L = 16, flushes spread over the window):
+    after each of L + 3 steps the outputs (the flushing rows' from the flush), `flushed` codes and both checkpoint
+    copies are equal bit for bit. 'graph': the fixed-format step captured once in a CUDA graph and replayed."""
+    L = 16
+    S = 34 if family == "mamba2" else 130
+    g = torch.Generator().manual_seed(43)
+    (fixed, runtime), inputs, step = _dp_pair(family, read_fmt, rec_fmt, S, L, g)
+    sbi = torch.tensor(list(range(S)) + [-1], dtype=torch.int32, device="cuda")
+    B = sbi.shape[0]
+    static_in = inputs(B)
+    outs = [torch.empty_like(static_in[0] if family == "mamba2" else static_in[2]) for _ in range(2)]
+    fls = [torch.empty(B, dtype=torch.int32, device="cuda") for _ in range(2)]
+
+    def run_fixed():
+        monkeypatch.setenv("RSSM_DP_FLUSH_FIXED_FMT", "1")
+        step(fixed, sbi, static_in, outs[0], fls[0])
+        fixed.commit(sbi)
+        monkeypatch.setenv("RSSM_DP_FLUSH_FIXED_FMT", "0")
+
+    graph = None
+    flushed_rows = 0
+    for it in range(L + 3):
+        for dst, src in zip(static_in, inputs(B)):
+            dst.copy_(src)
+        if how == "graph" and it == 1:
+            torch.cuda.synchronize()
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                run_fixed()
+        if graph is not None:
+            graph.replay()
+        else:
+            run_fixed()
+        step(runtime, sbi, static_in, outs[1], fls[1])
+        torch.cuda.synchronize()
+        assert torch.equal(fls[0], fls[1]), f"step {it}: flushed codes differ"
+        for a, b in zip(_copy_bits(fixed), _copy_bits(runtime)):
+            assert torch.equal(a.view(torch.uint8), b.view(torch.uint8)), f"step {it}: checkpoint copies differ"
+        assert torch.equal(outs[0][:-1].view(torch.int16), outs[1][:-1].view(torch.int16)), f"step {it}: outputs differ"
+        flushed_rows += int((fls[1] == 1).sum())
+        runtime.commit(sbi)
+        assert torch.equal(fixed.ring_len, runtime.ring_len)
+    assert flushed_rows >= S - 2  # every slot flushed about once
 
 
 def test_mamba2_flush_matches_float64_fold(monkeypatch):

@@ -28,6 +28,31 @@ __device__ __forceinline__ uint4 philox4x32_10(uint4 c, uint32_t k0, uint32_t k1
     return c;
 }
 
+// The ten round keys of Philox4x32-10 for one seed (round r: k0 + r * 0x9E3779B9, k1 + r * 0xBB67AE85, mod 2^32, the
+// values philox4x32_10 forms as it goes), formed on the host by the launchers of kernels that take them as a launch
+// argument: in the kernel's parameter space they are constant-bank operands of the rounds instead of registers or
+// per-use additions. The same words.
+struct PhiloxRoundKeys {
+    uint32_t k0[10], k1[10];
+};
+inline PhiloxRoundKeys philoxRoundKeys(uint32_t k0, uint32_t k1) {
+    PhiloxRoundKeys rk;
+    for (int r = 0; r < 10; ++r) {
+        rk.k0[r] = k0 + (uint32_t)r * 0x9E3779B9u;
+        rk.k1[r] = k1 + (uint32_t)r * 0xBB67AE85u;
+    }
+    return rk;
+}
+__device__ __forceinline__ uint4 philox4x32_10(uint4 c, const PhiloxRoundKeys& rk) {
+#pragma unroll
+    for (int r = 0; r < 10; ++r) {
+        const uint32_t hi0 = __umulhi(0xD2511F53u, c.x), lo0 = 0xD2511F53u * c.x;
+        const uint32_t hi1 = __umulhi(0xCD9E8D57u, c.z), lo1 = 0xCD9E8D57u * c.z;
+        c = make_uint4(hi1 ^ c.y ^ rk.k0[r], lo1, hi0 ^ c.w ^ rk.k1[r], lo0);
+    }
+    return c;
+}
+
 // Key of one SR cast (formats.md section 5): counter words 1..3 and the 64-bit seed.
 struct SrKey {
     uint32_t slot, layer, flush, k0, k1;
@@ -35,6 +60,10 @@ struct SrKey {
 // Words of elements e..e+3 (e % 4 == 0) of one (slot, layer) state.
 __device__ __forceinline__ uint4 srWords4(const SrKey& k, uint32_t e) {
     return philox4x32_10(make_uint4(e >> 2, k.slot, k.layer, k.flush), k.k0, k.k1);
+}
+// The same words with the seed's round keys given (k.k0 / k.k1 unused).
+__device__ __forceinline__ uint4 srWords4(const SrKey& k, uint32_t e, const PhiloxRoundKeys& rk) {
+    return philox4x32_10(make_uint4(e >> 2, k.slot, k.layer, k.flush), rk);
 }
 
 // ------------------------------------------------------------------------------------ rounding
@@ -93,14 +122,29 @@ __device__ __forceinline__ uint32_t roundCode(float y, bool sr, uint32_t word, f
 // rem << (24 - sh) exactly when word >> (32 - sh) is below rem, as rem << (24 - sh) has 24 - sh zero low bits. Saturation as in
 // roundCode (IEEE: to the inf code). Other values (fp16 subnormals / zero, inf, NaN) take roundCode.
 // (Mirrored on the CPU in tests/formats/test_fast_codes.py against the torch codec.)
+// The shift path of fp16 SR (|y| in [2^-14, inf), mag = |y|'s bits).
+__device__ __forceinline__ uint32_t fp16ShiftSr(uint32_t bits, uint32_t mag, uint32_t w) {
+    const uint32_t up = (w >> 19) < (mag & 0x1FFFu) ? 1u : 0u;
+    return min((mag >> 13) - (112u << 10) + up, 0x7C00u) | ((bits >> 16) & 0x8000u);
+}
 __device__ __forceinline__ uint32_t fp16Code(float y, bool sr, uint32_t w) {
     if (!sr) return y != y ? 0x7FFFu : (uint32_t)__half_as_ushort(__float2half_rn(y));
     const uint32_t bits = __float_as_uint(y), mag = bits & 0x7FFFFFFFu;
-    if (mag >= (113u << 23) && mag < (255u << 23)) {
-        const uint32_t up = (w >> 19) < (mag & 0x1FFFu) ? 1u : 0u;
-        return min((mag >> 13) - (112u << 10) + up, 0x7C00u) | ((bits >> 16) & 0x8000u);
-    }
+    if (mag >= (113u << 23) && mag < (255u << 23)) return fp16ShiftSr(bits, mag, w);
     return roundCode<10, -14, 0x7BFF, true, 15, 0x7FFF>(y, sr, w, 65504.f);
+}
+// fp16Code(y, true, w) of four values with one range test for the four (the fixed-format flush instances): the
+// shift path when all four take it, else fp16Code each. The same codes; packed as two 16-bit pairs.
+__device__ __forceinline__ uint2 fp16CodesSr4(float4 v, uint4 w) {
+    const uint32_t b0 = __float_as_uint(v.x), b1 = __float_as_uint(v.y), b2 = __float_as_uint(v.z),
+                   b3 = __float_as_uint(v.w);
+    const uint32_t m0 = b0 & 0x7FFFFFFFu, m1 = b1 & 0x7FFFFFFFu, m2 = b2 & 0x7FFFFFFFu, m3 = b3 & 0x7FFFFFFFu;
+    constexpr uint32_t lo = 113u << 23, span = (255u - 113u) << 23;  // mag in [lo, 255 << 23)
+    if (m0 - lo < span && m1 - lo < span && m2 - lo < span && m3 - lo < span)
+        return make_uint2(fp16ShiftSr(b0, m0, w.x) | (fp16ShiftSr(b1, m1, w.y) << 16),
+                          fp16ShiftSr(b2, m2, w.z) | (fp16ShiftSr(b3, m3, w.w) << 16));
+    return make_uint2(fp16Code(v.x, true, w.x) | (fp16Code(v.y, true, w.y) << 16),
+                      fp16Code(v.z, true, w.z) | (fp16Code(v.w, true, w.w) << 16));
 }
 __device__ __forceinline__ uint32_t bf16Code(float y, bool sr, uint32_t w) {
     if (!sr) return y != y ? 0x7FFFu : (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(y));
@@ -131,6 +175,34 @@ __device__ __forceinline__ uint32_t e2m1Code(float y, bool sr, uint32_t w) {
         return (uint32_t)(__float2int_rn(a * m) + off) | ((__float_as_uint(y) >> 28) & 8u);
     }
     return roundCode<1, 0, 0x7, false, 3, -1>(y, sr, w, 6.f);
+}
+// The magnitude (sign bit clear) of the RTN code by integer steps on the fp32 bits (y not NaN), for the flush's
+// fixed-format instances: |y| >= 1 keeps one mantissa bit, rounded half to even by adding 0x1FFFFF plus the kept
+// bit (a carry moves into the exponent, as on the grid), and (biased exponent, kept bit) is then the code plus 252,
+// saturated at 7 (6.0; inf included); |y| < 1 is rint(2 |y|) (spacing 0.5, round half even) by the exact sum
+// 2 |y| + 1.5 * 2^23. e2m1Code(y) == e2m1MagnitudeRtnBits(y) | (sign of y) << 3.
+// (CPU mirror: tests/formats/test_fast_codes.py, every float32 in [2^-3, 8] and random values.)
+__device__ __forceinline__ uint32_t e2m1MagnitudeRtnBits(float y) {
+    const uint32_t mag = __float_as_uint(y) & 0x7FFFFFFFu;
+    return mag < 0x3F800000u ? __float_as_uint(fmaf(__uint_as_float(mag), 2.f, 12582912.f)) - 0x4B400000u
+                             : min(((mag + 0x1FFFFFu + ((mag >> 22) & 1u)) >> 22) - 252u, 7u);
+}
+
+// ------------------------------------------------------------ division with a shared reciprocal
+// The fast path of the IEEE division y / d (div.rn.f32 on sm_90: MUFU.RCP, one Newton step, the quotient, its
+// residual and one correction, each an FMA), with d's refined reciprocal formed once (rcpNewton) and shared by the
+// divisions by d. Where the hardware's range check (FCHK) passes, div.rn computes exactly these operations, so
+// divNewton returns the same bits; the caller keeps to operands where that holds (the nvfp4 encoder: a normal d in
+// [2^-90, 2^90] and quotients of magnitude <= 7, whose e2m1 code is what it needs; tiny quotients code to zero either
+// way).
+__device__ __forceinline__ float rcpNewton(float d) {
+    float r;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(d));
+    return fmaf(r, fmaf(-d, r, 1.f), r);
+}
+__device__ __forceinline__ float divNewton(float y, float d, float r) {
+    const float q = fmaf(y, r, 0.f);
+    return fmaf(r, fmaf(-d, q, y), q);
 }
 
 // ------------------------------------------------------------------------------ exact decoders

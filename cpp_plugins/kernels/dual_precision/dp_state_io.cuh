@@ -13,6 +13,11 @@ namespace dp {
 constexpr int kRowN = 128;  // state columns (d_k) the row-wise kernels support
 constexpr unsigned kFullMask = 0xffffffffu;
 
+// A copy's format as a template argument: kFmtAny reads CopyRef::fmt at run time (every format); an RSSM_DTYPE_*
+// value fixes it at compile time, so the format dispatch folds away (the flush's fixed-format instances,
+// RSSM_DP_FLUSH_FIXED_FMT). The same operations on the same values either way.
+constexpr int kFmtAny = -1;
+
 // One stored copy: payload with int64 strides (elements; bytes for fp8 / nvfp4 payloads), scale
 // tensors contiguous [S, H, P, N/128] fp32 (fp8) or [S, H, P, N/16] e4m3 bytes (nvfp4), global
 // scales [S, H] fp32 (nvfp4).
@@ -24,6 +29,12 @@ struct CopyRef {
     float* gscale;
 };
 
+// The format of copy c: FMT, or c.fmt for kFmtAny (read at each use, as the run-time-format code always did).
+template <int FMT>
+__device__ __forceinline__ int fmtOf(const CopyRef& c) {
+    return FMT == kFmtAny ? c.fmt : FMT;
+}
+
 // Mamba-2 dt from the biased raw value (the decode kernels, and the flush of deferred rows: the same dt bits).
 __device__ __forceinline__ float softplusAcc(float x) { return x > 20.f ? x : log1pf(expf(x)); }
 
@@ -31,16 +42,31 @@ __device__ __forceinline__ int64_t rowScaleIndex(int slot, int head, int row, in
     return (((int64_t)slot * H + head) * P + row) * perRow + i;
 }
 
-// Exact decode of columns 4*lane..4*lane+3 of one row.
+// Payload offset of a row (elements; bytes for fp8 / nvfp4), or `atOff` when the caller formed it (AT).
+template <bool AT>
+__device__ __forceinline__ int64_t rowOffset(const CopyRef& c, int slot, int head, int row, int64_t atOff) {
+    if constexpr (AT) return atOff;
+    else return (int64_t)slot * c.sSlot + (int64_t)head * c.sHead + (int64_t)row * c.sRow;
+}
+// Scale index of a row's block i (perRow blocks per row), or from the caller's scale row `atScaleRow` (AT).
+template <bool AT>
+__device__ __forceinline__ int64_t scaleIndex(int slot, int head, int row, int H, int P, int perRow, int i,
+                                              int64_t atScaleRow) {
+    if constexpr (AT) return atScaleRow * perRow + i;
+    else return rowScaleIndex(slot, head, row, H, P, perRow, i);
+}
+
+// Exact decode of columns 4*lane..4*lane+3 of one row (FMT: c.fmt, or kFmtAny to read it at run time).
+template <int FMT = kFmtAny>
 __device__ __forceinline__ float4 loadRowExact(const CopyRef& c, int slot, int head, int row, int H, int P, int lane) {
     const int64_t off = (int64_t)slot * c.sSlot + (int64_t)head * c.sHead + (int64_t)row * c.sRow;
-    switch (c.fmt) {
+    switch (fmtOf<FMT>(c)) {
         case RSSM_DTYPE_FP32:
             return *reinterpret_cast<const float4*>(static_cast<const float*>(c.data) + off + 4 * lane);
         case RSSM_DTYPE_FP16:
         case RSSM_DTYPE_BF16: {
             const uint2 w = *reinterpret_cast<const uint2*>(static_cast<const uint16_t*>(c.data) + off + 4 * lane);
-            if (c.fmt == RSSM_DTYPE_FP16)
+            if (fmtOf<FMT>(c) == RSSM_DTYPE_FP16)
                 return make_float4(fp16Value(w.x & 0xffffu), fp16Value(w.x >> 16), fp16Value(w.y & 0xffffu),
                                    fp16Value(w.y >> 16));
             return make_float4(bf16Value(w.x & 0xffffu), bf16Value(w.x >> 16), bf16Value(w.y & 0xffffu),
@@ -82,22 +108,58 @@ __device__ __forceinline__ float nvfp4Global(float amaxState, bool* finite) {
     return g;
 }
 
+// The four e2m1 RTN codes (packed, element i in bits 4i..4i+3) of ys[i] / ds, ds > 0 finite, for the fixed-format
+// instances: where ds is normal and moderate (always, but for states of extreme magnitude) the division's fast path
+// with ds's reciprocal formed once for the four (dp_codec.cuh divNewton), else __fdiv_rn; the integer code of each
+// quotient's magnitude with the element's sign (the quotient's sign, as ds > 0; zeros included: the Newton quotient
+// of -0 is +0). The same codes as __fdiv_rn and e2m1Code.
+__device__ __forceinline__ uint32_t nvfp4PackedRtn(const float (&ys)[4], float ds) {
+    float qs[4];
+    if (ds >= 0x1p-90f && ds <= 0x1p90f) {  // one branch for the four
+        const float r = rcpNewton(ds);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) qs[i] = divNewton(ys[i], ds, r);
+    } else {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) qs[i] = __fdiv_rn(ys[i], ds);
+    }
+    uint32_t packed = 0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+        packed |= (e2m1MagnitudeRtnBits(qs[i]) | ((__float_as_uint(ys[i]) >> 28) & 8u)) << (4 * i);
+    return packed;
+}
+
 // Encode columns 4*lane..4*lane+3 of one row into copy c. All 32 lanes of the warp must call it
 // together (fp8 / nvfp4 reduce across lanes). e0: flat element index of column 4*lane in the
 // (slot, layer) state (SR counter); g, stateFinite: nvfp4 per-state global scale (nvfp4Global);
-// lane 0 of warp 0 of the CTA writes the global scale separately (writeNvfp4Global).
+// lane 0 of warp 0 of the CTA writes the global scale separately (writeNvfp4Global). FMT: c.fmt, or kFmtAny.
+// rk (fixed-format instances): the seed's Philox round keys, for the SR words; NULL: formed from key.k0 / key.k1.
+// AT = true: the caller gives the row's payload offset `atOff` (elements; bytes for fp8 / nvfp4) and its scale row
+// `atScaleRow` = (slot * H + head) * P + row, and (slot, head, row) are not used; AT = false: both are formed from
+// (slot, head, row).
+template <int FMT = kFmtAny, bool AT = false>
 __device__ __forceinline__ void storeRow(const CopyRef& c, int slot, int head, int row, int H, int P, int lane,
-                                         float4 v, bool sr, const SrKey& key, uint32_t e0, float g, bool stateFinite) {
-    const int64_t off = (int64_t)slot * c.sSlot + (int64_t)head * c.sHead + (int64_t)row * c.sRow;
+                                         float4 v, bool sr, const SrKey& key, uint32_t e0, float g, bool stateFinite,
+                                         int64_t atOff = 0, int64_t atScaleRow = 0,
+                                         const PhiloxRoundKeys* rk = nullptr) {
+    const int64_t off = rowOffset<AT>(c, slot, head, row, atOff);
     uint4 w = make_uint4(0, 0, 0, 0);
-    if (sr && c.fmt != RSSM_DTYPE_FP32) w = srWords4(key, e0);
-    switch (c.fmt) {
+    if (sr && fmtOf<FMT>(c) != RSSM_DTYPE_FP32) {
+        if constexpr (FMT != kFmtAny) w = rk ? srWords4(key, e0, *rk) : srWords4(key, e0);
+        else w = srWords4(key, e0);
+    }
+    switch (fmtOf<FMT>(c)) {
         case RSSM_DTYPE_FP32:
             *reinterpret_cast<float4*>(static_cast<float*>(c.data) + off + 4 * lane) = v;
             return;
         case RSSM_DTYPE_FP16:
         case RSSM_DTYPE_BF16: {
-            const bool h = c.fmt == RSSM_DTYPE_FP16;
+            if (FMT == RSSM_DTYPE_FP16 && sr) {  // fixed-format instances: one range test for the four
+                *reinterpret_cast<uint2*>(static_cast<uint16_t*>(c.data) + off + 4 * lane) = fp16CodesSr4(v, w);
+                return;
+            }
+            const bool h = fmtOf<FMT>(c) == RSSM_DTYPE_FP16;
             const uint32_t c0 = h ? fp16Code(v.x, sr, w.x) : bf16Code(v.x, sr, w.x);
             const uint32_t c1 = h ? fp16Code(v.y, sr, w.y) : bf16Code(v.y, sr, w.y);
             const uint32_t c2 = h ? fp16Code(v.z, sr, w.z) : bf16Code(v.z, sr, w.z);
@@ -119,7 +181,7 @@ __device__ __forceinline__ void storeRow(const CopyRef& c, int slot, int head, i
                 s = __uint_as_float(0x7FC00000u);
             }
             *reinterpret_cast<uint32_t*>(static_cast<uint8_t*>(c.data) + off + 4 * lane) = q;
-            if (lane == 0) static_cast<float*>(c.scale)[rowScaleIndex(slot, head, row, H, P, 1, 0)] = s;
+            if (lane == 0) static_cast<float*>(c.scale)[scaleIndex<AT>(slot, head, row, H, P, 1, 0, atScaleRow)] = s;
             return;
         }
         default: {  // NVFP4: a 16-block is 4 consecutive lanes
@@ -136,19 +198,24 @@ __device__ __forceinline__ void storeRow(const CopyRef& c, int slot, int head, i
             const float ys[4] = {v.x, v.y, v.z, v.w};
             const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
             uint32_t packed = 0;
+            if (FMT != kFmtAny && !sr) {  // fixed-format instances (RTN: their nvfp4 copy is the read copy)
+                packed = (zero || !stateFinite) ? 0u : nvfp4PackedRtn(ys, ds);
+            } else {
 #pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                // (a NaN y needs no care: with a finite state every element and ds are finite, ds non-zero; a
-                // non-finite state's codes are zeroed below)
-                const float y = __fdiv_rn(ys[i], ds);
-                uint32_t code = e2m1Code(y, sr, ws[i]);
-                if (zero || !stateFinite) code = 0;
-                packed |= code << (4 * i);
+                for (int i = 0; i < 4; ++i) {
+                    // (a NaN y needs no care: with a finite state every element and ds are finite, ds non-zero; a
+                    // non-finite state's codes are zeroed below)
+                    const float y = __fdiv_rn(ys[i], ds);
+                    uint32_t code = e2m1Code(y, sr, ws[i]);
+                    if (zero || !stateFinite) code = 0;
+                    packed |= code << (4 * i);
+                }
             }
             if (!stateFinite) bs = 0x7F;
             *reinterpret_cast<uint16_t*>(static_cast<uint8_t*>(c.data) + off + 2 * lane) = (uint16_t)packed;
             if ((lane & 3) == 0)
-                static_cast<uint8_t*>(c.scale)[rowScaleIndex(slot, head, row, H, P, kRowN / 16, lane / 4)] = (uint8_t)bs;
+                static_cast<uint8_t*>(c.scale)[scaleIndex<AT>(slot, head, row, H, P, kRowN / 16, lane / 4, atScaleRow)] =
+                    (uint8_t)bs;
             return;
         }
     }

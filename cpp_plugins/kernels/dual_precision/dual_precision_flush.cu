@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "common/cp_async.cuh"
+#include "common/env_switch.h"
 #include "dual_precision/dp_state_io.cuh"
 #include "dual_precision/dual_precision.h"
 #include "dual_precision/dual_precision_flush.h"
@@ -115,9 +116,13 @@ struct FlushItem {
 // memory (sTile [P][128] fp32, each warp its own rows) so that the encoders run in a loop over rows that is not
 // unrolled: unrolled, the two encoders of every row made a straight-line body of ~4,000 instructions per item, and
 // the warps stalled on instruction fetch (ncu: "no instruction" 40% of the samples).
-template <int RPW>
+// HPF / LPF: the copies' formats fixed at compile time (two copies), or kFmtAny for both (any formats, one or two
+// copies: the formats read at run time).
+template <int RPW, int HPF = kFmtAny, int LPF = kFmtAny>
 __device__ __forceinline__ void castAndStore(const DualPrecisionFlushParams& p, const FlushCopies& cp, int slot,
-                                             int b, int head, const float4 (&S)[RPW], float* sScratch, float* sTile) {
+                                             int b, int head, const float4 (&S)[RPW], float* sScratch, float* sTile,
+                                             const PhiloxRoundKeys* rk) {
+    static_assert((HPF == kFmtAny) == (LPF == kFmtAny), "fix both copies' formats or neither");
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int H = p.nheads, P = p.headdim;
     SrKey key;
@@ -127,9 +132,10 @@ __device__ __forceinline__ void castAndStore(const DualPrecisionFlushParams& p, 
     key.k0 = p.seed_lo;
     key.k1 = p.seed_hi;
     const bool sr = p.rounding == RSSM_ROUNDING_SR;
+    const bool shared = LPF == kFmtAny && cp.shared;  // fixed formats: two copies (the launcher's rule)
     float g = 1.f;
     bool finite = true;
-    if (cp.lp.fmt == RSSM_DTYPE_NVFP4) {
+    if ((LPF == kFmtAny ? cp.lp.fmt : LPF) == RSSM_DTYPE_NVFP4) {
         float a = 0.f;
 #pragma unroll
         for (int r = 0; r < RPW; ++r)
@@ -144,12 +150,28 @@ __device__ __forceinline__ void castAndStore(const DualPrecisionFlushParams& p, 
     }
     __syncwarp();
     const uint32_t eHead = (uint32_t)head * (uint32_t)P * kRowN;
+    if constexpr (LPF != kFmtAny) {
+        // fixed formats: the rows' payload and scale offsets advance by the warp's row step instead of being formed
+        // from (slot, head, row) per row (the same addresses)
+        int64_t hpOff = (int64_t)slot * cp.hp.sSlot + (int64_t)head * cp.hp.sHead + (int64_t)warp * cp.hp.sRow;
+        int64_t lpOff = (int64_t)slot * cp.lp.sSlot + (int64_t)head * cp.lp.sHead + (int64_t)warp * cp.lp.sRow;
+        int64_t scaleRow = ((int64_t)slot * H + head) * P + warp;
+        const int64_t hpStep = (int64_t)kWarps * cp.hp.sRow, lpStep = (int64_t)kWarps * cp.lp.sRow;
 #pragma unroll 1
-    for (int row = warp; row < P; row += kWarps) {
-        const float4 v = *reinterpret_cast<const float4*>(sTile + row * kRowN + 4 * lane);
-        const uint32_t e0 = eHead + (uint32_t)row * kRowN + 4u * lane;
-        if (!cp.shared) storeRow(cp.hp, slot, head, row, H, P, lane, v, sr, key, e0, 1.f, true);
-        storeRow(cp.lp, slot, head, row, H, P, lane, v, cp.shared ? sr : false, key, e0, g, finite);
+        for (int row = warp; row < P; row += kWarps, hpOff += hpStep, lpOff += lpStep, scaleRow += kWarps) {
+            const float4 v = *reinterpret_cast<const float4*>(sTile + row * kRowN + 4 * lane);
+            const uint32_t e0 = eHead + (uint32_t)row * kRowN + 4u * lane;
+            storeRow<HPF, true>(cp.hp, slot, head, row, H, P, lane, v, sr, key, e0, 1.f, true, hpOff, scaleRow, rk);
+            storeRow<LPF, true>(cp.lp, slot, head, row, H, P, lane, v, false, key, e0, g, finite, lpOff, scaleRow);
+        }
+    } else {
+#pragma unroll 1
+        for (int row = warp; row < P; row += kWarps) {
+            const float4 v = *reinterpret_cast<const float4*>(sTile + row * kRowN + 4 * lane);
+            const uint32_t e0 = eHead + (uint32_t)row * kRowN + 4u * lane;
+            if (!shared) storeRow<HPF>(cp.hp, slot, head, row, H, P, lane, v, sr, key, e0, 1.f, true);
+            storeRow<LPF>(cp.lp, slot, head, row, H, P, lane, v, shared ? sr : false, key, e0, g, finite);
+        }
     }
 }
 
@@ -229,16 +251,16 @@ struct Mamba2FlushShared {
 
 // Mamba-2 flush of one item: S' = exp(cum_{nf-1}) S + sum_j exp(cum_{nf-1} - cum_j) dt_j x_j B_j^T with
 // cum_j = sum_{i <= j} dt_i A, accumulated in fp32 (the same operations in the same order for every grid).
-template <int RPW>
+template <int RPW, int HPF, int LPF>
 __device__ __forceinline__ void mamba2FlushItem(const DualPrecisionFlushParams& p, const FlushItem& it,
-                                                Mamba2FlushShared& sh, unsigned char* dyn) {
+                                                Mamba2FlushShared& sh, unsigned char* dyn, const PhiloxRoundKeys* rk) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int H = p.nheads, P = p.headdim, G = p.ngroups, Cap = p.ring_capacity;
     const int head = it.head, slot = it.slot, o = it.o, nf = it.nf;
     const int grp = head / (H / G);
     const bool bf16 = p.act_dtype == RSSM_DTYPE_BF16;
     const FlushCopies cp = flushCopies(p);
-    const CopyRef src = cp.shared ? cp.lp : cp.hp;
+    const CopyRef src = (LPF == kFmtAny && cp.shared) ? cp.lp : cp.hp;
     uint16_t* sB = reinterpret_cast<uint16_t*>(dyn);  // [nf][128]
     uint16_t* sX = sB + nf * kRowN;                   // [nf][P]
     float* sXw = reinterpret_cast<float*>(dyn + flushStageBytes(RSSM_FAMILY_MAMBA2, nf - 1, P));  // [nf][P]
@@ -259,7 +281,7 @@ __device__ __forceinline__ void mamba2FlushItem(const DualPrecisionFlushParams& 
 #pragma unroll
     for (int r = 0; r < RPW; ++r) {
         const int row = warp + kWarps * r;
-        S[r] = row < P ? loadRowExact(src, slot, head, row, H, P, lane) : make_float4(0.f, 0.f, 0.f, 0.f);
+        S[r] = row < P ? loadRowExact<HPF>(src, slot, head, row, H, P, lane) : make_float4(0.f, 0.f, 0.f, 0.f);
     }
     if (warp == 0) {
         const float A = p.A[head];
@@ -332,8 +354,8 @@ __device__ __forceinline__ void mamba2FlushItem(const DualPrecisionFlushParams& 
         }
     }
     if (fused) writeOutputs<RPW>(p, it.b, head, grp, S, bf16);
-    castAndStore<RPW>(p, cp, slot, it.b, head, S, sh.scratch,
-                      reinterpret_cast<float*>(dyn + flushTileOffset(RSSM_FAMILY_MAMBA2, nf - 1, P)));
+    castAndStore<RPW, HPF, LPF>(p, cp, slot, it.b, head, S, sh.scratch,
+                      reinterpret_cast<float*>(dyn + flushTileOffset(RSSM_FAMILY_MAMBA2, nf - 1, P)), rk);
 }
 
 struct GdnFlushShared {
@@ -344,16 +366,16 @@ struct GdnFlushShared {
 
 // GDN flush of one item: re-derive u_j = beta_j (v_j - alpha_j S_{j-1} kn_j) on the high-precision path
 // from the raw records, then S_j = alpha_j S_{j-1} + u_j kn_j^T (App. B.4).
-template <int RPW>
+template <int RPW, int HPF, int LPF>
 __device__ __forceinline__ void gdnFlushItem(const DualPrecisionFlushParams& p, const FlushItem& it,
-                                             GdnFlushShared& sh, unsigned char* dyn) {
+                                             GdnFlushShared& sh, unsigned char* dyn, const PhiloxRoundKeys* rk) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int HV = p.nheads, V = p.headdim, HK = p.ngroups, Cap = p.ring_capacity;
     const int head = it.head, slot = it.slot, o = it.o, nf = it.nf;
     const int hk = head / (HV / HK);
     const bool bf16 = p.act_dtype == RSSM_DTYPE_BF16;
     const FlushCopies cp = flushCopies(p);
-    const CopyRef src = cp.shared ? cp.lp : cp.hp;
+    const CopyRef src = (LPF == kFmtAny && cp.shared) ? cp.lp : cp.hp;
     uint16_t* sV = reinterpret_cast<uint16_t*>(dyn);  // [nf][V] raw v_j of the head
     // deferred rows (p.q != NULL): records 0 .. nf - 2 from the ring, record nf - 1 (this step's token) from the inputs
     const bool fused = p.q != nullptr;
@@ -367,7 +389,7 @@ __device__ __forceinline__ void gdnFlushItem(const DualPrecisionFlushParams& p, 
 #pragma unroll
     for (int r = 0; r < RPW; ++r) {
         const int row = warp + kWarps * r;
-        S[r] = row < V ? loadRowExact(src, slot, head, row, HV, V, lane) : make_float4(0.f, 0.f, 0.f, 0.f);
+        S[r] = row < V ? loadRowExact<HPF>(src, slot, head, row, HV, V, lane) : make_float4(0.f, 0.f, 0.f, 0.f);
     }
     for (int j = warp; j < nf; j += kWarps) {
         const int64_t rec = (int64_t)slot * Cap + (o + j) % Cap;
@@ -417,15 +439,15 @@ __device__ __forceinline__ void gdnFlushItem(const DualPrecisionFlushParams& p, 
         }
     }
     if (fused) gdnWriteOutputs<RPW>(p, it.b, head, hk, S, bf16);
-    castAndStore<RPW>(p, cp, slot, it.b, head, S, sh.scratch,
-                      reinterpret_cast<float*>(dyn + flushTileOffset(RSSM_FAMILY_GDN, nf - 1, V)));
+    castAndStore<RPW, HPF, LPF>(p, cp, slot, it.b, head, S, sh.scratch,
+                      reinterpret_cast<float*>(dyn + flushTileOffset(RSSM_FAMILY_GDN, nf - 1, V)), rk);
 }
 
-template <int FAMILY, int RPW, typename Shared>
+template <int FAMILY, int RPW, int HPF, int LPF, typename Shared>
 __device__ __forceinline__ void flushItem(const DualPrecisionFlushParams& p, const FlushItem& it, Shared& sh,
-                                          unsigned char* dyn) {
-    if constexpr (FAMILY == RSSM_FAMILY_MAMBA2) mamba2FlushItem<RPW>(p, it, sh, dyn);
-    else gdnFlushItem<RPW>(p, it, sh, dyn);
+                                          unsigned char* dyn, const PhiloxRoundKeys* rk) {
+    if constexpr (FAMILY == RSSM_FAMILY_MAMBA2) mamba2FlushItem<RPW, HPF, LPF>(p, it, sh, dyn, rk);
+    else gdnFlushItem<RPW, HPF, LPF>(p, it, sh, dyn, rk);
 }
 
 template <int FAMILY>
@@ -443,7 +465,7 @@ __global__ void __launch_bounds__(kThreads) flushItemGridKernel(const DualPrecis
     if (it.nf < 0) return;
     __shared__ FlushShared<FAMILY> sh;
     extern __shared__ __align__(16) unsigned char flushSmem[];
-    flushItem<FAMILY, RPW>(p, it, sh, flushSmem);
+    flushItem<FAMILY, RPW, kFmtAny, kFmtAny>(p, it, sh, flushSmem, nullptr);
 }
 
 // Compacted flush (default): one wave of CTAs. Every CTA scans the cursors of a chunk of kScanRows decode rows
@@ -453,9 +475,10 @@ __global__ void __launch_bounds__(kThreads) flushItemGridKernel(const DualPrecis
 constexpr int kScanRows = 2 * kThreads;
 
 // Four CTAs per SM for head dims <= 64 (64 registers, no spills; 2,048 items of B = 256, H = 128 then take 4 rounds
-// of 528 CTAs instead of 6 of 396); two for larger head dims (128 registers).
-template <int FAMILY, int RPW>
-__global__ void __launch_bounds__(kThreads, RPW <= 8 ? 4 : 2) flushCompactKernel(const DualPrecisionFlushParams p) {
+// of 528 CTAs instead of 6 of 396); two for larger head dims (128 registers). HPF / LPF: kFmtAny (flushCompactKernel,
+// the default), or the two copies' formats fixed at compile time (flushCompactFixedKernel, RSSM_DP_FLUSH_FIXED_FMT).
+template <int FAMILY, int RPW, int HPF, int LPF>
+__device__ __forceinline__ void flushCompactBody(const DualPrecisionFlushParams& p, const PhiloxRoundKeys* rk) {
     __shared__ FlushShared<FAMILY> sh;
     __shared__ int4 sRows[kScanRows];  // (b, slot, origin, nf) of the chunk's flushing rows
     __shared__ int sCount[kScanRows / 32];
@@ -504,11 +527,24 @@ __global__ void __launch_bounds__(kThreads, RPW <= 8 ? 4 : 2) flushCompactKernel
             it.o = r.z;
             it.nf = r.w;
             it.head = (int)(i % H);
-            flushItem<FAMILY, RPW>(p, it, sh, flushSmem);
+            flushItem<FAMILY, RPW, HPF, LPF>(p, it, sh, flushSmem, rk);
             __syncthreads();  // the item's shared memory is reused by the next one
         }
         done += items;
     }
+}
+template <int FAMILY, int RPW>
+__global__ void __launch_bounds__(kThreads, RPW <= 8 ? 4 : 2) flushCompactKernel(const DualPrecisionFlushParams p) {
+    flushCompactBody<FAMILY, RPW, kFmtAny, kFmtAny>(p, nullptr);
+}
+// The fixed-format instances' launch argument: the params and the seed's Philox round keys (philoxRoundKeys).
+struct FixedFlushArgs {
+    DualPrecisionFlushParams p;
+    PhiloxRoundKeys rk;
+};
+template <int FAMILY, int RPW, int HPF, int LPF>
+__global__ void __launch_bounds__(kThreads, RPW <= 8 ? 4 : 2) flushCompactFixedKernel(const FixedFlushArgs a) {
+    flushCompactBody<FAMILY, RPW, HPF, LPF>(a.p, &a.rk);
 }
 
 // ----------------------------------------------------------------------------------- codec
@@ -566,8 +602,10 @@ __global__ void __launch_bounds__(kThreads) codecKernel(const DualPrecisionCodec
 // Launch with `smem` bytes of dynamic shared memory, opted in where static + dynamic exceed 48 KB
 // (the GDN kernels hold 34 KB of normalized keys statically). grid.x == 0: the compacted kernel on one wave
 // of CTAs (as many as fit on the device, at most one per item).
-template <typename Kernel>
-int launchFlush(Kernel kernel, dim3 grid, int smem, cudaStream_t stream, const DualPrecisionFlushParams& p) {
+// args: the kernel's launch argument (p, or FixedFlushArgs for the fixed-format instances).
+template <typename Args>
+int launchFlush(void (*kernel)(const Args), dim3 grid, int smem, cudaStream_t stream, const DualPrecisionFlushParams& p,
+                const Args& args) {
     // Opt in every time (a per-function attribute: whether static + dynamic passes 48 KB depends on the sizes of
     // this launch, not of an earlier one); fail clearly where the device cannot hold it.
     int dev = 0, optin = 0;
@@ -592,20 +630,48 @@ int launchFlush(Kernel kernel, dim3 grid, int smem, cudaStream_t stream, const D
         if (g > items) g = items;
         grid = dim3((unsigned)(g > 0 ? g : 1));
     }
-    kernel<<<grid, kThreads, smem, stream>>>(p);
+    kernel<<<grid, kThreads, smem, stream>>>(args);
     return RSSM_OK;
+}
+
+using FixedFlushKernelFn = void (*)(const FixedFlushArgs);
+
+// Fixed-format instances of the compacted kernel (RSSM_DP_FLUSH_FIXED_FMT=1, A/B, off by default): two copies, read
+// fp16 / fp8_e4m3 / nvfp4 x recurrence fp32 / fp16 (the combinations `bench precision` times); NULL for any other
+// combination or a shared copy, which take the run-time-format kernel.
+template <int FAMILY, int RPW, int HPF>
+FixedFlushKernelFn fixedFormatByRead(int read) {
+    switch (read) {
+        case RSSM_DTYPE_FP16: return &flushCompactFixedKernel<FAMILY, RPW, HPF, RSSM_DTYPE_FP16>;
+        case RSSM_DTYPE_FP8_E4M3: return &flushCompactFixedKernel<FAMILY, RPW, HPF, RSSM_DTYPE_FP8_E4M3>;
+        case RSSM_DTYPE_NVFP4: return &flushCompactFixedKernel<FAMILY, RPW, HPF, RSSM_DTYPE_NVFP4>;
+        default: return nullptr;
+    }
+}
+template <int FAMILY, int RPW>
+FixedFlushKernelFn fixedFormatKernel(const DualPrecisionFlushParams& p) {
+    if (!p.ckpt_hp) return nullptr;
+    switch (p.recurrence_dtype) {
+        case RSSM_DTYPE_FP32: return fixedFormatByRead<FAMILY, RPW, RSSM_DTYPE_FP32>(p.read_dtype);
+        case RSSM_DTYPE_FP16: return fixedFormatByRead<FAMILY, RPW, RSSM_DTYPE_FP16>(p.read_dtype);
+        default: return nullptr;
+    }
 }
 
 template <int FAMILY>
 int launchFamily(const DualPrecisionFlushParams& p, bool itemGrid, int smem, cudaStream_t stream) {
     const bool small = p.headdim <= 64;
+    if (!itemGrid && envSwitch("RSSM_DP_FLUSH_FIXED_FMT", false)) {
+        const FixedFlushKernelFn k = small ? fixedFormatKernel<FAMILY, 8>(p) : fixedFormatKernel<FAMILY, 16>(p);
+        if (k) return launchFlush(k, dim3(0), smem, stream, p, FixedFlushArgs{p, philoxRoundKeys(p.seed_lo, p.seed_hi)});
+    }
     if (itemGrid) {
         const dim3 grid(p.nheads, p.batch);
-        return small ? launchFlush(&flushItemGridKernel<FAMILY, 8>, grid, smem, stream, p)
-                     : launchFlush(&flushItemGridKernel<FAMILY, 16>, grid, smem, stream, p);
+        return small ? launchFlush(&flushItemGridKernel<FAMILY, 8>, grid, smem, stream, p, p)
+                     : launchFlush(&flushItemGridKernel<FAMILY, 16>, grid, smem, stream, p, p);
     }
-    return small ? launchFlush(&flushCompactKernel<FAMILY, 8>, dim3(0), smem, stream, p)
-                 : launchFlush(&flushCompactKernel<FAMILY, 16>, dim3(0), smem, stream, p);
+    return small ? launchFlush(&flushCompactKernel<FAMILY, 8>, dim3(0), smem, stream, p, p)
+                 : launchFlush(&flushCompactKernel<FAMILY, 16>, dim3(0), smem, stream, p, p);
 }
 
 bool isStoredFmt(int f) {
