@@ -37,6 +37,16 @@ def _fast_fp16_sr(y, w):
     return torch.where(fast, code, torch.full_like(code, -1))
 
 
+def _fast_fp16_sr_carry(y, w):
+    """fp16ShiftSrCarry (the fixed-format flush instances' fp16 SR shift path) on fp16Code's fast range; -1
+    elsewhere."""
+    bits = y.view(torch.int32).to(torch.int64) & 0xFFFFFFFF
+    mag = bits & 0x7FFFFFFF
+    fast = (mag >= (113 << 23)) & (mag < (255 << 23))
+    code = torch.clamp((mag + ((w >> 19) ^ 0x1FFF) - (112 << 23)) >> 13, max=0x7C00) | ((bits >> 16) & 0x8000)
+    return torch.where(fast, code, torch.full_like(code, -1))
+
+
 def _fast_bf16_sr(y, w):
     bits = y.view(torch.int32).to(torch.int64) & 0xFFFFFFFF
     mag = bits & 0x7FFFFFFF
@@ -126,3 +136,23 @@ def test_e2m1_rtn_bits_matches_reference_exhaustively():
     rnd = rnd[~torch.isnan(rnd)]
     y = torch.cat([rnd, torch.tensor([0.0, -0.0, 1e-45, -1e-45, 1e-40, float("inf"), -float("inf"), 6.0, 7.0, 8.0])])
     assert torch.equal(_e2m1_rtn_bits(y), round_to_codes(y, E2M1, "rtn"))
+
+
+def test_fp16_sr_carry_form_matches_shift_path():
+    """The one-addition form of the fp16 SR shift path equals fp16Code's fast path (and so the reference) on
+    random values and words, every rem / word boundary pair (rem = 0, 1, 0x1FFF against word tops 0, rem - 1, rem,
+    0x1FFF) and the overflow edge."""
+    y = _values(seed=7)
+    w = _words(y.numel(), seed=8)
+    a, b = _fast_fp16_sr_carry(y, w), _fast_fp16_sr(y, w)
+    assert torch.equal(a, b)
+    rems = torch.tensor([0, 1, 2, 0x1000, 0x1FFE, 0x1FFF])
+    tops = torch.tensor([0, 1, 0xFFF, 0x1000, 0x1FFE, 0x1FFF])
+    base = torch.tensor([113 << 23, 127 << 23, (142 << 23) | 0x7FE000, 0x477FE000])  # 2^-14, 1, 65504's binade
+    bits = (base[:, None, None] | rems[None, :, None]).expand(-1, -1, tops.numel()).reshape(-1)
+    wt = (tops[None, None, :] << 19).expand(base.numel(), rems.numel(), -1).reshape(-1)
+    wt = wt | torch.randint(0, 1 << 19, wt.shape, generator=torch.Generator().manual_seed(9))
+    for sign in (0, 1 << 31):
+        yy = (bits | sign).to(torch.int32).view(torch.float32)
+        fast, ref = _fast_fp16_sr_carry(yy, wt), round_to_codes(yy, FP16, "sr", wt)
+        assert (fast >= 0).all() and torch.equal(fast, ref)

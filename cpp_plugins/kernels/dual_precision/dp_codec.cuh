@@ -133,6 +133,12 @@ __device__ __forceinline__ uint32_t fp16Code(float y, bool sr, uint32_t w) {
     if (mag >= (113u << 23) && mag < (255u << 23)) return fp16ShiftSr(bits, mag, w);
     return roundCode<10, -14, 0x7BFF, true, 15, 0x7FFF>(y, sr, w, 65504.f);
 }
+// fp16ShiftSr as one addition: the 13 dropped bits rem plus 0x1FFF - (w >> 19) (= (w >> 19) ^ 0x1FFF) carry into bit
+// 13 exactly when w >> 19 < rem, and the exponent rebias (112 << 23) is a multiple of 2^13, so it is subtracted
+// before the shift. The same code (CPU mirror: tests/formats/test_fast_codes.py).
+__device__ __forceinline__ uint32_t fp16ShiftSrCarry(uint32_t bits, uint32_t mag, uint32_t w) {
+    return min((mag + ((w >> 19) ^ 0x1FFFu) - (112u << 23)) >> 13, 0x7C00u) | ((bits >> 16) & 0x8000u);
+}
 // fp16Code(y, true, w) of four values with one range test for the four (the fixed-format flush instances): the
 // shift path when all four take it, else fp16Code each. The same codes; packed as two 16-bit pairs.
 __device__ __forceinline__ uint2 fp16CodesSr4(float4 v, uint4 w) {
@@ -141,8 +147,8 @@ __device__ __forceinline__ uint2 fp16CodesSr4(float4 v, uint4 w) {
     const uint32_t m0 = b0 & 0x7FFFFFFFu, m1 = b1 & 0x7FFFFFFFu, m2 = b2 & 0x7FFFFFFFu, m3 = b3 & 0x7FFFFFFFu;
     constexpr uint32_t lo = 113u << 23, span = (255u - 113u) << 23;  // mag in [lo, 255 << 23)
     if (m0 - lo < span && m1 - lo < span && m2 - lo < span && m3 - lo < span)
-        return make_uint2(fp16ShiftSr(b0, m0, w.x) | (fp16ShiftSr(b1, m1, w.y) << 16),
-                          fp16ShiftSr(b2, m2, w.z) | (fp16ShiftSr(b3, m3, w.w) << 16));
+        return make_uint2(fp16ShiftSrCarry(b0, m0, w.x) | (fp16ShiftSrCarry(b1, m1, w.y) << 16),
+                          fp16ShiftSrCarry(b2, m2, w.z) | (fp16ShiftSrCarry(b3, m3, w.w) << 16));
     return make_uint2(fp16Code(v.x, true, w.x) | (fp16Code(v.y, true, w.y) << 16),
                       fp16Code(v.z, true, w.z) | (fp16Code(v.w, true, w.w) << 16));
 }
@@ -213,6 +219,16 @@ __device__ __forceinline__ float e4m3Value(uint32_t c) {
     const float v = E == 0 ? __fmul_rn((float)M, 0.001953125f)  // M * 2^-9 (exact)
                            : __uint_as_float(((E + 120u) << 23) | (M << 20));
     return (c & 0x80) ? -v : v;
+}
+// e4m3Value of a code that is not NaN (0x7F / 0xFF), by the hardware conversion on sm_89+ (every e4m3fn value is an
+// fp16 value, so e4m3 -> f16 -> f32 is exact): the fixed-format flush instances' nvfp4 block scales, whose codes come
+// from e4m3Code(finite r, RTN, satfinite) <= 0x7E.
+__device__ __forceinline__ float e4m3ValueFinite(uint32_t c) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+    return __half2float(__half(__nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)c, __NV_E4M3)));
+#else
+    return e4m3Value(c);
+#endif
 }
 __device__ __forceinline__ float e2m1Value(uint32_t c) {
     const uint32_t mag = c & 7, E = mag >> 1, M = mag & 1;

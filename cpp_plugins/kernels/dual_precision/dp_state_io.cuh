@@ -135,6 +135,7 @@ __device__ __forceinline__ uint32_t nvfp4PackedRtn(const float (&ys)[4], float d
 // (slot, layer) state (SR counter); g, stateFinite: nvfp4 per-state global scale (nvfp4Global);
 // lane 0 of warp 0 of the CTA writes the global scale separately (writeNvfp4Global). FMT: c.fmt, or kFmtAny.
 // rk (fixed-format instances): the seed's Philox round keys, for the SR words; NULL: formed from key.k0 / key.k1.
+// rcp6g (fixed-format instances, nvfp4): nvfp4Rcp6g(g), or 0 for __fdiv_rn.
 // AT = true: the caller gives the row's payload offset `atOff` (elements; bytes for fp8 / nvfp4) and its scale row
 // `atScaleRow` = (slot * H + head) * P + row, and (slot, head, row) are not used; AT = false: both are formed from
 // (slot, head, row).
@@ -142,7 +143,7 @@ template <int FMT = kFmtAny, bool AT = false>
 __device__ __forceinline__ void storeRow(const CopyRef& c, int slot, int head, int row, int H, int P, int lane,
                                          float4 v, bool sr, const SrKey& key, uint32_t e0, float g, bool stateFinite,
                                          int64_t atOff = 0, int64_t atScaleRow = 0,
-                                         const PhiloxRoundKeys* rk = nullptr) {
+                                         const PhiloxRoundKeys* rk = nullptr, float rcp6g = 0.f) {
     const int64_t off = rowOffset<AT>(c, slot, head, row, atOff);
     uint4 w = make_uint4(0, 0, 0, 0);
     if (sr && fmtOf<FMT>(c) != RSSM_DTYPE_FP32) {
@@ -189,10 +190,13 @@ __device__ __forceinline__ void storeRow(const CopyRef& c, int slot, int head, i
             ab = amaxNan(ab, __shfl_xor_sync(kFullMask, ab, 1));
             ab = amaxNan(ab, __shfl_xor_sync(kFullMask, ab, 2));
             const float sixG = __fmul_rn(6.0f, g);
-            float r = __fdiv_rn(ab, sixG);
+            // fixed-format instances: the division's fast path with 6g's reciprocal rcp6g (nvfp4Rcp6g, formed once per
+            // state; 0 outside [2^-90, 2^90]); ab <= 448 * 6g, so a quotient outside FCHK's range is tiny or
+            // non-finite, and codes to 0 / is zeroed below either way (nvfp4PackedRtn's argument)
+            float r = (FMT != kFmtAny && rcp6g != 0.f) ? divNewton(ab, sixG, rcp6g) : __fdiv_rn(ab, sixG);
             if (!isfinite(r)) r = 0.f;
             uint32_t bs = e4m3Code(r, false, 0u);
-            const float d = __fmul_rn(e4m3Value(bs), g);
+            const float d = __fmul_rn(FMT != kFmtAny ? e4m3ValueFinite(bs) : e4m3Value(bs), g);
             const bool zero = d == 0.f;
             const float ds = zero ? 1.f : d;
             const float ys[4] = {v.x, v.y, v.z, v.w};
@@ -219,6 +223,13 @@ __device__ __forceinline__ void storeRow(const CopyRef& c, int slot, int head, i
             return;
         }
     }
+}
+
+// The reciprocal of 6g for the fixed-format instances' nvfp4 block scales (rcpNewton), or 0 where 6g is outside
+// [2^-90, 2^90] (those take __fdiv_rn).
+__device__ __forceinline__ float nvfp4Rcp6g(float g) {
+    const float sixG = __fmul_rn(6.0f, g);
+    return sixG >= 0x1p-90f && sixG <= 0x1p90f ? rcpNewton(sixG) : 0.f;
 }
 
 __device__ __forceinline__ void writeNvfp4Global(const CopyRef& c, int slot, int head, int H, float g, bool finite) {

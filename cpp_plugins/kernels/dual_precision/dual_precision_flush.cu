@@ -157,12 +157,14 @@ __device__ __forceinline__ void castAndStore(const DualPrecisionFlushParams& p, 
         int64_t lpOff = (int64_t)slot * cp.lp.sSlot + (int64_t)head * cp.lp.sHead + (int64_t)warp * cp.lp.sRow;
         int64_t scaleRow = ((int64_t)slot * H + head) * P + warp;
         const int64_t hpStep = (int64_t)kWarps * cp.hp.sRow, lpStep = (int64_t)kWarps * cp.lp.sRow;
+        const float rcp6g = LPF == RSSM_DTYPE_NVFP4 ? nvfp4Rcp6g(g) : 0.f;
 #pragma unroll 1
         for (int row = warp; row < P; row += kWarps, hpOff += hpStep, lpOff += lpStep, scaleRow += kWarps) {
             const float4 v = *reinterpret_cast<const float4*>(sTile + row * kRowN + 4 * lane);
             const uint32_t e0 = eHead + (uint32_t)row * kRowN + 4u * lane;
             storeRow<HPF, true>(cp.hp, slot, head, row, H, P, lane, v, sr, key, e0, 1.f, true, hpOff, scaleRow, rk);
-            storeRow<LPF, true>(cp.lp, slot, head, row, H, P, lane, v, false, key, e0, g, finite, lpOff, scaleRow);
+            storeRow<LPF, true>(cp.lp, slot, head, row, H, P, lane, v, false, key, e0, g, finite, lpOff, scaleRow,
+                                nullptr, rcp6g);
         }
     } else {
 #pragma unroll 1
