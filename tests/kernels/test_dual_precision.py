@@ -470,22 +470,21 @@ def test_split_path_sanitize(family, rows, monkeypatch):
                 _run_gdn(read_fmt, mode, T, S=3, H=2, HV=4, V=32, L=4, steps=6, stagger=True, seed=43)
 
 
-def _flush_case(family, read_fmt, rec_fmt, mode, T, S, L, seed, P=40):
+def _flush_case(family, read_fmt, rec_fmt, mode, T, S, L, seed, P=40, act=torch.bfloat16):
     """A cache with random checkpoints, rings and cursors (h uniform over the valid range, so some rows flush), and
-    decode rows = the slots in a random order with padding rows interleaved. Three state heads of P rows."""
+    decode rows = the slots in a random order with padding rows interleaved. Three state heads of P rows, `act`
+    records."""
     from replayssm_trtllm.ops.dual_precision import GdnDualPrecisionCache, Mamba2DualPrecisionCache
     g = torch.Generator().manual_seed(seed)
     H = 3
     if family == "mamba2":
-        c = Mamba2DualPrecisionCache(S, H, P, 1, L, T, mode, read_fmt, rec_fmt, "sr", act_dtype=torch.bfloat16,
-                                     seed=7, layer=2)
+        c = Mamba2DualPrecisionCache(S, H, P, 1, L, T, mode, read_fmt, rec_fmt, "sr", act_dtype=act, seed=7, layer=2)
         c.ring_dt.copy_(torch.rand(c.ring_dt.shape, generator=g) * 0.1)
         c.ring_x.copy_(torch.randn(c.ring_x.shape, generator=g))
         c.ring_B.copy_(torch.randn(c.ring_B.shape, generator=g))
         extra = (-(0.5 + torch.rand(H, generator=g))).cuda()
     else:  # HV = 3 value heads on one key head
-        c = GdnDualPrecisionCache(S, 1, H, P, L, T, mode, read_fmt, rec_fmt, "sr", act_dtype=torch.bfloat16,
-                                  seed=7, layer=2)
+        c = GdnDualPrecisionCache(S, 1, H, P, L, T, mode, read_fmt, rec_fmt, "sr", act_dtype=act, seed=7, layer=2)
         c.ring_g.copy_(-torch.rand(c.ring_g.shape, generator=g) * 0.2)
         c.ring_k.copy_(torch.randn(c.ring_k.shape, generator=g))
         c.ring_beta.copy_(torch.rand(c.ring_beta.shape, generator=g))
@@ -576,16 +575,19 @@ FIXED_FORMATS = [(r, c) for r in ("fp16", "fp8_e4m3", "nvfp4") for c in ("fp32",
 
 @pytest.mark.parametrize("family", ["mamba2", "gdn"])
 @pytest.mark.parametrize("read_fmt,rec_fmt", FIXED_FORMATS, ids=[f"{r}-{c}" for r, c in FIXED_FORMATS])
-@pytest.mark.parametrize("mode,T,P", [(0, 1, 40), (1, 3, 80)], ids=["standard-P40", "spec-T3-P80"])
+@pytest.mark.parametrize("mode,T,P,act", [(0, 1, 40, "bf16"), (1, 3, 80, "fp16"), (0, 1, 64, "fp16"), (1, 5, 128, "bf16")],
+                         ids=["standard-P40-bf16", "spec-T3-P80-fp16", "standard-P64-fp16", "spec-T5-P128-bf16"])
 @pytest.mark.parametrize("state", ["random", "extreme"])
-def test_flush_fixed_formats_match_runtime_formats(family, read_fmt, rec_fmt, mode, T, P, state, monkeypatch):
+def test_flush_fixed_formats_match_runtime_formats(family, read_fmt, rec_fmt, mode, T, P, act, state, monkeypatch):
     """The fixed-format flush instances (RSSM_DP_FLUSH_FIXED_FMT=1: the two copies' formats as template arguments,
     row offsets stepped per row, Philox round keys as launch arguments, fp16 SR with one range test per four values,
-    nvfp4 codes by the shared-reciprocal division and the integer e2m1 code) write the same bytes as the
+    nvfp4 codes by the shared-reciprocal division and the integer e2m1 code; Mamba-2: the fold for head dims that
+    fill the warps (P = 64 / 128 here) and for the activation format) write the same bytes as the
     run-time-format kernel (the default), which the tests above hold to the torch codec: both copies, their scales,
     `flushed`, untouched slots. 'extreme' states (_extreme_flush_state) with the ring records of their heads zeroed,
     so the flushed state keeps the zeros, tiny values, ties and extreme scales (Mamba-2: x_j = 0; GDN: beta_j = 0)."""
-    _fixed_vs_runtime_flush(family, read_fmt, rec_fmt, mode, T, P, state, monkeypatch)
+    _fixed_vs_runtime_flush(family, read_fmt, rec_fmt, mode, T, P, state, monkeypatch,
+                            act=torch.float16 if act == "fp16" else torch.bfloat16)
 
 
 @pytest.mark.sanitize
@@ -597,14 +599,14 @@ def test_flush_fixed_formats_sanitize(family, read_fmt, rec_fmt, monkeypatch):
     _fixed_vs_runtime_flush(family, read_fmt, rec_fmt, 0, 1, 64, "extreme", monkeypatch)
 
 
-def _fixed_vs_runtime_flush(family, read_fmt, rec_fmt, mode, T, P, state, monkeypatch):
+def _fixed_vs_runtime_flush(family, read_fmt, rec_fmt, mode, T, P, state, monkeypatch, act=torch.bfloat16):
     from replayssm_trtllm.ops.dual_precision import state_encode
     S, L = 300, 4
     results = []
     for fixed in ("0", "1"):
         monkeypatch.setenv("RSSM_DP_FLUSH_FIXED_FMT", fixed)
         monkeypatch.delenv("RSSM_DP_FLUSH_GRID", raising=False)
-        c, sbi, A = _flush_case(family, read_fmt, rec_fmt, mode, T, S, L, seed=29, P=P)
+        c, sbi, A = _flush_case(family, read_fmt, rec_fmt, mode, T, S, L, seed=29, P=P, act=act)
         if state == "extreme":
             g = torch.Generator().manual_seed(31)
             x = _extreme_flush_state(S, 3, P, g).cuda()

@@ -253,7 +253,11 @@ struct Mamba2FlushShared {
 
 // Mamba-2 flush of one item: S' = exp(cum_{nf-1}) S + sum_j exp(cum_{nf-1} - cum_j) dt_j x_j B_j^T with
 // cum_j = sum_{i <= j} dt_i A, accumulated in fp32 (the same operations in the same order for every grid).
-template <int RPW, int HPF, int LPF>
+// FULL (P == kWarps * RPW: the fold without its row guard, which the compiler re-evaluated for every record, short of
+// predicate registers) and ACT (the activation format fixed: 1 bf16, 0 fp16; -1 read at run time: the compiler issued
+// both conversions of B_j under a select) specialize the fixed-format instances' fold (flushItem); the same FMAs in the
+// same order. The run-time-format kernel runs <false, -1>.
+template <int RPW, int HPF, int LPF, bool FULL = false, int ACT = -1>
 __device__ __forceinline__ void mamba2FlushItem(const DualPrecisionFlushParams& p, const FlushItem& it,
                                                 Mamba2FlushShared& sh, unsigned char* dyn, const PhiloxRoundKeys* rk) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -343,10 +347,10 @@ __device__ __forceinline__ void mamba2FlushItem(const DualPrecisionFlushParams& 
     for (int r = 0; r < RPW; ++r) S[r] = make_float4(S[r].x * gam, S[r].y * gam, S[r].z * gam, S[r].w * gam);
     const float* xw = sXw + warp;
     for (int j = 0; j < nf; ++j, xw += P) {
-        const float4 Bj = act4(sB, j * kRowN + 4 * lane, bf16);
+        const float4 Bj = act4(sB, j * kRowN + 4 * lane, ACT < 0 ? bf16 : ACT == 1);
 #pragma unroll
         for (int r = 0; r < RPW; ++r) {
-            if (warp + kWarps * r < P) {
+            if (FULL || warp + kWarps * r < P) {
                 const float w = xw[kWarps * r];
                 S[r].x = fmaf(w, Bj.x, S[r].x);
                 S[r].y = fmaf(w, Bj.y, S[r].y);
@@ -445,10 +449,10 @@ __device__ __forceinline__ void gdnFlushItem(const DualPrecisionFlushParams& p, 
                       reinterpret_cast<float*>(dyn + flushTileOffset(RSSM_FAMILY_GDN, nf - 1, V)), rk);
 }
 
-template <int FAMILY, int RPW, int HPF, int LPF, typename Shared>
+template <int FAMILY, int RPW, int HPF, int LPF, bool FULL, int ACT, typename Shared>
 __device__ __forceinline__ void flushItem(const DualPrecisionFlushParams& p, const FlushItem& it, Shared& sh,
                                           unsigned char* dyn, const PhiloxRoundKeys* rk) {
-    if constexpr (FAMILY == RSSM_FAMILY_MAMBA2) mamba2FlushItem<RPW, HPF, LPF>(p, it, sh, dyn, rk);
+    if constexpr (FAMILY == RSSM_FAMILY_MAMBA2) mamba2FlushItem<RPW, HPF, LPF, FULL, ACT>(p, it, sh, dyn, rk);
     else gdnFlushItem<RPW, HPF, LPF>(p, it, sh, dyn, rk);
 }
 
@@ -467,7 +471,7 @@ __global__ void __launch_bounds__(kThreads) flushItemGridKernel(const DualPrecis
     if (it.nf < 0) return;
     __shared__ FlushShared<FAMILY> sh;
     extern __shared__ __align__(16) unsigned char flushSmem[];
-    flushItem<FAMILY, RPW, kFmtAny, kFmtAny>(p, it, sh, flushSmem, nullptr);
+    flushItem<FAMILY, RPW, kFmtAny, kFmtAny, false, -1>(p, it, sh, flushSmem, nullptr);
 }
 
 // Compacted flush (default): one wave of CTAs. Every CTA scans the cursors of a chunk of kScanRows decode rows
@@ -479,7 +483,7 @@ constexpr int kScanRows = 2 * kThreads;
 // Four CTAs per SM for head dims <= 64 (64 registers, no spills; 2,048 items of B = 256, H = 128 then take 4 rounds
 // of 528 CTAs instead of 6 of 396); two for larger head dims (128 registers). HPF / LPF: kFmtAny (flushCompactKernel,
 // the default), or the two copies' formats fixed at compile time (flushCompactFixedKernel, RSSM_DP_FLUSH_FIXED_FMT).
-template <int FAMILY, int RPW, int HPF, int LPF>
+template <int FAMILY, int RPW, int HPF, int LPF, bool FULL = false, int ACT = -1>
 __device__ __forceinline__ void flushCompactBody(const DualPrecisionFlushParams& p, const PhiloxRoundKeys* rk) {
     __shared__ FlushShared<FAMILY> sh;
     __shared__ int4 sRows[kScanRows];  // (b, slot, origin, nf) of the chunk's flushing rows
@@ -529,7 +533,7 @@ __device__ __forceinline__ void flushCompactBody(const DualPrecisionFlushParams&
             it.o = r.z;
             it.nf = r.w;
             it.head = (int)(i % H);
-            flushItem<FAMILY, RPW, HPF, LPF>(p, it, sh, flushSmem, rk);
+            flushItem<FAMILY, RPW, HPF, LPF, FULL, ACT>(p, it, sh, flushSmem, rk);
             __syncthreads();  // the item's shared memory is reused by the next one
         }
         done += items;
@@ -544,9 +548,11 @@ struct FixedFlushArgs {
     DualPrecisionFlushParams p;
     PhiloxRoundKeys rk;
 };
-template <int FAMILY, int RPW, int HPF, int LPF>
+// FULL / ACT (Mamba-2, mamba2FlushItem): the fold for head dims of exactly kWarps * RPW rows and a fixed activation
+// format; GDN instances take false / -1.
+template <int FAMILY, int RPW, int HPF, int LPF, bool FULL, int ACT>
 __global__ void __launch_bounds__(kThreads, RPW <= 8 ? 4 : 2) flushCompactFixedKernel(const FixedFlushArgs a) {
-    flushCompactBody<FAMILY, RPW, HPF, LPF>(a.p, &a.rk);
+    flushCompactBody<FAMILY, RPW, HPF, LPF, FULL, ACT>(a.p, &a.rk);
 }
 
 // ----------------------------------------------------------------------------------- codec
@@ -640,23 +646,34 @@ using FixedFlushKernelFn = void (*)(const FixedFlushArgs);
 
 // Fixed-format instances of the compacted kernel (RSSM_DP_FLUSH_FIXED_FMT=1, A/B, off by default): two copies, read
 // fp16 / fp8_e4m3 / nvfp4 x recurrence fp32 / fp16 (the combinations `bench precision` times); NULL for any other
-// combination or a shared copy, which take the run-time-format kernel.
-template <int FAMILY, int RPW, int HPF>
+// combination or a shared copy, which take the run-time-format kernel. Mamba-2 instances also fix whether the head
+// dim fills the warps' rows (FULL) and the activation format (ACT); GDN instances take false / -1.
+template <int FAMILY, int RPW, int HPF, bool FULL, int ACT>
 FixedFlushKernelFn fixedFormatByRead(int read) {
     switch (read) {
-        case RSSM_DTYPE_FP16: return &flushCompactFixedKernel<FAMILY, RPW, HPF, RSSM_DTYPE_FP16>;
-        case RSSM_DTYPE_FP8_E4M3: return &flushCompactFixedKernel<FAMILY, RPW, HPF, RSSM_DTYPE_FP8_E4M3>;
-        case RSSM_DTYPE_NVFP4: return &flushCompactFixedKernel<FAMILY, RPW, HPF, RSSM_DTYPE_NVFP4>;
+        case RSSM_DTYPE_FP16: return &flushCompactFixedKernel<FAMILY, RPW, HPF, RSSM_DTYPE_FP16, FULL, ACT>;
+        case RSSM_DTYPE_FP8_E4M3: return &flushCompactFixedKernel<FAMILY, RPW, HPF, RSSM_DTYPE_FP8_E4M3, FULL, ACT>;
+        case RSSM_DTYPE_NVFP4: return &flushCompactFixedKernel<FAMILY, RPW, HPF, RSSM_DTYPE_NVFP4, FULL, ACT>;
+        default: return nullptr;
+    }
+}
+template <int FAMILY, int RPW, bool FULL, int ACT>
+FixedFlushKernelFn fixedFormatByCopies(const DualPrecisionFlushParams& p) {
+    switch (p.recurrence_dtype) {
+        case RSSM_DTYPE_FP32: return fixedFormatByRead<FAMILY, RPW, RSSM_DTYPE_FP32, FULL, ACT>(p.read_dtype);
+        case RSSM_DTYPE_FP16: return fixedFormatByRead<FAMILY, RPW, RSSM_DTYPE_FP16, FULL, ACT>(p.read_dtype);
         default: return nullptr;
     }
 }
 template <int FAMILY, int RPW>
 FixedFlushKernelFn fixedFormatKernel(const DualPrecisionFlushParams& p) {
     if (!p.ckpt_hp) return nullptr;
-    switch (p.recurrence_dtype) {
-        case RSSM_DTYPE_FP32: return fixedFormatByRead<FAMILY, RPW, RSSM_DTYPE_FP32>(p.read_dtype);
-        case RSSM_DTYPE_FP16: return fixedFormatByRead<FAMILY, RPW, RSSM_DTYPE_FP16>(p.read_dtype);
-        default: return nullptr;
+    if constexpr (FAMILY == RSSM_FAMILY_MAMBA2) {
+        const bool full = p.headdim == kWarps * RPW, bf16 = p.act_dtype == RSSM_DTYPE_BF16;
+        if (full) return bf16 ? fixedFormatByCopies<FAMILY, RPW, true, 1>(p) : fixedFormatByCopies<FAMILY, RPW, true, 0>(p);
+        return bf16 ? fixedFormatByCopies<FAMILY, RPW, false, 1>(p) : fixedFormatByCopies<FAMILY, RPW, false, 0>(p);
+    } else {
+        return fixedFormatByCopies<FAMILY, RPW, false, -1>(p);
     }
 }
 
