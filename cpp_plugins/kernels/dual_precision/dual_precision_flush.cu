@@ -37,6 +37,27 @@ __device__ __forceinline__ float4 act4(const void* base, int64_t i, bool bf16) {
     return make_float4(fp16Value(w.x & 0xffffu), fp16Value(w.x >> 16), fp16Value(w.y & 0xffffu), fp16Value(w.y >> 16));
 }
 
+// Layout of the Mamba-2 item's fw_j x_j weights in shared memory: [nf][P] (T = false), or [nf][kWarps][RPW] (T = true:
+// a warp's weights of a record contiguous, row = warp + kWarps r at warp * RPW + r). index: of element i = j P + r.
+template <bool T, int RPW>
+struct XwLayout {
+    static __device__ __forceinline__ int index(int i, int j, int r) {
+        if constexpr (T) return j * (kWarps * RPW) + (int)(((unsigned)r % kWarps) * RPW + (unsigned)r / kWarps);
+        else return i;
+    }
+    static __device__ __forceinline__ int warpStart(int warp) {
+        if constexpr (T) return warp * RPW;
+        else return warp;
+    }
+    static __host__ __device__ __forceinline__ int recordFloats(int P) {
+        if constexpr (T) return kWarps * RPW;
+        else return P;
+    }
+};
+
+// Component i (0..3, compile-time after unrolling) of a float4.
+__device__ __forceinline__ float f4Part(const float4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
+
 // Stage nf folded records' 16-bit rows into sDst [nf][len]: record j's row is at element
 // (recBase + (o + j) % Cap) * recStride + off of g. 16-byte cp.async when the rows allow it (len,
 // recStride and off multiples of 8; g 16-byte aligned, checked by the launcher), plain loads otherwise.
@@ -69,9 +90,15 @@ __host__ __device__ __forceinline__ int flushTileOffset(int family, int window, 
     const int extra = family == RSSM_FAMILY_MAMBA2 ? (window + 1) * headdim * 4 : 0;
     return flushStageBytes(family, window, headdim) + extra;
 }
+// The same with xwRow floats per record of fw_j * x_j (the Mamba-2 fixed-format instances: [nf][kWarps][RPW], each
+// warp's weights contiguous, xwRow = kWarps * RPW >= headdim).
+__host__ __device__ __forceinline__ int flushTileOffset(int family, int window, int headdim, int xwRow) {
+    return flushTileOffset(family, window, headdim) +
+           (family == RSSM_FAMILY_MAMBA2 ? (window + 1) * (xwRow - headdim) * 4 : 0);
+}
 // Dynamic shared memory of the flush kernels: the records, and the folded state (the encoders read it row by row).
-int flushSmemBytes(int family, int window, int headdim) {
-    return flushTileOffset(family, window, headdim) + headdim * kRowN * 4;
+int flushSmemBytes(int family, int window, int headdim, int xwRow) {
+    return flushTileOffset(family, window, headdim, xwRow) + headdim * kRowN * 4;
 }
 
 struct FlushCopies {
@@ -269,7 +296,10 @@ __device__ __forceinline__ void mamba2FlushItem(const DualPrecisionFlushParams& 
     const CopyRef src = (LPF == kFmtAny && cp.shared) ? cp.lp : cp.hp;
     uint16_t* sB = reinterpret_cast<uint16_t*>(dyn);  // [nf][128]
     uint16_t* sX = sB + nf * kRowN;                   // [nf][P]
-    float* sXw = reinterpret_cast<float*>(dyn + flushStageBytes(RSSM_FAMILY_MAMBA2, nf - 1, P));  // [nf][P]
+    // fw_j x_j: [nf][P], or (fixed-format instances, XWT) [nf][kWarps][RPW] so that a warp loads its rows' weights of a
+    // record as RPW / 4 16-byte words (the fold's weight loads were 8 or 16 4-byte loads per record and warp)
+    constexpr bool XWT = LPF != kFmtAny;
+    float* sXw = reinterpret_cast<float*>(dyn + flushStageBytes(RSSM_FAMILY_MAMBA2, nf - 1, P));
     const int64_t recBase = (int64_t)slot * Cap;
     // deferred rows (p.x != NULL): records 0 .. nf - 2 from the ring, record nf - 1 (this step's token) from the inputs
     const bool fused = p.x != nullptr;
@@ -332,7 +362,7 @@ __device__ __forceinline__ void mamba2FlushItem(const DualPrecisionFlushParams& 
         const int jStep = kThreads / P, rStep = kThreads - jStep * P;
         int j = threadIdx.x / P, r = threadIdx.x - j * P;
         for (int i = threadIdx.x; i < nf * P; i += kThreads) {
-            sXw[i] = sh.fw[j] * actF(sX, i, bf16);
+            sXw[XwLayout<XWT, RPW>::index(i, j, r)] = sh.fw[j] * actF(sX, i, bf16);
             j += jStep;
             r += rStep;
             if (r >= P) {
@@ -345,13 +375,18 @@ __device__ __forceinline__ void mamba2FlushItem(const DualPrecisionFlushParams& 
     const float gam = sh.gam;
 #pragma unroll
     for (int r = 0; r < RPW; ++r) S[r] = make_float4(S[r].x * gam, S[r].y * gam, S[r].z * gam, S[r].w * gam);
-    const float* xw = sXw + warp;
-    for (int j = 0; j < nf; ++j, xw += P) {
+    const float* xw = sXw + XwLayout<XWT, RPW>::warpStart(warp);
+    for (int j = 0; j < nf; ++j, xw += XwLayout<XWT, RPW>::recordFloats(P)) {
         const float4 Bj = act4(sB, j * kRowN + 4 * lane, ACT < 0 ? bf16 : ACT == 1);
+        float4 w4[XWT ? RPW / 4 : 1];
+        if constexpr (XWT) {
+#pragma unroll
+            for (int q = 0; q < RPW / 4; ++q) w4[q] = reinterpret_cast<const float4*>(xw)[q];
+        }
 #pragma unroll
         for (int r = 0; r < RPW; ++r) {
             if (FULL || warp + kWarps * r < P) {
-                const float w = xw[kWarps * r];
+                const float w = XWT ? f4Part(w4[XWT ? r / 4 : 0], r % 4) : xw[kWarps * r];
                 S[r].x = fmaf(w, Bj.x, S[r].x);
                 S[r].y = fmaf(w, Bj.y, S[r].y);
                 S[r].z = fmaf(w, Bj.z, S[r].z);
@@ -360,8 +395,10 @@ __device__ __forceinline__ void mamba2FlushItem(const DualPrecisionFlushParams& 
         }
     }
     if (fused) writeOutputs<RPW>(p, it.b, head, grp, S, bf16);
-    castAndStore<RPW, HPF, LPF>(p, cp, slot, it.b, head, S, sh.scratch,
-                      reinterpret_cast<float*>(dyn + flushTileOffset(RSSM_FAMILY_MAMBA2, nf - 1, P)), rk);
+    int tileOffset;
+    if constexpr (XWT) tileOffset = flushTileOffset(RSSM_FAMILY_MAMBA2, nf - 1, P, kWarps * RPW);
+    else tileOffset = flushTileOffset(RSSM_FAMILY_MAMBA2, nf - 1, P);
+    castAndStore<RPW, HPF, LPF>(p, cp, slot, it.b, head, S, sh.scratch, reinterpret_cast<float*>(dyn + tileOffset), rk);
 }
 
 struct GdnFlushShared {
@@ -682,7 +719,9 @@ int launchFamily(const DualPrecisionFlushParams& p, bool itemGrid, int smem, cud
     const bool small = p.headdim <= 64;
     if (!itemGrid && envSwitch("RSSM_DP_FLUSH_FIXED_FMT", false)) {
         const FixedFlushKernelFn k = small ? fixedFormatKernel<FAMILY, 8>(p) : fixedFormatKernel<FAMILY, 16>(p);
-        if (k) return launchFlush(k, dim3(0), smem, stream, p, FixedFlushArgs{p, philoxRoundKeys(p.seed_lo, p.seed_hi)});
+        // (Mamba-2: fw_j x_j as [nf][kWarps][RPW], mamba2FlushItem)
+        const int smemFixed = flushSmemBytes(FAMILY, p.window, p.headdim, kWarps * (small ? 8 : 16));
+        if (k) return launchFlush(k, dim3(0), smemFixed, stream, p, FixedFlushArgs{p, philoxRoundKeys(p.seed_lo, p.seed_hi)});
     }
     if (itemGrid) {
         const dim3 grid(p.nheads, p.batch);
@@ -791,7 +830,7 @@ extern "C" int rssm_dual_precision_flush_launch(const DualPrecisionFlushParams* 
                             "aligned; got x=%p Bm=%p Cm=%p y=%p z=%p", op, p->x, p->Bm, p->Cm, p->y, p->z);
     }
     if (p->batch == 0) return RSSM_OK;
-    const int smem = flushSmemBytes(p->family, p->window, p->headdim);
+    const int smem = flushSmemBytes(p->family, p->window, p->headdim, p->headdim);
     // RSSM_DP_FLUSH_GRID=items (read per launch, A/B timing): one CTA per (state head, decode row) instead of
     // the compacted one-wave kernel; the same item body, so the same bytes.
     const char* fg = getenv("RSSM_DP_FLUSH_GRID");
