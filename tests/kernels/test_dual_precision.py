@@ -664,15 +664,7 @@ def test_deferred_steps_fixed_formats_match_runtime_formats(family, read_fmt, re
     for it in range(L + 3):
         for dst, src in zip(static_in, inputs(B)):
             dst.copy_(src)
-        if how == "graph" and it == 1:
-            torch.cuda.synchronize()
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                run_fixed()
-        if graph is not None:
-            graph.replay()
-        else:
-            run_fixed()
+        graph = _eager_or_graph(how, it, run_fixed, graph)
         step(runtime, sbi, static_in, outs[1], fls[1])
         torch.cuda.synchronize()
         assert torch.equal(fls[0], fls[1]), f"step {it}: flushed codes differ"
@@ -878,6 +870,21 @@ def test_gdn_deferred_flush_rows_match_decoded_ones(read_fmt, rec_fmt, decode_pa
     assert flushed_rows >= S
 
 
+def _eager_or_graph(how, it, run, graph):
+    """Step `it` of a test loop: run() eagerly, or for how == 'graph' captured once in a CUDA graph at step 1 and
+    replayed from then on. Returns the graph (None before the capture)."""
+    if how == "graph" and it == 1:
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            run()
+    if graph is not None:
+        graph.replay()
+    else:
+        run()
+    return graph
+
+
 def _dp_pair(family, read_fmt, rec_fmt, S, L, g):
     """Two identical dual-precision caches (standard mode, deferred flushing rows, flushes spread over the window)
     at a serving-like shape, the layer's parameters and an input maker for B decode rows."""
@@ -964,15 +971,7 @@ def test_concurrent_flush_matches_serial(family, read_fmt, rec_fmt, how, monkeyp
             for c in (conc, ser):
                 c.ring_len[2] = L
             bad = sbi.cpu() == 2
-        if how == "graph" and it == 1:
-            torch.cuda.synchronize()
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                run_conc()
-        if graph is not None:
-            graph.replay()
-        else:
-            run_conc()
+        graph = _eager_or_graph(how, it, run_conc, graph)
         step(ser, sbi, static_in, outs[1], fls[1])
         torch.cuda.synchronize()
         assert torch.equal(fls[0], fls[1]), f"step {it}: flushed codes differ"
