@@ -590,6 +590,15 @@ def test_flush_fixed_formats_match_runtime_formats(family, read_fmt, rec_fmt, mo
                             act=torch.float16 if act == "fp16" else torch.bfloat16)
 
 
+@pytest.mark.parametrize("family", ["mamba2", "gdn"])
+@pytest.mark.parametrize("rec_fmt", ["fp32", "fp16"])
+@pytest.mark.parametrize("state", ["random", "extreme"])
+def test_flush_fixed_formats_without_shared_reciprocal(family, rec_fmt, state, monkeypatch):
+    """RSSM_DP_FLUSH_FIXED_FMT=2: the fixed-format instances with every nvfp4 division by __fdiv_rn (the fallback if
+    the shared-reciprocal path ever disagreed) write the same bytes as the run-time-format kernel too."""
+    _fixed_vs_runtime_flush(family, "nvfp4", rec_fmt, 0, 1, 64, state, monkeypatch, switch="2")
+
+
 @pytest.mark.sanitize
 @pytest.mark.parametrize("family", ["mamba2", "gdn"])
 @pytest.mark.parametrize("read_fmt,rec_fmt", [("nvfp4", "fp16"), ("fp8_e4m3", "fp32")], ids=["nvfp4-fp16", "fp8-fp32"])
@@ -599,11 +608,12 @@ def test_flush_fixed_formats_sanitize(family, read_fmt, rec_fmt, monkeypatch):
     _fixed_vs_runtime_flush(family, read_fmt, rec_fmt, 0, 1, 64, "extreme", monkeypatch)
 
 
-def _fixed_vs_runtime_flush(family, read_fmt, rec_fmt, mode, T, P, state, monkeypatch, act=torch.bfloat16):
+def _fixed_vs_runtime_flush(family, read_fmt, rec_fmt, mode, T, P, state, monkeypatch, act=torch.bfloat16, switch="1"):
+    """Bytes of one flush with RSSM_DP_FLUSH_FIXED_FMT=`switch` against the run-time-format kernel (=0)."""
     from replayssm_trtllm.ops.dual_precision import state_encode
     S, L = 300, 4
     results = []
-    for fixed in ("0", "1"):
+    for fixed in ("0", switch):
         monkeypatch.setenv("RSSM_DP_FLUSH_FIXED_FMT", fixed)
         monkeypatch.delenv("RSSM_DP_FLUSH_GRID", raising=False)
         c, sbi, A = _flush_case(family, read_fmt, rec_fmt, mode, T, S, L, seed=29, P=P, act=act)
@@ -619,7 +629,7 @@ def _fixed_vs_runtime_flush(family, read_fmt, rec_fmt, mode, T, P, state, monkey
         fl, names = cuda_kernel_names(lambda: c.flush(sbi, A, T) if family == "mamba2" else c.flush(sbi, T))
         ran = [n for n in names if "flushCompact" in n]
         if not (os.environ.get("RSSM_UNDER_SANITIZER") == "1" and not names):  # the sanitizer hides the kernels
-            assert len(ran) == 1 and ("flushCompactFixedKernel" in ran[0]) == (fixed == "1"), names
+            assert len(ran) == 1 and ("flushCompactFixedKernel" in ran[0]) == (fixed != "0"), names
         results.append((fl.cpu(), [t.cpu() for t in _copy_bits(c)], [t.cpu() for t in before]))
     (fa, ca, b0), (fb, cb, b1) = results
 

@@ -109,13 +109,14 @@ __device__ __forceinline__ float nvfp4Global(float amaxState, bool* finite) {
 }
 
 // The four e2m1 RTN codes (packed, element i in bits 4i..4i+3) of ys[i] / ds, ds > 0 finite, for the fixed-format
-// instances: where ds is normal and moderate (always, but for states of extreme magnitude) the division's fast path
+// instances: with `newton` and where ds is normal and moderate (always, but for states of extreme magnitude) the
+// division's fast path
 // with ds's reciprocal formed once for the four (dp_codec.cuh divNewton), else __fdiv_rn; the integer code of each
 // quotient's magnitude with the element's sign (the quotient's sign, as ds > 0; zeros included: the Newton quotient
 // of -0 is +0). The same codes as __fdiv_rn and e2m1Code.
-__device__ __forceinline__ uint32_t nvfp4PackedRtn(const float (&ys)[4], float ds) {
+__device__ __forceinline__ uint32_t nvfp4PackedRtn(const float (&ys)[4], float ds, bool newton) {
     float qs[4];
-    if (ds >= 0x1p-90f && ds <= 0x1p90f) {  // one branch for the four
+    if (newton && ds >= 0x1p-90f && ds <= 0x1p90f) {  // one branch for the four
         const float r = rcpNewton(ds);
 #pragma unroll
         for (int i = 0; i < 4; ++i) qs[i] = divNewton(ys[i], ds, r);
@@ -135,7 +136,7 @@ __device__ __forceinline__ uint32_t nvfp4PackedRtn(const float (&ys)[4], float d
 // (slot, layer) state (SR counter); g, stateFinite: nvfp4 per-state global scale (nvfp4Global);
 // lane 0 of warp 0 of the CTA writes the global scale separately (writeNvfp4Global). FMT: c.fmt, or kFmtAny.
 // rk (fixed-format instances): the seed's Philox round keys, for the SR words; NULL: formed from key.k0 / key.k1.
-// rcp6g (fixed-format instances, nvfp4): nvfp4Rcp6g(g), or 0 for __fdiv_rn.
+// rcp6g (fixed-format instances, nvfp4): nvfp4Rcp6g(g), or 0 for __fdiv_rn in every division of the row.
 // AT = true: the caller gives the row's payload offset `atOff` (elements; bytes for fp8 / nvfp4) and its scale row
 // `atScaleRow` = (slot * H + head) * P + row, and (slot, head, row) are not used; AT = false: both are formed from
 // (slot, head, row).
@@ -203,7 +204,7 @@ __device__ __forceinline__ void storeRow(const CopyRef& c, int slot, int head, i
             const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
             uint32_t packed = 0;
             if (FMT != kFmtAny && !sr) {  // fixed-format instances (RTN: their nvfp4 copy is the read copy)
-                packed = (zero || !stateFinite) ? 0u : nvfp4PackedRtn(ys, ds);
+                packed = (zero || !stateFinite) ? 0u : nvfp4PackedRtn(ys, ds, rcp6g != 0.f);
             } else {
 #pragma unroll
                 for (int i = 0; i < 4; ++i) {

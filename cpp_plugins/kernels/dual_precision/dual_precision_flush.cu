@@ -148,7 +148,7 @@ struct FlushItem {
 template <int RPW, int HPF = kFmtAny, int LPF = kFmtAny>
 __device__ __forceinline__ void castAndStore(const DualPrecisionFlushParams& p, const FlushCopies& cp, int slot,
                                              int b, int head, const float4 (&S)[RPW], float* sScratch, float* sTile,
-                                             const PhiloxRoundKeys* rk) {
+                                             const PhiloxRoundKeys* rk, bool newton = true) {
     static_assert((HPF == kFmtAny) == (LPF == kFmtAny), "fix both copies' formats or neither");
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int H = p.nheads, P = p.headdim;
@@ -184,7 +184,8 @@ __device__ __forceinline__ void castAndStore(const DualPrecisionFlushParams& p, 
         int64_t lpOff = (int64_t)slot * cp.lp.sSlot + (int64_t)head * cp.lp.sHead + (int64_t)warp * cp.lp.sRow;
         int64_t scaleRow = ((int64_t)slot * H + head) * P + warp;
         const int64_t hpStep = (int64_t)kWarps * cp.hp.sRow, lpStep = (int64_t)kWarps * cp.lp.sRow;
-        const float rcp6g = LPF == RSSM_DTYPE_NVFP4 ? nvfp4Rcp6g(g) : 0.f;
+        // (rcp6g = 0: every nvfp4 division by __fdiv_rn, storeRow; RSSM_DP_FLUSH_FIXED_FMT=2 asks for that)
+        const float rcp6g = LPF == RSSM_DTYPE_NVFP4 && newton ? nvfp4Rcp6g(g) : 0.f;
 #pragma unroll 1
         for (int row = warp; row < P; row += kWarps, hpOff += hpStep, lpOff += lpStep, scaleRow += kWarps) {
             const float4 v = *reinterpret_cast<const float4*>(sTile + row * kRowN + 4 * lane);
@@ -286,7 +287,8 @@ struct Mamba2FlushShared {
 // same order. The run-time-format kernel runs <false, -1>.
 template <int RPW, int HPF, int LPF, bool FULL = false, int ACT = -1>
 __device__ __forceinline__ void mamba2FlushItem(const DualPrecisionFlushParams& p, const FlushItem& it,
-                                                Mamba2FlushShared& sh, unsigned char* dyn, const PhiloxRoundKeys* rk) {
+                                                Mamba2FlushShared& sh, unsigned char* dyn, const PhiloxRoundKeys* rk,
+                                                bool newton) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int H = p.nheads, P = p.headdim, G = p.ngroups, Cap = p.ring_capacity;
     const int head = it.head, slot = it.slot, o = it.o, nf = it.nf;
@@ -398,7 +400,8 @@ __device__ __forceinline__ void mamba2FlushItem(const DualPrecisionFlushParams& 
     int tileOffset;
     if constexpr (XWT) tileOffset = flushTileOffset(RSSM_FAMILY_MAMBA2, nf - 1, P, kWarps * RPW);
     else tileOffset = flushTileOffset(RSSM_FAMILY_MAMBA2, nf - 1, P);
-    castAndStore<RPW, HPF, LPF>(p, cp, slot, it.b, head, S, sh.scratch, reinterpret_cast<float*>(dyn + tileOffset), rk);
+    castAndStore<RPW, HPF, LPF>(p, cp, slot, it.b, head, S, sh.scratch, reinterpret_cast<float*>(dyn + tileOffset), rk,
+                                newton);
 }
 
 struct GdnFlushShared {
@@ -411,7 +414,8 @@ struct GdnFlushShared {
 // from the raw records, then S_j = alpha_j S_{j-1} + u_j kn_j^T (App. B.4).
 template <int RPW, int HPF, int LPF>
 __device__ __forceinline__ void gdnFlushItem(const DualPrecisionFlushParams& p, const FlushItem& it,
-                                             GdnFlushShared& sh, unsigned char* dyn, const PhiloxRoundKeys* rk) {
+                                             GdnFlushShared& sh, unsigned char* dyn, const PhiloxRoundKeys* rk,
+                                             bool newton) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int HV = p.nheads, V = p.headdim, HK = p.ngroups, Cap = p.ring_capacity;
     const int head = it.head, slot = it.slot, o = it.o, nf = it.nf;
@@ -483,14 +487,14 @@ __device__ __forceinline__ void gdnFlushItem(const DualPrecisionFlushParams& p, 
     }
     if (fused) gdnWriteOutputs<RPW>(p, it.b, head, hk, S, bf16);
     castAndStore<RPW, HPF, LPF>(p, cp, slot, it.b, head, S, sh.scratch,
-                      reinterpret_cast<float*>(dyn + flushTileOffset(RSSM_FAMILY_GDN, nf - 1, V)), rk);
+                      reinterpret_cast<float*>(dyn + flushTileOffset(RSSM_FAMILY_GDN, nf - 1, V)), rk, newton);
 }
 
 template <int FAMILY, int RPW, int HPF, int LPF, bool FULL, int ACT, typename Shared>
 __device__ __forceinline__ void flushItem(const DualPrecisionFlushParams& p, const FlushItem& it, Shared& sh,
-                                          unsigned char* dyn, const PhiloxRoundKeys* rk) {
-    if constexpr (FAMILY == RSSM_FAMILY_MAMBA2) mamba2FlushItem<RPW, HPF, LPF, FULL, ACT>(p, it, sh, dyn, rk);
-    else gdnFlushItem<RPW, HPF, LPF>(p, it, sh, dyn, rk);
+                                          unsigned char* dyn, const PhiloxRoundKeys* rk, bool newton) {
+    if constexpr (FAMILY == RSSM_FAMILY_MAMBA2) mamba2FlushItem<RPW, HPF, LPF, FULL, ACT>(p, it, sh, dyn, rk, newton);
+    else gdnFlushItem<RPW, HPF, LPF>(p, it, sh, dyn, rk, newton);
 }
 
 template <int FAMILY>
@@ -508,7 +512,7 @@ __global__ void __launch_bounds__(kThreads) flushItemGridKernel(const DualPrecis
     if (it.nf < 0) return;
     __shared__ FlushShared<FAMILY> sh;
     extern __shared__ __align__(16) unsigned char flushSmem[];
-    flushItem<FAMILY, RPW, kFmtAny, kFmtAny, false, -1>(p, it, sh, flushSmem, nullptr);
+    flushItem<FAMILY, RPW, kFmtAny, kFmtAny, false, -1>(p, it, sh, flushSmem, nullptr, true);
 }
 
 // Compacted flush (default): one wave of CTAs. Every CTA scans the cursors of a chunk of kScanRows decode rows
@@ -521,7 +525,8 @@ constexpr int kScanRows = 2 * kThreads;
 // of 528 CTAs instead of 6 of 396); two for larger head dims (128 registers). HPF / LPF: kFmtAny (flushCompactKernel,
 // the default), or the two copies' formats fixed at compile time (flushCompactFixedKernel, RSSM_DP_FLUSH_FIXED_FMT).
 template <int FAMILY, int RPW, int HPF, int LPF, bool FULL = false, int ACT = -1>
-__device__ __forceinline__ void flushCompactBody(const DualPrecisionFlushParams& p, const PhiloxRoundKeys* rk) {
+__device__ __forceinline__ void flushCompactBody(const DualPrecisionFlushParams& p, const PhiloxRoundKeys* rk,
+                                                 bool newton) {
     __shared__ FlushShared<FAMILY> sh;
     __shared__ int4 sRows[kScanRows];  // (b, slot, origin, nf) of the chunk's flushing rows
     __shared__ int sCount[kScanRows / 32];
@@ -570,7 +575,7 @@ __device__ __forceinline__ void flushCompactBody(const DualPrecisionFlushParams&
             it.o = r.z;
             it.nf = r.w;
             it.head = (int)(i % H);
-            flushItem<FAMILY, RPW, HPF, LPF, FULL, ACT>(p, it, sh, flushSmem, rk);
+            flushItem<FAMILY, RPW, HPF, LPF, FULL, ACT>(p, it, sh, flushSmem, rk, newton);
             __syncthreads();  // the item's shared memory is reused by the next one
         }
         done += items;
@@ -578,18 +583,21 @@ __device__ __forceinline__ void flushCompactBody(const DualPrecisionFlushParams&
 }
 template <int FAMILY, int RPW>
 __global__ void __launch_bounds__(kThreads, RPW <= 8 ? 4 : 2) flushCompactKernel(const DualPrecisionFlushParams p) {
-    flushCompactBody<FAMILY, RPW, kFmtAny, kFmtAny>(p, nullptr);
+    flushCompactBody<FAMILY, RPW, kFmtAny, kFmtAny>(p, nullptr, true);
 }
-// The fixed-format instances' launch argument: the params and the seed's Philox round keys (philoxRoundKeys).
+// The fixed-format instances' launch argument: the params, the seed's Philox round keys (philoxRoundKeys) and whether
+// the nvfp4 divisions take the shared-reciprocal path (1) or __fdiv_rn each (0: RSSM_DP_FLUSH_FIXED_FMT=2, to tell
+// that path's bytes apart from the rest's).
 struct FixedFlushArgs {
     DualPrecisionFlushParams p;
     PhiloxRoundKeys rk;
+    int newton;
 };
 // FULL / ACT (Mamba-2, mamba2FlushItem): the fold for head dims of exactly kWarps * RPW rows and a fixed activation
 // format; GDN instances take false / -1.
 template <int FAMILY, int RPW, int HPF, int LPF, bool FULL, int ACT>
 __global__ void __launch_bounds__(kThreads, RPW <= 8 ? 4 : 2) flushCompactFixedKernel(const FixedFlushArgs a) {
-    flushCompactBody<FAMILY, RPW, HPF, LPF, FULL, ACT>(a.p, &a.rk);
+    flushCompactBody<FAMILY, RPW, HPF, LPF, FULL, ACT>(a.p, &a.rk, a.newton != 0);
 }
 
 // ----------------------------------------------------------------------------------- codec
@@ -717,11 +725,16 @@ FixedFlushKernelFn fixedFormatKernel(const DualPrecisionFlushParams& p) {
 template <int FAMILY>
 int launchFamily(const DualPrecisionFlushParams& p, bool itemGrid, int smem, cudaStream_t stream) {
     const bool small = p.headdim <= 64;
-    if (!itemGrid && envSwitch("RSSM_DP_FLUSH_FIXED_FMT", false)) {
+    // RSSM_DP_FLUSH_FIXED_FMT=1: the fixed-format instances; =2: the same with every nvfp4 division by __fdiv_rn
+    const char* ff = getenv("RSSM_DP_FLUSH_FIXED_FMT");
+    const int fixedFmt = ff && (strcmp(ff, "1") == 0 || strcmp(ff, "2") == 0) ? ff[0] - '0' : 0;
+    if (!itemGrid && fixedFmt) {
         const FixedFlushKernelFn k = small ? fixedFormatKernel<FAMILY, 8>(p) : fixedFormatKernel<FAMILY, 16>(p);
         // (Mamba-2: fw_j x_j as [nf][kWarps][RPW], mamba2FlushItem)
         const int smemFixed = flushSmemBytes(FAMILY, p.window, p.headdim, kWarps * (small ? 8 : 16));
-        if (k) return launchFlush(k, dim3(0), smemFixed, stream, p, FixedFlushArgs{p, philoxRoundKeys(p.seed_lo, p.seed_hi)});
+        if (k)
+            return launchFlush(k, dim3(0), smemFixed, stream, p,
+                               FixedFlushArgs{p, philoxRoundKeys(p.seed_lo, p.seed_hi), fixedFmt == 1 ? 1 : 0});
     }
     if (itemGrid) {
         const dim3 grid(p.nheads, p.batch);
