@@ -412,7 +412,8 @@ struct GdnFlushShared {
 
 // GDN flush of one item: re-derive u_j = beta_j (v_j - alpha_j S_{j-1} kn_j) on the high-precision path
 // from the raw records, then S_j = alpha_j S_{j-1} + u_j kn_j^T (App. B.4).
-template <int RPW, int HPF, int LPF>
+// FULL / ACT: as mamba2FlushItem's, for the re-derivation's row guard and the v_j conversion.
+template <int RPW, int HPF, int LPF, bool FULL = false, int ACT = -1>
 __device__ __forceinline__ void gdnFlushItem(const DualPrecisionFlushParams& p, const FlushItem& it,
                                              GdnFlushShared& sh, unsigned char* dyn, const PhiloxRoundKeys* rk,
                                              bool newton) {
@@ -475,8 +476,8 @@ __device__ __forceinline__ void gdnFlushItem(const DualPrecisionFlushParams& p, 
 #pragma unroll
         for (int r = 0; r < RPW; ++r) {
             const int row = warp + kWarps * r;
-            if (row < V) {
-                const float v = actF(sV, j * V + row, bf16);
+            if (FULL || row < V) {
+                const float v = actF(sV, j * V + row, ACT < 0 ? bf16 : ACT == 1);
                 const float u = beta * (v - alpha * dot[r]);
                 S[r].x = fmaf(alpha, S[r].x, u * kn.x);
                 S[r].y = fmaf(alpha, S[r].y, u * kn.y);
@@ -494,7 +495,7 @@ template <int FAMILY, int RPW, int HPF, int LPF, bool FULL, int ACT, typename Sh
 __device__ __forceinline__ void flushItem(const DualPrecisionFlushParams& p, const FlushItem& it, Shared& sh,
                                           unsigned char* dyn, const PhiloxRoundKeys* rk, bool newton) {
     if constexpr (FAMILY == RSSM_FAMILY_MAMBA2) mamba2FlushItem<RPW, HPF, LPF, FULL, ACT>(p, it, sh, dyn, rk, newton);
-    else gdnFlushItem<RPW, HPF, LPF>(p, it, sh, dyn, rk, newton);
+    else gdnFlushItem<RPW, HPF, LPF, FULL, ACT>(p, it, sh, dyn, rk, newton);
 }
 
 template <int FAMILY>
@@ -593,8 +594,8 @@ struct FixedFlushArgs {
     PhiloxRoundKeys rk;
     int newton;
 };
-// FULL / ACT (Mamba-2, mamba2FlushItem): the fold for head dims of exactly kWarps * RPW rows and a fixed activation
-// format; GDN instances take false / -1.
+// FULL / ACT (mamba2FlushItem, gdnFlushItem): the fold for head dims of exactly kWarps * RPW rows and a fixed
+// activation format.
 template <int FAMILY, int RPW, int HPF, int LPF, bool FULL, int ACT>
 __global__ void __launch_bounds__(kThreads, RPW <= 8 ? 4 : 2) flushCompactFixedKernel(const FixedFlushArgs a) {
     flushCompactBody<FAMILY, RPW, HPF, LPF, FULL, ACT>(a.p, &a.rk, a.newton != 0);
@@ -691,8 +692,8 @@ using FixedFlushKernelFn = void (*)(const FixedFlushArgs);
 
 // Fixed-format instances of the compacted kernel (RSSM_DP_FLUSH_FIXED_FMT=1, A/B, off by default): two copies, read
 // fp16 / fp8_e4m3 / nvfp4 x recurrence fp32 / fp16 (the combinations `bench precision` times); NULL for any other
-// combination or a shared copy, which take the run-time-format kernel. Mamba-2 instances also fix whether the head
-// dim fills the warps' rows (FULL) and the activation format (ACT); GDN instances take false / -1.
+// combination or a shared copy, which take the run-time-format kernel. The instances also fix whether the head dim
+// fills the warps' rows (FULL) and the activation format (ACT).
 template <int FAMILY, int RPW, int HPF, bool FULL, int ACT>
 FixedFlushKernelFn fixedFormatByRead(int read) {
     switch (read) {
@@ -713,13 +714,9 @@ FixedFlushKernelFn fixedFormatByCopies(const DualPrecisionFlushParams& p) {
 template <int FAMILY, int RPW>
 FixedFlushKernelFn fixedFormatKernel(const DualPrecisionFlushParams& p) {
     if (!p.ckpt_hp) return nullptr;
-    if constexpr (FAMILY == RSSM_FAMILY_MAMBA2) {
-        const bool full = p.headdim == kWarps * RPW, bf16 = p.act_dtype == RSSM_DTYPE_BF16;
-        if (full) return bf16 ? fixedFormatByCopies<FAMILY, RPW, true, 1>(p) : fixedFormatByCopies<FAMILY, RPW, true, 0>(p);
-        return bf16 ? fixedFormatByCopies<FAMILY, RPW, false, 1>(p) : fixedFormatByCopies<FAMILY, RPW, false, 0>(p);
-    } else {
-        return fixedFormatByCopies<FAMILY, RPW, false, -1>(p);
-    }
+    const bool full = p.headdim == kWarps * RPW, bf16 = p.act_dtype == RSSM_DTYPE_BF16;
+    if (full) return bf16 ? fixedFormatByCopies<FAMILY, RPW, true, 1>(p) : fixedFormatByCopies<FAMILY, RPW, true, 0>(p);
+    return bf16 ? fixedFormatByCopies<FAMILY, RPW, false, 1>(p) : fixedFormatByCopies<FAMILY, RPW, false, 0>(p);
 }
 
 template <int FAMILY>
