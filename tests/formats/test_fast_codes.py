@@ -4,6 +4,9 @@ is evaluated here with the same integer / float32 steps as the CUDA code and com
 reference rounding (replayssm_trtllm/formats/minifloat.round_to_codes) over every binade, the boundaries of the
 fast range, ties, and random Philox-like words. The GPU parity tests (test_codec_cuda_parity.py) check the
 kernels themselves."""
+import random
+from fractions import Fraction
+
 import torch
 
 from replayssm_trtllm.formats.minifloat import BF16, E2M1, FP16, round_to_codes
@@ -156,3 +159,87 @@ def test_fp16_sr_carry_form_matches_shift_path():
         yy = (bits | sign).to(torch.int32).view(torch.float32)
         fast, ref = _fast_fp16_sr_carry(yy, wt), round_to_codes(yy, FP16, "sr", wt)
         assert (fast >= 0).all() and torch.equal(fast, ref)
+
+
+def _rn32(x: Fraction) -> Fraction:
+    """x rounded to the nearest float32 (ties to even; subnormals; no overflow in the uses below), exactly."""
+    if x == 0:
+        return Fraction(0)
+    a = abs(x)
+    e = a.numerator.bit_length() - a.denominator.bit_length() - 23
+    while a / Fraction(2) ** e >= 2 ** 24:
+        e += 1
+    while a / Fraction(2) ** e < 2 ** 23:
+        e -= 1
+    e = max(e, -149)
+    m = a / Fraction(2) ** e
+    q, r = divmod(m.numerator, m.denominator)
+    r = Fraction(r, m.denominator)
+    if r > Fraction(1, 2) or (r == Fraction(1, 2) and q % 2 == 1):
+        q += 1
+    return (1 if x > 0 else -1) * Fraction(q) * Fraction(2) ** e
+
+
+def _ulp32(x: Fraction) -> Fraction:
+    a = abs(x)
+    e = a.numerator.bit_length() - a.denominator.bit_length() - 23
+    while a / Fraction(2) ** e >= 2 ** 24:
+        e += 1
+    while a / Fraction(2) ** e < 2 ** 23:
+        e -= 1
+    return Fraction(2) ** max(e, -149)
+
+
+def _fma32(a, b, c):
+    return _rn32(a * b + c)
+
+
+def _newton_quotient(y, d, r0):
+    """rcpNewton / divNewton of dp_codec.cuh (the div.rn fast path's FMAs) with MUFU.RCP's result r0."""
+    r1 = _fma32(r0, _fma32(-d, r0, Fraction(1)), r0)
+    q0 = _fma32(y, r1, Fraction(0))
+    return _fma32(r1, _fma32(-d, q0, y), q0)
+
+
+def test_shared_reciprocal_division_matches_division():
+    """The fixed-format flush's nvfp4 division (one reciprocal shared by a block's elements, refined once, then
+    quotient, residual and correction: the hardware division's fast path with the reciprocal hoisted) in exact
+    float32 arithmetic, with MUFU.RCP modelled as the correctly rounded reciprocal +- 2 ulps (rcp.approx's bound is
+    stated as about 1 ulp; the hardware itself is not modelled), over divisors log-uniform in the range the kernel
+    takes this path for, [2^-90, 2^90], and dividends up to 7 divisors, at the e2m1 code thresholds +- 3 ulps, and
+    tiny: the quotient equals the correctly rounded quotient bit for bit whenever the dividend is a normal float, and
+    its e2m1 code always does (with subnormal dividends the quotient is tiny, codes to 0, and may differ in its last
+    bits, as the hardware's FCHK would send such a division to the slow path)."""
+    rnd = random.Random(11)
+    thresholds = [0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, 0.5, 1.0, 2.0, 4.0, 6.0]
+    grid = [Fraction(v) for v in (0, 0.5, 1, 1.5, 2, 3, 4, 6)]
+
+    def code(q):  # e2m1 magnitude code, ties to even
+        a = abs(q)
+        if a >= 6:
+            return 7
+        return min(range(8), key=lambda i: (abs(a - grid[i]), i % 2))
+
+    subnormal_mismatches = 0
+    for it in range(1200):
+        d = _rn32(Fraction(2.0 ** rnd.uniform(-90, 90)))
+        kind = it % 3
+        if kind == 0:
+            t = Fraction(rnd.uniform(-7, 7))
+        elif kind == 1:
+            t = Fraction(rnd.choice(thresholds) * rnd.choice((1, -1)))
+        else:
+            t = Fraction(rnd.choice((1, -1)) * 2.0 ** rnd.uniform(-40, -1))
+        y = _rn32(d * _rn32(t))
+        if kind == 1 and y != 0:
+            y += rnd.randint(-3, 3) * _ulp32(y)
+        exact = _rn32(y / d)
+        r0 = _rn32(1 / d)
+        for k in (-2, -1, 0, 1, 2):
+            q = _newton_quotient(y, d, r0 + k * _ulp32(r0))
+            assert code(q) == code(exact), (float(y), float(d), k)
+            if abs(y) >= Fraction(2) ** -126:
+                assert q == exact, (float(y), float(d), k)
+            elif q != exact:
+                subnormal_mismatches += 1
+    assert subnormal_mismatches < 60  # a few, all with subnormal dividends (checked above)
