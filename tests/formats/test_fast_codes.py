@@ -161,17 +161,22 @@ def test_fp16_sr_carry_form_matches_shift_path():
         assert (fast >= 0).all() and torch.equal(fast, ref)
 
 
-def _rn32(x: Fraction) -> Fraction:
-    """x rounded to the nearest float32 (ties to even; subnormals; no overflow in the uses below), exactly."""
-    if x == 0:
-        return Fraction(0)
-    a = abs(x)
+def _quantum32(a: Fraction) -> int:
+    """log2 of the float32 spacing at a > 0: e with 2^23 <= a / 2^e < 2^24, at least -149 (subnormals)."""
     e = a.numerator.bit_length() - a.denominator.bit_length() - 23
     while a / Fraction(2) ** e >= 2 ** 24:
         e += 1
     while a / Fraction(2) ** e < 2 ** 23:
         e -= 1
-    e = max(e, -149)
+    return max(e, -149)
+
+
+def _rn32(x: Fraction) -> Fraction:
+    """x rounded to the nearest float32 (ties to even; subnormals; no overflow in the uses below), exactly."""
+    if x == 0:
+        return Fraction(0)
+    a = abs(x)
+    e = _quantum32(a)
     m = a / Fraction(2) ** e
     q, r = divmod(m.numerator, m.denominator)
     r = Fraction(r, m.denominator)
@@ -181,13 +186,7 @@ def _rn32(x: Fraction) -> Fraction:
 
 
 def _ulp32(x: Fraction) -> Fraction:
-    a = abs(x)
-    e = a.numerator.bit_length() - a.denominator.bit_length() - 23
-    while a / Fraction(2) ** e >= 2 ** 24:
-        e += 1
-    while a / Fraction(2) ** e < 2 ** 23:
-        e -= 1
-    return Fraction(2) ** max(e, -149)
+    return Fraction(2) ** _quantum32(abs(x))
 
 
 def _fma32(a, b, c):
