@@ -206,9 +206,10 @@ def test_shared_reciprocal_division_matches_division():
     float32 arithmetic, with MUFU.RCP modelled as the correctly rounded reciprocal +- 2 ulps (rcp.approx's bound is
     stated as about 1 ulp; the hardware itself is not modelled), over divisors log-uniform in the range the kernel
     takes this path for, [2^-90, 2^90], and dividends up to 7 divisors, at the e2m1 code thresholds +- 3 ulps, and
-    tiny: the quotient equals the correctly rounded quotient bit for bit whenever the dividend is a normal float, and
-    its e2m1 code always does (with subnormal dividends the quotient is tiny, codes to 0, and may differ in its last
-    bits, as the hardware's FCHK would send such a division to the slow path)."""
+    tiny: the quotient equals the correctly rounded quotient bit for bit whenever |dividend| >= 2^-100, and its e2m1
+    code always does. Below that (subnormal dividends, or just above the normal range, where the residual underflows;
+    offline runs saw such differences up to |dividend| ~ 2^-122) the quotient is tiny, codes to 0, and may differ in
+    its last bits, as the hardware's FCHK would send such a division to the slow path."""
     rnd = random.Random(11)
     thresholds = [0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, 0.5, 1.0, 2.0, 4.0, 6.0]
     grid = [Fraction(v) for v in (0, 0.5, 1, 1.5, 2, 3, 4, 6)]
@@ -219,7 +220,7 @@ def test_shared_reciprocal_division_matches_division():
             return 7
         return min(range(8), key=lambda i: (abs(a - grid[i]), i % 2))
 
-    subnormal_mismatches = 0
+    tiny_mismatches = 0
     for it in range(1200):
         d = _rn32(Fraction(2.0 ** rnd.uniform(-90, 90)))
         kind = it % 3
@@ -237,8 +238,8 @@ def test_shared_reciprocal_division_matches_division():
         for k in (-2, -1, 0, 1, 2):
             q = _newton_quotient(y, d, r0 + k * _ulp32(r0))
             assert code(q) == code(exact), (float(y), float(d), k)
-            if abs(y) >= Fraction(2) ** -126:
+            if abs(y) >= Fraction(2) ** -100:
                 assert q == exact, (float(y), float(d), k)
             elif q != exact:
-                subnormal_mismatches += 1
-    assert subnormal_mismatches < 60  # a few, all with subnormal dividends (checked above)
+                tiny_mismatches += 1
+    assert tiny_mismatches < 60  # a few, all with tiny dividends (checked above)
