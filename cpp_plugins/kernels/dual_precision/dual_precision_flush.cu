@@ -144,7 +144,8 @@ struct FlushItem {
 // unrolled: unrolled, the two encoders of every row made a straight-line body of ~4,000 instructions per item, and
 // the warps stalled on instruction fetch (ncu: "no instruction" 40% of the samples).
 // HPF / LPF: the copies' formats fixed at compile time (two copies), or kFmtAny for both (any formats, one or two
-// copies: the formats read at run time).
+// copies: the formats read at run time). Fixed formats only: rk, the seed's Philox round keys (FixedFlushArgs); newton,
+// whether the nvfp4 divisions take the shared-reciprocal path (storeRow's rcp6g).
 template <int RPW, int HPF = kFmtAny, int LPF = kFmtAny>
 __device__ __forceinline__ void castAndStore(const DualPrecisionFlushParams& p, const FlushCopies& cp, int slot,
                                              int b, int head, const float4 (&S)[RPW], float* sScratch, float* sTile,
