@@ -23,7 +23,8 @@ entries are left untouched (stale) while the patch is on, except the token count
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional
+import weakref
+from typing import Callable, Dict, List, Optional
 
 import torch
 
@@ -83,7 +84,7 @@ class ReplayPatch:
                                                                   self.max_verify, act_dtype, self.device))
         self.modules = mods
         self._last = max(self.spec.ssm_layers)
-        self._cache_id: Optional[int] = None
+        self._cache_ref: Optional[Callable[[], object]] = None  # the current generation's cache (_remember_cache)
         self._prefilled: set = set()
         self._rows: Optional[torch.Tensor] = None
         self._pending_T: Optional[int] = None     # a verify step (T > 1) waiting for accept()
@@ -121,13 +122,13 @@ class ReplayPatch:
                                       "run rows of equal length")
         B, T, _ = hidden.shape
         first = self.spec.ssm_layers[0]
-        new = layer == first if cache is None else id(cache) != self._cache_id
+        new = layer == first if cache is None else not self._same_cache(cache)
         if new:
             if layer != first:
                 raise RuntimeError(f"use_replay: layer {layer} saw a new generation before layer {first}; the model "
                                    f"must call its SSM layers in order")
             self._start(B)
-            self._cache_id = None if cache is None else id(cache)
+            self._remember_cache(cache)
         h = hidden.to(self.device, self.dtype)
         if layer not in self._prefilled:
             out = self.decoder.prefill(layer, h, self._rows)
@@ -149,6 +150,22 @@ class ReplayPatch:
         if cache is not None:
             self._count_tokens(cache, layer, T)
         return out.to(hidden.device, hidden.dtype)
+
+    def _remember_cache(self, cache) -> None:
+        """The cache of the generation just started, held weakly: a cache that transformers creates inside one
+        forward and drops after it must not look like the next forward's (comparing id() did: CPython reuses the
+        freed address for the next cache, and a cache-less forward then continued the previous one)."""
+        if cache is None:
+            self._cache_ref = None
+            return
+        try:
+            self._cache_ref = weakref.ref(cache)
+        except TypeError:  # a cache type without weak references: hold it until the next generation
+            self._cache_ref = lambda: cache
+
+    def _same_cache(self, cache) -> bool:
+        ref = self._cache_ref
+        return ref is not None and ref() is cache
 
     def accept(self, cache, n: int) -> None:
         """After a verify forward of T tokens: keep the first ``n`` (1 <= n <= T, the same for every row) and

@@ -86,6 +86,29 @@ def test_a_forward_without_cache_is_a_whole_sequence(tiny_model):
     assert _rel(first, ref) < 1e-4 and torch.equal(first, second)
 
 
+def test_a_new_cache_object_is_a_new_generation_at_a_reused_address(tiny_model):
+    """The patch tells generations apart by their cache object, held weakly: a cache that is gone is never the current
+    one, even when the next cache gets its address (CPython reuses it almost always; comparing id() made the
+    cache-less forwards of the test above continue each other now and then)."""
+    kind, model, _ = tiny_model
+
+    class Cache:
+        pass
+
+    patch = use_replay(model, window=4)
+    try:
+        a = Cache()
+        patch._remember_cache(a)
+        assert patch._same_cache(a) and not patch._same_cache(Cache())
+        del a  # freed at once (reference counting)
+        b = Cache()  # most likely at a's address
+        assert not patch._same_cache(b)
+        patch._remember_cache(None)
+        assert not patch._same_cache(b)
+    finally:
+        patch.remove()
+
+
 # The kernels backend rounds the SSM layers' inputs to its activation dtype. Measured on the tiny models under
 # the CPU emulation: fp16 activations ~1e-3 of the largest logit, bf16 up to ~3.3e-2 (Qwen3.5, three SSM layers).
 TOL_FP16, TOL_BF16 = 5e-3, 6e-2
