@@ -14,6 +14,12 @@ namespace rssm {
 namespace dp {
 
 // ------------------------------------------------------------------------------------- Philox
+// One Philox4x32 round with the round's keys.
+__device__ __forceinline__ uint4 philoxRound(uint4 c, uint32_t k0, uint32_t k1) {
+    const uint32_t hi0 = __umulhi(0xD2511F53u, c.x), lo0 = 0xD2511F53u * c.x;
+    const uint32_t hi1 = __umulhi(0xCD9E8D57u, c.z), lo1 = 0xCD9E8D57u * c.z;
+    return make_uint4(hi1 ^ c.y ^ k0, lo1, hi0 ^ c.w ^ k1, lo0);
+}
 __device__ __forceinline__ uint4 philox4x32_10(uint4 c, uint32_t k0, uint32_t k1) {
 #pragma unroll
     for (int r = 0; r < 10; ++r) {
@@ -21,9 +27,7 @@ __device__ __forceinline__ uint4 philox4x32_10(uint4 c, uint32_t k0, uint32_t k1
             k0 += 0x9E3779B9u;
             k1 += 0xBB67AE85u;
         }
-        const uint32_t hi0 = __umulhi(0xD2511F53u, c.x), lo0 = 0xD2511F53u * c.x;
-        const uint32_t hi1 = __umulhi(0xCD9E8D57u, c.z), lo1 = 0xCD9E8D57u * c.z;
-        c = make_uint4(hi1 ^ c.y ^ k0, lo1, hi0 ^ c.w ^ k1, lo0);
+        c = philoxRound(c, k0, k1);
     }
     return c;
 }
@@ -45,11 +49,7 @@ inline PhiloxRoundKeys philoxRoundKeys(uint32_t k0, uint32_t k1) {
 }
 __device__ __forceinline__ uint4 philox4x32_10(uint4 c, const PhiloxRoundKeys& rk) {
 #pragma unroll
-    for (int r = 0; r < 10; ++r) {
-        const uint32_t hi0 = __umulhi(0xD2511F53u, c.x), lo0 = 0xD2511F53u * c.x;
-        const uint32_t hi1 = __umulhi(0xCD9E8D57u, c.z), lo1 = 0xCD9E8D57u * c.z;
-        c = make_uint4(hi1 ^ c.y ^ rk.k0[r], lo1, hi0 ^ c.w ^ rk.k1[r], lo0);
-    }
+    for (int r = 0; r < 10; ++r) c = philoxRound(c, rk.k0[r], rk.k1[r]);
     return c;
 }
 
@@ -114,6 +114,11 @@ __device__ __forceinline__ uint32_t roundCode(float y, bool sr, uint32_t word, f
     else mag = finite ? mag : MAXCODE;
     return uint32_t(mag) | sign;
 }
+// The shift path of fp16 SR (|y| in [2^-14, inf), mag = |y|'s bits).
+__device__ __forceinline__ uint32_t fp16ShiftSr(uint32_t bits, uint32_t mag, uint32_t w) {
+    const uint32_t up = (w >> 19) < (mag & 0x1FFFu) ? 1u : 0u;
+    return min((mag >> 13) - (112u << 10) + up, 0x7C00u) | ((bits >> 16) & 0x8000u);
+}
 // RTN onto fp16 / bf16 is IEEE round-to-nearest-even with overflow to inf, which the hardware
 // conversion (cvt.rn) computes in one instruction; NaN maps to the formats' code 0x7FFF explicitly.
 // SR: on the values where the shift of section 4 is a constant (fp16: |y| >= 2^-14, sh = 13; bf16: every
@@ -122,11 +127,6 @@ __device__ __forceinline__ uint32_t roundCode(float y, bool sr, uint32_t word, f
 // rem << (24 - sh) exactly when word >> (32 - sh) is below rem, as rem << (24 - sh) has 24 - sh zero low bits. Saturation as in
 // roundCode (IEEE: to the inf code). Other values (fp16 subnormals / zero, inf, NaN) take roundCode.
 // (Mirrored on the CPU in tests/formats/test_fast_codes.py against the torch codec.)
-// The shift path of fp16 SR (|y| in [2^-14, inf), mag = |y|'s bits).
-__device__ __forceinline__ uint32_t fp16ShiftSr(uint32_t bits, uint32_t mag, uint32_t w) {
-    const uint32_t up = (w >> 19) < (mag & 0x1FFFu) ? 1u : 0u;
-    return min((mag >> 13) - (112u << 10) + up, 0x7C00u) | ((bits >> 16) & 0x8000u);
-}
 __device__ __forceinline__ uint32_t fp16Code(float y, bool sr, uint32_t w) {
     if (!sr) return y != y ? 0x7FFFu : (uint32_t)__half_as_ushort(__float2half_rn(y));
     const uint32_t bits = __float_as_uint(y), mag = bits & 0x7FFFFFFFu;

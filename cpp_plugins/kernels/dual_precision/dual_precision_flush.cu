@@ -13,7 +13,6 @@
 #include <type_traits>
 
 #include "common/cp_async.cuh"
-#include "common/env_switch.h"
 #include "dual_precision/dp_state_io.cuh"
 #include "dual_precision/dual_precision.h"
 #include "dual_precision/dual_precision_flush.h"
