@@ -447,6 +447,20 @@ int launchSplitReadout(const char* op, Mamba2ReplayParams& q, stream::ReadCopySc
         const bool sizes = q.nheads < 65536 && (long long)q.ring_capacity * q.nheads * q.headdim < (1LL << 31) &&
                            (long long)q.batch * q.nheads * (q.headdim / 16) < (1LL << 31) &&
                            (long long)q.headdim * q.stride_state_p * unit < (1LL << 31);
+        // RSSM_MAMBA2_READ_MMA_HEAD=1 (A/B, read per launch): the head-staged readout where it runs (nvfp4 rows, head
+        // dim 64 / 80, window <= 16; mamba2_read_head_kernel.cuh), under the same rules
+        const char* rh = getenv("RSSM_MAMBA2_READ_MMA_HEAD");
+        if (rh && strcmp(rh, "1") == 0 && aligned && sizes && readmma::deviceSmVersion() >= 80) {
+            size_t hsmem = 0;
+            const void* hk = splitReadCopyHeadKernel(q.state_dtype, q.window, q.headdim, q.act_dtype, &hsmem);
+            if (hk && allowSmem(hk, hsmem)) {
+                const long long heads = (long long)q.batch * q.nheads;
+                const int warps = readHeadThreads() / 32;
+                const int g = readmma::cappedReadMmaGrid(
+                    persistentGrid(hk, readHeadThreads(), hsmem, (heads + warps - 1) / warps));
+                return launch(op, hk, dim3(g), readHeadThreads(), hsmem, &q, stream, &rc, pdlEnabled());
+            }
+        }
         if (mk && aligned && sizes && readmma::deviceSmVersion() >= 80 && allowSmem(mk, smem)) {
             const long long tiles = (long long)q.batch * q.nheads * (q.headdim / 16);
             const int warps = readMmaThreads() / 32;
