@@ -3,8 +3,8 @@
 #   [AB_ROWS=window|both] scripts/ab_precision.sh "BENCH PRECISION ARGS" SETTING [SETTING ...]
 # SETTING: "-" (defaults) or space-separated VAR=VALUE assignments for that process. Prints each process's non-flush
 # rows and targets (AB_ROWS=window: the window-amortized steps, default and serial, and the conventional step;
-# AB_ROWS=both: the non-flush and the window rows) (no results are written: --no-write). Run on the GPU machine with the library's environment (scripts/gpu_run.sh
-# --extra). Examples:
+# AB_ROWS=both: the non-flush and the window rows) (no results are written: --no-write). Run on the GPU machine with
+# the library's environment (scripts/gpu_run.sh --extra). Examples:
 #   scripts/ab_precision.sh "--families gdn --reads fp8_e4m3,nvfp4 --reps 20" - RSSM_GDN_READ_MMA_LEAN=0 -
 #   AB_ROWS=window scripts/ab_precision.sh "--reads nvfp4,fp16" - RSSM_DP_FLUSH_FIXED_FMT=1 - RSSM_DP_FLUSH_FIXED_FMT=1
 set -u
