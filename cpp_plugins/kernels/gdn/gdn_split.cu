@@ -261,6 +261,22 @@ bool useReadCopyMma(const GdnReplayParams& p, const stream::ReadCopyScales& rc) 
     return aligned && sizes && readmma::deviceSmVersion() >= 80;
 }
 cudaError_t launchReadCopyMma(const GdnReplayParams& p, int smCount, cudaStream_t s, const stream::ReadCopyScales& rc) {
+    // RSSM_GDN_READ_MMA_HEAD=1 (A/B, read per launch): the unit-staged readout where it runs (nvfp4 rows, head_v % 64
+    // == 0, window <= 16, fp16 u; gdn_read_head_kernel.cuh), under the same rules (useReadCopyMma)
+    const char* rh = getenv("RSSM_GDN_READ_MMA_HEAD");
+    if (rh && strcmp(rh, "1") == 0) {
+        size_t hsmem = 0;
+        const void* hk = readCopyHeadKernel(p.state_dtype, p.window, p.head_v, p.act_dtype, p.u_dtype, &hsmem);
+        if (hk) {
+            const int threads = readCopyHeadThreads();
+            const long long units = (long long)p.batch * p.num_v_heads * (p.head_v / readCopyHeadRows());
+            const int grid = readmma::cappedReadMmaGrid(
+                persistentGrid(hk, threads, hsmem, units, smCount));  // one warp per unit at most
+            void* args[] = {const_cast<GdnReplayParams*>(&p), const_cast<stream::ReadCopyScales*>(&rc)};
+            const cudaError_t e = launchMaybeDependent(hk, dim3(grid), dim3(threads), hsmem, s, args, pdlEnabled());
+            return e != cudaSuccess ? e : cudaGetLastError();
+        }
+    }
     size_t smem = 0;
     const void* kernel = readCopyMmaKernel(p.state_dtype, p.window, p.act_dtype, p.u_dtype, &smem);
     if (!kernel) return cudaErrorInvalidValue;
