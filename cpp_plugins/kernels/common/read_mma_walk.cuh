@@ -121,6 +121,62 @@ __device__ __forceinline__ StageCursor<Head, Plan, SlotOf, MetaOf, HeadOf, PlanO
                                                                           is);
 }
 
+// Walk over units (nu units per head bh = b * H + head, heads in order) of [u0, uEnd) for the head-staged read-copy
+// readouts (mamba2/mamba2_read_head_kernel.cuh: nu = 1; gdn/gdn_read_head_kernel.cuh: 64-row units): the unit being
+// issued (b, head, bh, part) with its head's slot and cursor words, and the next head's, loaded one head ahead. The
+// constructor waits for the prep grid (PDL) after the first slot load and before the first cursor load, then lets
+// this grid's programmatic dependent be scheduled (as StageCursor).
+template <typename SlotOf, typename MetaOf>
+struct UnitWalk {
+    const SlotOf& slotOf;
+    const MetaOf& metaOf;
+    int H, nu, uEnd, lastBh, un, bh, b, head, part, slot, nSlot;
+    int4 meta, nMeta;
+    __device__ __forceinline__ UnitWalk(int u0, int uEnd_, int nu_, int H_, int skipRow, const SlotOf& so,
+                                        const MetaOf& mo)
+        : slotOf(so), metaOf(mo), H(H_), nu(nu_), uEnd(uEnd_), un(u0) {
+        bh = u0 / nu;
+        part = u0 - bh * nu;
+        b = bh / H;
+        head = bh - b * H;
+        lastBh = (uEnd - 1) / nu;
+        slot = slotOf(b);
+        pdlWaitPrimary();       // the head records and the ring's new records are the prep kernel's output
+        pdlLaunchDependents();  // a programmatic dependent (the flush-only decode) may be scheduled now
+        meta = metaOf(bh);
+        nSlot = -1;
+        nMeta = make_int4(0, skipRow, 0, 0);
+        if (bh < lastBh) {
+            nSlot = slotOf(head + 1 == H ? b + 1 : b);
+            nMeta = metaOf(bh + 1);
+        }
+    }
+    __device__ __forceinline__ bool more() const { return un + 1 < uEnd; }
+    // to the next unit (more() must hold)
+    __device__ __forceinline__ void advance() {
+        ++un;
+        if (++part == nu) {
+            part = 0;
+            ++bh;
+            if (++head == H) {
+                head = 0;
+                ++b;
+            }
+            slot = nSlot;
+            meta = nMeta;
+            if (bh < lastBh) {
+                nSlot = slotOf(head + 1 == H ? b + 1 : b);
+                nMeta = metaOf(bh + 1);
+            }
+        }
+    }
+};
+template <typename SlotOf, typename MetaOf>
+__device__ __forceinline__ UnitWalk<SlotOf, MetaOf> makeUnitWalk(int u0, int uEnd, int nu, int H, int skipRow,
+                                                                 const SlotOf& so, const MetaOf& mo) {
+    return UnitWalk<SlotOf, MetaOf>(u0, uEnd, nu, H, skipRow, so, mo);
+}
+
 // The 8 k16 mma of one staged tile (rows at `rows`) against vf: acc (nvfp4: k blocks 0-3, the lane's first scale
 // block; else all) and acc2 (nvfp4: blocks 4-7).
 template <int FMT, int NV, bool HI = false>

@@ -11,11 +11,12 @@
 // loop runs the four tiles with the coefficients and scalars in registers. Per tile it computes exactly what the tile
 // kernel computes, in the same order (tile mma with the k / q columns, block factors, the scalar products, ring terms
 // m = 0..3, the four-shuffle row sums, u and o): the same values and stores, bit for bit. (A whole head of 128 rows
-// would need ~13 KB per stage: two warps per SM fewer than this.)
+// would need ~13 KB per stage: 6 warps per SM instead of 15.)
 //
 // Work: units in contiguous ranges over the grid's warps; two stages per warp, the next unit's copies in flight while
-// one is computed; the next unit's slot and cursors loaded one unit ahead. 96-thread CTAs (~7.5 KB per stage: 5 CTAs
-// of 3 warps per SM). Padding rows, invalid cursors and skipped (flushing) rows: nothing written (as the tile kernel).
+// one is computed; the next head's slot and cursors loaded one head ahead (UnitWalk). 96-thread CTAs (~7.5 KB per
+// stage: 5 CTAs of 3 warps per SM). Padding rows, invalid cursors and skipped (flushing) rows: nothing written (as
+// the tile kernel).
 // Pure CUDA.
 #pragma once
 #include "common/cp_async.cuh"
@@ -37,7 +38,8 @@ constexpr int kReadHeadRows = 64;  // rows per unit (four tiles)
 // One staged unit (per-warp shared memory; every part 16-byte aligned). 64 nvfp4 rows of 64 bytes.
 struct ReadHeadSlotGdn {
     static constexpr int kRows = 0;      // tile i at 1024 i, rows swizzled as readmma::stagedChunkOffset<kNvfp4>
-    static constexpr int kUStride = 160;  // ring record j's 64 u values at kU + 160 j (40 words: 8 past 32, conflict-free)
+    // ring record j's 64 u values at kU + 160 j (40 words: 8 past a multiple of 32, so the reads are conflict-free)
+    static constexpr int kUStride = 160;
     static constexpr int kU = kRows + 4 * 1024;
     static constexpr int kCk = kU + 16 * kUStride;  // [16] fp32 (zero from h on)
     static constexpr int kCq = kCk + 64;            // [16] fp32 (zero from h on)
@@ -68,8 +70,7 @@ __global__ void __launch_bounds__(kReadHeadThreads, MINB)
     uint8_t* wsm = smemRaw + (threadIdx.x >> 5) * S * Slot::kBytes;
     const unsigned wsmS = async::smemAddr(wsm);
     const WarpTiles wr = warpTiles<kReadHeadThreads>((long long)p.batch * HV * upv);  // units < 2^31 (launcher)
-    const int uEnd = wr.tEnd;
-    int un = wr.tile;
+    const int uEnd = wr.tEnd, un = wr.tile;
     if (un >= uEnd) {
         pdlWaitPrimary();
         pdlLaunchDependents();
@@ -105,8 +106,8 @@ __global__ void __launch_bounds__(kReadHeadThreads, MINB)
 #pragma unroll
             for (int k = 0; k < UR / 8; ++k)
                 async::copy16At(d + rowDst + 512 * k, rows + (uint32_t)(8 * k) * rowStride);
-            const uint16_t* u0 = ringU + (int64_t)slot * p.ring_u_stride_slot + (int64_t)hv * p.ring_u_stride_head + r0 +
-                                 8 * xc;
+            const uint16_t* u0 =
+                ringU + (int64_t)slot * p.ring_u_stride_slot + (int64_t)hv * p.ring_u_stride_head + r0 + 8 * xc;
 #pragma unroll
             for (int k = 0; k < 4; ++k) {
                 const int j = xj + 4 * k;
@@ -121,9 +122,9 @@ __global__ void __launch_bounds__(kReadHeadThreads, MINB)
             const int64_t sh = (int64_t)slot * rc.nheads + hv;
             async::copy16At(d + Slot::kScale + 16 * lane,
                             static_cast<const uint8_t*>(rc.scale) + (sh * p.head_v + r0) * 8 + 16 * lane);
-            async::copy16IfAt(lane < 8, d + Slot::kV + 16 * lane,
-                              static_cast<const uint16_t*>(p.v) + (int64_t)b * p.v_stride_b + (int64_t)hv * p.v_stride_h +
-                                  r0 + 8 * lane);
+            const uint16_t* vIn = static_cast<const uint16_t*>(p.v) + (int64_t)b * p.v_stride_b +
+                                  (int64_t)hv * p.v_stride_h + r0;
+            async::copy16IfAt(lane < 8, d + Slot::kV + 16 * lane, vIn + 8 * lane);
             // head scalars: lanes 16-19 gk, gq, beta, cq_h (record words 0, 16, 24, coefficient RM + h), 20 the state
             // scale
             const float* sc = lane == 20 ? rc.gscale + sh
@@ -133,47 +134,21 @@ __global__ void __launch_bounds__(kReadHeadThreads, MINB)
         async::commit();
     };
 
-    // walk: the unit being issued (row b, value head hv, part pt; head bh) and the next head's slot and cursors
-    int bh = un / upv, pt = un - bh * upv;
-    int b = bh / HV, hv = bh - b * HV;
-    int slot, nSlot = -1;
-    int4 meta, nMeta = make_int4(0, kSplitSkipRow, 0, 0);
-    const int lastBh = (uEnd - 1) / upv;
-    {
-        slot = slotOf(b);
-        pdlWaitPrimary();       // the head records and the ring's new records are the prep kernel's output
-        pdlLaunchDependents();  // a programmatic dependent (the flush-only decode) may be scheduled now
-        meta = metaOf(bh);
-        if (bh < lastBh) {
-            nSlot = slotOf(hv + 1 == HV ? b + 1 : b);
-            nMeta = metaOf(bh + 1);
-        }
-    }
-    issue(wsmS, b, hv, bh, pt * UR, slot, meta);
+    // walk (common/read_mma_walk.cuh): the unit being issued, its head's slot and cursors, and the next head's (loaded
+    // one head ahead)
+    auto walk = makeUnitWalk(un, uEnd, upv, HV, kSplitSkipRow, slotOf, metaOf);
+    issue(wsmS, walk.b, walk.head, walk.bh, walk.part * UR, walk.slot, walk.meta);
 
     VectorFragments<kNvfp4, 2> vf;
     int vfKey = -1;  // b * H + key head of vf
     for (int k = 0;; ++k) {
-        const int cb = b, chv = hv, cr0 = pt * UR, cSlot = slot;
-        const int4 cMeta = meta;
-        const bool more = un + 1 < uEnd;
+        const int cb = walk.b, chv = walk.head, cr0 = walk.part * UR, cSlot = walk.slot;
+        const int4 cMeta = walk.meta;
+        const bool more = walk.more();
         if (more) {
-            ++un;
-            if (++pt == upv) {
-                pt = 0;
-                ++bh;
-                if (++hv == HV) {
-                    hv = 0;
-                    ++b;
-                }
-                slot = nSlot;
-                meta = nMeta;
-                if (bh < lastBh) {
-                    nSlot = slotOf(hv + 1 == HV ? b + 1 : b);
-                    nMeta = metaOf(bh + 1);
-                }
-            }
-            issue(wsmS + ((k + 1) % S) * Slot::kBytes, b, hv, bh, pt * UR, slot, meta);
+            walk.advance();
+            issue(wsmS + ((k + 1) % S) * Slot::kBytes, walk.b, walk.head, walk.bh, walk.part * UR, walk.slot,
+                  walk.meta);
         } else {
             async::commit();
         }
@@ -184,9 +159,11 @@ __global__ void __launch_bounds__(kReadHeadThreads, MINB)
             const int hk = (int)groupDiv.div((uint32_t)chv);
             const int key = cb * p.num_heads + hk;
             if (key != vfKey) {  // warp-uniform
-                vf.build(static_cast<const uint16_t*>(p.k) + (int64_t)cb * p.k_stride_b + (int64_t)hk * p.k_stride_h,
-                         static_cast<const uint16_t*>(p.q) + (int64_t)cb * p.q_stride_b + (int64_t)hk * p.q_stride_h, bf16,
-                         lane);
+                const uint16_t* kv =
+                    static_cast<const uint16_t*>(p.k) + (int64_t)cb * p.k_stride_b + (int64_t)hk * p.k_stride_h;
+                const uint16_t* qv =
+                    static_cast<const uint16_t*>(p.q) + (int64_t)cb * p.q_stride_b + (int64_t)hk * p.q_stride_h;
+                vf.build(kv, qv, bf16, lane);
                 vfKey = key;
             }
             float ck[4], cq[4];
@@ -218,7 +195,8 @@ __global__ void __launch_bounds__(kReadHeadThreads, MINB)
 #pragma unroll
                 for (int m = 0; m < 4; ++m) {
                     const int j = t + 4 * m;
-                    const uint32_t u = *reinterpret_cast<const uint32_t*>(sl + Slot::kU + j * Slot::kUStride + 32 * i + 4 * g);
+                    const uint32_t u =
+                        *reinterpret_cast<const uint32_t*>(sl + Slot::kU + j * Slot::kUStride + 32 * i + 4 * g);
                     const float u0 = u16ToF((uint16_t)(u & 0xFFFFu), false), u1 = u16ToF((uint16_t)(u >> 16), false);
                     X0 = fmaf(ck[m], u0, X0);
                     X1 = fmaf(ck[m], u1, X1);
@@ -234,7 +212,8 @@ __global__ void __launch_bounds__(kReadHeadThreads, MINB)
                 const uint16_t vb = *reinterpret_cast<const uint16_t*>(sl + Slot::kV + 32 * i + 4 * g + 2 * odd);
                 const float uu = hsc.z * (u16ToF(vb, bf16) - X);
                 const float o = fmaf(hsc.w, uu, Y);
-                const uint16_t ob = bf16 ? __bfloat16_as_ushort(__float2bfloat16_rn(o)) : __half_as_ushort(__float2half_rn(o));
+                const uint16_t ob =
+                    bf16 ? __bfloat16_as_ushort(__float2bfloat16_rn(o)) : __half_as_ushort(__float2half_rn(o));
                 const uint16_t ub = __half_as_ushort(__float2half_rn(uu));
                 const int e = 16 * i + 2 * g + odd;  // the row in the unit
                 async::storeGlobal2If(t < 2, static_cast<uint16_t*>(p.o) + oOut + e, ob);

@@ -75,8 +75,7 @@ __global__ void __launch_bounds__(kReadHeadThreads, MINB)
     uint8_t* wsm = smemRaw + (threadIdx.x >> 5) * S * Slot::kBytes;
     const unsigned wsmS = async::smemAddr(wsm);
     const WarpTiles wr = warpTiles<kReadHeadThreads>((long long)p.batch * H);  // heads < 2^31 (launcher)
-    const int hEnd = wr.tEnd;
-    int bh = wr.tile;
+    const int hEnd = wr.tEnd, bh = wr.tile;
     if (bh >= hEnd) {
         pdlWaitPrimary();
         pdlLaunchDependents();
@@ -145,42 +144,21 @@ __global__ void __launch_bounds__(kReadHeadThreads, MINB)
         async::commit();
     };
 
-    // walk: the head being issued (b, hd, h) and the next head's slot and cursors (loaded one head ahead)
-    int b = bh / H, hd = bh - b * H;
-    int slot, nSlot = -1;
-    int4 meta, nMeta = make_int4(0, kSplitSkipRow, 0, 0);
-    {
-        slot = slotOf(b);
-        pdlWaitPrimary();       // the head records and the ring's new records are the prep kernel's output
-        pdlLaunchDependents();  // a programmatic dependent (the flush-only decode) may be scheduled now
-        meta = metaOf(bh);
-        if (bh + 1 < hEnd) {
-            nSlot = slotOf(hd + 1 == H ? b + 1 : b);
-            nMeta = metaOf(bh + 1);
-        }
-    }
-    issue(wsmS, b, hd, bh, slot, meta);
+    // walk (common/read_mma_walk.cuh, one unit per head): the head being issued with its slot and cursors, and the
+    // next head's (loaded one head ahead)
+    auto walk = makeUnitWalk(bh, hEnd, 1, H, kSplitSkipRow, slotOf, metaOf);
+    issue(wsmS, walk.b, walk.head, walk.bh, walk.slot, walk.meta);
 
     VectorFragments<kNvfp4> vf;
     int vfKey = -1;
     for (int k = 0;; ++k) {
         // the head computed now (issued last), then the next head into the other stage
-        const int cb = b, chd = hd, cSlot = slot;
-        const int4 cMeta = meta;
-        const bool more = bh + 1 < hEnd;
+        const int cb = walk.b, chd = walk.head, cSlot = walk.slot;
+        const int4 cMeta = walk.meta;
+        const bool more = walk.more();
         if (more) {
-            ++bh;
-            if (++hd == H) {
-                hd = 0;
-                ++b;
-            }
-            slot = nSlot;
-            meta = nMeta;
-            if (bh + 1 < hEnd) {
-                nSlot = slotOf(hd + 1 == H ? b + 1 : b);
-                nMeta = metaOf(bh + 1);
-            }
-            issue(wsmS + ((k + 1) % S) * Slot::kBytes, b, hd, bh, slot, meta);
+            walk.advance();
+            issue(wsmS + ((k + 1) % S) * Slot::kBytes, walk.b, walk.head, walk.bh, walk.slot, walk.meta);
         } else {
             async::commit();
         }
@@ -215,7 +193,8 @@ __global__ void __launch_bounds__(kReadHeadThreads, MINB)
 #pragma unroll
                 for (int m = 0; m < 4; ++m) {
                     const int j = t + 4 * m;
-                    const uint32_t x = *reinterpret_cast<const uint32_t*>(sl + Slot::kX + j * Slot::kXStride + 32 * i + 4 * g);
+                    const uint32_t x =
+                        *reinterpret_cast<const uint32_t*>(sl + Slot::kX + j * Slot::kXStride + 32 * i + 4 * g);
                     pg = fmaf(coef[m], actToFloat((uint16_t)(x & 0xFFFFu), actBf16), pg);
                     pg1 = fmaf(coef[m], actToFloat((uint16_t)(x >> 16), actBf16), pg1);
                 }
@@ -223,9 +202,10 @@ __global__ void __launch_bounds__(kReadHeadThreads, MINB)
                 float v = odd ? pg1 : pg;
                 v += __shfl_xor_sync(0xFFFFFFFFu, odd ? pg : pg1, 1);
                 v += __shfl_xor_sync(0xFFFFFFFFu, v, 2);
-                if (p.z)
-                    v *= readmma::fastSilu(
-                        actToFloat(*reinterpret_cast<const uint16_t*>(sl + Slot::kZ + 32 * i + 4 * g + 2 * odd), actBf16));
+                if (p.z) {
+                    const uint16_t zb = *reinterpret_cast<const uint16_t*>(sl + Slot::kZ + 32 * i + 4 * g + 2 * odd);
+                    v *= readmma::fastSilu(actToFloat(zb, actBf16));
+                }
                 async::storeGlobal2If(t < 2, y + 16 * i + odd, floatToAct(v, actBf16));
             }
         } else if (cSlot >= 0 && cMeta.y != kSplitSkipRow && t == 0) {  // invalid cursors: NaN, nothing else touched
