@@ -125,15 +125,17 @@ __device__ __forceinline__ StageCursor<Head, Plan, SlotOf, MetaOf, HeadOf, PlanO
 // readouts (mamba2/mamba2_read_head_kernel.cuh: nu = 1; gdn/gdn_read_head_kernel.cuh: 64-row units): the unit being
 // issued (b, head, bh, part) with its head's slot and cursor words, and the next head's, loaded one head ahead. The
 // constructor waits for the prep grid (PDL) after the first slot load and before the first cursor load, then lets
-// this grid's programmatic dependent be scheduled (as StageCursor).
+// this grid's programmatic dependent be scheduled (as StageCursor). Between the two, early(head, part, slot) may issue
+// copies of the first unit's inputs that the prep does not write (its read-copy rows), so they overlap the prep's tail.
 template <typename SlotOf, typename MetaOf>
 struct UnitWalk {
     const SlotOf& slotOf;
     const MetaOf& metaOf;
     int H, nu, uEnd, lastBh, un, bh, b, head, part, slot, nSlot;
     int4 meta, nMeta;
+    template <typename Early>
     __device__ __forceinline__ UnitWalk(int u0, int uEnd_, int nu_, int H_, int skipRow, const SlotOf& so,
-                                        const MetaOf& mo)
+                                        const MetaOf& mo, const Early& early)
         : slotOf(so), metaOf(mo), H(H_), nu(nu_), uEnd(uEnd_), un(u0) {
         bh = u0 / nu;
         part = u0 - bh * nu;
@@ -141,6 +143,7 @@ struct UnitWalk {
         head = bh - b * H;
         lastBh = (uEnd - 1) / nu;
         slot = slotOf(b);
+        early(head, part, slot);
         pdlWaitPrimary();       // the head records and the ring's new records are the prep kernel's output
         pdlLaunchDependents();  // a programmatic dependent (the flush-only decode) may be scheduled now
         meta = metaOf(bh);
@@ -171,10 +174,10 @@ struct UnitWalk {
         }
     }
 };
-template <typename SlotOf, typename MetaOf>
+template <typename SlotOf, typename MetaOf, typename Early>
 __device__ __forceinline__ UnitWalk<SlotOf, MetaOf> makeUnitWalk(int u0, int uEnd, int nu, int H, int skipRow,
-                                                                 const SlotOf& so, const MetaOf& mo) {
-    return UnitWalk<SlotOf, MetaOf>(u0, uEnd, nu, H, skipRow, so, mo);
+                                                                 const SlotOf& so, const MetaOf& mo, const Early& early) {
+    return UnitWalk<SlotOf, MetaOf>(u0, uEnd, nu, H, skipRow, so, mo, early);
 }
 
 // The 8 k16 mma of one staged tile (rows at `rows`) against vf: acc (nvfp4: k blocks 0-3, the lane's first scale

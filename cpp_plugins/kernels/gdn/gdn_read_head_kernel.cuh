@@ -98,14 +98,20 @@ __global__ void __launch_bounds__(kReadHeadThreads, MINB)
 
     // Copies of unit (row b, value head hv, rows r0 ..; head bh = b HV + hv) into stage memory d: one commit group,
     // empty for a unit that is not computed.
+    auto issueRows = [&](uint32_t d, int hv, int r0, int slot) {  // the unit's rows into stage memory d
+        const uint8_t* rows = state + ((int64_t)slot * p.state_stride_slot + (int64_t)hv * p.state_stride_head) +
+                              (int64_t)(r0 + rowL) * rowStride + 16 * chL;
+#pragma unroll
+        for (int k = 0; k < UR / 8; ++k) async::copy16At(d + rowDst + 512 * k, rows + (uint32_t)(8 * k) * rowStride);
+    };
+    bool rowsStaged = false;  // the first unit's rows, copied before the wait for the prep grid (the prep does not
+                              // write the read copy; a unit that turns out not to be computed ignores them)
     auto issue = [&](uint32_t d, int b, int hv, int bh, int r0, int slot, int4 meta) {
+        const bool staged = rowsStaged;
+        rowsStaged = false;
         if (slot >= 0 && meta.y >= 0) {  // warp-uniform
             const int o = meta.z, h = meta.w;
-            const uint8_t* rows = state + ((int64_t)slot * p.state_stride_slot + (int64_t)hv * p.state_stride_head) +
-                                  (int64_t)(r0 + rowL) * rowStride + 16 * chL;
-#pragma unroll
-            for (int k = 0; k < UR / 8; ++k)
-                async::copy16At(d + rowDst + 512 * k, rows + (uint32_t)(8 * k) * rowStride);
+            if (!staged) issueRows(d, hv, r0, slot);
             const uint16_t* u0 =
                 ringU + (int64_t)slot * p.ring_u_stride_slot + (int64_t)hv * p.ring_u_stride_head + r0 + 8 * xc;
 #pragma unroll
@@ -136,7 +142,13 @@ __global__ void __launch_bounds__(kReadHeadThreads, MINB)
 
     // walk (common/read_mma_walk.cuh): the unit being issued, its head's slot and cursors, and the next head's (loaded
     // one head ahead)
-    auto walk = makeUnitWalk(un, uEnd, upv, HV, kSplitSkipRow, slotOf, metaOf);
+    auto early = [&](int hv, int part, int slot) {
+        if (slot >= 0) {
+            issueRows(wsmS, hv, part * UR, slot);
+            rowsStaged = true;
+        }
+    };
+    auto walk = makeUnitWalk(un, uEnd, upv, HV, kSplitSkipRow, slotOf, metaOf, early);
     issue(wsmS, walk.b, walk.head, walk.bh, walk.part * UR, walk.slot, walk.meta);
 
     VectorFragments<kNvfp4, 2> vf;

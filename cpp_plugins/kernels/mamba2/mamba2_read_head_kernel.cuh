@@ -101,16 +101,23 @@ __global__ void __launch_bounds__(kReadHeadThreads, MINB)
     const int rowL = lane >> 2, chL = lane & 3;
     const uint32_t rowDst = Slot::kRows + (uint32_t)((rowL ^ ((rowL >> 1) & 1)) * 64 + 16 * chL);
 
-    // Issues the copies of head h (row b, head hd, slot, cursor words) into stage memory d; one commit group, empty for
-    // a head that is not computed.
+    // The rows of head hd of `slot` into stage memory d.
+    auto issueRows = [&](uint32_t d, int hd, int slot) {
+        const uint8_t* rows = state + ((int64_t)slot * p.stride_state_slot + (int64_t)hd * p.stride_state_head) +
+                              rowL * (int64_t)rowStride + 16 * chL;
+#pragma unroll
+        for (int k = 0; k < P / 8; ++k) async::copy16At(d + rowDst + 512 * k, rows + (uint32_t)(8 * k) * rowStride);
+    };
+    bool rowsStaged = false;  // the first head's rows, copied before the wait for the prep grid (the prep does not
+                              // write the read copy; a head that turns out not to be computed ignores them)
+    // Issues the copies of head h (row b, head hd, slot, cursor words) into stage memory d; one commit group (with the
+    // early rows of the first head), empty for a head that is not computed.
     auto issue = [&](uint32_t d, int b, int hd, int h, int slot, int4 meta) {
+        const bool staged = rowsStaged;
+        rowsStaged = false;
         if (slot >= 0 && meta.y >= 0) {  // warp-uniform
             const int o = meta.z, R = meta.w + 1;
-            const uint8_t* rows = state + ((int64_t)slot * p.stride_state_slot + (int64_t)hd * p.stride_state_head) +
-                                  rowL * (int64_t)rowStride + 16 * chL;
-#pragma unroll
-            for (int k = 0; k < P / 8; ++k)
-                async::copy16At(d + rowDst + 512 * k, rows + (uint32_t)(8 * k) * rowStride);
+            if (!staged) issueRows(d, hd, slot);
             const uint8_t* x0 = reinterpret_cast<const uint8_t*>(ringX + ((int64_t)slot * Cap * H + hd) * P);
 #pragma unroll
             for (int k = 0; k < XK; ++k) {
@@ -146,7 +153,13 @@ __global__ void __launch_bounds__(kReadHeadThreads, MINB)
 
     // walk (common/read_mma_walk.cuh, one unit per head): the head being issued with its slot and cursors, and the
     // next head's (loaded one head ahead)
-    auto walk = makeUnitWalk(bh, hEnd, 1, H, kSplitSkipRow, slotOf, metaOf);
+    auto early = [&](int hd, int, int slot) {
+        if (slot >= 0) {
+            issueRows(wsmS, hd, slot);
+            rowsStaged = true;
+        }
+    };
+    auto walk = makeUnitWalk(bh, hEnd, 1, H, kSplitSkipRow, slotOf, metaOf, early);
     issue(wsmS, walk.b, walk.head, walk.bh, walk.slot, walk.meta);
 
     VectorFragments<kNvfp4> vf;
