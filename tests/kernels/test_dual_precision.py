@@ -912,10 +912,24 @@ def test_mamba2_deferred_step_invalid_cursors(read_fmt, decode_path):
     """A slot with invalid cursors (h = L in standard mode) under deferred flushing rows: its row's outputs are NaN
     (written by the replay kernels: the flush-only decode kernel is not launched then), its checkpoints and cursors
     are untouched, and every other row matches the same step without deferral (flushing rows to rounding)."""
-    from replayssm_trtllm.ops.dual_precision import Mamba2DualPrecisionCache
     if decode_path == "stream" and read_fmt != "fp16":
         pytest.skip("the stream path reads 16-bit read copies only")
-    S, H, P, G, L = 9, 4, 32, 2, 4
+    _mamba2_deferred_invalid_cursors(read_fmt, 32)
+
+
+def test_mamba2_deferred_step_invalid_cursors_head_readout(monkeypatch):
+    """The same on the head-staged read-copy readout (RSSM_MAMBA2_READ_MMA_HEAD=1, nvfp4, head dim 64): its NaN path
+    for the invalid slot, the padding row untouched."""
+    monkeypatch.setenv("RSSM_DP_DECODE_PATH", "split")
+    monkeypatch.setenv("RSSM_MAMBA2_READ_MMA_HEAD", "1")
+    names = _mamba2_deferred_invalid_cursors("nvfp4", 64)
+    assert any("mamba2ReadCopyHeadKernel" in n for n in names), f"the head-staged readout did not run: {sorted(names)}"
+
+
+def _mamba2_deferred_invalid_cursors(read_fmt, P):
+    """Body of the invalid-cursor tests above; returns the CUDA kernel names of the deferred step."""
+    from replayssm_trtllm.ops.dual_precision import Mamba2DualPrecisionCache
+    S, H, G, L = 9, 4, 2, 4
     g = torch.Generator().manual_seed(8)
     lay = random_mamba2_layer(H, g)
     A, D, dtb = (lay[k].float().cuda() for k in ("A", "D", "dt_bias"))
@@ -938,10 +952,12 @@ def test_mamba2_deferred_step_invalid_cursors(read_fmt, decode_path):
     inp = random_mamba2_inputs(sbi.shape[0], 1, H, P, 128, G, g)
     x, dtr, Bm, Cm, z = (inp[k].half().cuda() for k in ("x", "dt_raw", "Bm", "Cm", "z"))
     before = _copy_bits(caches[0])
-    ys = []
+    ys, names = [], set()
     for c in caches:
         y = torch.full_like(x, 7.0)  # poison: every valid row must be written
-        ys.append(c.step(sbi, x, dtr, Bm, Cm, A, D, dtb, z, y=y).float().cpu())
+        out, n = cuda_kernel_names(lambda: c.step(sbi, x, dtr, Bm, Cm, A, D, dtb, z, y=y))
+        names.update(n)
+        ys.append(out.float().cpu())
     y0, y1 = ys
     assert torch.isnan(y0[1]).all() and torch.isnan(y1[1]).all()  # the invalid slot's row
     assert (y0[3] == 7.0).all()  # the padding row is untouched
@@ -954,6 +970,7 @@ def test_mamba2_deferred_step_invalid_cursors(read_fmt, decode_path):
         assert torch.equal(a[4].cpu(), b0[4].cpu())  # the invalid slot's checkpoints
     for a, b in zip(_copy_bits(caches[0]), _copy_bits(caches[1])):
         assert torch.equal(a, b)
+    return names
 
 
 @pytest.mark.sanitize
