@@ -336,6 +336,12 @@ def test_mamba2_read_copy_head_readout(P, L, act, ctas, monkeypatch):
     assert any("mamba2ReadCopyHeadKernel" in n for n in kernels), f"the head-staged readout did not run: {sorted(kernels)}"
 
 
+def _first_differences(a, b, n=6):
+    """Where two output tensors differ bitwise: the count and the first indices (for a failing bit-identity test)."""
+    d = torch.nonzero(a.view(torch.int16) != b.view(torch.int16))
+    return f"{d.shape[0]} of {a.numel()} outputs differ, first at {d[:n].tolist()} (shape {list(a.shape)})"
+
+
 def _mamba2_dp_outputs(P, L, act, steps, seed, S=7, H=12, G=3):
     """The Mamba-2 nvfp4 dual-precision cache's outputs of `steps` standard steps (staggered slots, a padding row),
     without a reference: for bit-for-bit comparisons of two launch settings on the same inputs."""
@@ -366,7 +372,7 @@ def test_mamba2_read_copy_head_readout_changes_no_value(P, act, monkeypatch):
         monkeypatch.setenv("RSSM_MAMBA2_READ_MMA_HEAD", head)
         runs[head] = _mamba2_dp_outputs(P, 16, act, 38, seed=97)
     for step, (a, b) in enumerate(zip(runs["0"], runs["1"])):
-        assert torch.equal(a.view(torch.int16), b.view(torch.int16)), f"step {step}: outputs differ"
+        assert torch.equal(a.view(torch.int16), b.view(torch.int16)), f"step {step}: " + _first_differences(a, b)
 
 
 # The unit-staged GDN read-copy readout (RSSM_GDN_READ_MMA_HEAD=1, A/B; gdn_read_head_kernel.cuh: nvfp4 rows, 64-row
@@ -426,7 +432,7 @@ def test_gdn_read_copy_head_readout_changes_no_value(H, HV, V, act, monkeypatch)
         monkeypatch.setenv("RSSM_GDN_READ_MMA_HEAD", head)
         runs[head] = _gdn_dp_outputs(H, HV, V, 16, act, 38, seed=103)
     for step, (a, b) in enumerate(zip(runs["0"], runs["1"])):
-        assert torch.equal(a.view(torch.int16), b.view(torch.int16)), f"step {step}: outputs differ"
+        assert torch.equal(a.view(torch.int16), b.view(torch.int16)), f"step {step}: " + _first_differences(a, b)
 
 
 @pytest.mark.parametrize("read_fmt", ["fp16", "nvfp4"])
