@@ -110,10 +110,9 @@ __device__ __forceinline__ float nvfp4Global(float amaxState, bool* finite) {
 
 // The four e2m1 RTN codes (packed, element i in bits 4i..4i+3) of ys[i] / ds, ds > 0 finite, for the fixed-format
 // instances: with `newton` and where ds is normal and moderate (always, but for states of extreme magnitude) the
-// division's fast path
-// with ds's reciprocal formed once for the four (dp_codec.cuh divNewton), else __fdiv_rn; the integer code of each
-// quotient's magnitude with the element's sign (the quotient's sign, as ds > 0; zeros included: the Newton quotient
-// of -0 is +0). The same codes as __fdiv_rn and e2m1Code.
+// division's fast path with ds's reciprocal formed once for the four (dp_codec.cuh divNewton), else __fdiv_rn; the
+// integer code of each quotient's magnitude with the element's sign (the quotient's sign, as ds > 0; zeros included:
+// the Newton quotient of -0 is +0). The same codes as __fdiv_rn and e2m1Code.
 __device__ __forceinline__ uint32_t nvfp4PackedRtn(const float (&ys)[4], float ds, bool newton) {
     float qs[4];
     if (newton && ds >= 0x1p-90f && ds <= 0x1p90f) {  // one branch for the four

@@ -93,7 +93,7 @@ __global__ void __launch_bounds__(kReadHeadThreads, MINB)
     // The lane's fixed part of the copy plan. Rows: chunk lane % 4 of unit rows lane / 4 + 8 k (k < 8), slot offset
     // rowDst + 512 k. Ring: piece lane + 32 k is record lane / 8 + 4 k, chunk lane % 8 (8 rows).
     const int rowL = lane >> 2, chL = lane & 3;
-    const uint32_t rowDst = Slot::kRows + (uint32_t)((rowL ^ ((rowL >> 1) & 1)) * 64 + 16 * chL);
+    const uint32_t rowDst = Slot::kRows + (uint32_t)stagedChunkOffset<kNvfp4>(rowL, chL);
     const int xj = lane >> 3, xc = lane & 7;
 
     // Copies of unit (row b, value head hv, rows r0 ..; head bh = b HV + hv) into stage memory d: one commit group,

@@ -70,7 +70,7 @@ __global__ void __launch_bounds__(kReadHeadThreads, MINB)
     static_assert(AK == 1 || AK == 2, "compiled for the activation format");
     extern __shared__ __align__(16) uint8_t smemRaw[];
     const int H = p.nheads, Cap = p.ring_capacity;
-    const int hpg = H / p.ngroups;
+    const int hpg = H / p.ngroups;  // heads per group (< 2^16: the launcher)
     const int lane = threadIdx.x & 31, t = lane & 3, g = lane >> 2;
     uint8_t* wsm = smemRaw + (threadIdx.x >> 5) * S * Slot::kBytes;
     const unsigned wsmS = async::smemAddr(wsm);
@@ -99,7 +99,7 @@ __global__ void __launch_bounds__(kReadHeadThreads, MINB)
     // The lane's fixed part of the copy plan. Rows: chunk lane % 4 of head rows lane / 4 + 8 k (k < P / 8), i.e.
     // slot offset rowDst + 512 k. Ring: piece q = lane + 32 k is record q / XC, chunk q % XC.
     const int rowL = lane >> 2, chL = lane & 3;
-    const uint32_t rowDst = Slot::kRows + (uint32_t)((rowL ^ ((rowL >> 1) & 1)) * 64 + 16 * chL);
+    const uint32_t rowDst = Slot::kRows + (uint32_t)stagedChunkOffset<kNvfp4>(rowL, chL);
 
     // The rows of head hd of `slot` into stage memory d.
     auto issueRows = [&](uint32_t d, int hd, int slot) {
@@ -180,10 +180,10 @@ __global__ void __launch_bounds__(kReadHeadThreads, MINB)
         const uint8_t* sl = wsm + (k % S) * Slot::kBytes;
         uint16_t* y = static_cast<uint16_t*>(p.y) + (int64_t)cb * p.stride_y_b + (int64_t)chd * p.stride_y_h + 2 * g;
         if (cSlot >= 0 && cMeta.y >= 0) {  // warp-uniform
-            const int key = cb * p.ngroups + (int)hpgDiv.div((uint32_t)chd);
+            const int grp = (int)hpgDiv.div((uint32_t)chd), key = cb * p.ngroups + grp;
             if (key != vfKey) {  // warp-uniform
-                const uint16_t* cv = static_cast<const uint16_t*>(p.Cm) + (int64_t)cb * p.stride_C_b +
-                                     (int64_t)(chd / hpg) * p.stride_C_g;
+                const uint16_t* cv =
+                    static_cast<const uint16_t*>(p.Cm) + (int64_t)cb * p.stride_C_b + (int64_t)grp * p.stride_C_g;
                 vf.build(cv, cv, actBf16, lane);
                 vfKey = key;
             }
