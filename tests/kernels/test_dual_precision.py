@@ -222,6 +222,13 @@ def test_gdn_split_path_8_row_items(read_fmt, mode, T, monkeypatch):
 READ_MMA_CASES = [(64, 16, torch.float16), (80, 24, torch.bfloat16), (128, 8, torch.bfloat16)]
 
 
+def _keep_tile_readouts(monkeypatch):
+    """The 16-row tile readouts for nvfp4 rows too (they run by default on the other formats and shapes; nvfp4 rows at
+    head dim 64 / 80 (Mamba-2) or head_v % 64 == 0 (GDN), window <= 16 run the head-staged readouts by default)."""
+    monkeypatch.setenv("RSSM_MAMBA2_READ_MMA_HEAD", "0")
+    monkeypatch.setenv("RSSM_GDN_READ_MMA_HEAD", "0")
+
+
 # "1" runs the lean instances (the default for windows <= 16), "1-fat" the ones without (RSSM_MAMBA2_READ_MMA_LEAN=0).
 @pytest.mark.parametrize("read_fmt", ["fp16", "fp8_e4m3", "nvfp4"])
 @pytest.mark.parametrize("mma", ["1", "1-fat", "0"], ids=["mma", "mma-fat", "cuda-core"])
@@ -229,6 +236,7 @@ READ_MMA_CASES = [(64, 16, torch.float16), (80, 24, torch.bfloat16), (128, 8, to
 def test_mamba2_read_copy_readout(read_fmt, mma, P, L, act, monkeypatch):
     monkeypatch.setenv("RSSM_DP_DECODE_PATH", "split")
     monkeypatch.setenv("RSSM_MAMBA2_READ_MMA", mma[0])
+    _keep_tile_readouts(monkeypatch)
     monkeypatch.setenv("RSSM_MAMBA2_READ_MMA_LEAN", "0" if mma.endswith("fat") else "1")
     kernels = set()
     flushes = _run_mamba2(read_fmt, 0, 1, S=5, H=8, P=P, G=2, L=L, steps=2 * L + 6, act=act, stagger=True, seed=47,
@@ -254,6 +262,7 @@ GDN_READ_MMA_CASES = [(2, 4, 128, 16, torch.bfloat16), (1, 4, 64, 24, torch.floa
 def test_gdn_read_copy_readout(read_fmt, mma, H, HV, V, L, act, monkeypatch):
     monkeypatch.setenv("RSSM_DP_DECODE_PATH", "split")
     monkeypatch.setenv("RSSM_GDN_READ_MMA", mma[0])
+    _keep_tile_readouts(monkeypatch)
     monkeypatch.setenv("RSSM_GDN_READ_MMA_EARLY", "0" if mma.endswith("late") else "1")
     monkeypatch.setenv("RSSM_GDN_READ_MMA_LEAN", "0" if mma.endswith("fat") else "1")
     kernels = set()
@@ -273,6 +282,7 @@ def test_gdn_read_copy_readout(read_fmt, mma, H, HV, V, L, act, monkeypatch):
 def test_read_copy_readout_occupancy_bounds(family, read_fmt, minb, monkeypatch):
     monkeypatch.setenv("RSSM_DP_DECODE_PATH", "split")
     monkeypatch.setenv("RSSM_READ_MMA_MINB", minb)
+    _keep_tile_readouts(monkeypatch)
     kernels = set()
     act = torch.bfloat16 if read_fmt == "fp8_e4m3" else torch.float16
     if family == "mamba2":
@@ -296,6 +306,7 @@ def test_read_copy_readout_occupancy_bounds(family, read_fmt, minb, monkeypatch)
 def test_read_copy_readout_long_tile_walks(family, read_fmt, ctas, monkeypatch):
     monkeypatch.setenv("RSSM_DP_DECODE_PATH", "split")
     monkeypatch.setenv("RSSM_READ_MMA_CTAS", ctas)
+    _keep_tile_readouts(monkeypatch)
     kernels = set()
     if family == "mamba2":
         flushes = _run_mamba2(read_fmt, 0, 1, S=7, H=12, P=64, G=3, L=6, steps=14, act=torch.bfloat16, stagger=True,

@@ -722,9 +722,10 @@ FixedFlushKernelFn fixedFormatKernel(const DualPrecisionFlushParams& p) {
 template <int FAMILY>
 int launchFamily(const DualPrecisionFlushParams& p, bool itemGrid, int smem, cudaStream_t stream) {
     const bool small = p.headdim <= 64;
-    // RSSM_DP_FLUSH_FIXED_FMT=1: the fixed-format instances; =2: the same with every nvfp4 division by __fdiv_rn
+    // The fixed-format instances by default (1); RSSM_DP_FLUSH_FIXED_FMT=0: the run-time-format kernel (A/B); =2: the
+    // fixed-format instances with every nvfp4 division by __fdiv_rn
     const char* ff = getenv("RSSM_DP_FLUSH_FIXED_FMT");
-    const int fixedFmt = ff && (strcmp(ff, "1") == 0 || strcmp(ff, "2") == 0) ? ff[0] - '0' : 0;
+    const int fixedFmt = ff && (strcmp(ff, "0") == 0 || strcmp(ff, "2") == 0) ? ff[0] - '0' : 1;
     if (!itemGrid && fixedFmt) {
         const FixedFlushKernelFn k = small ? fixedFormatKernel<FAMILY, 8>(p) : fixedFormatKernel<FAMILY, 16>(p);
         // (Mamba-2: fw_j x_j as [nf][kWarps][RPW], mamba2FlushItem)

@@ -261,10 +261,11 @@ bool useReadCopyMma(const GdnReplayParams& p, const stream::ReadCopyScales& rc) 
     return aligned && sizes && readmma::deviceSmVersion() >= 80;
 }
 cudaError_t launchReadCopyMma(const GdnReplayParams& p, int smCount, cudaStream_t s, const stream::ReadCopyScales& rc) {
-    // RSSM_GDN_READ_MMA_HEAD=1 (A/B, read per launch): the unit-staged readout where it runs (nvfp4 rows, head_v % 64
-    // == 0, window <= 16, fp16 u; gdn_read_head_kernel.cuh), under the same rules (useReadCopyMma)
+    // The unit-staged readout where it runs (nvfp4 rows, head_v % 64 == 0, window <= 16, fp16 u;
+    // gdn_read_head_kernel.cuh), under the same rules (useReadCopyMma); RSSM_GDN_READ_MMA_HEAD=0 (read per launch)
+    // keeps the 16-row tile kernel (A/B)
     const char* rh = getenv("RSSM_GDN_READ_MMA_HEAD");
-    if (rh && strcmp(rh, "1") == 0) {
+    if (!(rh && strcmp(rh, "0") == 0)) {
         size_t hsmem = 0;
         const void* hk = readCopyHeadKernel(p.state_dtype, p.window, p.head_v, p.act_dtype, p.u_dtype, &hsmem);
         if (hk) {

@@ -447,10 +447,11 @@ int launchSplitReadout(const char* op, Mamba2ReplayParams& q, stream::ReadCopySc
         const bool sizes = q.nheads < 65536 && (long long)q.ring_capacity * q.nheads * q.headdim < (1LL << 31) &&
                            (long long)q.batch * q.nheads * (q.headdim / 16) < (1LL << 31) &&
                            (long long)q.headdim * q.stride_state_p * unit < (1LL << 31);
-        // RSSM_MAMBA2_READ_MMA_HEAD=1 (A/B, read per launch): the head-staged readout where it runs (nvfp4 rows, head
-        // dim 64 / 80, window <= 16; mamba2_read_head_kernel.cuh), under the same rules
+        // The head-staged readout where it runs (nvfp4 rows, head dim 64 / 80, window <= 16;
+        // mamba2_read_head_kernel.cuh), under the same rules; RSSM_MAMBA2_READ_MMA_HEAD=0 (read per launch) keeps the
+        // 16-row tile kernel (A/B)
         const char* rh = getenv("RSSM_MAMBA2_READ_MMA_HEAD");
-        if (rh && strcmp(rh, "1") == 0 && aligned && sizes && readmma::deviceSmVersion() >= 80) {
+        if (!(rh && strcmp(rh, "0") == 0) && aligned && sizes && readmma::deviceSmVersion() >= 80) {
             size_t hsmem = 0;
             const void* hk = splitReadCopyHeadKernel(q.state_dtype, q.window, q.headdim, q.act_dtype, &hsmem);
             if (hk && allowSmem(hk, hsmem)) {
