@@ -748,7 +748,9 @@ def test_flush_fixed_formats_sanitize(family, read_fmt, rec_fmt, monkeypatch):
 def _fixed_vs_runtime_flush(family, read_fmt, rec_fmt, mode, T, P, state, monkeypatch, act=torch.bfloat16, switch="1"):
     """Bytes of one flush with RSSM_DP_FLUSH_FIXED_FMT=`switch` against the run-time-format kernel (=0)."""
     from replayssm_trtllm.ops.dual_precision import state_encode
-    S, L = 300, 4
+    # a window of T + 3 at least, so that a spread of cursors leaves some rows unflushed (h + T > L flushes every row
+    # of a window below T)
+    S, L = 300, max(4, T + 3)
     results = []
     for fixed in ("0", switch):
         monkeypatch.setenv("RSSM_DP_FLUSH_FIXED_FMT", fixed)
