@@ -6,7 +6,7 @@
 # AB_ROWS=both: the non-flush and the window rows) (no results are written: --no-write). Run on the GPU machine with
 # the library's environment (scripts/gpu_run.sh --extra). Examples:
 #   scripts/ab_precision.sh "--families gdn --reads fp8_e4m3,nvfp4 --reps 20" - RSSM_GDN_READ_MMA_LEAN=0 -
-#   AB_ROWS=window scripts/ab_precision.sh "--reads nvfp4,fp16" - RSSM_DP_FLUSH_FIXED_FMT=1 - RSSM_DP_FLUSH_FIXED_FMT=1
+#   AB_ROWS=window scripts/ab_precision.sh "--reads nvfp4,fp16" RSSM_DP_FLUSH_FIXED_FMT=0 - RSSM_DP_FLUSH_FIXED_FMT=0 -
 set -u
 cd "$(dirname "$0")/.."
 args="$1"; shift

@@ -322,8 +322,8 @@ def test_read_copy_readout_long_tile_walks(family, read_fmt, ctas, monkeypatch):
     assert any(name in n for n in kernels), f"the tensor-core readout did not run: {sorted(kernels)}"
 
 
-# The head-staged read-copy readout (RSSM_MAMBA2_READ_MMA_HEAD=1, A/B; mamba2_read_head_kernel.cuh: nvfp4 rows, head
-# dims 64 / 80, windows <= 16, bf16 / fp16 activations). Against the float64 reference with staggered slots, padding rows,
+# The head-staged read-copy readout (the default where it applies, RSSM_MAMBA2_READ_MMA_HEAD=0 off;
+# mamba2_read_head_kernel.cuh: nvfp4 rows, head dims 64 / 80, windows <= 16, bf16 / fp16 activations). Against the float64 reference with staggered slots, padding rows,
 # flushes and wrap-around, and on walks of several heads per warp (RSSM_READ_MMA_CTAS caps the grid: 1 CTA gives each of
 # its 3 warps ~28 heads across rows, key groups and skipped rows; the default grid gives each warp one head).
 HEAD_READ_CASES = [(64, 16, torch.bfloat16, None), (80, 16, torch.float16, None), (64, 8, torch.bfloat16, "1"),
@@ -387,8 +387,8 @@ def test_mamba2_read_copy_head_readout_changes_no_value(P, act, monkeypatch):
         assert torch.equal(a.view(torch.int16), b.view(torch.int16)), f"step {step}: " + _first_differences(a, b)
 
 
-# The unit-staged GDN read-copy readout (RSSM_GDN_READ_MMA_HEAD=1, A/B; gdn_read_head_kernel.cuh: nvfp4 rows, 64-row
-# units, head_v % 64 == 0, windows <= 16, fp16 u): against the float64 reference (staggered slots, a padding row, flushes,
+# The unit-staged GDN read-copy readout (the default where it applies, RSSM_GDN_READ_MMA_HEAD=0 off;
+# gdn_read_head_kernel.cuh: nvfp4 rows, 64-row units, head_v % 64 == 0, windows <= 16, fp16 u): against the float64 reference (staggered slots, a padding row, flushes,
 # wrap-around), with one unit per warp (default grid) and long walks across value heads, key heads and rows.
 GDN_HEAD_READ_CASES = [(2, 4, 128, 16, torch.bfloat16, None), (1, 4, 64, 16, torch.float16, None),
                        (3, 12, 64, 6, torch.bfloat16, "1"), (2, 4, 128, 8, torch.bfloat16, "2")]
@@ -720,8 +720,8 @@ def test_flush_fixed_formats_match_runtime_formats(family, read_fmt, rec_fmt, mo
     row offsets stepped per row, Philox round keys as launch arguments, fp16 SR with one range test per four values,
     nvfp4 codes by the shared-reciprocal division and the integer e2m1 code; Mamba-2: the fold for head dims that
     fill the warps (P = 64 / 128 here) and for the activation format) write the same bytes as the
-    run-time-format kernel (the default), which the tests above hold to the torch codec: both copies, their scales,
-    `flushed`, untouched slots. 'extreme' states (_extreme_flush_state) with the ring records of their heads zeroed,
+    run-time-format kernel (RSSM_DP_FLUSH_FIXED_FMT=0), which the tests above hold to the torch codec: both copies,
+    their scales, `flushed`, untouched slots. 'extreme' states (_extreme_flush_state) with the ring records of their heads zeroed,
     so the flushed state keeps the zeros, tiny values, ties and extreme scales (Mamba-2: x_j = 0; GDN: beta_j = 0)."""
     _fixed_vs_runtime_flush(family, read_fmt, rec_fmt, mode, T, P, state, monkeypatch,
                             act=torch.float16 if act == "fp16" else torch.bfloat16)
@@ -939,7 +939,7 @@ def test_mamba2_deferred_step_invalid_cursors(read_fmt, decode_path):
 
 
 def test_mamba2_deferred_step_invalid_cursors_head_readout(monkeypatch):
-    """The same on the head-staged read-copy readout (RSSM_MAMBA2_READ_MMA_HEAD=1, nvfp4, head dim 64): its NaN path
+    """The same on the head-staged read-copy readout (nvfp4, head dim 64, RSSM_MAMBA2_READ_MMA_HEAD=1): its NaN path
     for the invalid slot, the padding row untouched."""
     monkeypatch.setenv("RSSM_DP_DECODE_PATH", "split")
     monkeypatch.setenv("RSSM_MAMBA2_READ_MMA_HEAD", "1")

@@ -523,8 +523,8 @@ __global__ void __launch_bounds__(kThreads) flushItemGridKernel(const DualPrecis
 constexpr int kScanRows = 2 * kThreads;
 
 // Four CTAs per SM for head dims <= 64 (64 registers, no spills; 2,048 items of B = 256, H = 128 then take 4 rounds
-// of 528 CTAs instead of 6 of 396); two for larger head dims (128 registers). HPF / LPF: kFmtAny (flushCompactKernel,
-// the default), or the two copies' formats fixed at compile time (flushCompactFixedKernel, RSSM_DP_FLUSH_FIXED_FMT).
+// of 528 CTAs instead of 6 of 396); two for larger head dims (128 registers). HPF / LPF: kFmtAny (flushCompactKernel:
+// any formats), or the two copies' formats fixed at compile time (flushCompactFixedKernel, the default where it applies).
 template <int FAMILY, int RPW, int HPF, int LPF, bool FULL = false, int ACT = -1>
 __device__ __forceinline__ void flushCompactBody(const DualPrecisionFlushParams& p, const PhiloxRoundKeys* rk,
                                                  bool newton) {
@@ -690,7 +690,7 @@ int launchFlush(void (*kernel)(const Args), dim3 grid, int smem, cudaStream_t st
 
 using FixedFlushKernelFn = void (*)(const FixedFlushArgs);
 
-// Fixed-format instances of the compacted kernel (RSSM_DP_FLUSH_FIXED_FMT=1, A/B, off by default): two copies, read
+// Fixed-format instances of the compacted kernel (the default; RSSM_DP_FLUSH_FIXED_FMT=0 off): two copies, read
 // fp16 / fp8_e4m3 / nvfp4 x recurrence fp32 / fp16 (the combinations `bench precision` times); NULL for any other
 // combination or a shared copy, which take the run-time-format kernel. The instances also fix whether the head dim
 // fills the warps' rows (FULL) and the activation format (ACT).

@@ -1,4 +1,4 @@
-// Mamba-2 read-copy readout on tensor cores, staged per head (forty-second session; A/B, RSSM_MAMBA2_READ_MMA_HEAD=1):
+// Mamba-2 read-copy readout on tensor cores, staged per head (forty-second session; default since the forty-third):
 // the same function as mamba2ReadCopyMmaKernel (mamba2_read_mma_kernel.cuh) for nvfp4 read copies, dstate 128,
 // head dim 16 NT (NT = 4: Nemotron-3-Super's 64; 5: Nano's 80), windows <= 16 and bf16 / fp16 activations:
 //   y[p] = (gamma * S[p, :] . C + sum_{j < R} coef_j x_j[p]) * silu(z[p])
