@@ -18,8 +18,8 @@ the SSM layers by n and drops the rest from transformers' attention cache. One-t
 ``generate`` still works. Batch rows are slots 0..B-1, accept the same n, and must not be padded (an attention
 mask with zeros is refused); the reference backends run the recurrence in float64
 on the CPU, the kernels backend on the GPU (bf16 activations, fp32 state). The transformers cache's own SSM
-entries are left untouched (stale) while the patch is on, except the token count transformers 5 keeps in them
-(the model's positions come from it), which the patch advances.
+entries are left untouched (stale) while the patch is on, except the token count transformers 5.25 keeps in them
+(the model's positions come from it), which the patch advances (earlier 5.x releases count in the attention layers).
 """
 from __future__ import annotations
 
@@ -189,6 +189,8 @@ class ReplayPatch:
             count = getattr(lay, "cumulative_length_linear", None)
             if isinstance(count, torch.Tensor):       # an SSM layer's entry: only its token count is live
                 count.sub_(drop)
+            elif _is_linear_attention_layer(lay):     # an SSM layer's entry without a count (transformers < 5.25):
+                continue                              # nothing of it is live while the patch is on
             elif hasattr(lay, "crop"):
                 lay.crop(-drop)
             else:
@@ -197,17 +199,37 @@ class ReplayPatch:
 
     @staticmethod
     def _count_tokens(cache, layer: int, T: int) -> None:
-        """transformers 5 keeps a hybrid model's sequence length in the linear-attention cache layers (the
+        """transformers 5.25 keeps a hybrid model's sequence length in the linear-attention cache layers (the
         model's positions come from ``cache.get_seq_length()``, i.e. layer 0, often an SSM layer), advanced by
-        the mixer's own cache update, which the patch bypasses: advance it here."""
+        the mixer's own cache update, which the patch bypasses: advance it here. Earlier transformers 5 releases
+        keep no count there and take the sequence length from the first attention layer, which its attention
+        module advances itself: nothing to do then. Any other cache layout is refused."""
         layers = getattr(cache, "layers", None)
         lay = layers[layer] if layers is not None and layer < len(layers) else None
         count = getattr(lay, "cumulative_length_linear", None)
-        if not isinstance(count, torch.Tensor):
-            raise NotImplementedError(f"use_replay: this transformers version's cache ({type(cache).__name__}) does "
-                                      f"not keep a 'cumulative_length_linear' in layer {layer}; positions would go "
-                                      f"wrong, so the patch refuses to run with it")
-        count.add_(T)
+        if isinstance(count, torch.Tensor):
+            count.add_(T)
+            return
+        if _is_linear_attention_layer(lay) and any(not _is_linear_attention_layer(other) for other in layers):
+            return
+        import transformers
+        raise NotImplementedError(f"use_replay: the cache of transformers {transformers.__version__} "
+                                  f"({type(cache).__name__}, layer {layer}: {type(lay).__name__}) keeps neither a "
+                                  f"'cumulative_length_linear' in its SSM layers (transformers 5.25) nor the sequence "
+                                  f"length in attention layers only (earlier 5.x); positions would go wrong, so the "
+                                  f"patch refuses to run with it")
+
+
+def _is_linear_attention_layer(lay) -> bool:
+    """Whether a transformers cache layer is a linear-attention (SSM) layer's entry (``LinearAttentionCacheLayerMixin``
+    in transformers 5; by class name where that class cannot be imported)."""
+    if lay is None:
+        return False
+    try:
+        from transformers.cache_utils import LinearAttentionCacheLayerMixin
+    except ImportError:
+        return "LinearAttention" in type(lay).__name__
+    return isinstance(lay, LinearAttentionCacheLayerMixin)
 
 
 def use_replay(model, backend: str = "replay-reference", window: int = 16, max_batch: int = 8, device=None,

@@ -274,3 +274,32 @@ def test_speculative_decoding_with_the_kernels_on_the_gpu(tiny_model):
     finally:
         model.cpu()
     assert steps >= 3 and rejected >= 1 and worst < TOL_BF16, (kind, worst)
+
+
+def test_token_count_in_either_transformers_cache_layout():
+    """The patch advances the sequence length where the installed transformers keeps it: a tensor count in the
+    linear-attention (SSM) cache layers (5.25), or nothing where those layers keep no count and the attention layers
+    count themselves (earlier 5.x: the layout is built here from 5.25's classes with the count removed). A cache with
+    neither is refused, naming the transformers version."""
+    from types import SimpleNamespace
+
+    import transformers
+    from transformers.cache_utils import DynamicLayer, LinearAttentionLayer
+
+    from replayssm_trtllm.models.hf_patch import ReplayPatch
+
+    counted = LinearAttentionLayer()
+    if hasattr(counted, "cumulative_length_linear"):  # transformers 5.25 (the tests' pin)
+        ReplayPatch._count_tokens(SimpleNamespace(layers=[counted, DynamicLayer()]), 0, 3)
+        ReplayPatch._count_tokens(SimpleNamespace(layers=[counted, DynamicLayer()]), 0, 1)
+        assert int(counted.cumulative_length_linear) == 4
+
+    uncounted = LinearAttentionLayer()
+    if hasattr(uncounted, "cumulative_length_linear"):
+        del uncounted.cumulative_length_linear
+    attention = DynamicLayer()
+    ReplayPatch._count_tokens(SimpleNamespace(layers=[uncounted, attention]), 0, 3)  # the attention layer counts
+    assert not hasattr(uncounted, "cumulative_length_linear")
+
+    with pytest.raises(NotImplementedError, match=f"transformers {transformers.__version__}"):
+        ReplayPatch._count_tokens(SimpleNamespace(layers=[uncounted]), 0, 3)  # no attention layer either
