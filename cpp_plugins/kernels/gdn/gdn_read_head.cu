@@ -1,5 +1,6 @@
-// Instantiations of the unit-staged GDN read-copy readout (gdn_read_head_kernel.cuh; default, RSSM_GDN_READ_MMA_HEAD=0 off):
-// nvfp4 rows, K = 128, head_v % 64 == 0, window <= 16, fp16 u with bf16 / fp16 activations.
+// Instantiations of the unit-staged GDN read-copy readout (gdn_read_head_kernel.cuh; the default where it applies,
+// RSSM_GDN_READ_MMA_HEAD=0 off): nvfp4 rows, K = 128, head_v % 64 == 0, window <= 16, fp16 u with bf16 / fp16
+// activations.
 #include "gdn/gdn_read_head_kernel.cuh"
 #include "gdn/gdn_split.h"
 

@@ -1,7 +1,7 @@
-// GDN read-copy readout on tensor cores, staged per 64-row unit (forty-second session; default
-// since the forty-third, RSSM_GDN_READ_MMA_HEAD=0 off): the same function as gdnReadCopyMmaKernel (gdn_read_mma_kernel.cuh) for nvfp4 read copies,
-// K = 128, head_v a multiple of 64, windows <= 16, fp16 u with bf16 / fp16 activations. Per value row v of value head
-// hv, row b:
+// GDN read-copy readout on tensor cores, staged per 64-row unit (forty-second session; the default since the
+// forty-third, RSSM_GDN_READ_MMA_HEAD=0 off): the same function as gdnReadCopyMmaKernel (gdn_read_mma_kernel.cuh) for
+// nvfp4 read copies, K = 128, head_v a multiple of 64, windows <= 16, fp16 u with bf16 / fp16 activations. Per value
+// row v of value head hv, row b:
 //   X = gk (S[v, :] . k) + sum_{j < h} ck_j u_j[v],   Y = gq (S[v, :] . q) + sum_{j < h} cq_j u_j[v],
 //   u = beta (v_in[v] - X)  (appended to ring_u at record o + h),   o[v] = Y + cq_h u.
 //

@@ -39,8 +39,9 @@ int verifyMmaThreads();
 // its CTA size.
 const void* readCopyMmaKernel(int stateDtype, int window, int actDtype, int uDtype, size_t* smem);
 int readCopyMmaThreads();
-// The same readout staged per 64-row unit (gdn_read_head.cu; default, RSSM_GDN_READ_MMA_HEAD=0 off): NVFP4 rows, head_v % 64
-// == 0, window <= 16, fp16 u with bf16 / fp16 activations, else NULL; the launcher applies the tile kernel's other rules.
+// The same readout staged per 64-row unit (gdn_read_head.cu; the default, RSSM_GDN_READ_MMA_HEAD=0 off): NVFP4 rows,
+// head_v % 64 == 0, window <= 16, fp16 u with bf16 / fp16 activations, else NULL; the launcher applies the tile
+// kernel's other rules.
 const void* readCopyHeadKernel(int stateDtype, int window, int headV, int actDtype, int uDtype, size_t* smem);
 int readCopyHeadThreads();
 int readCopyHeadRows();

@@ -1,5 +1,6 @@
-// Instantiations of the head-staged Mamba-2 read-copy readout (mamba2_read_head_kernel.cuh; the
-// default where it applies, RSSM_MAMBA2_READ_MMA_HEAD=0 keeps the tile kernel): nvfp4 rows, dstate 128, head dim 64 / 80, window <= 16, bf16 / fp16 activations.
+// Instantiations of the head-staged Mamba-2 read-copy readout (mamba2_read_head_kernel.cuh; the default where it
+// applies, RSSM_MAMBA2_READ_MMA_HEAD=0 keeps the tile kernel): nvfp4 rows, dstate 128, head dim 64 / 80, window <= 16,
+// bf16 / fp16 activations.
 #include "mamba2/mamba2_dispatch.h"
 #include "mamba2/mamba2_read_head_kernel.cuh"
 
