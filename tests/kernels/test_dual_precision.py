@@ -9,7 +9,7 @@ from replayssm_trtllm.formats import PhiloxKey, encode, quantize_dequantize
 from replayssm_trtllm.reference import GdnReplayCacheRef, Mamba2ReplayCacheRef, cast_quantizer
 from replayssm_trtllm.reference.testing import (random_gdn_inputs, random_gdn_layer, random_mamba2_inputs,
                                                 random_mamba2_layer, random_state)
-from kernel_profile import cuda_kernel_names
+from kernel_profile import cuda_kernel_names, instances
 
 pytestmark = pytest.mark.gpu
 
@@ -323,19 +323,26 @@ def test_read_copy_readout_long_tile_walks(family, read_fmt, ctas, monkeypatch):
 
 
 # The head-staged read-copy readout (the default where it applies, RSSM_MAMBA2_READ_MMA_HEAD=0 off;
-# mamba2_read_head_kernel.cuh: nvfp4 rows, head dims 64 / 80, windows <= 16, bf16 / fp16 activations). Against the float64 reference with staggered slots, padding rows,
-# flushes and wrap-around, and on walks of several heads per warp (RSSM_READ_MMA_CTAS caps the grid: 1 CTA gives each of
-# its 3 warps ~28 heads across rows, key groups and skipped rows; the default grid gives each warp one head).
-HEAD_READ_CASES = [(64, 16, torch.bfloat16, None), (80, 16, torch.float16, None), (64, 8, torch.bfloat16, "1"),
-                   (80, 6, torch.bfloat16, "2")]
+# mamba2_read_head_kernel.cuh: nvfp4 rows, head dims 64 / 80, windows <= 16, bf16 / fp16 activations), whole heads
+# ("1", the default) and half-head units ("2", A/B: head dim 64; other head dims keep whole heads). Against the float64
+# reference with staggered slots, padding rows, flushes and wrap-around, and on walks of several units per warp
+# (RSSM_READ_MMA_CTAS caps the grid: 1 CTA gives each of its 3 warps ~28 heads (~56 half heads) across rows, key groups
+# and skipped rows; the default grid gives each warp one unit).
+HEAD_READ_CASES = [(64, 16, torch.bfloat16, None, "1"), (80, 16, torch.float16, None, "1"),
+                   (64, 8, torch.bfloat16, "1", "1"), (80, 6, torch.bfloat16, "2", "1"),
+                   (64, 16, torch.float16, None, "2"), (64, 6, torch.bfloat16, "1", "2"), (80, 8, torch.bfloat16, "2", "2")]
+# the instance each case must run: (tiles per unit, min CTAs per SM, units per head)
+_HEAD_INSTANCE = {(64, "1"): ("4", "5", "1"), (80, "1"): ("5", "4", "1"), (64, "2"): ("2", "7", "2"),
+                  (80, "2"): ("5", "4", "1")}
 
 
-@pytest.mark.parametrize("P,L,act,ctas", [c if c[3] != "1" else pytest.param(*c, marks=pytest.mark.sanitize)
-                                          for c in HEAD_READ_CASES],
-                         ids=["P64-L16-bf16", "P80-L16-fp16", "P64-L8-bf16-ctas1", "P80-L6-bf16-ctas2"])
-def test_mamba2_read_copy_head_readout(P, L, act, ctas, monkeypatch):
+@pytest.mark.parametrize("P,L,act,ctas,units",
+                         [c if c[3] != "1" else pytest.param(*c, marks=pytest.mark.sanitize) for c in HEAD_READ_CASES],
+                         ids=["P64-L16-bf16", "P80-L16-fp16", "P64-L8-bf16-ctas1", "P80-L6-bf16-ctas2",
+                              "half-P64-L16-fp16", "half-P64-L6-bf16-ctas1", "half-P80-L8-bf16-ctas2-whole"])
+def test_mamba2_read_copy_head_readout(P, L, act, ctas, units, monkeypatch):
     monkeypatch.setenv("RSSM_DP_DECODE_PATH", "split")
-    monkeypatch.setenv("RSSM_MAMBA2_READ_MMA_HEAD", "1")
+    monkeypatch.setenv("RSSM_MAMBA2_READ_MMA_HEAD", units)
     if ctas:
         monkeypatch.setenv("RSSM_READ_MMA_CTAS", ctas)
     kernels = set()
@@ -344,7 +351,8 @@ def test_mamba2_read_copy_head_readout(P, L, act, ctas, monkeypatch):
     assert flushes >= 4, f"only {flushes} slot flushes"
     if os.environ.get("RSSM_UNDER_SANITIZER") == "1" and not kernels:
         return  # compute-sanitizer holds CUPTI: the profiler sees no kernels (the outputs were checked above)
-    assert any("mamba2ReadCopyHeadKernel" in n for n in kernels), f"the head-staged readout did not run: {sorted(kernels)}"
+    ran = {(a[0], a[1], a[3]) for a in instances(kernels, "mamba2ReadCopyHeadKernel")}
+    assert ran == {_HEAD_INSTANCE[(P, units)]}, f"head-staged readout instances {ran}; kernels {sorted(kernels)}"
 
 
 def _first_differences(a, b, n=6):
@@ -375,16 +383,18 @@ def _mamba2_dp_outputs(P, L, act, steps, seed, S=7, H=12, G=3):
 
 @pytest.mark.parametrize("P,act", [(64, torch.bfloat16), (80, torch.float16)], ids=["P64-bf16", "P80-fp16"])
 def test_mamba2_read_copy_head_readout_changes_no_value(P, act, monkeypatch):
-    """The head-staged readout computes what the 16-row tile kernel computes, in the same order: every output bit for
-    bit, over 2 L + 6 steps (flushing rows come from the flush-only decode in both)."""
+    """The head-staged readout (whole heads and half heads) computes what the 16-row tile kernel computes, in the same
+    order: every output bit for bit, over 2 L + 6 steps (flushing rows come from the flush-only decode in all)."""
     monkeypatch.setenv("RSSM_DP_DECODE_PATH", "split")
     monkeypatch.setenv("RSSM_READ_MMA_CTAS", "2")  # several heads per warp
     runs = {}
-    for head in ("0", "1"):
+    for head in ("0", "1", "2"):  # tile kernel, whole heads, half heads (P = 64; whole heads at 80)
         monkeypatch.setenv("RSSM_MAMBA2_READ_MMA_HEAD", head)
         runs[head] = _mamba2_dp_outputs(P, 16, act, 38, seed=97)
-    for step, (a, b) in enumerate(zip(runs["0"], runs["1"])):
-        assert torch.equal(a.view(torch.int16), b.view(torch.int16)), f"step {step}: " + _first_differences(a, b)
+    for head in ("1", "2"):
+        for step, (a, b) in enumerate(zip(runs["0"], runs[head])):
+            assert torch.equal(a.view(torch.int16), b.view(torch.int16)), \
+                f"RSSM_MAMBA2_READ_MMA_HEAD={head}, step {step}: " + _first_differences(a, b)
 
 
 # The unit-staged GDN read-copy readout (the default where it applies, RSSM_GDN_READ_MMA_HEAD=0 off;

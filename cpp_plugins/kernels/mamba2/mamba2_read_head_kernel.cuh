@@ -34,14 +34,23 @@ namespace mamba2 {
 constexpr int kReadHeadThreads = 96;
 constexpr int kReadHeadStages = 2;
 
-// One staged head (per-warp shared memory; every part 16-byte aligned). NT tiles of 16 nvfp4 rows (64 bytes each).
+// The smallest record stride in words that holds w words and is 8 or 24 words past a multiple of 32: the four records
+// t + 4m (t = 0..3) a warp reads with g = 0..7 then fall in different banks.
+__host__ __device__ constexpr int wordsAtLeast(int w, int r) { return w <= r ? r : (w - r + 31) / 32 * 32 + r; }
+__host__ __device__ constexpr int readHeadXStrideWords(int w) {
+    return wordsAtLeast(w, 8) < wordsAtLeast(w, 24) ? wordsAtLeast(w, 8) : wordsAtLeast(w, 24);
+}
+static_assert(readHeadXStrideWords(32) == 40 && readHeadXStrideWords(40) == 40 && readHeadXStrideWords(16) == 24,
+              "record strides of the head dims 64 / 80 (unchanged) and of half a 64-row head");
+
+// One staged unit (per-warp shared memory; every part 16-byte aligned): NT tiles of 16 nvfp4 rows (64 bytes each), a
+// whole head or (RSSM_MAMBA2_READ_MMA_HEAD=2) half of one.
 template <int NT>
 struct ReadHeadSlot {
-    static constexpr int P = 16 * NT;
+    static constexpr int P = 16 * NT;  // the unit's rows
     static constexpr int kRows = 0;  // tile i at 1024 i, rows swizzled as readmma::stagedChunkOffset<kNvfp4>
-    // ring record j's P activation values at kX + j kXStride; the stride is 8 words past a multiple of 32 words, so the
-    // four records t + 4m a quarter warp reads with g = 0..7 fall in different banks
-    static constexpr int kXStride = ((P / 2 + 23) / 32 * 32 + 8) * 4;
+    // ring record j's P activation values at kX + j kXStride (readHeadXStrideWords: 40 words at P = 64 / 80, 24 at 32)
+    static constexpr int kXStride = readHeadXStrideWords(P / 2) * 4;
     static constexpr int kX = kRows + NT * 1024;
     static constexpr int kScale = kX + 16 * kXStride;        // [P rows][8] e4m3 block scales
     static constexpr int kZ = kScale + 8 * P;                // [P] activation bits
@@ -55,13 +64,16 @@ __host__ __device__ constexpr size_t readHeadSmemBytes() {
     return (size_t)(kReadHeadThreads / 32) * kReadHeadStages * ReadHeadSlot<NT>::kBytes;
 }
 
-// AK: 1 = bf16 activations, 2 = fp16 (compile-time, as the tile kernel's specialized instances).
-template <int NT, int MINB, int AK>
+// AK: 1 = bf16 activations, 2 = fp16 (compile-time, as the tile kernel's specialized instances). U: units per head
+// (1: a warp's unit is a whole head of 16 NT rows; 2: half a head of 32 NT rows, RSSM_MAMBA2_READ_MMA_HEAD=2, A/B).
+template <int NT, int MINB, int AK, int U = 1>
 __global__ void __launch_bounds__(kReadHeadThreads, MINB)
     mamba2ReadCopyHeadKernel(const Mamba2ReplayParams p, const stream::ReadCopyScales rc) {
     using namespace readmma;
     using Slot = ReadHeadSlot<NT>;
-    constexpr int P = Slot::P;
+    constexpr int P = Slot::P;   // the unit's rows
+    constexpr int PH = P * U;    // the head dim
+    static_assert(U == 1 || U == 2, "whole heads or halves");
     constexpr int S = kReadHeadStages;
     constexpr int XC = P / 8;             // 16-byte chunks of one record's x (P bf16 / fp16 values)
     constexpr int XK = (16 * XC + 31) / 32;  // ring copies per lane
@@ -74,7 +86,7 @@ __global__ void __launch_bounds__(kReadHeadThreads, MINB)
     const int lane = threadIdx.x & 31, t = lane & 3, g = lane >> 2;
     uint8_t* wsm = smemRaw + (threadIdx.x >> 5) * S * Slot::kBytes;
     const unsigned wsmS = async::smemAddr(wsm);
-    const WarpTiles wr = warpTiles<kReadHeadThreads>((long long)p.batch * H);  // heads < 2^31 (launcher)
+    const WarpTiles wr = warpTiles<kReadHeadThreads>((long long)p.batch * H * U);  // units < 2^31 (launcher)
     const int hEnd = wr.tEnd, bh = wr.tile;
     if (bh >= hEnd) {
         pdlWaitPrimary();
@@ -87,7 +99,7 @@ __global__ void __launch_bounds__(kReadHeadThreads, MINB)
     const uint32_t rowStride = (uint32_t)p.stride_state_p;  // nvfp4: bytes; P rows x rowStride < 2^31 (launcher)
     const uint8_t* state = static_cast<const uint8_t*>(p.state);
     const uint16_t* ringX = static_cast<const uint16_t*>(p.ring_x);
-    const int64_t recBytes = 2LL * H * P;  // ring record stride (bytes)
+    const int64_t recBytes = 2LL * H * PH;  // ring record stride (bytes)
     const SmallDivisor hpgDiv((uint32_t)hpg);
 
     auto slotOf = [&](int b) {
@@ -101,24 +113,25 @@ __global__ void __launch_bounds__(kReadHeadThreads, MINB)
     const int rowL = lane >> 2, chL = lane & 3;
     const uint32_t rowDst = Slot::kRows + (uint32_t)stagedChunkOffset<kNvfp4>(rowL, chL);
 
-    // The rows of head hd of `slot` into stage memory d.
-    auto issueRows = [&](uint32_t d, int hd, int slot) {
+    // The rows of unit `part` of head hd of `slot` into stage memory d.
+    auto issueRows = [&](uint32_t d, int hd, int part, int slot) {
         const uint8_t* rows = state + ((int64_t)slot * p.stride_state_slot + (int64_t)hd * p.stride_state_head) +
-                              rowL * (int64_t)rowStride + 16 * chL;
+                              (rowL + (U == 1 ? 0 : P * part)) * (int64_t)rowStride + 16 * chL;
 #pragma unroll
         for (int k = 0; k < P / 8; ++k) async::copy16At(d + rowDst + 512 * k, rows + (uint32_t)(8 * k) * rowStride);
     };
     bool rowsStaged = false;  // the first head's rows, copied before the wait for the prep grid (the prep does not
                               // write the read copy; a head that turns out not to be computed ignores them)
-    // Issues the copies of head h (row b, head hd, slot, cursor words) into stage memory d; one commit group (with the
-    // early rows of the first head), empty for a head that is not computed.
-    auto issue = [&](uint32_t d, int b, int hd, int h, int slot, int4 meta) {
+    // Issues the copies of unit `part` of head h (row b, head hd, slot, cursor words) into stage memory d; one commit
+    // group (with the early rows of the first unit), empty for a unit that is not computed.
+    auto issue = [&](uint32_t d, int b, int hd, int part, int h, int slot, int4 meta) {
         const bool staged = rowsStaged;
         rowsStaged = false;
         if (slot >= 0 && meta.y >= 0) {  // warp-uniform
             const int o = meta.z, R = meta.w + 1;
-            if (!staged) issueRows(d, hd, slot);
-            const uint8_t* x0 = reinterpret_cast<const uint8_t*>(ringX + ((int64_t)slot * Cap * H + hd) * P);
+            if (!staged) issueRows(d, hd, part, slot);
+            const uint8_t* x0 =
+                reinterpret_cast<const uint8_t*>(ringX + ((int64_t)slot * Cap * H + hd) * PH + (U == 1 ? 0 : P * part));
 #pragma unroll
             for (int k = 0; k < XK; ++k) {
                 const int q = lane + 32 * k;
@@ -131,7 +144,7 @@ __global__ void __launch_bounds__(kReadHeadThreads, MINB)
                 }
             }
             const int64_t sh = (int64_t)slot * rc.nheads + hd;
-            const uint8_t* scale = static_cast<const uint8_t*>(rc.scale) + sh * P * 8;
+            const uint8_t* scale = static_cast<const uint8_t*>(rc.scale) + (sh * PH + (U == 1 ? 0 : P * part)) * 8;
 #pragma unroll
             for (int k = 0; k < SK; ++k) {
                 const int q = lane + 32 * k;
@@ -140,7 +153,7 @@ __global__ void __launch_bounds__(kReadHeadThreads, MINB)
             }
             if (p.z) {  // uniform
                 const uint16_t* z = static_cast<const uint16_t*>(p.z) + (int64_t)b * p.stride_z_b +
-                                    (int64_t)hd * p.stride_z_h;
+                                    (int64_t)hd * p.stride_z_h + (U == 1 ? 0 : P * part);
                 async::copy16IfAt(lane < XC, d + Slot::kZ + 16 * lane, z + 8 * lane);
             }
             const float* hr = ws + (size_t)h * RW;
@@ -151,34 +164,35 @@ __global__ void __launch_bounds__(kReadHeadThreads, MINB)
         async::commit();
     };
 
-    // walk (common/read_mma_walk.cuh, one unit per head): the head being issued with its slot and cursors, and the
-    // next head's (loaded one head ahead)
-    auto early = [&](int hd, int, int slot) {
+    // walk (common/read_mma_walk.cuh, U units per head): the unit being issued with its head's slot and cursors, and
+    // the next head's (loaded one head ahead)
+    auto early = [&](int hd, int part, int slot) {
         if (slot >= 0) {
-            issueRows(wsmS, hd, slot);
+            issueRows(wsmS, hd, part, slot);
             rowsStaged = true;
         }
     };
-    auto walk = makeUnitWalk(bh, hEnd, 1, H, kSplitSkipRow, slotOf, metaOf, early);
-    issue(wsmS, walk.b, walk.head, walk.bh, walk.slot, walk.meta);
+    auto walk = makeUnitWalk(bh, hEnd, U, H, kSplitSkipRow, slotOf, metaOf, early);
+    issue(wsmS, walk.b, walk.head, walk.part, walk.bh, walk.slot, walk.meta);
 
     VectorFragments<kNvfp4> vf;
     int vfKey = -1;
     for (int k = 0;; ++k) {
-        // the head computed now (issued last), then the next head into the other stage
-        const int cb = walk.b, chd = walk.head, cSlot = walk.slot;
+        // the unit computed now (issued last), then the next unit into the other stage
+        const int cb = walk.b, chd = walk.head, cPart = walk.part, cSlot = walk.slot;
         const int4 cMeta = walk.meta;
         const bool more = walk.more();
         if (more) {
             walk.advance();
-            issue(wsmS + ((k + 1) % S) * Slot::kBytes, walk.b, walk.head, walk.bh, walk.slot, walk.meta);
+            issue(wsmS + ((k + 1) % S) * Slot::kBytes, walk.b, walk.head, walk.part, walk.bh, walk.slot, walk.meta);
         } else {
             async::commit();
         }
         async::waitGroup<S - 1>();  // this head's group has landed (for this lane)
         __syncwarp();               // ... and every lane's
         const uint8_t* sl = wsm + (k % S) * Slot::kBytes;
-        uint16_t* y = static_cast<uint16_t*>(p.y) + (int64_t)cb * p.stride_y_b + (int64_t)chd * p.stride_y_h + 2 * g;
+        uint16_t* y = static_cast<uint16_t*>(p.y) + (int64_t)cb * p.stride_y_b + (int64_t)chd * p.stride_y_h +
+                      (U == 1 ? 0 : P * cPart) + 2 * g;
         if (cSlot >= 0 && cMeta.y >= 0) {  // warp-uniform
             const int grp = (int)hpgDiv.div((uint32_t)chd), key = cb * p.ngroups + grp;
             if (key != vfKey) {  // warp-uniform
