@@ -398,19 +398,24 @@ def test_mamba2_read_copy_head_readout_changes_no_value(P, act, monkeypatch):
 
 
 # The unit-staged GDN read-copy readout (the default where it applies, RSSM_GDN_READ_MMA_HEAD=0 off;
-# gdn_read_head_kernel.cuh: nvfp4 rows, 64-row units, head_v % 64 == 0, windows <= 16, fp16 u): against the float64 reference (staggered slots, a padding row, flushes,
+# gdn_read_head_kernel.cuh: nvfp4 rows, 64-row units ("1", the default) or 32-row units ("2", A/B), head_v a multiple
+# of the unit, windows <= 16, fp16 u): against the float64 reference (staggered slots, a padding row, flushes,
 # wrap-around), with one unit per warp (default grid) and long walks across value heads, key heads and rows.
-GDN_HEAD_READ_CASES = [(2, 4, 128, 16, torch.bfloat16, None), (1, 4, 64, 16, torch.float16, None),
-                       (3, 12, 64, 6, torch.bfloat16, "1"), (2, 4, 128, 8, torch.bfloat16, "2")]
+GDN_HEAD_READ_CASES = [(2, 4, 128, 16, torch.bfloat16, None, "1"), (1, 4, 64, 16, torch.float16, None, "1"),
+                       (3, 12, 64, 6, torch.bfloat16, "1", "1"), (2, 4, 128, 8, torch.bfloat16, "2", "1"),
+                       (2, 4, 128, 16, torch.float16, None, "2"), (3, 12, 64, 6, torch.bfloat16, "1", "2"),
+                       (1, 4, 64, 8, torch.bfloat16, "2", "2")]
 
 
-@pytest.mark.parametrize("H,HV,V,L,act,ctas", [c if c[5] != "1" else pytest.param(*c, marks=pytest.mark.sanitize)
-                                               for c in GDN_HEAD_READ_CASES],
+@pytest.mark.parametrize("H,HV,V,L,act,ctas,units",
+                         [c if c[5] != "1" else pytest.param(*c, marks=pytest.mark.sanitize)
+                          for c in GDN_HEAD_READ_CASES],
                          ids=["gqa2-V128-L16-bf16", "gqa4-V64-L16-fp16", "gqa4-V64-L6-bf16-ctas1",
-                              "gqa2-V128-L8-bf16-ctas2"])
-def test_gdn_read_copy_head_readout(H, HV, V, L, act, ctas, monkeypatch):
+                              "gqa2-V128-L8-bf16-ctas2", "rows32-gqa2-V128-L16-fp16", "rows32-gqa4-V64-L6-bf16-ctas1",
+                              "rows32-gqa4-V64-L8-bf16-ctas2"])
+def test_gdn_read_copy_head_readout(H, HV, V, L, act, ctas, units, monkeypatch):
     monkeypatch.setenv("RSSM_DP_DECODE_PATH", "split")
-    monkeypatch.setenv("RSSM_GDN_READ_MMA_HEAD", "1")
+    monkeypatch.setenv("RSSM_GDN_READ_MMA_HEAD", units)
     if ctas:
         monkeypatch.setenv("RSSM_READ_MMA_CTAS", ctas)
     kernels = set()
@@ -419,7 +424,9 @@ def test_gdn_read_copy_head_readout(H, HV, V, L, act, ctas, monkeypatch):
     assert flushes >= 4, f"only {flushes} slot flushes"
     if os.environ.get("RSSM_UNDER_SANITIZER") == "1" and not kernels:
         return  # compute-sanitizer holds CUPTI: the profiler sees no kernels (the outputs were checked above)
-    assert any("gdnReadCopyHeadKernel" in n for n in kernels), f"the unit-staged readout did not run: {sorted(kernels)}"
+    # <min CTAs per SM, activation kind, rows per unit>: 64-row units at 5, 32-row units at 6
+    ran = {(a[0], a[2]) for a in instances(kernels, "gdnReadCopyHeadKernel")}
+    assert ran == ({("5", "64")} if units == "1" else {("6", "32")}), f"unit-staged instances {ran}: {sorted(kernels)}"
 
 
 def _gdn_dp_outputs(H, HV, V, L, act, steps, seed, S=7):
@@ -446,16 +453,19 @@ def _gdn_dp_outputs(H, HV, V, L, act, steps, seed, S=7):
 @pytest.mark.parametrize("H,HV,V,act", [(2, 4, 128, torch.bfloat16), (1, 4, 64, torch.float16)],
                          ids=["gqa2-V128-bf16", "gqa4-V64-fp16"])
 def test_gdn_read_copy_head_readout_changes_no_value(H, HV, V, act, monkeypatch):
-    """The unit-staged readout computes what the 16-row tile kernel computes, in the same order: every output bit for
-    bit over 38 steps (the u it appends feeds the later steps, so a different u shows in their outputs)."""
+    """The unit-staged readout (64- and 32-row units) computes what the 16-row tile kernel computes, in the same order:
+    every output bit for bit over 38 steps (the u it appends feeds the later steps, so a different u shows in their
+    outputs)."""
     monkeypatch.setenv("RSSM_DP_DECODE_PATH", "split")
     monkeypatch.setenv("RSSM_READ_MMA_CTAS", "2")  # several units per warp
     runs = {}
-    for head in ("0", "1"):
+    for head in ("0", "1", "2"):  # tile kernel, 64-row units, 32-row units
         monkeypatch.setenv("RSSM_GDN_READ_MMA_HEAD", head)
         runs[head] = _gdn_dp_outputs(H, HV, V, 16, act, 38, seed=103)
-    for step, (a, b) in enumerate(zip(runs["0"], runs["1"])):
-        assert torch.equal(a.view(torch.int16), b.view(torch.int16)), f"step {step}: " + _first_differences(a, b)
+    for head in ("1", "2"):
+        for step, (a, b) in enumerate(zip(runs["0"], runs[head])):
+            assert torch.equal(a.view(torch.int16), b.view(torch.int16)), \
+                f"RSSM_GDN_READ_MMA_HEAD={head}, step {step}: " + _first_differences(a, b)
 
 
 @pytest.mark.parametrize("read_fmt", ["fp16", "nvfp4"])

@@ -16,6 +16,17 @@
 namespace rssm {
 namespace readmma {
 
+// Staged ring records of the head-staged readouts (mamba2_read_head_kernel.cuh, gdn_read_head_kernel.cuh): the smallest
+// record stride in words that holds w words and is 8 or 24 words past a multiple of 32, so that the four records
+// t + 4m (t = 0..3) a warp reads with g = 0..7 fall in different banks.
+__host__ __device__ constexpr int wordsAtLeast(int w, int r) { return w <= r ? r : (w - r + 31) / 32 * 32 + r; }
+__host__ __device__ constexpr int stagedRecordStrideWords(int w) {
+    return wordsAtLeast(w, 8) < wordsAtLeast(w, 24) ? wordsAtLeast(w, 8) : wordsAtLeast(w, 24);
+}
+static_assert(stagedRecordStrideWords(32) == 40 && stagedRecordStrideWords(40) == 40 &&
+                  stagedRecordStrideWords(16) == 24,
+              "record strides of 64 / 80 rows (as before) and of 32");
+
 // CTAs of 128 threads per SM the Mamba-2 readout's registers are bounded for (__launch_bounds__), per read format:
 // fp16 streams the most bytes and keeps 4 (up to 128 registers); fp8 / nvfp4 are bound by instructions and take 5
 // (96 registers, no spills at the default depth) for more warps to issue from. Measured side by side (H200, Super

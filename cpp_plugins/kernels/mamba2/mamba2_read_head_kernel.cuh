@@ -34,23 +34,15 @@ namespace mamba2 {
 constexpr int kReadHeadThreads = 96;
 constexpr int kReadHeadStages = 2;
 
-// The smallest record stride in words that holds w words and is 8 or 24 words past a multiple of 32: the four records
-// t + 4m (t = 0..3) a warp reads with g = 0..7 then fall in different banks.
-__host__ __device__ constexpr int wordsAtLeast(int w, int r) { return w <= r ? r : (w - r + 31) / 32 * 32 + r; }
-__host__ __device__ constexpr int readHeadXStrideWords(int w) {
-    return wordsAtLeast(w, 8) < wordsAtLeast(w, 24) ? wordsAtLeast(w, 8) : wordsAtLeast(w, 24);
-}
-static_assert(readHeadXStrideWords(32) == 40 && readHeadXStrideWords(40) == 40 && readHeadXStrideWords(16) == 24,
-              "record strides of the head dims 64 / 80 (unchanged) and of half a 64-row head");
-
 // One staged unit (per-warp shared memory; every part 16-byte aligned): NT tiles of 16 nvfp4 rows (64 bytes each), a
 // whole head or (RSSM_MAMBA2_READ_MMA_HEAD=2) half of one.
 template <int NT>
 struct ReadHeadSlot {
     static constexpr int P = 16 * NT;  // the unit's rows
     static constexpr int kRows = 0;  // tile i at 1024 i, rows swizzled as readmma::stagedChunkOffset<kNvfp4>
-    // ring record j's P activation values at kX + j kXStride (readHeadXStrideWords: 40 words at P = 64 / 80, 24 at 32)
-    static constexpr int kXStride = readHeadXStrideWords(P / 2) * 4;
+    // ring record j's P activation values at kX + j kXStride (readmma::stagedRecordStrideWords: 40 words at P = 64
+    // and 80, 24 at 32)
+    static constexpr int kXStride = readmma::stagedRecordStrideWords(P / 2) * 4;
     static constexpr int kX = kRows + NT * 1024;
     static constexpr int kScale = kX + 16 * kXStride;        // [P rows][8] e4m3 block scales
     static constexpr int kZ = kScale + 8 * P;                // [P] activation bits
