@@ -23,6 +23,7 @@ entries are left untouched (stale) while the patch is on, except the token count
 """
 from __future__ import annotations
 
+import functools
 import weakref
 from typing import Callable, Dict, List, Optional
 
@@ -220,16 +221,23 @@ class ReplayPatch:
                                   f"patch refuses to run with it")
 
 
+@functools.lru_cache(maxsize=None)
+def _linear_attention_layer_class():
+    """transformers 5's ``LinearAttentionCacheLayerMixin`` (looked up once), or None where it cannot be imported."""
+    try:
+        from transformers.cache_utils import LinearAttentionCacheLayerMixin
+    except ImportError:
+        return None
+    return LinearAttentionCacheLayerMixin
+
+
 def _is_linear_attention_layer(lay) -> bool:
     """Whether a transformers cache layer is a linear-attention (SSM) layer's entry (``LinearAttentionCacheLayerMixin``
     in transformers 5; by class name where that class cannot be imported)."""
     if lay is None:
         return False
-    try:
-        from transformers.cache_utils import LinearAttentionCacheLayerMixin
-    except ImportError:
-        return "LinearAttention" in type(lay).__name__
-    return isinstance(lay, LinearAttentionCacheLayerMixin)
+    cls = _linear_attention_layer_class()
+    return isinstance(lay, cls) if cls is not None else "LinearAttention" in type(lay).__name__
 
 
 def use_replay(model, backend: str = "replay-reference", window: int = 16, max_batch: int = 8, device=None,

@@ -27,6 +27,15 @@ static_assert(stagedRecordStrideWords(32) == 40 && stagedRecordStrideWords(40) =
                   stagedRecordStrideWords(16) == 24,
               "record strides of 64 / 80 rows (as before) and of 32");
 
+// The row copies of a head-staged readout's unit: ROWS nvfp4 rows of 64 bytes, this lane's chunk lane % 4 of rows
+// lane / 4 + 8 k (`rows`: its first source row and chunk, rows rowStride bytes apart) to d + rowDst + 512 k (rowDst:
+// the lane's swizzled offset in the unit's first tile, stagedChunkOffset<kNvfp4>).
+template <int ROWS>
+__device__ __forceinline__ void copyUnitRowsAt(unsigned d, uint32_t rowDst, const uint8_t* rows, uint32_t rowStride) {
+#pragma unroll
+    for (int k = 0; k < ROWS / 8; ++k) async::copy16At(d + rowDst + 512 * k, rows + (uint32_t)(8 * k) * rowStride);
+}
+
 // CTAs of 128 threads per SM the Mamba-2 readout's registers are bounded for (__launch_bounds__), per read format:
 // fp16 streams the most bytes and keeps 4 (up to 128 registers); fp8 / nvfp4 are bound by instructions and take 5
 // (96 registers, no spills at the default depth) for more warps to issue from. Measured side by side (H200, Super

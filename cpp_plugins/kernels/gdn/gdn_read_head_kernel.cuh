@@ -20,7 +20,6 @@
 // Pure CUDA.
 #pragma once
 #include "common/cp_async.cuh"
-#include "common/cp_async_at.cuh"
 #include "common/pdl.h"
 #include "common/read_mma.cuh"
 #include "common/read_mma_walk.cuh"
@@ -109,8 +108,7 @@ __global__ void __launch_bounds__(kReadHeadThreads, MINB)
     auto issueRows = [&](uint32_t d, int hv, int r0, int slot) {  // the unit's rows into stage memory d
         const uint8_t* rows = state + ((int64_t)slot * p.state_stride_slot + (int64_t)hv * p.state_stride_head) +
                               (int64_t)(r0 + rowL) * rowStride + 16 * chL;
-#pragma unroll
-        for (int k = 0; k < UR / 8; ++k) async::copy16At(d + rowDst + 512 * k, rows + (uint32_t)(8 * k) * rowStride);
+        copyUnitRowsAt<UR>(d, rowDst, rows, rowStride);
     };
     bool rowsStaged = false;  // the first unit's rows, copied before the wait for the prep grid (the prep does not
                               // write the read copy; a unit that turns out not to be computed ignores them)

@@ -20,7 +20,6 @@
 // an SM). Padding rows and skipped (flushing) rows are untouched; invalid cursors give NaN outputs. Pure CUDA.
 #pragma once
 #include "common/cp_async.cuh"
-#include "common/cp_async_at.cuh"
 #include "common/pdl.h"
 #include "common/read_mma.cuh"
 #include "common/read_mma_walk.cuh"
@@ -109,8 +108,7 @@ __global__ void __launch_bounds__(kReadHeadThreads, MINB)
     auto issueRows = [&](uint32_t d, int hd, int part, int slot) {
         const uint8_t* rows = state + ((int64_t)slot * p.stride_state_slot + (int64_t)hd * p.stride_state_head) +
                               (rowL + (U == 1 ? 0 : P * part)) * (int64_t)rowStride + 16 * chL;
-#pragma unroll
-        for (int k = 0; k < P / 8; ++k) async::copy16At(d + rowDst + 512 * k, rows + (uint32_t)(8 * k) * rowStride);
+        copyUnitRowsAt<P>(d, rowDst, rows, rowStride);
     };
     bool rowsStaged = false;  // the first head's rows, copied before the wait for the prep grid (the prep does not
                               // write the read copy; a head that turns out not to be computed ignores them)
