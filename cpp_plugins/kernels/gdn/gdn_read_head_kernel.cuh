@@ -32,42 +32,36 @@ namespace gdn {
 
 constexpr int kReadHeadThreads = 96;
 constexpr int kReadHeadStages = 2;
-constexpr int kReadHeadRows = 64;  // rows per unit (four tiles); 32 with RSSM_GDN_READ_MMA_HEAD=2 (A/B)
+constexpr int kReadHeadRows = 64;  // rows per unit (four tiles)
 
-// One staged unit of UR rows (per-warp shared memory; every part 16-byte aligned). UR nvfp4 rows of 64 bytes.
-template <int UR = kReadHeadRows>
+// One staged unit (per-warp shared memory; every part 16-byte aligned). 64 nvfp4 rows of 64 bytes.
 struct ReadHeadSlotGdn {
     static constexpr int kRows = 0;      // tile i at 1024 i, rows swizzled as readmma::stagedChunkOffset<kNvfp4>
-    // ring record j's UR u values at kU + kUStride j (readmma::stagedRecordStrideWords: 160 bytes at UR = 64, 96 at
-    // 32, so the reads are conflict-free)
-    static constexpr int kUStride = readmma::stagedRecordStrideWords(UR / 2) * 4;
-    static constexpr int kU = kRows + UR / 16 * 1024;
+    // ring record j's 64 u values at kU + 160 j (readmma::stagedRecordStrideWords: 40 words, 8 past a multiple of 32,
+    // so the reads are conflict-free)
+    static constexpr int kUStride = readmma::stagedRecordStrideWords(kReadHeadRows / 2) * 4;
+    static constexpr int kU = kRows + 4 * 1024;
     static constexpr int kCk = kU + 16 * kUStride;  // [16] fp32 (zero from h on)
     static constexpr int kCq = kCk + 64;            // [16] fp32 (zero from h on)
-    static constexpr int kScale = kCq + 64;         // [UR rows][8] e4m3 block scales
-    static constexpr int kV = kScale + 8 * UR;      // [UR] activation bits
-    static constexpr int kHead = kV + 2 * UR;       // gk, gq, beta, cq_h, state scale
+    static constexpr int kScale = kCq + 64;         // [64 rows][8] e4m3 block scales
+    static constexpr int kV = kScale + 8 * kReadHeadRows;  // [64] activation bits
+    static constexpr int kHead = kV + 2 * kReadHeadRows;   // gk, gq, beta, cq_h, state scale
     static constexpr int kBytes = kHead + 32;
 };
-static_assert(ReadHeadSlotGdn<64>::kUStride == 160, "the 64-row units' layout");
+static_assert(ReadHeadSlotGdn::kUStride == 160, "the 64-row units' layout");
 
-template <int UR = kReadHeadRows>
 __host__ __device__ constexpr size_t readHeadSmemBytesGdn() {
-    return (size_t)(kReadHeadThreads / 32) * kReadHeadStages * ReadHeadSlotGdn<UR>::kBytes;
+    return (size_t)(kReadHeadThreads / 32) * kReadHeadStages * ReadHeadSlotGdn::kBytes;
 }
 
-// AK: 1 = bf16 activations, 2 = fp16 (u fp16 in both; compile-time, as the tile kernel's specialized instances). UR:
-// rows per unit, 64 (the default) or 32 (RSSM_GDN_READ_MMA_HEAD=2, A/B).
-template <int MINB, int AK, int UR = kReadHeadRows>
+// AK: 1 = bf16 activations, 2 = fp16 (u fp16 in both; compile-time, as the tile kernel's specialized instances).
+template <int MINB, int AK>
 __global__ void __launch_bounds__(kReadHeadThreads, MINB)
     gdnReadCopyHeadKernel(const GdnReplayParams p, const stream::ReadCopyScales rc) {
     using namespace readmma;
-    using Slot = ReadHeadSlotGdn<UR>;
+    using Slot = ReadHeadSlotGdn;
     constexpr int S = kReadHeadStages;
-    constexpr int NT = UR / 16;       // tiles per unit
-    constexpr int XC = UR / 8;        // 16-byte chunks of one record's u (UR fp16 values)
-    constexpr int XK = 16 * XC / 32;  // ring copies per lane
-    static_assert(UR == 64 || UR == 32, "64- or 32-row units");
+    constexpr int UR = kReadHeadRows;
     static_assert(AK == 1 || AK == 2, "compiled for the activation format");
     extern __shared__ __align__(16) uint8_t smemRaw[];
     const int HV = p.num_v_heads, C = p.ring_capacity;
@@ -97,11 +91,11 @@ __global__ void __launch_bounds__(kReadHeadThreads, MINB)
     };
     auto metaOf = [&](int bh) { return *reinterpret_cast<const int4*>(ws + (size_t)bh * RW + 8); };
 
-    // The lane's fixed part of the copy plan. Rows: chunk lane % 4 of unit rows lane / 4 + 8 k (k < UR / 8), slot
-    // offset rowDst + 512 k. Ring: piece lane + 32 k is record lane / XC + (32 / XC) k, chunk lane % XC (8 rows).
+    // The lane's fixed part of the copy plan. Rows: chunk lane % 4 of unit rows lane / 4 + 8 k (k < 8), slot offset
+    // rowDst + 512 k. Ring: piece lane + 32 k is record lane / 8 + 4 k, chunk lane % 8 (8 rows).
     const int rowL = lane >> 2, chL = lane & 3;
     const uint32_t rowDst = Slot::kRows + (uint32_t)stagedChunkOffset<kNvfp4>(rowL, chL);
-    const int xj = lane / XC, xc = lane % XC;
+    const int xj = lane >> 3, xc = lane & 7;
 
     // Copies of unit (row b, value head hv, rows r0 ..; head bh = b HV + hv) into stage memory d: one commit group,
     // empty for a unit that is not computed.
@@ -121,8 +115,8 @@ __global__ void __launch_bounds__(kReadHeadThreads, MINB)
             const uint16_t* u0 =
                 ringU + (int64_t)slot * p.ring_u_stride_slot + (int64_t)hv * p.ring_u_stride_head + r0 + 8 * xc;
 #pragma unroll
-            for (int k = 0; k < XK; ++k) {
-                const int j = xj + 32 / XC * k;
+            for (int k = 0; k < 4; ++k) {
+                const int j = xj + 4 * k;
                 int rr = o + j;
                 rr = rr >= C ? rr - C : rr;
                 const uint16_t* src = u0 + (j < h ? (int64_t)rr * p.ring_u_stride_rec : 0);  // past h: never read
@@ -132,15 +126,11 @@ __global__ void __launch_bounds__(kReadHeadThreads, MINB)
             async::copy4ZeroIfAt(lane < 16, d + Slot::kCk + 4 * lane, rec + kSplitCoef + lane, lane >= h);
             async::copy4ZeroIfAt(lane < 16, d + Slot::kCq + 4 * lane, rec + kSplitCoef + RM + lane, lane >= h);
             const int64_t sh = (int64_t)slot * rc.nheads + hv;
-            if (UR == 64)
-                async::copy16At(d + Slot::kScale + 16 * lane,
-                                static_cast<const uint8_t*>(rc.scale) + (sh * p.head_v + r0) * 8 + 16 * lane);
-            else
-                async::copy16IfAt(lane < UR / 2, d + Slot::kScale + 16 * lane,
-                                  static_cast<const uint8_t*>(rc.scale) + (sh * p.head_v + r0) * 8 + 16 * lane);
+            async::copy16At(d + Slot::kScale + 16 * lane,
+                            static_cast<const uint8_t*>(rc.scale) + (sh * p.head_v + r0) * 8 + 16 * lane);
             const uint16_t* vIn = static_cast<const uint16_t*>(p.v) + (int64_t)b * p.v_stride_b +
                                   (int64_t)hv * p.v_stride_h + r0;
-            async::copy16IfAt(lane < UR / 8, d + Slot::kV + 16 * lane, vIn + 8 * lane);
+            async::copy16IfAt(lane < 8, d + Slot::kV + 16 * lane, vIn + 8 * lane);
             // head scalars: lanes 16-19 gk, gq, beta, cq_h (record words 0, 16, 24, coefficient RM + h), 20 the state
             // scale
             const float* sc = lane == 20 ? rc.gscale + sh
@@ -204,7 +194,7 @@ __global__ void __launch_bounds__(kReadHeadThreads, MINB)
             const int64_t uOut = (int64_t)cSlot * p.ring_u_stride_slot + (int64_t)chv * p.ring_u_stride_head +
                                  (int64_t)rr * p.ring_u_stride_rec + cr0;
 #pragma unroll
-            for (int i = 0; i < NT; ++i) {
+            for (int i = 0; i < 4; ++i) {
                 float acc[4] = {0.f, 0.f, 0.f, 0.f}, acc2[4] = {0.f, 0.f, 0.f, 0.f};
                 tileMma<kNvfp4, 2, true>(acc, acc2, sl + Slot::kRows + 1024 * i, vf, g, t);
                 float f[2][2];  // block scales of blocks 2t, 2t + 1 of rows 16 i + 2g, + 1

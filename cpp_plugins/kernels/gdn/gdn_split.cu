@@ -263,16 +263,14 @@ bool useReadCopyMma(const GdnReplayParams& p, const stream::ReadCopyScales& rc) 
 cudaError_t launchReadCopyMma(const GdnReplayParams& p, int smCount, cudaStream_t s, const stream::ReadCopyScales& rc) {
     // The unit-staged readout where it runs (nvfp4 rows, head_v % 64 == 0, window <= 16, fp16 u;
     // gdn_read_head_kernel.cuh), under the same rules (useReadCopyMma); RSSM_GDN_READ_MMA_HEAD=0 (read per launch)
-    // keeps the 16-row tile kernel (A/B); =2: 32-row units (A/B)
+    // keeps the 16-row tile kernel (A/B)
     const char* rh = getenv("RSSM_GDN_READ_MMA_HEAD");
     if (!(rh && strcmp(rh, "0") == 0)) {
         size_t hsmem = 0;
-        const int unitRows = rh && strcmp(rh, "2") == 0 ? 32 : 64;
-        const void* hk =
-            readCopyHeadKernel(p.state_dtype, p.window, p.head_v, p.act_dtype, p.u_dtype, unitRows, &hsmem);
+        const void* hk = readCopyHeadKernel(p.state_dtype, p.window, p.head_v, p.act_dtype, p.u_dtype, &hsmem);
         if (hk) {
             const int threads = readCopyHeadThreads();
-            const long long units = (long long)p.batch * p.num_v_heads * (p.head_v / unitRows);
+            const long long units = (long long)p.batch * p.num_v_heads * (p.head_v / readCopyHeadRows());
             const int grid = readmma::cappedReadMmaGrid(
                 persistentGrid(hk, threads, hsmem, units, smCount));  // one warp per unit at most
             void* args[] = {const_cast<GdnReplayParams*>(&p), const_cast<stream::ReadCopyScales*>(&rc)};

@@ -40,10 +40,10 @@ int verifyMmaThreads();
 const void* readCopyMmaKernel(int stateDtype, int window, int actDtype, int uDtype, size_t* smem);
 int readCopyMmaThreads();
 // The same readout staged per 64-row unit (gdn_read_head.cu; the default, RSSM_GDN_READ_MMA_HEAD=0 off): NVFP4 rows,
-// head_v % unitRows == 0, window <= 16, fp16 u with bf16 / fp16 activations, else NULL; the launcher applies the tile
-// kernel's other rules. unitRows: 64, or 32 (RSSM_GDN_READ_MMA_HEAD=2, A/B).
-const void* readCopyHeadKernel(int stateDtype, int window, int headV, int actDtype, int uDtype, int unitRows,
-                               size_t* smem);
+// head_v % 64 == 0, window <= 16, fp16 u with bf16 / fp16 activations, else NULL; the launcher applies the tile
+// kernel's other rules.
+const void* readCopyHeadKernel(int stateDtype, int window, int headV, int actDtype, int uDtype, size_t* smem);
 int readCopyHeadThreads();
+int readCopyHeadRows();
 }  // namespace gdn
 }  // namespace rssm

@@ -66,9 +66,7 @@ const void* splitReadCopyMmaKernel(int stateDtype, int window, int stages, int a
 int readMmaThreads();
 // The same readout staged per head (mamba2_read_head.cu; the default, RSSM_MAMBA2_READ_MMA_HEAD=0 off): NVFP4 rows,
 // head dim 64 / 80, window <= 16, bf16 / fp16 activations, else NULL; the launcher applies the tile kernel's other rules.
-// unitsPerHead 2 (RSSM_MAMBA2_READ_MMA_HEAD=2, A/B): half-head units, head dim 64 only (else NULL).
-const void* splitReadCopyHeadKernel(int stateDtype, int window, int headdim, int actDtype, int unitsPerHead,
-                                    size_t* smem);
+const void* splitReadCopyHeadKernel(int stateDtype, int window, int headdim, int actDtype, size_t* smem);
 int readHeadThreads();
 size_t splitWorkspaceBytes(int batch, int numTokens, int nheads, int window);
 size_t splitReadoutSmemBytes(int dstate);

@@ -449,18 +449,16 @@ int launchSplitReadout(const char* op, Mamba2ReplayParams& q, stream::ReadCopySc
                            (long long)q.headdim * q.stride_state_p * unit < (1LL << 31);
         // The head-staged readout where it runs (nvfp4 rows, head dim 64 / 80, window <= 16;
         // mamba2_read_head_kernel.cuh), under the same rules; RSSM_MAMBA2_READ_MMA_HEAD=0 (read per launch) keeps the
-        // 16-row tile kernel (A/B); =2: half-head units at head dim 64 (A/B; other head dims: whole heads)
+        // 16-row tile kernel (A/B)
         const char* rh = getenv("RSSM_MAMBA2_READ_MMA_HEAD");
         if (!(rh && strcmp(rh, "0") == 0) && aligned && sizes && readmma::deviceSmVersion() >= 80) {
             size_t hsmem = 0;
-            const int upHead = rh && strcmp(rh, "2") == 0 && q.headdim == 64 ? 2 : 1;
-            const void* hk =
-                splitReadCopyHeadKernel(q.state_dtype, q.window, q.headdim, q.act_dtype, upHead, &hsmem);
+            const void* hk = splitReadCopyHeadKernel(q.state_dtype, q.window, q.headdim, q.act_dtype, &hsmem);
             if (hk && allowSmem(hk, hsmem)) {
-                const long long units = (long long)q.batch * q.nheads * upHead;
+                const long long heads = (long long)q.batch * q.nheads;
                 const int warps = readHeadThreads() / 32;
                 const int g = readmma::cappedReadMmaGrid(
-                    persistentGrid(hk, readHeadThreads(), hsmem, (units + warps - 1) / warps));
+                    persistentGrid(hk, readHeadThreads(), hsmem, (heads + warps - 1) / warps));
                 return launch(op, hk, dim3(g), readHeadThreads(), hsmem, &q, stream, &rc, pdlEnabled());
             }
         }

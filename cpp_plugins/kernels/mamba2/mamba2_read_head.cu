@@ -7,25 +7,23 @@
 namespace rssm {
 namespace mamba2 {
 namespace {
-// 5 CTAs of 3 warps per SM at head dim 64 (7.4 KB per stage), 4 at 80 (8.6 KB): the shared-memory bound.
-// Half-head units (U = 2, head dim 64, RSSM_MAMBA2_READ_MMA_HEAD=2, A/B): 4.0 KB per stage (shared memory would take
-// 9 CTAs); the bound asks for 7 CTAs of 3 warps per SM and ptxas gives 80 registers, no spills (94 under a bound of
-// 6), so 8 CTAs fit (24 warps, against 15 for whole heads).
-template <int NT, int U = 1>
+// 5 CTAs of 3 warps per SM at head dim 64 (7.4 KB per stage), 4 at 80 (8.6 KB): the shared-memory bound. (Half-head
+// units, forty-third session, gave 24 warps per SM but measured 2.6% slower on the H100 and were removed in the
+// forty-fourth.)
+template <int NT>
 const void* headKernelOf(int actDtype, size_t* smem) {
-    constexpr int MINB = U == 2 ? 7 : NT == 4 ? 5 : 4;
+    constexpr int MINB = NT == 4 ? 5 : 4;
     *smem = readHeadSmemBytes<NT>();
-    if (actDtype == RSSM_DTYPE_BF16) return reinterpret_cast<const void*>(&mamba2ReadCopyHeadKernel<NT, MINB, 1, U>);
-    if (actDtype == RSSM_DTYPE_FP16) return reinterpret_cast<const void*>(&mamba2ReadCopyHeadKernel<NT, MINB, 2, U>);
+    if (actDtype == RSSM_DTYPE_BF16) return reinterpret_cast<const void*>(&mamba2ReadCopyHeadKernel<NT, MINB, 1>);
+    if (actDtype == RSSM_DTYPE_FP16) return reinterpret_cast<const void*>(&mamba2ReadCopyHeadKernel<NT, MINB, 2>);
     return nullptr;
 }
 }  // namespace
 
-const void* splitReadCopyHeadKernel(int stateDtype, int window, int headdim, int actDtype, int unitsPerHead,
-                                    size_t* smem) {
+const void* splitReadCopyHeadKernel(int stateDtype, int window, int headdim, int actDtype, size_t* smem) {
     if (stateDtype != RSSM_DTYPE_NVFP4 || window > 16) return nullptr;
-    if (headdim == 64) return unitsPerHead == 2 ? headKernelOf<2, 2>(actDtype, smem) : headKernelOf<4>(actDtype, smem);
-    if (headdim == 80 && unitsPerHead == 1) return headKernelOf<5>(actDtype, smem);
+    if (headdim == 64) return headKernelOf<4>(actDtype, smem);
+    if (headdim == 80) return headKernelOf<5>(actDtype, smem);
     return nullptr;
 }
 int readHeadThreads() { return kReadHeadThreads; }

@@ -33,14 +33,13 @@ namespace mamba2 {
 constexpr int kReadHeadThreads = 96;
 constexpr int kReadHeadStages = 2;
 
-// One staged unit (per-warp shared memory; every part 16-byte aligned): NT tiles of 16 nvfp4 rows (64 bytes each), a
-// whole head or (RSSM_MAMBA2_READ_MMA_HEAD=2) half of one.
+// One staged head (per-warp shared memory; every part 16-byte aligned): NT tiles of 16 nvfp4 rows (64 bytes each).
 template <int NT>
 struct ReadHeadSlot {
-    static constexpr int P = 16 * NT;  // the unit's rows
+    static constexpr int P = 16 * NT;  // the head's rows
     static constexpr int kRows = 0;  // tile i at 1024 i, rows swizzled as readmma::stagedChunkOffset<kNvfp4>
     // ring record j's P activation values at kX + j kXStride (readmma::stagedRecordStrideWords: 40 words at P = 64
-    // and 80, 24 at 32)
+    // and 80)
     static constexpr int kXStride = readmma::stagedRecordStrideWords(P / 2) * 4;
     static constexpr int kX = kRows + NT * 1024;
     static constexpr int kScale = kX + 16 * kXStride;        // [P rows][8] e4m3 block scales
@@ -55,16 +54,13 @@ __host__ __device__ constexpr size_t readHeadSmemBytes() {
     return (size_t)(kReadHeadThreads / 32) * kReadHeadStages * ReadHeadSlot<NT>::kBytes;
 }
 
-// AK: 1 = bf16 activations, 2 = fp16 (compile-time, as the tile kernel's specialized instances). U: units per head
-// (1: a warp's unit is a whole head of 16 NT rows; 2: half a head of 32 NT rows, RSSM_MAMBA2_READ_MMA_HEAD=2, A/B).
-template <int NT, int MINB, int AK, int U = 1>
+// AK: 1 = bf16 activations, 2 = fp16 (compile-time, as the tile kernel's specialized instances).
+template <int NT, int MINB, int AK>
 __global__ void __launch_bounds__(kReadHeadThreads, MINB)
     mamba2ReadCopyHeadKernel(const Mamba2ReplayParams p, const stream::ReadCopyScales rc) {
     using namespace readmma;
     using Slot = ReadHeadSlot<NT>;
-    constexpr int P = Slot::P;   // the unit's rows
-    constexpr int PH = P * U;    // the head dim
-    static_assert(U == 1 || U == 2, "whole heads or halves");
+    constexpr int P = Slot::P;
     constexpr int S = kReadHeadStages;
     constexpr int XC = P / 8;             // 16-byte chunks of one record's x (P bf16 / fp16 values)
     constexpr int XK = (16 * XC + 31) / 32;  // ring copies per lane
@@ -77,7 +73,7 @@ __global__ void __launch_bounds__(kReadHeadThreads, MINB)
     const int lane = threadIdx.x & 31, t = lane & 3, g = lane >> 2;
     uint8_t* wsm = smemRaw + (threadIdx.x >> 5) * S * Slot::kBytes;
     const unsigned wsmS = async::smemAddr(wsm);
-    const WarpTiles wr = warpTiles<kReadHeadThreads>((long long)p.batch * H * U);  // units < 2^31 (launcher)
+    const WarpTiles wr = warpTiles<kReadHeadThreads>((long long)p.batch * H);  // heads < 2^31 (launcher)
     const int hEnd = wr.tEnd, bh = wr.tile;
     if (bh >= hEnd) {
         pdlWaitPrimary();
@@ -90,7 +86,7 @@ __global__ void __launch_bounds__(kReadHeadThreads, MINB)
     const uint32_t rowStride = (uint32_t)p.stride_state_p;  // nvfp4: bytes; P rows x rowStride < 2^31 (launcher)
     const uint8_t* state = static_cast<const uint8_t*>(p.state);
     const uint16_t* ringX = static_cast<const uint16_t*>(p.ring_x);
-    const int64_t recBytes = 2LL * H * PH;  // ring record stride (bytes)
+    const int64_t recBytes = 2LL * H * P;  // ring record stride (bytes)
     const SmallDivisor hpgDiv((uint32_t)hpg);
 
     auto slotOf = [&](int b) {
@@ -104,24 +100,23 @@ __global__ void __launch_bounds__(kReadHeadThreads, MINB)
     const int rowL = lane >> 2, chL = lane & 3;
     const uint32_t rowDst = Slot::kRows + (uint32_t)stagedChunkOffset<kNvfp4>(rowL, chL);
 
-    // The rows of unit `part` of head hd of `slot` into stage memory d.
-    auto issueRows = [&](uint32_t d, int hd, int part, int slot) {
+    // The rows of head hd of `slot` into stage memory d.
+    auto issueRows = [&](uint32_t d, int hd, int slot) {
         const uint8_t* rows = state + ((int64_t)slot * p.stride_state_slot + (int64_t)hd * p.stride_state_head) +
-                              (rowL + (U == 1 ? 0 : P * part)) * (int64_t)rowStride + 16 * chL;
+                              rowL * (int64_t)rowStride + 16 * chL;
         copyUnitRowsAt<P>(d, rowDst, rows, rowStride);
     };
     bool rowsStaged = false;  // the first head's rows, copied before the wait for the prep grid (the prep does not
                               // write the read copy; a head that turns out not to be computed ignores them)
-    // Issues the copies of unit `part` of head h (row b, head hd, slot, cursor words) into stage memory d; one commit
-    // group (with the early rows of the first unit), empty for a unit that is not computed.
-    auto issue = [&](uint32_t d, int b, int hd, int part, int h, int slot, int4 meta) {
+    // Issues the copies of head h (row b, head hd, slot, cursor words) into stage memory d; one commit group (with the
+    // early rows of the first head), empty for a head that is not computed.
+    auto issue = [&](uint32_t d, int b, int hd, int h, int slot, int4 meta) {
         const bool staged = rowsStaged;
         rowsStaged = false;
         if (slot >= 0 && meta.y >= 0) {  // warp-uniform
             const int o = meta.z, R = meta.w + 1;
-            if (!staged) issueRows(d, hd, part, slot);
-            const uint8_t* x0 =
-                reinterpret_cast<const uint8_t*>(ringX + ((int64_t)slot * Cap * H + hd) * PH + (U == 1 ? 0 : P * part));
+            if (!staged) issueRows(d, hd, slot);
+            const uint8_t* x0 = reinterpret_cast<const uint8_t*>(ringX + ((int64_t)slot * Cap * H + hd) * P);
 #pragma unroll
             for (int k = 0; k < XK; ++k) {
                 const int q = lane + 32 * k;
@@ -134,7 +129,7 @@ __global__ void __launch_bounds__(kReadHeadThreads, MINB)
                 }
             }
             const int64_t sh = (int64_t)slot * rc.nheads + hd;
-            const uint8_t* scale = static_cast<const uint8_t*>(rc.scale) + (sh * PH + (U == 1 ? 0 : P * part)) * 8;
+            const uint8_t* scale = static_cast<const uint8_t*>(rc.scale) + sh * P * 8;
 #pragma unroll
             for (int k = 0; k < SK; ++k) {
                 const int q = lane + 32 * k;
@@ -143,7 +138,7 @@ __global__ void __launch_bounds__(kReadHeadThreads, MINB)
             }
             if (p.z) {  // uniform
                 const uint16_t* z = static_cast<const uint16_t*>(p.z) + (int64_t)b * p.stride_z_b +
-                                    (int64_t)hd * p.stride_z_h + (U == 1 ? 0 : P * part);
+                                    (int64_t)hd * p.stride_z_h;
                 async::copy16IfAt(lane < XC, d + Slot::kZ + 16 * lane, z + 8 * lane);
             }
             const float* hr = ws + (size_t)h * RW;
@@ -154,35 +149,34 @@ __global__ void __launch_bounds__(kReadHeadThreads, MINB)
         async::commit();
     };
 
-    // walk (common/read_mma_walk.cuh, U units per head): the unit being issued with its head's slot and cursors, and
-    // the next head's (loaded one head ahead)
-    auto early = [&](int hd, int part, int slot) {
+    // walk (common/read_mma_walk.cuh, one unit per head): the head being issued with its slot and cursors, and the
+    // next head's (loaded one head ahead)
+    auto early = [&](int hd, int, int slot) {
         if (slot >= 0) {
-            issueRows(wsmS, hd, part, slot);
+            issueRows(wsmS, hd, slot);
             rowsStaged = true;
         }
     };
-    auto walk = makeUnitWalk(bh, hEnd, U, H, kSplitSkipRow, slotOf, metaOf, early);
-    issue(wsmS, walk.b, walk.head, walk.part, walk.bh, walk.slot, walk.meta);
+    auto walk = makeUnitWalk(bh, hEnd, 1, H, kSplitSkipRow, slotOf, metaOf, early);
+    issue(wsmS, walk.b, walk.head, walk.bh, walk.slot, walk.meta);
 
     VectorFragments<kNvfp4> vf;
     int vfKey = -1;
     for (int k = 0;; ++k) {
-        // the unit computed now (issued last), then the next unit into the other stage
-        const int cb = walk.b, chd = walk.head, cPart = walk.part, cSlot = walk.slot;
+        // the head computed now (issued last), then the next head into the other stage
+        const int cb = walk.b, chd = walk.head, cSlot = walk.slot;
         const int4 cMeta = walk.meta;
         const bool more = walk.more();
         if (more) {
             walk.advance();
-            issue(wsmS + ((k + 1) % S) * Slot::kBytes, walk.b, walk.head, walk.part, walk.bh, walk.slot, walk.meta);
+            issue(wsmS + ((k + 1) % S) * Slot::kBytes, walk.b, walk.head, walk.bh, walk.slot, walk.meta);
         } else {
             async::commit();
         }
         async::waitGroup<S - 1>();  // this head's group has landed (for this lane)
         __syncwarp();               // ... and every lane's
         const uint8_t* sl = wsm + (k % S) * Slot::kBytes;
-        uint16_t* y = static_cast<uint16_t*>(p.y) + (int64_t)cb * p.stride_y_b + (int64_t)chd * p.stride_y_h +
-                      (U == 1 ? 0 : P * cPart) + 2 * g;
+        uint16_t* y = static_cast<uint16_t*>(p.y) + (int64_t)cb * p.stride_y_b + (int64_t)chd * p.stride_y_h + 2 * g;
         if (cSlot >= 0 && cMeta.y >= 0) {  // warp-uniform
             const int grp = (int)hpgDiv.div((uint32_t)chd), key = cb * p.ngroups + grp;
             if (key != vfKey) {  // warp-uniform
