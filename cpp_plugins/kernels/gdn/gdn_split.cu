@@ -220,13 +220,19 @@ cudaError_t launchVerifyMma(const GdnReplayParams& p, int smCount, cudaStream_t 
     // "Thirty-ninth session"): T = 8 steps 0.2-5.4% faster in all 12 cases, bit-identical results.
     const bool mns = envSwitch("RSSM_GDN_VERIFY_MNS", true) && p.state_dtype == RSSM_DTYPE_FP32 && p.num_tokens > 4 &&
                      lean32 && !prefetchU;
-    const void* kernel = verifyMmaKernel(p.state_dtype, p.num_tokens, prefetchU, lean32, mns);
+    // KEYB (forty-fourth session; A/B, RSSM_GDN_VERIFY_KEYB=1, read per launch, off): the MNS instance with the fold's
+    // key chunk in a third buffer per warp, so that a flush item issues the next item's rows before its fold
+    // (gdn_split_mma_kernel.cuh). The Nsight Compute profile of that session put the all-flush T = 8 launch at 59%
+    // of DRAM against 72% without flushes.
+    const bool keyb = mns && envSwitch("RSSM_GDN_VERIFY_KEYB", false);
+    const void* kernel = verifyMmaKernel(p.state_dtype, p.num_tokens, prefetchU, lean32, mns, keyb);
     const int threads = verifyMmaThreads();
-    const size_t smem = verifyMmaSmemBytes(p.state_dtype, p.num_tokens, mns);
+    const size_t smem = verifyMmaSmemBytes(p.state_dtype, p.num_tokens, mns, keyb);
     cudaError_t e = allowDynamicSmem(kernel, smem);
     if (e != cudaSuccess) return e;
-    const int grid =
-        persistentGrid(kernel, threads, smem, (long long)p.batch * p.num_v_heads * (p.head_v / kSplitRows), smCount);
+    // (RSSM_READ_MMA_CTAS caps the grid for tests: long item walks per warp)
+    const int grid = readmma::cappedReadMmaGrid(
+        persistentGrid(kernel, threads, smem, (long long)p.batch * p.num_v_heads * (p.head_v / kSplitRows), smCount));
     void* args[] = {const_cast<GdnReplayParams*>(&p)};
     // A programmatic dependent of the prep only above 4 tokens: side by side on the H200 (twenty-eighth session,
     // docs/kernels-gdn.md) the plain launch was faster in 11 of 12 T = 4 cases (0.5-1.8%; q35-4b all-accepted

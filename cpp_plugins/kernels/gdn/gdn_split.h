@@ -29,10 +29,11 @@ int replaySplitReadCopy(const GdnReplayParams& q, const stream::ReadCopyScales& 
 // next item's u_j block loaded during the current item (default for T <= 4; RSSM_GDN_VERIFY_UPF=1/0 forces it).
 // lean32: the LEAN32 instances (fp32 rows: T <= 4 with prefetchU, T > 4 without it; 32-bit item offsets, the key head
 // by a shift) where the caller checked their rules; other combinations ignore it. mns (fp32 rows, T > 4, lean32 without
-// prefetchU): the MNS form (RSSM_GDN_VERIFY_MNS); the caller must pass the same mns to verifyMmaSmemBytes, and only
-// where the instance applies.
-const void* verifyMmaKernel(int stateDtype, int numTokens, bool prefetchU, bool lean32 = false, bool mns = false);
-size_t verifyMmaSmemBytes(int stateDtype, int numTokens, bool mns = false);
+// prefetchU): the MNS form (RSSM_GDN_VERIFY_MNS); keyb (with mns): its KEYB form (RSSM_GDN_VERIFY_KEYB, A/B). The
+// caller must pass the same mns / keyb to verifyMmaSmemBytes, and only where the instance applies.
+const void* verifyMmaKernel(int stateDtype, int numTokens, bool prefetchU, bool lean32 = false, bool mns = false,
+                            bool keyb = false);
+size_t verifyMmaSmemBytes(int stateDtype, int numTokens, bool mns = false, bool keyb = false);
 int verifyMmaThreads();
 // The read-copy readout on tensor cores (gdn_read_mma.cu; standard steps, skip_flush_rows, K = 128): its kernel for
 // an fp16 / fp8_e4m3 / nvfp4 read copy (NULL otherwise) and window (<= 32), *smem its dynamic shared memory per CTA;

@@ -13,7 +13,7 @@ namespace {
 // in registers: the 3-CTA build of it (80 registers, those loads inside the product loop, 140 bytes of spills) ran
 // 1.2-1.9x slower (q35-4b B = 256 T = 8: 538-824 vs 327-434 us; tenth session, docs/kernels-gdn.md).
 template <typename ST>
-const void* entry(int maxTokens, bool prefetchU, bool lean32, bool mns) {
+const void* entry(int maxTokens, bool prefetchU, bool lean32, bool mns, bool keyb) {
     if (maxTokens <= 4) {
         // LEAN32 (fp32 rows with the u_j prefetch, the T <= 4 default): 32-bit item offsets, the key head by a shift
         if constexpr (std::is_same<ST, float>::value) {
@@ -26,6 +26,8 @@ const void* entry(int maxTokens, bool prefetchU, bool lean32, bool mns) {
     // LEAN32 (fp32 rows without the u_j prefetch: the T > 4 default); MNS (the default) on top
     if constexpr (std::is_same<ST, float>::value) {
         if (!prefetchU && lean32) {
+            if (mns && keyb)
+                return reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 8, 2, true, false, true, true, true>);
             if (mns) return reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 8, 2, true, false, true, true>);
             return reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 8, 2, true, false, true>);
         }
@@ -33,25 +35,27 @@ const void* entry(int maxTokens, bool prefetchU, bool lean32, bool mns) {
     return prefetchU ? reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 8, 2, true, true>)
                      : reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 8, 2, true, false>);
 }
-// shared memory per warp of the token bucket entry() picks (16-bit rows: the __half layout); mns: the MNS instance's
+// shared memory per warp of the token bucket entry() picks (16-bit rows: the __half layout); mns: the MNS instance's,
+// keyb: its KEYB form's
 template <typename ST>
-int perWarpBytes(int maxTokens, bool mns) {
+int perWarpBytes(int maxTokens, bool mns, bool keyb) {
     return maxTokens <= 4 ? mmaverify::warpBytes<ST, 4>()
-                          : (mns ? mmaverify::warpBytes<ST, 8, true>() : mmaverify::warpBytes<ST, 8>());
+           : mns          ? (keyb ? mmaverify::warpBytes<ST, 8, true, true>() : mmaverify::warpBytes<ST, 8, true>())
+                          : mmaverify::warpBytes<ST, 8>();
 }
 }  // namespace
 
-const void* verifyMmaKernel(int stateDtype, int numTokens, bool prefetchU, bool lean32, bool mns) {
+const void* verifyMmaKernel(int stateDtype, int numTokens, bool prefetchU, bool lean32, bool mns, bool keyb) {
     switch (stateDtype) {
-        case RSSM_DTYPE_FP32: return entry<float>(numTokens, prefetchU, lean32, mns);
-        case RSSM_DTYPE_FP16: return entry<__half>(numTokens, prefetchU, lean32, false);
-        case RSSM_DTYPE_BF16: return entry<__nv_bfloat16>(numTokens, prefetchU, lean32, false);
+        case RSSM_DTYPE_FP32: return entry<float>(numTokens, prefetchU, lean32, mns, keyb);
+        case RSSM_DTYPE_FP16: return entry<__half>(numTokens, prefetchU, lean32, false, false);
+        case RSSM_DTYPE_BF16: return entry<__nv_bfloat16>(numTokens, prefetchU, lean32, false, false);
         default: return nullptr;
     }
 }
-size_t verifyMmaSmemBytes(int stateDtype, int numTokens, bool mns) {
-    const int perWarp = stateDtype == RSSM_DTYPE_FP32 ? perWarpBytes<float>(numTokens, mns)
-                                                      : perWarpBytes<__half>(numTokens, false);
+size_t verifyMmaSmemBytes(int stateDtype, int numTokens, bool mns, bool keyb) {
+    const int perWarp = stateDtype == RSSM_DTYPE_FP32 ? perWarpBytes<float>(numTokens, mns, keyb)
+                                                      : perWarpBytes<__half>(numTokens, false, false);
     return (size_t)(mmaverify::kCtaThreads / 32) * perWarp;
 }
 int verifyMmaThreads() { return mmaverify::kCtaThreads; }

@@ -44,11 +44,16 @@ constexpr bool kStagesFoldWeights = MAXT > 4;
 // MNS (MAXT = 8): a non-flush item's solve matrices M and N (rows s < MAXT, MAXT fp32 values each), staged per warp
 template <int MAXT>
 __host__ __device__ constexpr int mnBytes() { return 2 * MAXT * MAXT * 4; }
-template <typename ST, int MAXT, bool MNS = false>
+template <typename ST, int MAXT, bool MNS = false, bool KEYB = false>
 __host__ __device__ constexpr int warpBytes() {
-    return 2 * mmarows::SmemRows<ST>::kBufBytes + kUBytes + (kStagesFoldWeights<MAXT> ? foldmma::kFwBytes : 0) +
-           (MNS ? mnBytes<MAXT>() : 0);
+    return KEYB ? 2 * mmarows::SmemRows<ST>::kBufBytes + kUBytes + foldmma::kBBytes + foldmma::kFwBytes
+                : 2 * mmarows::SmemRows<ST>::kBufBytes + kUBytes + (kStagesFoldWeights<MAXT> ? foldmma::kFwBytes : 0) +
+                      (MNS ? mnBytes<MAXT>() : 0);
 }
+// KEYB (forty-fourth session, A/B): the fold's key chunk in a buffer of its own after the u_j block, its fold weights
+// after it; the solve matrices (MNS) of a non-flush item share the key buffer (only flush items stage keys, and the
+// next item's matrices are staged after this item's fold).
+static_assert(mnBytes<8>() <= foldmma::kBBytes, "MNS rows fit the key buffer");
 
 // Four values of a row of the drafts' solve matrices: MNS and a non-flush item, from the warp's staged copy; else from the
 // head record.
@@ -107,11 +112,18 @@ __device__ __forceinline__ float2 halfPair(uint32_t v) { return __half22float2(*
 // twenty-ninth session). That session measured it at every T (4796fb2): T = 8 0-3.5% faster, T = 4 11-16% slower (its
 // extra shared memory left 2 instead of 3 CTAs per SM); the T > 4 instance is held to 2 CTAs per SM by its registers
 // anyway. Flush items keep the __ldg. mnBytes<8>() = 512 more bytes of shared memory per warp. Same values.
-template <typename ST, int MAXT, int MINB, bool HOISTB, bool UPF = false, bool LEAN32 = false, bool MNS = false>
+// KEYB (forty-fourth session; A/B, RSSM_GDN_VERIFY_KEYB=1, the MNS instance only): a flush item stages its key chunk
+// into a third buffer of the warp (warpBytes<..., KEYB>: 3.8 KB more per warp, still 2 CTAs per SM) and issues the next
+// item's rows at its start, as a non-flush item does, instead of after its fold: the fold no longer sits between the
+// rows' issue and their use. Groups of a flush item: its rows (issued by the item before), the key chunk, the next
+// item's rows; its rows are waited for with two groups in flight, the keys with one. Same arithmetic, same values.
+template <typename ST, int MAXT, int MINB, bool HOISTB, bool UPF = false, bool LEAN32 = false, bool MNS = false,
+          bool KEYB = false>
 __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMmaKernel(const GdnReplayParams p) {
     using namespace mmaverify;
     using Rows = mmarows::SmemRows<ST>;
     static_assert(!MNS || (MAXT > 4 && LEAN32), "MNS: the LEAN32 T > 4 instance");
+    static_assert(!KEYB || MNS, "KEYB: the MNS instance");
     constexpr bool kTall = MAXT > 4;  // vectors in rows g + 8 of the M tile
     // A flush item stages its fold weights with its keys in one cp.async group and reads them after the wait
     // (foldmma::stageFoldChunk), MAXT = 8 only: side by side on the H200 (thirty-fifth session) the T = 8 steps with
@@ -119,16 +131,19 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
     constexpr bool kStageW = kStagesFoldWeights<MAXT>;
     extern __shared__ __align__(16) unsigned char smemGdnVerifyMma[];
     const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-    unsigned char* wsm = smemGdnVerifyMma + (threadIdx.x >> 5) * warpBytes<ST, MAXT, MNS>();
+    unsigned char* wsm = smemGdnVerifyMma + (threadIdx.x >> 5) * warpBytes<ST, MAXT, MNS, KEYB>();
     auto sRows = [&](int i) { return reinterpret_cast<ST*>(wsm + i * Rows::kBufBytes); };
     uint16_t* sU = reinterpret_cast<uint16_t*>(wsm + 2 * Rows::kBufBytes);  // [32 records][8 rows] fp16
     float* sSub = reinterpret_cast<float*>(sU);  // [16 vectors][8 rows]: once the u_j fragments are in registers
     // (kStageW) a fold chunk's weights; a lambda so that the four-token instances form no address for it (their code
     // stays the measured one, instruction for instruction)
-    auto sFw = [&]() { return reinterpret_cast<float*>(wsm + 2 * Rows::kBufBytes + kUBytes); };
-    // MNS: [M rows | N rows] x MAXT fp32, after the fold weights
+    auto sFw = [&]() {
+        return reinterpret_cast<float*>(wsm + 2 * Rows::kBufBytes + kUBytes + (KEYB ? foldmma::kBBytes : 0));
+    };
+    // MNS: [M rows | N rows] x MAXT fp32, after the fold weights (KEYB: at the start of the key buffer)
     auto sMn = [&]() {
-        return reinterpret_cast<float*>(wsm + 2 * Rows::kBufBytes + kUBytes + (kStageW ? foldmma::kFwBytes : 0));
+        return reinterpret_cast<float*>(wsm + 2 * Rows::kBufBytes + kUBytes +
+                                        (KEYB ? 0 : kStageW ? foldmma::kFwBytes : 0));
     };
     const int HV = p.num_v_heads, T = p.num_tokens, C = p.ring_capacity;
     const int group = HV / p.num_heads;
@@ -232,6 +247,7 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
         // stages its raw keys into the other buffer instead; the next item's rows follow its fold.
         const bool flushItem = slot >= 0 && nf > 0;
         uint16_t* sB = reinterpret_cast<uint16_t*>(sRows(buf ^ 1));
+        if constexpr (KEYB) sB = reinterpret_cast<uint16_t*>(wsm + 2 * Rows::kBufBytes + kUBytes);  // the key buffer
         if (flushItem) {
             if constexpr (kStageW)
                 foldmma::stageFoldChunk(sB, sFw(), LEAN32 ? ringKeys() : ringKh,
@@ -239,6 +255,10 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
                                         (int)p.ring_k_stride_rec, lane);
             else
                 foldmma::stageBRows(sB, LEAN32 ? ringKeys() : ringKh, 0, nf, o, C, p.ring_k_stride_rec, lane);
+            if constexpr (KEYB) {  // the next item's rows now, in their own group behind the key chunk's
+                if (slotN >= 0) Rows::issue(sRows(buf ^ 1), rowsOf(cN, slotN), p.state_stride_v, lane);
+                async::commit();
+            }
         }
         else if (slotN >= 0) Rows::issue(sRows(buf ^ 1), rowsOf(cN, slotN), p.state_stride_v, lane);
         if (!flushItem) async::commit();
@@ -303,8 +323,14 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
                 mmarows::mmaTf32Full(accR, mmarows::tf32(cfA[c].x), mmarows::tf32(cfB[c].x), mmarows::tf32(cfA[c].y),
                                      mmarows::tf32(cfB[c].y), __float_as_uint(u2.x), __float_as_uint(u2.y));
             }
-            async::waitAllButOne();  // this item's rows (the next item's rows / the key chunk may be in flight)
-            __syncwarp();            // also: every lane's u_j fragments are in registers (sSub may be written)
+            // this item's rows (the next item's rows / the key chunk may be in flight; KEYB flush items: both)
+            if constexpr (KEYB) {
+                if (flushItem) async::waitGroup<2>();
+                else async::waitAllButOne();
+            } else {
+                async::waitAllButOne();
+            }
+            __syncwarp();  // also: every lane's u_j fragments are in registers (sSub may be written)
             const ST* rowG = sRows(buf) + g * Rows::kStride;
             float accE[4] = {0.f, 0.f, 0.f, 0.f}, accO[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
@@ -413,7 +439,8 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
                 uint32_t a[3][4];
                 if constexpr (!kStageW) chunkWeights(a, 0);
                 ST* ckRow = rowsOf(cC, slot) + (int64_t)g * p.state_stride_v;
-                async::waitAll();  // the key chunk (kStageW: and its weights)
+                if constexpr (KEYB) async::waitAllButOne();  // the key chunk and its weights (not the next rows)
+                else async::waitAll();                        // the key chunk (kStageW: and its weights)
                 __syncwarp();
                 if constexpr (kStageW) chunkWeights(a, 0);
                 if (nf <= foldmma::kChunk) {  // one chunk (window <= 16): column tile by column tile
@@ -468,10 +495,12 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
         if constexpr (UPF) {
             if (!uIssued) uqNext = loadU(cN, slotN, metaN);
         }
-        if (flushItem) {  // the other buffer is free again: the next item's rows
-            __syncwarp();
-            if (slotN >= 0) Rows::issue(sRows(buf ^ 1), rowsOf(cN, slotN), p.state_stride_v, lane);
-            async::commit();
+        if constexpr (!KEYB) {
+            if (flushItem) {  // the other buffer is free again: the next item's rows
+                __syncwarp();
+                if (slotN >= 0) Rows::issue(sRows(buf ^ 1), rowsOf(cN, slotN), p.state_stride_v, lane);
+                async::commit();
+            }
         }
         if constexpr (MNS) {
             __syncwarp();  // every lane has read this item's M and N
