@@ -220,11 +220,12 @@ cudaError_t launchVerifyMma(const GdnReplayParams& p, int smCount, cudaStream_t 
     // "Thirty-ninth session"): T = 8 steps 0.2-5.4% faster in all 12 cases, bit-identical results.
     const bool mns = envSwitch("RSSM_GDN_VERIFY_MNS", true) && p.state_dtype == RSSM_DTYPE_FP32 && p.num_tokens > 4 &&
                      lean32 && !prefetchU;
-    // KEYB (forty-fourth session; A/B, RSSM_GDN_VERIFY_KEYB=1, read per launch, off): the MNS instance with the fold's
-    // key chunk in a third buffer per warp, so that a flush item issues the next item's rows before its fold
-    // (gdn_split_mma_kernel.cuh). The Nsight Compute profile of that session put the all-flush T = 8 launch at 59%
-    // of DRAM against 72% without flushes.
-    const bool keyb = mns && envSwitch("RSSM_GDN_VERIFY_KEYB", false);
+    // KEYB (forty-fourth session; the default, RSSM_GDN_VERIFY_KEYB=0 turns it off, read per launch): the MNS instance
+    // with the fold's key chunk in a third buffer per warp, so that a flush item issues the next item's rows before
+    // its fold (gdn_split_mma_kernel.cuh). The Nsight Compute profile of that session put the all-flush T = 8 launch at
+    // 59% of DRAM against 72% without flushes. Side by side on an H100 (docs/kernels-gdn.md "Forty-fourth session"):
+    // T = 8 all-accepted steps 1.2-1.7% faster on both shapes, one-accepted / mixed within 0.3%; bit-identical results.
+    const bool keyb = mns && envSwitch("RSSM_GDN_VERIFY_KEYB", true);
     const void* kernel = verifyMmaKernel(p.state_dtype, p.num_tokens, prefetchU, lean32, mns, keyb);
     const int threads = verifyMmaThreads();
     const size_t smem = verifyMmaSmemBytes(p.state_dtype, p.num_tokens, mns, keyb);
