@@ -50,9 +50,9 @@ __host__ __device__ constexpr int warpBytes() {
                 : 2 * mmarows::SmemRows<ST>::kBufBytes + kUBytes + (kStagesFoldWeights<MAXT> ? foldmma::kFwBytes : 0) +
                       (MNS ? mnBytes<MAXT>() : 0);
 }
-// KEYB (forty-fourth session, A/B): the fold's key chunk in a buffer of its own after the u_j block, its fold weights
-// after it; the solve matrices (MNS) of a non-flush item share the key buffer (only flush items stage keys, and the
-// next item's matrices are staged after this item's fold).
+// KEYB (forty-fourth session; the default at T > 4): the fold's key chunk in a buffer of its own after the u_j block,
+// its fold weights after it; the solve matrices (MNS) of a non-flush item share the key buffer (only flush items stage
+// keys, and the next item's matrices are staged after this item's fold).
 static_assert(mnBytes<8>() <= foldmma::kBBytes, "MNS rows fit the key buffer");
 
 // Four values of a row of the drafts' solve matrices: MNS and a non-flush item, from the warp's staged copy; else from the
@@ -112,11 +112,13 @@ __device__ __forceinline__ float2 halfPair(uint32_t v) { return __half22float2(*
 // twenty-ninth session). That session measured it at every T (4796fb2): T = 8 0-3.5% faster, T = 4 11-16% slower (its
 // extra shared memory left 2 instead of 3 CTAs per SM); the T > 4 instance is held to 2 CTAs per SM by its registers
 // anyway. Flush items keep the __ldg. mnBytes<8>() = 512 more bytes of shared memory per warp. Same values.
-// KEYB (forty-fourth session; A/B, RSSM_GDN_VERIFY_KEYB=1, the MNS instance only): a flush item stages its key chunk
-// into a third buffer of the warp (warpBytes<..., KEYB>: 3.8 KB more per warp, still 2 CTAs per SM) and issues the next
-// item's rows at its start, as a non-flush item does, instead of after its fold: the fold no longer sits between the
-// rows' issue and their use. Groups of a flush item: its rows (issued by the item before), the key chunk, the next
-// item's rows; its rows are waited for with two groups in flight, the keys with one. Same arithmetic, same values.
+// KEYB (forty-fourth session; the default, RSSM_GDN_VERIFY_KEYB=0 off; the MNS instance only): a flush item stages its
+// key chunk into a third buffer of the warp (warpBytes<..., KEYB>: 3.8 KB more per warp, still 2 CTAs per SM) and
+// issues the next item's rows at its start, as a non-flush item does, instead of after its fold: the fold no longer
+// sits between the rows' issue and their use. Groups of a flush item: its rows (issued by the item before), the key
+// chunk, the next item's rows; its rows are waited for with two groups in flight, the keys with one. Same arithmetic,
+// same values.
+// Side by side on an H100: T = 8 all-accepted steps 1.3-1.7% faster, the rest within 0.4% (docs/kernels-gdn.md).
 template <typename ST, int MAXT, int MINB, bool HOISTB, bool UPF = false, bool LEAN32 = false, bool MNS = false,
           bool KEYB = false>
 __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMmaKernel(const GdnReplayParams p) {
