@@ -767,8 +767,14 @@ def test_verify_mns_changes_no_value(shape, L, T, monkeypatch):
 def test_verify_mns_instance_runs(monkeypatch):
     """The MNS instance (template argument 6) runs by default (unset) and with RSSM_GDN_VERIFY_MNS=1 at T = 8, never
     at T = 4 (the T <= 4 instances have none), and nowhere with RSSM_GDN_VERIFY_MNS=0 (torch profiler)."""
+    _assert_t8_default_instance(monkeypatch, "RSSM_GDN_VERIFY_MNS", 6)
+
+
+def _assert_t8_default_instance(monkeypatch, var, arg):
+    """Template argument `arg` of the verify instances launched is 1 at T = 8 by default (unset) and with `var`=1, and
+    0 at T = 4 under every setting and at T = 8 with `var`=0."""
     skip_under_sanitizer()
-    got = _verify_instance_args(monkeypatch, "RSSM_GDN_VERIFY_MNS", (None, "1", "0"), 6)
+    got = _verify_instance_args(monkeypatch, var, (None, "1", "0"), arg)
     assert got == {(None, 4): ["0"], (None, 8): ["1"], ("1", 4): ["0"], ("1", 8): ["1"], ("0", 4): ["0"],
                    ("0", 8): ["0"]}, got
 
@@ -783,8 +789,8 @@ def test_sanitize_replay_verify_mns(monkeypatch):
                             lambda T, gen: _spec_accept("random", 3, T, gen))
 
 
-# KEYB (forty-fourth session; the default, RSSM_GDN_VERIFY_KEYB=0 turns it off): on top of the MNS instance, a flush item stages its
-# key chunk in a third buffer and issues the next item's rows before its fold. Same arithmetic: bit-identical to the
+# KEYB (forty-fourth session; the default, RSSM_GDN_VERIFY_KEYB=0 turns it off): on top of the MNS instance, a flush
+# item stages its key chunk in a third buffer and issues the next item's rows before its fold. Same arithmetic: bit-identical to the
 # default (MNS) and against the float64 reference; T = 8 / 6 at window 16 (one fold chunk) and T = 5 at window 24 (two
 # chunks), with the grid capped at 2 CTAs (RSSM_READ_MMA_CTAS) so that every warp walks many items, flush and
 # non-flush in turn.
@@ -802,10 +808,7 @@ def test_verify_keyb_changes_no_value(shape, L, T, monkeypatch):
 def test_verify_keyb_instance_runs(monkeypatch):
     """The KEYB instance (template argument 7) runs by default (unset) and with RSSM_GDN_VERIFY_KEYB=1 at T = 8 only,
     never with "0" (torch profiler)."""
-    skip_under_sanitizer()
-    got = _verify_instance_args(monkeypatch, "RSSM_GDN_VERIFY_KEYB", (None, "1", "0"), 7)
-    assert got == {(None, 4): ["0"], (None, 8): ["1"], ("1", 4): ["0"], ("1", 8): ["1"], ("0", 4): ["0"],
-                   ("0", 8): ["0"]}, got
+    _assert_t8_default_instance(monkeypatch, "RSSM_GDN_VERIFY_KEYB", 7)
 
 
 @pytest.mark.gpu
