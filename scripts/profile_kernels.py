@@ -59,7 +59,8 @@ def main() -> int:
     ap.add_argument("--spec-h", default="-1",
                     help="committed records of every row in the speculative cases (gdn, mamba2); -1: staggered rows "
                          "(rows with h + T > L flush). A value <= L - T gives a step where no row flushes. A comma "
-                         "list profiles the Mamba-2 speculative step once per value (named ..._h<value>)")
+                         "list profiles the speculative step once per value (named ..._h<value>; both families "
+                         "since the forty-fourth session)")
     ap.add_argument("--dp-reads", default="fp16,nvfp4", help="read formats of the 'dp' case (dual-precision "
                     "decode, non-flush step, h = L/2, the shapes of bench precision)")
     ap.add_argument("--dp-rec", default="fp32", choices=["fp32", "fp16"],
@@ -71,9 +72,6 @@ def main() -> int:
     args = ap.parse_args()
     B, L = args.batch, args.window
     spec_hs = [int(x) for x in str(args.spec_h).split(",") if x]
-    if "gdn" in args.cases and len(spec_hs) > 1:
-        raise SystemExit("--spec-h: a list is for the mamba2 case only")
-    args.spec_h = spec_hs[0]
     h0 = torch.arange(B, dtype=torch.int32, device="cuda") % L
     spec = [int(t) for t in args.spec_tokens.split(",") if t]
     Tmax = max([1] + spec)
@@ -91,8 +89,10 @@ def main() -> int:
                 ls.set_cursors(torch.full_like(h0, L // 2))
                 _run(f"gdn_replay_std_noflush_v{v}", lambda: ls.replay_step(0, 1, 0, v))
             for T in spec:
-                ls.set_cursors(torch.clamp(h0, max=L - 1) if args.spec_h < 0 else _held(h0, L, args.spec_h))
-                _run(f"gdn_replay_spec_T{T}_v{v}", lambda: ls.replay_step(0, T, 1, v))
+                for hh in spec_hs:
+                    ls.set_cursors(torch.clamp(h0, max=L - 1) if hh < 0 else _held(h0, L, hh))
+                    _run(f"gdn_replay_spec_T{T}_v{v}" + (f"_h{hh}" if len(spec_hs) > 1 else ""),
+                         lambda: ls.replay_step(0, T, 1, v))
         del ls
     if "mamba2" in args.cases:
         for shp in [x for x in args.mamba2_shapes.split(",") if x]:
