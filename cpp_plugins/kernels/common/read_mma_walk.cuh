@@ -17,12 +17,9 @@ namespace rssm {
 namespace readmma {
 
 // Staged ring records of the head-staged readouts (mamba2_read_head_kernel.cuh, gdn_read_head_kernel.cuh): the smallest
-// record stride in words that holds w words and is 8 or 24 words past a multiple of 32, so that the four records
-// t + 4m (t = 0..3) a warp reads with g = 0..7 fall in different banks.
-__host__ __device__ constexpr int wordsAtLeast(int w, int r) { return w <= r ? r : (w - r + 31) / 32 * 32 + r; }
-__host__ __device__ constexpr int stagedRecordStrideWords(int w) {
-    return wordsAtLeast(w, 8) < wordsAtLeast(w, 24) ? wordsAtLeast(w, 8) : wordsAtLeast(w, 24);
-}
+// record stride in words that holds w words and is 8 words past a multiple of 32, so that the four records t + 4m
+// (t = 0..3) a warp reads with g = 0..7 fall in different banks.
+__host__ __device__ constexpr int stagedRecordStrideWords(int w) { return (w + 23) / 32 * 32 + 8; }
 static_assert(stagedRecordStrideWords(32) == 40 && stagedRecordStrideWords(40) == 40,
               "record strides of 64 / 80 rows (bf16 / fp16 values)");
 

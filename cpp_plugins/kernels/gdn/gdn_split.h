@@ -29,7 +29,7 @@ int replaySplitReadCopy(const GdnReplayParams& q, const stream::ReadCopyScales& 
 // next item's u_j block loaded during the current item (default for T <= 4; RSSM_GDN_VERIFY_UPF=1/0 forces it).
 // lean32: the LEAN32 instances (fp32 rows: T <= 4 with prefetchU, T > 4 without it; 32-bit item offsets, the key head
 // by a shift) where the caller checked their rules; other combinations ignore it. mns (fp32 rows, T > 4, lean32 without
-// prefetchU): the MNS form (RSSM_GDN_VERIFY_MNS); keyb (with mns): its KEYB form (RSSM_GDN_VERIFY_KEYB, A/B). The
+// prefetchU): the MNS form (RSSM_GDN_VERIFY_MNS); keyb (with mns): its KEYB form (RSSM_GDN_VERIFY_KEYB, the default). The
 // caller must pass the same mns / keyb to verifyMmaSmemBytes, and only where the instance applies.
 const void* verifyMmaKernel(int stateDtype, int numTokens, bool prefetchU, bool lean32 = false, bool mns = false,
                             bool keyb = false);
