@@ -25,6 +25,7 @@
 #pragma once
 #include "common/mma_rows.cuh"
 #include "common/offsets32.h"
+#include "common/prefetch_l1.cuh"
 #include "gdn/gdn_split_kernels.cuh"
 
 namespace rssm {
@@ -119,13 +120,19 @@ __device__ __forceinline__ float2 halfPair(uint32_t v) { return __half22float2(*
 // chunk, the next item's rows; its rows are waited for with two groups in flight, the keys with one. Same arithmetic,
 // same values.
 // Side by side on an H100: T = 8 all-accepted steps 1.3-1.7% faster, the rest within 0.4% (docs/kernels-gdn.md).
+// HRPF (forty-fifth session; RSSM_GDN_VERIFY_HRPF, see gdn_split.cu): after its products an item issues one
+// prefetch.global.L1 per line of the next item's head-record words that the next item loads by __ldg at its start
+// (mmaverify::prefetchHeadRecordL1): the committed-record coefficients, whose L2 round trip was the largest wait of
+// the T = 4 readout (15% of its stall samples, twenty-ninth session), the draft scales and, where they are not staged
+// by cp.async, the fold weights and the solve matrices. Same loads, same values.
 template <typename ST, int MAXT, int MINB, bool HOISTB, bool UPF = false, bool LEAN32 = false, bool MNS = false,
-          bool KEYB = false>
+          bool KEYB = false, bool HRPF = false>
 __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMmaKernel(const GdnReplayParams p) {
     using namespace mmaverify;
     using Rows = mmarows::SmemRows<ST>;
     static_assert(!MNS || (MAXT > 4 && LEAN32), "MNS: the LEAN32 T > 4 instance");
     static_assert(!KEYB || MNS, "KEYB: the MNS instance");
+    static_assert(!HRPF || LEAN32, "HRPF: the LEAN32 instances");
     constexpr bool kTall = MAXT > 4;  // vectors in rows g + 8 of the M tile
     // A flush item stages its fold weights with its keys in one cp.async group and reads them after the wait
     // (foldmma::stageFoldChunk), MAXT = 8 only: side by side on the H200 (thirty-fifth session) the T = 8 steps with
@@ -355,6 +362,11 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
             if constexpr (UPF) {
                 uqNext = loadU(cN, slotN, metaN);
                 uIssued = true;
+            }
+            if constexpr (HRPF) {  // the next item's head-record lines into L1 (MNS: its solve matrices are staged)
+                if (slotN >= 0 && metaN.y >= 0)
+                    mmarows::prefetchHeadRecordL1(ws + (cN.b * HV + cN.head) * RW, MNS ? blkOff : kSplitCoef + 2 * T * RM,
+                                         MNS ? blkOff + 2 * T * CS : RW, lane);
             }
             // E rows g (and g + 8), value rows 2q, 2q + 1: key rows g < T hold w_g = v_g - X0_g, query rows Y0
             float e0 = fmaf(scA, accE[0] + accO[0], accR[0]), e1 = fmaf(scA, accE[1] + accO[1], accR[1]);

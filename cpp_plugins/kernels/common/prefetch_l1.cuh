@@ -1,0 +1,22 @@
+// L1 prefetch of a split kernel's head record (HRPF; the tensor-core split readouts of both families,
+// gdn/gdn_split_mma_kernel.cuh and mamba2/mamba2_split_mma_kernel.cuh).
+#pragma once
+#include <cstdint>
+
+namespace rssm {
+namespace mmarows {
+
+// HRPF (the split verify readouts of both families): the L1 lines of a head record (fp32 words) that an item loads
+// from L2 right before use: words [0, 32) (scales and cursor words; two lanes, since a record is not 128-byte aligned)
+// and [from, to) (the caller's coefficient range), one prefetch.global.L1 per lane for the first 30 lines of that
+// range. A hint: no register result, no value changed.
+__device__ __forceinline__ void prefetchHeadRecordL1(const float* hr, int from, int to, int lane) {
+    const uintptr_t end = reinterpret_cast<uintptr_t>(hr + to);
+    uintptr_t a;
+    if (lane < 2) a = reinterpret_cast<uintptr_t>(hr + 31 * lane);
+    else a = (reinterpret_cast<uintptr_t>(hr + from) & ~uintptr_t(127)) + (uintptr_t)(lane - 2) * 128;
+    if (lane < 2 || a < end) asm volatile("prefetch.global.L1 [%0];" ::"l"(a));
+}
+
+}  // namespace mmarows
+}  // namespace rssm
