@@ -823,9 +823,9 @@ def test_sanitize_replay_verify_keyb(monkeypatch):
     _sanitize_verify_switch(monkeypatch, "RSSM_GDN_VERIFY_KEYB", ((5, 24),), 53, 6, lambda T, gen: [T] * 3)
 
 
-# HRPF (forty-fifth session; off, RSSM_GDN_VERIFY_HRPF=1 turns it on): the T <= 4 LEAN32 instance and the KEYB
-# instance prefetch the next item's head-record lines into L1 after their products. A hint only: bit-identical to the
-# default and against the float64 reference; T = 4 / 3 (the four-token instance) and 8 / 5 (KEYB, windows 16 and 24),
+# HRPF (forty-fifth session; the default, RSSM_GDN_VERIFY_HRPF=0 turns it off): the T <= 4 LEAN32 instance and the
+# KEYB instance prefetch the next item's head-record lines into L1 after their products. A hint only: "0" and "1"
+# bit-identical and against the float64 reference; T = 4 / 3 (the four-token instance) and 8 / 5 (KEYB, windows 16 and 24),
 # the grid capped at 2 CTAs so that every warp walks many items (the prefetch of the walk's last item is skipped).
 HRPF_CASES = [("q35-4b", 16, 4), ("q35-122b", 16, 3), ("q35-4b", 16, 8), ("q35-122b", 24, 5)]
 
@@ -839,11 +839,11 @@ def test_verify_hrpf_changes_no_value(shape, L, T, monkeypatch):
 
 @pytest.mark.gpu
 def test_verify_hrpf_instance_runs(monkeypatch):
-    """The HRPF instances (template argument 8) run at T = 4 and T = 8 with RSSM_GDN_VERIFY_HRPF=1 only, not by default
-    (unset) nor with "0" (torch profiler)."""
+    """The HRPF instances (template argument 8) run at T = 4 and T = 8 by default (unset) and with
+    RSSM_GDN_VERIFY_HRPF=1, never with "0" (torch profiler)."""
     skip_under_sanitizer()
     got = _verify_instance_args(monkeypatch, "RSSM_GDN_VERIFY_HRPF", (None, "1", "0"), 8)
-    assert got == {(None, 4): ["0"], (None, 8): ["0"], ("1", 4): ["1"], ("1", 8): ["1"], ("0", 4): ["0"],
+    assert got == {(None, 4): ["1"], (None, 8): ["1"], ("1", 4): ["1"], ("1", 8): ["1"], ("0", 4): ["0"],
                    ("0", 8): ["0"]}, got
 
 

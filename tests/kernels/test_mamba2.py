@@ -875,31 +875,6 @@ def test_replay_split_mma_readout_l32_sanitize(monkeypatch):
     _sanitize_mma_switch(monkeypatch, "RSSM_MAMBA2_MMA_L32", 186)
 
 
-# HRPF (forty-fifth session; off, RSSM_MAMBA2_MMA_HRPF=1 turns it on): the L32 readout prefetching the next item's
-# head-record lines into L1 after its products. A hint only: against the float64 reference on the L32 cases (both
-# shapes, T = 2 / 4 / 8, windows 16 and 24, padding and staggered rows, random acceptance, with and without z).
-@pytest.mark.parametrize("B,L,T,sh,z", L32_CASES, ids=[f"B{c[0]}-L{c[1]}-T{c[2]}-H{c[3]['H']}-z{int(c[4])}"
-                                                      for c in L32_CASES])
-def test_replay_split_mma_readout_hrpf(B, L, T, sh, z, monkeypatch):
-    monkeypatch.delenv("RSSM_MAMBA2_SPLIT_PIPE", raising=False)
-    monkeypatch.setenv("RSSM_MAMBA2_MMA_HRPF", "1")
-    assert _run_replay(B, L, T, 1, sh, F32, BF16, 2 * L // T + 8, seed=340 + B + L + T, with_z=z, variant=4) > 0
-
-
-def test_mma_readout_hrpf_instance_runs(monkeypatch):
-    """RSSM_MAMBA2_MMA_HRPF=1 runs the HRPF instance (template argument 5) at the bench's Super shape, T = 4; unset
-    (the default) and "0" the one without it (torch profiler)."""
-    skip_under_sanitizer()
-    got = _mma_readout_instance_args(monkeypatch, "RSSM_MAMBA2_MMA_HRPF", (None, "1", "0"), 5)
-    assert got == {None: ["0"], "1": ["1"], "0": ["0"]}, got
-
-
-@pytest.mark.sanitize
-def test_replay_split_mma_readout_hrpf_sanitize(monkeypatch):
-    """The sanitizers' HRPF case: speculative with flushes, padded rows, two record chunks."""
-    _sanitize_mma_switch(monkeypatch, "RSSM_MAMBA2_MMA_HRPF", 196)
-
-
 def _sanitize_mma_switch(monkeypatch, var, seed):
     """A tensor-core readout switch's sanitizer case (`var`=1, SMALL: 4 heads per group): T = 3 at L = 4 (flushes,
     wrap-around, padded rows) and T = 8 at L = 24 (two record chunks), against the float64 reference."""

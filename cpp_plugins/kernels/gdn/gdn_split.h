@@ -30,9 +30,9 @@ int replaySplitReadCopy(const GdnReplayParams& q, const stream::ReadCopyScales& 
 // lean32: the LEAN32 instances (fp32 rows: T <= 4 with prefetchU, T > 4 without it; 32-bit item offsets, the key head
 // by a shift) where the caller checked their rules; other combinations ignore it. mns (fp32 rows, T > 4, lean32 without
 // prefetchU): the MNS form (RSSM_GDN_VERIFY_MNS); keyb (with mns): its KEYB form (RSSM_GDN_VERIFY_KEYB, the default). The
-// caller must pass the same mns / keyb to verifyMmaSmemBytes, and only where the instance applies. hrpf: the HRPF form
-// (RSSM_GDN_VERIFY_HRPF; the next item's head-record lines prefetched into L1) of the T <= 4 LEAN32 instance and of
-// the KEYB instance; ignored elsewhere (same shared memory).
+// caller must pass the same mns / keyb to verifyMmaSmemBytes, and only where the instance applies. hrpf: the HRPF
+// form (RSSM_GDN_VERIFY_HRPF, the default; the next item's head-record lines prefetched into L1) of the T <= 4 LEAN32
+// instance and of the KEYB instance; ignored elsewhere (same shared memory).
 const void* verifyMmaKernel(int stateDtype, int numTokens, bool prefetchU, bool lean32 = false, bool mns = false,
                             bool keyb = false, bool hrpf = false);
 size_t verifyMmaSmemBytes(int stateDtype, int numTokens, bool mns = false, bool keyb = false);

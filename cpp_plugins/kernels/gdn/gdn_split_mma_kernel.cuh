@@ -120,11 +120,14 @@ __device__ __forceinline__ float2 halfPair(uint32_t v) { return __half22float2(*
 // chunk, the next item's rows; its rows are waited for with two groups in flight, the keys with one. Same arithmetic,
 // same values.
 // Side by side on an H100: T = 8 all-accepted steps 1.3-1.7% faster, the rest within 0.4% (docs/kernels-gdn.md).
-// HRPF (forty-fifth session; RSSM_GDN_VERIFY_HRPF, see gdn_split.cu): after its products an item issues one
-// prefetch.global.L1 per line of the next item's head-record words that the next item loads by __ldg at its start
-// (mmaverify::prefetchHeadRecordL1): the committed-record coefficients, whose L2 round trip was the largest wait of
-// the T = 4 readout (15% of its stall samples, twenty-ninth session), the draft scales and, where they are not staged
-// by cp.async, the fold weights and the solve matrices. Same loads, same values.
+// HRPF (forty-fifth session; the default, RSSM_GDN_VERIFY_HRPF=0 turns it off; gdn_split.cu): after its products an
+// item issues one prefetch.global.L1 per line of the next item's head-record words that the next item loads by __ldg
+// at its start (mmarows::prefetchHeadRecordL1, common/prefetch_l1.cuh): the committed-record coefficients, whose L2
+// round trip was the largest wait of the T = 4 readout (15% of its stall samples, twenty-ninth session), the draft
+// scales and, where they are not staged by cp.async, the fold weights and the solve matrices. Same loads, same
+// values. Side by side on the H200: T = 4 steps 1.4-3.4% faster, T = 8 0.1-1.5% (docs/kernels-gdn.md "Forty-fifth
+// session"); the same prefetch in the Mamba-2 tensor-core readout measured 0.5-2.0% slower at T = 4 / 8 and was
+// removed.
 template <typename ST, int MAXT, int MINB, bool HOISTB, bool UPF = false, bool LEAN32 = false, bool MNS = false,
           bool KEYB = false, bool HRPF = false>
 __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMmaKernel(const GdnReplayParams p) {

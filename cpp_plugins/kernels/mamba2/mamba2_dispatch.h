@@ -78,10 +78,8 @@ int splitMaxRecords();
 // hoistC: RSSM_MAMBA2_MMA_CHOIST (default on); prefetchX: RSSM_MAMBA2_MMA_XPF (default on: the next item's x_j and
 // this item's z loaded early; mamba2_split_mma_kernel.cuh; measured 0-0.5% faster at T = 4, 3% at T = 8)
 // off32: the fp32 ZPF instance's L32 form (32-bit item offsets) where the caller checked splitMmaOffsetsFit32.
-// hrpf: that L32 instance's HRPF form (RSSM_MAMBA2_MMA_HRPF, off; the next item's head-record lines prefetched into
-// L1); ignored elsewhere.
 const void* splitMmaReadoutKernel(int stateDtype, int dstate, bool hoistC, bool prefetchX, bool zPairs,
-                                  bool off32 = false, bool hrpf = false);
+                                  bool off32 = false);
 size_t splitMmaReadoutSmemBytes(int stateDtype);
 size_t splitPrepSmemBytes(int window, int numTokens, int dstate, int headdim, int headsPerGroup);
 int splitHeadsPerPrep();

@@ -496,12 +496,9 @@ int launchSplitReadout(const char* op, Mamba2ReplayParams& q, stream::ReadCopySc
         // strides). Side by side on the H200 (docs/kernels-mamba2.md "Thirty-sixth session"): T = 4 verify steps
         // 4.0-6.0% faster, T = 8 one-accepted / mixed 1.8-5.6% (all-accepted within the spread).
         const bool off32 = envSwitch("RSSM_MAMBA2_MMA_L32", true) && splitMmaOffsetsFit32(q);
-        // HRPF (forty-fifth session; off, RSSM_MAMBA2_MMA_HRPF=1 turns it on, read per launch, A/B): the L32 instance
-        // prefetching the next item's head-record lines into L1 (mamba2_split_mma_kernel.cuh). Same values.
-        const bool hrpf = envSwitch("RSSM_MAMBA2_MMA_HRPF", false);
         const void* mk = q.act_dtype == RSSM_DTYPE_BF16 && aligned && chunks && !q.skip_flush_rows
                              ? splitMmaReadoutKernel(q.state_dtype, q.dstate, envSwitch("RSSM_MAMBA2_MMA_CHOIST", true),
-                                                     envSwitch("RSSM_MAMBA2_MMA_XPF", true), zPairs, off32, hrpf)
+                                                     envSwitch("RSSM_MAMBA2_MMA_XPF", true), zPairs, off32)
                              : nullptr;
         if (mk) {
             const long long items = (long long)q.batch * q.nheads * (q.headdim / splitRows());

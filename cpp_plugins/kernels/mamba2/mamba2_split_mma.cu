@@ -9,18 +9,14 @@ namespace rssm {
 namespace mamba2 {
 namespace {
 template <typename ST>
-const void* entry(bool hoistC, bool prefetchX, bool zPairs, bool off32, bool hrpf) {
+const void* entry(bool hoistC, bool prefetchX, bool zPairs, bool off32) {
     // fp32 rows with the default C / x loads and 4-byte aligned z pairs: z one item ahead and the head records before
     // C (mamba2SplitReadoutMmaStagedKernel's ZPF); RSSM_MAMBA2_MMA_ZPF=0 (A/B, read per launch) turns it off. off32:
     // its L32 instance (32-bit item offsets; the caller checked the rule)
     if constexpr (std::is_same<ST, float>::value) {
-        if (hoistC && prefetchX && zPairs && envSwitch("RSSM_MAMBA2_MMA_ZPF", true)) {
-            // hrpf: the L32 instance's HRPF form (A/B)
-            if (off32 && hrpf)
-                return reinterpret_cast<const void*>(&mamba2SplitReadoutMmaStagedKernel<ST, true, true, true, true, true>);
+        if (hoistC && prefetchX && zPairs && envSwitch("RSSM_MAMBA2_MMA_ZPF", true))
             return off32 ? reinterpret_cast<const void*>(&mamba2SplitReadoutMmaStagedKernel<ST, true, true, true, true>)
                          : reinterpret_cast<const void*>(&mamba2SplitReadoutMmaStagedKernel<ST, true, true, true>);
-        }
     }
     if (prefetchX)
         return hoistC ? reinterpret_cast<const void*>(&mamba2SplitReadoutMmaStagedKernel<ST, true, true>)
@@ -30,13 +26,12 @@ const void* entry(bool hoistC, bool prefetchX, bool zPairs, bool off32, bool hrp
 }
 }  // namespace
 
-const void* splitMmaReadoutKernel(int stateDtype, int dstate, bool hoistC, bool prefetchX, bool zPairs, bool off32,
-                                  bool hrpf) {
+const void* splitMmaReadoutKernel(int stateDtype, int dstate, bool hoistC, bool prefetchX, bool zPairs, bool off32) {
     if (dstate != mmareadout::kN) return nullptr;
     switch (stateDtype) {
-        case RSSM_DTYPE_FP32: return entry<float>(hoistC, prefetchX, zPairs, off32, hrpf);
-        case RSSM_DTYPE_FP16: return entry<__half>(hoistC, prefetchX, zPairs, off32, false);
-        case RSSM_DTYPE_BF16: return entry<__nv_bfloat16>(hoistC, prefetchX, zPairs, off32, false);
+        case RSSM_DTYPE_FP32: return entry<float>(hoistC, prefetchX, zPairs, off32);
+        case RSSM_DTYPE_FP16: return entry<__half>(hoistC, prefetchX, zPairs, off32);
+        case RSSM_DTYPE_BF16: return entry<__nv_bfloat16>(hoistC, prefetchX, zPairs, off32);
         default: return nullptr;
     }
 }

@@ -30,7 +30,6 @@
 #include "common/fold_mma.cuh"
 #include "common/mma_rows.cuh"
 #include "common/pdl.h"
-#include "common/prefetch_l1.cuh"
 #include "mamba2/mamba2_split_kernel.cuh"
 
 namespace rssm {
@@ -53,7 +52,6 @@ using mmarows::foldTile;
 using mmarows::LaneRow;
 using mmarows::LaneRow16;
 using mmarows::mmaTf32;
-using mmarows::prefetchHeadRecordL1;
 using mmarows::SmemRows;
 using mmarows::tf32;
 
@@ -116,15 +114,13 @@ __host__ __device__ constexpr int stagedWarpBytes() { return 2 * SmemRows<ST>::k
 // (Measured in the thirty-ninth session and removed in the fortieth, docs/kernels-mamba2.md: REFILL, a one-chunk flush
 // item refilling its own row buffer with the next item's rows tile by tile, 5-12% slower; GSH, the group by a shift
 // for a power-of-two number of heads per group, neutral.)
-// HRPF (forty-fifth session; off, RSSM_MAMBA2_MMA_HRPF=1 turns it on, A/B; the fp32 L32 instance): after its products
-// an item issues one prefetch.global.L1 per line of the next item's head-record words that the next item loads at
-// its start (gamma and the committed-record coefficients of its tokens; mmarows::prefetchHeadRecordL1), so that those
-// loads hit L1 instead of waiting an L2 round trip (16% of the stall samples sat on the first coefficient use before
-// ZPF, twenty-second session). Same loads, same values.
-template <typename ST, bool CHOIST, bool XPF, bool ZPF = false, bool L32 = false, bool HRPF = false>
+// (Measured in the forty-fifth session and not kept: HRPF, the GDN verify readout's L1 prefetch of the next item's
+// head-record lines after the products (common/prefetch_l1.cuh), on the L32 instance: 0.5-2.0% slower at T = 4 / 8
+// on both shapes, standard steps within 0.4%, side by side on the H200; docs/kernels-mamba2.md "Forty-fifth
+// session".)
+template <typename ST, bool CHOIST, bool XPF, bool ZPF = false, bool L32 = false>
 __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
     mamba2SplitReadoutMmaStagedKernel(const Mamba2ReplayParams p) {
-    static_assert(!HRPF || (L32 && XPF), "HRPF: the L32 instance");
     using namespace mmareadout;
     using Rows = SmemRows<ST>;
     extern __shared__ __align__(16) unsigned char smemSplitMmaStaged[];
@@ -302,10 +298,6 @@ __global__ void __launch_bounds__(mmareadout::kCtaThreads, 3)
                     xqNext = loadX(cN, slotN, metaN);
                     if constexpr (ZPF) zNext = loadZ(cN, slotN);
                     xIssued = true;
-                }
-                if constexpr (HRPF) {  // the next item's gamma and coefficient lines into L1
-                    if (slotN >= 0 && metaN.y >= 0)
-                        prefetchHeadRecordL1(ws + (cN.b * H + cN.head) * RW, kSplitCoef, kSplitCoef + T * RM, lane);
                 }
                 if (actTok) {
                     float y0 = fmaf(gam, accE[0] + accO[0], accR[0]);
