@@ -800,8 +800,14 @@ KEYB_CASES = [("q35-4b", 16, 8), ("q35-122b", 16, 6), ("q35-4b", 24, 5)]
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape,L,T", KEYB_CASES, ids=[f"{s}-L{l}-T{t}" for s, l, t in KEYB_CASES])
 def test_verify_keyb_changes_no_value(shape, L, T, monkeypatch):
+    _capped_grid_switch_changes_no_value(monkeypatch, "RSSM_GDN_VERIFY_KEYB", shape, L, T, 660)
+
+
+def _capped_grid_switch_changes_no_value(monkeypatch, var, shape, L, T, seed):
+    """_verify_switch_changes_no_value with the verify readout's grid capped at 2 CTAs (RSSM_READ_MMA_CTAS), so that
+    every warp walks many items, flush and non-flush in turn; 2 L / T + 8 steps."""
     monkeypatch.setenv("RSSM_READ_MMA_CTAS", "2")
-    _verify_switch_changes_no_value(monkeypatch, "RSSM_GDN_VERIFY_KEYB", shape, L, T, 660 + L + T, 2 * L // T + 8)
+    _verify_switch_changes_no_value(monkeypatch, var, shape, L, T, seed + L + T, 2 * L // T + 8)
 
 
 @pytest.mark.gpu
@@ -825,16 +831,15 @@ def test_sanitize_replay_verify_keyb(monkeypatch):
 
 # HRPF (forty-fifth session; the default, RSSM_GDN_VERIFY_HRPF=0 turns it off): the T <= 4 LEAN32 instance and the
 # KEYB instance prefetch the next item's head-record lines into L1 after their products. A hint only: "0" and "1"
-# bit-identical and against the float64 reference; T = 4 / 3 (the four-token instance) and 8 / 5 (KEYB, windows 16 and 24),
-# the grid capped at 2 CTAs so that every warp walks many items (the prefetch of the walk's last item is skipped).
+# bit-identical and against the float64 reference; T = 4 / 3 (the four-token instance) and 8 / 5 (KEYB, windows 16
+# and 24), the grid capped at 2 CTAs so that every warp walks many items (the walk's last item prefetches nothing).
 HRPF_CASES = [("q35-4b", 16, 4), ("q35-122b", 16, 3), ("q35-4b", 16, 8), ("q35-122b", 24, 5)]
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape,L,T", HRPF_CASES, ids=[f"{s}-L{l}-T{t}" for s, l, t in HRPF_CASES])
 def test_verify_hrpf_changes_no_value(shape, L, T, monkeypatch):
-    monkeypatch.setenv("RSSM_READ_MMA_CTAS", "2")
-    _verify_switch_changes_no_value(monkeypatch, "RSSM_GDN_VERIFY_HRPF", shape, L, T, 690 + L + T, 2 * L // T + 8)
+    _capped_grid_switch_changes_no_value(monkeypatch, "RSSM_GDN_VERIFY_HRPF", shape, L, T, 690)
 
 
 @pytest.mark.gpu

@@ -367,9 +367,10 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
                 uIssued = true;
             }
             if constexpr (HRPF) {  // the next item's head-record lines into L1 (MNS: its solve matrices are staged)
-                if (slotN >= 0 && metaN.y >= 0)
-                    mmarows::prefetchHeadRecordL1(ws + (cN.b * HV + cN.head) * RW, MNS ? blkOff : kSplitCoef + 2 * T * RM,
-                                         MNS ? blkOff + 2 * T * CS : RW, lane);
+                if (slotN >= 0 && metaN.y >= 0)  // (32-bit offset: HRPF runs under LEAN32's rule)
+                    mmarows::prefetchHeadRecordL1(ws + (cN.b * HV + cN.head) * RW,
+                                                  MNS ? blkOff : kSplitCoef + 2 * T * RM,
+                                                  MNS ? blkOff + 2 * T * CS : RW, lane);
             }
             // E rows g (and g + 8), value rows 2q, 2q + 1: key rows g < T hold w_g = v_g - X0_g, query rows Y0
             float e0 = fmaf(scA, accE[0] + accO[0], accR[0]), e1 = fmaf(scA, accE[1] + accO[1], accR[1]);
