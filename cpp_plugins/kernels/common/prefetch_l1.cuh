@@ -7,6 +7,9 @@
 namespace rssm {
 namespace mmarows {
 
+// One 128-byte line into L1 (prefetch.global.L1): a hint, no register result.
+__device__ __forceinline__ void prefetchLineL1(const void* p) { asm volatile("prefetch.global.L1 [%0];" ::"l"(p)); }
+
 // The L1 lines of a head record `hr` (fp32 words) that an item loads from L2 right before use: words [0, 32) (scales
 // and cursor words; lanes 0 and 1, since a record is not 128-byte aligned) and [from, to) (the caller's coefficient
 // range; lanes 2..31, one line each, so at most its first 30 lines). One prefetch.global.L1 per lane: a hint, no
@@ -16,11 +19,8 @@ __device__ __forceinline__ void prefetchHeadRecordL1(const float* hr, int from, 
     uintptr_t a;
     if (lane < 2) a = reinterpret_cast<uintptr_t>(hr + 31 * lane);
     else a = (reinterpret_cast<uintptr_t>(hr + from) & ~uintptr_t(127)) + (uintptr_t)(lane - 2) * 128;
-    if (lane < 2 || a < end) asm volatile("prefetch.global.L1 [%0];" ::"l"(a));
+    if (lane < 2 || a < end) prefetchLineL1(reinterpret_cast<const void*>(a));
 }
-
-// One 128-byte line into L1 (prefetch.global.L1): a hint, no register result.
-__device__ __forceinline__ void prefetchLineL1(const void* p) { asm volatile("prefetch.global.L1 [%0];" ::"l"(p)); }
 
 }  // namespace mmarows
 }  // namespace rssm

@@ -850,11 +850,9 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
         for (; cur.b < p.batch; cur = advance(cur)) {
             const int slot = slotNext;
             const int4 meta = metaNext;
-            {
-                const ItemCursor nx = advance(cur);
-                slotNext = slotOf(nx);
-                metaNext = metaOf(nx);
-            }
+            const ItemCursor nx = advance(cur);
+            slotNext = slotOf(nx);
+            metaNext = metaOf(nx);
             const bool loaded = early;
             early = false;
             // padding rows and invalid cursors: nothing written
@@ -874,8 +872,7 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
                 loadRows(slot, cur, S);
             }
             if constexpr (NPF) {  // the next item's rows, u_j line and head-record lines into L1
-                const ItemCursor nx = advance(cur);
-                if (slotNext >= 0 && slotNext < p.num_slots && metaNext.y >= 0) {
+                if (valid(slotNext, metaNext)) {
                     const int r = nx.blk * kSplitRows + (lane >> 2);
                     if (r < V)
                         mmarows::prefetchLineL1(static_cast<const float*>(p.state) +

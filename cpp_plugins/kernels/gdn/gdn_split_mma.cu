@@ -16,7 +16,7 @@ template <typename ST>
 const void* entry(int maxTokens, bool prefetchU, bool lean32, bool mns, bool keyb, bool hrpf) {
     if (maxTokens <= 4) {
         // LEAN32 (fp32 rows with the u_j prefetch, the T <= 4 default): 32-bit item offsets, the key head by a shift;
-        // HRPF on top (A/B)
+        // HRPF (the default) on top
         if constexpr (std::is_same<ST, float>::value) {
             if (prefetchU && lean32 && hrpf)
                 return reinterpret_cast<const void*>(
@@ -27,7 +27,7 @@ const void* entry(int maxTokens, bool prefetchU, bool lean32, bool mns, bool key
         return prefetchU ? reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 4, 3, false, true>)
                          : reinterpret_cast<const void*>(&gdnSplitVerifyMmaKernel<ST, 4, 3, false, false>);
     }
-    // LEAN32 (fp32 rows without the u_j prefetch: the T > 4 default); MNS (the default) on top
+    // LEAN32 (fp32 rows without the u_j prefetch: the T > 4 default); MNS, KEYB and HRPF (the defaults) on top
     if constexpr (std::is_same<ST, float>::value) {
         if (!prefetchU && lean32) {
             if (mns && keyb && hrpf)
