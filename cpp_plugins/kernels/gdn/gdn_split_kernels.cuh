@@ -872,10 +872,10 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
                 loadRows(slot, cur, S);
             }
             if constexpr (NPF) {  // the next item's rows, u_j line and head-record lines into L1
-                // only between two items that do not flush (warp-uniform): ungated, NPF measured 0.7-1.5% slower on
-                // the in-phase step (every item of its flush step flushes) and 1.3-1.8% faster staggered (H100,
-                // forty-sixth session)
-                if (meta.y == 0 && metaNext.y == 0 && valid(slotNext, metaNext)) {
+                // only from a flush item (warp-uniform), whose fold and row stores leave the warp without loads in
+                // flight for most of the item (forty-sixth session: issued from every item, NPF made the steps
+                // where every row holds the same h 0.5-3.5% slower; docs/kernels-gdn.md)
+                if (meta.y > 0 && valid(slotNext, metaNext)) {
                     const int r = nx.blk * kSplitRows + (lane >> 2);
                     if (r < V)
                         mmarows::prefetchLineL1(static_cast<const float*>(p.state) +
