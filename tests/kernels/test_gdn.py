@@ -406,7 +406,7 @@ STD_STEP_SWITCHES = {"estage-off": {"RSSM_GDN_SPLIT_ESTAGE": "0"},
                      # two key-chunk buffers per warp instead of one (KEY1, the default since the thirtieth session)
                      "key1-off": {"RSSM_GDN_SPLIT_KEY1": "0"}}
 STD_READOUT_ENV = ("RSSM_GDN_SPLIT_UPD", "RSSM_GDN_SPLIT_FDIV", "RSSM_GDN_SPLIT_OFF32", "RSSM_GDN_SPLIT_EARLY",
-                   "RSSM_GDN_SPLIT_ESTAGE", "RSSM_GDN_SPLIT_KEY1", "RSSM_GDN_SPLIT_CARVEOUT", "RSSM_GDN_SPLIT_NPF")
+                   "RSSM_GDN_SPLIT_ESTAGE", "RSSM_GDN_SPLIT_KEY1", "RSSM_GDN_SPLIT_CARVEOUT")
 STD_PREP_ENV = ("RSSM_GDN_PREP_MNORM", "RSSM_GDN_PREP_MINB", "RSSM_GDN_PREP_LEAN")
 
 
@@ -512,42 +512,7 @@ NO_VALUE_CHANGE_CASES = {
     # (default), the driver's choice, the largest (L1 as small as it goes), the default again. Only where the bytes are
     # cached changes.
     "carveout": ({}, [{"RSSM_GDN_SPLIT_CARVEOUT": "driver"}, {"RSSM_GDN_SPLIT_CARVEOUT": "100"}, {}], 16),
-    # NPF (forty-fifth session, A/B, off): the next item's rows, u_j line and head-record lines prefetched into L1. A
-    # hint only; B = 7 x 64 value heads x 16 blocks is ~2.7 items per warp, so most items prefetch a next one. L = 8 and
-    # 32 (two key chunks per flush)
-    "npf": ({}, [{"RSSM_GDN_SPLIT_NPF": "1"}]),
-    "npf-L32": ({}, [{"RSSM_GDN_SPLIT_NPF": "1"}], 32),
 }
-
-
-@pytest.mark.gpu
-def test_standard_readout_npf_instance_runs(monkeypatch):
-    """RSSM_GDN_SPLIT_NPF=1 runs the NPF instance of the standard-step readout (template argument 12, on top of the
-    default KEY1 instance); unset (the default) runs the one without it (torch profiler). Forty-fifth session; NOT yet
-    run on a GPU."""
-    got = {}
-    for env in ({}, {"RSSM_GDN_SPLIT_NPF": "1"}):
-        names = _one_standard_step_kernels(monkeypatch, STD_READOUT_ENV, env, seed=7)
-        ro = [a for a in instances(names, "gdnSplitReadoutKernel") if a[0] == "float"]
-        assert ro, f"no fp32-row split readout ran: {sorted(names)}"
-        got[bool(env)] = sorted({(a[11], a[12]) for a in ro})  # KEY1, NPF
-    assert got == {False: [("1", "0")], True: [("1", "1")]}, got
-
-
-@pytest.mark.gpu
-@pytest.mark.sanitize
-def test_sanitize_replay_standard_npf(monkeypatch):
-    """The sanitizers' NPF case (memcheck: every prefetched line lies in the state, ring u or workspace): q35-122b, B =
-    7 with padding rows and staggered joins (~2.7 items per warp: items prefetch their next one), L = 4 (flushes,
-    wrap-around), 8 standard steps against the float64 reference. Forty-fifth session; NOT yet run on a GPU."""
-    for k in STD_READOUT_ENV + STD_PREP_ENV:
-        monkeypatch.delenv(k, raising=False)
-    monkeypatch.setenv("RSSM_GDN_SPLIT_NPF", "1")
-    seq = _Seq("q35-122b", 7, 4, 0, 1, seed=98, variant=6)
-    for t in range(8):
-        seq.step(_active(7, t, [0, 3, 5, 0, 2, 7, 1], seq.gen, 0.15))
-    seq.compare_buffers()
-    assert seq.flushes > 0
 
 
 @pytest.mark.gpu

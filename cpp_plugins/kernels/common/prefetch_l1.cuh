@@ -1,14 +1,10 @@
-// L1 prefetches of the GDN split readouts: a head record's lines (HRPF, the tensor-core verify readout,
-// gdn/gdn_split_mma_kernel.cuh; the Mamba-2 tensor-core readout measured 0.5-2.0% slower with it at T = 4 / 8 and does
-// not use it) and single lines (NPF, the standard-step readout's A/B instance, gdn/gdn_split_kernels.cuh).
+// L1 prefetch of a split kernel's head record (HRPF; the GDN tensor-core verify readout, gdn/gdn_split_mma_kernel.cuh.
+// The Mamba-2 tensor-core readout measured 0.5-2.0% slower with it at T = 4 / 8 and does not use it.)
 #pragma once
 #include <cstdint>
 
 namespace rssm {
 namespace mmarows {
-
-// One 128-byte line into L1 (prefetch.global.L1): a hint, no register result.
-__device__ __forceinline__ void prefetchLineL1(const void* p) { asm volatile("prefetch.global.L1 [%0];" ::"l"(p)); }
 
 // The L1 lines of a head record `hr` (fp32 words) that an item loads from L2 right before use: words [0, 32) (scales
 // and cursor words; lanes 0 and 1, since a record is not 128-byte aligned) and [from, to) (the caller's coefficient
@@ -19,7 +15,7 @@ __device__ __forceinline__ void prefetchHeadRecordL1(const float* hr, int from, 
     uintptr_t a;
     if (lane < 2) a = reinterpret_cast<uintptr_t>(hr + 31 * lane);
     else a = (reinterpret_cast<uintptr_t>(hr + from) & ~uintptr_t(127)) + (uintptr_t)(lane - 2) * 128;
-    if (lane < 2 || a < end) prefetchLineL1(reinterpret_cast<const void*>(a));
+    if (lane < 2 || a < end) asm volatile("prefetch.global.L1 [%0];" ::"l"(a));
 }
 
 }  // namespace mmarows

@@ -246,6 +246,60 @@ __device__ __forceinline__ void foldStagedRecords(float4 (&S)[RW][QPL], const ui
     }
 }
 
+// Register slots <-> rows: slot r of a lane holds row r ^ rl (RowScatter's XOR-permuted slots); swapping slots r and
+// r ^ m for every bit m set in rl puts row q in slot q (and, applied again, back). One select per element and bit:
+// 3 x 32 for 8 fp32 rows of 128 columns, paid once per flush item by foldStagedRecordsNatural's callers.
+template <int RW, int QPL>
+__device__ __forceinline__ void xorPermuteSlots(float4 (&S)[RW][QPL], int rl) {
+#pragma unroll
+    for (int m = RW / 2; m >= 1; m >>= 1) {
+        const bool sw = (rl & m) != 0;
+#pragma unroll
+        for (int r = 0; r < RW; ++r) {
+            if (r & m) continue;
+#pragma unroll
+            for (int i = 0; i < QPL; ++i) {
+                const float4 a = S[r][i], b = S[r ^ m][i];
+                S[r][i] = make_float4(sw ? b.x : a.x, sw ? b.y : a.y, sw ? b.z : a.z, sw ? b.w : a.w);
+                S[r ^ m][i] = make_float4(sw ? a.x : b.x, sw ? a.y : b.y, sw ? a.z : b.z, sw ? a.w : b.w);
+            }
+        }
+    }
+}
+
+// foldStagedRecords with the rows in natural slot order (slot q = row q: xorPermuteSlots first): every lane needs
+// the same weights w[j * RW + q], so a record's RW weights come in RW / 4 broadcast 16-byte shared loads instead of
+// RW lane-dependent 4-byte loads and their address arithmetic, and a bf16 record is widened by shifts. The same
+// products in the same order (record j ascending per element): bit-identical rows. w: 16-byte aligned, RW % 4 == 0.
+template <int RW, int QPL>
+__device__ __forceinline__ void foldStagedRecordsNatural(float4 (&S)[RW][QPL], const uint16_t* buf, int stride,
+                                                         const float* w, int n, int lane, bool bf16) {
+    static_assert(RW % 4 == 0, "foldStagedRecordsNatural: RW weights per record as float4s");
+#pragma unroll 1
+    for (int jj = 0; jj < n; ++jj) {
+        float4 vq[QPL];
+#pragma unroll
+        for (int i = 0; i < QPL; ++i) {
+            const uint2 r = *reinterpret_cast<const uint2*>(buf + jj * stride + lane * 4 + 128 * i);
+            vq[i] = bf16 ? make_float4(__uint_as_float(r.x << 16), __uint_as_float(r.x & 0xffff0000u),
+                                       __uint_as_float(r.y << 16), __uint_as_float(r.y & 0xffff0000u))
+                         : u2ToF4(r, false);
+        }
+        const float4* w4 = reinterpret_cast<const float4*>(w + jj * RW);
+#pragma unroll
+        for (int g = 0; g < RW / 4; ++g) {
+            const float4 wg = w4[g];
+#pragma unroll
+            for (int i = 0; i < QPL; ++i) {
+                S[4 * g + 0][i] = fma4s(S[4 * g + 0][i], wg.x, vq[i]);
+                S[4 * g + 1][i] = fma4s(S[4 * g + 1][i], wg.y, vq[i]);
+                S[4 * g + 2][i] = fma4s(S[4 * g + 2][i], wg.z, vq[i]);
+                S[4 * g + 3][i] = fma4s(S[4 * g + 3][i], wg.w, vq[i]);
+            }
+        }
+    }
+}
+
 // Warp-granular items it = (b H + head) nrb + blk (row b, head, row block) walked grid-strided without a
 // division in the loop: the warp's first item and the grid stride are split into (b, head, blk) once, then
 // items advance by carries. 32-bit: the launchers keep B x H x nrb below 2^31. Split readouts of both

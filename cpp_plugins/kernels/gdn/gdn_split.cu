@@ -124,11 +124,6 @@ cudaError_t launchReadout(const GdnReplayParams& p, int smCount, cudaStream_t s,
                                 readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1, true, true,
                                                                 true, true, true>;
                                 smem = splitReadoutSmemBytesGdn(K, NT, 1);
-                                // NPF (A/B, forty-fifth session, not yet run on a GPU; RSSM_GDN_SPLIT_NPF=1, read
-                                // per launch): the next item's rows, u_j and head-record lines prefetched into L1
-                                if (envSwitch("RSSM_GDN_SPLIT_NPF", false))
-                                    readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1, true,
-                                                                    true, true, true, true, true>;
                             }
                         }
                     }

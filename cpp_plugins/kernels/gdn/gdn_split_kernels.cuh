@@ -36,7 +36,6 @@
 #include "common/pdl.h"
 #include "common/cp_async.cuh"
 #include "common/fold_mma.cuh"
-#include "common/prefetch_l1.cuh"
 #include "common/read_rows.cuh"
 #include "common/small_divisor.h"
 #include "common/stream_rows.cuh"
@@ -558,22 +557,12 @@ constexpr int kDtBf16ActFp16U = 1;
 // chunk c's fold instead of ahead of it), so the CTA needs 10 instead of 18 KB of shared memory and the SM keeps more
 // of its L1 (a 100% shared-memory carve-out made this readout 22-32% slower in the same session; KEY1 measured
 // 0.1-0.7% faster per standard step). Same copies, weights and FMAs in the same order: bit-identical rows.
-// NPF (A/B, forty-fifth session, NOT yet run on a GPU; RSSM_GDN_SPLIT_NPF=1, on top of KEY1): before an item's
-// work, once its own loads are issued, each lane issues prefetch.global.L1 for the next item's inputs: one line of its
-// 8 state rows (K = 128 fp32: 32 lines, lane -> row lane / 4, line lane % 4), its committed records' u_j line (lane j
-// < h), and the head record's cursor / coefficient lines (mmarows::prefetchHeadRecordL1). The next item then finds
-// them in L1, which the minimal carve-out keeps large (~190 KB per SM against ~100 KB for 20 warps' next items), so a
-// warp overlaps its next item's memory round trip with the current item's work without registers or shared memory.
-// The twenty-second session's L2 prefetch of the next rows (L2PF) was slower; the GDN verify readout's HRPF (L1, head
-// record only) 1.4-3.4% faster at T = 4. Same loads, same values.
 template <typename ST, int K, int MAXT, int NT, int MINB, int DT, int UPD = 0, bool FDIV = false, bool OFF32 = false,
-          bool EARLY = false, bool ESTAGE = false, bool KEY1 = false, bool NPF = false>
+          bool EARLY = false, bool ESTAGE = false, bool KEY1 = false>
 __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnReplayParams p,
                                                                    const stream::ReadCopyScales rc) {
     static_assert(!EARLY || std::is_same<ST, float>::value, "EARLY: the fp32-row readout");
     static_assert(!KEY1 || ESTAGE, "KEY1: on top of ESTAGE");
-    static_assert(!NPF || (KEY1 && OFF32 && K == 128 && std::is_same<ST, float>::value),
-                  "NPF: the serving fp32 K = 128 instance (32-bit item offsets)");
     if constexpr (!EARLY) pdlWaitPrimary();  // launched as a programmatic dependent of the prep kernel
     constexpr bool kScaled = stream::RowQuad<ST>::kScaled;  // read-only fp8 / nvfp4 rows (skip_flush_rows)
     using RS = stream::RowScatter<kSplitRows>;
@@ -750,6 +739,9 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
             for (int r = 0; r < RWS; ++r)
 #pragma unroll
                 for (int i = 0; i < QPL; ++i) S[r][i] = scale4(S[r][i], gf);
+            // from here on slot q holds row vw + q (natural order; forty-sixth session): the fold's weights are then
+            // the same for every lane (stream::foldStagedRecordsNatural), and the rows are stored with rl = 0
+            stream::xorPermuteSlots<RWS, QPL>(S, rl);
             const float fw = ESTAGE ? fwEarly : (lane < nf ? rec[kSplitCoef + 2 * T * RM + lane] : 0.f);
             float un[RWS];  // u_lane[vw + k], natural order (reloaded: not held over the token loop)
             unpack8(loadU(), ubf16, un);
@@ -774,7 +766,7 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
                 const uint16_t* buf = sFold + (c & (kKeyBufs - 1)) * kSplitFoldChunk * K;
                 const float* wb = wFold + (c & 1) * kSplitFoldChunk * RWS;
                 const int n = min(kSplitFoldChunk, nf - c * kSplitFoldChunk);
-                stream::foldStagedRecords<RWS, QPL>(S, buf, K, wb, n, rl, lane, bf16);
+                stream::foldStagedRecordsNatural<RWS, QPL>(S, buf, K, wb, n, lane, bf16);
             };
             const int nchunks = (nf + kSplitFoldChunk - 1) / kSplitFoldChunk;
             if constexpr (KEY1) {  // key chunk 0 is in flight since the item's start; one buffer
@@ -822,7 +814,7 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
                     __syncwarp();  // buffer c & 1 is restaged by chunk c + 2
                 }
             }
-            stream::storeWarpRows<RWS, QPL, ST>(S, ckpt, p.state_stride_v, vw, V, rl, lane);
+            stream::storeWarpRows<RWS, QPL, ST>(S, ckpt, p.state_stride_v, vw, V, 0, lane);  // natural order
         }
     };
     auto valid = [&](int slot, int4 meta) { return slot >= 0 && slot < p.num_slots && meta.y >= 0; };
@@ -850,9 +842,11 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
         for (; cur.b < p.batch; cur = advance(cur)) {
             const int slot = slotNext;
             const int4 meta = metaNext;
-            const ItemCursor nx = advance(cur);
-            slotNext = slotOf(nx);
-            metaNext = metaOf(nx);
+            {
+                const ItemCursor nx = advance(cur);
+                slotNext = slotOf(nx);
+                metaNext = metaOf(nx);
+            }
             const bool loaded = early;
             early = false;
             // padding rows and invalid cursors: nothing written
@@ -870,28 +864,6 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
                 for (int r = 0; r < RWS; ++r) fac[r] = wr.factor(r);
             } else {
                 loadRows(slot, cur, S);
-            }
-            if constexpr (NPF) {  // the next item's rows, u_j line and head-record lines into L1
-                // only from a flush item (warp-uniform), whose fold and row stores leave the warp without loads in
-                // flight for most of the item (forty-sixth session: issued from every item, NPF made the steps
-                // where every row holds the same h 0.5-3.5% slower; docs/kernels-gdn.md)
-                if (meta.y > 0 && valid(slotNext, metaNext)) {
-                    const int r = nx.blk * kSplitRows + (lane >> 2);
-                    if (r < V)
-                        mmarows::prefetchLineL1(static_cast<const float*>(p.state) +
-                                                (int64_t)slotNext * p.state_stride_slot +
-                                                (int64_t)nx.head * p.state_stride_head + (int64_t)r * p.state_stride_v +
-                                                (lane & 3) * 32);
-                    if (lane < metaNext.w) {  // (32-bit offsets: OFF32's rule)
-                        int rr = metaNext.z + lane;
-                        rr = rr >= C ? rr - C : rr;
-                        mmarows::prefetchLineL1(ringU + (slotNext * (int)p.ring_u_stride_slot +
-                                                         nx.head * (int)p.ring_u_stride_head +
-                                                         rr * (int)p.ring_u_stride_rec + nx.blk * kSplitRows));
-                    }
-                    mmarows::prefetchHeadRecordL1(static_cast<const float*>(p.workspace) + (nx.b * HV + nx.head) * RW,
-                                                  kSplitCoef, RW, lane);
-                }
             }
             process(cur, slot, meta, S, fac, sFoldWarp);
         }
