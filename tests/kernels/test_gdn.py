@@ -406,7 +406,8 @@ STD_STEP_SWITCHES = {"estage-off": {"RSSM_GDN_SPLIT_ESTAGE": "0"},
                      # two key-chunk buffers per warp instead of one (KEY1, the default since the thirtieth session)
                      "key1-off": {"RSSM_GDN_SPLIT_KEY1": "0"}}
 STD_READOUT_ENV = ("RSSM_GDN_SPLIT_UPD", "RSSM_GDN_SPLIT_FDIV", "RSSM_GDN_SPLIT_OFF32", "RSSM_GDN_SPLIT_EARLY",
-                   "RSSM_GDN_SPLIT_ESTAGE", "RSSM_GDN_SPLIT_KEY1", "RSSM_GDN_SPLIT_CARVEOUT")
+                   "RSSM_GDN_SPLIT_ESTAGE", "RSSM_GDN_SPLIT_KEY1", "RSSM_GDN_SPLIT_CARVEOUT",
+                   "RSSM_GDN_SPLIT_NATFOLD")
 STD_PREP_ENV = ("RSSM_GDN_PREP_MNORM", "RSSM_GDN_PREP_MINB", "RSSM_GDN_PREP_LEAN")
 
 
@@ -512,7 +513,44 @@ NO_VALUE_CHANGE_CASES = {
     # (default), the driver's choice, the largest (L1 as small as it goes), the default again. Only where the bytes are
     # cached changes.
     "carveout": ({}, [{"RSSM_GDN_SPLIT_CARVEOUT": "driver"}, {"RSSM_GDN_SPLIT_CARVEOUT": "100"}, {}], 16),
+    # NATF (forty-sixth session, A/B, off): a flush item's fold in natural row order (its slots swapped once, the
+    # weights as broadcast 16-byte loads, bf16 keys widened by shifts), rows stored with rl = 0: the same products in
+    # the same order. L = 8 (one key chunk), 16 (two), 32 (four)
+    "natf": ({}, [{"RSSM_GDN_SPLIT_NATFOLD": "1"}]),
+    "natf-L16": ({}, [{"RSSM_GDN_SPLIT_NATFOLD": "1"}], 16),
+    "natf-L32": ({}, [{"RSSM_GDN_SPLIT_NATFOLD": "1"}], 32),
 }
+
+
+@pytest.mark.gpu
+def test_standard_readout_natf_instance_runs(monkeypatch):
+    """RSSM_GDN_SPLIT_NATFOLD=1 runs the NATF instance of the standard-step readout (template argument 12, on top of
+    the default KEY1 instance); unset (the default) runs the one without it (torch profiler). Forty-sixth session; NOT
+    yet run on a GPU."""
+    got = {}
+    for env in ({}, {"RSSM_GDN_SPLIT_NATFOLD": "1"}):
+        names = _one_standard_step_kernels(monkeypatch, STD_READOUT_ENV, env, seed=7)
+        ro = [a for a in instances(names, "gdnSplitReadoutKernel") if a[0] == "float"]
+        assert ro, f"no fp32-row split readout ran: {sorted(names)}"
+        got[bool(env)] = sorted({(a[11], a[12] if len(a) > 12 else "0") for a in ro})  # KEY1, NATF
+    assert got == {False: [("1", "0")], True: [("1", "1")]}, got
+
+
+@pytest.mark.gpu
+@pytest.mark.sanitize
+def test_sanitize_replay_standard_natf(monkeypatch):
+    """The sanitizers' NATF case (racecheck: the broadcast weight loads against the next chunk's staging; memcheck: the
+    natural-order row stores stay in the item's rows): q35-122b, B = 7 with padding rows and staggered joins, L = 16
+    (two key chunks per flush, wrap-around), 20 standard steps against the float64 reference. Forty-sixth session; NOT
+    yet run on a GPU."""
+    for k in STD_READOUT_ENV + STD_PREP_ENV:
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("RSSM_GDN_SPLIT_NATFOLD", "1")
+    seq = _Seq("q35-122b", 7, 16, 0, 1, seed=97, variant=6)
+    for t in range(20):
+        seq.step(_active(7, t, [0, 3, 5, 0, 2, 7, 1], seq.gen, 0.15))
+    seq.compare_buffers()
+    assert seq.flushes > 0
 
 
 @pytest.mark.gpu

@@ -124,6 +124,11 @@ cudaError_t launchReadout(const GdnReplayParams& p, int smCount, cudaStream_t s,
                                 readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1, true, true,
                                                                 true, true, true>;
                                 smem = splitReadoutSmemBytesGdn(K, NT, 1);
+                                // NATF (A/B, forty-sixth session, NOT yet run on a GPU; RSSM_GDN_SPLIT_NATFOLD=1,
+                                // read per launch): the flush fold in natural row order (same smem)
+                                if (envSwitch("RSSM_GDN_SPLIT_NATFOLD", false))
+                                    readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1, true,
+                                                                    true, true, true, true, true>;
                             }
                         }
                     }
