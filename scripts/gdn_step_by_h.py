@@ -1,10 +1,11 @@
 """GDN standard replay step timed at fixed cursors, one line per history length h (diagnostic, not a benchmark).
 
-    python3 scripts/gdn_step_by_h.py [--shape q35-4b] [--batch 256] [--window 16] [--variant 6] [--h 0,1,2,4,8,15,16]
+    python3 scripts/gdn_step_by_h.py [--shape q35-4b] [--batch 256] [--window 16] [--variant 6] [--h 0,1,2,4,8,15]
 
-Every row holds the same h (and "mixed": h_b = b mod (L + 1), every h of the window once per L + 1 rows), no commit
-between steps, so each graph replays the same step: h = L is the flush step (every row folds its window), h < L a
-non-flush step whose rows read h committed records. The bench's in-phase cycle is the mean of h = 0 .. L; this
+Every row holds the same h (and "mixed": h_b = b mod L, every h of the window once per L rows), no commit between
+steps, so each graph replays the same step: h = L - 1 is the flush step (this token's record fills the window and every
+row folds it), h < L - 1 a non-flush step whose rows read h committed records. (h = L breaks the standard-mode cursor
+rule h < L: the kernels skip such rows, so it is refused here.) The bench's in-phase cycle is the mean of h = 0 .. L; this
 script splits it, to see which steps an A/B switch moves (run it once per setting, each in its own process, as
 scripts/ab_bench.sh does). Timings only: the official figures come from `replayssm-trtllm bench gdn`.
 """
@@ -21,30 +22,41 @@ def main(argv=None) -> int:
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--window", type=int, default=16)
     ap.add_argument("--variant", type=int, default=6)
-    ap.add_argument("--h", default="0,1,2,4,8,12,15,16", help="comma list of history lengths (0 .. window)")
+    ap.add_argument("--h", default="0,1,2,4,8,12,15", help="comma list of history lengths (0 .. window - 1)")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--l2-bytes", type=float, default=240e6)
     args = ap.parse_args(argv)
+    from replayssm_trtllm.bench.gdn import SHAPES
+    if args.shape not in SHAPES:
+        print(f"gdn_step_by_h: --shape {args.shape!r}: expected one of {sorted(SHAPES)}", file=sys.stderr)
+        return 2
+    B, L = args.batch, args.window
+    if B < 1 or L < 1:
+        print(f"gdn_step_by_h: --batch {B} / --window {L}: expected positive values", file=sys.stderr)
+        return 2
+    try:
+        hs = [int(x) for x in args.h.split(",") if x.strip()]
+    except ValueError:
+        print(f"gdn_step_by_h: --h {args.h!r}: expected a comma list of integers", file=sys.stderr)
+        return 2
+    bad = [h for h in hs if not 0 <= h < L]
+    if bad or not hs:
+        print(f"gdn_step_by_h: --h values {bad or args.h!r} outside 0 .. window - 1 ({L - 1})", file=sys.stderr)
+        return 2
     import torch
     if not torch.cuda.is_available():
         print("gdn_step_by_h: needs a CUDA GPU", file=sys.stderr)
         return 2
     import replayssm_trtllm.ops.commit  # noqa: F401
     import replayssm_trtllm.ops.gdn  # noqa: F401
-    from replayssm_trtllm.bench.gdn import SHAPES, _Layers, _time_graph
+    from replayssm_trtllm.bench.gdn import _Layers, _time_graph
     sh = SHAPES[args.shape]
-    B, L = args.batch, args.window
-    hs = [int(x) for x in args.h.split(",") if x.strip()]
-    bad = [h for h in hs if not 0 <= h <= L]
-    if bad:
-        print(f"gdn_step_by_h: --h values {bad} outside 0 .. window ({L})", file=sys.stderr)
-        return 2
     nl = max(2, math.ceil(args.l2_bytes / (B * sh["HV"] * sh["V"] * sh["K"] * 4)))
     ls = _Layers(sh, B, L, 1, torch.float32, torch.bfloat16, nl, 0, False)
     print(f"# {torch.cuda.get_device_name()} {args.shape} B={B} L={L} v{args.variant}: us per layer-step, {nl} layers",
           flush=True)
     cases = [(f"h={h}", torch.full((B,), h, dtype=torch.int32, device="cuda")) for h in hs]
-    cases.append(("mixed", torch.arange(B, dtype=torch.int32, device="cuda") % (L + 1)))
+    cases.append(("mixed", torch.arange(B, dtype=torch.int32, device="cuda") % L))
     for name, h0 in cases:
         ls.set_cursors(h0)
         t = _time_graph(lambda: [ls.replay_step(i, 1, 0, args.variant) for i in range(nl)], args.repeats) / nl
