@@ -27,7 +27,7 @@ def test_bad_arguments_are_refused_before_any_gpu_work(argv, needle, capsys):
     assert needle in err, err
 
 
-def test_valid_arguments_reach_the_gpu_check(capsys, monkeypatch):
+def test_valid_arguments_reach_the_gpu_check(capsys):
     """Valid arguments pass the checks; without a GPU the script then says it needs one (rc 2), with a GPU it would
     time the steps (not run here)."""
     import torch

@@ -541,13 +541,13 @@ def test_standard_readout_natf_instance_runs(monkeypatch):
 def test_sanitize_replay_standard_natf(monkeypatch):
     """The sanitizers' NATF case (racecheck: the broadcast weight loads against the next chunk's staging; memcheck: the
     natural-order row stores stay in the item's rows): q35-122b, B = 7 with padding rows and staggered joins, L = 16
-    (two key chunks per flush, wrap-around), 20 standard steps against the float64 reference. Forty-sixth session; NOT
-    yet run on a GPU."""
+    (two key chunks per flush, wrap-around), 28 standard steps (rows active with probability 0.85 still fill their
+    window) against the float64 reference. Forty-sixth session; NOT yet run on a GPU."""
     for k in STD_READOUT_ENV + STD_PREP_ENV:
         monkeypatch.delenv(k, raising=False)
     monkeypatch.setenv("RSSM_GDN_SPLIT_NATFOLD", "1")
     seq = _Seq("q35-122b", 7, 16, 0, 1, seed=97, variant=6)
-    for t in range(20):
+    for t in range(28):
         seq.step(_active(7, t, [0, 3, 5, 0, 2, 7, 1], seq.gen, 0.15))
     seq.compare_buffers()
     assert seq.flushes > 0
