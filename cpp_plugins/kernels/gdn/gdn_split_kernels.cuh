@@ -559,7 +559,7 @@ constexpr int kDtBf16ActFp16U = 1;
 // 0.1-0.7% faster per standard step). Same copies, weights and FMAs in the same order: bit-identical rows.
 // NATF (A/B, forty-sixth session, NOT yet run on a GPU; RSSM_GDN_SPLIT_NATFOLD=1, on top of KEY1): a flush item swaps
 // its register slots into natural row order once (stream::xorPermuteSlots, 3 x 32 selects), folds with
-// stream::foldStagedRecordsNatural (a record's 8 weights in two broadcast 16-byte shared loads instead of 8
+// stream::foldStagedRecords<..., NATURAL> (a record's 8 weights in two broadcast 16-byte shared loads instead of 8
 // lane-dependent loads and their address arithmetic; bf16 keys widened by shifts) and stores its rows with rl = 0. In
 // the all-flush step those loads and the widening were ~25% of the instructions (Nsight Compute, H100). Same products
 // in the same order per element: bit-identical rows.
@@ -747,7 +747,7 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
 #pragma unroll
                 for (int i = 0; i < QPL; ++i) S[r][i] = scale4(S[r][i], gf);
             // NATF: from here on slot q holds row vw + q (natural order): the fold's weights are then the same for
-            // every lane (stream::foldStagedRecordsNatural), and the rows are stored with rl = 0
+            // every lane (stream::foldStagedRecords<..., NATURAL>), and the rows are stored with rl = 0
             if constexpr (NATF) stream::xorPermuteSlots<RWS, QPL>(S, rl);
             const float fw = ESTAGE ? fwEarly : (lane < nf ? rec[kSplitCoef + 2 * T * RM + lane] : 0.f);
             float un[RWS];  // u_lane[vw + k], natural order (reloaded: not held over the token loop)
@@ -773,11 +773,7 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
                 const uint16_t* buf = sFold + (c & (kKeyBufs - 1)) * kSplitFoldChunk * K;
                 const float* wb = wFold + (c & 1) * kSplitFoldChunk * RWS;
                 const int n = min(kSplitFoldChunk, nf - c * kSplitFoldChunk);
-                if constexpr (NATF) {
-                    stream::foldStagedRecordsNatural<RWS, QPL>(S, buf, K, wb, n, lane, bf16);
-                } else {
-                    stream::foldStagedRecords<RWS, QPL>(S, buf, K, wb, n, rl, lane, bf16);
-                }
+                stream::foldStagedRecords<RWS, QPL, NATF>(S, buf, K, wb, n, rl, lane, bf16);
             };
             const int nchunks = (nf + kSplitFoldChunk - 1) / kSplitFoldChunk;
             if constexpr (KEY1) {  // key chunk 0 is in flight since the item's start; one buffer
