@@ -406,8 +406,7 @@ STD_STEP_SWITCHES = {"estage-off": {"RSSM_GDN_SPLIT_ESTAGE": "0"},
                      # two key-chunk buffers per warp instead of one (KEY1, the default since the thirtieth session)
                      "key1-off": {"RSSM_GDN_SPLIT_KEY1": "0"}}
 STD_READOUT_ENV = ("RSSM_GDN_SPLIT_UPD", "RSSM_GDN_SPLIT_FDIV", "RSSM_GDN_SPLIT_OFF32", "RSSM_GDN_SPLIT_EARLY",
-                   "RSSM_GDN_SPLIT_ESTAGE", "RSSM_GDN_SPLIT_KEY1", "RSSM_GDN_SPLIT_CARVEOUT",
-                   "RSSM_GDN_SPLIT_NATFOLD")
+                   "RSSM_GDN_SPLIT_ESTAGE", "RSSM_GDN_SPLIT_KEY1", "RSSM_GDN_SPLIT_CARVEOUT")
 STD_PREP_ENV = ("RSSM_GDN_PREP_MNORM", "RSSM_GDN_PREP_MINB", "RSSM_GDN_PREP_LEAN")
 
 
@@ -513,44 +512,7 @@ NO_VALUE_CHANGE_CASES = {
     # (default), the driver's choice, the largest (L1 as small as it goes), the default again. Only where the bytes are
     # cached changes.
     "carveout": ({}, [{"RSSM_GDN_SPLIT_CARVEOUT": "driver"}, {"RSSM_GDN_SPLIT_CARVEOUT": "100"}, {}], 16),
-    # NATF (forty-sixth session, A/B, off): a flush item's fold in natural row order (its slots swapped once, the
-    # weights as broadcast 16-byte loads, bf16 keys widened by shifts), rows stored with rl = 0: the same products in
-    # the same order. L = 8 (one key chunk), 16 (two), 32 (four)
-    "natf": ({}, [{"RSSM_GDN_SPLIT_NATFOLD": "1"}]),
-    "natf-L16": ({}, [{"RSSM_GDN_SPLIT_NATFOLD": "1"}], 16),
-    "natf-L32": ({}, [{"RSSM_GDN_SPLIT_NATFOLD": "1"}], 32),
 }
-
-
-@pytest.mark.gpu
-def test_standard_readout_natf_instance_runs(monkeypatch):
-    """RSSM_GDN_SPLIT_NATFOLD=1 runs the NATF instance of the standard-step readout (template argument 12, on top of
-    the default KEY1 instance); unset (the default) runs the one without it (torch profiler). Forty-sixth session; NOT
-    yet run on a GPU."""
-    got = {}
-    for env in ({}, {"RSSM_GDN_SPLIT_NATFOLD": "1"}):
-        names = _one_standard_step_kernels(monkeypatch, STD_READOUT_ENV, env, seed=7)
-        ro = [a for a in instances(names, "gdnSplitReadoutKernel") if a[0] == "float"]
-        assert ro, f"no fp32-row split readout ran: {sorted(names)}"
-        got[bool(env)] = sorted({(a[11], a[12]) for a in ro})  # KEY1, NATF
-    assert got == {False: [("1", "0")], True: [("1", "1")]}, got
-
-
-@pytest.mark.gpu
-@pytest.mark.sanitize
-def test_sanitize_replay_standard_natf(monkeypatch):
-    """The sanitizers' NATF case (racecheck: the broadcast weight loads against the next chunk's staging; memcheck: the
-    natural-order row stores stay in the item's rows): q35-122b, B = 7 with padding rows and staggered joins, L = 16
-    (two key chunks per flush, wrap-around), 28 standard steps (rows active with probability 0.85 still fill their
-    window) against the float64 reference. Forty-sixth session; NOT yet run on a GPU."""
-    for k in STD_READOUT_ENV + STD_PREP_ENV:
-        monkeypatch.delenv(k, raising=False)
-    monkeypatch.setenv("RSSM_GDN_SPLIT_NATFOLD", "1")
-    seq = _Seq("q35-122b", 7, 16, 0, 1, seed=97, variant=6)
-    for t in range(28):
-        seq.step(_active(7, t, [0, 3, 5, 0, 2, 7, 1], seq.gen, 0.15))
-    seq.compare_buffers()
-    assert seq.flushes > 0
 
 
 @pytest.mark.gpu
@@ -899,6 +861,44 @@ def test_sanitize_replay_verify_hrpf(monkeypatch):
     monkeypatch.setenv("RSSM_READ_MMA_CTAS", "2")
     _sanitize_verify_switch(monkeypatch, "RSSM_GDN_VERIFY_HRPF", ((4, 8), (8, 16)), 56, 8,
                             lambda T, gen: _spec_accept("random", 3, T, gen))
+
+
+# LKS (forty-seventh session, A/B, off; RSSM_GDN_VERIFY_LKS=1): the four-token LEAN32 HRPF instance stages a flush
+# item's key chunk with foldmma::stageKeyChunk (stageFoldChunk's copies) instead of stageBRows. The same bytes land in
+# shared memory: bit-identical to the default and against the float64 reference; T = 4 / 3 at window 16 (one fold
+# chunk) and T = 4 / 2 at windows 24 / 32 (two fold chunks, the second staged after the first's fold), the grid
+# capped at 2 CTAs so that every warp walks many items, flush and non-flush in turn. NOT yet run on a GPU.
+LKS_CASES = [("q35-4b", 16, 4), ("q35-122b", 16, 3), ("q35-4b", 24, 4), ("q35-122b", 32, 2)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape,L,T", LKS_CASES, ids=[f"{s}-L{l}-T{t}" for s, l, t in LKS_CASES])
+def test_verify_lks_changes_no_value(shape, L, T, monkeypatch):
+    monkeypatch.delenv("RSSM_GDN_VERIFY_HRPF", raising=False)
+    _capped_grid_switch_changes_no_value(monkeypatch, "RSSM_GDN_VERIFY_LKS", shape, L, T, 720)
+
+
+@pytest.mark.gpu
+def test_verify_lks_instance_runs(monkeypatch):
+    """The LKS instance (template argument 9) runs at T = 4 with RSSM_GDN_VERIFY_LKS=1 only: not by default (unset),
+    not with "0", never at T = 8 (torch profiler)."""
+    skip_under_sanitizer()
+    monkeypatch.delenv("RSSM_GDN_VERIFY_HRPF", raising=False)
+    got = _verify_instance_args(monkeypatch, "RSSM_GDN_VERIFY_LKS", (None, "1", "0"), 9)
+    assert got == {(None, 4): ["0"], (None, 8): ["0"], ("1", 4): ["1"], ("1", 8): ["0"], ("0", 4): ["0"],
+                   ("0", 8): ["0"]}, got
+
+
+@pytest.mark.gpu
+@pytest.mark.sanitize
+def test_sanitize_replay_verify_lks(monkeypatch):
+    """The sanitizers' LKS case (memcheck: the zero-filled copies past the chunk's records form addresses but read
+    nothing; racecheck: the second chunk is staged over the first after its fold): two CTAs, B = 3 with a padding row,
+    T = 4 at windows 8 and 24 (two fold chunks), all drafts accepted (a flush every few steps). NOT yet run on a
+    GPU."""
+    monkeypatch.delenv("RSSM_GDN_VERIFY_HRPF", raising=False)
+    monkeypatch.setenv("RSSM_READ_MMA_CTAS", "2")
+    _sanitize_verify_switch(monkeypatch, "RSSM_GDN_VERIFY_LKS", ((4, 8), (4, 24)), 57, 10, lambda T, gen: [T] * 3)
 
 
 def _spec_accept(accept, B, T, gen):

@@ -13,7 +13,6 @@
 #include <type_traits>
 #include "common/cp_async.cuh"
 #include "common/fold_mma.cuh"
-#include "common/stream_rows.cuh"
 
 namespace rssm {
 namespace mmarows {
@@ -23,8 +22,8 @@ constexpr int kKT = kN / 16;           // pairs of 8-column tiles (readout TF32 
 
 using foldmma::packBf16;
 
-using stream::bf16Hi;
-using stream::bf16Lo;
+__device__ __forceinline__ float bf16Lo(uint32_t v) { return __uint_as_float(v << 16); }
+__device__ __forceinline__ float bf16Hi(uint32_t v) { return __uint_as_float(v & 0xffff0000u); }
 // fp32 -> TF32 operand, rounded to nearest (ties away from zero): add half a TF32 ulp and let the tensor core drop the
 // 13 low mantissa bits, as it does for every TF32 operand (CUTLASS's round_half_ulp_truncate). One IADD instead of
 // cvt.rna.tf32.f32, which sm_90 expands into a 5-instruction sequence with inf / NaN checks (it was a fifth of the

@@ -15,10 +15,6 @@ namespace stream {
 
 constexpr unsigned kFull = 0xffffffffu;
 
-// The low / high bf16 of a packed pair, widened to fp32 by shifts (exact; also mmarows::bf16Lo / bf16Hi).
-__device__ __forceinline__ float bf16Lo(uint32_t v) { return __uint_as_float(v << 16); }
-__device__ __forceinline__ float bf16Hi(uint32_t v) { return __uint_as_float(v & 0xffff0000u); }
-
 __device__ __forceinline__ float4 u2ToF4(uint2 r, bool bf16) {
     float4 f;
     if (bf16) {
@@ -229,66 +225,23 @@ __device__ __forceinline__ void unpack8(uint4 q, bool bf16, float (&f)[8]) {
     f[4] = c.x; f[5] = c.y; f[6] = c.z; f[7] = c.w;
 }
 
-// Register slots <-> rows: slot r of a lane holds row r ^ rl (RowScatter's XOR-permuted slots); swapping slots r and
-// r ^ m for every bit m set in rl puts row q in slot q (and, applied again, back). One select per element and bit:
-// 3 x 32 for 8 fp32 rows of 128 columns, paid once per flush item by the callers of foldStagedRecords<..., NATURAL>.
-template <int RW, int QPL>
-__device__ __forceinline__ void xorPermuteSlots(float4 (&S)[RW][QPL], int rl) {
-#pragma unroll
-    for (int m = RW / 2; m >= 1; m >>= 1) {
-        const bool sw = (rl & m) != 0;
-#pragma unroll
-        for (int r = 0; r < RW; ++r) {
-            if (r & m) continue;
-#pragma unroll
-            for (int i = 0; i < QPL; ++i) {
-                const float4 a = S[r][i], b = S[r ^ m][i];
-                S[r][i] = make_float4(sw ? b.x : a.x, sw ? b.y : a.y, sw ? b.z : a.z, sw ? b.w : a.w);
-                S[r ^ m][i] = make_float4(sw ? a.x : b.x, sw ? a.y : b.y, sw ? a.z : b.z, sw ? a.w : b.w);
-            }
-        }
-    }
-}
-
 // Fold of n records staged in shared memory into the warp's rows (the split readouts' flush): record j is a
 // 16-bit row of `stride` elements at buf + j * stride (this lane's quads lane + 32 i), w[j * RW + row] its
 // weight for each of the warp's rows; S[r] += w[j][row of slot r] * record j.
-// NATURAL (the GDN standard readout's NATF): the rows are in natural slot order (slot q = row q, xorPermuteSlots
-// first; rl unused), so every lane needs the same weights w[j * RW + q]: a record's RW weights come in RW / 4
-// broadcast 16-byte shared loads instead of RW lane-dependent loads and their address arithmetic, and a bf16 record is
-// widened by shifts. The same products in the same order per element: bit-identical rows. w: 16-byte aligned.
-template <int RW, int QPL, bool NATURAL = false>
+template <int RW, int QPL>
 __device__ __forceinline__ void foldStagedRecords(float4 (&S)[RW][QPL], const uint16_t* buf, int stride, const float* w,
                                                   int n, int rl, int lane, bool bf16) {
-    static_assert(!NATURAL || RW % 4 == 0, "NATURAL: RW weights per record as float4s");
 #pragma unroll 1
     for (int jj = 0; jj < n; ++jj) {
         float4 vq[QPL];
 #pragma unroll
-        for (int i = 0; i < QPL; ++i) {
-            const uint2 r = *reinterpret_cast<const uint2*>(buf + jj * stride + lane * 4 + 128 * i);
-            vq[i] = NATURAL && bf16 ? make_float4(bf16Lo(r.x), bf16Hi(r.x), bf16Lo(r.y), bf16Hi(r.y)) : u2ToF4(r, bf16);
-        }
-        if constexpr (NATURAL) {
-            const float4* w4 = reinterpret_cast<const float4*>(w + jj * RW);
+        for (int i = 0; i < QPL; ++i)
+            vq[i] = u2ToF4(*reinterpret_cast<const uint2*>(buf + jj * stride + lane * 4 + 128 * i), bf16);
 #pragma unroll
-            for (int g = 0; g < RW / 4; ++g) {
-                const float4 wg = w4[g];
+        for (int r = 0; r < RW; ++r) {
+            const float wr = w[jj * RW + (r ^ rl)];
 #pragma unroll
-                for (int i = 0; i < QPL; ++i) {
-                    S[4 * g + 0][i] = fma4s(S[4 * g + 0][i], wg.x, vq[i]);
-                    S[4 * g + 1][i] = fma4s(S[4 * g + 1][i], wg.y, vq[i]);
-                    S[4 * g + 2][i] = fma4s(S[4 * g + 2][i], wg.z, vq[i]);
-                    S[4 * g + 3][i] = fma4s(S[4 * g + 3][i], wg.w, vq[i]);
-                }
-            }
-        } else {
-#pragma unroll
-            for (int r = 0; r < RW; ++r) {
-                const float wr = w[jj * RW + (r ^ rl)];
-#pragma unroll
-                for (int i = 0; i < QPL; ++i) S[r][i] = fma4s(S[r][i], wr, vq[i]);
-            }
+            for (int i = 0; i < QPL; ++i) S[r][i] = fma4s(S[r][i], wr, vq[i]);
         }
     }
 }

@@ -557,19 +557,12 @@ constexpr int kDtBf16ActFp16U = 1;
 // chunk c's fold instead of ahead of it), so the CTA needs 10 instead of 18 KB of shared memory and the SM keeps more
 // of its L1 (a 100% shared-memory carve-out made this readout 22-32% slower in the same session; KEY1 measured
 // 0.1-0.7% faster per standard step). Same copies, weights and FMAs in the same order: bit-identical rows.
-// NATF (A/B, forty-sixth session, NOT yet run on a GPU; RSSM_GDN_SPLIT_NATFOLD=1, on top of KEY1): a flush item swaps
-// its register slots into natural row order once (stream::xorPermuteSlots, 3 x 32 selects), folds with
-// stream::foldStagedRecords<..., NATURAL> (a record's 8 weights in two broadcast 16-byte shared loads instead of 8
-// lane-dependent loads and their address arithmetic; bf16 keys widened by shifts) and stores its rows with rl = 0. In
-// the all-flush step those loads and the widening were ~25% of the instructions (Nsight Compute, H100). Same products
-// in the same order per element: bit-identical rows.
 template <typename ST, int K, int MAXT, int NT, int MINB, int DT, int UPD = 0, bool FDIV = false, bool OFF32 = false,
-          bool EARLY = false, bool ESTAGE = false, bool KEY1 = false, bool NATF = false>
+          bool EARLY = false, bool ESTAGE = false, bool KEY1 = false>
 __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnReplayParams p,
                                                                    const stream::ReadCopyScales rc) {
     static_assert(!EARLY || std::is_same<ST, float>::value, "EARLY: the fp32-row readout");
     static_assert(!KEY1 || ESTAGE, "KEY1: on top of ESTAGE");
-    static_assert(!NATF || KEY1, "NATF: on top of KEY1");
     if constexpr (!EARLY) pdlWaitPrimary();  // launched as a programmatic dependent of the prep kernel
     constexpr bool kScaled = stream::RowQuad<ST>::kScaled;  // read-only fp8 / nvfp4 rows (skip_flush_rows)
     using RS = stream::RowScatter<kSplitRows>;
@@ -746,9 +739,6 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
             for (int r = 0; r < RWS; ++r)
 #pragma unroll
                 for (int i = 0; i < QPL; ++i) S[r][i] = scale4(S[r][i], gf);
-            // NATF: from here on slot q holds row vw + q (natural order): the fold's weights are then the same for
-            // every lane (stream::foldStagedRecords<..., NATURAL>), and the rows are stored with rl = 0
-            if constexpr (NATF) stream::xorPermuteSlots<RWS, QPL>(S, rl);
             const float fw = ESTAGE ? fwEarly : (lane < nf ? rec[kSplitCoef + 2 * T * RM + lane] : 0.f);
             float un[RWS];  // u_lane[vw + k], natural order (reloaded: not held over the token loop)
             unpack8(loadU(), ubf16, un);
@@ -773,7 +763,7 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
                 const uint16_t* buf = sFold + (c & (kKeyBufs - 1)) * kSplitFoldChunk * K;
                 const float* wb = wFold + (c & 1) * kSplitFoldChunk * RWS;
                 const int n = min(kSplitFoldChunk, nf - c * kSplitFoldChunk);
-                stream::foldStagedRecords<RWS, QPL, NATF>(S, buf, K, wb, n, rl, lane, bf16);
+                stream::foldStagedRecords<RWS, QPL>(S, buf, K, wb, n, rl, lane, bf16);
             };
             const int nchunks = (nf + kSplitFoldChunk - 1) / kSplitFoldChunk;
             if constexpr (KEY1) {  // key chunk 0 is in flight since the item's start; one buffer
@@ -821,7 +811,7 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
                     __syncwarp();  // buffer c & 1 is restaged by chunk c + 2
                 }
             }
-            stream::storeWarpRows<RWS, QPL, ST>(S, ckpt, p.state_stride_v, vw, V, NATF ? 0 : rl, lane);
+            stream::storeWarpRows<RWS, QPL, ST>(S, ckpt, p.state_stride_v, vw, V, rl, lane);
         }
     };
     auto valid = [&](int slot, int4 meta) { return slot >= 0 && slot < p.num_slots && meta.y >= 0; };
