@@ -863,44 +863,6 @@ def test_sanitize_replay_verify_hrpf(monkeypatch):
                             lambda T, gen: _spec_accept("random", 3, T, gen))
 
 
-# LKS (forty-seventh session, A/B, off; RSSM_GDN_VERIFY_LKS=1): the four-token LEAN32 HRPF instance stages a flush
-# item's key chunk with foldmma::stageKeyChunk (stageFoldChunk's copies) instead of stageBRows. The same bytes land in
-# shared memory: bit-identical to the default and against the float64 reference; T = 4 / 3 at window 16 (one fold
-# chunk) and T = 4 / 2 at windows 24 / 32 (two fold chunks, the second staged after the first's fold), the grid
-# capped at 2 CTAs so that every warp walks many items, flush and non-flush in turn. NOT yet run on a GPU.
-LKS_CASES = [("q35-4b", 16, 4), ("q35-122b", 16, 3), ("q35-4b", 24, 4), ("q35-122b", 32, 2)]
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("shape,L,T", LKS_CASES, ids=[f"{s}-L{l}-T{t}" for s, l, t in LKS_CASES])
-def test_verify_lks_changes_no_value(shape, L, T, monkeypatch):
-    monkeypatch.delenv("RSSM_GDN_VERIFY_HRPF", raising=False)
-    _capped_grid_switch_changes_no_value(monkeypatch, "RSSM_GDN_VERIFY_LKS", shape, L, T, 720)
-
-
-@pytest.mark.gpu
-def test_verify_lks_instance_runs(monkeypatch):
-    """The LKS instance (template argument 9) runs at T = 4 with RSSM_GDN_VERIFY_LKS=1 only: not by default (unset),
-    not with "0", never at T = 8 (torch profiler)."""
-    skip_under_sanitizer()
-    monkeypatch.delenv("RSSM_GDN_VERIFY_HRPF", raising=False)
-    got = _verify_instance_args(monkeypatch, "RSSM_GDN_VERIFY_LKS", (None, "1", "0"), 9)
-    assert got == {(None, 4): ["0"], (None, 8): ["0"], ("1", 4): ["1"], ("1", 8): ["0"], ("0", 4): ["0"],
-                   ("0", 8): ["0"]}, got
-
-
-@pytest.mark.gpu
-@pytest.mark.sanitize
-def test_sanitize_replay_verify_lks(monkeypatch):
-    """The sanitizers' LKS case (memcheck: the zero-filled copies past the chunk's records form addresses but read
-    nothing; racecheck: the second chunk is staged over the first after its fold): two CTAs, B = 3 with a padding row,
-    T = 4 at windows 8 and 24 (two fold chunks), all drafts accepted (a flush every few steps). NOT yet run on a
-    GPU."""
-    monkeypatch.delenv("RSSM_GDN_VERIFY_HRPF", raising=False)
-    monkeypatch.setenv("RSSM_READ_MMA_CTAS", "2")
-    _sanitize_verify_switch(monkeypatch, "RSSM_GDN_VERIFY_LKS", ((4, 8), (4, 24)), 57, 10, lambda T, gen: [T] * 3)
-
-
 def _spec_accept(accept, B, T, gen):
     if accept == "all":
         return [T] * B

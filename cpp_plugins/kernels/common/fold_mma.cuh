@@ -123,9 +123,8 @@ constexpr int kFwBytes = kChunk * 4;  // a chunk's fold weights (fp32)
 // The weights come in the same group, so the fold reads them from shared memory after the wait that covers the rows;
 // loaded from the head record after the output instead, their L2 round trip was the largest stall of a Mamba-2 flush
 // item (14% of the all-flush readout's stall samples, thirty-fourth session's source counters).
-// copyChunkRows: its B-row copies alone (no commit), shared with stageKeyChunk.
-__device__ __forceinline__ void copyChunkRows(uint16_t* sB, const uint16_t* ringB, int c0, int nf, int o, int cap,
-                                              int rowStride, int lane) {
+__device__ __forceinline__ void stageFoldChunk(uint16_t* sB, float* sFw, const uint16_t* ringB, const float* fwp, int c0,
+                                               int nf, int o, int cap, int rowStride, int lane) {
     constexpr int kVec = kN / 8;  // 16-byte pieces per B row
     static_assert(kVec * 2 == 32 && kChunk % 2 == 0, "two B rows per warp copy");
     const int v = lane & (kVec - 1), j0 = lane >> 4;
@@ -140,19 +139,7 @@ __device__ __forceinline__ void copyChunkRows(uint16_t* sB, const uint16_t* ring
         const unsigned rw = (unsigned)(rr >= cap ? rr - cap : rr);
         async::copy16ZeroIf(dst + 2 * m * kBStride, src + rw * rowBytes, j0 + 2 * m >= n);
     }
-}
-__device__ __forceinline__ void stageFoldChunk(uint16_t* sB, float* sFw, const uint16_t* ringB, const float* fwp, int c0,
-                                               int nf, int o, int cap, int rowStride, int lane) {
-    copyChunkRows(sB, ringB, c0, nf, o, cap, rowStride, lane);
-    if (lane < kChunk) async::copy4ZeroIf(true, sFw + lane, fwp + c0 + lane, lane >= nf - c0);
-    async::commit();
-}
-// The B rows of one chunk alone (stageFoldChunk's copies, one cp.async group; the weights stay where the caller loads
-// them): the GDN four-token verify readout's LKS (forty-seventh session, A/B), in place of stageBRows, whose loop
-// form takes ~3x the instructions per copy.
-__device__ __forceinline__ void stageKeyChunk(uint16_t* sB, const uint16_t* ringB, int c0, int nf, int o, int cap,
-                                              int rowStride, int lane) {
-    copyChunkRows(sB, ringB, c0, nf, o, cap, rowStride, lane);
+    if (lane < kChunk) async::copy4ZeroIf(true, sFw + lane, fwp + c0 + lane, lane >= n);
     async::commit();
 }
 

@@ -231,10 +231,7 @@ cudaError_t launchVerifyMma(const GdnReplayParams& p, int smCount, cudaStream_t 
     // (gdn_split_mma_kernel.cuh). Side by side on the H200 (docs/kernels-gdn.md "Forty-fifth session"): T = 4 steps
     // 1.4-3.4% faster in all 12 cases, T = 8 0.1-1.5%; bit-identical results.
     const bool hrpf = envSwitch("RSSM_GDN_VERIFY_HRPF", true);
-    // LKS (forty-seventh session, A/B, off; RSSM_GDN_VERIFY_LKS=1, read per launch): the T <= 4 LEAN32 HRPF instance
-    // with a flush item's key chunk staged by foldmma::stageKeyChunk instead of stageBRows (gdn_split_mma_kernel.cuh).
-    const bool lks = envSwitch("RSSM_GDN_VERIFY_LKS", false);
-    const void* kernel = verifyMmaKernel(p.state_dtype, p.num_tokens, prefetchU, lean32, mns, keyb, hrpf, lks);
+    const void* kernel = verifyMmaKernel(p.state_dtype, p.num_tokens, prefetchU, lean32, mns, keyb, hrpf);
     const int threads = verifyMmaThreads();
     const size_t smem = verifyMmaSmemBytes(p.state_dtype, p.num_tokens, mns, keyb);
     cudaError_t e = allowDynamicSmem(kernel, smem);

@@ -32,10 +32,9 @@ int replaySplitReadCopy(const GdnReplayParams& q, const stream::ReadCopyScales& 
 // prefetchU): the MNS form (RSSM_GDN_VERIFY_MNS); keyb (with mns): its KEYB form (RSSM_GDN_VERIFY_KEYB, the default). The
 // caller must pass the same mns / keyb to verifyMmaSmemBytes, and only where the instance applies. hrpf: the HRPF
 // form (RSSM_GDN_VERIFY_HRPF, the default; the next item's head-record lines prefetched into L1) of the T <= 4 LEAN32
-// instance and of the KEYB instance; ignored elsewhere (same shared memory). lks (with hrpf, T <= 4 LEAN32): the LKS form
-// (RSSM_GDN_VERIFY_LKS, A/B, off; a flush item's key chunk staged by foldmma::stageKeyChunk); same shared memory.
+// instance and of the KEYB instance; ignored elsewhere (same shared memory).
 const void* verifyMmaKernel(int stateDtype, int numTokens, bool prefetchU, bool lean32 = false, bool mns = false,
-                            bool keyb = false, bool hrpf = false, bool lks = false);
+                            bool keyb = false, bool hrpf = false);
 size_t verifyMmaSmemBytes(int stateDtype, int numTokens, bool mns = false, bool keyb = false);
 int verifyMmaThreads();
 // The read-copy readout on tensor cores (gdn_read_mma.cu; standard steps, skip_flush_rows, K = 128): its kernel for

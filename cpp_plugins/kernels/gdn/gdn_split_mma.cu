@@ -13,14 +13,11 @@ namespace {
 // in registers: the 3-CTA build of it (80 registers, those loads inside the product loop, 140 bytes of spills) ran
 // 1.2-1.9x slower (q35-4b B = 256 T = 8: 538-824 vs 327-434 us; tenth session, docs/kernels-gdn.md).
 template <typename ST>
-const void* entry(int maxTokens, bool prefetchU, bool lean32, bool mns, bool keyb, bool hrpf, bool lks) {
+const void* entry(int maxTokens, bool prefetchU, bool lean32, bool mns, bool keyb, bool hrpf) {
     if (maxTokens <= 4) {
         // LEAN32 (fp32 rows with the u_j prefetch, the T <= 4 default): 32-bit item offsets, the key head by a shift;
-        // HRPF (the default) on top; LKS (A/B) on top of that
+        // HRPF (the default) on top
         if constexpr (std::is_same<ST, float>::value) {
-            if (prefetchU && lean32 && hrpf && lks)
-                return reinterpret_cast<const void*>(
-                    &gdnSplitVerifyMmaKernel<ST, 4, 3, false, true, true, false, false, true, true>);
             if (prefetchU && lean32 && hrpf)
                 return reinterpret_cast<const void*>(
                     &gdnSplitVerifyMmaKernel<ST, 4, 3, false, true, true, false, false, true>);
@@ -56,11 +53,11 @@ int perWarpBytes(int maxTokens, bool mns, bool keyb) {
 }  // namespace
 
 const void* verifyMmaKernel(int stateDtype, int numTokens, bool prefetchU, bool lean32, bool mns, bool keyb,
-                            bool hrpf, bool lks) {
+                            bool hrpf) {
     switch (stateDtype) {
-        case RSSM_DTYPE_FP32: return entry<float>(numTokens, prefetchU, lean32, mns, keyb, hrpf, lks);
-        case RSSM_DTYPE_FP16: return entry<__half>(numTokens, prefetchU, lean32, false, false, false, false);
-        case RSSM_DTYPE_BF16: return entry<__nv_bfloat16>(numTokens, prefetchU, lean32, false, false, false, false);
+        case RSSM_DTYPE_FP32: return entry<float>(numTokens, prefetchU, lean32, mns, keyb, hrpf);
+        case RSSM_DTYPE_FP16: return entry<__half>(numTokens, prefetchU, lean32, false, false, false);
+        case RSSM_DTYPE_BF16: return entry<__nv_bfloat16>(numTokens, prefetchU, lean32, false, false, false);
         default: return nullptr;
     }
 }

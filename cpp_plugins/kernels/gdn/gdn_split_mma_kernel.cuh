@@ -128,20 +128,14 @@ __device__ __forceinline__ float2 halfPair(uint32_t v) { return __half22float2(*
 // values. Side by side on the H200: T = 4 steps 1.4-3.4% faster, T = 8 0.1-1.5% (docs/kernels-gdn.md "Forty-fifth
 // session"); the same prefetch in the Mamba-2 tensor-core readout measured 0.5-2.0% slower at T = 4 / 8 and was
 // removed.
-// LKS (forty-seventh session, A/B, NOT yet run on a GPU; RSSM_GDN_VERIFY_LKS=1, on the T <= 4 LEAN32 HRPF instance): a
-// flush item stages its key chunk with foldmma::stageKeyChunk (stageFoldChunk's copies: a 32-bit multiply-add per copy)
-// instead of stageBRows, whose loop and 64-bit addresses were ~13% of the all-flush four-token launch's warp
-// instructions in that session's source counters (docs/kernels-gdn.md). The fold weights stay as they are (staging
-// them too measured 1-3% slower at T = 4, thirty-fifth session). Same bytes in shared memory: bit-identical results.
 template <typename ST, int MAXT, int MINB, bool HOISTB, bool UPF = false, bool LEAN32 = false, bool MNS = false,
-          bool KEYB = false, bool HRPF = false, bool LKS = false>
+          bool KEYB = false, bool HRPF = false>
 __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMmaKernel(const GdnReplayParams p) {
     using namespace mmaverify;
     using Rows = mmarows::SmemRows<ST>;
     static_assert(!MNS || (MAXT > 4 && LEAN32), "MNS: the LEAN32 T > 4 instance");
     static_assert(!KEYB || MNS, "KEYB: the MNS instance");
     static_assert(!HRPF || LEAN32, "HRPF: the LEAN32 instances");
-    static_assert(!LKS || (MAXT <= 4 && LEAN32 && HRPF), "LKS: the four-token LEAN32 HRPF instance");
     constexpr bool kTall = MAXT > 4;  // vectors in rows g + 8 of the M tile
     // A flush item stages its fold weights with its keys in one cp.async group and reads them after the wait
     // (foldmma::stageFoldChunk), MAXT = 8 only: side by side on the H200 (thirty-fifth session) the T = 8 steps with
@@ -271,8 +265,6 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
                 foldmma::stageFoldChunk(sB, sFw(), LEAN32 ? ringKeys() : ringKh,
                                         ws + ((size_t)b * HV + hv) * RW + kSplitCoef + 2 * T * RM, 0, nf, o, C,
                                         (int)p.ring_k_stride_rec, lane);
-            else if constexpr (LKS)
-                foldmma::stageKeyChunk(sB, ringKeys(), 0, nf, o, C, (int)p.ring_k_stride_rec, lane);
             else
                 foldmma::stageBRows(sB, LEAN32 ? ringKeys() : ringKh, 0, nf, o, C, p.ring_k_stride_rec, lane);
             if constexpr (KEYB) {  // the next item's rows now, in their own group behind the key chunk's
@@ -501,12 +493,8 @@ __global__ void __launch_bounds__(mmaverify::kCtaThreads, MINB) gdnSplitVerifyMm
                     } else {
                         chunkWeights(a, 1);
                         __syncwarp();  // every lane is done with the first chunk's keys
-                        if constexpr (LKS)
-                            foldmma::stageKeyChunk(sB, ringKeys(), foldmma::kChunk, nf, o, C,
-                                                   (int)p.ring_k_stride_rec, lane);
-                        else
-                            foldmma::stageBRows(sB, LEAN32 ? ringKeys() : ringKh, foldmma::kChunk, nf, o, C,
-                                                p.ring_k_stride_rec, lane);
+                        foldmma::stageBRows(sB, LEAN32 ? ringKeys() : ringKh, foldmma::kChunk, nf, o, C,
+                                            p.ring_k_stride_rec, lane);
                         async::waitAll();
                         __syncwarp();
                     }
