@@ -406,7 +406,8 @@ STD_STEP_SWITCHES = {"estage-off": {"RSSM_GDN_SPLIT_ESTAGE": "0"},
                      # two key-chunk buffers per warp instead of one (KEY1, the default since the thirtieth session)
                      "key1-off": {"RSSM_GDN_SPLIT_KEY1": "0"}}
 STD_READOUT_ENV = ("RSSM_GDN_SPLIT_UPD", "RSSM_GDN_SPLIT_FDIV", "RSSM_GDN_SPLIT_OFF32", "RSSM_GDN_SPLIT_EARLY",
-                   "RSSM_GDN_SPLIT_ESTAGE", "RSSM_GDN_SPLIT_KEY1", "RSSM_GDN_SPLIT_CARVEOUT")
+                   "RSSM_GDN_SPLIT_ESTAGE", "RSSM_GDN_SPLIT_KEY1", "RSSM_GDN_SPLIT_CARVEOUT",
+                   "RSSM_GDN_SPLIT_NSTORE")
 STD_PREP_ENV = ("RSSM_GDN_PREP_MNORM", "RSSM_GDN_PREP_MINB", "RSSM_GDN_PREP_LEAN")
 
 
@@ -512,7 +513,25 @@ NO_VALUE_CHANGE_CASES = {
     # (default), the driver's choice, the largest (L1 as small as it goes), the default again. Only where the bytes are
     # cached changes.
     "carveout": ({}, [{"RSSM_GDN_SPLIT_CARVEOUT": "driver"}, {"RSSM_GDN_SPLIT_CARVEOUT": "100"}, {}], 16),
+    # NSTORE (forty-seventh session, A/B, off): a flush item's rows stored in natural order after its slots are swapped
+    # (the same fold): the same values land in the same rows. L = 8 and 16 (one and two key chunks per flush)
+    "nstore": ({}, [{"RSSM_GDN_SPLIT_NSTORE": "1"}]),
+    "nstore-L16": ({}, [{"RSSM_GDN_SPLIT_NSTORE": "1"}], 16),
 }
+
+
+@pytest.mark.gpu
+def test_standard_readout_nstore_instance_runs(monkeypatch):
+    """RSSM_GDN_SPLIT_NSTORE=1 runs the NSTORE instance of the standard-step readout (template argument 12, on top of
+    the default KEY1 instance); unset (the default) runs the one without it (torch profiler). Forty-seventh session;
+    NOT yet run on a GPU."""
+    got = {}
+    for env in ({}, {"RSSM_GDN_SPLIT_NSTORE": "1"}):
+        names = _one_standard_step_kernels(monkeypatch, STD_READOUT_ENV, env, seed=7)
+        ro = [a for a in instances(names, "gdnSplitReadoutKernel") if a[0] == "float"]
+        assert ro, f"no fp32-row split readout ran: {sorted(names)}"
+        got[bool(env)] = sorted({(a[11], a[12]) for a in ro})  # KEY1, NSTORE
+    assert got == {False: [("1", "0")], True: [("1", "1")]}, got
 
 
 @pytest.mark.gpu

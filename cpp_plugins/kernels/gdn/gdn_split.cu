@@ -124,6 +124,11 @@ cudaError_t launchReadout(const GdnReplayParams& p, int smCount, cudaStream_t s,
                                 readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1, true, true,
                                                                 true, true, true>;
                                 smem = splitReadoutSmemBytesGdn(K, NT, 1);
+                                // NSTORE (A/B, forty-seventh session, NOT yet run on a GPU; RSSM_GDN_SPLIT_NSTORE=1,
+                                // read per launch): a flush item's rows stored in natural order (same smem)
+                                if (envSwitch("RSSM_GDN_SPLIT_NSTORE", false))
+                                    readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1, true,
+                                                                    true, true, true, true, true>;
                             }
                         }
                     }

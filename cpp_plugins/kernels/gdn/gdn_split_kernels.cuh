@@ -514,6 +514,27 @@ __device__ __forceinline__ void loadTokenCoefs(const float* rec, int s, int T, i
     }
 }
 
+// Register slots -> rows (NSTORE): slot r of a lane holds row r ^ rl (RowScatter's XOR-permuted slots); swapping
+// slots r and r ^ m for every bit m set in rl puts row q in slot q. One select per element and bit: 3 x 32 for 8
+// fp32 rows of 128 columns.
+template <int RW, int QPL>
+__device__ __forceinline__ void naturalRowSlots(float4 (&S)[RW][QPL], int rl) {
+#pragma unroll
+    for (int m = RW / 2; m >= 1; m >>= 1) {
+        const bool sw = (rl & m) != 0;
+#pragma unroll
+        for (int r = 0; r < RW; ++r) {
+            if (r & m) continue;
+#pragma unroll
+            for (int i = 0; i < QPL; ++i) {
+                const float4 a = S[r][i], b = S[r ^ m][i];
+                S[r][i] = make_float4(sw ? b.x : a.x, sw ? b.y : a.y, sw ? b.z : a.z, sw ? b.w : a.w);
+                S[r ^ m][i] = make_float4(sw ? a.x : b.x, sw ? a.y : b.y, sw ? a.z : b.z, sw ? a.w : b.w);
+            }
+        }
+    }
+}
+
 // Readout items (row b, value head, row block): stream::ItemCursor / ItemWalker.
 using stream::ItemCursor;
 
@@ -557,12 +578,18 @@ constexpr int kDtBf16ActFp16U = 1;
 // chunk c's fold instead of ahead of it), so the CTA needs 10 instead of 18 KB of shared memory and the SM keeps more
 // of its L1 (a 100% shared-memory carve-out made this readout 22-32% slower in the same session; KEY1 measured
 // 0.1-0.7% faster per standard step). Same copies, weights and FMAs in the same order: bit-identical rows.
+// NSTORE (A/B, forty-seventh session, NOT yet run on a GPU; RSSM_GDN_SPLIT_NSTORE=1, on top of KEY1): a flush item
+// swaps its register slots into natural row order after its fold (naturalRowSlots: 3 x 32 selects) and stores its
+// rows with rl = 0, so that each store instruction writes one whole 512-byte row instead of 64-byte pieces of eight
+// rows. The same fold, the same values: bit-identical rows. It isolates the one part of NATF (measured and removed
+// in the same session) that can explain why NATF made the staggered step ~2% slower while its flush step was faster.
 template <typename ST, int K, int MAXT, int NT, int MINB, int DT, int UPD = 0, bool FDIV = false, bool OFF32 = false,
-          bool EARLY = false, bool ESTAGE = false, bool KEY1 = false>
+          bool EARLY = false, bool ESTAGE = false, bool KEY1 = false, bool NSTORE = false>
 __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnReplayParams p,
                                                                    const stream::ReadCopyScales rc) {
     static_assert(!EARLY || std::is_same<ST, float>::value, "EARLY: the fp32-row readout");
     static_assert(!KEY1 || ESTAGE, "KEY1: on top of ESTAGE");
+    static_assert(!NSTORE || KEY1, "NSTORE: on top of KEY1");
     if constexpr (!EARLY) pdlWaitPrimary();  // launched as a programmatic dependent of the prep kernel
     constexpr bool kScaled = stream::RowQuad<ST>::kScaled;  // read-only fp8 / nvfp4 rows (skip_flush_rows)
     using RS = stream::RowScatter<kSplitRows>;
@@ -811,7 +838,12 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
                     __syncwarp();  // buffer c & 1 is restaged by chunk c + 2
                 }
             }
-            stream::storeWarpRows<RWS, QPL, ST>(S, ckpt, p.state_stride_v, vw, V, rl, lane);
+            if constexpr (NSTORE) {
+                naturalRowSlots<RWS, QPL>(S, rl);  // S is not read again by this item
+                stream::storeWarpRows<RWS, QPL, ST>(S, ckpt, p.state_stride_v, vw, V, 0, lane);
+            } else {
+                stream::storeWarpRows<RWS, QPL, ST>(S, ckpt, p.state_stride_v, vw, V, rl, lane);
+            }
         }
     };
     auto valid = [&](int slot, int4 meta) { return slot >= 0 && slot < p.num_slots && meta.y >= 0; };
