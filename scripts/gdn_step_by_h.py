@@ -5,8 +5,8 @@
 Every row holds the same h (and "mixed": h_b = b mod L, every h of the window once per L rows), no commit between
 steps, so each graph replays the same step: h = L - 1 is the flush step (this token's record fills the window and every
 row folds it), h < L - 1 a non-flush step whose rows read h committed records. (h = L breaks the standard-mode cursor
-rule h < L: the kernels skip such rows, so it is refused here.) The bench's in-phase cycle is the mean of h = 0 .. L; this
-script splits it, to see which steps an A/B switch moves (run it once per setting, each in its own process, as
+rule h < L: the kernels skip such rows, so it is refused here.) The bench's in-phase cycle is the mean of h = 0 .. L - 1;
+this script splits it, to see which steps an A/B switch moves (run it once per setting, each in its own process, as
 scripts/ab_bench.sh does). Timings only: the official figures come from `replayssm-trtllm bench gdn`.
 """
 from __future__ import annotations
