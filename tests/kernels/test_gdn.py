@@ -407,7 +407,7 @@ STD_STEP_SWITCHES = {"estage-off": {"RSSM_GDN_SPLIT_ESTAGE": "0"},
                      "key1-off": {"RSSM_GDN_SPLIT_KEY1": "0"}}
 STD_READOUT_ENV = ("RSSM_GDN_SPLIT_UPD", "RSSM_GDN_SPLIT_FDIV", "RSSM_GDN_SPLIT_OFF32", "RSSM_GDN_SPLIT_EARLY",
                    "RSSM_GDN_SPLIT_ESTAGE", "RSSM_GDN_SPLIT_KEY1", "RSSM_GDN_SPLIT_CARVEOUT",
-                   "RSSM_GDN_SPLIT_NSTORE")
+                   "RSSM_GDN_SPLIT_NSTORE", "RSSM_GDN_SPLIT_NATX")
 STD_PREP_ENV = ("RSSM_GDN_PREP_MNORM", "RSSM_GDN_PREP_MINB", "RSSM_GDN_PREP_LEAN")
 
 
@@ -517,6 +517,12 @@ NO_VALUE_CHANGE_CASES = {
     # (the same fold): the same values land in the same rows. L = 8 and 16 (one and two key chunks per flush)
     "nstore": ({}, [{"RSSM_GDN_SPLIT_NSTORE": "1"}]),
     "nstore-L16": ({}, [{"RSSM_GDN_SPLIT_NSTORE": "1"}], 16),
+    # NATX (forty-eighth session, A/B, off): the flush fold in natural row order (broadcast weight loads), the slots
+    # swapped back before the default's store: the same products in the same order. L = 8, 16 and 32 (one, two and
+    # four key chunks per flush)
+    "natx": ({}, [{"RSSM_GDN_SPLIT_NATX": "1"}]),
+    "natx-L16": ({}, [{"RSSM_GDN_SPLIT_NATX": "1"}], 16),
+    "natx-L32": ({}, [{"RSSM_GDN_SPLIT_NATX": "1"}], 32),
 }
 
 
@@ -530,8 +536,39 @@ def test_standard_readout_nstore_instance_runs(monkeypatch):
         names = _one_standard_step_kernels(monkeypatch, STD_READOUT_ENV, env, seed=7)
         ro = [a for a in instances(names, "gdnSplitReadoutKernel") if a[0] == "float"]
         assert ro, f"no fp32-row split readout ran: {sorted(names)}"
-        got[bool(env)] = sorted({(a[11], a[12]) for a in ro})  # KEY1, NSTORE
-    assert got == {False: [("1", "0")], True: [("1", "1")]}, got
+        got[bool(env)] = sorted({(a[11], a[12], a[13]) for a in ro})  # KEY1, NSTORE, NATX
+    assert got == {False: [("1", "0", "0")], True: [("1", "1", "0")]}, got
+
+
+@pytest.mark.gpu
+def test_standard_readout_natx_instance_runs(monkeypatch):
+    """RSSM_GDN_SPLIT_NATX=1 runs the NATX instance of the standard-step readout (template argument 13, on top of the
+    default KEY1 instance, without NSTORE). Forty-eighth session; NOT yet run on a GPU."""
+    got = {}
+    for env in ({}, {"RSSM_GDN_SPLIT_NATX": "1"}):
+        names = _one_standard_step_kernels(monkeypatch, STD_READOUT_ENV, env, seed=7)
+        ro = [a for a in instances(names, "gdnSplitReadoutKernel") if a[0] == "float"]
+        assert ro, f"no fp32-row split readout ran: {sorted(names)}"
+        got[bool(env)] = sorted({(a[11], a[12], a[13]) for a in ro})  # KEY1, NSTORE, NATX
+    assert got == {False: [("1", "0", "0")], True: [("1", "0", "1")]}, got
+
+
+@pytest.mark.gpu
+@pytest.mark.sanitize
+@pytest.mark.parametrize("switch", ["RSSM_GDN_SPLIT_NSTORE", "RSSM_GDN_SPLIT_NATX"], ids=["nstore", "natx"])
+def test_sanitize_replay_standard_flush_variant(switch, monkeypatch):
+    """The sanitizers' NSTORE / NATX cases (memcheck: the natural-order row stores stay in the item's rows; racecheck:
+    NATX's broadcast weight loads against the next chunk's staging): q35-122b, B = 7 with padding rows and staggered
+    joins, L = 16 (two key chunks per flush, wrap-around), 28 standard steps against the float64 reference. Forty-eighth
+    session; NOT yet run on a GPU."""
+    for k in STD_READOUT_ENV + STD_PREP_ENV:
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv(switch, "1")
+    seq = _Seq("q35-122b", 7, 16, 0, 1, seed=97, variant=6)
+    for t in range(28):
+        seq.step(_active(7, t, [0, 3, 5, 0, 2, 7, 1], seq.gen, 0.15))
+    seq.compare_buffers()
+    assert seq.flushes > 0
 
 
 @pytest.mark.gpu

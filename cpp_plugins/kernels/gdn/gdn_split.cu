@@ -129,6 +129,11 @@ cudaError_t launchReadout(const GdnReplayParams& p, int smCount, cudaStream_t s,
                                 if (envSwitch("RSSM_GDN_SPLIT_NSTORE", false))
                                     readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1, true,
                                                                     true, true, true, true, true>;
+                                // NATX (A/B, forty-eighth session, NOT yet run on a GPU; RSSM_GDN_SPLIT_NATX=1, read
+                                // per launch): NATF's natural-order fold with the default's store order (same smem)
+                                else if (envSwitch("RSSM_GDN_SPLIT_NATX", false))
+                                    readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1, true,
+                                                                    true, true, true, true, false, true>;
                             }
                         }
                     }

@@ -535,6 +535,39 @@ __device__ __forceinline__ void naturalRowSlots(float4 (&S)[RW][QPL], int rl) {
     }
 }
 
+// The flush fold of NATX (A/B): stream::foldStagedRecords with the rows in natural slot order (slot q = row q, after
+// naturalRowSlots), so every lane needs the same weights w[j * RW + q]: a record's RW weights come in RW / 4 broadcast
+// 16-byte shared loads instead of RW lane-dependent loads and their address arithmetic, and a bf16 key is widened by
+// shifts. The same products in the same order per element as foldStagedRecords: bit-identical rows. w: 16-byte aligned.
+template <int RW, int QPL>
+__device__ __forceinline__ void foldStagedRecordsNatural(float4 (&S)[RW][QPL], const uint16_t* buf, int stride,
+                                                         const float* w, int n, int lane, bool bf16) {
+    static_assert(RW % 4 == 0, "RW weights per record as float4s");
+#pragma unroll 1
+    for (int jj = 0; jj < n; ++jj) {
+        float4 vq[QPL];
+#pragma unroll
+        for (int i = 0; i < QPL; ++i) {
+            const uint2 r = *reinterpret_cast<const uint2*>(buf + jj * stride + lane * 4 + 128 * i);
+            vq[i] = bf16 ? make_float4(__uint_as_float(r.x << 16), __uint_as_float(r.x & 0xffff0000u),
+                                       __uint_as_float(r.y << 16), __uint_as_float(r.y & 0xffff0000u))
+                         : stream::u2ToF4(r, false);
+        }
+        const float4* w4 = reinterpret_cast<const float4*>(w + jj * RW);
+#pragma unroll
+        for (int g = 0; g < RW / 4; ++g) {
+            const float4 wg = w4[g];
+#pragma unroll
+            for (int i = 0; i < QPL; ++i) {
+                S[4 * g + 0][i] = stream::fma4s(S[4 * g + 0][i], wg.x, vq[i]);
+                S[4 * g + 1][i] = stream::fma4s(S[4 * g + 1][i], wg.y, vq[i]);
+                S[4 * g + 2][i] = stream::fma4s(S[4 * g + 2][i], wg.z, vq[i]);
+                S[4 * g + 3][i] = stream::fma4s(S[4 * g + 3][i], wg.w, vq[i]);
+            }
+        }
+    }
+}
+
 // Readout items (row b, value head, row block): stream::ItemCursor / ItemWalker.
 using stream::ItemCursor;
 
@@ -583,13 +616,18 @@ constexpr int kDtBf16ActFp16U = 1;
 // rows with rl = 0, so that each store instruction writes one whole 512-byte row instead of 64-byte pieces of eight
 // rows. The same fold, the same values: bit-identical rows. It isolates the one part of NATF (measured and removed
 // in the same session) that can explain why NATF made the staggered step ~2% slower while its flush step was faster.
+// NATX (A/B, forty-eighth session, NOT yet run on a GPU; RSSM_GDN_SPLIT_NATX=1, on top of KEY1): NATF's fold with the
+// default's store order. A flush item swaps its slots into natural row order (naturalRowSlots), folds with
+// foldStagedRecordsNatural (broadcast weight loads, bf16 keys widened by shifts), swaps them back (the same swaps:
+// an involution) and stores its rows with rl as the default does. Bit-identical rows; 2 x 96 selects per flush item.
 template <typename ST, int K, int MAXT, int NT, int MINB, int DT, int UPD = 0, bool FDIV = false, bool OFF32 = false,
-          bool EARLY = false, bool ESTAGE = false, bool KEY1 = false, bool NSTORE = false>
+          bool EARLY = false, bool ESTAGE = false, bool KEY1 = false, bool NSTORE = false, bool NATX = false>
 __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnReplayParams p,
                                                                    const stream::ReadCopyScales rc) {
     static_assert(!EARLY || std::is_same<ST, float>::value, "EARLY: the fp32-row readout");
     static_assert(!KEY1 || ESTAGE, "KEY1: on top of ESTAGE");
     static_assert(!NSTORE || KEY1, "NSTORE: on top of KEY1");
+    static_assert(!NATX || (KEY1 && !NSTORE), "NATX: on top of KEY1, not with NSTORE");
     if constexpr (!EARLY) pdlWaitPrimary();  // launched as a programmatic dependent of the prep kernel
     constexpr bool kScaled = stream::RowQuad<ST>::kScaled;  // read-only fp8 / nvfp4 rows (skip_flush_rows)
     using RS = stream::RowScatter<kSplitRows>;
@@ -766,6 +804,7 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
             for (int r = 0; r < RWS; ++r)
 #pragma unroll
                 for (int i = 0; i < QPL; ++i) S[r][i] = scale4(S[r][i], gf);
+            if constexpr (NATX) naturalRowSlots<RWS, QPL>(S, rl);  // slot q = row vw + q until the fold's end
             const float fw = ESTAGE ? fwEarly : (lane < nf ? rec[kSplitCoef + 2 * T * RM + lane] : 0.f);
             float un[RWS];  // u_lane[vw + k], natural order (reloaded: not held over the token loop)
             unpack8(loadU(), ubf16, un);
@@ -790,7 +829,10 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
                 const uint16_t* buf = sFold + (c & (kKeyBufs - 1)) * kSplitFoldChunk * K;
                 const float* wb = wFold + (c & 1) * kSplitFoldChunk * RWS;
                 const int n = min(kSplitFoldChunk, nf - c * kSplitFoldChunk);
-                stream::foldStagedRecords<RWS, QPL>(S, buf, K, wb, n, rl, lane, bf16);
+                if constexpr (NATX)
+                    foldStagedRecordsNatural<RWS, QPL>(S, buf, K, wb, n, lane, bf16);
+                else
+                    stream::foldStagedRecords<RWS, QPL>(S, buf, K, wb, n, rl, lane, bf16);
             };
             const int nchunks = (nf + kSplitFoldChunk - 1) / kSplitFoldChunk;
             if constexpr (KEY1) {  // key chunk 0 is in flight since the item's start; one buffer
@@ -838,6 +880,7 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
                     __syncwarp();  // buffer c & 1 is restaged by chunk c + 2
                 }
             }
+            if constexpr (NATX) naturalRowSlots<RWS, QPL>(S, rl);  // back to slot r = row vw + (r ^ rl)
             if constexpr (NSTORE) {
                 naturalRowSlots<RWS, QPL>(S, rl);  // S is not read again by this item
                 stream::storeWarpRows<RWS, QPL, ST>(S, ckpt, p.state_stride_v, vw, V, 0, lane);
