@@ -407,7 +407,7 @@ STD_STEP_SWITCHES = {"estage-off": {"RSSM_GDN_SPLIT_ESTAGE": "0"},
                      "key1-off": {"RSSM_GDN_SPLIT_KEY1": "0"}}
 STD_READOUT_ENV = ("RSSM_GDN_SPLIT_UPD", "RSSM_GDN_SPLIT_FDIV", "RSSM_GDN_SPLIT_OFF32", "RSSM_GDN_SPLIT_EARLY",
                    "RSSM_GDN_SPLIT_ESTAGE", "RSSM_GDN_SPLIT_KEY1", "RSSM_GDN_SPLIT_CARVEOUT",
-                   "RSSM_GDN_SPLIT_NSTORE", "RSSM_GDN_SPLIT_NATX")
+                   "RSSM_GDN_SPLIT_WPERM")
 STD_PREP_ENV = ("RSSM_GDN_PREP_MNORM", "RSSM_GDN_PREP_MINB", "RSSM_GDN_PREP_LEAN")
 
 
@@ -513,57 +513,38 @@ NO_VALUE_CHANGE_CASES = {
     # (default), the driver's choice, the largest (L1 as small as it goes), the default again. Only where the bytes are
     # cached changes.
     "carveout": ({}, [{"RSSM_GDN_SPLIT_CARVEOUT": "driver"}, {"RSSM_GDN_SPLIT_CARVEOUT": "100"}, {}], 16),
-    # NSTORE (forty-seventh session, A/B, off): a flush item's rows stored in natural order after its slots are swapped
-    # (the same fold): the same values land in the same rows. L = 8 and 16 (one and two key chunks per flush)
-    "nstore": ({}, [{"RSSM_GDN_SPLIT_NSTORE": "1"}]),
-    "nstore-L16": ({}, [{"RSSM_GDN_SPLIT_NSTORE": "1"}], 16),
-    # NATX (forty-eighth session, A/B, off): the flush fold in natural row order (broadcast weight loads), the slots
-    # swapped back before the default's store: the same products in the same order. L = 8, 16 and 32 (one, two and
-    # four key chunks per flush)
-    "natx": ({}, [{"RSSM_GDN_SPLIT_NATX": "1"}]),
-    "natx-L16": ({}, [{"RSSM_GDN_SPLIT_NATX": "1"}], 16),
-    "natx-L32": ({}, [{"RSSM_GDN_SPLIT_NATX": "1"}], 32),
+    # WPERM (forty-eighth session, A/B, off): a flush item's fold weights staged as two copies per record (the second
+    # with each pair swapped) and read in four 8-byte loads in the lane's slot order: the same products in the same
+    # order. L = 8, 16 and 32 (one, two and four key chunks per flush)
+    "wperm": ({}, [{"RSSM_GDN_SPLIT_WPERM": "1"}]),
+    "wperm-L16": ({}, [{"RSSM_GDN_SPLIT_WPERM": "1"}], 16),
+    "wperm-L32": ({}, [{"RSSM_GDN_SPLIT_WPERM": "1"}], 32),
 }
 
 
 @pytest.mark.gpu
-def test_standard_readout_nstore_instance_runs(monkeypatch):
-    """RSSM_GDN_SPLIT_NSTORE=1 runs the NSTORE instance of the standard-step readout (template argument 12, on top of
-    the default KEY1 instance); unset (the default) runs the one without it (torch profiler). Forty-seventh session;
-    NOT yet run on a GPU."""
+def test_standard_readout_wperm_instance_runs(monkeypatch):
+    """RSSM_GDN_SPLIT_WPERM=1 runs the WPERM instance of the standard-step readout (template argument 12, on top of
+    the default KEY1 instance); unset (the default) runs the one without it (torch profiler). Forty-eighth session."""
     got = {}
-    for env in ({}, {"RSSM_GDN_SPLIT_NSTORE": "1"}):
+    for env in ({}, {"RSSM_GDN_SPLIT_WPERM": "1"}):
         names = _one_standard_step_kernels(monkeypatch, STD_READOUT_ENV, env, seed=7)
         ro = [a for a in instances(names, "gdnSplitReadoutKernel") if a[0] == "float"]
         assert ro, f"no fp32-row split readout ran: {sorted(names)}"
-        got[bool(env)] = sorted({(a[11], a[12], a[13]) for a in ro})  # KEY1, NSTORE, NATX
-    assert got == {False: [("1", "0", "0")], True: [("1", "1", "0")]}, got
-
-
-@pytest.mark.gpu
-def test_standard_readout_natx_instance_runs(monkeypatch):
-    """RSSM_GDN_SPLIT_NATX=1 runs the NATX instance of the standard-step readout (template argument 13, on top of the
-    default KEY1 instance, without NSTORE). Forty-eighth session; NOT yet run on a GPU."""
-    got = {}
-    for env in ({}, {"RSSM_GDN_SPLIT_NATX": "1"}):
-        names = _one_standard_step_kernels(monkeypatch, STD_READOUT_ENV, env, seed=7)
-        ro = [a for a in instances(names, "gdnSplitReadoutKernel") if a[0] == "float"]
-        assert ro, f"no fp32-row split readout ran: {sorted(names)}"
-        got[bool(env)] = sorted({(a[11], a[12], a[13]) for a in ro})  # KEY1, NSTORE, NATX
-    assert got == {False: [("1", "0", "0")], True: [("1", "0", "1")]}, got
+        got[bool(env)] = sorted({(a[11], a[12]) for a in ro})  # KEY1, WPERM
+    assert got == {False: [("1", "0")], True: [("1", "1")]}, got
 
 
 @pytest.mark.gpu
 @pytest.mark.sanitize
-@pytest.mark.parametrize("switch", ["RSSM_GDN_SPLIT_NSTORE", "RSSM_GDN_SPLIT_NATX"], ids=["nstore", "natx"])
-def test_sanitize_replay_standard_flush_variant(switch, monkeypatch):
-    """The sanitizers' NSTORE / NATX cases (memcheck: the natural-order row stores stay in the item's rows; racecheck:
-    NATX's broadcast weight loads against the next chunk's staging): q35-122b, B = 7 with padding rows and staggered
-    joins, L = 16 (two key chunks per flush, wrap-around), 28 standard steps against the float64 reference. Forty-eighth
-    session; NOT yet run on a GPU."""
+def test_sanitize_replay_standard_wperm(monkeypatch):
+    """The sanitizers' WPERM case (racecheck: the staging lanes' stores of chunk c + 1's weights against the other
+    lanes' loads of chunk c's, one buffer; memcheck: the 20-float records stay in the warp's weight buffer):
+    q35-122b, B = 7 with padding rows and staggered joins, L = 16 (two key chunks per flush, wrap-around), 28 standard
+    steps against the float64 reference. Forty-eighth session."""
     for k in STD_READOUT_ENV + STD_PREP_ENV:
         monkeypatch.delenv(k, raising=False)
-    monkeypatch.setenv(switch, "1")
+    monkeypatch.setenv("RSSM_GDN_SPLIT_WPERM", "1")
     seq = _Seq("q35-122b", 7, 16, 0, 1, seed=97, variant=6)
     for t in range(28):
         seq.step(_active(7, t, [0, 3, 5, 0, 2, 7, 1], seq.gen, 0.15))

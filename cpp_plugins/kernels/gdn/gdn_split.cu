@@ -124,16 +124,13 @@ cudaError_t launchReadout(const GdnReplayParams& p, int smCount, cudaStream_t s,
                                 readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1, true, true,
                                                                 true, true, true>;
                                 smem = splitReadoutSmemBytesGdn(K, NT, 1);
-                                // NSTORE (A/B, forty-seventh session, NOT yet run on a GPU; RSSM_GDN_SPLIT_NSTORE=1,
-                                // read per launch): a flush item's rows stored in natural order (same smem)
-                                if (envSwitch("RSSM_GDN_SPLIT_NSTORE", false))
+                                // WPERM (A/B, forty-eighth session; RSSM_GDN_SPLIT_WPERM=1, read per launch): a
+                                // flush item's fold weights staged as two copies per record, pair-swapped
+                                if (envSwitch("RSSM_GDN_SPLIT_WPERM", false)) {
                                     readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1, true,
                                                                     true, true, true, true, true>;
-                                // NATX (A/B, forty-eighth session, NOT yet run on a GPU; RSSM_GDN_SPLIT_NATX=1, read
-                                // per launch): NATF's natural-order fold with the default's store order (same smem)
-                                else if (envSwitch("RSSM_GDN_SPLIT_NATX", false))
-                                    readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1, true,
-                                                                    true, true, true, true, false, true>;
+                                    smem = splitReadoutSmemBytesGdn(K, NT, 1, true);
+                                }
                             }
                         }
                     }

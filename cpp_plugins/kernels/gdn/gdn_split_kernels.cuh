@@ -91,11 +91,19 @@ __host__ __device__ inline size_t splitPrepWarpSmemBytesGdn(int L, int T, int K)
 __host__ __device__ inline size_t splitReadoutFoldBytesGdn(int K, int keyBufs = 2) {
     return (size_t)keyBufs * kSplitFoldChunk * K * 2;
 }
-__host__ __device__ inline size_t splitReadoutWarpSmemBytesGdn(int K, int keyBufs = 2) {
-    return splitReadoutFoldBytesGdn(K, keyBufs) + 2 * (size_t)kSplitFoldChunk * kSplitRows * 4;
+// WPERM (the standard readout's flush weights pre-permuted, A/B): one buffer of kSplitFoldChunk records, each as 2
+// copies of its 8 weights (copy c: element e holds weight e ^ c) and 4 floats of padding, so that the staging lanes'
+// 16-byte stores (record j at j * 20 floats) fall in distinct banks. Fits the KEY1 readout's 5 CTAs per SM in the
+// same minimal carve-out (4 x (2048 + 640) bytes per CTA).
+constexpr int kWpermRecFloats = 2 * kSplitRows + 4;
+__host__ __device__ inline size_t splitReadoutWeightBytesGdn(bool wperm) {
+    return wperm ? (size_t)kSplitFoldChunk * kWpermRecFloats * 4 : 2 * (size_t)kSplitFoldChunk * kSplitRows * 4;
 }
-__host__ __device__ inline size_t splitReadoutSmemBytesGdn(int K, int threads, int keyBufs = 2) {
-    return (size_t)(threads / 32) * splitReadoutWarpSmemBytesGdn(K, keyBufs);
+__host__ __device__ inline size_t splitReadoutWarpSmemBytesGdn(int K, int keyBufs = 2, bool wperm = false) {
+    return splitReadoutFoldBytesGdn(K, keyBufs) + splitReadoutWeightBytesGdn(wperm);
+}
+__host__ __device__ inline size_t splitReadoutSmemBytesGdn(int K, int threads, int keyBufs = 2, bool wperm = false) {
+    return (size_t)(threads / 32) * splitReadoutWarpSmemBytesGdn(K, keyBufs, wperm);
 }
 
 // The drafts' solve of the tensor-core verify readout's block (layout above), from the coefficients of one value
@@ -514,57 +522,31 @@ __device__ __forceinline__ void loadTokenCoefs(const float* rec, int s, int T, i
     }
 }
 
-// Register slots -> rows (NSTORE): slot r of a lane holds row r ^ rl (RowScatter's XOR-permuted slots); swapping
-// slots r and r ^ m for every bit m set in rl puts row q in slot q. One select per element and bit: 3 x 32 for 8
-// fp32 rows of 128 columns.
+// The flush fold of WPERM: stream::foldStagedRecords with each record's 8 weights in four 8-byte shared loads, already
+// in this lane's slot order: wq[p] points at this lane's weights of slots 2p, 2p + 1 in record 0 (copy rl & 1, pair
+// p ^ (rl >> 1)), so slot r gets weight r ^ rl as foldStagedRecords reads it, without its 8 lane-dependent 4-byte
+// loads and their address arithmetic. The same products in the same order per element: bit-identical rows.
 template <int RW, int QPL>
-__device__ __forceinline__ void naturalRowSlots(float4 (&S)[RW][QPL], int rl) {
-#pragma unroll
-    for (int m = RW / 2; m >= 1; m >>= 1) {
-        const bool sw = (rl & m) != 0;
-#pragma unroll
-        for (int r = 0; r < RW; ++r) {
-            if (r & m) continue;
-#pragma unroll
-            for (int i = 0; i < QPL; ++i) {
-                const float4 a = S[r][i], b = S[r ^ m][i];
-                S[r][i] = make_float4(sw ? b.x : a.x, sw ? b.y : a.y, sw ? b.z : a.z, sw ? b.w : a.w);
-                S[r ^ m][i] = make_float4(sw ? a.x : b.x, sw ? a.y : b.y, sw ? a.z : b.z, sw ? a.w : b.w);
-            }
-        }
-    }
-}
-
-// The flush fold of NATX (A/B): stream::foldStagedRecords with the rows in natural slot order (slot q = row q, after
-// naturalRowSlots), so every lane needs the same weights w[j * RW + q]: a record's RW weights come in RW / 4 broadcast
-// 16-byte shared loads instead of RW lane-dependent loads and their address arithmetic, and a bf16 key is widened by
-// shifts. The same products in the same order per element as foldStagedRecords: bit-identical rows. w: 16-byte aligned.
-template <int RW, int QPL>
-__device__ __forceinline__ void foldStagedRecordsNatural(float4 (&S)[RW][QPL], const uint16_t* buf, int stride,
-                                                         const float* w, int n, int lane, bool bf16) {
-    static_assert(RW % 4 == 0, "RW weights per record as float4s");
+__device__ __forceinline__ void foldStagedRecordsPermuted(float4 (&S)[RW][QPL], const uint16_t* buf, int stride,
+                                                          const float* const (&wq)[RW / 2], int n, int lane,
+                                                          bool bf16) {
 #pragma unroll 1
     for (int jj = 0; jj < n; ++jj) {
         float4 vq[QPL];
 #pragma unroll
-        for (int i = 0; i < QPL; ++i) {
-            const uint2 r = *reinterpret_cast<const uint2*>(buf + jj * stride + lane * 4 + 128 * i);
-            vq[i] = bf16 ? make_float4(__uint_as_float(r.x << 16), __uint_as_float(r.x & 0xffff0000u),
-                                       __uint_as_float(r.y << 16), __uint_as_float(r.y & 0xffff0000u))
-                         : stream::u2ToF4(r, false);
-        }
-        const float4* w4 = reinterpret_cast<const float4*>(w + jj * RW);
+        for (int i = 0; i < QPL; ++i)
+            vq[i] = stream::u2ToF4(*reinterpret_cast<const uint2*>(buf + jj * stride + lane * 4 + 128 * i), bf16);
+        float ws[RW];
 #pragma unroll
-        for (int g = 0; g < RW / 4; ++g) {
-            const float4 wg = w4[g];
-#pragma unroll
-            for (int i = 0; i < QPL; ++i) {
-                S[4 * g + 0][i] = stream::fma4s(S[4 * g + 0][i], wg.x, vq[i]);
-                S[4 * g + 1][i] = stream::fma4s(S[4 * g + 1][i], wg.y, vq[i]);
-                S[4 * g + 2][i] = stream::fma4s(S[4 * g + 2][i], wg.z, vq[i]);
-                S[4 * g + 3][i] = stream::fma4s(S[4 * g + 3][i], wg.w, vq[i]);
-            }
+        for (int q = 0; q < RW / 2; ++q) {
+            const float2 w2 = *reinterpret_cast<const float2*>(wq[q] + jj * kWpermRecFloats);
+            ws[2 * q] = w2.x;
+            ws[2 * q + 1] = w2.y;
         }
+#pragma unroll
+        for (int r = 0; r < RW; ++r)
+#pragma unroll
+            for (int i = 0; i < QPL; ++i) S[r][i] = stream::fma4s(S[r][i], ws[r], vq[i]);
     }
 }
 
@@ -611,23 +593,19 @@ constexpr int kDtBf16ActFp16U = 1;
 // chunk c's fold instead of ahead of it), so the CTA needs 10 instead of 18 KB of shared memory and the SM keeps more
 // of its L1 (a 100% shared-memory carve-out made this readout 22-32% slower in the same session; KEY1 measured
 // 0.1-0.7% faster per standard step). Same copies, weights and FMAs in the same order: bit-identical rows.
-// NSTORE (A/B, forty-seventh session, NOT yet run on a GPU; RSSM_GDN_SPLIT_NSTORE=1, on top of KEY1): a flush item
-// swaps its register slots into natural row order after its fold (naturalRowSlots: 3 x 32 selects) and stores its
-// rows with rl = 0, so that each store instruction writes one whole 512-byte row instead of 64-byte pieces of eight
-// rows. The same fold, the same values: bit-identical rows. It isolates the one part of NATF (measured and removed
-// in the same session) that can explain why NATF made the staggered step ~2% slower while its flush step was faster.
-// NATX (A/B, forty-eighth session, NOT yet run on a GPU; RSSM_GDN_SPLIT_NATX=1, on top of KEY1): NATF's fold with the
-// default's store order. A flush item swaps its slots into natural row order (naturalRowSlots), folds with
-// foldStagedRecordsNatural (broadcast weight loads, bf16 keys widened by shifts), swaps them back (the same swaps:
-// an involution) and stores its rows with rl as the default does. Bit-identical rows; 2 x 96 selects per flush item.
+// WPERM (A/B, forty-eighth session; RSSM_GDN_SPLIT_WPERM=1, on top of KEY1): a flush item's fold weights staged as
+// two copies per record, the second with each pair swapped (kWpermRecFloats; one buffer, which KEY1's order allows), so
+// that the fold reads a record's weights in four 8-byte loads already in the lane's slot order
+// (foldStagedRecordsPermuted) instead of eight lane-dependent 4-byte loads and ~18 address instructions. The rows stay in the lanes' XOR slot order throughout: NATF, NSTORE and NATX
+// (forty-sixth to forty-eighth sessions) showed the broadcast-load fold to be much faster, and any swap of the slots
+// or change of the store order to be costly. Same products in the same order: bit-identical rows.
 template <typename ST, int K, int MAXT, int NT, int MINB, int DT, int UPD = 0, bool FDIV = false, bool OFF32 = false,
-          bool EARLY = false, bool ESTAGE = false, bool KEY1 = false, bool NSTORE = false, bool NATX = false>
+          bool EARLY = false, bool ESTAGE = false, bool KEY1 = false, bool WPERM = false>
 __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnReplayParams p,
                                                                    const stream::ReadCopyScales rc) {
     static_assert(!EARLY || std::is_same<ST, float>::value, "EARLY: the fp32-row readout");
     static_assert(!KEY1 || ESTAGE, "KEY1: on top of ESTAGE");
-    static_assert(!NSTORE || KEY1, "NSTORE: on top of KEY1");
-    static_assert(!NATX || (KEY1 && !NSTORE), "NATX: on top of KEY1, not with NSTORE");
+    static_assert(!WPERM || KEY1, "WPERM: on top of KEY1 (one weight buffer)");
     if constexpr (!EARLY) pdlWaitPrimary();  // launched as a programmatic dependent of the prep kernel
     constexpr bool kScaled = stream::RowQuad<ST>::kScaled;  // read-only fp8 / nvfp4 rows (skip_flush_rows)
     using RS = stream::RowScatter<kSplitRows>;
@@ -638,9 +616,10 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
     extern __shared__ __align__(16) unsigned char smemGdnSplitReadout[];
     constexpr int kKeyBufs = KEY1 ? 1 : 2;  // key-chunk buffers per warp (a power of two)
     uint16_t* sFoldWarp = reinterpret_cast<uint16_t*>(
-        smemGdnSplitReadout + (threadIdx.x >> 5) * splitReadoutWarpSmemBytesGdn(K, kKeyBufs));
+        smemGdnSplitReadout + (threadIdx.x >> 5) * splitReadoutWarpSmemBytesGdn(K, kKeyBufs, WPERM));
+    // [2][8 records][8 rows]; WPERM: [8 records][kWpermRecFloats]
     float* wFold = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(sFoldWarp) +
-                                            splitReadoutFoldBytesGdn(K, kKeyBufs));  // [2][8 records][8 rows]
+                                            splitReadoutFoldBytesGdn(K, kKeyBufs));
     const int HV = p.num_v_heads, V = p.head_v, T = p.num_tokens, C = p.ring_capacity;
     const int group = HV / p.num_heads;
     const SmallDivisor groupDiv(FDIV ? (unsigned)group : 1u);  // FDIV: the key head by a multiply-high
@@ -804,7 +783,6 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
             for (int r = 0; r < RWS; ++r)
 #pragma unroll
                 for (int i = 0; i < QPL; ++i) S[r][i] = scale4(S[r][i], gf);
-            if constexpr (NATX) naturalRowSlots<RWS, QPL>(S, rl);  // slot q = row vw + q until the fold's end
             const float fw = ESTAGE ? fwEarly : (lane < nf ? rec[kSplitCoef + 2 * T * RM + lane] : 0.f);
             float un[RWS];  // u_lane[vw + k], natural order (reloaded: not held over the token loop)
             unpack8(loadU(), ubf16, un);
@@ -820,19 +798,33 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
                 const int n = min(kSplitFoldChunk, nf - c * kSplitFoldChunk);
                 const int jj = lane - c * kSplitFoldChunk;
                 if (jj >= 0 && jj < n) {
-                    float4* w4 = reinterpret_cast<float4*>(wFold + ((c & 1) * kSplitFoldChunk + jj) * RWS);
-                    w4[0] = make_float4(fw * un[0], fw * un[1], fw * un[2], fw * un[3]);
-                    w4[1] = make_float4(fw * un[4], fw * un[5], fw * un[6], fw * un[7]);
+                    if constexpr (WPERM) {  // copy 0: the weights; copy 1: each pair swapped
+                        const float4 lo = make_float4(fw * un[0], fw * un[1], fw * un[2], fw * un[3]);
+                        const float4 hi = make_float4(fw * un[4], fw * un[5], fw * un[6], fw * un[7]);
+                        float4* w4 = reinterpret_cast<float4*>(wFold + jj * kWpermRecFloats);
+                        w4[0] = lo;
+                        w4[1] = hi;
+                        w4[2] = make_float4(lo.y, lo.x, lo.w, lo.z);
+                        w4[3] = make_float4(hi.y, hi.x, hi.w, hi.z);
+                    } else {
+                        float4* w4 = reinterpret_cast<float4*>(wFold + ((c & 1) * kSplitFoldChunk + jj) * RWS);
+                        w4[0] = make_float4(fw * un[0], fw * un[1], fw * un[2], fw * un[3]);
+                        w4[1] = make_float4(fw * un[4], fw * un[5], fw * un[6], fw * un[7]);
+                    }
                 }
             };
             auto foldChunk = [&](int c) {  // raw k_j, fw_j u_j of chunk c (staged and visible to the warp)
                 const uint16_t* buf = sFold + (c & (kKeyBufs - 1)) * kSplitFoldChunk * K;
-                const float* wb = wFold + (c & 1) * kSplitFoldChunk * RWS;
+                [[maybe_unused]] const float* wb = wFold + (c & 1) * kSplitFoldChunk * RWS;  // not WPERM's layout
                 const int n = min(kSplitFoldChunk, nf - c * kSplitFoldChunk);
-                if constexpr (NATX)
-                    foldStagedRecordsNatural<RWS, QPL>(S, buf, K, wb, n, lane, bf16);
-                else
+                if constexpr (WPERM) {  // this lane's copy (rl & 1) and pairs (p ^ (rl >> 1))
+                    const float* wc = wFold + (rl & 1) * RWS;
+                    const float* const wq[RWS / 2] = {wc + 2 * (0 ^ (rl >> 1)), wc + 2 * (1 ^ (rl >> 1)),
+                                                      wc + 2 * (2 ^ (rl >> 1)), wc + 2 * (3 ^ (rl >> 1))};
+                    foldStagedRecordsPermuted<RWS, QPL>(S, buf, K, wq, n, lane, bf16);
+                } else {
                     stream::foldStagedRecords<RWS, QPL>(S, buf, K, wb, n, rl, lane, bf16);
+                }
             };
             const int nchunks = (nf + kSplitFoldChunk - 1) / kSplitFoldChunk;
             if constexpr (KEY1) {  // key chunk 0 is in flight since the item's start; one buffer
@@ -880,13 +872,7 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
                     __syncwarp();  // buffer c & 1 is restaged by chunk c + 2
                 }
             }
-            if constexpr (NATX) naturalRowSlots<RWS, QPL>(S, rl);  // back to slot r = row vw + (r ^ rl)
-            if constexpr (NSTORE) {
-                naturalRowSlots<RWS, QPL>(S, rl);  // S is not read again by this item
-                stream::storeWarpRows<RWS, QPL, ST>(S, ckpt, p.state_stride_v, vw, V, 0, lane);
-            } else {
-                stream::storeWarpRows<RWS, QPL, ST>(S, ckpt, p.state_stride_v, vw, V, rl, lane);
-            }
+            stream::storeWarpRows<RWS, QPL, ST>(S, ckpt, p.state_stride_v, vw, V, rl, lane);
         }
     };
     auto valid = [&](int slot, int4 meta) { return slot >= 0 && slot < p.num_slots && meta.y >= 0; };
