@@ -519,32 +519,39 @@ NO_VALUE_CHANGE_CASES = {
     "wperm": ({}, [{"RSSM_GDN_SPLIT_WPERM": "1"}]),
     "wperm-L16": ({}, [{"RSSM_GDN_SPLIT_WPERM": "1"}], 16),
     "wperm-L32": ({}, [{"RSSM_GDN_SPLIT_WPERM": "1"}], 32),
+    # WPERM = 2: the same with the fold's record loop unrolled by the chunk
+    "wperm2": ({}, [{"RSSM_GDN_SPLIT_WPERM": "2"}]),
+    "wperm2-L16": ({}, [{"RSSM_GDN_SPLIT_WPERM": "2"}], 16),
+    "wperm2-L32": ({}, [{"RSSM_GDN_SPLIT_WPERM": "2"}], 32),
 }
 
 
 @pytest.mark.gpu
 def test_standard_readout_wperm_instance_runs(monkeypatch):
-    """RSSM_GDN_SPLIT_WPERM=1 runs the WPERM instance of the standard-step readout (template argument 12, on top of
-    the default KEY1 instance); unset (the default) runs the one without it (torch profiler). Forty-eighth session."""
+    """RSSM_GDN_SPLIT_WPERM=1 / 2 run the WPERM instances of the standard-step readout (template argument 12, on top
+    of the default KEY1 instance); unset (the default) or another value runs the one without it (torch profiler).
+    Forty-eighth session."""
     got = {}
-    for env in ({}, {"RSSM_GDN_SPLIT_WPERM": "1"}):
+    for value in ("", "1", "2", "3"):  # unset; the two instances; any other value runs the default
+        env = {"RSSM_GDN_SPLIT_WPERM": value} if value else {}
         names = _one_standard_step_kernels(monkeypatch, STD_READOUT_ENV, env, seed=7)
         ro = [a for a in instances(names, "gdnSplitReadoutKernel") if a[0] == "float"]
         assert ro, f"no fp32-row split readout ran: {sorted(names)}"
-        got[bool(env)] = sorted({(a[11], a[12]) for a in ro})  # KEY1, WPERM
-    assert got == {False: [("1", "0")], True: [("1", "1")]}, got
+        got[value] = sorted({(a[11], a[12]) for a in ro})  # KEY1, WPERM
+    assert got == {"": [("1", "0")], "1": [("1", "1")], "2": [("1", "2")], "3": [("1", "0")]}, got
 
 
 @pytest.mark.gpu
 @pytest.mark.sanitize
-def test_sanitize_replay_standard_wperm(monkeypatch):
+@pytest.mark.parametrize("value", ["1", "2"], ids=["wperm", "wperm2"])
+def test_sanitize_replay_standard_wperm(value, monkeypatch):
     """The sanitizers' WPERM case (racecheck: the staging lanes' stores of chunk c + 1's weights against the other
     lanes' loads of chunk c's, one buffer; memcheck: the 20-float records stay in the warp's weight buffer):
     q35-122b, B = 7 with padding rows and staggered joins, L = 16 (two key chunks per flush, wrap-around), 28 standard
     steps against the float64 reference. Forty-eighth session."""
     for k in STD_READOUT_ENV + STD_PREP_ENV:
         monkeypatch.delenv(k, raising=False)
-    monkeypatch.setenv("RSSM_GDN_SPLIT_WPERM", "1")
+    monkeypatch.setenv("RSSM_GDN_SPLIT_WPERM", value)
     seq = _Seq("q35-122b", 7, 16, 0, 1, seed=97, variant=6)
     for t in range(28):
         seq.step(_active(7, t, [0, 3, 5, 0, 2, 7, 1], seq.gen, 0.15))

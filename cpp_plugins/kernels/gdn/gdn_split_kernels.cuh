@@ -525,13 +525,13 @@ __device__ __forceinline__ void loadTokenCoefs(const float* rec, int s, int T, i
 // The flush fold of WPERM: stream::foldStagedRecords with each record's 8 weights in four 8-byte shared loads, already
 // in this lane's slot order: wq[p] points at this lane's weights of slots 2p, 2p + 1 in record 0 (copy rl & 1, pair
 // p ^ (rl >> 1)), so slot r gets weight r ^ rl as foldStagedRecords reads it, without its 8 lane-dependent 4-byte
-// loads and their address arithmetic. The same products in the same order per element: bit-identical rows.
-template <int RW, int QPL>
+// loads and their address arithmetic. UNROLL: the record loop unrolled by the chunk (n <= kSplitFoldChunk), so the
+// offsets are immediates. The same products in the same order per element: bit-identical rows.
+template <int RW, int QPL, bool UNROLL>
 __device__ __forceinline__ void foldStagedRecordsPermuted(float4 (&S)[RW][QPL], const uint16_t* buf, int stride,
                                                           const float* const (&wq)[RW / 2], int n, int lane,
                                                           bool bf16) {
-#pragma unroll 1
-    for (int jj = 0; jj < n; ++jj) {
+    auto record = [&](int jj) {
         float4 vq[QPL];
 #pragma unroll
         for (int i = 0; i < QPL; ++i)
@@ -547,6 +547,16 @@ __device__ __forceinline__ void foldStagedRecordsPermuted(float4 (&S)[RW][QPL], 
         for (int r = 0; r < RW; ++r)
 #pragma unroll
             for (int i = 0; i < QPL; ++i) S[r][i] = stream::fma4s(S[r][i], ws[r], vq[i]);
+    };
+    if constexpr (UNROLL) {  // n <= kSplitFoldChunk: every shared-memory offset an immediate
+#pragma unroll
+        for (int jj = 0; jj < kSplitFoldChunk; ++jj) {
+            if (jj >= n) break;
+            record(jj);
+        }
+    } else {
+#pragma unroll 1
+        for (int jj = 0; jj < n; ++jj) record(jj);
     }
 }
 
@@ -596,16 +606,17 @@ constexpr int kDtBf16ActFp16U = 1;
 // WPERM (A/B, forty-eighth session; RSSM_GDN_SPLIT_WPERM=1, on top of KEY1): a flush item's fold weights staged as
 // two copies per record, the second with each pair swapped (kWpermRecFloats; one buffer, which KEY1's order allows), so
 // that the fold reads a record's weights in four 8-byte loads already in the lane's slot order
-// (foldStagedRecordsPermuted) instead of eight lane-dependent 4-byte loads and ~18 address instructions. The rows stay in the lanes' XOR slot order throughout: NATF, NSTORE and NATX
+// (foldStagedRecordsPermuted) instead of eight lane-dependent 4-byte loads and ~18 address instructions. WPERM = 2
+// (RSSM_GDN_SPLIT_WPERM=2): the same with the fold's record loop unrolled by the chunk (immediate offsets). The rows stay in the lanes' XOR slot order throughout: NATF, NSTORE and NATX
 // (forty-sixth to forty-eighth sessions) showed the broadcast-load fold to be much faster, and any swap of the slots
 // or change of the store order to be costly. Same products in the same order: bit-identical rows.
 template <typename ST, int K, int MAXT, int NT, int MINB, int DT, int UPD = 0, bool FDIV = false, bool OFF32 = false,
-          bool EARLY = false, bool ESTAGE = false, bool KEY1 = false, bool WPERM = false>
+          bool EARLY = false, bool ESTAGE = false, bool KEY1 = false, int WPERM = 0>
 __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnReplayParams p,
                                                                    const stream::ReadCopyScales rc) {
     static_assert(!EARLY || std::is_same<ST, float>::value, "EARLY: the fp32-row readout");
     static_assert(!KEY1 || ESTAGE, "KEY1: on top of ESTAGE");
-    static_assert(!WPERM || KEY1, "WPERM: on top of KEY1 (one weight buffer)");
+    static_assert(WPERM == 0 || KEY1, "WPERM: on top of KEY1 (one weight buffer)");
     if constexpr (!EARLY) pdlWaitPrimary();  // launched as a programmatic dependent of the prep kernel
     constexpr bool kScaled = stream::RowQuad<ST>::kScaled;  // read-only fp8 / nvfp4 rows (skip_flush_rows)
     using RS = stream::RowScatter<kSplitRows>;
@@ -616,7 +627,7 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
     extern __shared__ __align__(16) unsigned char smemGdnSplitReadout[];
     constexpr int kKeyBufs = KEY1 ? 1 : 2;  // key-chunk buffers per warp (a power of two)
     uint16_t* sFoldWarp = reinterpret_cast<uint16_t*>(
-        smemGdnSplitReadout + (threadIdx.x >> 5) * splitReadoutWarpSmemBytesGdn(K, kKeyBufs, WPERM));
+        smemGdnSplitReadout + (threadIdx.x >> 5) * splitReadoutWarpSmemBytesGdn(K, kKeyBufs, WPERM != 0));
     // [2][8 records][8 rows]; WPERM: [8 records][kWpermRecFloats]
     float* wFold = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(sFoldWarp) +
                                             splitReadoutFoldBytesGdn(K, kKeyBufs));
@@ -798,7 +809,7 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
                 const int n = min(kSplitFoldChunk, nf - c * kSplitFoldChunk);
                 const int jj = lane - c * kSplitFoldChunk;
                 if (jj >= 0 && jj < n) {
-                    if constexpr (WPERM) {  // copy 0: the weights; copy 1: each pair swapped
+                    if constexpr (WPERM != 0) {  // copy 0: the weights; copy 1: each pair swapped
                         const float4 lo = make_float4(fw * un[0], fw * un[1], fw * un[2], fw * un[3]);
                         const float4 hi = make_float4(fw * un[4], fw * un[5], fw * un[6], fw * un[7]);
                         float4* w4 = reinterpret_cast<float4*>(wFold + jj * kWpermRecFloats);
@@ -817,11 +828,11 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
                 const uint16_t* buf = sFold + (c & (kKeyBufs - 1)) * kSplitFoldChunk * K;
                 [[maybe_unused]] const float* wb = wFold + (c & 1) * kSplitFoldChunk * RWS;  // not WPERM's layout
                 const int n = min(kSplitFoldChunk, nf - c * kSplitFoldChunk);
-                if constexpr (WPERM) {  // this lane's copy (rl & 1) and pairs (p ^ (rl >> 1))
+                if constexpr (WPERM != 0) {  // this lane's copy (rl & 1) and pairs (p ^ (rl >> 1))
                     const float* wc = wFold + (rl & 1) * RWS;
                     const float* const wq[RWS / 2] = {wc + 2 * (0 ^ (rl >> 1)), wc + 2 * (1 ^ (rl >> 1)),
                                                       wc + 2 * (2 ^ (rl >> 1)), wc + 2 * (3 ^ (rl >> 1))};
-                    foldStagedRecordsPermuted<RWS, QPL>(S, buf, K, wq, n, lane, bf16);
+                    foldStagedRecordsPermuted<RWS, QPL, WPERM == 2>(S, buf, K, wq, n, lane, bf16);
                 } else {
                     stream::foldStagedRecords<RWS, QPL>(S, buf, K, wb, n, rl, lane, bf16);
                 }
