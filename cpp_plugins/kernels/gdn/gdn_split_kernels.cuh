@@ -603,13 +603,14 @@ constexpr int kDtBf16ActFp16U = 1;
 // chunk c's fold instead of ahead of it), so the CTA needs 10 instead of 18 KB of shared memory and the SM keeps more
 // of its L1 (a 100% shared-memory carve-out made this readout 22-32% slower in the same session; KEY1 measured
 // 0.1-0.7% faster per standard step). Same copies, weights and FMAs in the same order: bit-identical rows.
-// WPERM (A/B, forty-eighth session; RSSM_GDN_SPLIT_WPERM=1, on top of KEY1): a flush item's fold weights staged as
-// two copies per record, the second with each pair swapped (kWpermRecFloats; one buffer, which KEY1's order allows), so
-// that the fold reads a record's weights in four 8-byte loads already in the lane's slot order
+// WPERM (A/B, forty-eighth session, NOT yet run on a GPU; RSSM_GDN_SPLIT_WPERM=1, on top of KEY1): a flush item's
+// fold weights staged as two copies per record, the second with each pair swapped (kWpermRecFloats; one buffer, which
+// KEY1's order allows), so that the fold reads a record's weights in four 8-byte loads already in the lane's slot order
 // (foldStagedRecordsPermuted) instead of eight lane-dependent 4-byte loads and ~18 address instructions. WPERM = 2
-// (RSSM_GDN_SPLIT_WPERM=2): the same with the fold's record loop unrolled by the chunk (immediate offsets). The rows stay in the lanes' XOR slot order throughout: NATF, NSTORE and NATX
-// (forty-sixth to forty-eighth sessions) showed the broadcast-load fold to be much faster, and any swap of the slots
-// or change of the store order to be costly. Same products in the same order: bit-identical rows.
+// (RSSM_GDN_SPLIT_WPERM=2): the same with the fold's record loop unrolled by the chunk (immediate offsets). The rows
+// stay in the lanes' XOR slot order throughout: NATF, NSTORE and NATX (forty-sixth to forty-eighth sessions) showed
+// the broadcast-load fold to be much faster, and any swap of the slots or change of the store order to be costly.
+// Same products in the same order: bit-identical rows.
 template <typename ST, int K, int MAXT, int NT, int MINB, int DT, int UPD = 0, bool FDIV = false, bool OFF32 = false,
           bool EARLY = false, bool ESTAGE = false, bool KEY1 = false, int WPERM = 0>
 __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnReplayParams p,
