@@ -530,7 +530,7 @@ NO_VALUE_CHANGE_CASES = {
 def test_standard_readout_wperm_instance_runs(monkeypatch):
     """RSSM_GDN_SPLIT_WPERM=1 / 2 run the WPERM instances of the standard-step readout (template argument 12, on top
     of the default KEY1 instance); unset (the default) or another value runs the one without it (torch profiler).
-    Forty-eighth session."""
+    Forty-eighth session; NOT yet run on a GPU."""
     got = {}
     for value in ("", "1", "2", "3"):  # unset; the two instances; any other value runs the default
         env = {"RSSM_GDN_SPLIT_WPERM": value} if value else {}
@@ -548,7 +548,7 @@ def test_sanitize_replay_standard_wperm(value, monkeypatch):
     """The sanitizers' WPERM case (racecheck: the staging lanes' stores of chunk c + 1's weights against the other
     lanes' loads of chunk c's, one buffer; memcheck: the 20-float records stay in the warp's weight buffer):
     q35-122b, B = 7 with padding rows and staggered joins, L = 16 (two key chunks per flush, wrap-around), 28 standard
-    steps against the float64 reference. Forty-eighth session."""
+    steps against the float64 reference. Forty-eighth session; NOT yet run on a GPU."""
     for k in STD_READOUT_ENV + STD_PREP_ENV:
         monkeypatch.delenv(k, raising=False)
     monkeypatch.setenv("RSSM_GDN_SPLIT_WPERM", value)
