@@ -827,7 +827,9 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
             };
             auto foldChunk = [&](int c) {  // raw k_j, fw_j u_j of chunk c (staged and visible to the warp)
                 const uint16_t* buf = sFold + (c & (kKeyBufs - 1)) * kSplitFoldChunk * K;
-                [[maybe_unused]] const float* wb = wFold + (c & 1) * kSplitFoldChunk * RWS;  // not WPERM's layout
+                // the default layout's chunk weights (unused by WPERM); declared here, before n, because declaring it
+                // in the else branch reordered every default instance's PTX (forty-eighth session)
+                [[maybe_unused]] const float* wb = wFold + (c & 1) * kSplitFoldChunk * RWS;
                 const int n = min(kSplitFoldChunk, nf - c * kSplitFoldChunk);
                 if constexpr (WPERM != 0) {  // this lane's copy (rl & 1) and pairs (p ^ (rl >> 1))
                     const float* wc = wFold + (rl & 1) * RWS;
