@@ -406,8 +406,7 @@ STD_STEP_SWITCHES = {"estage-off": {"RSSM_GDN_SPLIT_ESTAGE": "0"},
                      # two key-chunk buffers per warp instead of one (KEY1, the default since the thirtieth session)
                      "key1-off": {"RSSM_GDN_SPLIT_KEY1": "0"}}
 STD_READOUT_ENV = ("RSSM_GDN_SPLIT_UPD", "RSSM_GDN_SPLIT_FDIV", "RSSM_GDN_SPLIT_OFF32", "RSSM_GDN_SPLIT_EARLY",
-                   "RSSM_GDN_SPLIT_ESTAGE", "RSSM_GDN_SPLIT_KEY1", "RSSM_GDN_SPLIT_CARVEOUT",
-                   "RSSM_GDN_SPLIT_WPERM")
+                   "RSSM_GDN_SPLIT_ESTAGE", "RSSM_GDN_SPLIT_KEY1", "RSSM_GDN_SPLIT_CARVEOUT")
 STD_PREP_ENV = ("RSSM_GDN_PREP_MNORM", "RSSM_GDN_PREP_MINB", "RSSM_GDN_PREP_LEAN")
 
 
@@ -513,50 +512,7 @@ NO_VALUE_CHANGE_CASES = {
     # (default), the driver's choice, the largest (L1 as small as it goes), the default again. Only where the bytes are
     # cached changes.
     "carveout": ({}, [{"RSSM_GDN_SPLIT_CARVEOUT": "driver"}, {"RSSM_GDN_SPLIT_CARVEOUT": "100"}, {}], 16),
-    # WPERM (forty-eighth session, A/B, off): a flush item's fold weights staged as two copies per record (the second
-    # with each pair swapped) and read in four 8-byte loads in the lane's slot order: the same products in the same
-    # order. L = 8, 16 and 32 (one, two and four key chunks per flush)
-    "wperm": ({}, [{"RSSM_GDN_SPLIT_WPERM": "1"}]),
-    "wperm-L16": ({}, [{"RSSM_GDN_SPLIT_WPERM": "1"}], 16),
-    "wperm-L32": ({}, [{"RSSM_GDN_SPLIT_WPERM": "1"}], 32),
-    # WPERM = 2: the same with the fold's record loop unrolled by the chunk
-    "wperm2": ({}, [{"RSSM_GDN_SPLIT_WPERM": "2"}]),
-    "wperm2-L16": ({}, [{"RSSM_GDN_SPLIT_WPERM": "2"}], 16),
-    "wperm2-L32": ({}, [{"RSSM_GDN_SPLIT_WPERM": "2"}], 32),
 }
-
-
-@pytest.mark.gpu
-def test_standard_readout_wperm_instance_runs(monkeypatch):
-    """RSSM_GDN_SPLIT_WPERM=1 / 2 run the WPERM instances of the standard-step readout (template argument 12, on top
-    of the default KEY1 instance); unset (the default) or another value runs the one without it (torch profiler).
-    Forty-eighth session; NOT yet run on a GPU."""
-    got = {}
-    for value in ("", "1", "2", "3"):  # unset; the two instances; any other value runs the default
-        env = {"RSSM_GDN_SPLIT_WPERM": value} if value else {}
-        names = _one_standard_step_kernels(monkeypatch, STD_READOUT_ENV, env, seed=7)
-        ro = [a for a in instances(names, "gdnSplitReadoutKernel") if a[0] == "float"]
-        assert ro, f"no fp32-row split readout ran: {sorted(names)}"
-        got[value] = sorted({(a[11], a[12]) for a in ro})  # KEY1, WPERM
-    assert got == {"": [("1", "0")], "1": [("1", "1")], "2": [("1", "2")], "3": [("1", "0")]}, got
-
-
-@pytest.mark.gpu
-@pytest.mark.sanitize
-@pytest.mark.parametrize("value", ["1", "2"], ids=["wperm", "wperm2"])
-def test_sanitize_replay_standard_wperm(value, monkeypatch):
-    """The sanitizers' WPERM case (racecheck: the staging lanes' stores of chunk c + 1's weights against the other
-    lanes' loads of chunk c's, one buffer; memcheck: the 20-float records stay in the warp's weight buffer):
-    q35-122b, B = 7 with padding rows and staggered joins, L = 16 (two key chunks per flush, wrap-around), 28 standard
-    steps against the float64 reference. Forty-eighth session; NOT yet run on a GPU."""
-    for k in STD_READOUT_ENV + STD_PREP_ENV:
-        monkeypatch.delenv(k, raising=False)
-    monkeypatch.setenv("RSSM_GDN_SPLIT_WPERM", value)
-    seq = _Seq("q35-122b", 7, 16, 0, 1, seed=97, variant=6)
-    for t in range(28):
-        seq.step(_active(7, t, [0, 3, 5, 0, 2, 7, 1], seq.gen, 0.15))
-    seq.compare_buffers()
-    assert seq.flushes > 0
 
 
 @pytest.mark.gpu

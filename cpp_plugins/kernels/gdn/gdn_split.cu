@@ -124,19 +124,6 @@ cudaError_t launchReadout(const GdnReplayParams& p, int smCount, cudaStream_t s,
                                 readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1, true, true,
                                                                 true, true, true>;
                                 smem = splitReadoutSmemBytesGdn(K, NT, 1);
-                                // WPERM (A/B, forty-eighth session, NOT yet run on a GPU; RSSM_GDN_SPLIT_WPERM=1,
-                                // read per launch): a flush item's fold weights staged as two copies per record,
-                                // pair-swapped (=2: the same with the fold's record loop unrolled by the chunk)
-                                const char* wperm = getenv("RSSM_GDN_SPLIT_WPERM");
-                                if (wperm && strcmp(wperm, "1") == 0) {
-                                    readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1, true,
-                                                                    true, true, true, true, 1>;
-                                    smem = splitReadoutSmemBytesGdn(K, NT, 1, true);
-                                } else if (wperm && strcmp(wperm, "2") == 0) {
-                                    readout = gdnSplitReadoutKernel<ST, K, MAXT, NT, MINB, kDtBf16ActFp16U, 1, true,
-                                                                    true, true, true, true, 2>;
-                                    smem = splitReadoutSmemBytesGdn(K, NT, 1, true);
-                                }
                             }
                         }
                     }

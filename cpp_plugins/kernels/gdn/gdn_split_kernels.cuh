@@ -91,19 +91,11 @@ __host__ __device__ inline size_t splitPrepWarpSmemBytesGdn(int L, int T, int K)
 __host__ __device__ inline size_t splitReadoutFoldBytesGdn(int K, int keyBufs = 2) {
     return (size_t)keyBufs * kSplitFoldChunk * K * 2;
 }
-// WPERM (the standard readout's flush weights pre-permuted, A/B): one buffer of kSplitFoldChunk records, each as 2
-// copies of its 8 weights (copy c: element e holds weight e ^ c) and 4 floats of padding, so that the staging lanes'
-// 16-byte stores (record j at j * 20 floats) fall in distinct banks. Fits the KEY1 readout's 5 CTAs per SM in the
-// same minimal carve-out (4 x (2048 + 640) bytes per CTA).
-constexpr int kWpermRecFloats = 2 * kSplitRows + 4;
-__host__ __device__ inline size_t splitReadoutWeightBytesGdn(bool wperm) {
-    return wperm ? (size_t)kSplitFoldChunk * kWpermRecFloats * 4 : 2 * (size_t)kSplitFoldChunk * kSplitRows * 4;
+__host__ __device__ inline size_t splitReadoutWarpSmemBytesGdn(int K, int keyBufs = 2) {
+    return splitReadoutFoldBytesGdn(K, keyBufs) + 2 * (size_t)kSplitFoldChunk * kSplitRows * 4;
 }
-__host__ __device__ inline size_t splitReadoutWarpSmemBytesGdn(int K, int keyBufs = 2, bool wperm = false) {
-    return splitReadoutFoldBytesGdn(K, keyBufs) + splitReadoutWeightBytesGdn(wperm);
-}
-__host__ __device__ inline size_t splitReadoutSmemBytesGdn(int K, int threads, int keyBufs = 2, bool wperm = false) {
-    return (size_t)(threads / 32) * splitReadoutWarpSmemBytesGdn(K, keyBufs, wperm);
+__host__ __device__ inline size_t splitReadoutSmemBytesGdn(int K, int threads, int keyBufs = 2) {
+    return (size_t)(threads / 32) * splitReadoutWarpSmemBytesGdn(K, keyBufs);
 }
 
 // The drafts' solve of the tensor-core verify readout's block (layout above), from the coefficients of one value
@@ -522,44 +514,6 @@ __device__ __forceinline__ void loadTokenCoefs(const float* rec, int s, int T, i
     }
 }
 
-// The flush fold of WPERM: stream::foldStagedRecords with each record's 8 weights in four 8-byte shared loads, already
-// in this lane's slot order: wq[p] points at this lane's weights of slots 2p, 2p + 1 in record 0 (copy rl & 1, pair
-// p ^ (rl >> 1)), so slot r gets weight r ^ rl as foldStagedRecords reads it, without its 8 lane-dependent 4-byte
-// loads and their address arithmetic. UNROLL: the record loop unrolled by the chunk (n <= kSplitFoldChunk), so the
-// offsets are immediates. The same products in the same order per element: bit-identical rows.
-template <int RW, int QPL, bool UNROLL>
-__device__ __forceinline__ void foldStagedRecordsPermuted(float4 (&S)[RW][QPL], const uint16_t* buf, int stride,
-                                                          const float* const (&wq)[RW / 2], int n, int lane,
-                                                          bool bf16) {
-    auto record = [&](int jj) {
-        float4 vq[QPL];
-#pragma unroll
-        for (int i = 0; i < QPL; ++i)
-            vq[i] = stream::u2ToF4(*reinterpret_cast<const uint2*>(buf + jj * stride + lane * 4 + 128 * i), bf16);
-        float ws[RW];
-#pragma unroll
-        for (int q = 0; q < RW / 2; ++q) {
-            const float2 w2 = *reinterpret_cast<const float2*>(wq[q] + jj * kWpermRecFloats);
-            ws[2 * q] = w2.x;
-            ws[2 * q + 1] = w2.y;
-        }
-#pragma unroll
-        for (int r = 0; r < RW; ++r)
-#pragma unroll
-            for (int i = 0; i < QPL; ++i) S[r][i] = stream::fma4s(S[r][i], ws[r], vq[i]);
-    };
-    if constexpr (UNROLL) {  // n <= kSplitFoldChunk: every shared-memory offset an immediate
-#pragma unroll
-        for (int jj = 0; jj < kSplitFoldChunk; ++jj) {
-            if (jj >= n) break;
-            record(jj);
-        }
-    } else {
-#pragma unroll 1
-        for (int jj = 0; jj < n; ++jj) record(jj);
-    }
-}
-
 // Readout items (row b, value head, row block): stream::ItemCursor / ItemWalker.
 using stream::ItemCursor;
 
@@ -603,21 +557,12 @@ constexpr int kDtBf16ActFp16U = 1;
 // chunk c's fold instead of ahead of it), so the CTA needs 10 instead of 18 KB of shared memory and the SM keeps more
 // of its L1 (a 100% shared-memory carve-out made this readout 22-32% slower in the same session; KEY1 measured
 // 0.1-0.7% faster per standard step). Same copies, weights and FMAs in the same order: bit-identical rows.
-// WPERM (A/B, forty-eighth session, NOT yet run on a GPU; RSSM_GDN_SPLIT_WPERM=1, on top of KEY1): a flush item's
-// fold weights staged as two copies per record, the second with each pair swapped (kWpermRecFloats; one buffer, which
-// KEY1's order allows), so that the fold reads a record's weights in four 8-byte loads already in the lane's slot order
-// (foldStagedRecordsPermuted) instead of eight lane-dependent 4-byte loads and ~18 address instructions. WPERM = 2
-// (RSSM_GDN_SPLIT_WPERM=2): the same with the fold's record loop unrolled by the chunk (immediate offsets). The rows
-// stay in the lanes' XOR slot order throughout: NATF, NSTORE and NATX (forty-sixth to forty-eighth sessions) showed
-// the broadcast-load fold to be much faster, and any swap of the slots or change of the store order to be costly.
-// Same products in the same order: bit-identical rows.
 template <typename ST, int K, int MAXT, int NT, int MINB, int DT, int UPD = 0, bool FDIV = false, bool OFF32 = false,
-          bool EARLY = false, bool ESTAGE = false, bool KEY1 = false, int WPERM = 0>
+          bool EARLY = false, bool ESTAGE = false, bool KEY1 = false>
 __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnReplayParams p,
                                                                    const stream::ReadCopyScales rc) {
     static_assert(!EARLY || std::is_same<ST, float>::value, "EARLY: the fp32-row readout");
     static_assert(!KEY1 || ESTAGE, "KEY1: on top of ESTAGE");
-    static_assert(WPERM == 0 || KEY1, "WPERM: on top of KEY1 (one weight buffer)");
     if constexpr (!EARLY) pdlWaitPrimary();  // launched as a programmatic dependent of the prep kernel
     constexpr bool kScaled = stream::RowQuad<ST>::kScaled;  // read-only fp8 / nvfp4 rows (skip_flush_rows)
     using RS = stream::RowScatter<kSplitRows>;
@@ -628,10 +573,9 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
     extern __shared__ __align__(16) unsigned char smemGdnSplitReadout[];
     constexpr int kKeyBufs = KEY1 ? 1 : 2;  // key-chunk buffers per warp (a power of two)
     uint16_t* sFoldWarp = reinterpret_cast<uint16_t*>(
-        smemGdnSplitReadout + (threadIdx.x >> 5) * splitReadoutWarpSmemBytesGdn(K, kKeyBufs, WPERM != 0));
-    // [2][8 records][8 rows]; WPERM: [8 records][kWpermRecFloats]
+        smemGdnSplitReadout + (threadIdx.x >> 5) * splitReadoutWarpSmemBytesGdn(K, kKeyBufs));
     float* wFold = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(sFoldWarp) +
-                                            splitReadoutFoldBytesGdn(K, kKeyBufs));
+                                            splitReadoutFoldBytesGdn(K, kKeyBufs));  // [2][8 records][8 rows]
     const int HV = p.num_v_heads, V = p.head_v, T = p.num_tokens, C = p.ring_capacity;
     const int group = HV / p.num_heads;
     const SmallDivisor groupDiv(FDIV ? (unsigned)group : 1u);  // FDIV: the key head by a multiply-high
@@ -810,35 +754,16 @@ __global__ void __launch_bounds__(NT, MINB) gdnSplitReadoutKernel(const GdnRepla
                 const int n = min(kSplitFoldChunk, nf - c * kSplitFoldChunk);
                 const int jj = lane - c * kSplitFoldChunk;
                 if (jj >= 0 && jj < n) {
-                    if constexpr (WPERM != 0) {  // copy 0: the weights; copy 1: each pair swapped
-                        const float4 lo = make_float4(fw * un[0], fw * un[1], fw * un[2], fw * un[3]);
-                        const float4 hi = make_float4(fw * un[4], fw * un[5], fw * un[6], fw * un[7]);
-                        float4* w4 = reinterpret_cast<float4*>(wFold + jj * kWpermRecFloats);
-                        w4[0] = lo;
-                        w4[1] = hi;
-                        w4[2] = make_float4(lo.y, lo.x, lo.w, lo.z);
-                        w4[3] = make_float4(hi.y, hi.x, hi.w, hi.z);
-                    } else {
-                        float4* w4 = reinterpret_cast<float4*>(wFold + ((c & 1) * kSplitFoldChunk + jj) * RWS);
-                        w4[0] = make_float4(fw * un[0], fw * un[1], fw * un[2], fw * un[3]);
-                        w4[1] = make_float4(fw * un[4], fw * un[5], fw * un[6], fw * un[7]);
-                    }
+                    float4* w4 = reinterpret_cast<float4*>(wFold + ((c & 1) * kSplitFoldChunk + jj) * RWS);
+                    w4[0] = make_float4(fw * un[0], fw * un[1], fw * un[2], fw * un[3]);
+                    w4[1] = make_float4(fw * un[4], fw * un[5], fw * un[6], fw * un[7]);
                 }
             };
             auto foldChunk = [&](int c) {  // raw k_j, fw_j u_j of chunk c (staged and visible to the warp)
                 const uint16_t* buf = sFold + (c & (kKeyBufs - 1)) * kSplitFoldChunk * K;
-                // the default layout's chunk weights (unused by WPERM); declared here, before n, because declaring it
-                // in the else branch reordered every default instance's PTX (forty-eighth session)
-                [[maybe_unused]] const float* wb = wFold + (c & 1) * kSplitFoldChunk * RWS;
+                const float* wb = wFold + (c & 1) * kSplitFoldChunk * RWS;
                 const int n = min(kSplitFoldChunk, nf - c * kSplitFoldChunk);
-                if constexpr (WPERM != 0) {  // this lane's copy (rl & 1) and pairs (p ^ (rl >> 1))
-                    const float* wc = wFold + (rl & 1) * RWS;
-                    const float* const wq[RWS / 2] = {wc + 2 * (0 ^ (rl >> 1)), wc + 2 * (1 ^ (rl >> 1)),
-                                                      wc + 2 * (2 ^ (rl >> 1)), wc + 2 * (3 ^ (rl >> 1))};
-                    foldStagedRecordsPermuted<RWS, QPL, WPERM == 2>(S, buf, K, wq, n, lane, bf16);
-                } else {
-                    stream::foldStagedRecords<RWS, QPL>(S, buf, K, wb, n, rl, lane, bf16);
-                }
+                stream::foldStagedRecords<RWS, QPL>(S, buf, K, wb, n, rl, lane, bf16);
             };
             const int nchunks = (nf + kSplitFoldChunk - 1) / kSplitFoldChunk;
             if constexpr (KEY1) {  // key chunk 0 is in flight since the item's start; one buffer
