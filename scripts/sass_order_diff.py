@@ -14,26 +14,19 @@ from __future__ import annotations
 import argparse
 import collections
 import difflib
-import re
+import os
+import sys
 
-_LINE = re.compile(r'## File "([^"]+)", line (\d+)')
-_INS = re.compile(r"/\*([0-9a-f]{4,6})\*/\s+(.*?)\s*;")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sass_tile_loop  # noqa: E402  (the listing parser: scripts/sass_tile_loop.py)
 
 
 def load(path: str) -> list[tuple[str, tuple[str, int] | None]]:
-    """(opcode, (file basename, line)) of every instruction of an `nvdisasm -g` listing."""
-    out, loc = [], None
+    """(opcode, (file basename, line)) of every instruction of an `nvdisasm -g` listing, in address order."""
     with open(path) as f:
-        for text in f:
-            m = _LINE.search(text)
-            if m:
-                loc = (m.group(1).rsplit("/", 1)[-1], int(m.group(2)))
-                continue
-            m = _INS.search(text)
-            if m:
-                words = m.group(2).split()
-                out.append((words[1] if words[0].startswith("@") else words[0], loc))
-    return out
+        blocks, _ = sass_tile_loop.parse_blocks(f)
+    return [(sass_tile_loop._opcode(text), (os.path.basename(loc[0]), loc[1]) if loc else None)
+            for block in blocks for _, text, loc in block]
 
 
 def parse_range(spec: str) -> tuple[str, int, int]:
