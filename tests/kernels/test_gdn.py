@@ -1069,6 +1069,83 @@ def test_replay_head_dims(K, V, mode, T, variant):
     seq.compare_buffers()
 
 
+# WIR (fiftieth session; RSSM_GDN_WIR=1, off by default): variant 5's standard step on warp items
+# (cpp_plugins/kernels/gdn/gdn_warp_replay.cu) where it can run it (K = 128, head_v % 8 == 0, window <= 16, ring
+# capacity <= 32, no dual-precision fields); elsewhere the stream kernel. Its arithmetic order differs from every other
+# variant's, so it is checked against the float64 reference (_Seq: outputs every step, checkpoints, ring g / u / k),
+# not bit for bit: one row, staggered rows with 10% padding, in-phase flushes, ring wrap-around (capacity L + 1), both
+# model shapes, three value heads per key head, and the other dtypes.
+WIR_CASES = [pytest.param("q35-4b", 1, 16, False, id="q35-4b-B1-L16-phase"),
+             pytest.param("q35-4b", 3, 8, True, id="q35-4b-B3-L8-stag", marks=pytest.mark.sanitize),
+             pytest.param("q35-122b", 1, 4, False, id="q35-122b-B1-L4-phase"),
+             pytest.param("q35-122b", 5, 16, True, id="q35-122b-B5-L16-stag", marks=pytest.mark.sanitize),
+             pytest.param("q35-4b", 64, 16, True, id="q35-4b-B64-L16-stag"),
+             pytest.param("odd-group", 3, 16, True, id="odd-group-B3-L16-stag"),
+             pytest.param("q35-122b", 1, 1, False, id="q35-122b-B1-L1")]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape,B,L,stag", WIR_CASES)
+def test_replay_standard_wir(shape, B, L, stag, monkeypatch):
+    monkeypatch.setenv("RSSM_GDN_WIR", "1")
+    seq = _Seq(shape, B, L, 0, 1, seed=B * 100 + L + 50, variant=5)
+    join = [(r * 5) % L if stag else 0 for r in range(B)]
+    steps = max(3 * L + max(join), 12)
+    _run_standard(seq, B, join, 0.1 if stag else 0.0, steps, 7)
+    _report(f"replay-standard WIR {shape} B={B} L={L} {'stag' if stag else 'phase'}: steps={steps} "
+            f"max out rel err={seq.max_err['out']:.2e} flushes={seq.flushes}")
+
+
+WIR_DTYPE_CASES = {"fp16-ckpt": dict(state_dtype=torch.float16), "bf16-ckpt": dict(state_dtype=torch.bfloat16),
+                   "fp16-act": dict(act=torch.float16), "bf16-u": dict(u_dtype=torch.bfloat16, u_round="match"),
+                   "V40": dict(V=40)}  # V = 40: a CTA of 32 rows and one of 8 (three warps without rows)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", list(WIR_DTYPE_CASES))
+def test_replay_standard_wir_dtypes(case, monkeypatch):
+    """The WIR instances of the other checkpoint / activation / u formats and a head_v that leaves warps without rows,
+    against the float64 reference (16-bit checkpoints with that format's tolerance)."""
+    monkeypatch.setenv("RSSM_GDN_WIR", "1")
+    kw = WIR_DTYPE_CASES[case]
+    seq = _Seq("q35-4b", 3, 8, 0, 1, seed=77, variant=5, **kw)
+    join = [0, 3, 5]
+    if "state_dtype" in kw:  # the checkpoint format's own rounding: outputs to its tolerance, every step
+        seq.tol_out = 2e-2
+        for t in range(30):
+            seq.step(_active(3, t, join, seq.gen, 0.1))
+    else:
+        _run_standard(seq, 3, join, 0.1, 30, 10)
+    assert seq.flushes > 0
+
+
+def _wir_kernel_names(monkeypatch, env, L, mode=0, T=1):
+    skip_under_sanitizer()
+    monkeypatch.delenv("RSSM_GDN_WIR", raising=False)
+    if env is not None:
+        monkeypatch.setenv("RSSM_GDN_WIR", env)
+    seq = _Seq("q35-4b", 2, L, mode, T, seed=3, variant=5)
+    acc = None if mode == 0 else [T, 1]
+    seq.step(torch.ones(2, dtype=torch.bool), acc)  # warm-up (loads the ops)
+    torch.cuda.synchronize()
+    names = cuda_kernel_names(lambda: seq.step(torch.ones(2, dtype=torch.bool), acc))[1]
+    return {"wir": any("gdnReplayWarpStdKernel" in n for n in names),
+            "stream": any("gdnReplayStreamKernel" in n for n in names)}
+
+
+@pytest.mark.gpu
+def test_wir_instance_runs(monkeypatch):
+    """Which kernel variant 5 launches (torch profiler): WIR with RSSM_GDN_WIR=1 where it can run it, the stream kernel
+    when the switch is unset or "0", for a window above 16 and for speculative steps."""
+    on = {"wir": True, "stream": False}
+    off = {"wir": False, "stream": True}
+    assert _wir_kernel_names(monkeypatch, "1", 16) == on
+    assert _wir_kernel_names(monkeypatch, None, 16) == off
+    assert _wir_kernel_names(monkeypatch, "0", 16) == off
+    assert _wir_kernel_names(monkeypatch, "1", 32) == off  # window > 16
+    assert _wir_kernel_names(monkeypatch, "1", 16, mode=1, T=2) == off  # speculative
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("state_dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("variant", REPLAY_VARIANTS, ids=REPLAY_VARIANT_IDS)

@@ -8,6 +8,7 @@
 #include "common/read_rows.cuh"
 #include "gdn/gdn_split.h"
 #include "gdn/gdn_warp_decode.h"
+#include "gdn/gdn_warp_replay.h"
 
 namespace rssm {
 namespace gdn {
@@ -378,6 +379,9 @@ static int replayLaunchImpl(const char* op, GdnReplayParams p, int readFmt, cons
     if (p.variant >= 3) {
         if ((st = checkStreamVariant(op, p.head_k, p.rows_per_cta)) != RSSM_OK) return st;
         if (!(p.scale > 0.f)) p.scale = 1.0f / sqrtf((float)p.head_k);
+        // RSSM_GDN_WIR=1 (A/B, off by default): variant 5's standard step on warp items (gdn_warp_replay.cu)
+        if (p.variant == 5 && rssm::gdn::warpReplayWanted(p))
+            return finish(op, rssm::gdn::launchReplayWarpItems(p, stream));
         cudaError_t e;
         switch (p.state_dtype) {
             case RSSM_DTYPE_FP32: e = rssm::gdn::launchReplayStream<float>(p, stream); break;

@@ -1,0 +1,245 @@
+// ReplaySSM Gated DeltaNet standard step on warp items (WIR, fiftieth session): the small-batch standard step
+// (Algorithm 4, T = 1) with the conventional warp-item decode's layout (gdn_warp_decode.cu) instead of the stream
+// kernel's CTA-wide phases (gdn_stream_kernels.cuh: a gate-scan warp, two CTA barriers, record dots shared through
+// shared memory). Variant 5 runs it when RSSM_GDN_WIR=1 and warpReplayRuns(p) (gdn_warp_replay.h).
+//
+// CTA: 4 warps, 32 value rows of one (row b, value head); warp w holds rows vw .. vw + 7 in registers as the
+// conventional kernel does (stream::loadWarpRows: lane l the quad l of every row, XOR-permuted slots). Before the
+// cursors are read (they arrive with everything else, one round trip after the slot index):
+//   - the whole ring of raw keys (C <= 32 positions x 256 bytes) into shared memory by cp.async (the CTA's threads),
+//   - each warp the 16-bit u of its 8 rows at every ring position (lane p: position p, 16 bytes) the same way,
+//   - lane p the gate g of ring position p (a register), the checkpoint rows (registers), the step's inputs.
+// One CTA barrier (the copies). Then each warp on its own, without shared results:
+//   - record j < h on lanes 2j, 2j + 1 (64 key elements each): |k_j|^2, k_j . kn, k_j . qn, one xor level;
+//   - the log-decay prefix sums P by a warp scan (lane 2j: g_j; lane 2h: this token's g), Ptot = P[h + 1];
+//   - w_j = exp(Ptot - P[j + 1]), fw_j = w_j / |k_j|: ck_j = fw_j (k_j . kn), cq_j = fw_j (k_j . qn);
+//   - X = e^Ptot S kn + sum_j ck_j u_j, Y = e^Ptot S qn + sum_j cq_j u_j (the row dots reduce-scattered, the record
+//     terms split over the row's 4 lanes, records sub + 4 i);
+//   - u = beta (v - X), o = Y + u (kn . qn); o and the record (g, u, raw k) appended at ring index (o + h) % C;
+//   - flush (h + 1 == L): S <- e^Ptot S + sum_{j<h} fw_j u_j[row] k_j + u kn (u unrounded), rows stored in place.
+// Same math as every other variant (gdn_kernels.cuh, docs/design.md section 2); the arithmetic order differs, so the
+// results agree to rounding, not bit for bit. Padding rows (slot < 0 or >= num_slots) and rows whose cursors violate
+// the invariants are skipped: nothing of theirs is written.
+#include <stdint.h>
+
+#include "common/cp_async.cuh"
+#include "common/env_switch.h"
+#include "common/pdl.h"
+#include "gdn/gdn_kernels.cuh"
+#include "gdn/gdn_warp_replay.h"
+
+namespace rssm {
+namespace gdn {
+namespace {
+
+constexpr int kWirK = 128;
+constexpr int kWirCtaRows = kWarpReplayWarps * kWarpReplayRows;
+
+template <typename ST, bool UB>
+__global__ void __launch_bounds__(kWarpReplayWarps * 32, 4) gdnReplayWarpStdKernel(const GdnReplayParams p) {
+    pdlChainEntry();  // RSSM_PDL_CHAIN: a programmatic dependent of the kernel before it (common/pdl.h)
+    using RS = stream::RowScatter<kWarpReplayRows>;
+    constexpr int K = kWirK;
+    __shared__ __align__(16) uint16_t s_k[kWarpReplayMaxCapacity * K];               // raw keys, ring order
+    __shared__ __align__(16) uint16_t s_u[kWarpReplayMaxCapacity * kWirCtaRows];     // u of the CTA's rows
+    __shared__ __align__(16) float s_kn[kWarpReplayWarps][K], s_qn[kWarpReplayWarps][K];  // per warp
+
+    const int b = blockIdx.z, hv = blockIdx.y;
+    const int slot = p.state_batch_indices[b];  // first: the head of the dependent chain
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int V = p.head_v, C = p.ring_capacity;
+    const int vw = blockIdx.x * kWirCtaRows + warp * kWarpReplayRows;  // the warp's first row
+    const bool rowsHere = vw < V;  // head_v % 8 == 0: all 8 rows or none
+    const int hk = hv / (p.num_v_heads / p.num_heads);
+    const bool bf16 = p.act_dtype == RSSM_DTYPE_BF16;
+    const int rl = RS::rowOf(lane), row = vw + rl, sub = lane & (RS::LPR - 1);
+
+    // ---- inputs that need only the batch row, issued before the slot index arrives ----
+    const uint2 kRaw = ldRaw4(p.k, (int64_t)b * p.k_stride_b + (int64_t)hk * p.k_stride_h + lane * 4);
+    const uint2 qRaw = ldRaw4(p.q, (int64_t)b * p.q_stride_b + (int64_t)hk * p.q_stride_h + lane * 4);
+    const float vr = rowsHere ? ldAct(p.v, (int64_t)b * p.v_stride_b + (int64_t)hv * p.v_stride_h + row, bf16) : 0.f;
+    const float aIn = ldAct(p.a, (int64_t)b * p.a_stride_b + hv, bf16);
+    const float bIn = ldAct(p.b, (int64_t)b * p.b_stride_b + hv, bf16);
+    const float aLog = p.A_log[hv], dtBias = p.dt_bias[hv];
+    if (slot < 0 || slot >= p.num_slots) return;  // padding row: untouched (CTA-uniform)
+
+    // ---- checkpoint rows, the whole ring and the cursors: one round trip after the slot ----
+    ST* ckpt = static_cast<ST*>(p.state) + (int64_t)slot * p.state_stride_slot + (int64_t)hv * p.state_stride_head;
+    float4 S[kWarpReplayRows][1];
+    if (rowsHere) {
+        stream::loadWarpRows<kWarpReplayRows, 1, ST>(S, ckpt, p.state_stride_v, vw, V, rl, lane);
+    } else {
+#pragma unroll
+        for (int r = 0; r < kWarpReplayRows; ++r) S[r][0] = make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    const uint16_t* ring_k = static_cast<const uint16_t*>(p.ring_k);
+    const uint16_t* ring_u = static_cast<const uint16_t*>(p.ring_u);
+    const int64_t rkBase = (int64_t)slot * p.ring_k_stride_slot + (int64_t)hk * p.ring_k_stride_head;
+    const int64_t ruBase = (int64_t)slot * p.ring_u_stride_slot + (int64_t)hv * p.ring_u_stride_head;
+    const int64_t rgBase = (int64_t)slot * p.ring_g_stride_slot + hv;
+    for (int i = tid; i < C * (K / 8); i += kWarpReplayWarps * 32) {
+        const int r = i / (K / 8), c = i - r * (K / 8);
+        async::copy16(s_k + r * K + c * 8, ring_k + rkBase + (int64_t)r * p.ring_k_stride_rec + c * 8);
+    }
+    if (rowsHere && lane < C)
+        async::copy16(s_u + lane * kWirCtaRows + warp * kWarpReplayRows,
+                      ring_u + ruBase + (int64_t)lane * p.ring_u_stride_rec + vw);
+    const float gPos = lane < C ? p.ring_g[rgBase + (int64_t)lane * p.ring_g_stride_rec] : 0.f;  // position `lane`
+    const int o0 = p.ring_origin[slot];
+    const int h = p.ring_len[slot];
+
+    // ---- this step's key and query (while the loads are in flight) ----
+    const float4 kf = u2ToF4(kRaw, bf16), qf = u2ToF4(qRaw, bf16);
+    const float kss = warpSum(dot4(kf, kf)), qss = warpSum(dot4(qf, qf)), kq = warpSum(dot4(kf, qf));
+    const float invk = rsqrtf(kss + kL2Eps), invq = rsqrtf(qss + kL2Eps) * p.scale;
+    const float4 kn = scale4(kf, invk), qn = scale4(qf, invq);
+    *reinterpret_cast<float4*>(&s_kn[warp][lane * 4]) = kn;
+    *reinterpret_cast<float4*>(&s_qn[warp][lane * 4]) = qn;
+    const float gCur = gdnLogDecay(aIn, aLog, dtBias), beta = sigmoidf(bIn);
+
+    // Cursor invariants (design.md 3.2; standard mode: 0 <= h < L, 0 <= o < C); a violating row is skipped (the
+    // commit kernel reports it). CTA-uniform: every thread read the same cursors.
+    if (h < 0 || h >= p.window || o0 < 0 || o0 >= C) {
+        async::waitAll();  // drain the copies into this CTA's shared memory
+        return;
+    }
+    const bool flush = h + 1 == p.window;
+    async::waitAll();
+    __syncthreads();  // the ring copies (and each warp's kn / qn rows) visible
+    if (!rowsHere) return;
+
+    // ---- record j on lanes 2j (key elements 0..63) and 2j + 1 (64..127): |k_j|^2, k_j . kn, k_j . qn. The 16-byte
+    //      chunks are walked in a per-lane rotation, so the 8 lanes of a shared-memory phase hit distinct banks. ----
+    const int j = lane >> 1, half = lane & 1;
+    const bool committed = j < h;  // h <= 15: every record has its lane pair
+    int pj = o0 + j;
+    if (pj >= C) pj -= C;  // o0 + j < 2C for j < h (h < L <= C)
+    if (!committed) pj = 0;
+    float ss = 0.f, dk = 0.f, dq = 0.f;
+    if (committed) {
+        const uint16_t* kr = s_k + pj * K + half * 64;
+        const float* knp = &s_kn[warp][half * 64];
+        const float* qnp = &s_qn[warp][half * 64];
+#pragma unroll
+        for (int it = 0; it < 8; ++it) {
+            const int e = ((it + j + 4 * half) & 7) * 8;
+            const uint4 raw = *reinterpret_cast<const uint4*>(kr + e);
+            const float4 k0 = u2ToF4(make_uint2(raw.x, raw.y), bf16), k1 = u2ToF4(make_uint2(raw.z, raw.w), bf16);
+            const float4 n0 = ld4s(knp + e), n1 = ld4s(knp + e + 4), q0 = ld4s(qnp + e), q1 = ld4s(qnp + e + 4);
+            ss += dot4(k0, k0) + dot4(k1, k1);
+            dk += dot4(k0, n0) + dot4(k1, n1);
+            dq += dot4(k0, q0) + dot4(k1, q1);
+        }
+    }
+    ss += __shfl_xor_sync(kFull, ss, 1);
+    dk += __shfl_xor_sync(kFull, dk, 1);
+    dq += __shfl_xor_sync(kFull, dq, 1);
+
+    // ---- log-decay prefix sums: lane 2j holds g_j (j < h) or this token's g (j == h); odd lanes add nothing, so
+    //      lanes 2j and 2j + 1 both end with P[j + 1] ----
+    const float gj = __shfl_sync(kFull, gPos, pj);
+    const float gLane = half ? 0.f : committed ? gj : (j == h ? gCur : 0.f);
+    const float P = scan::warpInclusiveSum(gLane, lane);
+    const float Ptot = __shfl_sync(kFull, P, 2 * h);  // P[h + 1]
+    const float D = expf(Ptot);
+    const float fw = committed ? expf(Ptot - P) * rsqrtf(ss + kL2Eps) : 0.f;  // weight of raw key j and u_j
+    const float ck = fw * dk, cq = fw * dq;
+
+    // ---- row dots and the committed-record terms (records sub + 4 i on the row's 4 lanes) ----
+    const float4 knA[1] = {kn}, qnA[1] = {qn};
+    float X = stream::warpRowDot<kWarpReplayRows, 1>(S, knA, lane);
+    float Y = stream::warpRowDot<kWarpReplayRows, 1>(S, qnA, lane);
+    const uint16_t* uCol = s_u + warp * kWarpReplayRows + rl;  // u of this lane's row, ring position 0
+    float xs = 0.f, ys = 0.f;
+#pragma unroll
+    for (int i = 0; i < kWarpReplayMaxWindow / RS::LPR; ++i) {
+        const int jj = sub + RS::LPR * i;
+        const float ckj = __shfl_sync(kFull, ck, 2 * jj), cqj = __shfl_sync(kFull, cq, 2 * jj);
+        if (jj < h) {
+            int pp = o0 + jj;
+            if (pp >= C) pp -= C;
+            const float uj = u16ToF(uCol[pp * kWirCtaRows], UB);
+            xs = fmaf(ckj, uj, xs);
+            ys = fmaf(cqj, uj, ys);
+        }
+    }
+    X = fmaf(D, X, RS::rowLanesSum(xs));
+    Y = fmaf(D, Y, RS::rowLanesSum(ys));
+    const float u = beta * (vr - X);
+    const float o = fmaf(u, kq * invk * invq, Y);
+
+    // ---- outputs and the record of this token at ring index (o0 + h) % C ----
+    int pos = o0 + h;
+    if (pos >= C) pos -= C;
+    if (sub == 0) {
+        stAct(p.o, (int64_t)b * p.o_stride_b + (int64_t)hv * p.o_stride_h + row, o, bf16);
+        stAct(p.ring_u, ruBase + (int64_t)pos * p.ring_u_stride_rec + row, u, UB);
+    }
+    if (blockIdx.x == 0 && warp == 0) {
+        if (lane == 0) p.ring_g[rgBase + (int64_t)pos * p.ring_g_stride_rec] = gCur;
+        if (hv % (p.num_v_heads / p.num_heads) == 0)  // the raw key, once per key head
+            stRaw4(p.ring_k, rkBase + (int64_t)pos * p.ring_k_stride_rec + lane * 4, kRaw);
+    }
+
+    // ---- flush: fold the h committed records and this token into the rows, store them ----
+    if (flush) {
+#pragma unroll
+        for (int r = 0; r < kWarpReplayRows; ++r) S[r][0] = scale4(S[r][0], D);
+        const uint16_t* uRows = s_u + warp * kWarpReplayRows;
+#pragma unroll 1
+        for (int jj = 0; jj < h; ++jj) {
+            int pp = o0 + jj;
+            if (pp >= C) pp -= C;
+            const float fwj = __shfl_sync(kFull, fw, 2 * jj);
+            const float4 kj = scale4(u2ToF4(*reinterpret_cast<const uint2*>(s_k + pp * K + lane * 4), bf16), fwj);
+            const uint16_t* ur = uRows + pp * kWirCtaRows;
+#pragma unroll
+            for (int r = 0; r < kWarpReplayRows; ++r) S[r][0] = stream::fma4s(S[r][0], u16ToF(ur[r ^ rl], UB), kj);
+        }
+#pragma unroll
+        for (int r = 0; r < kWarpReplayRows; ++r) {
+            const float ur = __shfl_sync(kFull, u, RS::laneOf(r ^ rl));  // this token's u of the row in slot r
+            S[r][0] = stream::fma4s(S[r][0], ur, kn);
+        }
+        stream::storeWarpRows<kWarpReplayRows, 1, ST>(S, ckpt, p.state_stride_v, vw, V, rl, lane);
+    }
+}
+
+template <typename ST>
+const void* warpReplayKernel(bool ub) {
+    return ub ? reinterpret_cast<const void*>(&gdnReplayWarpStdKernel<ST, true>)
+              : reinterpret_cast<const void*>(&gdnReplayWarpStdKernel<ST, false>);
+}
+
+bool rows16(const void* base, int64_t s0, int64_t s1, int64_t s2) {
+    return (reinterpret_cast<uintptr_t>(base) & 15u) == 0 && s0 % 8 == 0 && s1 % 8 == 0 && s2 % 8 == 0;
+}
+
+}  // namespace
+
+bool warpReplayRuns(const GdnReplayParams& p) {
+    return p.mode == GDN_REPLAY_STANDARD && p.num_tokens == 1 && p.head_k == kWirK &&
+           p.head_v % kWarpReplayRows == 0 && p.window <= kWarpReplayMaxWindow &&
+           p.ring_capacity <= kWarpReplayMaxCapacity && p.skip_flush_rows == 0 && p.ring_beta == nullptr &&
+           p.ring_v == nullptr && rows16(p.ring_k, p.ring_k_stride_slot, p.ring_k_stride_rec, p.ring_k_stride_head) &&
+           rows16(p.ring_u, p.ring_u_stride_slot, p.ring_u_stride_rec, p.ring_u_stride_head);
+}
+
+bool warpReplayWanted(const GdnReplayParams& p) { return envSwitch("RSSM_GDN_WIR", false) && warpReplayRuns(p); }
+
+cudaError_t launchReplayWarpItems(const GdnReplayParams& p, cudaStream_t s) {
+    const bool ub = p.u_dtype == RSSM_DTYPE_BF16;
+    const void* kern = p.state_dtype == RSSM_DTYPE_FP32   ? warpReplayKernel<float>(ub)
+                       : p.state_dtype == RSSM_DTYPE_FP16 ? warpReplayKernel<__half>(ub)
+                                                          : warpReplayKernel<__nv_bfloat16>(ub);
+    const dim3 grid((unsigned)((p.head_v + kWirCtaRows - 1) / kWirCtaRows), (unsigned)p.num_v_heads,
+                    (unsigned)p.batch);
+    GdnReplayParams q = p;
+    void* args[] = {&q};
+    const cudaError_t e =
+        launchMaybeDependent(kern, grid, dim3(kWarpReplayWarps * 32), 0, s, args, pdlChainEnabled());
+    return e != cudaSuccess ? e : cudaGetLastError();
+}
+
+}  // namespace gdn
+}  // namespace rssm
