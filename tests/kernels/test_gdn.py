@@ -1084,15 +1084,21 @@ WIR_CASES = [pytest.param("q35-4b", 1, 16, False, id="q35-4b-B1-L16-phase"),
              pytest.param("q35-122b", 1, 1, False, id="q35-122b-B1-L1")]
 
 
+# RSSM_GDN_WIR's value picks the form (gdn_warp_replay.cu, OPT): 1 the first, 2 record terms before the row dots and
+# the fold unrolled by two, 3 = 2 with the record dots on 8 lanes per record.
+WIR_OPTS = ["1", "2", "3"]
+
+
 @pytest.mark.gpu
+@pytest.mark.parametrize("opt", WIR_OPTS)
 @pytest.mark.parametrize("shape,B,L,stag", WIR_CASES)
-def test_replay_standard_wir(shape, B, L, stag, monkeypatch):
-    monkeypatch.setenv("RSSM_GDN_WIR", "1")
+def test_replay_standard_wir(shape, B, L, stag, opt, monkeypatch):
+    monkeypatch.setenv("RSSM_GDN_WIR", opt)
     seq = _Seq(shape, B, L, 0, 1, seed=B * 100 + L + 50, variant=5)
     join = [(r * 5) % L if stag else 0 for r in range(B)]
     steps = max(3 * L + max(join), 12)
     _run_standard(seq, B, join, 0.1 if stag else 0.0, steps, 7)
-    _report(f"replay-standard WIR {shape} B={B} L={L} {'stag' if stag else 'phase'}: steps={steps} "
+    _report(f"replay-standard WIR={opt} {shape} B={B} L={L} {'stag' if stag else 'phase'}: steps={steps} "
             f"max out rel err={seq.max_err['out']:.2e} flushes={seq.flushes}")
 
 
@@ -1102,11 +1108,12 @@ WIR_DTYPE_CASES = {"fp16-ckpt": dict(state_dtype=torch.float16), "bf16-ckpt": di
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("opt", WIR_OPTS)
 @pytest.mark.parametrize("case", list(WIR_DTYPE_CASES))
-def test_replay_standard_wir_dtypes(case, monkeypatch):
+def test_replay_standard_wir_dtypes(case, opt, monkeypatch):
     """The WIR instances of the other checkpoint / activation / u formats and a head_v that leaves warps without rows,
     against the float64 reference (16-bit checkpoints with that format's tolerance)."""
-    monkeypatch.setenv("RSSM_GDN_WIR", "1")
+    monkeypatch.setenv("RSSM_GDN_WIR", opt)
     kw = WIR_DTYPE_CASES[case]
     seq = _Seq("q35-4b", 3, 8, 0, 1, seed=77, variant=5, **kw)
     join = [0, 3, 5]
@@ -1129,21 +1136,23 @@ def _wir_kernel_names(monkeypatch, env, L, mode=0, T=1):
     seq.step(torch.ones(2, dtype=torch.bool), acc)  # warm-up (loads the ops)
     torch.cuda.synchronize()
     names = cuda_kernel_names(lambda: seq.step(torch.ones(2, dtype=torch.bool), acc))[1]
-    return {"wir": any("gdnReplayWarpStdKernel" in n for n in names),
+    return {"wir": sorted({a[2] for a in instances(names, "gdnReplayWarpStdKernel")}),
             "stream": any("gdnReplayStreamKernel" in n for n in names)}
 
 
 @pytest.mark.gpu
 def test_wir_instance_runs(monkeypatch):
-    """Which kernel variant 5 launches (torch profiler): WIR with RSSM_GDN_WIR=1 where it can run it, the stream kernel
-    when the switch is unset or "0", for a window above 16 and for speculative steps."""
-    on = {"wir": True, "stream": False}
-    off = {"wir": False, "stream": True}
-    assert _wir_kernel_names(monkeypatch, "1", 16) == on
+    """Which kernel variant 5 launches (torch profiler): WIR with RSSM_GDN_WIR=1 / 2 / 3 (template argument OPT) where
+    it can run it, the stream kernel when the switch is unset, "0" or another value, for a window above 16 and for
+    speculative steps."""
+    off = {"wir": [], "stream": True}
+    for opt in WIR_OPTS:
+        assert _wir_kernel_names(monkeypatch, opt, 16) == {"wir": [opt], "stream": False}, opt
     assert _wir_kernel_names(monkeypatch, None, 16) == off
     assert _wir_kernel_names(monkeypatch, "0", 16) == off
+    assert _wir_kernel_names(monkeypatch, "4", 16) == off
     assert _wir_kernel_names(monkeypatch, "1", 32) == off  # window > 16
-    assert _wir_kernel_names(monkeypatch, "1", 16, mode=1, T=2) == off  # speculative
+    assert _wir_kernel_names(monkeypatch, "3", 16, mode=1, T=2) == off  # speculative
 
 
 @pytest.mark.gpu

@@ -21,6 +21,7 @@
 // results agree to rounding, not bit for bit. Padding rows (slot < 0 or >= num_slots) and rows whose cursors violate
 // the invariants are skipped: nothing of theirs is written.
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "common/cp_async.cuh"
 #include "common/env_switch.h"
@@ -35,7 +36,12 @@ namespace {
 constexpr int kWirK = 128;
 constexpr int kWirCtaRows = kWarpReplayWarps * kWarpReplayRows;
 
-template <typename ST, bool UB>
+// OPT (RSSM_GDN_WIR's value, A/B): 1 the first form (record dots on lane pairs, the record terms after the row dots,
+// fold loop not unrolled); 2 the record terms before the row dots (they need only the ring, which arrives before the
+// checkpoint rows) and the fold loop unrolled by two; 3 = 2 with the record dots on 8 lanes per record (16 key elements
+// each; the lane's 16 elements of kn and qn loaded once and kept over the passes of 4 records), a quarter of the
+// shared-memory bytes of the lane-pair form.
+template <typename ST, bool UB, int OPT>
 __global__ void __launch_bounds__(kWarpReplayWarps * 32, 4) gdnReplayWarpStdKernel(const GdnReplayParams p) {
     pdlChainEntry();  // RSSM_PDL_CHAIN: a programmatic dependent of the kernel before it (common/pdl.h)
     using RS = stream::RowScatter<kWarpReplayRows>;
@@ -43,6 +49,7 @@ __global__ void __launch_bounds__(kWarpReplayWarps * 32, 4) gdnReplayWarpStdKern
     __shared__ __align__(16) uint16_t s_k[kWarpReplayMaxCapacity * K];               // raw keys, ring order
     __shared__ __align__(16) uint16_t s_u[kWarpReplayMaxCapacity * kWirCtaRows];     // u of the CTA's rows
     __shared__ __align__(16) float s_kn[kWarpReplayWarps][K], s_qn[kWarpReplayWarps][K];  // per warp
+    __shared__ float s_dots[kWarpReplayWarps][kWarpReplayMaxWindow][3];  // OPT 3: per warp, record j's three dots
 
     const int b = blockIdx.z, hv = blockIdx.y;
     const int slot = p.state_batch_indices[b];  // first: the head of the dependent chain
@@ -116,7 +123,55 @@ __global__ void __launch_bounds__(kWarpReplayWarps * 32, 4) gdnReplayWarpStdKern
     if (pj >= C) pj -= C;  // o0 + j < 2C for j < h (h < L <= C)
     if (!committed) pj = 0;
     float ss = 0.f, dk = 0.f, dq = 0.f;
-    if (committed) {
+    if constexpr (OPT >= 3) {
+        // 8 lanes per record (lane 8 rp + sl: elements 16 sl .. 16 sl + 15 of record 4 pass + rp). The lane walks its
+        // two 8-element halves in the order hc = c2 ^ (sl >> 2) (the 8 lanes of a shared-memory phase then hit distinct
+        // banks), and its kn / qn quads are loaded once in that order: kq4[2 c2 + i] is quad 2 hc + i.
+        const int rp = lane >> 3, sl = lane & 7;
+        float4 kq4[4], qq4[4];
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+            const int e = sl * 16 + (2 * ((c >> 1) ^ (sl >> 2)) + (c & 1)) * 4;
+            kq4[c] = ld4s(&s_kn[warp][e]);
+            qq4[c] = ld4s(&s_qn[warp][e]);
+        }
+#pragma unroll 1
+        for (int jb = 0; jb < h; jb += 4) {  // warp-uniform trip count
+            const int jr = jb + rp;
+            int pr = o0 + jr;
+            if (pr >= C) pr -= C;
+            float a0 = 0.f, a1 = 0.f, a2 = 0.f;
+            if (jr < h) {
+#pragma unroll
+                for (int c2 = 0; c2 < 2; ++c2) {
+                    const int hc = c2 ^ (sl >> 2);  // 8-element half of the lane's 16
+                    const uint4 raw = *reinterpret_cast<const uint4*>(s_k + pr * K + sl * 16 + hc * 8);
+                    const float4 k0 = u2ToF4(make_uint2(raw.x, raw.y), bf16), k1 = u2ToF4(make_uint2(raw.z, raw.w), bf16);
+                    const float4 n0 = kq4[2 * c2], n1 = kq4[2 * c2 + 1], q0 = qq4[2 * c2], q1 = qq4[2 * c2 + 1];
+                    a0 += dot4(k0, k0) + dot4(k1, k1);
+                    a1 += dot4(k0, n0) + dot4(k1, n1);
+                    a2 += dot4(k0, q0) + dot4(k1, q1);
+                }
+            }
+#pragma unroll
+            for (int m = 4; m >= 1; m >>= 1) {
+                a0 += __shfl_xor_sync(kFull, a0, m);
+                a1 += __shfl_xor_sync(kFull, a1, m);
+                a2 += __shfl_xor_sync(kFull, a2, m);
+            }
+            if (sl == 0 && jr < h) {
+                s_dots[warp][jr][0] = a0;
+                s_dots[warp][jr][1] = a1;
+                s_dots[warp][jr][2] = a2;
+            }
+        }
+        __syncwarp();
+        if (committed) {
+            ss = half ? 0.f : s_dots[warp][j][0];  // the lane pair's halves sum to the record's dots below
+            dk = half ? 0.f : s_dots[warp][j][1];
+            dq = half ? 0.f : s_dots[warp][j][2];
+        }
+    } else if (committed) {
         const uint16_t* kr = s_k + pj * K + half * 64;
         const float* knp = &s_kn[warp][half * 64];
         const float* qnp = &s_qn[warp][half * 64];
@@ -145,10 +200,14 @@ __global__ void __launch_bounds__(kWarpReplayWarps * 32, 4) gdnReplayWarpStdKern
     const float fw = committed ? expf(Ptot - P) * rsqrtf(ss + kL2Eps) : 0.f;  // weight of raw key j and u_j
     const float ck = fw * dk, cq = fw * dq;
 
-    // ---- row dots and the committed-record terms (records sub + 4 i on the row's 4 lanes) ----
+    // ---- row dots and the committed-record terms (records sub + 4 i on the row's 4 lanes); OPT >= 2: the record
+    //      terms first (they need only the ring, which arrives before the checkpoint rows) ----
     const float4 knA[1] = {kn}, qnA[1] = {qn};
-    float X = stream::warpRowDot<kWarpReplayRows, 1>(S, knA, lane);
-    float Y = stream::warpRowDot<kWarpReplayRows, 1>(S, qnA, lane);
+    float X = 0.f, Y = 0.f;
+    if constexpr (OPT < 2) {
+        X = stream::warpRowDot<kWarpReplayRows, 1>(S, knA, lane);
+        Y = stream::warpRowDot<kWarpReplayRows, 1>(S, qnA, lane);
+    }
     const uint16_t* uCol = s_u + warp * kWarpReplayRows + rl;  // u of this lane's row, ring position 0
     float xs = 0.f, ys = 0.f;
 #pragma unroll
@@ -163,8 +222,14 @@ __global__ void __launch_bounds__(kWarpReplayWarps * 32, 4) gdnReplayWarpStdKern
             ys = fmaf(cqj, uj, ys);
         }
     }
-    X = fmaf(D, X, RS::rowLanesSum(xs));
-    Y = fmaf(D, Y, RS::rowLanesSum(ys));
+    xs = RS::rowLanesSum(xs);
+    ys = RS::rowLanesSum(ys);
+    if constexpr (OPT >= 2) {
+        X = stream::warpRowDot<kWarpReplayRows, 1>(S, knA, lane);
+        Y = stream::warpRowDot<kWarpReplayRows, 1>(S, qnA, lane);
+    }
+    X = fmaf(D, X, xs);
+    Y = fmaf(D, Y, ys);
     const float u = beta * (vr - X);
     const float o = fmaf(u, kq * invk * invq, Y);
 
@@ -186,7 +251,7 @@ __global__ void __launch_bounds__(kWarpReplayWarps * 32, 4) gdnReplayWarpStdKern
 #pragma unroll
         for (int r = 0; r < kWarpReplayRows; ++r) S[r][0] = scale4(S[r][0], D);
         const uint16_t* uRows = s_u + warp * kWarpReplayRows;
-#pragma unroll 1
+#pragma unroll(OPT >= 2 ? 2 : 1)
         for (int jj = 0; jj < h; ++jj) {
             int pp = o0 + jj;
             if (pp >= C) pp -= C;
@@ -205,10 +270,21 @@ __global__ void __launch_bounds__(kWarpReplayWarps * 32, 4) gdnReplayWarpStdKern
     }
 }
 
+template <typename ST, int OPT>
+const void* warpReplayKernelOpt(bool ub) {
+    return ub ? reinterpret_cast<const void*>(&gdnReplayWarpStdKernel<ST, true, OPT>)
+              : reinterpret_cast<const void*>(&gdnReplayWarpStdKernel<ST, false, OPT>);
+}
 template <typename ST>
-const void* warpReplayKernel(bool ub) {
-    return ub ? reinterpret_cast<const void*>(&gdnReplayWarpStdKernel<ST, true>)
-              : reinterpret_cast<const void*>(&gdnReplayWarpStdKernel<ST, false>);
+const void* warpReplayKernel(bool ub, int opt) {
+    return opt == 1 ? warpReplayKernelOpt<ST, 1>(ub) : opt == 2 ? warpReplayKernelOpt<ST, 2>(ub)
+                                                                : warpReplayKernelOpt<ST, 3>(ub);
+}
+// RSSM_GDN_WIR: "1", "2", "3" the OPT of that value; "0", unset or anything else: off.
+int warpReplayOpt() {
+    const char* e = getenv("RSSM_GDN_WIR");
+    if (!e || e[0] < '1' || e[0] > '3' || e[1] != 0) return 0;
+    return e[0] - '0';
 }
 
 bool rows16(const void* base, int64_t s0, int64_t s1, int64_t s2) {
@@ -225,13 +301,14 @@ bool warpReplayRuns(const GdnReplayParams& p) {
            rows16(p.ring_u, p.ring_u_stride_slot, p.ring_u_stride_rec, p.ring_u_stride_head);
 }
 
-bool warpReplayWanted(const GdnReplayParams& p) { return envSwitch("RSSM_GDN_WIR", false) && warpReplayRuns(p); }
+bool warpReplayWanted(const GdnReplayParams& p) { return warpReplayOpt() != 0 && warpReplayRuns(p); }
 
 cudaError_t launchReplayWarpItems(const GdnReplayParams& p, cudaStream_t s) {
     const bool ub = p.u_dtype == RSSM_DTYPE_BF16;
-    const void* kern = p.state_dtype == RSSM_DTYPE_FP32   ? warpReplayKernel<float>(ub)
-                       : p.state_dtype == RSSM_DTYPE_FP16 ? warpReplayKernel<__half>(ub)
-                                                          : warpReplayKernel<__nv_bfloat16>(ub);
+    const int opt = warpReplayOpt() ? warpReplayOpt() : 1;
+    const void* kern = p.state_dtype == RSSM_DTYPE_FP32   ? warpReplayKernel<float>(ub, opt)
+                       : p.state_dtype == RSSM_DTYPE_FP16 ? warpReplayKernel<__half>(ub, opt)
+                                                          : warpReplayKernel<__nv_bfloat16>(ub, opt);
     const dim3 grid((unsigned)((p.head_v + kWirCtaRows - 1) / kWirCtaRows), (unsigned)p.num_v_heads,
                     (unsigned)p.batch);
     GdnReplayParams q = p;
