@@ -40,7 +40,9 @@ constexpr int kWirCtaRows = kWarpReplayWarps * kWarpReplayRows;
 // fold loop not unrolled); 2 the record terms before the row dots (they need only the ring, which arrives before the
 // checkpoint rows) and the fold loop unrolled by two; 3 = 2 with the record dots on 8 lanes per record (16 key elements
 // each; the lane's 16 elements of kn and qn loaded once and kept over the passes of 4 records), a quarter of the
-// shared-memory bytes of the lane-pair form.
+// shared-memory bytes of the lane-pair form; 4 = 2 with the checkpoint rows loaded with the L2 256-byte prefetch hint
+// (fp32 rows; stream::ldStreamPf256, as the conventional warp-item decode's default); 9 = 4 without the ring (no ring
+// copies, every row treated as h = 0: wrong outputs where h > 0), a timing diagnostic of the state-read path only.
 template <typename ST, bool UB, int OPT>
 __global__ void __launch_bounds__(kWarpReplayWarps * 32, 4) gdnReplayWarpStdKernel(const GdnReplayParams p) {
     pdlChainEntry();  // RSSM_PDL_CHAIN: a programmatic dependent of the kernel before it (common/pdl.h)
@@ -74,7 +76,7 @@ __global__ void __launch_bounds__(kWarpReplayWarps * 32, 4) gdnReplayWarpStdKern
     ST* ckpt = static_cast<ST*>(p.state) + (int64_t)slot * p.state_stride_slot + (int64_t)hv * p.state_stride_head;
     float4 S[kWarpReplayRows][1];
     if (rowsHere) {
-        stream::loadWarpRows<kWarpReplayRows, 1, ST>(S, ckpt, p.state_stride_v, vw, V, rl, lane);
+        stream::loadWarpRows<kWarpReplayRows, 1, ST, (OPT >= 4 ? 1 : 0)>(S, ckpt, p.state_stride_v, vw, V, rl, lane);
     } else {
 #pragma unroll
         for (int r = 0; r < kWarpReplayRows; ++r) S[r][0] = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -84,16 +86,16 @@ __global__ void __launch_bounds__(kWarpReplayWarps * 32, 4) gdnReplayWarpStdKern
     const int64_t rkBase = (int64_t)slot * p.ring_k_stride_slot + (int64_t)hk * p.ring_k_stride_head;
     const int64_t ruBase = (int64_t)slot * p.ring_u_stride_slot + (int64_t)hv * p.ring_u_stride_head;
     const int64_t rgBase = (int64_t)slot * p.ring_g_stride_slot + hv;
-    for (int i = tid; i < C * (K / 8); i += kWarpReplayWarps * 32) {
+    for (int i = tid; i < (OPT == 9 ? 0 : C) * (K / 8); i += kWarpReplayWarps * 32) {
         const int r = i / (K / 8), c = i - r * (K / 8);
         async::copy16(s_k + r * K + c * 8, ring_k + rkBase + (int64_t)r * p.ring_k_stride_rec + c * 8);
     }
-    if (rowsHere && lane < C)
+    if (OPT != 9 && rowsHere && lane < C)
         async::copy16(s_u + lane * kWirCtaRows + warp * kWarpReplayRows,
                       ring_u + ruBase + (int64_t)lane * p.ring_u_stride_rec + vw);
-    const float gPos = lane < C ? p.ring_g[rgBase + (int64_t)lane * p.ring_g_stride_rec] : 0.f;  // position `lane`
+    const float gPos = (OPT != 9 && lane < C) ? p.ring_g[rgBase + (int64_t)lane * p.ring_g_stride_rec] : 0.f;
     const int o0 = p.ring_origin[slot];
-    const int h = p.ring_len[slot];
+    const int h = OPT == 9 ? 0 * p.ring_len[slot] : p.ring_len[slot];
 
     // ---- this step's key and query (while the loads are in flight) ----
     const float4 kf = u2ToF4(kRaw, bf16), qf = u2ToF4(qRaw, bf16);
@@ -123,7 +125,7 @@ __global__ void __launch_bounds__(kWarpReplayWarps * 32, 4) gdnReplayWarpStdKern
     if (pj >= C) pj -= C;  // o0 + j < 2C for j < h (h < L <= C)
     if (!committed) pj = 0;
     float ss = 0.f, dk = 0.f, dq = 0.f;
-    if constexpr (OPT >= 3) {
+    if constexpr (OPT == 3) {
         // 8 lanes per record (lane 8 rp + sl: elements 16 sl .. 16 sl + 15 of record 4 pass + rp). The lane walks its
         // two 8-element halves in the order hc = c2 ^ (sl >> 2) (the 8 lanes of a shared-memory phase then hit distinct
         // banks), and its kn / qn quads are loaded once in that order: kq4[2 c2 + i] is quad 2 hc + i.
@@ -277,13 +279,18 @@ const void* warpReplayKernelOpt(bool ub) {
 }
 template <typename ST>
 const void* warpReplayKernel(bool ub, int opt) {
-    return opt == 1 ? warpReplayKernelOpt<ST, 1>(ub) : opt == 2 ? warpReplayKernelOpt<ST, 2>(ub)
-                                                                : warpReplayKernelOpt<ST, 3>(ub);
+    switch (opt) {
+        case 1: return warpReplayKernelOpt<ST, 1>(ub);
+        case 2: return warpReplayKernelOpt<ST, 2>(ub);
+        case 3: return warpReplayKernelOpt<ST, 3>(ub);
+        case 4: return warpReplayKernelOpt<ST, 4>(ub);
+        default: return warpReplayKernelOpt<ST, 9>(ub);
+    }
 }
-// RSSM_GDN_WIR: "1", "2", "3" the OPT of that value; "0", unset or anything else: off.
+// RSSM_GDN_WIR: "1" - "4" and "9" the OPT of that value; "0", unset or anything else: off.
 int warpReplayOpt() {
     const char* e = getenv("RSSM_GDN_WIR");
-    if (!e || e[0] < '1' || e[0] > '3' || e[1] != 0) return 0;
+    if (!e || !((e[0] >= '1' && e[0] <= '4') || e[0] == '9') || e[1] != 0) return 0;
     return e[0] - '0';
 }
 
