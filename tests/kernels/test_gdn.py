@@ -1086,9 +1086,9 @@ WIR_CASES = [pytest.param("q35-4b", 1, 16, False, id="q35-4b-B1-L16-phase"),
 
 # RSSM_GDN_WIR's value picks the form (gdn_warp_replay.cu, OPT): 1 the first, 2 record terms before the row dots and
 # the fold unrolled by two, 3 = 2 with the record dots on 8 lanes per record, 4 = 2 with the L2 256-byte prefetch hint
-# on the checkpoint rows. ("9", a timing diagnostic that ignores the ring, is only checked to run: its outputs are
-# wrong where h > 0.)
-WIR_OPTS = [pytest.param(o, id=f"wir{o}") for o in ("1", "2", "3", "4")]
+# on the checkpoint rows, 5 = 2 with the record dots split over the CTA's warps. ("8" and "9", timing diagnostics that
+# ignore the ring, are not tested: their outputs are wrong where h > 0.)
+WIR_OPTS = [pytest.param(o, id=f"wir{o}") for o in ("1", "2", "3", "4", "5")]
 
 
 @pytest.mark.gpu
@@ -1148,7 +1148,7 @@ def test_wir_instance_runs(monkeypatch):
     it can run it, the stream kernel when the switch is unset, "0" or another value, for a window above 16 and for
     speculative steps."""
     off = {"wir": [], "stream": True}
-    for opt in ("1", "2", "3", "4", "9"):
+    for opt in ("1", "2", "3", "4", "5"):
         assert _wir_kernel_names(monkeypatch, opt, 16) == {"wir": [opt], "stream": False}, opt
     assert _wir_kernel_names(monkeypatch, None, 16) == off
     assert _wir_kernel_names(monkeypatch, "0", 16) == off

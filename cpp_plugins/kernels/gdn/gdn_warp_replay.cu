@@ -42,7 +42,10 @@ constexpr int kWirCtaRows = kWarpReplayWarps * kWarpReplayRows;
 // each; the lane's 16 elements of kn and qn loaded once and kept over the passes of 4 records), a quarter of the
 // shared-memory bytes of the lane-pair form; 4 = 2 with the checkpoint rows loaded with the L2 256-byte prefetch hint
 // (fp32 rows; stream::ldStreamPf256, as the conventional warp-item decode's default); 9 = 4 without the ring (no ring
-// copies, every row treated as h = 0: wrong outputs where h > 0), a timing diagnostic of the state-read path only.
+// copies, every row treated as h = 0: wrong outputs where h > 0), a timing diagnostic of the state-read path only;
+// 8 = 2 with the ring loaded and waited for but not used (h = 0 in the arithmetic; wrong outputs where h > 0), the
+// diagnostic of what the ring's loads cost; 5 = 2 with the record dots split over the CTA's 4 warps (4 records each,
+// 8 lanes per record) and shared through shared memory behind a second CTA barrier.
 template <typename ST, bool UB, int OPT>
 __global__ void __launch_bounds__(kWarpReplayWarps * 32, 4) gdnReplayWarpStdKernel(const GdnReplayParams p) {
     pdlChainEntry();  // RSSM_PDL_CHAIN: a programmatic dependent of the kernel before it (common/pdl.h)
@@ -52,6 +55,7 @@ __global__ void __launch_bounds__(kWarpReplayWarps * 32, 4) gdnReplayWarpStdKern
     __shared__ __align__(16) uint16_t s_u[kWarpReplayMaxCapacity * kWirCtaRows];     // u of the CTA's rows
     __shared__ __align__(16) float s_kn[kWarpReplayWarps][K], s_qn[kWarpReplayWarps][K];  // per warp
     __shared__ float s_dots[kWarpReplayWarps][kWarpReplayMaxWindow][3];  // OPT 3: per warp, record j's three dots
+    __shared__ float s_ctaDots[kWarpReplayMaxWindow][3];  // OPT 5: the CTA's record dots
 
     const int b = blockIdx.z, hv = blockIdx.y;
     const int slot = p.state_batch_indices[b];  // first: the head of the dependent chain
@@ -115,17 +119,58 @@ __global__ void __launch_bounds__(kWarpReplayWarps * 32, 4) gdnReplayWarpStdKern
     const bool flush = h + 1 == p.window;
     async::waitAll();
     __syncthreads();  // the ring copies (and each warp's kn / qn rows) visible
+    const int hR = OPT == 8 ? 0 : h;  // OPT 8 (timing diagnostic): the ring loaded and waited for, not used
+    if constexpr (OPT == 5) {
+        // the CTA's record dots split over its warps: warp w records 4 w + rp on 8 lanes each (elements 16 sl ..
+        // 16 sl + 15, halves in the order c2 ^ (sl >> 2) as OPT 3), into s_ctaDots, then one more barrier
+        const int rp = lane >> 3, sl = lane & 7, jr = 4 * warp + rp;
+        float a0 = 0.f, a1 = 0.f, a2 = 0.f;
+        if (jr < h) {
+            int pr = o0 + jr;
+            if (pr >= C) pr -= C;
+#pragma unroll
+            for (int c2 = 0; c2 < 2; ++c2) {
+                const int hc = c2 ^ (sl >> 2);
+                const int e = sl * 16 + hc * 8;
+                const uint4 raw = *reinterpret_cast<const uint4*>(s_k + pr * K + e);
+                const float4 k0 = u2ToF4(make_uint2(raw.x, raw.y), bf16), k1 = u2ToF4(make_uint2(raw.z, raw.w), bf16);
+                const float4 n0 = ld4s(&s_kn[warp][e]), n1 = ld4s(&s_kn[warp][e + 4]);
+                const float4 q0 = ld4s(&s_qn[warp][e]), q1 = ld4s(&s_qn[warp][e + 4]);
+                a0 += dot4(k0, k0) + dot4(k1, k1);
+                a1 += dot4(k0, n0) + dot4(k1, n1);
+                a2 += dot4(k0, q0) + dot4(k1, q1);
+            }
+        }
+#pragma unroll
+        for (int m = 4; m >= 1; m >>= 1) {
+            a0 += __shfl_xor_sync(kFull, a0, m);
+            a1 += __shfl_xor_sync(kFull, a1, m);
+            a2 += __shfl_xor_sync(kFull, a2, m);
+        }
+        if (sl == 0 && jr < h) {
+            s_ctaDots[jr][0] = a0;
+            s_ctaDots[jr][1] = a1;
+            s_ctaDots[jr][2] = a2;
+        }
+        __syncthreads();  // the CTA's record dots visible
+    }
     if (!rowsHere) return;
 
     // ---- record j on lanes 2j (key elements 0..63) and 2j + 1 (64..127): |k_j|^2, k_j . kn, k_j . qn. The 16-byte
     //      chunks are walked in a per-lane rotation, so the 8 lanes of a shared-memory phase hit distinct banks. ----
     const int j = lane >> 1, half = lane & 1;
-    const bool committed = j < h;  // h <= 15: every record has its lane pair
+    const bool committed = j < hR;  // h <= 15: every record has its lane pair
     int pj = o0 + j;
     if (pj >= C) pj -= C;  // o0 + j < 2C for j < h (h < L <= C)
     if (!committed) pj = 0;
     float ss = 0.f, dk = 0.f, dq = 0.f;
-    if constexpr (OPT == 3) {
+    if constexpr (OPT == 5) {
+        if (committed && !half) {  // the lane pair's halves sum to the record's dots below
+            ss = s_ctaDots[j][0];
+            dk = s_ctaDots[j][1];
+            dq = s_ctaDots[j][2];
+        }
+    } else if constexpr (OPT == 3) {
         // 8 lanes per record (lane 8 rp + sl: elements 16 sl .. 16 sl + 15 of record 4 pass + rp). The lane walks its
         // two 8-element halves in the order hc = c2 ^ (sl >> 2) (the 8 lanes of a shared-memory phase then hit distinct
         // banks), and its kn / qn quads are loaded once in that order: kq4[2 c2 + i] is quad 2 hc + i.
@@ -138,12 +183,12 @@ __global__ void __launch_bounds__(kWarpReplayWarps * 32, 4) gdnReplayWarpStdKern
             qq4[c] = ld4s(&s_qn[warp][e]);
         }
 #pragma unroll 1
-        for (int jb = 0; jb < h; jb += 4) {  // warp-uniform trip count
+        for (int jb = 0; jb < hR; jb += 4) {  // warp-uniform trip count
             const int jr = jb + rp;
             int pr = o0 + jr;
             if (pr >= C) pr -= C;
             float a0 = 0.f, a1 = 0.f, a2 = 0.f;
-            if (jr < h) {
+            if (jr < hR) {
 #pragma unroll
                 for (int c2 = 0; c2 < 2; ++c2) {
                     const int hc = c2 ^ (sl >> 2);  // 8-element half of the lane's 16
@@ -161,7 +206,7 @@ __global__ void __launch_bounds__(kWarpReplayWarps * 32, 4) gdnReplayWarpStdKern
                 a1 += __shfl_xor_sync(kFull, a1, m);
                 a2 += __shfl_xor_sync(kFull, a2, m);
             }
-            if (sl == 0 && jr < h) {
+            if (sl == 0 && jr < hR) {
                 s_dots[warp][jr][0] = a0;
                 s_dots[warp][jr][1] = a1;
                 s_dots[warp][jr][2] = a2;
@@ -195,9 +240,9 @@ __global__ void __launch_bounds__(kWarpReplayWarps * 32, 4) gdnReplayWarpStdKern
     // ---- log-decay prefix sums: lane 2j holds g_j (j < h) or this token's g (j == h); odd lanes add nothing, so
     //      lanes 2j and 2j + 1 both end with P[j + 1] ----
     const float gj = __shfl_sync(kFull, gPos, pj);
-    const float gLane = half ? 0.f : committed ? gj : (j == h ? gCur : 0.f);
+    const float gLane = half ? 0.f : committed ? gj : (j == hR ? gCur : 0.f);
     const float P = scan::warpInclusiveSum(gLane, lane);
-    const float Ptot = __shfl_sync(kFull, P, 2 * h);  // P[h + 1]
+    const float Ptot = __shfl_sync(kFull, P, 2 * hR);  // P[h + 1]
     const float D = expf(Ptot);
     const float fw = committed ? expf(Ptot - P) * rsqrtf(ss + kL2Eps) : 0.f;  // weight of raw key j and u_j
     const float ck = fw * dk, cq = fw * dq;
@@ -216,7 +261,7 @@ __global__ void __launch_bounds__(kWarpReplayWarps * 32, 4) gdnReplayWarpStdKern
     for (int i = 0; i < kWarpReplayMaxWindow / RS::LPR; ++i) {
         const int jj = sub + RS::LPR * i;
         const float ckj = __shfl_sync(kFull, ck, 2 * jj), cqj = __shfl_sync(kFull, cq, 2 * jj);
-        if (jj < h) {
+        if (jj < hR) {
             int pp = o0 + jj;
             if (pp >= C) pp -= C;
             const float uj = u16ToF(uCol[pp * kWirCtaRows], UB);
@@ -254,7 +299,7 @@ __global__ void __launch_bounds__(kWarpReplayWarps * 32, 4) gdnReplayWarpStdKern
         for (int r = 0; r < kWarpReplayRows; ++r) S[r][0] = scale4(S[r][0], D);
         const uint16_t* uRows = s_u + warp * kWarpReplayRows;
 #pragma unroll(OPT >= 2 ? 2 : 1)
-        for (int jj = 0; jj < h; ++jj) {
+        for (int jj = 0; jj < hR; ++jj) {
             int pp = o0 + jj;
             if (pp >= C) pp -= C;
             const float fwj = __shfl_sync(kFull, fw, 2 * jj);
@@ -284,13 +329,15 @@ const void* warpReplayKernel(bool ub, int opt) {
         case 2: return warpReplayKernelOpt<ST, 2>(ub);
         case 3: return warpReplayKernelOpt<ST, 3>(ub);
         case 4: return warpReplayKernelOpt<ST, 4>(ub);
+        case 5: return warpReplayKernelOpt<ST, 5>(ub);
+        case 8: return warpReplayKernelOpt<ST, 8>(ub);
         default: return warpReplayKernelOpt<ST, 9>(ub);
     }
 }
-// RSSM_GDN_WIR: "1" - "4" and "9" the OPT of that value; "0", unset or anything else: off.
+// RSSM_GDN_WIR: "1" - "5", "8" and "9" the OPT of that value; "0", unset or anything else: off.
 int warpReplayOpt() {
     const char* e = getenv("RSSM_GDN_WIR");
-    if (!e || !((e[0] >= '1' && e[0] <= '4') || e[0] == '9') || e[1] != 0) return 0;
+    if (!e || !((e[0] >= '1' && e[0] <= '5') || e[0] == '8' || e[0] == '9') || e[1] != 0) return 0;
     return e[0] - '0';
 }
 
