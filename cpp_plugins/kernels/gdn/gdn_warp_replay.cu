@@ -45,7 +45,9 @@ constexpr int kWirCtaRows = kWarpReplayWarps * kWarpReplayRows;
 // copies, every row treated as h = 0: wrong outputs where h > 0), a timing diagnostic of the state-read path only;
 // 8 = 2 with the ring loaded and waited for but not used (h = 0 in the arithmetic; wrong outputs where h > 0), the
 // diagnostic of what the ring's loads cost; 5 = 2 with the record dots split over the CTA's 4 warps (4 records each,
-// 8 lanes per record) and shared through shared memory behind a second CTA barrier.
+// 8 lanes per record) and shared through shared memory behind a second CTA barrier; 6 = 5 with the decays (gate scan,
+// w_j) computed before the first barrier (they need only the gates and the cursors) and the record coefficients
+// formed by the records' owner lanes and shared (the record terms and the fold read them, no shuffles).
 template <typename ST, bool UB, int OPT>
 __global__ void __launch_bounds__(kWarpReplayWarps * 32, 4) gdnReplayWarpStdKernel(const GdnReplayParams p) {
     pdlChainEntry();  // RSSM_PDL_CHAIN: a programmatic dependent of the kernel before it (common/pdl.h)
@@ -56,6 +58,7 @@ __global__ void __launch_bounds__(kWarpReplayWarps * 32, 4) gdnReplayWarpStdKern
     __shared__ __align__(16) float s_kn[kWarpReplayWarps][K], s_qn[kWarpReplayWarps][K];  // per warp
     __shared__ float s_dots[kWarpReplayWarps][kWarpReplayMaxWindow][3];  // OPT 3: per warp, record j's three dots
     __shared__ float s_ctaDots[kWarpReplayMaxWindow][3];  // OPT 5: the CTA's record dots
+    __shared__ float s_coef[kWarpReplayMaxWindow][3];  // OPT 6: the CTA's record coefficients fw_j, ck_j, cq_j
 
     const int b = blockIdx.z, hv = blockIdx.y;
     const int slot = p.state_batch_indices[b];  // first: the head of the dependent chain
@@ -117,6 +120,113 @@ __global__ void __launch_bounds__(kWarpReplayWarps * 32, 4) gdnReplayWarpStdKern
         return;
     }
     const bool flush = h + 1 == p.window;
+    if constexpr (OPT == 6) {
+        // The decays need only the gates and the cursors: lane pair j (lanes 2j, 2j + 1) takes record j's gate (lane
+        // 2h this token's), the prefix sums P by a warp scan, w_j = exp(P[h + 1] - P[j + 1]), while the copies land.
+        const int jp = lane >> 1;
+        int pjp = o0 + jp;
+        if (pjp >= C) pjp -= C;
+        if (jp >= h) pjp = 0;
+        const float gRec = __shfl_sync(kFull, gPos, pjp);
+        const float gLane = (lane & 1) ? 0.f : jp < h ? gRec : (jp == h ? gCur : 0.f);
+        const float P = scan::warpInclusiveSum(gLane, lane);
+        const float Ptot = __shfl_sync(kFull, P, 2 * h);  // P[h + 1]
+        const float D = expf(Ptot);
+        const float wLane = jp < h ? expf(Ptot - P) : 0.f;
+        async::waitAll();
+        __syncthreads();  // the ring copies (and each warp's kn / qn rows) visible
+        // Record dots split over the CTA's warps: warp w records 4 w + rp on 8 lanes each (elements 16 sl .. 16 sl + 15,
+        // halves in the order c2 ^ (sl >> 2): distinct banks per phase); the record's owner lanes turn them into its
+        // coefficients (fw_j = w_j / |k_j|, ck_j, cq_j) for the whole CTA.
+        {
+            const int rp = lane >> 3, sl = lane & 7, jr = 4 * warp + rp;
+            float a0 = 0.f, a1 = 0.f, a2 = 0.f;
+            if (jr < h) {
+                int pr = o0 + jr;
+                if (pr >= C) pr -= C;
+#pragma unroll
+                for (int c2 = 0; c2 < 2; ++c2) {
+                    const int e = sl * 16 + (c2 ^ (sl >> 2)) * 8;
+                    const uint4 raw = *reinterpret_cast<const uint4*>(s_k + pr * K + e);
+                    const float4 k0 = u2ToF4(make_uint2(raw.x, raw.y), bf16), k1 = u2ToF4(make_uint2(raw.z, raw.w), bf16);
+                    const float4 n0 = ld4s(&s_kn[warp][e]), n1 = ld4s(&s_kn[warp][e + 4]);
+                    const float4 q0 = ld4s(&s_qn[warp][e]), q1 = ld4s(&s_qn[warp][e + 4]);
+                    a0 += dot4(k0, k0) + dot4(k1, k1);
+                    a1 += dot4(k0, n0) + dot4(k1, n1);
+                    a2 += dot4(k0, q0) + dot4(k1, q1);
+                }
+            }
+#pragma unroll
+            for (int m = 4; m >= 1; m >>= 1) {
+                a0 += __shfl_xor_sync(kFull, a0, m);
+                a1 += __shfl_xor_sync(kFull, a1, m);
+                a2 += __shfl_xor_sync(kFull, a2, m);
+            }
+            const float wj = __shfl_sync(kFull, wLane, 2 * jr);
+            if (sl == 0 && jr < h) {
+                const float fwj = wj * rsqrtf(a0 + kL2Eps);
+                s_coef[jr][0] = fwj;
+                s_coef[jr][1] = fwj * a1;
+                s_coef[jr][2] = fwj * a2;
+            }
+        }
+        __syncthreads();  // the CTA's record coefficients visible
+        if (!rowsHere) return;
+        // committed-record terms (records sub + 4 i on the row's 4 lanes), then the row dots
+        const uint16_t* uCol = s_u + warp * kWarpReplayRows + rl;
+        float xs = 0.f, ys = 0.f;
+#pragma unroll
+        for (int i = 0; i < kWarpReplayMaxWindow / RS::LPR; ++i) {
+            const int jj = sub + RS::LPR * i;
+            if (jj < h) {
+                int pp = o0 + jj;
+                if (pp >= C) pp -= C;
+                const float uj = u16ToF(uCol[pp * kWirCtaRows], UB);
+                xs = fmaf(s_coef[jj][1], uj, xs);
+                ys = fmaf(s_coef[jj][2], uj, ys);
+            }
+        }
+        xs = RS::rowLanesSum(xs);
+        ys = RS::rowLanesSum(ys);
+        const float4 knA[1] = {kn}, qnA[1] = {qn};
+        const float X = fmaf(D, stream::warpRowDot<kWarpReplayRows, 1>(S, knA, lane), xs);
+        const float Y = fmaf(D, stream::warpRowDot<kWarpReplayRows, 1>(S, qnA, lane), ys);
+        const float u = beta * (vr - X);
+        const float o = fmaf(u, kq * invk * invq, Y);
+        int pos = o0 + h;
+        if (pos >= C) pos -= C;
+        if (sub == 0) {
+            stAct(p.o, (int64_t)b * p.o_stride_b + (int64_t)hv * p.o_stride_h + row, o, bf16);
+            stAct(p.ring_u, ruBase + (int64_t)pos * p.ring_u_stride_rec + row, u, UB);
+        }
+        if (blockIdx.x == 0 && warp == 0) {
+            if (lane == 0) p.ring_g[rgBase + (int64_t)pos * p.ring_g_stride_rec] = gCur;
+            if (hv % (p.num_v_heads / p.num_heads) == 0)  // the raw key, once per key head
+                stRaw4(p.ring_k, rkBase + (int64_t)pos * p.ring_k_stride_rec + lane * 4, kRaw);
+        }
+        if (flush) {
+#pragma unroll
+            for (int r = 0; r < kWarpReplayRows; ++r) S[r][0] = scale4(S[r][0], D);
+            const uint16_t* uRows = s_u + warp * kWarpReplayRows;
+#pragma unroll 2
+            for (int jj = 0; jj < h; ++jj) {
+                int pp = o0 + jj;
+                if (pp >= C) pp -= C;
+                const float4 kj =
+                    scale4(u2ToF4(*reinterpret_cast<const uint2*>(s_k + pp * K + lane * 4), bf16), s_coef[jj][0]);
+                const uint16_t* ur = uRows + pp * kWirCtaRows;
+#pragma unroll
+                for (int r = 0; r < kWarpReplayRows; ++r) S[r][0] = stream::fma4s(S[r][0], u16ToF(ur[r ^ rl], UB), kj);
+            }
+#pragma unroll
+            for (int r = 0; r < kWarpReplayRows; ++r) {
+                const float ur = __shfl_sync(kFull, u, RS::laneOf(r ^ rl));  // this token's u of the row in slot r
+                S[r][0] = stream::fma4s(S[r][0], ur, kn);
+            }
+            stream::storeWarpRows<kWarpReplayRows, 1, ST>(S, ckpt, p.state_stride_v, vw, V, rl, lane);
+        }
+        return;
+    }
     async::waitAll();
     __syncthreads();  // the ring copies (and each warp's kn / qn rows) visible
     const int hR = OPT == 8 ? 0 : h;  // OPT 8 (timing diagnostic): the ring loaded and waited for, not used
@@ -330,14 +440,15 @@ const void* warpReplayKernel(bool ub, int opt) {
         case 3: return warpReplayKernelOpt<ST, 3>(ub);
         case 4: return warpReplayKernelOpt<ST, 4>(ub);
         case 5: return warpReplayKernelOpt<ST, 5>(ub);
+        case 6: return warpReplayKernelOpt<ST, 6>(ub);
         case 8: return warpReplayKernelOpt<ST, 8>(ub);
         default: return warpReplayKernelOpt<ST, 9>(ub);
     }
 }
-// RSSM_GDN_WIR: "1" - "5", "8" and "9" the OPT of that value; "0", unset or anything else: off.
+// RSSM_GDN_WIR: "1" - "6", "8" and "9" the OPT of that value; "0", unset or anything else: off.
 int warpReplayOpt() {
     const char* e = getenv("RSSM_GDN_WIR");
-    if (!e || !((e[0] >= '1' && e[0] <= '5') || e[0] == '8' || e[0] == '9') || e[1] != 0) return 0;
+    if (!e || !((e[0] >= '1' && e[0] <= '6') || e[0] == '8' || e[0] == '9') || e[1] != 0) return 0;
     return e[0] - '0';
 }
 
