@@ -1087,9 +1087,9 @@ WIR_CASES = [pytest.param("q35-4b", 1, 16, False, id="q35-4b-B1-L16-phase"),
 # RSSM_GDN_WIR's value picks the form (gdn_warp_replay.cu, OPT): 1 the first, 2 record terms before the row dots and
 # the fold unrolled by two, 3 = 2 with the record dots on 8 lanes per record, 4 = 2 with the L2 256-byte prefetch hint
 # on the checkpoint rows, 5 = 2 with the record dots split over the CTA's warps, 6 = 5 with the decays before the first
-# barrier and the record coefficients shared. ("8" and "9", timing diagnostics that ignore the ring, are not tested:
-# their outputs are wrong where h > 0.)
-WIR_OPTS = [pytest.param(o, id=f"wir{o}") for o in ("1", "2", "3", "4", "5", "6")]
+# barrier and the record coefficients shared, 7 = 6 with the row dots before the second barrier and the fold's u as one
+# load. ("8" and "9", timing diagnostics that ignore the ring, are not tested: their outputs are wrong where h > 0.)
+WIR_OPTS = [pytest.param(o, id=f"wir{o}") for o in ("1", "2", "3", "4", "5", "6", "7")]
 
 
 @pytest.mark.gpu
@@ -1149,11 +1149,11 @@ def test_wir_instance_runs(monkeypatch):
     it can run it, the stream kernel when the switch is unset, "0" or another value, for a window above 16 and for
     speculative steps."""
     off = {"wir": [], "stream": True}
-    for opt in ("1", "2", "3", "4", "5", "6"):
+    for opt in ("1", "2", "3", "4", "5", "6", "7"):
         assert _wir_kernel_names(monkeypatch, opt, 16) == {"wir": [opt], "stream": False}, opt
     assert _wir_kernel_names(monkeypatch, None, 16) == off
     assert _wir_kernel_names(monkeypatch, "0", 16) == off
-    assert _wir_kernel_names(monkeypatch, "7", 16) == off
+    assert _wir_kernel_names(monkeypatch, "10", 16) == off
     assert _wir_kernel_names(monkeypatch, "1", 32) == off  # window > 16
     assert _wir_kernel_names(monkeypatch, "3", 16, mode=1, T=2) == off  # speculative
 

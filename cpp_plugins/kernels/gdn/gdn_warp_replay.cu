@@ -47,7 +47,8 @@ constexpr int kWirCtaRows = kWarpReplayWarps * kWarpReplayRows;
 // diagnostic of what the ring's loads cost; 5 = 2 with the record dots split over the CTA's 4 warps (4 records each,
 // 8 lanes per record) and shared through shared memory behind a second CTA barrier; 6 = 5 with the decays (gate scan,
 // w_j) computed before the first barrier (they need only the gates and the cursors) and the record coefficients
-// formed by the records' owner lanes and shared (the record terms and the fold read them, no shuffles).
+// formed by the records' owner lanes and shared (the record terms and the fold read them, no shuffles); 7 = 6 with the
+// row dots before the second barrier and the fold's u of the 8 rows as one 16-byte load.
 template <typename ST, bool UB, int OPT>
 __global__ void __launch_bounds__(kWarpReplayWarps * 32, 4) gdnReplayWarpStdKernel(const GdnReplayParams p) {
     pdlChainEntry();  // RSSM_PDL_CHAIN: a programmatic dependent of the kernel before it (common/pdl.h)
@@ -120,7 +121,7 @@ __global__ void __launch_bounds__(kWarpReplayWarps * 32, 4) gdnReplayWarpStdKern
         return;
     }
     const bool flush = h + 1 == p.window;
-    if constexpr (OPT == 6) {
+    if constexpr (OPT == 6 || OPT == 7) {
         // The decays need only the gates and the cursors: lane pair j (lanes 2j, 2j + 1) takes record j's gate (lane
         // 2h this token's), the prefix sums P by a warp scan, w_j = exp(P[h + 1] - P[j + 1]), while the copies land.
         const int jp = lane >> 1;
@@ -170,9 +171,17 @@ __global__ void __launch_bounds__(kWarpReplayWarps * 32, 4) gdnReplayWarpStdKern
                 s_coef[jr][2] = fwj * a2;
             }
         }
+        // OPT 7: the row dots before the barrier (they need only the checkpoint rows): their shuffle chain overlaps the
+        // wait for the other warps' record coefficients instead of following the record terms
+        const float4 knA[1] = {kn}, qnA[1] = {qn};
+        float XS = 0.f, YS = 0.f;
+        if (OPT == 7 && rowsHere) {
+            XS = stream::warpRowDot<kWarpReplayRows, 1>(S, knA, lane);
+            YS = stream::warpRowDot<kWarpReplayRows, 1>(S, qnA, lane);
+        }
         __syncthreads();  // the CTA's record coefficients visible
         if (!rowsHere) return;
-        // committed-record terms (records sub + 4 i on the row's 4 lanes), then the row dots
+        // committed-record terms (records sub + 4 i on the row's 4 lanes), then (OPT 6) the row dots
         const uint16_t* uCol = s_u + warp * kWarpReplayRows + rl;
         float xs = 0.f, ys = 0.f;
 #pragma unroll
@@ -188,9 +197,12 @@ __global__ void __launch_bounds__(kWarpReplayWarps * 32, 4) gdnReplayWarpStdKern
         }
         xs = RS::rowLanesSum(xs);
         ys = RS::rowLanesSum(ys);
-        const float4 knA[1] = {kn}, qnA[1] = {qn};
-        const float X = fmaf(D, stream::warpRowDot<kWarpReplayRows, 1>(S, knA, lane), xs);
-        const float Y = fmaf(D, stream::warpRowDot<kWarpReplayRows, 1>(S, qnA, lane), ys);
+        if (OPT == 6) {
+            XS = stream::warpRowDot<kWarpReplayRows, 1>(S, knA, lane);
+            YS = stream::warpRowDot<kWarpReplayRows, 1>(S, qnA, lane);
+        }
+        const float X = fmaf(D, XS, xs);
+        const float Y = fmaf(D, YS, ys);
         const float u = beta * (vr - X);
         const float o = fmaf(u, kq * invk * invq, Y);
         int pos = o0 + h;
@@ -215,8 +227,16 @@ __global__ void __launch_bounds__(kWarpReplayWarps * 32, 4) gdnReplayWarpStdKern
                 const float4 kj =
                     scale4(u2ToF4(*reinterpret_cast<const uint2*>(s_k + pp * K + lane * 4), bf16), s_coef[jj][0]);
                 const uint16_t* ur = uRows + pp * kWirCtaRows;
+                if constexpr (OPT == 7) {  // the 8 rows' u as one 16-byte load, permuted into the lane's slot order
+                    float uf[kWarpReplayRows];
+                    stream::unpack8(stream::xorPermute8(*reinterpret_cast<const uint4*>(ur), rl), UB, uf);
 #pragma unroll
-                for (int r = 0; r < kWarpReplayRows; ++r) S[r][0] = stream::fma4s(S[r][0], u16ToF(ur[r ^ rl], UB), kj);
+                    for (int r = 0; r < kWarpReplayRows; ++r) S[r][0] = stream::fma4s(S[r][0], uf[r], kj);
+                } else {
+#pragma unroll
+                    for (int r = 0; r < kWarpReplayRows; ++r)
+                        S[r][0] = stream::fma4s(S[r][0], u16ToF(ur[r ^ rl], UB), kj);
+                }
             }
 #pragma unroll
             for (int r = 0; r < kWarpReplayRows; ++r) {
@@ -441,14 +461,15 @@ const void* warpReplayKernel(bool ub, int opt) {
         case 4: return warpReplayKernelOpt<ST, 4>(ub);
         case 5: return warpReplayKernelOpt<ST, 5>(ub);
         case 6: return warpReplayKernelOpt<ST, 6>(ub);
+        case 7: return warpReplayKernelOpt<ST, 7>(ub);
         case 8: return warpReplayKernelOpt<ST, 8>(ub);
         default: return warpReplayKernelOpt<ST, 9>(ub);
     }
 }
-// RSSM_GDN_WIR: "1" - "6", "8" and "9" the OPT of that value; "0", unset or anything else: off.
+// RSSM_GDN_WIR: "1" - "9" the OPT of that value; "0", unset or anything else: off.
 int warpReplayOpt() {
     const char* e = getenv("RSSM_GDN_WIR");
-    if (!e || !((e[0] >= '1' && e[0] <= '6') || e[0] == '8' || e[0] == '9') || e[1] != 0) return 0;
+    if (!e || e[0] < '1' || e[0] > '9' || e[1] != 0) return 0;
     return e[0] - '0';
 }
 
