@@ -379,7 +379,7 @@ static int replayLaunchImpl(const char* op, GdnReplayParams p, int readFmt, cons
     if (p.variant >= 3) {
         if ((st = checkStreamVariant(op, p.head_k, p.rows_per_cta)) != RSSM_OK) return st;
         if (!(p.scale > 0.f)) p.scale = 1.0f / sqrtf((float)p.head_k);
-        // RSSM_GDN_WIR=1 (A/B, off by default): variant 5's standard step on warp items (gdn_warp_replay.cu)
+        // variant 5's standard step at small batches on warp items (gdn_warp_replay.cu; RSSM_GDN_WIR for A/B)
         if (p.variant == 5 && rssm::gdn::warpReplayWanted(p))
             return finish(op, rssm::gdn::launchReplayWarpItems(p, stream));
         cudaError_t e;

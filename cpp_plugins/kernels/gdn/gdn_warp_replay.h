@@ -1,5 +1,5 @@
-// Host interface of the GDN warp-item ReplaySSM standard step (WIR, fiftieth session; gdn_warp_replay.cu): the
-// small-batch standard step of variant 5 when RSSM_GDN_WIR=1 (an A/B switch, off by default until measured).
+// Host interface of the GDN warp-item ReplaySSM standard step (WIR, fiftieth session; gdn_warp_replay.cu): variant 5's
+// standard step at small batches.
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -7,15 +7,19 @@
 
 namespace rssm {
 namespace gdn {
-constexpr int kWarpReplayRows = 8;        // value rows per warp
-constexpr int kWarpReplayWarps = 4;       // warps per CTA: 32 value rows of one (row b, value head)
-constexpr int kWarpReplayMaxWindow = 16;  // h + 1 <= 16 records per step: two lanes per record
-constexpr int kWarpReplayMaxCapacity = 32;  // ring positions: one lane each (gates), one shared-memory row each (keys)
+constexpr int kWarpReplayRows = 8;            // value rows per warp
+constexpr int kWarpReplayWarps = 4;           // warps per CTA: 32 value rows of one (row b, value head)
+constexpr int kWarpReplayMaxWindow = 16;      // h + 1 <= 16 records per step (4 records per warp for the dots)
+constexpr int kWarpReplayMaxCapacity = 32;    // ring positions: one lane each (gates), one shared-memory row each (keys)
+// Default route up to batch x num_v_heads of 64 (the B = 1 steps of Qwen3.5-4B / -122B, 32 / 64 value heads, measured
+// 10-11% faster than the stream kernel); at B = 16 and 64 it measured 0.5-9% slower (fiftieth session, H100).
+constexpr long long kWarpReplayMaxBatchHeads = 64;
 // True when the warp-item kernel can run `p`: standard mode (T = 1), head_k 128, head_v % 8 == 0, window <= 16,
 // ring_capacity <= 32, no dual-precision fields (skip_flush_rows, ring_beta, ring_v), 16-byte aligned ring_k and
 // ring_u rows (base and strides).
 bool warpReplayRuns(const GdnReplayParams& p);
-// RSSM_GDN_WIR ("1" on, "0" off; read per launch; default off) and warpReplayRuns(p): variant 5 then runs it.
+// Whether variant 5 runs it for `p`: warpReplayRuns(p) and batch x num_v_heads <= kWarpReplayMaxBatchHeads.
+// RSSM_GDN_WIR (read per launch, A/B): "1" wherever it can run (any batch), "0" never (the stream kernel).
 bool warpReplayWanted(const GdnReplayParams& p);
 // Launches it (p.scale already resolved); the caller validated the inputs.
 cudaError_t launchReplayWarpItems(const GdnReplayParams& p, cudaStream_t s);
