@@ -133,6 +133,18 @@ def replay_auto_variant(p: "GdnReplayParams", has_workspace: bool = True) -> int
     return int(fn(ctypes.byref(p), int(bool(has_workspace))))
 
 
+def replay_uses_warp_items(p: "GdnReplayParams") -> bool:
+    """Whether variant 5 runs the standard step of ``p`` on the warp-item kernel (the C library's rule, host-only;
+    reads ``RSSM_GDN_WIR`` as the launcher does)."""
+    fn = _launchers.get("rssm_gdn_replay_uses_warp_items")
+    if fn is None:
+        fn = load_library().rssm_gdn_replay_uses_warp_items
+        fn.argtypes = [ctypes.POINTER(GdnReplayParams)]
+        fn.restype = ctypes.c_int
+        _launchers["rssm_gdn_replay_uses_warp_items"] = fn
+    return bool(fn(ctypes.byref(p)))
+
+
 def replay_workspace_bytes(p: "GdnReplayParams") -> int:
     """Workspace bytes the replay launch of ``p`` needs (> 0 for the split variant 6, else 0)."""
     fn = _launchers.get("rssm_gdn_replay_workspace_bytes")

@@ -1565,6 +1565,44 @@ def test_split_variant_workspace_rules():
         check_status(G._launcher("rssm_gdn_decode_launch", G.GdnDecodeParams)(ctypes.byref(d64), None), "gdn_decode")
 
 
+def test_wir_route_rule(monkeypatch):
+    """Variant 5's standard-step route (host-only, the launcher's rule through rssm_gdn_replay_uses_warp_items): the
+    warp-item kernel (WIR) where it can run and batch x value heads <= 64, the stream kernel otherwise; RSSM_GDN_WIR=1
+    lifts the batch rule only, =0 turns it off. Skipped when the kernel library is not built."""
+    from replayssm_trtllm.ops import gdn as G
+    from replayssm_trtllm.ops._lib import KernelLibraryError, load_library
+    try:
+        load_library()
+    except (KernelLibraryError, OSError) as e:
+        pytest.skip(f"kernel library not available: {e}")
+
+    def params(**kw):
+        d = dict(batch=1, num_tokens=1, num_heads=16, num_v_heads=32, head_k=128, head_v=128, num_slots=8,
+                 window=16, ring_capacity=17, mode=0, state_dtype=0, act_dtype=2, u_dtype=1, variant=5,
+                 ring_k_stride_slot=17 * 16 * 128, ring_k_stride_rec=16 * 128, ring_k_stride_head=128,
+                 ring_u_stride_slot=17 * 32 * 128, ring_u_stride_rec=32 * 128, ring_u_stride_head=128)
+        d.update(kw)
+        return G.GdnReplayParams(**d)
+
+    monkeypatch.delenv("RSSM_GDN_WIR", raising=False)
+    uses = G.replay_uses_warp_items
+    assert uses(params())                                        # q35-4b B = 1 (32 value heads)
+    assert uses(params(batch=2))                                 # 64 (batch x value heads)
+    assert not uses(params(batch=3))                             # 96
+    assert uses(params(num_v_heads=64))                          # q35-122b B = 1
+    assert not uses(params(num_v_heads=64, batch=2))
+    assert uses(params(window=1, ring_capacity=2)) and uses(params(window=16, ring_capacity=32))
+    for other in (params(window=17, ring_capacity=17), params(ring_capacity=33), params(head_k=256),
+                  params(head_v=12), params(mode=1, num_tokens=2, ring_capacity=18),
+                  params(skip_flush_rows=1), params(ring_k_stride_head=132), params(ring_u_stride_rec=32 * 128 + 4),
+                  params(ring_u_stride_head=100)):
+        assert not uses(other)
+    monkeypatch.setenv("RSSM_GDN_WIR", "1")
+    assert uses(params(batch=256)) and not uses(params(window=32, ring_capacity=32))
+    monkeypatch.setenv("RSSM_GDN_WIR", "0")
+    assert not uses(params())
+
+
 def test_auto_variant_rule():
     """GDN_VARIANT_AUTO (-1, the torch ops' default): the split kernels (6) where they run the sizes and
     B x HV >= 8192 and a workspace is given, else 4 (K 128 / 256) or 1 (K 64); the workspace query is > 0

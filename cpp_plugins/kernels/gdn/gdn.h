@@ -177,6 +177,11 @@ int64_t rssm_gdn_replay_workspace_bound(const GdnReplayParams* p);
 // The variant GDN_VARIANT_AUTO resolves to for *p (host-only, no CUDA call); `has_workspace`: whether a
 // workspace of rssm_gdn_replay_workspace_bytes(p) bytes is given.
 int rssm_gdn_replay_auto_variant(const GdnReplayParams* p, int has_workspace);
+// 1 when variant 5 runs the standard step of *p on the warp-item kernel (gdn_warp_replay.cu, fiftieth session), 0 when
+// on the stream kernel (host-only, no CUDA call; reads RSSM_GDN_WIR as the launcher does). Only meaningful for
+// variant 5 (the launcher's rule: K = 128, head_v % 8 == 0, window <= 16, ring_capacity <= 32, no dual-precision
+// fields, 16-byte aligned ring_k / ring_u rows, batch x num_v_heads <= 64 unless RSSM_GDN_WIR forces it).
+int rssm_gdn_replay_uses_warp_items(const GdnReplayParams* p);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -202,6 +202,9 @@ extern "C" int64_t rssm_gdn_replay_workspace_bytes(const GdnReplayParams* p) {
 extern "C" int64_t rssm_gdn_replay_workspace_bound(const GdnReplayParams* p) {
     return rssm::splitWorkspaceBound(p, GDN_VARIANT_AUTO, GDN_VARIANT_SPLIT, rssm_gdn_replay_workspace_bytes);
 }
+extern "C" int rssm_gdn_replay_uses_warp_items(const GdnReplayParams* p) {
+    return p && rssm::gdn::warpReplayWanted(*p) ? 1 : 0;
+}
 extern "C" int rssm_gdn_replay_auto_variant(const GdnReplayParams* p, int has_workspace) {
     if (!p) return 4;
     if (has_workspace && autoPicksSplit(p)) return GDN_VARIANT_SPLIT;
