@@ -32,7 +32,7 @@ from typing import Optional
 
 import torch
 
-from ._lib import check_status, load_library
+from ._lib import KernelLibraryError, check_status, load_library
 
 __all__ = [
     "GdnDecodeParams", "GdnReplayParams", "gdn_decode", "gdn_replay", "GdnReplayStateCache",
@@ -122,37 +122,40 @@ class GdnReplayParams(ctypes.Structure):
     )
 
 
+def _host_query(name: str, argtypes, restype):
+    """A host-only function of the kernel library with its ctypes signature, bound once; a library built before the
+    function existed raises KernelLibraryError naming it."""
+    fn = _launchers.get(name)
+    if fn is None:
+        lib = load_library()
+        try:
+            fn = getattr(lib, name)
+        except AttributeError:
+            raise KernelLibraryError(
+                f"the kernel library {lib._name} has no {name} (built from older sources); rebuild it with "
+                "`pip install --no-build-isolation -e .`") from None
+        fn.argtypes = argtypes
+        fn.restype = restype
+        _launchers[name] = fn
+    return fn
+
+
 def replay_auto_variant(p: "GdnReplayParams", has_workspace: bool = True) -> int:
     """The kernel design ``VARIANT_AUTO`` resolves to for ``p`` (the C library's rule, host-only)."""
-    fn = _launchers.get("rssm_gdn_replay_auto_variant")
-    if fn is None:
-        fn = load_library().rssm_gdn_replay_auto_variant
-        fn.argtypes = [ctypes.POINTER(GdnReplayParams), ctypes.c_int]
-        fn.restype = ctypes.c_int
-        _launchers["rssm_gdn_replay_auto_variant"] = fn
+    fn = _host_query("rssm_gdn_replay_auto_variant", [ctypes.POINTER(GdnReplayParams), ctypes.c_int], ctypes.c_int)
     return int(fn(ctypes.byref(p), int(bool(has_workspace))))
 
 
 def replay_uses_warp_items(p: "GdnReplayParams") -> bool:
     """Whether variant 5 runs the standard step of ``p`` on the warp-item kernel (the C library's rule, host-only;
     reads ``RSSM_GDN_WIR`` as the launcher does)."""
-    fn = _launchers.get("rssm_gdn_replay_uses_warp_items")
-    if fn is None:
-        fn = load_library().rssm_gdn_replay_uses_warp_items
-        fn.argtypes = [ctypes.POINTER(GdnReplayParams)]
-        fn.restype = ctypes.c_int
-        _launchers["rssm_gdn_replay_uses_warp_items"] = fn
+    fn = _host_query("rssm_gdn_replay_uses_warp_items", [ctypes.POINTER(GdnReplayParams)], ctypes.c_int)
     return bool(fn(ctypes.byref(p)))
 
 
 def replay_workspace_bytes(p: "GdnReplayParams") -> int:
     """Workspace bytes the replay launch of ``p`` needs (> 0 for the split variant 6, else 0)."""
-    fn = _launchers.get("rssm_gdn_replay_workspace_bytes")
-    if fn is None:
-        fn = load_library().rssm_gdn_replay_workspace_bytes
-        fn.argtypes = [ctypes.POINTER(GdnReplayParams)]
-        fn.restype = ctypes.c_int64
-        _launchers["rssm_gdn_replay_workspace_bytes"] = fn
+    fn = _host_query("rssm_gdn_replay_workspace_bytes", [ctypes.POINTER(GdnReplayParams)], ctypes.c_int64)
     return int(fn(ctypes.byref(p)))
 
 

@@ -1565,16 +1565,22 @@ def test_split_variant_workspace_rules():
         check_status(G._launcher("rssm_gdn_decode_launch", G.GdnDecodeParams)(ctypes.byref(d64), None), "gdn_decode")
 
 
-def test_wir_route_rule(monkeypatch):
-    """Variant 5's standard-step route (host-only, the launcher's rule through rssm_gdn_replay_uses_warp_items): the
-    warp-item kernel (WIR) where it can run and batch x value heads <= 64, the stream kernel otherwise; RSSM_GDN_WIR=1
-    lifts the batch rule only, =0 turns it off. Skipped when the kernel library is not built."""
-    from replayssm_trtllm.ops import gdn as G
+def _host_library_or_skip():
+    """The kernel library's loader once the library loads (host-only tests run on the CPU too); skips otherwise."""
     from replayssm_trtllm.ops._lib import KernelLibraryError, load_library
     try:
         load_library()
     except (KernelLibraryError, OSError) as e:
         pytest.skip(f"kernel library not available: {e}")
+    return load_library
+
+
+def test_wir_route_rule(monkeypatch):
+    """Variant 5's standard-step route (host-only, the launcher's rule through rssm_gdn_replay_uses_warp_items): the
+    warp-item kernel (WIR) where it can run and batch x value heads <= 64, the stream kernel otherwise; RSSM_GDN_WIR=1
+    lifts the batch rule only, =0 turns it off. Skipped when the kernel library is not built."""
+    from replayssm_trtllm.ops import gdn as G
+    _host_library_or_skip()
 
     def params(**kw):
         d = dict(batch=1, num_tokens=1, num_heads=16, num_v_heads=32, head_k=128, head_v=128, num_slots=8,
@@ -1610,11 +1616,7 @@ def test_auto_variant_rule():
     Host-only functions of the kernel library (skipped when it is not built)."""
     import ctypes
     from replayssm_trtllm.ops import gdn as G
-    from replayssm_trtllm.ops._lib import KernelLibraryError, load_library
-    try:
-        load_library()
-    except (KernelLibraryError, OSError) as e:
-        pytest.skip(f"kernel library not available: {e}")
+    load_library = _host_library_or_skip()
 
     def params(**kw):
         d = dict(batch=256, num_tokens=1, num_heads=16, num_v_heads=32, head_k=128, head_v=128, num_slots=300,
