@@ -55,6 +55,11 @@ constexpr int kCarveoutMinimal = -2;
 // from the last one applied to that kernel on that device (a cached table behind a lock), so a per-launch call costs a
 // lookup. Host-only, no stream work. Returns the cudaError_t of the attribute call as an int (0 on success).
 int applyCarveout(const void* func, int threads, size_t smem, int request);
+// A 16-bit row tensor whose rows can be copied in 16-byte pieces: base 16-byte aligned, three element strides
+// multiples of 8 (launcher rules of the GDN split and warp-item kernels).
+inline bool aligned16Rows(const void* ptr, int64_t a, int64_t b, int64_t c) {
+    return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0 && a % 8 == 0 && b % 8 == 0 && c % 8 == 0;
+}
 // Records a printf-style message for rssm_last_error() and returns `status`.
 int setError(int status, const char* fmt, ...);
 void clearError();

@@ -137,9 +137,7 @@ int finish(const char* op, cudaError_t e) {
     return RSSM_OK;
 }
 
-bool aligned16Rows(const void* ptr, int64_t a, int64_t b, int64_t c) {
-    return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0 && a % 8 == 0 && b % 8 == 0 && c % 8 == 0;
-}
+using rssm::aligned16Rows;
 
 // Variant 6 (split kernels) input rules: K 128 / 256, rows_per_cta 0, head_v % 8 == 0, at most 32 records
 // per step, 16-byte ring_u / ring_k rows (8-element loads and copies), a large enough workspace.

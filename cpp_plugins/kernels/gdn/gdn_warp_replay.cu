@@ -27,10 +27,9 @@
 // 10% (q35-4b) / 7-8% (q35-122b) less time than on the stream kernel; the forms tried on the way (record dots on every warp, on lane pairs or 8 lanes per
 // record; the row dots before the second barrier; the L2 prefetch hint on the rows) are in the git history (b7fe00d).
 #include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "common/cp_async.cuh"
+#include "common/env_switch.h"
 #include "common/pdl.h"
 #include "gdn/gdn_kernels.cuh"
 #include "gdn/gdn_warp_replay.h"
@@ -42,6 +41,12 @@ namespace {
 constexpr int kWirK = 128;
 constexpr int kWirCtaRows = kWarpReplayWarps * kWarpReplayRows;
 static_assert(kWarpReplayWarps * 4 == kWarpReplayMaxWindow, "record dots: 4 records per warp cover the window");
+
+// Ring index of record j (0 <= j <= h) of a row whose committed records start at o0 < C: o0 + j < 2C, as h < L <= C.
+__device__ __forceinline__ int ringIndex(int o0, int j, int C) {
+    const int r = o0 + j;
+    return r >= C ? r - C : r;
+}
 
 template <typename ST, bool UB>
 __global__ void __launch_bounds__(kWarpReplayWarps * 32, 4) gdnReplayWarpStdKernel(const GdnReplayParams p) {
@@ -117,9 +122,7 @@ __global__ void __launch_bounds__(kWarpReplayWarps * 32, 4) gdnReplayWarpStdKern
     // ---- the decays need only the gates and the cursors: lane pair j (lanes 2j, 2j + 1) takes record j's gate
     //      (lane 2h this token's); odd lanes add nothing, so lanes 2j and 2j + 1 both end with P[j + 1] ----
     const int jp = lane >> 1;  // h <= 15: every record has its lane pair
-    int pjp = o0 + jp;
-    if (pjp >= C) pjp -= C;  // o0 + j < 2C for j < h (h < L <= C)
-    if (jp >= h) pjp = 0;
+    const int pjp = jp < h ? ringIndex(o0, jp, C) : 0;
     const float gRec = __shfl_sync(kFull, gPos, pjp);
     const float gLane = (lane & 1) ? 0.f : jp < h ? gRec : (jp == h ? gCur : 0.f);
     const float P = scan::warpInclusiveSum(gLane, lane);
@@ -136,8 +139,7 @@ __global__ void __launch_bounds__(kWarpReplayWarps * 32, 4) gdnReplayWarpStdKern
         const int rp = lane >> 3, sl = lane & 7, jr = 4 * warp + rp;
         float a0 = 0.f, a1 = 0.f, a2 = 0.f;
         if (jr < h) {
-            int pr = o0 + jr;
-            if (pr >= C) pr -= C;
+            const int pr = ringIndex(o0, jr, C);
 #pragma unroll
             for (int c2 = 0; c2 < 2; ++c2) {
                 const int e = sl * 16 + (c2 ^ (sl >> 2)) * 8;
@@ -174,8 +176,7 @@ __global__ void __launch_bounds__(kWarpReplayWarps * 32, 4) gdnReplayWarpStdKern
     for (int i = 0; i < kWarpReplayMaxWindow / RS::LPR; ++i) {
         const int jj = sub + RS::LPR * i;
         if (jj < h) {
-            int pp = o0 + jj;
-            if (pp >= C) pp -= C;
+            const int pp = ringIndex(o0, jj, C);
             const float uj = u16ToF(uCol[pp * kWirCtaRows], UB);
             xs = fmaf(s_coef[jj][1], uj, xs);
             ys = fmaf(s_coef[jj][2], uj, ys);
@@ -190,8 +191,7 @@ __global__ void __launch_bounds__(kWarpReplayWarps * 32, 4) gdnReplayWarpStdKern
     const float o = fmaf(u, kq * invk * invq, Y);
 
     // ---- outputs and the record of this token at ring index (o0 + h) % C ----
-    int pos = o0 + h;
-    if (pos >= C) pos -= C;
+    const int pos = ringIndex(o0, h, C);
     if (sub == 0) {
         stAct(p.o, (int64_t)b * p.o_stride_b + (int64_t)hv * p.o_stride_h + row, o, bf16);
         stAct(p.ring_u, ruBase + (int64_t)pos * p.ring_u_stride_rec + row, u, UB);
@@ -209,8 +209,7 @@ __global__ void __launch_bounds__(kWarpReplayWarps * 32, 4) gdnReplayWarpStdKern
         const uint16_t* uRows = s_u + warp * kWarpReplayRows;
 #pragma unroll 2
         for (int jj = 0; jj < h; ++jj) {
-            int pp = o0 + jj;
-            if (pp >= C) pp -= C;
+            const int pp = ringIndex(o0, jj, C);
             const float4 kj =
                 scale4(u2ToF4(*reinterpret_cast<const uint2*>(s_k + pp * K + lane * 4), bf16), s_coef[jj][0]);
             const uint16_t* ur = uRows + pp * kWirCtaRows;
@@ -232,25 +231,21 @@ const void* warpReplayKernel(bool ub) {
               : reinterpret_cast<const void*>(&gdnReplayWarpStdKernel<ST, false>);
 }
 
-bool rows16(const void* base, int64_t s0, int64_t s1, int64_t s2) {
-    return (reinterpret_cast<uintptr_t>(base) & 15u) == 0 && s0 % 8 == 0 && s1 % 8 == 0 && s2 % 8 == 0;
-}
-
 }  // namespace
 
 bool warpReplayRuns(const GdnReplayParams& p) {
     return p.mode == GDN_REPLAY_STANDARD && p.num_tokens == 1 && p.head_k == kWirK &&
            p.head_v % kWarpReplayRows == 0 && p.window <= kWarpReplayMaxWindow &&
            p.ring_capacity <= kWarpReplayMaxCapacity && p.skip_flush_rows == 0 && p.ring_beta == nullptr &&
-           p.ring_v == nullptr && rows16(p.ring_k, p.ring_k_stride_slot, p.ring_k_stride_rec, p.ring_k_stride_head) &&
-           rows16(p.ring_u, p.ring_u_stride_slot, p.ring_u_stride_rec, p.ring_u_stride_head);
+           p.ring_v == nullptr &&
+           aligned16Rows(p.ring_k, p.ring_k_stride_slot, p.ring_k_stride_rec, p.ring_k_stride_head) &&
+           aligned16Rows(p.ring_u, p.ring_u_stride_slot, p.ring_u_stride_rec, p.ring_u_stride_head);
 }
 
 bool warpReplayWanted(const GdnReplayParams& p) {
-    const char* e = getenv("RSSM_GDN_WIR");
-    if (e && strcmp(e, "0") == 0) return false;
-    const bool forced = e && strcmp(e, "1") == 0;
-    return warpReplayRuns(p) && (forced || (long long)p.batch * p.num_v_heads <= kWarpReplayMaxBatchHeads);
+    // RSSM_GDN_WIR "1" / "0" overrides the batch rule (common/env_switch.h), never warpReplayRuns
+    return warpReplayRuns(p) &&
+           envSwitch("RSSM_GDN_WIR", (long long)p.batch * p.num_v_heads <= kWarpReplayMaxBatchHeads);
 }
 
 cudaError_t launchReplayWarpItems(const GdnReplayParams& p, cudaStream_t s) {
