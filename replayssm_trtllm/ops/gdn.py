@@ -67,11 +67,13 @@ REPLAY_VARIANTS = (VARIANT_AUTO,) + VARIANTS
 
 
 def default_replay_variant(head_k: int) -> int:
-    """The fixed kernel design for ``head_k`` when no workspace can be given (the TensorRT plugins,
-    cpp_plugins/plugins/core/kernel_params.cpp): stream kernel 4 for head_k 128/256, tile kernel 1 for
-    head_k 64 (the stream kernels need head_k % 128 == 0). The torch ops default to ``VARIANT_AUTO``: the
+    """The kernel design ``VARIANT_AUTO`` falls back to for ``head_k`` when neither the split kernels nor the
+    warp-item kernel take a step (no workspace, a small batch): stream kernel 4 for head_k 128/256, tile kernel 1
+    for head_k 64 (the stream kernels need head_k % 128 == 0). The torch ops default to ``VARIANT_AUTO``: the
     C library picks the split kernels (6, with a workspace the op allocates) where they run the sizes and
-    B x HV >= 8192 (measured faster there, slower at B = 1; docs/kernels-gdn.md "Variant 6"), else this."""
+    B x HV >= 8192 (measured faster there, slower at B = 1; docs/kernels-gdn.md "Variant 6"), variant 5 for the
+    standard steps its warp-item kernel runs (head_k 128, B x HV <= 64: ``replay_uses_warp_items``), else this.
+    The TensorRT plugins ask for ``VARIANT_AUTO`` too."""
     return 4 if int(head_k) in (128, 256) else 1
 
 

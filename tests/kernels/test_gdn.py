@@ -1611,9 +1611,10 @@ def test_wir_route_rule(monkeypatch):
 
 def test_auto_variant_rule():
     """GDN_VARIANT_AUTO (-1, the torch ops' default): the split kernels (6) where they run the sizes and
-    B x HV >= 8192 and a workspace is given, else 4 (K 128 / 256) or 1 (K 64); the workspace query is > 0
-    exactly when auto would pick 6; the plugins' bound at maximum shapes covers every smaller step.
-    Host-only functions of the kernel library (skipped when it is not built)."""
+    B x HV >= 8192 and a workspace is given; 5 (its warp-item kernel, WIR) for the standard steps WIR runs at
+    B x HV <= 64; else 4 (K 128 / 256) or 1 (K 64); the workspace query is > 0 exactly when auto would pick 6;
+    the plugins' bound at maximum shapes covers every smaller step. Host-only functions of the kernel library
+    (skipped when it is not built)."""
     import ctypes
     from replayssm_trtllm.ops import gdn as G
     load_library = _host_library_or_skip()
@@ -1629,9 +1630,17 @@ def test_auto_variant_rule():
     assert G.replay_auto_variant(big, has_workspace=False) == 4
     assert G.replay_auto_variant(params(head_k=256)) == 6
     assert G.replay_auto_variant(params(batch=128, num_v_heads=64)) == 6   # q35-122b heads, B = 128
-    for small in (params(batch=1), params(batch=255), params(window=40, ring_capacity=40),
-                  params(head_v=12), params(mode=1, num_tokens=4, window=30, ring_capacity=34)):
+    for small in (params(batch=3), params(batch=255), params(batch=1, window=40, ring_capacity=40),
+                  params(batch=1, head_v=12), params(batch=1, mode=1, num_tokens=4, window=12, ring_capacity=16),
+                  params(batch=1, head_k=256), params(batch=1, ring_capacity=33),
+                  params(mode=1, num_tokens=4, window=30, ring_capacity=34)):
         assert G.replay_auto_variant(small) == 4 and G.replay_workspace_bytes(small) == 0
+    # the small-batch standard steps WIR runs (B x HV <= 64): variant 5, no workspace
+    for wir in (params(batch=1), params(batch=2), params(batch=1, num_v_heads=64), params(batch=1, ring_capacity=24)):
+        assert G.replay_uses_warp_items(wir)
+        assert G.replay_auto_variant(wir) == 5 and G.replay_auto_variant(wir, has_workspace=False) == 5
+        assert G.replay_workspace_bytes(wir) == 0
+    assert G.replay_auto_variant(params(batch=2, num_v_heads=64)) == 4     # B x HV = 128 > 64
     assert G.replay_auto_variant(params(mode=1, num_tokens=4, window=28, ring_capacity=32)) == 6
     assert G.replay_auto_variant(params(head_k=64)) == 1
     assert G.replay_workspace_bytes(params(variant=4)) == 0
@@ -1652,11 +1661,14 @@ def test_auto_variant_rule():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape,B,L,mode,T", [("q35-4b", 256, 16, 0, 1), ("q35-122b", 128, 16, 1, 3),
-                                              ("q35-4b", 3, 8, 0, 1)],
-                         ids=["q35-4b-B256-std", "q35-122b-B128-T3", "q35-4b-B3-std"])
+                                              ("q35-4b", 3, 8, 0, 1), ("q35-122b", 1, 16, 0, 1),
+                                              ("q35-4b", 2, 16, 0, 1)],
+                         ids=["q35-4b-B256-std", "q35-122b-B128-T3", "q35-4b-B3-std", "q35-122b-B1-std",
+                              "q35-4b-B2-std"])
 def test_replay_auto_variant(shape, B, L, mode, T):
-    """variant=None (GDN_VARIANT_AUTO): the split kernels at large batches, variant 4 at small ones, same
-    results as the float64 reference over flushes."""
+    """variant=None (GDN_VARIANT_AUTO): the split kernels at large batches, the warp-item kernel (variant 5's
+    WIR) for the standard steps at B x HV <= 64, variant 4 at other small batches; same results as the float64
+    reference over flushes."""
     seq = _Seq(shape, B, L, mode, T, seed=B + L + T, variant=None)
     join = [(r * 5) % L for r in range(B)]
     for t in range(L + 12):

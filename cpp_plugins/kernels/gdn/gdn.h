@@ -41,8 +41,9 @@ enum GdnReplayMode {
 #define GDN_VARIANT_WARP_ITEMS 6 // GdnDecode (seventh session): the warp-item conventional kernel (gdn_warp_decode.cu):
                                  // one token in place, head_k 128 / 256, head_v % 8 == 0; otherwise variant 5 runs
 #define GDN_VARIANT_AUTO (-1) // replay only: GDN_VARIANT_SPLIT where it can run the sizes, batch x num_v_heads >=
-                              // GDN_SPLIT_MIN_BATCH_HEADS and a large enough workspace is given; otherwise 4
-                              // (head_k 128 / 256) or 1 (head_k 64)
+                              // GDN_SPLIT_MIN_BATCH_HEADS and a large enough workspace is given; 5 for the standard
+                              // steps its warp-item kernel runs (gdn_warp_replay.h: head_k 128, batch x num_v_heads
+                              // <= 64, ...); otherwise 4 (head_k 128 / 256) or 1 (head_k 64)
 #define GDN_SPLIT_MIN_BATCH_HEADS 8192 // measured faster than variants 0-5 at B = 256 x 32 / 64 value heads,
                                        // slower at B = 1 (docs/kernels-gdn.md "Variant 6")
 
