@@ -72,7 +72,7 @@ def default_replay_variant(head_k: int) -> int:
     for head_k 64 (the stream kernels need head_k % 128 == 0). The torch ops default to ``VARIANT_AUTO``: the
     C library picks the split kernels (6, with a workspace the op allocates) where they run the sizes and
     B x HV >= 8192 (measured faster there, slower at B = 1; docs/kernels-gdn.md "Variant 6"), variant 5 for the
-    standard steps its warp-item kernel runs (head_k 128, B x HV <= 64: ``replay_uses_warp_items``), else this.
+    standard steps its warp-item kernel runs (head_k 128, B x HV <= 128: ``replay_uses_warp_items``), else this.
     The TensorRT plugins ask for ``VARIANT_AUTO`` too."""
     return 4 if int(head_k) in (128, 256) else 1
 

@@ -1071,7 +1071,7 @@ def test_replay_head_dims(K, V, mode, T, variant):
 
 # WIR (fiftieth session): variant 5's standard step on warp items (cpp_plugins/kernels/gdn/gdn_warp_replay.cu), the
 # default where it can run it (K = 128, head_v % 8 == 0, window <= 16, ring capacity <= 32, no dual-precision fields) and
-# batch x value heads <= 64; RSSM_GDN_WIR=1 runs it at any batch, =0 never. Its arithmetic order differs from every
+# batch x value heads <= 128; RSSM_GDN_WIR=1 runs it at any batch, =0 never. Its arithmetic order differs from every
 # other variant's, so it is checked against the float64 reference (_Seq: outputs every step, checkpoints, ring g / u / k),
 # not bit for bit: one row, staggered rows with 10% padding, in-phase flushes, ring wrap-around (capacity L + 1), both
 # model shapes, three value heads per key head, window 1 (every step flushes), and the other dtypes. (The B = 1 cases of
@@ -1577,7 +1577,7 @@ def _host_library_or_skip():
 
 def test_wir_route_rule(monkeypatch):
     """Variant 5's standard-step route (host-only, the launcher's rule through rssm_gdn_replay_uses_warp_items): the
-    warp-item kernel (WIR) where it can run and batch x value heads <= 64, the stream kernel otherwise; RSSM_GDN_WIR=1
+    warp-item kernel (WIR) where it can run and batch x value heads <= 128, the stream kernel otherwise; RSSM_GDN_WIR=1
     lifts the batch rule only, =0 turns it off. Skipped when the kernel library is not built."""
     from replayssm_trtllm.ops import gdn as G
     _host_library_or_skip()
@@ -1593,10 +1593,10 @@ def test_wir_route_rule(monkeypatch):
     monkeypatch.delenv("RSSM_GDN_WIR", raising=False)
     uses = G.replay_uses_warp_items
     assert uses(params())                                        # q35-4b B = 1 (32 value heads)
-    assert uses(params(batch=2))                                 # 64 (batch x value heads)
-    assert not uses(params(batch=3))                             # 96
-    assert uses(params(num_v_heads=64))                          # q35-122b B = 1
-    assert not uses(params(num_v_heads=64, batch=2))
+    assert uses(params(batch=4))                                 # 128 (batch x value heads)
+    assert not uses(params(batch=5))                             # 160
+    assert uses(params(num_v_heads=64)) and uses(params(num_v_heads=64, batch=2))  # q35-122b B = 1, 2
+    assert not uses(params(num_v_heads=64, batch=3))
     assert uses(params(window=1, ring_capacity=2)) and uses(params(window=16, ring_capacity=32))
     for other in (params(window=17, ring_capacity=17), params(ring_capacity=33), params(head_k=256),
                   params(head_v=12), params(mode=1, num_tokens=2, ring_capacity=18),
@@ -1612,7 +1612,7 @@ def test_wir_route_rule(monkeypatch):
 def test_auto_variant_rule():
     """GDN_VARIANT_AUTO (-1, the torch ops' default): the split kernels (6) where they run the sizes and
     B x HV >= 8192 and a workspace is given; 5 (its warp-item kernel, WIR) for the standard steps WIR runs at
-    B x HV <= 64; else 4 (K 128 / 256) or 1 (K 64); the workspace query is > 0 exactly when auto would pick 6;
+    B x HV <= 128; else 4 (K 128 / 256) or 1 (K 64); the workspace query is > 0 exactly when auto would pick 6;
     the plugins' bound at maximum shapes covers every smaller step. Host-only functions of the kernel library
     (skipped when it is not built)."""
     import ctypes
@@ -1630,17 +1630,17 @@ def test_auto_variant_rule():
     assert G.replay_auto_variant(big, has_workspace=False) == 4
     assert G.replay_auto_variant(params(head_k=256)) == 6
     assert G.replay_auto_variant(params(batch=128, num_v_heads=64)) == 6   # q35-122b heads, B = 128
-    for small in (params(batch=3), params(batch=255), params(batch=1, window=40, ring_capacity=40),
+    for small in (params(batch=5), params(batch=255), params(batch=1, window=40, ring_capacity=40),
                   params(batch=1, head_v=12), params(batch=1, mode=1, num_tokens=4, window=12, ring_capacity=16),
                   params(batch=1, head_k=256), params(batch=1, ring_capacity=33),
                   params(mode=1, num_tokens=4, window=30, ring_capacity=34)):
         assert G.replay_auto_variant(small) == 4 and G.replay_workspace_bytes(small) == 0
-    # the small-batch standard steps WIR runs (B x HV <= 64): variant 5, no workspace
-    for wir in (params(batch=1), params(batch=2), params(batch=1, num_v_heads=64), params(batch=1, ring_capacity=24)):
+    # the small-batch standard steps WIR runs (B x HV <= 128): variant 5, no workspace
+    for wir in (params(batch=1), params(batch=4), params(batch=2, num_v_heads=64), params(batch=1, ring_capacity=24)):
         assert G.replay_uses_warp_items(wir)
         assert G.replay_auto_variant(wir) == 5 and G.replay_auto_variant(wir, has_workspace=False) == 5
         assert G.replay_workspace_bytes(wir) == 0
-    assert G.replay_auto_variant(params(batch=2, num_v_heads=64)) == 4     # B x HV = 128 > 64
+    assert G.replay_auto_variant(params(batch=3, num_v_heads=64)) == 4     # B x HV = 192 > 128
     assert G.replay_auto_variant(params(mode=1, num_tokens=4, window=28, ring_capacity=32)) == 6
     assert G.replay_auto_variant(params(head_k=64)) == 1
     assert G.replay_workspace_bytes(params(variant=4)) == 0
@@ -1667,7 +1667,7 @@ def test_auto_variant_rule():
                               "q35-4b-B2-std"])
 def test_replay_auto_variant(shape, B, L, mode, T):
     """variant=None (GDN_VARIANT_AUTO): the split kernels at large batches, the warp-item kernel (variant 5's
-    WIR) for the standard steps at B x HV <= 64, variant 4 at other small batches; same results as the float64
+    WIR) for the standard steps at B x HV <= 128, variant 4 at other small batches; same results as the float64
     reference over flushes."""
     seq = _Seq(shape, B, L, mode, T, seed=B + L + T, variant=None)
     join = [(r * 5) % L for r in range(B)]

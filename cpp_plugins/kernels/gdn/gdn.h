@@ -43,7 +43,7 @@ enum GdnReplayMode {
 #define GDN_VARIANT_AUTO (-1) // replay only: GDN_VARIANT_SPLIT where it can run the sizes, batch x num_v_heads >=
                               // GDN_SPLIT_MIN_BATCH_HEADS and a large enough workspace is given; 5 for the standard
                               // steps its warp-item kernel runs (gdn_warp_replay.h: head_k 128, batch x num_v_heads
-                              // <= 64, ...); otherwise 4 (head_k 128 / 256) or 1 (head_k 64)
+                              // <= 128, ...); otherwise 4 (head_k 128 / 256) or 1 (head_k 64)
 #define GDN_SPLIT_MIN_BATCH_HEADS 8192 // measured faster than variants 0-5 at B = 256 x 32 / 64 value heads,
                                        // slower at B = 1 (docs/kernels-gdn.md "Variant 6")
 
@@ -181,7 +181,7 @@ int rssm_gdn_replay_auto_variant(const GdnReplayParams* p, int has_workspace);
 // 1 when variant 5 runs the standard step of *p on the warp-item kernel (gdn_warp_replay.cu, fiftieth session), 0 when
 // on the stream kernel (host-only, no CUDA call; reads RSSM_GDN_WIR as the launcher does). Only meaningful for
 // variant 5 (the launcher's rule: K = 128, head_v % 8 == 0, window <= 16, ring_capacity <= 32, no dual-precision
-// fields, 16-byte aligned ring_k / ring_u rows, batch x num_v_heads <= 64 unless RSSM_GDN_WIR forces it).
+// fields, 16-byte aligned ring_k / ring_u rows, batch x num_v_heads <= 128 unless RSSM_GDN_WIR forces it).
 int rssm_gdn_replay_uses_warp_items(const GdnReplayParams* p);
 
 #ifdef __cplusplus

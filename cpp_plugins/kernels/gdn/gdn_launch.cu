@@ -207,7 +207,7 @@ extern "C" int rssm_gdn_replay_auto_variant(const GdnReplayParams* p, int has_wo
     if (!p) return 4;
     if (has_workspace && autoPicksSplit(p)) return GDN_VARIANT_SPLIT;
     // small-batch standard steps: variant 5, which runs them on warp items (WIR, gdn_warp_replay.h: K = 128,
-    // batch x num_v_heads <= 64; RSSM_GDN_WIR overrides the batch rule), measured faster than variant 4 there
+    // batch x num_v_heads <= 128; RSSM_GDN_WIR overrides the batch rule), measured faster than variant 4 there
     if (rssm::gdn::warpReplayWanted(*p)) return 5;
     return (p->head_k == 128 || p->head_k == 256) ? 4 : 1;
 }

@@ -117,7 +117,7 @@ GdnReplayParams gdnReplaySizes(Config const& cfg, TensorDesc const* in, int32_t 
     p.rows_per_cta = 0;
     // Kernel design: the launcher's automatic choice (gdn.h GDN_VARIANT_AUTO): the split kernels (6) when the
     // adapter passes a large enough workspace and the batch is large, variant 5's warp-item kernel for small-batch
-    // standard steps (K = 128, batch x value heads <= 64), else stream kernel 4 (K = 128 / 256) or tile kernel 1
+    // standard steps (K = 128, batch x value heads <= 128), else stream kernel 4 (K = 128 / 256) or tile kernel 1
     // (K = 64), the designs measured fastest (docs/kernels-gdn.md).
     p.variant = GDN_VARIANT_AUTO;
     p.scale = static_cast<float>(cfg.f("scale"));  // 0 -> kernel uses K^-0.5

@@ -303,7 +303,7 @@ void runMamba2(bool speculative) {
 
 // ---- GDN: ReplayDecode (family gdn, T = 1) or GdnVerify (T > 1, all drafts accepted) + ReplayCommit
 // The plugin core asks for the automatic design (GDN_VARIANT_AUTO): at B = 2, K = 64 runs the tile kernel
-// (variant 1); K = 128 runs the warp-item kernel (variant 5's WIR, B x HV = 8 <= 64) for ReplayDecode's standard
+// (variant 1); K = 128 runs the warp-item kernel (variant 5's WIR, B x HV = 8 <= 128) for ReplayDecode's standard
 // steps and the stream kernel (variant 4) for GdnVerify. `large` (B = 256, HV = 32: B x HV = 8192) queries
 // getWorkspaceSize, expects the split kernels' workspace (> 0), hands it to enqueue, so the automatic choice
 // runs the split kernels (variant 6) inside the plugin.
