@@ -1120,12 +1120,12 @@ def test_replay_standard_wir_dtypes(case, monkeypatch):
     assert seq.flushes > 0
 
 
-def _wir_kernel_names(monkeypatch, env, B, L, mode=0, T=1):
+def _wir_kernel_names(monkeypatch, env, B, L, mode=0, T=1, variant=5):
     skip_under_sanitizer()
     monkeypatch.delenv("RSSM_GDN_WIR", raising=False)
     if env is not None:
         monkeypatch.setenv("RSSM_GDN_WIR", env)
-    seq = _Seq("q35-4b", B, L, mode, T, seed=3, variant=5)
+    seq = _Seq("q35-4b", B, L, mode, T, seed=3, variant=variant)
     acc = None if mode == 0 else [T] + [1] * (B - 1)
     seq.step(torch.ones(B, dtype=torch.bool), acc)  # warm-up (loads the ops)
     torch.cuda.synchronize()
@@ -1137,14 +1137,18 @@ def _wir_kernel_names(monkeypatch, env, B, L, mode=0, T=1):
 @pytest.mark.gpu
 def test_wir_instance_runs(monkeypatch):
     """Which kernel variant 5 launches (torch profiler; q35-4b, 32 value heads): WIR by default up to batch x value
-    heads 64 (B = 1, 2), the stream kernel above (B = 3); RSSM_GDN_WIR=1 WIR at B = 3 too, =0 the stream kernel at
-    B = 1; the stream kernel for a window above 16 and for speculative steps whatever the switch."""
+    heads 128 (B = 1, 4), the stream kernel above (B = 5); RSSM_GDN_WIR=1 WIR at B = 5 too, =0 the stream kernel at
+    B = 1; the stream kernel for a window above 16 and for speculative steps whatever the switch. The automatic
+    design (variant=None, the ops' default) launches WIR where variant 5 would, else stream kernel 4."""
     wir = {"wir": True, "stream": False}
     stream = {"wir": False, "stream": True}
     assert _wir_kernel_names(monkeypatch, None, 1, 16) == wir
-    assert _wir_kernel_names(monkeypatch, None, 2, 16) == wir
-    assert _wir_kernel_names(monkeypatch, None, 3, 16) == stream
-    assert _wir_kernel_names(monkeypatch, "1", 3, 16) == wir
+    assert _wir_kernel_names(monkeypatch, None, 4, 16) == wir
+    assert _wir_kernel_names(monkeypatch, None, 5, 16) == stream
+    assert _wir_kernel_names(monkeypatch, "1", 5, 16) == wir
+    assert _wir_kernel_names(monkeypatch, None, 4, 16, variant=None) == wir
+    assert _wir_kernel_names(monkeypatch, None, 5, 16, variant=None) == stream
+    assert _wir_kernel_names(monkeypatch, "0", 1, 16, variant=None) == stream
     assert _wir_kernel_names(monkeypatch, "0", 1, 16) == stream
     assert _wir_kernel_names(monkeypatch, "1", 1, 32) == stream  # window > 16
     assert _wir_kernel_names(monkeypatch, "1", 1, 16, mode=1, T=2) == stream  # speculative

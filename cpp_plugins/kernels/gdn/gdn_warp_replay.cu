@@ -48,7 +48,9 @@ __device__ __forceinline__ int ringIndex(int o0, int j, int C) {
     return r >= C ? r - C : r;
 }
 
-template <typename ST, bool UB>
+// ACT: the activations' dtype, 1 = fp16, 2 = bf16 (compile-time: one conversion per element), 0 = read from p at run
+// time with the record terms behind per-record branches (the fiftieth session's form, RSSM_GDN_WIR=2 for A/B only).
+template <typename ST, bool UB, int ACT>
 __global__ void __launch_bounds__(kWarpReplayWarps * 32, 4) gdnReplayWarpStdKernel(const GdnReplayParams p) {
     pdlChainEntry();  // RSSM_PDL_CHAIN: a programmatic dependent of the kernel before it (common/pdl.h)
     using RS = stream::RowScatter<kWarpReplayRows>;
@@ -64,8 +66,8 @@ __global__ void __launch_bounds__(kWarpReplayWarps * 32, 4) gdnReplayWarpStdKern
     const int V = p.head_v, C = p.ring_capacity;
     const int vw = blockIdx.x * kWirCtaRows + warp * kWarpReplayRows;  // the warp's first row
     const bool rowsHere = vw < V;  // head_v % 8 == 0: all 8 rows or none
-    const int hk = hv / (p.num_v_heads / p.num_heads);
-    const bool bf16 = p.act_dtype == RSSM_DTYPE_BF16;
+    const int vPerK = p.num_v_heads / p.num_heads, hk = hv / vPerK;
+    const bool bf16 = ACT == 0 ? p.act_dtype == RSSM_DTYPE_BF16 : ACT == 2;
     const int rl = RS::rowOf(lane), row = vw + rl, sub = lane & (RS::LPR - 1);
 
     // ---- inputs that need only the batch row, issued before the slot index arrives ----
@@ -109,7 +111,8 @@ __global__ void __launch_bounds__(kWarpReplayWarps * 32, 4) gdnReplayWarpStdKern
     const float4 kn = scale4(kf, invk), qn = scale4(qf, invq);
     *reinterpret_cast<float4*>(&s_kn[warp][lane * 4]) = kn;
     *reinterpret_cast<float4*>(&s_qn[warp][lane * 4]) = qn;
-    const float gCur = gdnLogDecay(aIn, aLog, dtBias), beta = sigmoidf(bIn);
+    const float gCur = gdnLogDecay(aIn, aLog, dtBias);
+    float beta = sigmoidf(bIn);
 
     // Cursor invariants (design.md 3.2; standard mode: 0 <= h < L, 0 <= o < C); a violating row is skipped (the
     // commit kernel reports it). CTA-uniform: every thread read the same cursors.
@@ -129,6 +132,8 @@ __global__ void __launch_bounds__(kWarpReplayWarps * 32, 4) gdnReplayWarpStdKern
     const float Ptot = __shfl_sync(kFull, P, 2 * h);  // P[h + 1]
     const float D = expf(Ptot);
     const float wLane = jp < h ? expf(Ptot - P) : 0.f;  // w_j on lane pair j
+    // beta's division (and its slow path) here, while the copies land, not next to its use at the end of the chain
+    if (ACT != 0) asm volatile("" : "+f"(beta));
     async::waitAll();
     __syncthreads();  // barrier 1: the ring copies (and each warp's kn / qn rows) visible
 
@@ -174,12 +179,21 @@ __global__ void __launch_bounds__(kWarpReplayWarps * 32, 4) gdnReplayWarpStdKern
     float xs = 0.f, ys = 0.f;
 #pragma unroll
     for (int i = 0; i < kWarpReplayMaxWindow / RS::LPR; ++i) {
-        const int jj = sub + RS::LPR * i;
-        if (jj < h) {
-            const int pp = ringIndex(o0, jj, C);
-            const float uj = u16ToF(uCol[pp * kWirCtaRows], UB);
-            xs = fmaf(s_coef[jj][1], uj, xs);
-            ys = fmaf(s_coef[jj][2], uj, ys);
+        const int jj = sub + RS::LPR * i;  // < kWarpReplayMaxWindow: s_coef[jj] in bounds
+        if (ACT == 0) {
+            if (jj < h) {
+                const int pp = ringIndex(o0, jj, C);
+                const float uj = u16ToF(uCol[pp * kWirCtaRows], UB);
+                xs = fmaf(s_coef[jj][1], uj, xs);
+                ys = fmaf(s_coef[jj][2], uj, ys);
+            }
+        } else {
+            // no branch: every load issued at once; records jj >= h (s_coef not written this step) selected away
+            const bool rec = jj < h;
+            const float uj = u16ToF(uCol[ringIndex(o0, rec ? jj : 0, C) * kWirCtaRows], UB);
+            const float c1 = s_coef[jj][1], c2 = s_coef[jj][2];
+            xs = rec ? fmaf(c1, uj, xs) : xs;
+            ys = rec ? fmaf(c2, uj, ys) : ys;
         }
     }
     xs = RS::rowLanesSum(xs);
@@ -198,7 +212,7 @@ __global__ void __launch_bounds__(kWarpReplayWarps * 32, 4) gdnReplayWarpStdKern
     }
     if (blockIdx.x == 0 && warp == 0) {
         if (lane == 0) p.ring_g[rgBase + (int64_t)pos * p.ring_g_stride_rec] = gCur;
-        if (hv % (p.num_v_heads / p.num_heads) == 0)  // the raw key, once per key head
+        if (hv == hk * vPerK)  // the raw key, once per key head
             stRaw4(p.ring_k, rkBase + (int64_t)pos * p.ring_k_stride_rec + lane * 4, kRaw);
     }
 
@@ -225,10 +239,14 @@ __global__ void __launch_bounds__(kWarpReplayWarps * 32, 4) gdnReplayWarpStdKern
     }
 }
 
-template <typename ST>
+template <typename ST, int ACT>
 const void* warpReplayKernel(bool ub) {
-    return ub ? reinterpret_cast<const void*>(&gdnReplayWarpStdKernel<ST, true>)
-              : reinterpret_cast<const void*>(&gdnReplayWarpStdKernel<ST, false>);
+    return ub ? reinterpret_cast<const void*>(&gdnReplayWarpStdKernel<ST, true, ACT>)
+              : reinterpret_cast<const void*>(&gdnReplayWarpStdKernel<ST, false, ACT>);
+}
+template <typename ST>
+const void* warpReplayKernel(bool ub, int act) {
+    return act == 0 ? warpReplayKernel<ST, 0>(ub) : act == 2 ? warpReplayKernel<ST, 2>(ub) : warpReplayKernel<ST, 1>(ub);
 }
 
 }  // namespace
@@ -250,9 +268,12 @@ bool warpReplayWanted(const GdnReplayParams& p) {
 
 cudaError_t launchReplayWarpItems(const GdnReplayParams& p, cudaStream_t s) {
     const bool ub = p.u_dtype == RSSM_DTYPE_BF16;
-    const void* kern = p.state_dtype == RSSM_DTYPE_FP32   ? warpReplayKernel<float>(ub)
-                       : p.state_dtype == RSSM_DTYPE_FP16 ? warpReplayKernel<__half>(ub)
-                                                          : warpReplayKernel<__nv_bfloat16>(ub);
+    // RSSM_GDN_WIR=2: the fiftieth session's form (A/B only)
+    const char* env = getenv("RSSM_GDN_WIR");
+    const int act = env && env[0] == '2' && env[1] == 0 ? 0 : p.act_dtype == RSSM_DTYPE_BF16 ? 2 : 1;
+    const void* kern = p.state_dtype == RSSM_DTYPE_FP32   ? warpReplayKernel<float>(ub, act)
+                       : p.state_dtype == RSSM_DTYPE_FP16 ? warpReplayKernel<__half>(ub, act)
+                                                          : warpReplayKernel<__nv_bfloat16>(ub, act);
     const dim3 grid((unsigned)((p.head_v + kWirCtaRows - 1) / kWirCtaRows), (unsigned)p.num_v_heads,
                     (unsigned)p.batch);
     GdnReplayParams q = p;
