@@ -23,9 +23,12 @@
 // results agree to rounding, not bit for bit. Padding rows (slot < 0 or >= num_slots) and rows whose cursors violate
 // the invariants are skipped: nothing of theirs is written.
 //
-// Measured (fiftieth session, H100, docs/kernels-gdn.md "Fiftieth session"): the B = 1 window-amortized step takes
-// 10% (q35-4b) / 7-8% (q35-122b) less time than on the stream kernel; the forms tried on the way (record dots on every warp, on lane pairs or 8 lanes per
-// record; the row dots before the second barrier; the L2 prefetch hint on the rows) are in the git history (b7fe00d).
+// Measured (H100, docs/kernels-gdn.md "Fiftieth session" and "Fifty-first session"): the fiftieth session's form took
+// the B = 1 window-amortized step 10% (q35-4b) / 7-8% (q35-122b) below the stream kernel's; the fifty-first session's
+// (activations' dtype at compile time, the record terms without per-record branches, beta's division before barrier 1)
+// another 11% / 9% (q35-4b 4.4 -> 3.9 us, q35-122b 5.5 -> 5.1 us), below the conventional step's. The forms tried on
+// the way (record dots on every warp, on lane pairs or 8 lanes per record; the row dots before the second barrier; the
+// L2 prefetch hint on the rows) are in the git history (b7fe00d).
 #include <stdint.h>
 
 #include "common/cp_async.cuh"
@@ -48,9 +51,8 @@ __device__ __forceinline__ int ringIndex(int o0, int j, int C) {
     return r >= C ? r - C : r;
 }
 
-// ACT: the activations' dtype, 1 = fp16, 2 = bf16 (compile-time: one conversion per element), 0 = read from p at run
-// time with the record terms behind per-record branches (the fiftieth session's form, RSSM_GDN_WIR=2 for A/B only).
-template <typename ST, bool UB, int ACT>
+// AB: bf16 activations (else fp16), a template argument so that every conversion is one instruction.
+template <typename ST, bool UB, bool AB>
 __global__ void __launch_bounds__(kWarpReplayWarps * 32, 4) gdnReplayWarpStdKernel(const GdnReplayParams p) {
     pdlChainEntry();  // RSSM_PDL_CHAIN: a programmatic dependent of the kernel before it (common/pdl.h)
     using RS = stream::RowScatter<kWarpReplayRows>;
@@ -67,7 +69,7 @@ __global__ void __launch_bounds__(kWarpReplayWarps * 32, 4) gdnReplayWarpStdKern
     const int vw = blockIdx.x * kWirCtaRows + warp * kWarpReplayRows;  // the warp's first row
     const bool rowsHere = vw < V;  // head_v % 8 == 0: all 8 rows or none
     const int vPerK = p.num_v_heads / p.num_heads, hk = hv / vPerK;
-    const bool bf16 = ACT == 0 ? p.act_dtype == RSSM_DTYPE_BF16 : ACT == 2;
+    constexpr bool bf16 = AB;
     const int rl = RS::rowOf(lane), row = vw + rl, sub = lane & (RS::LPR - 1);
 
     // ---- inputs that need only the batch row, issued before the slot index arrives ----
@@ -133,7 +135,7 @@ __global__ void __launch_bounds__(kWarpReplayWarps * 32, 4) gdnReplayWarpStdKern
     const float D = expf(Ptot);
     const float wLane = jp < h ? expf(Ptot - P) : 0.f;  // w_j on lane pair j
     // beta's division (and its slow path) here, while the copies land, not next to its use at the end of the chain
-    if (ACT != 0) asm volatile("" : "+f"(beta));
+    asm volatile("" : "+f"(beta));
     async::waitAll();
     __syncthreads();  // barrier 1: the ring copies (and each warp's kn / qn rows) visible
 
@@ -179,22 +181,14 @@ __global__ void __launch_bounds__(kWarpReplayWarps * 32, 4) gdnReplayWarpStdKern
     float xs = 0.f, ys = 0.f;
 #pragma unroll
     for (int i = 0; i < kWarpReplayMaxWindow / RS::LPR; ++i) {
+        // no branch, so that the four records' loads issue together (per-record branches serialized them: the B = 1
+        // step ~10% longer, fifty-first session); records jj >= h (s_coef not written this step) are selected away
         const int jj = sub + RS::LPR * i;  // < kWarpReplayMaxWindow: s_coef[jj] in bounds
-        if (ACT == 0) {
-            if (jj < h) {
-                const int pp = ringIndex(o0, jj, C);
-                const float uj = u16ToF(uCol[pp * kWirCtaRows], UB);
-                xs = fmaf(s_coef[jj][1], uj, xs);
-                ys = fmaf(s_coef[jj][2], uj, ys);
-            }
-        } else {
-            // no branch: every load issued at once; records jj >= h (s_coef not written this step) selected away
-            const bool rec = jj < h;
-            const float uj = u16ToF(uCol[ringIndex(o0, rec ? jj : 0, C) * kWirCtaRows], UB);
-            const float c1 = s_coef[jj][1], c2 = s_coef[jj][2];
-            xs = rec ? fmaf(c1, uj, xs) : xs;
-            ys = rec ? fmaf(c2, uj, ys) : ys;
-        }
+        const bool rec = jj < h;
+        const float uj = u16ToF(uCol[ringIndex(o0, rec ? jj : 0, C) * kWirCtaRows], UB);
+        const float c1 = s_coef[jj][1], c2 = s_coef[jj][2];
+        xs = rec ? fmaf(c1, uj, xs) : xs;
+        ys = rec ? fmaf(c2, uj, ys) : ys;
     }
     xs = RS::rowLanesSum(xs);
     ys = RS::rowLanesSum(ys);
@@ -239,14 +233,14 @@ __global__ void __launch_bounds__(kWarpReplayWarps * 32, 4) gdnReplayWarpStdKern
     }
 }
 
-template <typename ST, int ACT>
+template <typename ST, bool AB>
 const void* warpReplayKernel(bool ub) {
-    return ub ? reinterpret_cast<const void*>(&gdnReplayWarpStdKernel<ST, true, ACT>)
-              : reinterpret_cast<const void*>(&gdnReplayWarpStdKernel<ST, false, ACT>);
+    return ub ? reinterpret_cast<const void*>(&gdnReplayWarpStdKernel<ST, true, AB>)
+              : reinterpret_cast<const void*>(&gdnReplayWarpStdKernel<ST, false, AB>);
 }
 template <typename ST>
-const void* warpReplayKernel(bool ub, int act) {
-    return act == 0 ? warpReplayKernel<ST, 0>(ub) : act == 2 ? warpReplayKernel<ST, 2>(ub) : warpReplayKernel<ST, 1>(ub);
+const void* warpReplayKernel(bool ub, bool ab) {
+    return ab ? warpReplayKernel<ST, true>(ub) : warpReplayKernel<ST, false>(ub);
 }
 
 }  // namespace
@@ -268,12 +262,10 @@ bool warpReplayWanted(const GdnReplayParams& p) {
 
 cudaError_t launchReplayWarpItems(const GdnReplayParams& p, cudaStream_t s) {
     const bool ub = p.u_dtype == RSSM_DTYPE_BF16;
-    // RSSM_GDN_WIR=2: the fiftieth session's form (A/B only)
-    const char* env = getenv("RSSM_GDN_WIR");
-    const int act = env && env[0] == '2' && env[1] == 0 ? 0 : p.act_dtype == RSSM_DTYPE_BF16 ? 2 : 1;
-    const void* kern = p.state_dtype == RSSM_DTYPE_FP32   ? warpReplayKernel<float>(ub, act)
-                       : p.state_dtype == RSSM_DTYPE_FP16 ? warpReplayKernel<__half>(ub, act)
-                                                          : warpReplayKernel<__nv_bfloat16>(ub, act);
+    const bool ab = p.act_dtype == RSSM_DTYPE_BF16;
+    const void* kern = p.state_dtype == RSSM_DTYPE_FP32   ? warpReplayKernel<float>(ub, ab)
+                       : p.state_dtype == RSSM_DTYPE_FP16 ? warpReplayKernel<__half>(ub, ab)
+                                                          : warpReplayKernel<__nv_bfloat16>(ub, ab);
     const dim3 grid((unsigned)((p.head_v + kWirCtaRows - 1) / kWirCtaRows), (unsigned)p.num_v_heads,
                     (unsigned)p.batch);
     GdnReplayParams q = p;
