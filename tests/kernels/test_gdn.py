@@ -1666,13 +1666,13 @@ def test_auto_variant_rule():
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape,B,L,mode,T", [("q35-4b", 256, 16, 0, 1), ("q35-122b", 128, 16, 1, 3),
                                               ("q35-4b", 3, 8, 0, 1), ("q35-122b", 1, 16, 0, 1),
-                                              ("q35-4b", 2, 16, 0, 1)],
+                                              ("q35-4b", 2, 16, 0, 1), ("q35-4b", 8, 8, 0, 1)],
                          ids=["q35-4b-B256-std", "q35-122b-B128-T3", "q35-4b-B3-std", "q35-122b-B1-std",
-                              "q35-4b-B2-std"])
+                              "q35-4b-B2-std", "q35-4b-B8-std"])
 def test_replay_auto_variant(shape, B, L, mode, T):
     """variant=None (GDN_VARIANT_AUTO): the split kernels at large batches, the warp-item kernel (variant 5's
-    WIR) for the standard steps at B x HV <= 128, variant 4 at other small batches; same results as the float64
-    reference over flushes."""
+    WIR) for the standard steps at B x HV <= 128 (q35-4b B = 2, 3; q35-122b B = 1), variant 4 at other small batches
+    (q35-4b B = 8: B x HV = 256); same results as the float64 reference over flushes."""
     seq = _Seq(shape, B, L, mode, T, seed=B + L + T, variant=None)
     join = [(r * 5) % L for r in range(B)]
     for t in range(L + 12):

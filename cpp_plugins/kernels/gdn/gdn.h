@@ -179,8 +179,8 @@ int64_t rssm_gdn_replay_workspace_bound(const GdnReplayParams* p);
 // workspace of rssm_gdn_replay_workspace_bytes(p) bytes is given.
 int rssm_gdn_replay_auto_variant(const GdnReplayParams* p, int has_workspace);
 // 1 when variant 5 runs the standard step of *p on the warp-item kernel (gdn_warp_replay.cu, fiftieth session), 0 when
-// on the stream kernel (host-only, no CUDA call; reads RSSM_GDN_WIR as the launcher does). Only meaningful for
-// variant 5 (the launcher's rule: K = 128, head_v % 8 == 0, window <= 16, ring_capacity <= 32, no dual-precision
+// on the stream kernel (host-only, no CUDA call; reads RSSM_GDN_WIR as the launcher does). GDN_VARIANT_AUTO resolves
+// to 5 where it is 1 (unless the split kernels take the step). Meaningful for variant 5 and AUTO (the launcher's rule: K = 128, head_v % 8 == 0, window <= 16, ring_capacity <= 32, no dual-precision
 // fields, 16-byte aligned ring_k / ring_u rows, batch x num_v_heads <= 128 unless RSSM_GDN_WIR forces it).
 int rssm_gdn_replay_uses_warp_items(const GdnReplayParams* p);
 

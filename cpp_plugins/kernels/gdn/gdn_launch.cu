@@ -203,13 +203,16 @@ extern "C" int64_t rssm_gdn_replay_workspace_bound(const GdnReplayParams* p) {
 extern "C" int rssm_gdn_replay_uses_warp_items(const GdnReplayParams* p) {
     return p && rssm::gdn::warpReplayWanted(*p) ? 1 : 0;
 }
-extern "C" int rssm_gdn_replay_auto_variant(const GdnReplayParams* p, int has_workspace) {
-    if (!p) return 4;
+// GDN_VARIANT_AUTO's rule; `wir`: rssm::gdn::warpReplayWanted(*p), which the launcher evaluates once per launch.
+static int autoVariant(const GdnReplayParams* p, bool has_workspace, bool wir) {
     if (has_workspace && autoPicksSplit(p)) return GDN_VARIANT_SPLIT;
     // small-batch standard steps: variant 5, which runs them on warp items (WIR, gdn_warp_replay.h: K = 128,
     // batch x num_v_heads <= 128; RSSM_GDN_WIR overrides the batch rule), measured faster than variant 4 there
-    if (rssm::gdn::warpReplayWanted(*p)) return 5;
+    if (wir) return 5;
     return (p->head_k == 128 || p->head_k == 256) ? 4 : 1;
+}
+extern "C" int rssm_gdn_replay_auto_variant(const GdnReplayParams* p, int has_workspace) {
+    return p ? autoVariant(p, has_workspace != 0, rssm::gdn::warpReplayWanted(*p)) : 4;
 }
 
 extern "C" int rssm_gdn_decode_launch(const GdnDecodeParams* pp, cudaStream_t stream) {
@@ -308,9 +311,11 @@ static int replayLaunchImpl(const char* op, GdnReplayParams p, int readFmt, cons
                             cudaStream_t stream) {
     const int userRows = p.rows_per_cta;  // as given (the tile variants halve their own choice only)
     if (readFmt) p.state_dtype = RSSM_DTYPE_FP16;
+    // variant 5's standard step on warp items (WIR): decided once per launch, for AUTO and variant 5 alike
+    const bool wir = (p.variant == GDN_VARIANT_AUTO || p.variant == 5) && rssm::gdn::warpReplayWanted(p);
     if (p.variant == GDN_VARIANT_AUTO) {
         const int64_t need = rssm_gdn_replay_workspace_bytes(&p);  // > 0: auto picks the split kernels
-        p.variant = rssm_gdn_replay_auto_variant(&p, need > 0 && p.workspace && p.workspace_bytes >= need);
+        p.variant = autoVariant(&p, need > 0 && p.workspace && p.workspace_bytes >= need, wir);
     }
     int st = checkShapes(op, p.batch, p.num_tokens, p.num_heads, p.num_v_heads, p.head_k, p.head_v,
                          p.num_slots, p.state_dtype, p.act_dtype);
@@ -384,8 +389,7 @@ static int replayLaunchImpl(const char* op, GdnReplayParams p, int readFmt, cons
         if ((st = checkStreamVariant(op, p.head_k, p.rows_per_cta)) != RSSM_OK) return st;
         if (!(p.scale > 0.f)) p.scale = 1.0f / sqrtf((float)p.head_k);
         // variant 5's standard step at small batches on warp items (gdn_warp_replay.cu; RSSM_GDN_WIR for A/B)
-        if (p.variant == 5 && rssm::gdn::warpReplayWanted(p))
-            return finish(op, rssm::gdn::launchReplayWarpItems(p, stream));
+        if (p.variant == 5 && wir) return finish(op, rssm::gdn::launchReplayWarpItems(p, stream));
         cudaError_t e;
         switch (p.state_dtype) {
             case RSSM_DTYPE_FP32: e = rssm::gdn::launchReplayStream<float>(p, stream); break;
