@@ -39,7 +39,7 @@ __all__ = [
     "MODE_STANDARD", "MODE_SPECULATIVE", "MAX_TOKENS", "MAX_WINDOW", "VARIANTS", "DECODE_VARIANTS",
     "VARIANT_SPLIT", "VARIANT_AUTO", "REPLAY_VARIANTS", "default_replay_variant", "default_decode_variant",
     "replay_workspace_bytes",
-    "replay_auto_variant",
+    "replay_auto_variant", "replay_split_min_batch_heads",
 ]
 
 MODE_STANDARD = 0
@@ -71,7 +71,8 @@ def default_replay_variant(head_k: int) -> int:
     warp-item kernel take a step (no workspace, a small batch): stream kernel 4 for head_k 128/256, tile kernel 1
     for head_k 64 (the stream kernels need head_k % 128 == 0). The torch ops default to ``VARIANT_AUTO``: the
     C library picks the split kernels (6, with a workspace the op allocates) where they run the sizes and
-    B x HV >= 8192 (measured faster there, slower at B = 1; docs/kernels-gdn.md "Variant 6"), variant 5 for the
+    B x HV reaches ``replay_split_min_batch_heads(T)`` (measured per token count: 1024 at T = 1, 8192 at T = 2,
+    1024 at T = 3, 512 at T = 4-7, 256 at T = 8; docs/kernels-gdn.md "Fifty-second session"), variant 5 for the
     standard steps its warp-item kernel runs (head_k 128, B x HV <= 128: ``replay_uses_warp_items``), else this.
     The TensorRT plugins ask for ``VARIANT_AUTO`` too."""
     return 4 if int(head_k) in (128, 256) else 1
@@ -146,6 +147,13 @@ def replay_auto_variant(p: "GdnReplayParams", has_workspace: bool = True) -> int
     """The kernel design ``VARIANT_AUTO`` resolves to for ``p`` (the C library's rule, host-only)."""
     fn = _host_query("rssm_gdn_replay_auto_variant", [ctypes.POINTER(GdnReplayParams), ctypes.c_int], ctypes.c_int)
     return int(fn(ctypes.byref(p), int(bool(has_workspace))))
+
+
+def replay_split_min_batch_heads(num_tokens: int) -> int:
+    """The smallest batch x num_v_heads at which ``VARIANT_AUTO`` takes the split kernels for a step of
+    ``num_tokens`` tokens (the C library's table, measured per token count; 0 outside 1..MAX_TOKENS)."""
+    fn = _host_query("rssm_gdn_replay_split_min_batch_heads", [ctypes.c_int], ctypes.c_int)
+    return int(fn(int(num_tokens)))
 
 
 def replay_uses_warp_items(p: "GdnReplayParams") -> bool:

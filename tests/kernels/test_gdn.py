@@ -1614,8 +1614,9 @@ def test_wir_route_rule(monkeypatch):
 
 
 def test_auto_variant_rule():
-    """GDN_VARIANT_AUTO (-1, the torch ops' default): the split kernels (6) where they run the sizes and
-    B x HV >= 8192 and a workspace is given; 5 (its warp-item kernel, WIR) for the standard steps WIR runs at
+    """GDN_VARIANT_AUTO (-1, the torch ops' default): the split kernels (6) where they run the sizes, a workspace is
+    given and B x HV reaches the table for the step's token count (1024 at T = 1, 8192 at T = 2, 1024 at T = 3, 512
+    at T = 4-7, 256 at T = 8; fifty-second session); 5 (its warp-item kernel, WIR) for the standard steps WIR runs at
     B x HV <= 128; else 4 (K 128 / 256) or 1 (K 64); the workspace query is > 0 exactly when auto would pick 6;
     the plugins' bound at maximum shapes covers every smaller step. Host-only functions of the kernel library
     (skipped when it is not built)."""
@@ -1629,12 +1630,31 @@ def test_auto_variant_rule():
         d.update(kw)
         return G.GdnReplayParams(**d)
 
+    table = {1: 1024, 2: 8192, 3: 1024, 4: 512, 5: 512, 6: 512, 7: 512, 8: 256}
+    assert {t: G.replay_split_min_batch_heads(t) for t in table} == table
+    assert G.replay_split_min_batch_heads(0) == 0 and G.replay_split_min_batch_heads(9) == 0
+
+    def spec(T, **kw):
+        return params(mode=1, num_tokens=T, window=16, ring_capacity=16 + T, **kw)
+
+    # the threshold itself, one batch below it, on both head counts (q35-4b 32, q35-122b 64 value heads)
+    for T, min_bh in table.items():
+        for hv in (32, 64):
+            at, below = -(-min_bh // hv), -(-min_bh // hv) - 1
+            p_at = params(batch=at, num_v_heads=hv) if T == 1 else spec(T, batch=at, num_v_heads=hv)
+            p_below = params(batch=below, num_v_heads=hv) if T == 1 else spec(T, batch=below, num_v_heads=hv)
+            assert G.replay_auto_variant(p_at) == 6 and G.replay_workspace_bytes(p_at) > 0, (T, hv, at)
+            assert G.replay_auto_variant(p_at, has_workspace=False) == 4
+            assert G.replay_auto_variant(p_below) in (4, 5) and G.replay_workspace_bytes(p_below) == 0, (T, hv)
     big = params()
     assert G.replay_auto_variant(big) == 6 and G.replay_workspace_bytes(big) > 0
-    assert G.replay_auto_variant(big, has_workspace=False) == 4
     assert G.replay_auto_variant(params(head_k=256)) == 6
     assert G.replay_auto_variant(params(batch=128, num_v_heads=64)) == 6   # q35-122b heads, B = 128
-    for small in (params(batch=5), params(batch=255), params(batch=1, window=40, ring_capacity=40),
+    assert G.replay_auto_variant(params(batch=32)) == 6                   # q35-4b B = 32: 1024
+    assert G.replay_auto_variant(spec(2, batch=128)) == 4                 # T = 2: 4096 < 8192
+    assert G.replay_auto_variant(spec(4, batch=16)) == 6                  # T = 4: 512
+    assert G.replay_auto_variant(spec(8, batch=8)) == 6                   # T = 8: 256
+    for small in (params(batch=5), params(batch=31), params(batch=1, window=40, ring_capacity=40),
                   params(batch=1, head_v=12), params(batch=1, mode=1, num_tokens=4, window=12, ring_capacity=16),
                   params(batch=1, head_k=256), params(batch=1, ring_capacity=33),
                   params(mode=1, num_tokens=4, window=30, ring_capacity=34)):
@@ -1655,24 +1675,41 @@ def test_auto_variant_rule():
     b = bound(ctypes.byref(spec_max))
     words = (32 + (2 * 8 + 1) * (24 + 8) + 3) // 4 * 4 + 2 * 8 * 24 + 128  # + the verify block (T >= 2)
     assert b == 256 * 32 * words * 4
-    for B_, T_ in ((256, 1), (256, 4), (256, 8), (1, 8)):
+    for B_, T_ in ((256, 1), (256, 4), (256, 8), (1, 8), (8, 8), (8, 4), (16, 4), (64, 2), (255, 2)):
         need = G.replay_workspace_bytes(params(mode=1, num_tokens=T_, window=24, ring_capacity=32, batch=B_))
-        assert need <= b and (need > 0) == (B_ == 256)
+        assert need <= b and (need > 0) == (B_ * 32 >= table[T_]), (B_, T_)
     assert bound(ctypes.byref(params(mode=1, num_tokens=8, window=32, ring_capacity=40))) == 0  # L + 1 > 32
-    assert bound(ctypes.byref(params(batch=255))) == 0                            # never large enough
+    assert bound(ctypes.byref(params(batch=31))) == 0                             # never large enough
     assert bound(ctypes.byref(params(mode=1, num_tokens=8, window=30, ring_capacity=38))) > 0  # T <= 2 can
+    # the maximum batch reaches the rule only at T >= 4 (B x HV = 512): the bound still covers those steps
+    mid = params(mode=1, num_tokens=8, window=16, ring_capacity=24, batch=16)
+    assert G.replay_workspace_bytes(params(mode=1, num_tokens=2, window=16, ring_capacity=24, batch=16)) == 0
+    need8 = G.replay_workspace_bytes(mid)
+    assert need8 > 0 and bound(ctypes.byref(mid)) == need8
+    assert bound(ctypes.byref(params(mode=1, num_tokens=3, window=16, ring_capacity=24, batch=16))) == 0
+    assert bound(ctypes.byref(params(mode=1, num_tokens=8, window=16, ring_capacity=24, batch=7))) == 0
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape,B,L,mode,T", [("q35-4b", 256, 16, 0, 1), ("q35-122b", 128, 16, 1, 3),
                                               ("q35-4b", 3, 8, 0, 1), ("q35-122b", 1, 16, 0, 1),
-                                              ("q35-4b", 2, 16, 0, 1), ("q35-4b", 8, 8, 0, 1)],
+                                              ("q35-4b", 2, 16, 0, 1), ("q35-4b", 8, 8, 0, 1),
+                                              ("q35-4b", 32, 16, 0, 1), ("q35-4b", 16, 16, 1, 4),
+                                              ("q35-4b", 8, 16, 1, 8), ("q35-122b", 32, 8, 1, 2)],
                          ids=["q35-4b-B256-std", "q35-122b-B128-T3", "q35-4b-B3-std", "q35-122b-B1-std",
-                              "q35-4b-B2-std", "q35-4b-B8-std"])
+                              "q35-4b-B2-std", "q35-4b-B8-std", "q35-4b-B32-std", "q35-4b-B16-T4", "q35-4b-B8-T8",
+                              "q35-122b-B32-T2"])
 def test_replay_auto_variant(shape, B, L, mode, T):
-    """variant=None (GDN_VARIANT_AUTO): the split kernels at large batches, the warp-item kernel (variant 5's
+    """variant=None (GDN_VARIANT_AUTO): the split kernels where B x HV reaches the rule for the step's token count
+    (q35-4b B = 32 standard: 1024; B = 16 at T = 4: 512; B = 8 at T = 8: 256), the warp-item kernel (variant 5's
     WIR) for the standard steps at B x HV <= 128 (q35-4b B = 2, 3; q35-122b B = 1), variant 4 at other small batches
-    (q35-4b B = 8: B x HV = 256); same results as the float64 reference over flushes."""
+    (q35-4b B = 8 standard: 256; q35-122b B = 32 at T = 2: 2048 < 8192); same results as the float64 reference over
+    flushes."""
+    from replayssm_trtllm.ops import gdn as G
+    HV = {"q35-4b": 32, "q35-122b": 64}[shape]
+    expect_split = B * HV >= G.replay_split_min_batch_heads(T)
+    assert expect_split == ((shape, B, T) in (("q35-4b", 256, 1), ("q35-122b", 128, 3), ("q35-4b", 32, 1),
+                                              ("q35-4b", 16, 4), ("q35-4b", 8, 8)))
     seq = _Seq(shape, B, L, mode, T, seed=B + L + T, variant=None)
     join = [(r * 5) % L for r in range(B)]
     for t in range(L + 12):

@@ -65,19 +65,25 @@ int setError(int status, const char* fmt, ...);
 void clearError();
 
 // Workspace that covers every launch up to the sizes of *p (batch and num_tokens are maxima) for a family whose
-// automatic variant `autoVariant` picks the split variant `splitVariant` only where the batch is large and the
-// records per step fit (both monotone): the predicate at one token, the size at the maximum tokens. `bytes` is
-// the family's workspace query (rssm_*_replay_workspace_bytes). Host-only.
+// automatic variant `autoVariant` picks the split variant `splitVariant` only where the batch is large enough for the
+// step's token count and the records per step fit (monotone in the batch at each token count; the GDN threshold
+// depends on the token count, fifty-second session): whether the predicate holds at the maximum batch for some token
+// count up to the maximum, and if so the size at the maximum tokens. `bytes` is the family's workspace query
+// (rssm_*_replay_workspace_bytes). Host-only.
 template <typename Params, typename BytesFn>
 int64_t splitWorkspaceBound(const Params* p, int autoVariant, int splitVariant, BytesFn bytes) {
     if (!p) return 0;
     Params q = *p;
     q.variant = autoVariant;
-    q.num_tokens = 1;
-    if (bytes(&q) <= 0) return 0;
-    q.num_tokens = p->num_tokens;
-    q.variant = splitVariant;
-    return bytes(&q);
+    for (int t = 1; t <= p->num_tokens; ++t) {
+        q.num_tokens = t;
+        if (bytes(&q) > 0) {
+            q.num_tokens = p->num_tokens;
+            q.variant = splitVariant;
+            return bytes(&q);
+        }
+    }
+    return 0;
 }
 }  // namespace rssm
 #endif

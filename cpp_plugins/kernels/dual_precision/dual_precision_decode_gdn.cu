@@ -3,7 +3,9 @@
 // raw v for the flush) while this kernel decodes only the flushing rows from the recurrence copy
 // (docs/precision.md):
 //   split: the GDN split kernels (variant 6), any read format (fp8 / nvfp4 through their scaled row loads),
-//          with slot indices and a workspace, at B x HV >= GDN_SPLIT_MIN_BATCH_HEADS (the replay rule);
+//          with slot indices and a workspace, at B x HV >= kDpSplitMinBatchHeads (8192: the replay kernels'
+//          rule to the fifty-first session, measured at B = 256 / 1; the replay rule's fifty-second-session table,
+//          1024 for standard steps, was measured on the replay kernels only, not on this path);
 //   stream: the replay stream kernel (variant 4), 16-bit read copies with slot indices.
 #include <stdlib.h>
 #include <string.h>
@@ -92,6 +94,8 @@ int64_t gdnDpSplitWorkspaceBytes(const DualPrecisionDecodeParams& p) {
     return rssm_gdn_replay_workspace_bytes(&q);
 }
 
+constexpr long long kDpSplitMinBatchHeads = 8192;
+
 int launchGdnDpDecode(const DualPrecisionDecodeParams& p, int tileRows, cudaStream_t s) {
     const bool wide = p.read_dtype == RSSM_DTYPE_FP16 || p.read_dtype == RSSM_DTYPE_BF16;
     const int64_t need = gdnDpSplitWorkspaceBytes(p);
@@ -100,7 +104,7 @@ int launchGdnDpDecode(const DualPrecisionDecodeParams& p, int tileRows, cudaStre
     if (const char* forced = forcedPathName()) {
         if (strcmp(forced, "tile") == 0) path = DecodePath::kTile;
         else if (strcmp(forced, "split") == 0) path = DecodePath::kSplit;
-    } else if (haveWs && (long long)p.batch * p.nheads >= GDN_SPLIT_MIN_BATCH_HEADS) {  // the replay rule
+    } else if (haveWs && (long long)p.batch * p.nheads >= kDpSplitMinBatchHeads) {
         path = DecodePath::kSplit;
     }
     if (path == DecodePath::kSplit && !haveWs)

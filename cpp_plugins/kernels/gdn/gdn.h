@@ -41,11 +41,9 @@ enum GdnReplayMode {
 #define GDN_VARIANT_WARP_ITEMS 6 // GdnDecode (seventh session): the warp-item conventional kernel (gdn_warp_decode.cu):
                                  // one token in place, head_k 128 / 256, head_v % 8 == 0; otherwise variant 5 runs
 #define GDN_VARIANT_AUTO (-1) // replay only: GDN_VARIANT_SPLIT where it can run the sizes, batch x num_v_heads >=
-                              // GDN_SPLIT_MIN_BATCH_HEADS and a large enough workspace is given; 5 for the standard
-                              // steps its warp-item kernel runs (gdn_warp_replay.h: head_k 128, batch x num_v_heads
-                              // <= 128, ...); otherwise 4 (head_k 128 / 256) or 1 (head_k 64)
-#define GDN_SPLIT_MIN_BATCH_HEADS 8192 // measured faster than variants 0-5 at B = 256 x 32 / 64 value heads,
-                                       // slower at B = 1 (docs/kernels-gdn.md "Variant 6")
+                              // rssm_gdn_replay_split_min_batch_heads(num_tokens) and a large enough workspace is
+                              // given; 5 for the standard steps its warp-item kernel runs (gdn_warp_replay.h: head_k
+                              // 128, batch x num_v_heads <= 128, ...); otherwise 4 (head_k 128 / 256) or 1 (head_k 64)
 
 typedef struct GdnDecodeParams {
     // ---- sizes ----
@@ -183,6 +181,11 @@ int rssm_gdn_replay_auto_variant(const GdnReplayParams* p, int has_workspace);
 // to 5 where it is 1 (unless the split kernels take the step). Meaningful for variant 5 and AUTO (the launcher's rule: K = 128, head_v % 8 == 0, window <= 16, ring_capacity <= 32, no dual-precision
 // fields, 16-byte aligned ring_k / ring_u rows, batch x num_v_heads <= 128 unless RSSM_GDN_WIR forces it).
 int rssm_gdn_replay_uses_warp_items(const GdnReplayParams* p);
+// GDN_VARIANT_AUTO's batch rule for the split kernels: the smallest batch x num_v_heads at which AUTO takes them for a
+// step of `num_tokens` tokens (1 = the standard step; verify steps by their draft count), where stream kernel 4 was
+// measured slower (H100, fifty-second session; docs/kernels-gdn.md): 1024 at T = 1, 8192 at T = 2, 1024 at T = 3,
+// 512 at T = 4-7, 256 at T = 8. 0 for num_tokens outside 1..GDN_MAX_TOKENS. Host-only.
+int rssm_gdn_replay_split_min_batch_heads(int num_tokens);
 
 #ifdef __cplusplus
 }  // extern "C"

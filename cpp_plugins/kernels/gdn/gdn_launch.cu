@@ -188,8 +188,21 @@ static bool splitSizesOk(const GdnReplayParams* p) {
            records <= rssm::gdn::splitMaxRecords() && p->rows_per_cta == 0 &&
            (long long)p->batch * p->num_v_heads * (p->head_v / rssm::gdn::splitRows()) < (1LL << 31);
 }
+// The split kernels' batch rule by tokens per step (index 1..GDN_MAX_TOKENS): the smallest batch x num_v_heads from
+// which they took less time than stream kernel 4 on both Qwen3.5 shapes (q35-4b 16 / 32 heads, q35-122b 16 / 64; B =
+// 1-256, L = 16, all / one / mixed acceptance, rows in phase and staggered), measured side by side on an H100 in the
+// fifty-second session (docs/kernels-gdn.md "Fifty-second session"), split / stream time:
+//   T = 1: 0.96-0.99 at 1024, 0.96-1.04 at 384-768;       T = 2: 0.91-0.99 at 8192, 0.93-1.02 at 4096, 1.00-1.51 below;
+//   T = 3: 0.89-0.91 (q35-122b) at 1024, 1.05-1.11 at 512; T = 4: 0.85-0.90 / 0.96-1.02 at 512, 1.02-1.29 at 256;
+//   T = 5-6: 0.68-0.86 at 512, up to 1.12 (q35-122b) at 256; T = 8: 0.79-0.84 / 0.95-1.03 at 256, 1.09-1.51 at 128.
+// T = 7 (not measured) takes T = 5-6's rule. To the fifty-first session one rule, 8192, for every T.
+static constexpr int kSplitMinBatchHeads[GDN_MAX_TOKENS + 1] = {0, 1024, 8192, 1024, 512, 512, 512, 512, 256};
+extern "C" int rssm_gdn_replay_split_min_batch_heads(int num_tokens) {
+    return num_tokens >= 1 && num_tokens <= GDN_MAX_TOKENS ? kSplitMinBatchHeads[num_tokens] : 0;
+}
 static bool autoPicksSplit(const GdnReplayParams* p) {
-    return splitSizesOk(p) && (long long)p->batch * p->num_v_heads >= GDN_SPLIT_MIN_BATCH_HEADS;
+    const int min_bh = rssm_gdn_replay_split_min_batch_heads(p->num_tokens);
+    return min_bh > 0 && splitSizesOk(p) && (long long)p->batch * p->num_v_heads >= min_bh;
 }
 extern "C" int64_t rssm_gdn_replay_workspace_bytes(const GdnReplayParams* p) {
     if (!p) return 0;
