@@ -182,9 +182,9 @@ int rssm_gdn_replay_auto_variant(const GdnReplayParams* p, int has_workspace);
 // fields, 16-byte aligned ring_k / ring_u rows, batch x num_v_heads <= 128 unless RSSM_GDN_WIR forces it).
 int rssm_gdn_replay_uses_warp_items(const GdnReplayParams* p);
 // GDN_VARIANT_AUTO's batch rule for the split kernels: the smallest batch x num_v_heads at which AUTO takes them for a
-// step of `num_tokens` tokens (1 = the standard step; verify steps by their draft count), where stream kernel 4 was
-// measured slower (H100, fifty-second session; docs/kernels-gdn.md): 1024 at T = 1, 8192 at T = 2, 1024 at T = 3,
-// 512 at T = 4-7, 256 at T = 8. 0 for num_tokens outside 1..GDN_MAX_TOKENS. Host-only.
+// step of `num_tokens` tokens (1 = the standard step; verify steps by their draft count), where they measured faster
+// than stream kernel 4 or even with it (H100, fifty-second session; docs/kernels-gdn.md): 1024 at T = 1, 8192 at
+// T = 2, 1024 at T = 3, 512 at T = 4-7, 256 at T = 8. 0 for num_tokens outside 1..GDN_MAX_TOKENS. Host-only.
 int rssm_gdn_replay_split_min_batch_heads(int num_tokens);
 
 #ifdef __cplusplus

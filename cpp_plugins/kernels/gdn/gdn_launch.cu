@@ -192,7 +192,7 @@ static bool splitSizesOk(const GdnReplayParams* p) {
 // which they took less time than stream kernel 4 on both Qwen3.5 shapes (q35-4b 16 / 32 heads, q35-122b 16 / 64; B =
 // 1-256, L = 16, all / one / mixed acceptance, rows in phase and staggered), measured side by side on an H100 in the
 // fifty-second session (docs/kernels-gdn.md "Fifty-second session"), split / stream time:
-//   T = 1: 0.96-0.99 at 1024, 0.96-1.04 at 384-768;       T = 2: 0.91-0.99 at 8192, 0.93-1.02 at 4096, 1.00-1.51 below;
+//   T = 1: 0.95-0.99 at 1024, 0.96-1.04 at 384-768;       T = 2: 0.91-0.99 at 8192, 0.93-1.02 at 4096, 1.00-1.51 below;
 //   T = 3: 0.89-0.91 (q35-122b) at 1024, 1.05-1.11 at 512; T = 4: 0.85-0.90 / 0.96-1.02 at 512, 1.02-1.29 at 256;
 //   T = 5-6: 0.68-0.86 at 512, up to 1.12 (q35-122b) at 256; T = 8: 0.79-0.84 / 0.95-1.03 at 256, 1.09-1.51 at 128.
 // T = 7 (not measured) takes T = 5-6's rule. To the fifty-first session one rule, 8192, for every T.
