@@ -151,7 +151,8 @@ def replay_auto_variant(p: "GdnReplayParams", has_workspace: bool = True) -> int
 
 def replay_split_min_batch_heads(num_tokens: int) -> int:
     """The smallest batch x num_v_heads at which ``VARIANT_AUTO`` takes the split kernels for a step of
-    ``num_tokens`` tokens (the C library's table, measured per token count; 0 outside 1..MAX_TOKENS)."""
+    ``num_tokens`` tokens (the C library's table, measured per token count, or ``RSSM_GDN_SPLIT_MIN_BH`` where set:
+    docs/switches.md; 0 outside 1..MAX_TOKENS)."""
     fn = _host_query("rssm_gdn_replay_split_min_batch_heads", [ctypes.c_int], ctypes.c_int)
     return int(fn(int(num_tokens)))
 

@@ -1690,6 +1690,54 @@ def test_auto_variant_rule():
     assert bound(ctypes.byref(params(mode=1, num_tokens=8, window=16, ring_capacity=24, batch=7))) == 0
 
 
+def test_split_rule_env_override(monkeypatch):
+    """RSSM_GDN_SPLIT_MIN_BH replaces the split rule's table: one integer for every token count or eight (T = 1..8);
+    the automatic choice, the workspace query and the plugins' bound follow it; a malformed value leaves the queries
+    on the table and makes every AUTO launch fail with a message naming the variable (before any CUDA call, so this
+    runs without a GPU); explicit variants ignore it. Host-only functions of the kernel library."""
+    import ctypes
+    from replayssm_trtllm.ops import gdn as G
+    load_library = _host_library_or_skip()
+    lib = load_library()
+    bound = lib.rssm_gdn_replay_workspace_bound
+    bound.argtypes, bound.restype = [ctypes.POINTER(G.GdnReplayParams)], ctypes.c_int64
+    launch = lib.rssm_gdn_replay_launch
+    launch.argtypes, launch.restype = [ctypes.POINTER(G.GdnReplayParams), ctypes.c_void_p], ctypes.c_int
+    lib.rssm_last_error.restype = ctypes.c_char_p
+
+    def params(**kw):
+        d = dict(batch=8, num_tokens=1, num_heads=16, num_v_heads=32, head_k=128, head_v=128, num_slots=300,
+                 window=16, ring_capacity=16, mode=0, state_dtype=0, act_dtype=2, u_dtype=1, variant=-1)
+        d.update(kw)
+        return G.GdnReplayParams(**d)
+
+    table = [G.replay_split_min_batch_heads(t) for t in range(1, 9)]
+    assert table == [1024, 8192, 1024, 512, 512, 512, 512, 256]
+    monkeypatch.setenv("RSSM_GDN_SPLIT_MIN_BH", "256")
+    assert [G.replay_split_min_batch_heads(t) for t in range(1, 9)] == [256] * 8
+    assert G.replay_auto_variant(params()) == 6 and G.replay_workspace_bytes(params()) > 0    # 8 x 32 = 256
+    assert G.replay_auto_variant(params(batch=7)) == 4
+    assert bound(ctypes.byref(params())) > 0
+    monkeypatch.setenv("RSSM_GDN_SPLIT_MIN_BH", "1,2,3,4,5,6,7,2147483647")
+    assert [G.replay_split_min_batch_heads(t) for t in range(1, 9)] == [1, 2, 3, 4, 5, 6, 7, 2147483647]
+    assert G.replay_auto_variant(params(batch=1)) == 6          # 1 at T = 1: the split kernels even at B = 1
+    spec8 = params(mode=1, num_tokens=8, ring_capacity=24, batch=256)
+    assert G.replay_auto_variant(spec8) == 4 and G.replay_workspace_bytes(spec8) == 0   # T = 8: never
+    assert bound(ctypes.byref(spec8)) > 0                       # smaller T at this batch take the split kernels
+    monkeypatch.setenv("RSSM_GDN_SPLIT_MIN_BH", "")
+    assert [G.replay_split_min_batch_heads(t) for t in range(1, 9)] == table
+    for bad in ("abc", "0", "1,2", "1,2,3,4,5,6,7,8,9", "1,,2", " 256", "256 ", "-5", "2147483648", "1,2,3,4,5,6,7,"):
+        monkeypatch.setenv("RSSM_GDN_SPLIT_MIN_BH", bad)
+        assert [G.replay_split_min_batch_heads(t) for t in range(1, 9)] == table, bad
+        st = launch(ctypes.byref(params()), None)
+        msg = lib.rssm_last_error().decode()
+        assert st != 0 and "RSSM_GDN_SPLIT_MIN_BH" in msg and repr(bad)[1:-1] in msg, (bad, msg)
+    # an explicit variant does not read it (the launch then fails later, on its null pointers, for another reason)
+    monkeypatch.setenv("RSSM_GDN_SPLIT_MIN_BH", "abc")
+    st = launch(ctypes.byref(params(variant=4)), None)
+    assert st != 0 and "RSSM_GDN_SPLIT_MIN_BH" not in lib.rssm_last_error().decode()
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape,B,L,mode,T", [("q35-4b", 256, 16, 0, 1), ("q35-122b", 128, 16, 1, 3),
                                               ("q35-4b", 3, 8, 0, 1), ("q35-122b", 1, 16, 0, 1),

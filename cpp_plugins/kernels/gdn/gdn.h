@@ -184,7 +184,8 @@ int rssm_gdn_replay_uses_warp_items(const GdnReplayParams* p);
 // GDN_VARIANT_AUTO's batch rule for the split kernels: the smallest batch x num_v_heads at which AUTO takes them for a
 // step of `num_tokens` tokens (1 = the standard step; verify steps by their draft count), where they measured faster
 // than stream kernel 4 or even with it (H100, fifty-second session; docs/kernels-gdn.md): 1024 at T = 1, 8192 at
-// T = 2, 1024 at T = 3, 512 at T = 4-7, 256 at T = 8. 0 for num_tokens outside 1..GDN_MAX_TOKENS. Host-only.
+// T = 2, 1024 at T = 3, 512 at T = 4-7, 256 at T = 8, or RSSM_GDN_SPLIT_MIN_BH's values where set (docs/switches.md;
+// malformed: the table here, and AUTO launches fail naming it). 0 for num_tokens outside 1..GDN_MAX_TOKENS. Host-only.
 int rssm_gdn_replay_split_min_batch_heads(int num_tokens);
 
 #ifdef __cplusplus

@@ -1,5 +1,7 @@
 // Host launchers of the GDN kernels: validation (messages name the field, the expected and the
 // actual value), configuration, dispatch on the state dtype. Never syncs, allocates or throws.
+#include <stdlib.h>
+
 #include <cuda_runtime.h>
 
 #include "common/rssm_common.h"
@@ -197,8 +199,44 @@ static bool splitSizesOk(const GdnReplayParams* p) {
 //   T = 5-6: 0.68-0.86 at 512, up to 1.12 (q35-122b) at 256; T = 8: 0.79-0.84 / 0.95-1.03 at 256, 1.09-1.51 at 128.
 // T = 7 (not measured) takes T = 5-6's rule. To the fifty-first session one rule, 8192, for every T.
 static constexpr int kSplitMinBatchHeads[GDN_MAX_TOKENS + 1] = {0, 1024, 8192, 1024, 512, 512, 512, 512, 256};
+// RSSM_GDN_SPLIT_MIN_BH replaces the table (for another GPU, where the crossover may differ; measure it with
+// scripts/ab_bench.sh and scripts/ab_variant_ratio.py, docs/switches.md): one integer for every token count, or
+// GDN_MAX_TOKENS comma-separated integers (T = 1, 2, ...), each in [1, 2^31 - 1] (1: whenever the sizes allow; a
+// number above any batch x heads: never). Unset or empty: the table. Returns 1 and fills out[1..GDN_MAX_TOKENS] when
+// set and valid, 0 when unset, -1 when set but malformed (the launcher then fails with splitRuleError's message).
+static int splitRuleFromEnv(int out[GDN_MAX_TOKENS + 1]) {
+    const char* e = getenv("RSSM_GDN_SPLIT_MIN_BH");
+    if (!e || !*e) return 0;
+    long long v[GDN_MAX_TOKENS];
+    int n = 0;
+    const char* c = e;
+    while (true) {
+        if (*c < '0' || *c > '9' || n == GDN_MAX_TOKENS) return -1;
+        long long x = 0;
+        while (*c >= '0' && *c <= '9') {
+            x = x * 10 + (*c++ - '0');
+            if (x > 2147483647LL) return -1;
+        }
+        if (x < 1) return -1;
+        v[n++] = x;
+        if (*c == '\0') break;
+        if (*c++ != ',') return -1;
+    }
+    if (n != 1 && n != GDN_MAX_TOKENS) return -1;
+    out[0] = 0;
+    for (int t = 1; t <= GDN_MAX_TOKENS; ++t) out[t] = (int)(n == 1 ? v[0] : v[t - 1]);
+    return 1;
+}
+static int splitRuleError(const char* op) {
+    return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: RSSM_GDN_SPLIT_MIN_BH must be one integer or %d comma-separated "
+                    "integers (tokens per step 1..%d), each in [1, 2147483647]; got '%s'", op, GDN_MAX_TOKENS,
+                    GDN_MAX_TOKENS, getenv("RSSM_GDN_SPLIT_MIN_BH"));
+}
 extern "C" int rssm_gdn_replay_split_min_batch_heads(int num_tokens) {
-    return num_tokens >= 1 && num_tokens <= GDN_MAX_TOKENS ? kSplitMinBatchHeads[num_tokens] : 0;
+    if (num_tokens < 1 || num_tokens > GDN_MAX_TOKENS) return 0;
+    int rule[GDN_MAX_TOKENS + 1];
+    if (splitRuleFromEnv(rule) == 1) return rule[num_tokens];
+    return kSplitMinBatchHeads[num_tokens];  // unset, or malformed: the launcher refuses AUTO launches then
 }
 static bool autoPicksSplit(const GdnReplayParams* p) {
     const int min_bh = rssm_gdn_replay_split_min_batch_heads(p->num_tokens);
@@ -327,6 +365,8 @@ static int replayLaunchImpl(const char* op, GdnReplayParams p, int readFmt, cons
     // variant 5's standard step on warp items (WIR): decided once per launch, for AUTO and variant 5 alike
     const bool wir = (p.variant == GDN_VARIANT_AUTO || p.variant == 5) && rssm::gdn::warpReplayWanted(p);
     if (p.variant == GDN_VARIANT_AUTO) {
+        int rule[GDN_MAX_TOKENS + 1];
+        if (splitRuleFromEnv(rule) < 0) return splitRuleError(op);
         const int64_t need = rssm_gdn_replay_workspace_bytes(&p);  // > 0: auto picks the split kernels
         p.variant = autoVariant(&p, need > 0 && p.workspace && p.workspace_bytes >= need, wir);
     }
