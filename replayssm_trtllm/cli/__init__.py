@@ -1,4 +1,4 @@
-"""`replayssm-trtllm` command line: check, traffic, error-study, checkpoint, bench."""
+"""`replayssm-trtllm` command line: check, traffic, error-study, kernels, checkpoint, bench."""
 from __future__ import annotations
 
 import argparse
@@ -15,6 +15,9 @@ SUBCOMMANDS = {
                 "memory-traffic model (paper App. C, Eq. 13/15/16) and the recommended window L*"),
     "error-study": ("replayssm_trtllm.cli.error_study",
                     "low-precision checkpoint error vs sequence length (PNG + table)"),
+    "kernels": ("replayssm_trtllm.cli.kernels",
+                "which kernel the automatic design runs per batch and tokens per step, and its workspace "
+                "(host queries of the kernel library; no GPU)"),
     "checkpoint": ("replayssm_trtllm.cli.checkpoint",
                    "read a Hugging Face checkpoint: SSM layers, tensors, replay cache per slot, and optionally "
                    "decode with ReplaySSM against conventional decoding (float64, CPU)"),

@@ -1,3 +1,4 @@
+import re
 import subprocess
 import sys
 
@@ -53,3 +54,43 @@ def test_console_module_runs():
 def test_unknown_subcommand_fails():
     with pytest.raises(SystemExit):
         main(["frobnicate"])
+
+
+def _kernel_library_or_skip():
+    from replayssm_trtllm.ops._lib import KernelLibraryError, load_library
+    try:
+        load_library()
+    except (KernelLibraryError, OSError) as e:
+        pytest.skip(f"kernel library not available: {e}")
+
+
+def test_kernels_prints_the_automatic_choice(capsys):
+    """`replayssm-trtllm kernels`: the automatic design per batch and tokens per step, from the library's host queries
+    (no GPU): WIR for small-batch GDN standard steps, the split kernels where the per-T rule holds, with the workspace
+    the op would allocate; Mamba-2's stream kernel for the B = 1 verify step."""
+    _kernel_library_or_skip()
+    from replayssm_trtllm.cli.kernels import gdn_choice
+    from replayssm_trtllm.presets import get_preset
+    assert main(["kernels", "--model", "qwen3.5-4b", "--batch", "1,8,16", "--tokens", "1,4,8"]) == 0
+    rows = {tuple(line.split()[:2]): line for line in capsys.readouterr().out.splitlines()
+            if line.strip()[:1].isdigit()}
+    assert len(rows) == 9
+    assert "warp-item step (WIR)" in rows[("1", "1")] and rows[("1", "1")].split()[3] == "5"
+    assert rows[("8", "4")].split()[3] == "4" and rows[("8", "4")].endswith(" 0 B")   # 256 < 512 at T = 4
+    assert rows[("16", "4")].split()[3] == "6" and "split kernels" in rows[("16", "4")]
+    v, name, ws = gdn_choice(get_preset("qwen3.5-4b"), 16, 4, 16, 0, 2)
+    assert (v, ws > 0) == (6, True) and f"{ws} B" in rows[("16", "4")]
+    assert rows[("8", "8")].split()[3] == "6"                                          # 256 at T = 8
+    assert main(["kernels", "--model", "nemotron-3-nano-4b", "--batch", "1,2", "--tokens", "1,4"]) == 0
+    rows = {tuple(line.split()[:2]): line.split()[3] for line in capsys.readouterr().out.splitlines()
+            if line.strip()[:1].isdigit()}
+    assert rows == {("1", "1"): "4", ("1", "4"): "3", ("2", "1"): "4", ("2", "4"): "4"}
+
+
+def test_kernels_refuses_bad_arguments():
+    for argv, msg in ((["--batch", "0"], "--batch must be integers >= 1"),
+                      (["--batch", "a,b"], "--batch must be comma-separated integers"),
+                      (["--tokens", "9"], "--tokens at most 8"),
+                      (["--window", "65"], "--window must be in [1, 64]")):
+        with pytest.raises(SystemExit, match=re.escape(msg)):
+            main(["kernels", "--model", "qwen3.5-4b"] + argv)

@@ -1,0 +1,111 @@
+"""`replayssm-trtllm kernels`: which kernel the automatic design runs for a model's SSM layers, per batch and tokens
+per step, and the workspace it needs (host queries of the kernel library: no GPU needed, nothing launched)."""
+from __future__ import annotations
+
+import ctypes
+
+from ..presets import PRESETS
+
+DTYPES = {"fp32": 0, "fp16": 1, "bf16": 2}
+
+GDN_NAMES = {0: "register kernel", 1: "tile kernel", 2: "tile kernel (whole head)", 3: "stream kernel",
+             4: "stream kernel", 5: "stream kernel", 6: "split kernels (prep + readout)"}
+MAMBA2_NAMES = {0: "tile kernel", 1: "persistent kernel (8 warps)", 2: "persistent kernel (4 warps)",
+                3: "stream kernel", 4: "split kernels (prep + readout)"}
+
+
+def _ints(text: str, what: str):
+    try:
+        vals = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise SystemExit(f"kernels: {what} must be comma-separated integers; got {text!r}") from None
+    if not vals or min(vals) < 1:
+        raise SystemExit(f"kernels: {what} must be integers >= 1; got {text!r}")
+    return vals
+
+
+def add_arguments(p):
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--model", choices=sorted(PRESETS), help="model preset")
+    src.add_argument("--config", metavar="PATH",
+                     help="a Hugging Face config.json (or its checkpoint directory): nemotron_h, qwen3_5, qwen3_next")
+    p.add_argument("--batch", "-B", default="1,2,4,8,16,32,64,128,256",
+                   help="batch sizes, comma-separated (default 1,2,4,...,256)")
+    p.add_argument("--tokens", "-T", default="1,2,4,8",
+                   help="tokens per step, comma-separated: 1 = the standard step, 2..8 = verify steps (default 1,2,4,8)")
+    p.add_argument("--window", "-L", type=int, default=16, help="replay window L (default 16)")
+    p.add_argument("--state-dtype", choices=sorted(DTYPES), default="fp32", help="checkpoint dtype (default fp32)")
+    p.add_argument("--act-dtype", choices=("fp16", "bf16"), default="bf16", help="activations (default bf16)")
+
+
+def _model(args):
+    if args.model is not None:
+        return PRESETS[args.model]
+    from ..models import HfConfigError, load_hf_config
+    try:
+        return load_hf_config(args.config).to_preset(name=f"config {args.config}")
+    except (HfConfigError, FileNotFoundError) as e:
+        raise SystemExit(f"kernels: {e}") from None
+
+
+def gdn_choice(m, B: int, T: int, L: int, state_dtype: int, act_dtype: int):
+    """(variant, kernel name, workspace bytes) of GDN_VARIANT_AUTO for one layer of model preset `m`."""
+    from ..ops import gdn as G
+    p = G.GdnReplayParams(batch=B, num_tokens=T, num_heads=m.key_heads, num_v_heads=m.heads, head_k=m.state_dim,
+                          head_v=m.head_dim, num_slots=B + 1, window=L, ring_capacity=L + (T if T > 1 else 0),
+                          mode=0 if T == 1 else 1, state_dtype=state_dtype, act_dtype=act_dtype, u_dtype=1,
+                          variant=G.VARIANT_AUTO)
+    ws = G.replay_workspace_bytes(p)
+    v = G.replay_auto_variant(p, has_workspace=ws > 0)
+    name = "warp-item step (WIR)" if v == 5 and G.replay_uses_warp_items(p) else GDN_NAMES.get(v, "?")
+    return v, name, ws
+
+
+def mamba2_choice(m, B: int, T: int, L: int, state_dtype: int, act_dtype: int):
+    """(variant, kernel name, workspace bytes) of RSSM_MAMBA2_VARIANT_AUTO for one layer of model preset `m`."""
+    from ..ops import mamba2 as M
+    from ..ops._lib import load_library
+    p = M.Mamba2ReplayParams(batch=B, num_tokens=T, nheads=m.heads, headdim=m.head_dim, dstate=m.state_dim,
+                             ngroups=m.key_heads, num_slots=B + 1, window=L, ring_capacity=L + (T if T > 1 else 0),
+                             mode=0 if T == 1 else 1, state_dtype=state_dtype, act_dtype=act_dtype, dt_dtype=0,
+                             rows_per_cta=0, variant=-1, skip_flush_rows=0)
+    ws = M.replay_workspace_bytes(p)
+    if ws > 0:
+        v = 4
+    else:
+        f = load_library().rssm_mamba2_replay_auto_variant
+        f.argtypes, f.restype = [ctypes.c_int32, ctypes.c_int32, ctypes.c_int32], ctypes.c_int
+        v = int(f(B, m.heads, m.state_dim))
+    return v, MAMBA2_NAMES.get(v, "?"), ws
+
+
+def run(args) -> int:
+    m = _model(args)
+    batches = _ints(args.batch, "--batch")
+    tokens = _ints(args.tokens, "--tokens")
+    if max(tokens) > 8:
+        raise SystemExit(f"kernels: --tokens at most 8 (GDN_MAX_TOKENS / the Mamba-2 verify limit); got {args.tokens}")
+    if not 1 <= args.window <= 64:
+        raise SystemExit(f"kernels: --window must be in [1, 64]; got {args.window}")
+    from ..ops._lib import KernelLibraryError, load_library
+    try:
+        lib = load_library()
+    except KernelLibraryError as e:
+        raise SystemExit(f"kernels: {e}") from None
+    choose = gdn_choice if m.family == "gdn" else mamba2_choice
+    sd, ad = DTYPES[args.state_dtype], DTYPES[args.act_dtype]
+    print(f"model {m.name}: {m.family}, {m.heads} heads x head_dim {m.head_dim} x state {m.state_dim}, "
+          f"{m.key_heads} key heads / groups; L = {args.window}, {args.state_dtype} state, {args.act_dtype} "
+          f"activations; kernel library {getattr(lib, '_name', '?')}")
+    print("the automatic design (what the torch ops and TensorRT plugins run), per layer:")
+    print(f"{'B':>5} {'T':>2}  {'step':<8}  {'variant':>7}  {'kernel':<32} {'workspace':>12}")
+    for B in batches:
+        for T in tokens:
+            v, name, ws = choose(m, B, T, args.window, sd, ad)
+            step = "standard" if T == 1 else "verify"
+            wtxt = f"{ws / 2**20:.2f} MiB" if ws >= 2**20 else f"{ws} B"
+            print(f"{B:>5} {T:>2}  {step:<8}  {v:>7}  {name:<32} {wtxt:>12}")
+    print("workspace: what one layer's launch needs (the torch ops allocate it per call from the caching allocator; "
+          "the TensorRT plugins declare the bound at their maximum shapes). Rules and overrides: docs/design.md "
+          "section 8.")
+    return 0
