@@ -153,6 +153,25 @@ def test_traffic_cli_reads_a_config(tmp_path, capsys):
         main(["traffic", "--config", str(tmp_path)])
 
 
+def test_kernels_cli_reads_a_config(tmp_path, capsys):
+    """`kernels --config` on a Qwen3.5-122B-shaped config.json lists the same kernels and workspaces as `--model
+    qwen3.5-122b` (host queries of the kernel library; skipped when it is not built)."""
+    from replayssm_trtllm.cli import main
+    from replayssm_trtllm.ops._lib import KernelLibraryError, load_library
+    try:
+        load_library()
+    except (KernelLibraryError, OSError) as e:
+        pytest.skip(f"kernel library not available: {e}")
+    (tmp_path / "config.json").write_text(json.dumps(REAL["qwen3.5-122b"]))
+    assert main(["kernels", "--config", str(tmp_path), "-B", "1,8,128", "-T", "1,4"]) == 0
+    from_config = capsys.readouterr().out.splitlines()
+    assert main(["kernels", "--model", "qwen3.5-122b", "-B", "1,8,128", "-T", "1,4"]) == 0
+    from_preset = capsys.readouterr().out.splitlines()
+    rows = [l for l in from_config if l.strip()[:1].isdigit()]
+    assert len(rows) == 6 and rows == [l for l in from_preset if l.strip()[:1].isdigit()]
+    assert from_config[0].startswith(f"model config {tmp_path}: gdn, 64 heads")
+
+
 def test_checkpoint_cli_names_the_matching_preset(tmp_path, capsys):
     """A config with Nemotron-3-Nano-4B's mixer shape is reported as that benchmarked preset's shape (the CLI
     stops at the tensors: there are no weights here)."""
