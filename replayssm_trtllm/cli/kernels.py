@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 
 from ..presets import PRESETS
+from .traffic import model_from_args
 
 DTYPES = {"fp32": 0, "fp16": 1, "bf16": 2}
 
@@ -36,16 +37,6 @@ def add_arguments(p):
     p.add_argument("--window", "-L", type=int, default=16, help="replay window L (default 16)")
     p.add_argument("--state-dtype", choices=sorted(DTYPES), default="fp32", help="checkpoint dtype (default fp32)")
     p.add_argument("--act-dtype", choices=("fp16", "bf16"), default="bf16", help="activations (default bf16)")
-
-
-def _model(args):
-    if args.model is not None:
-        return PRESETS[args.model]
-    from ..models import HfConfigError, load_hf_config
-    try:
-        return load_hf_config(args.config).to_preset(name=f"config {args.config}")
-    except (HfConfigError, FileNotFoundError) as e:
-        raise SystemExit(f"kernels: {e}") from None
 
 
 def gdn_choice(m, B: int, T: int, L: int, state_dtype: int, act_dtype: int):
@@ -80,7 +71,7 @@ def mamba2_choice(m, B: int, T: int, L: int, state_dtype: int, act_dtype: int):
 
 
 def run(args) -> int:
-    m = _model(args)
+    m = model_from_args(args, "kernels")
     batches = _ints(args.batch, "--batch")
     tokens = _ints(args.tokens, "--tokens")
     if max(tokens) > 8:

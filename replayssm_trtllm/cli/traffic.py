@@ -27,18 +27,20 @@ def _mib(x: float) -> str:
     return f"{x / 2**20:10.2f}"
 
 
-def _model(args):
+def model_from_args(args, prog: str = "traffic"):
+    """The layer shape of `--model PRESET` or `--config PATH` (a Hugging Face config.json); exits naming `prog` when
+    the config cannot be read. Shared by the subcommands that take either."""
     if args.model is not None:
         return get_preset(args.model)
     from ..models import HfConfigError, load_hf_config
     try:
         return load_hf_config(args.config).to_preset(name=f"config {args.config}")
     except (HfConfigError, FileNotFoundError) as e:
-        raise SystemExit(f"traffic: {e}") from None
+        raise SystemExit(f"{prog}: {e}") from None
 
 
 def run(args) -> int:
-    p = _model(args)
+    p = model_from_args(args)
     T = args.verify
     a = float(T) if args.acceptance is None else args.acceptance
     if T < 1 or not (1.0 <= a <= T):
