@@ -18,6 +18,7 @@ check it against the table (gdn_launch.cu) and time it before setting it.
 """
 import argparse
 import collections
+import functools
 import importlib.util
 import os
 import re
@@ -27,6 +28,7 @@ _HV = {"q35-4b": 32, "q35-122b": 64}
 _CASE = re.compile(r"(q35-\S+) B=(\d+) L=\d+ T=(\d+) (?:replay verify|replay) v(\d) ?(.*)$")
 
 
+@functools.lru_cache(maxsize=None)
 def _ab_summary():
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ab_summary.py")
     spec = importlib.util.spec_from_file_location("ab_summary", path)

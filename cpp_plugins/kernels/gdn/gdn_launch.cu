@@ -200,32 +200,33 @@ static bool splitSizesOk(const GdnReplayParams* p) {
 // T = 7 (not measured) takes T = 5-6's rule. To the fifty-first session one rule, 8192, for every T.
 static constexpr int kSplitMinBatchHeads[GDN_MAX_TOKENS + 1] = {0, 1024, 8192, 1024, 512, 512, 512, 512, 256};
 // RSSM_GDN_SPLIT_MIN_BH replaces the table (for another GPU, where the crossover may differ; measure it with
-// scripts/ab_bench.sh and scripts/ab_variant_ratio.py, docs/switches.md): one integer for every token count, or
-// GDN_MAX_TOKENS comma-separated integers (T = 1, 2, ...), each in [1, 2^31 - 1] (1: whenever the sizes allow; a
-// number above any batch x heads: never). Unset or empty: the table. Returns 1 and fills out[1..GDN_MAX_TOKENS] when
-// set and valid, 0 when unset, -1 when set but malformed (the launcher then fails with splitRuleError's message).
-static int splitRuleFromEnv(int out[GDN_MAX_TOKENS + 1]) {
+// scripts/gdn_split_rule_sweep.sh, docs/switches.md): one integer for every token count, or GDN_MAX_TOKENS
+// comma-separated integers (T = 1, 2, ...), each in [1, 2^31 - 1] (1: whenever the sizes allow; a number above any
+// batch x heads: never). Unset or empty: the table. Fills rule[1..GDN_MAX_TOKENS] with the rule in force and returns
+// true; false when the variable is set but malformed (rule then holds the table; the launcher fails with
+// splitRuleError's message). Read once per launch or query: one getenv and at most eight numbers.
+static bool splitRule(int rule[GDN_MAX_TOKENS + 1]) {
+    for (int t = 0; t <= GDN_MAX_TOKENS; ++t) rule[t] = kSplitMinBatchHeads[t];
     const char* e = getenv("RSSM_GDN_SPLIT_MIN_BH");
-    if (!e || !*e) return 0;
+    if (!e || !*e) return true;
     long long v[GDN_MAX_TOKENS];
     int n = 0;
     const char* c = e;
     while (true) {
-        if (*c < '0' || *c > '9' || n == GDN_MAX_TOKENS) return -1;
+        if (*c < '0' || *c > '9' || n == GDN_MAX_TOKENS) return false;
         long long x = 0;
         while (*c >= '0' && *c <= '9') {
             x = x * 10 + (*c++ - '0');
-            if (x > 2147483647LL) return -1;
+            if (x > 2147483647LL) return false;
         }
-        if (x < 1) return -1;
+        if (x < 1) return false;
         v[n++] = x;
         if (*c == '\0') break;
-        if (*c++ != ',') return -1;
+        if (*c++ != ',') return false;
     }
-    if (n != 1 && n != GDN_MAX_TOKENS) return -1;
-    out[0] = 0;
-    for (int t = 1; t <= GDN_MAX_TOKENS; ++t) out[t] = (int)(n == 1 ? v[0] : v[t - 1]);
-    return 1;
+    if (n != 1 && n != GDN_MAX_TOKENS) return false;
+    for (int t = 1; t <= GDN_MAX_TOKENS; ++t) rule[t] = (int)(n == 1 ? v[0] : v[t - 1]);
+    return true;
 }
 static int splitRuleError(const char* op) {
     return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: RSSM_GDN_SPLIT_MIN_BH must be one integer or %d comma-separated "
@@ -235,18 +236,26 @@ static int splitRuleError(const char* op) {
 extern "C" int rssm_gdn_replay_split_min_batch_heads(int num_tokens) {
     if (num_tokens < 1 || num_tokens > GDN_MAX_TOKENS) return 0;
     int rule[GDN_MAX_TOKENS + 1];
-    if (splitRuleFromEnv(rule) == 1) return rule[num_tokens];
-    return kSplitMinBatchHeads[num_tokens];  // unset, or malformed: the launcher refuses AUTO launches then
+    splitRule(rule);  // malformed: the table (the launcher refuses AUTO launches then)
+    return rule[num_tokens];
 }
-static bool autoPicksSplit(const GdnReplayParams* p) {
-    const int min_bh = rssm_gdn_replay_split_min_batch_heads(p->num_tokens);
-    return min_bh > 0 && splitSizesOk(p) && (long long)p->batch * p->num_v_heads >= min_bh;
+// Whether AUTO takes the split kernels for *p under `rule` (splitRule), given a large enough workspace.
+static bool autoPicksSplit(const GdnReplayParams* p, const int rule[GDN_MAX_TOKENS + 1]) {
+    return p->num_tokens >= 1 && p->num_tokens <= GDN_MAX_TOKENS && splitSizesOk(p) &&
+           (long long)p->batch * p->num_v_heads >= rule[p->num_tokens];
+}
+// The split kernels' workspace for the sizes of *p (0 for empty sizes).
+static int64_t splitWorkspace(const GdnReplayParams* p) {
+    if (p->batch <= 0 || p->num_tokens <= 0 || p->num_v_heads <= 0 || p->window <= 0) return 0;
+    return (int64_t)rssm::gdn::splitWorkspaceBytes(p->batch, p->num_tokens, p->num_v_heads, p->window);
 }
 extern "C" int64_t rssm_gdn_replay_workspace_bytes(const GdnReplayParams* p) {
     if (!p) return 0;
-    const bool split = p->variant == GDN_VARIANT_SPLIT || (p->variant == GDN_VARIANT_AUTO && autoPicksSplit(p));
-    if (!split || p->batch <= 0 || p->num_tokens <= 0 || p->num_v_heads <= 0 || p->window <= 0) return 0;
-    return (int64_t)rssm::gdn::splitWorkspaceBytes(p->batch, p->num_tokens, p->num_v_heads, p->window);
+    if (p->variant == GDN_VARIANT_SPLIT) return splitWorkspace(p);
+    if (p->variant != GDN_VARIANT_AUTO) return 0;
+    int rule[GDN_MAX_TOKENS + 1];
+    splitRule(rule);
+    return autoPicksSplit(p, rule) ? splitWorkspace(p) : 0;
 }
 extern "C" int64_t rssm_gdn_replay_workspace_bound(const GdnReplayParams* p) {
     return rssm::splitWorkspaceBound(p, GDN_VARIANT_AUTO, GDN_VARIANT_SPLIT, rssm_gdn_replay_workspace_bytes);
@@ -254,16 +263,20 @@ extern "C" int64_t rssm_gdn_replay_workspace_bound(const GdnReplayParams* p) {
 extern "C" int rssm_gdn_replay_uses_warp_items(const GdnReplayParams* p) {
     return p && rssm::gdn::warpReplayWanted(*p) ? 1 : 0;
 }
-// GDN_VARIANT_AUTO's rule; `wir`: rssm::gdn::warpReplayWanted(*p), which the launcher evaluates once per launch.
-static int autoVariant(const GdnReplayParams* p, bool has_workspace, bool wir) {
-    if (has_workspace && autoPicksSplit(p)) return GDN_VARIANT_SPLIT;
+// GDN_VARIANT_AUTO's rule; `split`: autoPicksSplit holds and the workspace is large enough; `wir`:
+// rssm::gdn::warpReplayWanted(*p). The launcher evaluates both once per launch.
+static int autoVariant(const GdnReplayParams* p, bool split, bool wir) {
+    if (split) return GDN_VARIANT_SPLIT;
     // small-batch standard steps: variant 5, which runs them on warp items (WIR, gdn_warp_replay.h: K = 128,
     // batch x num_v_heads <= 128; RSSM_GDN_WIR overrides the batch rule), measured faster than variant 4 there
     if (wir) return 5;
     return (p->head_k == 128 || p->head_k == 256) ? 4 : 1;
 }
 extern "C" int rssm_gdn_replay_auto_variant(const GdnReplayParams* p, int has_workspace) {
-    return p ? autoVariant(p, has_workspace != 0, rssm::gdn::warpReplayWanted(*p)) : 4;
+    if (!p) return 4;
+    int rule[GDN_MAX_TOKENS + 1];
+    splitRule(rule);
+    return autoVariant(p, has_workspace != 0 && autoPicksSplit(p, rule), rssm::gdn::warpReplayWanted(*p));
 }
 
 extern "C" int rssm_gdn_decode_launch(const GdnDecodeParams* pp, cudaStream_t stream) {
@@ -364,10 +377,10 @@ static int replayLaunchImpl(const char* op, GdnReplayParams p, int readFmt, cons
     if (readFmt) p.state_dtype = RSSM_DTYPE_FP16;
     // variant 5's standard step on warp items (WIR): decided once per launch, for AUTO and variant 5 alike
     const bool wir = (p.variant == GDN_VARIANT_AUTO || p.variant == 5) && rssm::gdn::warpReplayWanted(p);
-    if (p.variant == GDN_VARIANT_AUTO) {
+    if (p.variant == GDN_VARIANT_AUTO) {  // the split rule read once, the workspace sized once
         int rule[GDN_MAX_TOKENS + 1];
-        if (splitRuleFromEnv(rule) < 0) return splitRuleError(op);
-        const int64_t need = rssm_gdn_replay_workspace_bytes(&p);  // > 0: auto picks the split kernels
+        if (!splitRule(rule)) return splitRuleError(op);
+        const int64_t need = autoPicksSplit(&p, rule) ? splitWorkspace(&p) : 0;
         p.variant = autoVariant(&p, need > 0 && p.workspace && p.workspace_bytes >= need, wir);
     }
     int st = checkShapes(op, p.batch, p.num_tokens, p.num_heads, p.num_v_heads, p.head_k, p.head_v,
