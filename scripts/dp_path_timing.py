@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""The dual-precision GDN decode's read paths side by side, standard and speculative, one process.
+
+For each (batch, tokens per step, read format) the non-flush decode launch of a GdnDualPrecisionCache (cursors at
+h = (L - T) // 2: no row flushes) is timed in a CUDA graph over `--layers` caches (one per layer, so small batches do
+not sit in L2) with RSSM_DP_DECODE_PATH unset (the launcher's rule) and forced to each path that can run it (16-bit
+read copies: stream, split; FP8 / NVFP4: tile, split). Prints one line per case with the times and the ratio of the
+split path over the other explicit path; the automatic choice's time shows which one the rule took. It exists to set
+the rule of dual_precision_decode_gdn.cu (dpSplitMinBatchHeads); bench precision times only standard steps at one
+batch. GPU only. Example:
+
+    python3 scripts/dp_path_timing.py --batch 1,2,4,8,16,32 --tokens 1,2,4 --reads fp16,fp8_e4m3,nvfp4 --hv 64
+"""
+import argparse
+import sys
+
+import torch
+
+from replayssm_trtllm.bench import common
+from replayssm_trtllm.bench.precision import decode_path
+from replayssm_trtllm.ops import dual_precision as dp
+
+
+def ints(s):
+    return [int(x) for x in s.split(",") if x]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--batch", type=ints, default=[1, 2, 4, 8, 16, 32, 64])
+    ap.add_argument("--tokens", type=ints, default=[1, 2, 4])
+    ap.add_argument("--reads", default="fp16,fp8_e4m3,nvfp4")
+    ap.add_argument("--hv", type=int, default=64, help="value heads (Qwen3.5: 32 at 4B, 64 at 122B); 16 key heads")
+    ap.add_argument("--window", type=int, default=16)
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--reps", type=int, default=30)
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        print("dp_path_timing.py: needs a CUDA GPU", file=sys.stderr)
+        return 2
+    HK, HV, V, K, L = 16, args.hv, 128, 128, args.window
+    dev = "cuda"
+    g = torch.Generator(device=dev).manual_seed(7)
+    A_log = torch.rand(HV, device=dev, generator=g)
+    dtb = torch.full((HV,), -3.0, device=dev)
+    print(f"GDN HK {HK} HV {HV} V {V} K {K} L {L}, bf16 activations, non-flush decode launch, us per layer "
+          f"({args.layers} layers per graph, median of {args.reps} replays)")
+    print(f"{'B':>4} {'T':>2} {'read':>9} {'B x HV':>7} | {'auto':>8} {'other':>8} {'split':>8} | split/other")
+    for T in args.tokens:
+        mode = "standard" if T == 1 else "speculative"
+        h = (L - T) // 2 if T > 1 else L // 2
+        for B in args.batch:
+            sbi = torch.arange(B, dtype=torch.int32, device=dev)
+            q = torch.randn(B, T, HK, K, device=dev, generator=g).bfloat16()
+            k = torch.randn(B, T, HK, K, device=dev, generator=g).bfloat16()
+            v = torch.randn(B, T, HV, V, device=dev, generator=g).bfloat16()
+            a = (0.3 * torch.randn(B, T, HV, device=dev, generator=g)).bfloat16()
+            b = torch.randn(B, T, HV, device=dev, generator=g).bfloat16()
+            o = torch.empty_like(v)
+            for rf in [r for r in args.reads.split(",") if r]:
+                caches = []
+                for _ in range(args.layers):
+                    c = dp.GdnDualPrecisionCache(B, HK, HV, V, L, T, mode, rf, "fp32", "sr", act_dtype=torch.bfloat16)
+                    c.lp.data.copy_(torch.randint(0, 255, c.lp.data.shape, device=dev, dtype=torch.uint8,
+                                                  generator=g) & 0x77 if c.lp.data.dtype == torch.uint8
+                                    else torch.randn(c.lp.data.shape, device=dev, generator=g) * 0.5)
+                    if c.lp.scale is not None:
+                        c.lp.scale.fill_(0x38 if c.lp.scale.dtype == torch.uint8 else 1e-3)
+                    if c.lp.gscale is not None:
+                        c.lp.gscale.fill_(1e-3)
+                    c.ring_g.copy_(-torch.rand(c.ring_g.shape, device=dev, generator=g) * 0.1)
+                    c.ring_u.copy_(torch.randn(c.ring_u.shape, device=dev, generator=g))
+                    c.ring_k.copy_(torch.randn(c.ring_k.shape, device=dev, generator=g))
+                    c.ring_len.fill_(h)
+                    caches.append(c)
+                fns = [lambda c=c: c.decode(sbi, q, k, v, a, b, A_log, dtb, None, o) for c in caches]
+                other = "stream" if rf in ("fp16", "bf16") else "tile"
+                t = {}
+                for name, path in (("auto", None), ("other", other), ("split", "split")):
+                    with decode_path(path):
+                        try:
+                            t[name] = common.time_graph(fns, reps=args.reps)["median_us"] / args.layers
+                        except RuntimeError as e:  # e.g. a path that cannot run these sizes
+                            print(f"   ({name} = {path}: {str(e).splitlines()[0][:100]})")
+                            t[name] = float("nan")
+                print(f"{B:>4} {T:>2} {rf:>9} {B * HV:>7} | {t['auto']:8.2f} {t['other']:8.2f} {t['split']:8.2f} | "
+                      f"{t['split'] / t['other']:.3f} ({other})", flush=True)
+                del caches, fns
+                torch.cuda.empty_cache()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
