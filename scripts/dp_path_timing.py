@@ -79,7 +79,7 @@ def main():
                 for name, path in (("auto", None), ("other", other), ("split", "split")):
                     with decode_path(path):
                         try:
-                            t[name] = common.time_graph(fns, reps=args.reps)["median_us"] / args.layers
+                            t[name] = common.time_graph(fns, reps=args.reps)["median_us"]  # per call = per layer
                         except RuntimeError as e:  # e.g. a path that cannot run these sizes
                             print(f"   ({name} = {path}: {str(e).splitlines()[0][:100]})")
                             t[name] = float("nan")

@@ -42,12 +42,13 @@ from typing import Optional
 import torch
 
 from ..state.phase import admission_phases, write_neutral_records
-from ._lib import check_status, load_library
+from ._lib import KernelLibraryError, check_status, load_library
 
 __all__ = [
     "FORMATS", "FMT_CODE", "StateCopy", "state_encode", "state_decode", "dp_mamba2_decode", "dp_gdn_decode",
     "dual_precision_flush", "DualPrecisionFlushParams", "DualPrecisionDecodeParams", "DualPrecisionCodecParams",
-    "Mamba2DualPrecisionCache", "GdnDualPrecisionCache", "ROW_N", "MAX_TOKENS", "MAX_WINDOW",
+    "Mamba2DualPrecisionCache", "GdnDualPrecisionCache", "ROW_N", "MAX_TOKENS", "MAX_WINDOW", "decode_path",
+    "gdn_split_min_batch_heads", "decode_workspace_bytes",
 ]
 
 FORMATS = ("fp32", "fp16", "bf16", "fp8_e4m3", "nvfp4")
@@ -129,6 +130,45 @@ def decode_workspace_bytes(p: "DualPrecisionDecodeParams") -> int:
         fn.argtypes, fn.restype = [ctypes.POINTER(DualPrecisionDecodeParams)], ctypes.c_int64
         _fns["rssm_dual_precision_decode_workspace_bytes"] = fn
     return int(fn(ctypes.byref(p)))
+
+
+_DECODE_PATHS = {0: "tile", 1: "stream", 2: "split"}
+
+
+def decode_path(p: "DualPrecisionDecodeParams") -> Optional[str]:
+    """The read path the decode launch of ``p`` takes for its non-flush rows: "tile", "stream" (16-bit read copies on
+    the replay stream kernel) or "split" (the split kernels; needs ``p.workspace`` of ``decode_workspace_bytes(p)``
+    bytes, and for GDN slot indices); None where the launch would refuse the choice (an unknown
+    ``RSSM_DP_DECODE_PATH``, a forced split path without its workspace). The C library's rule, host-only; reads
+    ``RSSM_DP_DECODE_PATH`` as the launch does (docs/switches.md)."""
+    fn = _fns.get("rssm_dual_precision_decode_path")
+    if fn is None:
+        fn = _host_fn("rssm_dual_precision_decode_path", [ctypes.POINTER(DualPrecisionDecodeParams)], ctypes.c_int)
+    return _DECODE_PATHS.get(int(fn(ctypes.byref(p))))
+
+
+def gdn_split_min_batch_heads(read_fmt: str, num_tokens: int) -> int:
+    """GDN: the smallest batch x value heads at which the automatic rule runs the non-flush rows on the split
+    kernels, for read copies in ``read_fmt`` and ``num_tokens`` tokens per step (the C library's table, measured per
+    format and token count: docs/precision.md); 0 outside 1..MAX_TOKENS."""
+    if read_fmt not in FMT_CODE:
+        raise ValueError(f"gdn_split_min_batch_heads: read_fmt must be one of {FORMATS}; got {read_fmt!r}")
+    fn = _fns.get("rssm_dual_precision_gdn_split_min_batch_heads")
+    if fn is None:
+        fn = _host_fn("rssm_dual_precision_gdn_split_min_batch_heads", [ctypes.c_int, ctypes.c_int], ctypes.c_int)
+    return int(fn(FMT_CODE[read_fmt], int(num_tokens)))
+
+
+def _host_fn(name, argtypes, restype):
+    lib = load_library()
+    try:
+        fn = getattr(lib, name)
+    except AttributeError:
+        raise KernelLibraryError(f"the kernel library {lib._name} has no {name} (built from older sources); rebuild "
+                                 "it with `pip install --no-build-isolation -e .`") from None
+    fn.argtypes, fn.restype = argtypes, restype
+    _fns[name] = fn
+    return fn
 
 
 def _call_decode(p, dev, op):

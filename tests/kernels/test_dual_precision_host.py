@@ -506,3 +506,77 @@ def test_flush_launcher_headdim_rule(family):
         f.headdim = bad
         with pytest.raises(RuntimeError, match=rf"headdim \(P / V\) must be a multiple of 8 in \[8, 128\]; got {bad}"):
             _flush_launch(f)
+
+
+def test_gdn_split_rule_table():
+    """The GDN dual-precision decode's split rule per read format and tokens per step (fifty-third session,
+    measured on an H100 by scripts/dp_path_timing.py; docs/precision.md): 16-bit reads 1024 at T <= 3 and 512 from
+    T = 4; FP8 512 at T = 1 and 1024 after; NVFP4 always at T = 1 and 256 after; FP32 reads 8192; 0 outside 1..8."""
+    _lib_or_skip()
+    expect = {"fp16": [1024] * 3 + [512] * 5, "bf16": [1024] * 3 + [512] * 5, "fp8_e4m3": [512] + [1024] * 7,
+              "nvfp4": [1] + [256] * 7, "fp32": [8192] * 8}
+    for fmt, row in expect.items():
+        assert [dp.gdn_split_min_batch_heads(fmt, t) for t in range(1, 9)] == row, fmt
+        assert dp.gdn_split_min_batch_heads(fmt, 0) == 0 and dp.gdn_split_min_batch_heads(fmt, 9) == 0
+    with pytest.raises(ValueError, match="read_fmt must be one of"):
+        dp.gdn_split_min_batch_heads("fp4", 1)
+
+
+@pytest.mark.parametrize("read_fmt", ["fp16", "bf16", "fp8_e4m3", "nvfp4", "fp32"])
+@pytest.mark.parametrize("T", [1, 2, 3, 4, 8])
+def test_decode_path_rule(read_fmt, T, monkeypatch):
+    """rssm_dual_precision_decode_path, the launch's choice (host-only): GDN takes the split path from the table's
+    B x HV with a workspace and slot indices, one batch row below it the stream kernel (16-bit reads with slot
+    indices) or the tile kernel; without a workspace or without slot indices never the split path;
+    RSSM_DP_DECODE_PATH forces a path, and a forced split path without its workspace or an unknown value is refused
+    (None)."""
+    _lib_or_skip()
+    monkeypatch.delenv("RSSM_DP_DECODE_PATH", raising=False)
+    code = dp.FMT_CODE[read_fmt]
+    wide = read_fmt in ("fp16", "bf16")
+    good = 0x10000
+    for HV in (32, 64):
+        thr = dp.gdn_split_min_batch_heads(read_fmt, T)
+        B_at = max(1, -(-thr // HV))  # smallest batch with B x HV >= thr
+        for B, split in ((B_at, True), (B_at - 1, False)):
+            if B < 1:
+                continue
+            d = _decode_params(1, B, HV, 128, 16, mode=int(T > 1), num_tokens=T, read_dtype=code)
+            need = dp.decode_workspace_bytes(d)
+            assert need > 0
+            other = "stream" if wide else "tile"
+            assert dp.decode_path(d) == "tile"  # no slot indices: neither stream nor split
+            d.state_batch_indices = good
+            assert dp.decode_path(d) == other  # no workspace
+            d.workspace, d.workspace_bytes = good, need
+            assert dp.decode_path(d) == ("split" if split else other), (HV, B)
+            d.workspace_bytes = need - 16
+            assert dp.decode_path(d) == other
+            d.workspace_bytes = need
+            monkeypatch.setenv("RSSM_DP_DECODE_PATH", "tile")
+            assert dp.decode_path(d) == "tile"
+            monkeypatch.setenv("RSSM_DP_DECODE_PATH", "split")
+            assert dp.decode_path(d) == "split"
+            d.workspace = None
+            assert dp.decode_path(d) is None
+            monkeypatch.setenv("RSSM_DP_DECODE_PATH", "fast")
+            assert dp.decode_path(d) is None
+            monkeypatch.delenv("RSSM_DP_DECODE_PATH")
+
+
+def test_decode_path_rule_mamba2(monkeypatch):
+    """Mamba-2's rule (unchanged): the split path where the replay rule leaves one wave (B x H > 128) and a workspace
+    is given; the stream kernel for 16-bit reads at replay head dims, else the tile kernel."""
+    _lib_or_skip()
+    monkeypatch.delenv("RSSM_DP_DECODE_PATH", raising=False)
+    good = 0x10000
+    d = _decode_params(0, 256, 128, 64, 16)
+    assert dp.decode_path(d) == "stream"
+    d.workspace, d.workspace_bytes = good, dp.decode_workspace_bytes(d)
+    assert dp.decode_path(d) == "split"
+    d = _decode_params(0, 1, 96, 80, 16)
+    d.workspace, d.workspace_bytes = good, dp.decode_workspace_bytes(d)
+    assert dp.decode_path(d) == "stream"  # one row: the persistent replay kernel's wave
+    d = _decode_params(0, 256, 128, 64, 16, read_dtype=dp.FMT_CODE["nvfp4"])
+    assert dp.decode_path(d) == "tile"
+    assert dp.decode_path(_decode_params(0, 4, 96, 24, 16)) == "tile"  # head dim 24: no replay kernel

@@ -20,8 +20,15 @@ int64_t gdnDpSplitWorkspaceBytes(const DualPrecisionDecodeParams& p);
 // Read path of the non-flush rows: RSSM_DP_DECODE_PATH = tile | stream | split forces one (stream: 16-bit
 // read copies only, else tile; split: an error without a large enough workspace); otherwise split where
 // a workspace is given and the family's rule picks it, stream for 16-bit read copies, else tile.
-enum class DecodePath { kTile, kStream, kSplit };
+enum class DecodePath { kTile, kStream, kSplit };  // values = rssm_dual_precision_decode_path's codes 0 / 1 / 2
 const char* forcedPathName();  // the RSSM_DP_DECODE_PATH value, or NULL
+// The launchers' choice (haveWs: a large enough workspace is given, and for GDN slot indices) and its parts; the
+// launch and rssm_dual_precision_decode_path share them.
+bool mamba2DpHaveWorkspace(const DualPrecisionDecodeParams& p);
+bool gdnDpHaveWorkspace(const DualPrecisionDecodeParams& p);
+DecodePath chooseMamba2DpPath(const DualPrecisionDecodeParams& p, bool haveWs);
+DecodePath chooseGdnDpPath(const DualPrecisionDecodeParams& p, bool haveWs);
+int gdnDpSplitMinBatchHeads(int readDtype, int numTokens);  // 0 outside T = 1..8
 
 // Launch of one decode kernel instance with `smem` bytes of dynamic shared memory (opted in above the
 // 48 KB default when static + dynamic need it; the call is idempotent and capture-safe).

@@ -134,6 +134,15 @@ int rssm_dual_precision_decode_launch(const DualPrecisionDecodeParams* p, cudaSt
 // docs/precision.md), 0 where that path cannot run them. Monotone in batch and num_tokens, so the value
 // at the largest sizes bounds every smaller launch. Host-only.
 int64_t rssm_dual_precision_decode_workspace_bytes(const DualPrecisionDecodeParams* p);
+// The read path the decode launch of p takes for its non-flush rows (host-only; reads RSSM_DP_DECODE_PATH as the
+// launch does): 0 = tile kernel, 1 = replay stream kernel (16-bit read copies), 2 = split kernels (needs the
+// workspace above, and for GDN slot indices); -1 where the launch would refuse the choice (an unknown
+// RSSM_DP_DECODE_PATH, a forced split path without its workspace) or p is NULL / of no family. Other argument
+// checks are the launch's.
+int rssm_dual_precision_decode_path(const DualPrecisionDecodeParams* p);
+// GDN: the smallest batch x nheads at which the automatic rule takes the split path, per read format (RSSM_DTYPE_*)
+// and tokens per step (measured, docs/precision.md); 0 outside num_tokens 1..8. Host-only.
+int rssm_dual_precision_gdn_split_min_batch_heads(int read_dtype, int num_tokens);
 int rssm_dual_precision_codec_launch(const DualPrecisionCodecParams* p, cudaStream_t stream);
 
 #ifdef __cplusplus

@@ -38,6 +38,21 @@ extern "C" int64_t rssm_dual_precision_decode_workspace_bytes(const DualPrecisio
     return 0;
 }
 
+extern "C" int rssm_dual_precision_decode_path(const DualPrecisionDecodeParams* p) {
+    if (!p || (p->family != RSSM_FAMILY_MAMBA2 && p->family != RSSM_FAMILY_GDN)) return -1;
+    if (const char* forced = dp::forcedPathName())
+        if (strcmp(forced, "tile") != 0 && strcmp(forced, "stream") != 0 && strcmp(forced, "split") != 0) return -1;
+    const bool mamba = p->family == RSSM_FAMILY_MAMBA2;
+    const bool haveWs = mamba ? dp::mamba2DpHaveWorkspace(*p) : dp::gdnDpHaveWorkspace(*p);
+    const dp::DecodePath path = mamba ? dp::chooseMamba2DpPath(*p, haveWs) : dp::chooseGdnDpPath(*p, haveWs);
+    if (path == dp::DecodePath::kSplit && !haveWs) return -1;
+    return static_cast<int>(path);
+}
+
+extern "C" int rssm_dual_precision_gdn_split_min_batch_heads(int read_dtype, int num_tokens) {
+    return dp::gdnDpSplitMinBatchHeads(read_dtype, num_tokens);
+}
+
 extern "C" int rssm_dual_precision_decode_launch(const DualPrecisionDecodeParams* p, cudaStream_t stream) {
     const char* op = "DualPrecisionDecode";
     if (!p) return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: params is NULL", op);

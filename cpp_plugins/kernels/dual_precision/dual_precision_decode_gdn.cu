@@ -3,9 +3,8 @@
 // raw v for the flush) while this kernel decodes only the flushing rows from the recurrence copy
 // (docs/precision.md):
 //   split: the GDN split kernels (variant 6), any read format (fp8 / nvfp4 through their scaled row loads),
-//          with slot indices and a workspace, at B x HV >= kDpSplitMinBatchHeads (8192: the replay kernels'
-//          rule to the fifty-first session, measured at B = 256 / 1; the replay rule's fifty-second-session table,
-//          1024 for standard steps, was measured on the replay kernels only, not on this path);
+//          with slot indices and a workspace, at B x HV >= gdnDpSplitMinBatchHeads(read format, T) (fifty-third
+//          session: measured per read format and tokens per step against the stream / tile path, docs/precision.md);
 //   stream: the replay stream kernel (variant 4), 16-bit read copies with slot indices.
 #include <stdlib.h>
 #include <string.h>
@@ -94,19 +93,47 @@ int64_t gdnDpSplitWorkspaceBytes(const DualPrecisionDecodeParams& p) {
     return rssm_gdn_replay_workspace_bytes(&q);
 }
 
-constexpr long long kDpSplitMinBatchHeads = 8192;
+// The smallest batch x value heads at which the automatic rule takes the split path, per read format and tokens per
+// step (T = 1..8). Measured side by side on an H100 (fifty-third session, scripts/dp_path_timing.py at HV = 32 and 64,
+// B = 1-64, T = 1 / 2 / 4 / 8; docs/precision.md "Fifty-third session"): each entry is the smallest measured B x HV at
+// which the split path was not slower on either head count; T = 3 takes T = 2's entry, T = 5-7 T = 4's (not measured).
+//   16-bit read copies (against the stream kernel 4): 1024 at T <= 3, 512 from T = 4 (the replay rule's T = 2 entry,
+//     8192 for fp32 checkpoints, does not hold here: with 16-bit rows the split kernels win from 1024);
+//   FP8 (against the tile kernel): 512 at T = 1, 1024 from T = 2;
+//   NVFP4 (against the tile kernel): always at T = 1 (from B x HV = 64: 0.73-0.83x), 256 from T = 2;
+//   FP32 read copies: 8192 (the replay kernels' old rule; not measured on this path).
+int gdnDpSplitMinBatchHeads(int readDtype, int numTokens) {
+    if (numTokens < 1 || numTokens > GDN_MAX_TOKENS) return 0;
+    switch (readDtype) {
+        case RSSM_DTYPE_FP16:
+        case RSSM_DTYPE_BF16: return numTokens <= 3 ? 1024 : 512;
+        case RSSM_DTYPE_FP8_E4M3: return numTokens == 1 ? 512 : 1024;
+        case RSSM_DTYPE_NVFP4: return numTokens == 1 ? 1 : 256;
+        default: return 8192;
+    }
+}
 
-int launchGdnDpDecode(const DualPrecisionDecodeParams& p, int tileRows, cudaStream_t s) {
+DecodePath chooseGdnDpPath(const DualPrecisionDecodeParams& p, bool haveWs) {
     const bool wide = p.read_dtype == RSSM_DTYPE_FP16 || p.read_dtype == RSSM_DTYPE_BF16;
-    const int64_t need = gdnDpSplitWorkspaceBytes(p);
-    const bool haveWs = need > 0 && p.workspace && p.workspace_bytes >= need && p.state_batch_indices != nullptr;
     DecodePath path = wide && p.state_batch_indices ? DecodePath::kStream : DecodePath::kTile;
     if (const char* forced = forcedPathName()) {
         if (strcmp(forced, "tile") == 0) path = DecodePath::kTile;
         else if (strcmp(forced, "split") == 0) path = DecodePath::kSplit;
-    } else if (haveWs && (long long)p.batch * p.nheads >= kDpSplitMinBatchHeads) {
+    } else if (haveWs && (long long)p.batch * p.nheads >= gdnDpSplitMinBatchHeads(p.read_dtype, p.num_tokens)) {
         path = DecodePath::kSplit;
     }
+    return path;
+}
+
+bool gdnDpHaveWorkspace(const DualPrecisionDecodeParams& p) {
+    const int64_t need = gdnDpSplitWorkspaceBytes(p);
+    return need > 0 && p.workspace && p.workspace_bytes >= need && p.state_batch_indices != nullptr;
+}
+
+int launchGdnDpDecode(const DualPrecisionDecodeParams& p, int tileRows, cudaStream_t s) {
+    const int64_t need = gdnDpSplitWorkspaceBytes(p);
+    const bool haveWs = gdnDpHaveWorkspace(p);
+    const DecodePath path = chooseGdnDpPath(p, haveWs);
     if (path == DecodePath::kSplit && !haveWs)
         return setError(RSSM_ERR_INVALID_ARGUMENT, "DualPrecisionDecode: RSSM_DP_DECODE_PATH=split needs slot indices and "
                         "a workspace of %lld bytes (rssm_dual_precision_decode_workspace_bytes; 0 = these sizes cannot "

@@ -98,10 +98,13 @@ int64_t mamba2DpSplitWorkspaceBytes(const DualPrecisionDecodeParams& p) {
     return rssm_mamba2_replay_workspace_bytes(&q);
 }
 
-int launchMamba2DpDecode(const DualPrecisionDecodeParams& p, int tileRows, cudaStream_t s) {
-    const bool wide = p.read_dtype == RSSM_DTYPE_FP16 || p.read_dtype == RSSM_DTYPE_BF16;
+bool mamba2DpHaveWorkspace(const DualPrecisionDecodeParams& p) {
     const int64_t need = mamba2DpSplitWorkspaceBytes(p);
-    const bool haveWs = need > 0 && p.workspace && p.workspace_bytes >= need;
+    return need > 0 && p.workspace && p.workspace_bytes >= need;
+}
+
+DecodePath chooseMamba2DpPath(const DualPrecisionDecodeParams& p, bool haveWs) {
+    const bool wide = p.read_dtype == RSSM_DTYPE_FP16 || p.read_dtype == RSSM_DTYPE_BF16;
     DecodePath path = wide && replayHeaddim(p.headdim) ? DecodePath::kStream : DecodePath::kTile;
     if (const char* forced = forcedPathName()) {
         if (strcmp(forced, "tile") == 0) path = DecodePath::kTile;
@@ -110,6 +113,13 @@ int launchMamba2DpDecode(const DualPrecisionDecodeParams& p, int tileRows, cudaS
                              RSSM_MAMBA2_VARIANT_PERSISTENT_SMALL) {  // the replay rule: split above one wave
         path = DecodePath::kSplit;
     }
+    return path;
+}
+
+int launchMamba2DpDecode(const DualPrecisionDecodeParams& p, int tileRows, cudaStream_t s) {
+    const int64_t need = mamba2DpSplitWorkspaceBytes(p);
+    const bool haveWs = mamba2DpHaveWorkspace(p);
+    const DecodePath path = chooseMamba2DpPath(p, haveWs);
     if (path == DecodePath::kSplit && !haveWs)
         return setError(RSSM_ERR_INVALID_ARGUMENT, "DualPrecisionDecode: RSSM_DP_DECODE_PATH=split needs a workspace of "
                         "%lld bytes (rssm_dual_precision_decode_workspace_bytes; 0 = these sizes cannot use it); got "
