@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The dual-precision GDN decode's split rule (dual_precision_decode_gdn.cu kDpSplitMinBatchHeads = 8192, kept from the
-# replay kernels' old rule when the fifty-second session moved theirs): the default read path (stream on 16-bit read
-# copies, tile on FP8 / NVFP4) against RSSM_DP_DECODE_PATH=split, side by side, one process per setting and batch,
+# The dual-precision GDN decode's split rule (dual_precision_decode_gdn.cu gdnDpSplitMinBatchHeads; 8192 for every
+# format until the fifty-third session, which ran this first, then set the rule per format and T from
+# scripts/dp_path_timing.py): the default read path (stream on 16-bit read copies or tile, below the rule) against
+# RSSM_DP_DECODE_PATH=split, side by side, one process per setting and batch,
 # on the precision bench's GDN shape (HV = 64) at mid batches. Prints the non-flush and window-amortized rows of
 # each process (scripts/ab_precision.sh AB_ROWS=both). Run on the GPU after scripts/gpu_run.sh has built or unpacked
 # the library (e.g. as its --extra command).
