@@ -1,5 +1,6 @@
 """`replayssm-trtllm kernels`: which kernel the automatic design runs for a model's SSM layers, per batch and tokens
-per step, and the workspace it needs (host queries of the kernel library: no GPU needed, nothing launched)."""
+per step, and the workspace it needs (host queries of the kernel library: no GPU needed, nothing launched). With
+--read-copy FMT: the read path of the dual-precision decode's non-flush rows instead (rssm_dual_precision_decode_path)."""
 from __future__ import annotations
 
 import ctypes
@@ -11,6 +12,9 @@ DTYPES = {"fp32": 0, "fp16": 1, "bf16": 2}
 
 GDN_NAMES = {0: "register kernel", 1: "tile kernel", 2: "tile kernel (whole head)", 3: "stream kernel",
              4: "stream kernel", 5: "stream kernel", 6: "split kernels (prep + readout)"}
+READ_COPY = ("fp16", "bf16", "fp8_e4m3", "nvfp4", "fp32")
+DP_PATH_NAMES = {"tile": "dual-precision tile kernel", "stream": "stream kernel on the read copy",
+                 "split": "split kernels on the read copy"}
 MAMBA2_NAMES = {0: "tile kernel", 1: "persistent kernel (8 warps)", 2: "persistent kernel (4 warps)",
                 3: "stream kernel", 4: "split kernels (prep + readout)"}
 
@@ -37,6 +41,9 @@ def add_arguments(p):
     p.add_argument("--window", "-L", type=int, default=16, help="replay window L (default 16)")
     p.add_argument("--state-dtype", choices=sorted(DTYPES), default="fp32", help="checkpoint dtype (default fp32)")
     p.add_argument("--act-dtype", choices=("fp16", "bf16"), default="bf16", help="activations (default bf16)")
+    p.add_argument("--read-copy", choices=READ_COPY, default=None,
+                   help="dual-precision mode: show the decode's read path for a read copy in this format (the "
+                        "recurrence copy is read by the flush only)")
 
 
 def gdn_choice(m, B: int, T: int, L: int, state_dtype: int, act_dtype: int):
@@ -70,6 +77,25 @@ def mamba2_choice(m, B: int, T: int, L: int, state_dtype: int, act_dtype: int):
     return v, MAMBA2_NAMES.get(v, "?"), ws
 
 
+def dp_choice(m, B: int, T: int, L: int, read_fmt: str, act_dtype: int):
+    """(path, name, workspace bytes) of the dual-precision decode's non-flush rows for one layer of model preset `m`,
+    with the workspace the torch ops allocate and slot indices (dummy pointers: a host query, nothing runs)."""
+    from ..ops import dual_precision as dp
+    gdn = m.family == "gdn"
+    p = dp.DualPrecisionDecodeParams(
+        family=1 if gdn else 0, batch=B, num_tokens=T, num_slots=B + 1, window=L, ring_capacity=L + (T if T > 1 else 0),
+        mode=0 if T == 1 else 1, nheads=m.heads, headdim=m.head_dim, dstate=m.state_dim, ngroups=m.key_heads,
+        act_dtype=act_dtype, recurrence_dtype=0, read_dtype=dp.FMT_CODE[read_fmt], dt_dtype=0,
+        stride_lp_slot=m.heads * m.head_dim * m.state_dim, stride_lp_head=m.head_dim * m.state_dim,
+        stride_lp_row=m.state_dim)
+    ws = dp.decode_workspace_bytes(p)
+    p.state_batch_indices = 0x10000
+    if ws > 0:
+        p.workspace, p.workspace_bytes = 0x10000, ws
+    path = dp.decode_path(p)
+    return path, DP_PATH_NAMES.get(path, "refused (see RSSM_DP_DECODE_PATH)"), ws if path == "split" else 0
+
+
 def run(args) -> int:
     m = model_from_args(args, "kernels")
     batches = _ints(args.batch, "--batch")
@@ -85,11 +111,20 @@ def run(args) -> int:
         raise SystemExit(f"kernels: {e}") from None
     choose = gdn_choice if m.family == "gdn" else mamba2_choice
     sd, ad = DTYPES[args.state_dtype], DTYPES[args.act_dtype]
+    read = getattr(args, "read_copy", None)
+    if read is not None:
+        if m.state_dim != 128:
+            raise SystemExit(f"kernels: --read-copy needs state size 128 (the dual-precision kernels); the model has "
+                             f"{m.state_dim}")
+        choose = lambda m_, B, T, L, sd_, ad_: dp_choice(m_, B, T, L, read, ad_)  # noqa: E731
+    state = f"{read} read copy (dual precision)" if read else f"{args.state_dtype} state"
     print(f"model {m.name}: {m.family}, {m.heads} heads x head_dim {m.head_dim} x state {m.state_dim}, "
-          f"{m.key_heads} key heads / groups; L = {args.window}, {args.state_dtype} state, {args.act_dtype} "
+          f"{m.key_heads} key heads / groups; L = {args.window}, {state}, {args.act_dtype} "
           f"activations; kernel library {getattr(lib, '_name', '?')}")
-    print("the automatic design (what the torch ops and TensorRT plugins run), per layer:")
-    print(f"{'B':>5} {'T':>2}  {'step':<8}  {'variant':>7}  {'kernel':<32} {'workspace':>12}")
+    print("the automatic design (what the torch ops and TensorRT plugins run), per layer"
+          + (" (the decode's non-flush rows; flushing rows: the dual-precision kernel on the recurrence copy):"
+             if read else ":"))
+    print(f"{'B':>5} {'T':>2}  {'step':<8}  {'path' if read else 'variant':>7}  {'kernel':<32} {'workspace':>12}")
     for B in batches:
         for T in tokens:
             v, name, ws = choose(m, B, T, args.window, sd, ad)

@@ -87,6 +87,29 @@ def test_kernels_prints_the_automatic_choice(capsys):
     assert rows == {("1", "1"): "4", ("1", "4"): "3", ("2", "1"): "4", ("2", "4"): "4"}
 
 
+def test_kernels_read_copy_prints_the_dual_precision_path(capsys, monkeypatch):
+    """`replayssm-trtllm kernels --read-copy FMT`: the dual-precision decode's read path per batch and tokens per step
+    (rssm_dual_precision_decode_path with the workspace the torch ops allocate): on qwen3.5-122b (64 value heads) an
+    NVFP4 read copy takes the split kernels from B = 1 at T = 1 and from B x HV = 256 (B = 4) at T = 2, the tile
+    kernel below; an fp16 one the stream kernel below B x HV = 1024; Mamba-2 Super B = 1 (B x H = 128) the tile kernel,
+    B = 2 the split kernels."""
+    _kernel_library_or_skip()
+    monkeypatch.delenv("RSSM_DP_DECODE_PATH", raising=False)
+
+    def rows(argv):
+        assert main(["kernels"] + argv) == 0
+        return {tuple(line.split()[:2]): line for line in capsys.readouterr().out.splitlines()
+                if line.strip()[:1].isdigit()}
+    r = rows(["--model", "qwen3.5-122b", "--batch", "1,3,4,15,16", "--tokens", "1,2", "--read-copy", "nvfp4"])
+    assert [r[(b, "1")].split()[3] for b in ("1", "3", "4", "15", "16")] == ["split"] * 5
+    assert [r[(b, "2")].split()[3] for b in ("1", "3", "4", "15", "16")] == ["tile", "tile", "split", "split", "split"]
+    assert r[("1", "2")].endswith(" 0 B") and not r[("4", "2")].endswith(" 0 B")
+    r = rows(["--model", "qwen3.5-122b", "--batch", "15,16", "--tokens", "1", "--read-copy", "fp16"])
+    assert (r[("15", "1")].split()[3], r[("16", "1")].split()[3]) == ("stream", "split")
+    r = rows(["--model", "nemotron-3-super-120b", "--batch", "1,2", "--tokens", "1", "--read-copy", "fp8_e4m3"])
+    assert (r[("1", "1")].split()[3], r[("2", "1")].split()[3]) == ("tile", "split")
+
+
 def test_kernels_refuses_bad_arguments():
     for argv, msg in ((["--batch", "0"], "--batch must be integers >= 1"),
                       (["--batch", "a,b"], "--batch must be comma-separated integers"),
