@@ -48,7 +48,7 @@ __all__ = [
     "FORMATS", "FMT_CODE", "StateCopy", "state_encode", "state_decode", "dp_mamba2_decode", "dp_gdn_decode",
     "dual_precision_flush", "DualPrecisionFlushParams", "DualPrecisionDecodeParams", "DualPrecisionCodecParams",
     "Mamba2DualPrecisionCache", "GdnDualPrecisionCache", "ROW_N", "MAX_TOKENS", "MAX_WINDOW", "decode_path",
-    "gdn_split_min_batch_heads", "decode_workspace_bytes",
+    "gdn_split_min_batch_heads", "split_min_batch_heads", "decode_workspace_bytes",
 ]
 
 FORMATS = ("fp32", "fp16", "bf16", "fp8_e4m3", "nvfp4")
@@ -147,16 +147,24 @@ def decode_path(p: "DualPrecisionDecodeParams") -> Optional[str]:
     return _DECODE_PATHS.get(int(fn(ctypes.byref(p))))
 
 
-def gdn_split_min_batch_heads(read_fmt: str, num_tokens: int) -> int:
-    """GDN: the smallest batch x value heads at which the automatic rule runs the non-flush rows on the split
-    kernels, for read copies in ``read_fmt`` and ``num_tokens`` tokens per step (the C library's table, measured per
-    format and token count: docs/precision.md); 0 outside 1..MAX_TOKENS."""
+def split_min_batch_heads(family: str, read_fmt: str, num_tokens: int) -> int:
+    """The smallest batch x heads (GDN: value heads) at which the automatic rule runs the decode's non-flush rows on
+    the split kernels, for ``family`` ("mamba2" / "gdn"), read copies in ``read_fmt`` and ``num_tokens`` tokens per
+    step (the C library's table, measured per family, format and token count: docs/precision.md "Fifty-third
+    session"); 0 outside 1..MAX_TOKENS. The split path also needs its workspace (and for GDN slot indices)."""
+    if family not in ("mamba2", "gdn"):
+        raise ValueError(f"split_min_batch_heads: family must be 'mamba2' or 'gdn'; got {family!r}")
     if read_fmt not in FMT_CODE:
-        raise ValueError(f"gdn_split_min_batch_heads: read_fmt must be one of {FORMATS}; got {read_fmt!r}")
-    fn = _fns.get("rssm_dual_precision_gdn_split_min_batch_heads")
+        raise ValueError(f"split_min_batch_heads: read_fmt must be one of {FORMATS}; got {read_fmt!r}")
+    fn = _fns.get("rssm_dual_precision_split_min_batch_heads")
     if fn is None:
-        fn = _host_fn("rssm_dual_precision_gdn_split_min_batch_heads", [ctypes.c_int, ctypes.c_int], ctypes.c_int)
-    return int(fn(FMT_CODE[read_fmt], int(num_tokens)))
+        fn = _host_fn("rssm_dual_precision_split_min_batch_heads", [ctypes.c_int] * 3, ctypes.c_int)
+    return int(fn(0 if family == "mamba2" else 1, FMT_CODE[read_fmt], int(num_tokens)))
+
+
+def gdn_split_min_batch_heads(read_fmt: str, num_tokens: int) -> int:
+    """``split_min_batch_heads("gdn", read_fmt, num_tokens)``."""
+    return split_min_batch_heads("gdn", read_fmt, num_tokens)
 
 
 def _host_fn(name, argtypes, restype):

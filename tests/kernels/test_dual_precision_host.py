@@ -564,19 +564,49 @@ def test_decode_path_rule(read_fmt, T, monkeypatch):
             monkeypatch.delenv("RSSM_DP_DECODE_PATH")
 
 
-def test_decode_path_rule_mamba2(monkeypatch):
-    """Mamba-2's rule (unchanged): the split path where the replay rule leaves one wave (B x H > 128) and a workspace
-    is given; the stream kernel for 16-bit reads at replay head dims, else the tile kernel."""
+def test_mamba2_split_rule_table():
+    """Mamba-2's dual-precision split rule per read format and tokens per step (fifty-third session, H100,
+    scripts/dp_path_timing.py --family mamba2; docs/precision.md): 16-bit reads always at T <= 2, 768 at T = 3-4,
+    1536 from T = 5; FP8 always at T = 1, 768 after; NVFP4 always at T <= 4, 256 after; FP32 reads the replay rule
+    (B x H > 128); 0 outside 1..8 and for no family."""
+    _lib_or_skip()
+    expect = {"fp16": [1, 1, 768, 768, 1536, 1536, 1536, 1536], "bf16": [1, 1, 768, 768, 1536, 1536, 1536, 1536],
+              "fp8_e4m3": [1] + [768] * 7, "nvfp4": [1] * 4 + [256] * 4, "fp32": [129] * 8}
+    for fmt, row in expect.items():
+        assert [dp.split_min_batch_heads("mamba2", fmt, t) for t in range(1, 9)] == row, fmt
+        assert dp.split_min_batch_heads("mamba2", fmt, 0) == 0 == dp.split_min_batch_heads("mamba2", fmt, 9)
+    assert [dp.split_min_batch_heads("gdn", "fp8_e4m3", t) for t in range(1, 9)] == \
+        [dp.gdn_split_min_batch_heads("fp8_e4m3", t) for t in range(1, 9)]
+    with pytest.raises(ValueError, match="family must be 'mamba2' or 'gdn'"):
+        dp.split_min_batch_heads("rwkv", "fp16", 1)
+
+
+@pytest.mark.parametrize("read_fmt", ["fp16", "fp8_e4m3", "nvfp4", "fp32"])
+@pytest.mark.parametrize("T", [1, 2, 4, 8])
+def test_decode_path_rule_mamba2(read_fmt, T, monkeypatch):
+    """Mamba-2's choice: the split path from the table's B x H with a workspace, one batch row below it the stream
+    kernel (16-bit reads at replay head dims) or the tile kernel; never without a workspace; head dim 24 (no replay
+    kernel) never the stream path; forced paths as for GDN."""
     _lib_or_skip()
     monkeypatch.delenv("RSSM_DP_DECODE_PATH", raising=False)
     good = 0x10000
-    d = _decode_params(0, 256, 128, 64, 16)
-    assert dp.decode_path(d) == "stream"
-    d.workspace, d.workspace_bytes = good, dp.decode_workspace_bytes(d)
-    assert dp.decode_path(d) == "split"
-    d = _decode_params(0, 1, 96, 80, 16)
-    d.workspace, d.workspace_bytes = good, dp.decode_workspace_bytes(d)
-    assert dp.decode_path(d) == "stream"  # one row: the persistent replay kernel's wave
-    d = _decode_params(0, 256, 128, 64, 16, read_dtype=dp.FMT_CODE["nvfp4"])
-    assert dp.decode_path(d) == "tile"
+    other = "stream" if read_fmt == "fp16" else "tile"
+    for H, P in ((128, 64), (96, 80)):  # Nemotron-3 Super / Nano heads
+        thr = dp.split_min_batch_heads("mamba2", read_fmt, T)
+        B_at = max(1, -(-thr // H))
+        for B, split in ((B_at, True), (B_at - 1, False)):
+            if B < 1:
+                continue
+            d = _decode_params(0, B, H, P, 16, mode=int(T > 1), num_tokens=T, read_dtype=dp.FMT_CODE[read_fmt])
+            need = dp.decode_workspace_bytes(d)
+            assert need > 0
+            assert dp.decode_path(d) == other
+            d.workspace, d.workspace_bytes = good, need
+            assert dp.decode_path(d) == ("split" if split else other), (H, B)
+            monkeypatch.setenv("RSSM_DP_DECODE_PATH", "tile")
+            assert dp.decode_path(d) == "tile"
+            d.workspace = None
+            monkeypatch.setenv("RSSM_DP_DECODE_PATH", "split")
+            assert dp.decode_path(d) is None
+            monkeypatch.delenv("RSSM_DP_DECODE_PATH")
     assert dp.decode_path(_decode_params(0, 4, 96, 24, 16)) == "tile"  # head dim 24: no replay kernel

@@ -140,9 +140,11 @@ int64_t rssm_dual_precision_decode_workspace_bytes(const DualPrecisionDecodePara
 // RSSM_DP_DECODE_PATH, a forced split path without its workspace) or p is NULL / of no family. Other argument
 // checks are the launch's.
 int rssm_dual_precision_decode_path(const DualPrecisionDecodeParams* p);
-// GDN: the smallest batch x nheads at which the automatic rule takes the split path, per read format (RSSM_DTYPE_*)
-// and tokens per step (measured, docs/precision.md); 0 outside num_tokens 1..8. Host-only.
-int rssm_dual_precision_gdn_split_min_batch_heads(int read_dtype, int num_tokens);
+// The smallest batch x nheads at which the automatic rule takes the split path (with its workspace; GDN also needs
+// slot indices), per family (RSSM_FAMILY_*), read format (RSSM_DTYPE_*) and tokens per step (measured,
+// docs/precision.md "Fifty-third session"); 0 outside num_tokens 1..8 or for no family. Host-only.
+int rssm_dual_precision_split_min_batch_heads(int family, int read_dtype, int num_tokens);
+int rssm_dual_precision_gdn_split_min_batch_heads(int read_dtype, int num_tokens);  // family GDN
 int rssm_dual_precision_codec_launch(const DualPrecisionCodecParams* p, cudaStream_t stream);
 
 #ifdef __cplusplus

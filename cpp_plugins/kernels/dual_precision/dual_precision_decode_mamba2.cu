@@ -103,15 +103,36 @@ bool mamba2DpHaveWorkspace(const DualPrecisionDecodeParams& p) {
     return need > 0 && p.workspace && p.workspace_bytes >= need;
 }
 
+// The smallest batch x heads at which the automatic rule takes the split path, per read format and tokens per step
+// (T = 1..8). Measured side by side on an H100 (fifty-third session, scripts/dp_path_timing.py --family mamba2 on the
+// Nemotron-3 Super (128 x 64) and Nano (96 x 80) heads, B = 1-64, T = 1 / 2 / 4 / 8; docs/precision.md "Fifty-third
+// session"): each entry lies between the largest measured B x H at which the split path was slower (by more than 2%)
+// and the smallest from which it was faster on both shapes; T = 3 takes T = 4's entry and T = 5-7 T = 8's (not
+// measured). The split path then also runs B = 1 standard steps (0.51-0.82x of the stream / tile kernel there).
+//   16-bit read copies (against the stream kernel 3): always at T <= 2, 768 at T = 3-4, 1536 from T = 5;
+//   FP8 (against the tile kernel): always at T = 1, 768 from T = 2;
+//   NVFP4 (against the tile kernel): always at T <= 4, 256 from T = 5;
+//   FP32 read copies: the replay rule (batch x heads > 128; not measured on this path).
+int mamba2DpSplitMinBatchHeads(int readDtype, int numTokens) {
+    if (numTokens < 1 || numTokens > 8) return 0;
+    switch (readDtype) {
+        case RSSM_DTYPE_FP16:
+        case RSSM_DTYPE_BF16: return numTokens <= 2 ? 1 : numTokens <= 4 ? 768 : 1536;
+        case RSSM_DTYPE_FP8_E4M3: return numTokens == 1 ? 1 : 768;
+        case RSSM_DTYPE_NVFP4: return numTokens <= 4 ? 1 : 256;
+        default: return 129;
+    }
+}
+
 DecodePath chooseMamba2DpPath(const DualPrecisionDecodeParams& p, bool haveWs) {
     const bool wide = p.read_dtype == RSSM_DTYPE_FP16 || p.read_dtype == RSSM_DTYPE_BF16;
     DecodePath path = wide && replayHeaddim(p.headdim) ? DecodePath::kStream : DecodePath::kTile;
     if (const char* forced = forcedPathName()) {
         if (strcmp(forced, "tile") == 0) path = DecodePath::kTile;
         else if (strcmp(forced, "split") == 0) path = DecodePath::kSplit;
-    } else if (haveWs && rssm_mamba2_replay_auto_variant(p.batch, p.nheads, p.dstate) ==
-                             RSSM_MAMBA2_VARIANT_PERSISTENT_SMALL) {  // the replay rule: split above one wave
-        path = DecodePath::kSplit;
+    } else if (haveWs) {
+        const int minBH = mamba2DpSplitMinBatchHeads(p.read_dtype, p.num_tokens);
+        if (minBH > 0 && (long long)p.batch * p.nheads >= minBH) path = DecodePath::kSplit;
     }
     return path;
 }
