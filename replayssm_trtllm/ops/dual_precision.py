@@ -147,19 +147,20 @@ def decode_path(p: "DualPrecisionDecodeParams") -> Optional[str]:
     return _DECODE_PATHS.get(int(fn(ctypes.byref(p))))
 
 
-def split_min_batch_heads(family: str, read_fmt: str, num_tokens: int) -> int:
+def split_min_batch_heads(family: str, read_fmt: str, num_tokens: int, headdim: int = 64) -> int:
     """The smallest batch x heads (GDN: value heads) at which the automatic rule runs the decode's non-flush rows on
     the split kernels, for ``family`` ("mamba2" / "gdn"), read copies in ``read_fmt`` and ``num_tokens`` tokens per
     step (the C library's table, measured per family, format and token count: docs/precision.md "Fifty-third
-    session"); 0 outside 1..MAX_TOKENS. The split path also needs its workspace (and for GDN slot indices)."""
+    session"; ``headdim`` matters for Mamba-2 FP8 verify steps only); 0 outside 1..MAX_TOKENS. The split path also
+    needs its workspace (and for GDN slot indices)."""
     if family not in ("mamba2", "gdn"):
         raise ValueError(f"split_min_batch_heads: family must be 'mamba2' or 'gdn'; got {family!r}")
     if read_fmt not in FMT_CODE:
         raise ValueError(f"split_min_batch_heads: read_fmt must be one of {FORMATS}; got {read_fmt!r}")
     fn = _fns.get("rssm_dual_precision_split_min_batch_heads")
     if fn is None:
-        fn = _host_fn("rssm_dual_precision_split_min_batch_heads", [ctypes.c_int] * 3, ctypes.c_int)
-    return int(fn(0 if family == "mamba2" else 1, FMT_CODE[read_fmt], int(num_tokens)))
+        fn = _host_fn("rssm_dual_precision_split_min_batch_heads", [ctypes.c_int] * 4, ctypes.c_int)
+    return int(fn(0 if family == "mamba2" else 1, FMT_CODE[read_fmt], int(num_tokens), int(headdim)))
 
 
 def gdn_split_min_batch_heads(read_fmt: str, num_tokens: int) -> int:

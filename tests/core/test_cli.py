@@ -92,7 +92,8 @@ def test_kernels_read_copy_prints_the_dual_precision_path(capsys, monkeypatch):
     (rssm_dual_precision_decode_path with the workspace the torch ops allocate): on qwen3.5-122b (64 value heads) an
     NVFP4 read copy takes the split kernels from B = 1 at T = 1 and from B x HV = 256 (B = 4) at T = 2, the tile
     kernel below; an fp16 one the stream kernel below B x HV = 1024; Mamba-2 Super with FP8 the split kernels at B = 1
-    for standard steps, the tile kernel for a T = 4 verify below B x H = 768 (B = 6)."""
+    for standard steps, the tile kernel for a T = 4 verify below B x H = 768 (B = 6); Nano (head dim 80) from 384
+    (B = 4)."""
     _kernel_library_or_skip()
     monkeypatch.delenv("RSSM_DP_DECODE_PATH", raising=False)
 
@@ -109,6 +110,8 @@ def test_kernels_read_copy_prints_the_dual_precision_path(capsys, monkeypatch):
     r = rows(["--model", "nemotron-3-super-120b", "--batch", "1,5,6", "--tokens", "1,4", "--read-copy", "fp8_e4m3"])
     assert [r[k].split()[3] for k in (("1", "1"), ("1", "4"), ("5", "4"), ("6", "4"))] == ["split", "tile", "tile",
                                                                                            "split"]
+    r = rows(["--model", "nemotron-3-nano-4b", "--batch", "3,4", "--tokens", "4", "--read-copy", "fp8_e4m3"])
+    assert (r[("3", "4")].split()[3], r[("4", "4")].split()[3]) == ("tile", "split")
 
 
 def test_kernels_refuses_bad_arguments():

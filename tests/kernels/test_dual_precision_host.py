@@ -567,7 +567,7 @@ def test_decode_path_rule(read_fmt, T, monkeypatch):
 def test_mamba2_split_rule_table():
     """Mamba-2's dual-precision split rule per read format and tokens per step (fifty-third session, H100,
     scripts/dp_path_timing.py --family mamba2; docs/precision.md): 16-bit reads always at T <= 2, 768 at T = 3-4,
-    1536 from T = 5; FP8 always at T = 1, 768 after; NVFP4 always at T <= 4, 256 after; FP32 reads the replay rule
+    1536 from T = 5; FP8 always at T = 1, 768 after (384 at a head dim that is not a multiple of 64: Nano's 80); NVFP4 always at T <= 4, 256 after; FP32 reads the replay rule
     (B x H > 128); 0 outside 1..8 and for no family."""
     _lib_or_skip()
     expect = {"fp16": [1, 1, 768, 768, 1536, 1536, 1536, 1536], "bf16": [1, 1, 768, 768, 1536, 1536, 1536, 1536],
@@ -575,6 +575,9 @@ def test_mamba2_split_rule_table():
     for fmt, row in expect.items():
         assert [dp.split_min_batch_heads("mamba2", fmt, t) for t in range(1, 9)] == row, fmt
         assert dp.split_min_batch_heads("mamba2", fmt, 0) == 0 == dp.split_min_batch_heads("mamba2", fmt, 9)
+    assert [dp.split_min_batch_heads("mamba2", "fp8_e4m3", t, headdim=80) for t in range(1, 9)] == [1] + [384] * 7
+    assert dp.split_min_batch_heads("mamba2", "fp8_e4m3", 2, headdim=128) == 768
+    assert dp.split_min_batch_heads("mamba2", "fp16", 4, headdim=80) == 768
     assert [dp.split_min_batch_heads("gdn", "fp8_e4m3", t) for t in range(1, 9)] == \
         [dp.gdn_split_min_batch_heads("fp8_e4m3", t) for t in range(1, 9)]
     with pytest.raises(ValueError, match="family must be 'mamba2' or 'gdn'"):
@@ -592,7 +595,7 @@ def test_decode_path_rule_mamba2(read_fmt, T, monkeypatch):
     good = 0x10000
     other = "stream" if read_fmt == "fp16" else "tile"
     for H, P in ((128, 64), (96, 80)):  # Nemotron-3 Super / Nano heads
-        thr = dp.split_min_batch_heads("mamba2", read_fmt, T)
+        thr = dp.split_min_batch_heads("mamba2", read_fmt, T, P)
         B_at = max(1, -(-thr // H))
         for B, split in ((B_at, True), (B_at - 1, False)):
             if B < 1:

@@ -29,7 +29,7 @@ bool gdnDpHaveWorkspace(const DualPrecisionDecodeParams& p);
 DecodePath chooseMamba2DpPath(const DualPrecisionDecodeParams& p, bool haveWs);
 DecodePath chooseGdnDpPath(const DualPrecisionDecodeParams& p, bool haveWs);
 int gdnDpSplitMinBatchHeads(int readDtype, int numTokens);     // 0 outside T = 1..8
-int mamba2DpSplitMinBatchHeads(int readDtype, int numTokens);  // 0 outside T = 1..8
+int mamba2DpSplitMinBatchHeads(int readDtype, int numTokens, int headdim);  // 0 outside T = 1..8
 
 // Launch of one decode kernel instance with `smem` bytes of dynamic shared memory (opted in above the
 // 48 KB default when static + dynamic need it; the call is idempotent and capture-safe).

@@ -141,9 +141,10 @@ int64_t rssm_dual_precision_decode_workspace_bytes(const DualPrecisionDecodePara
 // checks are the launch's.
 int rssm_dual_precision_decode_path(const DualPrecisionDecodeParams* p);
 // The smallest batch x nheads at which the automatic rule takes the split path (with its workspace; GDN also needs
-// slot indices), per family (RSSM_FAMILY_*), read format (RSSM_DTYPE_*) and tokens per step (measured,
-// docs/precision.md "Fifty-third session"); 0 outside num_tokens 1..8 or for no family. Host-only.
-int rssm_dual_precision_split_min_batch_heads(int family, int read_dtype, int num_tokens);
+// slot indices), per family (RSSM_FAMILY_*), read format (RSSM_DTYPE_*), tokens per step and head dim (Mamba-2 FP8
+// only; GDN ignores it) (measured, docs/precision.md "Fifty-third session"); 0 outside num_tokens 1..8 or for no
+// family. Host-only.
+int rssm_dual_precision_split_min_batch_heads(int family, int read_dtype, int num_tokens, int headdim);
 int rssm_dual_precision_gdn_split_min_batch_heads(int read_dtype, int num_tokens);  // family GDN
 int rssm_dual_precision_codec_launch(const DualPrecisionCodecParams* p, cudaStream_t stream);
 

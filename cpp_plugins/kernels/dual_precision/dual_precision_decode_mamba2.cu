@@ -110,15 +110,18 @@ bool mamba2DpHaveWorkspace(const DualPrecisionDecodeParams& p) {
 // and the smallest from which it was faster on both shapes; T = 3 takes T = 4's entry and T = 5-7 T = 8's (not
 // measured). The split path then also runs B = 1 standard steps (0.51-0.82x of the stream / tile kernel there).
 //   16-bit read copies (against the stream kernel 3): always at T <= 2, 768 at T = 3-4, 1536 from T = 5;
-//   FP8 (against the tile kernel): always at T = 1, 768 from T = 2;
+//   FP8 (against the tile kernel): always at T = 1, 768 from T = 2, or 384 where the head dim is not a multiple of the
+//     tile kernel's 64-row FP8 chunk (Nano's 80: its second chunk is a quarter full, and the split path wins from
+//     B = 4: 0.65-0.67x, against 1.03-1.07x at B = 2; Super's 64 at B = 4 is 1.11-1.17x);
 //   NVFP4 (against the tile kernel): always at T <= 4, 256 from T = 5;
 //   FP32 read copies: the replay rule (batch x heads > 128; not measured on this path).
-int mamba2DpSplitMinBatchHeads(int readDtype, int numTokens) {
+int mamba2DpSplitMinBatchHeads(int readDtype, int numTokens, int headdim) {
     if (numTokens < 1 || numTokens > 8) return 0;
     switch (readDtype) {
         case RSSM_DTYPE_FP16:
         case RSSM_DTYPE_BF16: return numTokens <= 2 ? 1 : numTokens <= 4 ? 768 : 1536;
-        case RSSM_DTYPE_FP8_E4M3: return numTokens == 1 ? 1 : 768;
+        case RSSM_DTYPE_FP8_E4M3:
+            return numTokens == 1 ? 1 : headdim % ReadFmt<RSSM_DTYPE_FP8_E4M3>::kRows ? 384 : 768;
         case RSSM_DTYPE_NVFP4: return numTokens <= 4 ? 1 : 256;
         default: return 129;
     }
@@ -131,7 +134,7 @@ DecodePath chooseMamba2DpPath(const DualPrecisionDecodeParams& p, bool haveWs) {
         if (strcmp(forced, "tile") == 0) path = DecodePath::kTile;
         else if (strcmp(forced, "split") == 0) path = DecodePath::kSplit;
     } else if (haveWs) {
-        const int minBH = mamba2DpSplitMinBatchHeads(p.read_dtype, p.num_tokens);
+        const int minBH = mamba2DpSplitMinBatchHeads(p.read_dtype, p.num_tokens, p.headdim);
         if (minBH > 0 && (long long)p.batch * p.nheads >= minBH) path = DecodePath::kSplit;
     }
     return path;
