@@ -567,11 +567,11 @@ def test_decode_path_rule(read_fmt, T, monkeypatch):
 def test_mamba2_split_rule_table():
     """Mamba-2's dual-precision split rule per read format and tokens per step (fifty-third session, H100,
     scripts/dp_path_timing.py --family mamba2; docs/precision.md): 16-bit reads always at T <= 2, 768 at T = 3-4,
-    1536 from T = 5; FP8 always at T = 1, 768 after (384 at a head dim that is not a multiple of 64: Nano's 80); NVFP4 always at T <= 4, 256 after; FP32 reads the replay rule
+    1536 from T = 5; FP8 always at T = 1, 768 after (384 at a head dim that is not a multiple of 64: Nano's 80); NVFP4 always at T <= 4, 129 after; FP32 reads the replay rule
     (B x H > 128); 0 outside 1..8 and for no family."""
     _lib_or_skip()
     expect = {"fp16": [1, 1, 768, 768, 1536, 1536, 1536, 1536], "bf16": [1, 1, 768, 768, 1536, 1536, 1536, 1536],
-              "fp8_e4m3": [1] + [768] * 7, "nvfp4": [1] * 4 + [256] * 4, "fp32": [129] * 8}
+              "fp8_e4m3": [1] + [768] * 7, "nvfp4": [1] * 4 + [129] * 4, "fp32": [129] * 8}
     for fmt, row in expect.items():
         assert [dp.split_min_batch_heads("mamba2", fmt, t) for t in range(1, 9)] == row, fmt
         assert dp.split_min_batch_heads("mamba2", fmt, 0) == 0 == dp.split_min_batch_heads("mamba2", fmt, 9)

@@ -113,7 +113,7 @@ bool mamba2DpHaveWorkspace(const DualPrecisionDecodeParams& p) {
 //   FP8 (against the tile kernel): always at T = 1, 768 from T = 2, or 384 where the head dim is not a multiple of the
 //     tile kernel's 64-row FP8 chunk (Nano's 80: its second chunk is a quarter full, and the split path wins from
 //     B = 4: 0.65-0.67x, against 1.03-1.07x at B = 2; Super's 64 at B = 4 is 1.11-1.17x);
-//   NVFP4 (against the tile kernel): always at T <= 4, 256 from T = 5;
+//   NVFP4 (against the tile kernel): always at T <= 4, 129 from T = 5 (T = 8: Super B = 1 1.07x, Nano B = 2 0.79x);
 //   FP32 read copies: the replay rule (batch x heads > 128; not measured on this path).
 int mamba2DpSplitMinBatchHeads(int readDtype, int numTokens, int headdim) {
     if (numTokens < 1 || numTokens > 8) return 0;
@@ -122,7 +122,7 @@ int mamba2DpSplitMinBatchHeads(int readDtype, int numTokens, int headdim) {
         case RSSM_DTYPE_BF16: return numTokens <= 2 ? 1 : numTokens <= 4 ? 768 : 1536;
         case RSSM_DTYPE_FP8_E4M3:
             return numTokens == 1 ? 1 : headdim % ReadFmt<RSSM_DTYPE_FP8_E4M3>::kRows ? 384 : 768;
-        case RSSM_DTYPE_NVFP4: return numTokens <= 4 ? 1 : 256;
+        case RSSM_DTYPE_NVFP4: return numTokens <= 4 ? 1 : 129;
         default: return 129;
     }
 }
