@@ -145,7 +145,6 @@ int rssm_dual_precision_decode_path(const DualPrecisionDecodeParams* p);
 // only; GDN ignores it) (measured, docs/precision.md "Fifty-third session"); 0 outside num_tokens 1..8 or for no
 // family. Host-only.
 int rssm_dual_precision_split_min_batch_heads(int family, int read_dtype, int num_tokens, int headdim);
-int rssm_dual_precision_gdn_split_min_batch_heads(int read_dtype, int num_tokens);  // family GDN
 int rssm_dual_precision_codec_launch(const DualPrecisionCodecParams* p, cudaStream_t stream);
 
 #ifdef __cplusplus

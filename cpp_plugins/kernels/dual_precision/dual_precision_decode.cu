@@ -49,10 +49,6 @@ extern "C" int rssm_dual_precision_decode_path(const DualPrecisionDecodeParams* 
     return static_cast<int>(path);
 }
 
-extern "C" int rssm_dual_precision_gdn_split_min_batch_heads(int read_dtype, int num_tokens) {
-    return dp::gdnDpSplitMinBatchHeads(read_dtype, num_tokens);
-}
-
 extern "C" int rssm_dual_precision_split_min_batch_heads(int family, int read_dtype, int num_tokens, int headdim) {
     if (family == RSSM_FAMILY_MAMBA2) return dp::mamba2DpSplitMinBatchHeads(read_dtype, num_tokens, headdim);
     if (family == RSSM_FAMILY_GDN) return dp::gdnDpSplitMinBatchHeads(read_dtype, num_tokens);

@@ -116,7 +116,7 @@ bool mamba2DpHaveWorkspace(const DualPrecisionDecodeParams& p) {
 //   NVFP4 (against the tile kernel): always at T <= 4, 129 from T = 5 (T = 8: Super B = 1 1.07x, Nano B = 2 0.79x);
 //   FP32 read copies: the replay rule (batch x heads > 128; not measured on this path).
 int mamba2DpSplitMinBatchHeads(int readDtype, int numTokens, int headdim) {
-    if (numTokens < 1 || numTokens > 8) return 0;
+    if (numTokens < 1 || numTokens > RSSM_DP_MAX_TOKENS) return 0;
     switch (readDtype) {
         case RSSM_DTYPE_FP16:
         case RSSM_DTYPE_BF16: return numTokens <= 2 ? 1 : numTokens <= 4 ? 768 : 1536;
