@@ -71,8 +71,9 @@ def default_replay_variant(head_k: int) -> int:
     warp-item kernel take a step (no workspace, a small batch): stream kernel 4 for head_k 128/256, tile kernel 1
     for head_k 64 (the stream kernels need head_k % 128 == 0). The torch ops default to ``VARIANT_AUTO``: the
     C library picks the split kernels (6, with a workspace the op allocates) where they run the sizes and
-    B x HV reaches ``replay_split_min_batch_heads(T)`` (measured per token count: 1024 at T = 1, 8192 at T = 2,
-    1024 at T = 3, 512 at T = 4-7, 256 at T = 8; docs/kernels-gdn.md "Fifty-second session"), variant 5 for the
+    B x HV reaches ``replay_split_min_batch_heads(T, state_dtype)`` (measured per token count: fp32 checkpoints
+    1024 at T = 1, 8192 at T = 2, 1024 at T = 3, 512 at T = 4-7, 256 at T = 8; 16-bit checkpoints 2048 at T = 1-3;
+    docs/kernels-gdn.md "Fifty-second session", "Fifty-third session"), variant 5 for the
     standard steps its warp-item kernel runs (head_k 128, B x HV <= 128: ``replay_uses_warp_items``), else this.
     The TensorRT plugins ask for ``VARIANT_AUTO`` too."""
     return 4 if int(head_k) in (128, 256) else 1
@@ -149,12 +150,19 @@ def replay_auto_variant(p: "GdnReplayParams", has_workspace: bool = True) -> int
     return int(fn(ctypes.byref(p), int(bool(has_workspace))))
 
 
-def replay_split_min_batch_heads(num_tokens: int) -> int:
+_STATE_DTYPE_CODE = {"fp32": 0, "fp16": 1, "bf16": 2}
+
+
+def replay_split_min_batch_heads(num_tokens: int, state_dtype: str = "fp32") -> int:
     """The smallest batch x num_v_heads at which ``VARIANT_AUTO`` takes the split kernels for a step of
-    ``num_tokens`` tokens (the C library's table, measured per token count, or ``RSSM_GDN_SPLIT_MIN_BH`` where set:
-    docs/switches.md; 0 outside 1..MAX_TOKENS)."""
-    fn = _host_query("rssm_gdn_replay_split_min_batch_heads", [ctypes.c_int], ctypes.c_int)
-    return int(fn(int(num_tokens)))
+    ``num_tokens`` tokens with ``state_dtype`` checkpoints ("fp32", "fp16", "bf16": the C library's tables, measured
+    per token count and for fp32 / 16-bit checkpoints, or ``RSSM_GDN_SPLIT_MIN_BH`` where set: docs/switches.md; 0
+    outside 1..MAX_TOKENS)."""
+    if state_dtype not in _STATE_DTYPE_CODE:
+        raise ValueError(f"replay_split_min_batch_heads: state_dtype must be one of {sorted(_STATE_DTYPE_CODE)}; "
+                         f"got {state_dtype!r}")
+    fn = _host_query("rssm_gdn_replay_split_min_batch_heads_for", [ctypes.c_int, ctypes.c_int], ctypes.c_int)
+    return int(fn(int(num_tokens), _STATE_DTYPE_CODE[state_dtype]))
 
 
 def replay_uses_warp_items(p: "GdnReplayParams") -> bool:

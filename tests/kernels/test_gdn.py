@@ -1690,6 +1690,47 @@ def test_auto_variant_rule():
     assert bound(ctypes.byref(params(mode=1, num_tokens=8, window=16, ring_capacity=24, batch=7))) == 0
 
 
+def test_auto_variant_rule_16bit_state(monkeypatch):
+    """The split rule for 16-bit (bf16 / fp16) checkpoints (fifty-third session, measured on bf16 on an H100): 2048 at
+    T = 1-3, 512 at T = 4-7, 256 at T = 8; the automatic choice, the workspace query and the plugins' bound follow the
+    params' state dtype (the T = 2 step at B x HV 2048-8191 now on the split kernels for 16-bit checkpoints, on stream
+    kernel 4 for fp32); RSSM_GDN_SPLIT_MIN_BH replaces both tables."""
+    import ctypes
+    from replayssm_trtllm.ops import gdn as G
+    load_library = _host_library_or_skip()
+    monkeypatch.delenv("RSSM_GDN_SPLIT_MIN_BH", raising=False)
+    t16 = [2048, 2048, 2048, 512, 512, 512, 512, 256]
+    t32 = [1024, 8192, 1024, 512, 512, 512, 512, 256]
+    for sd in ("bf16", "fp16"):
+        assert [G.replay_split_min_batch_heads(t, sd) for t in range(1, 9)] == t16
+    assert [G.replay_split_min_batch_heads(t, "fp32") for t in range(1, 9)] == t32
+    assert [G.replay_split_min_batch_heads(t) for t in range(1, 9)] == t32
+    with pytest.raises(ValueError, match="state_dtype must be one of"):
+        G.replay_split_min_batch_heads(1, "fp8")
+
+    def p(B, T, sd, hv=32):
+        return G.GdnReplayParams(batch=B, num_tokens=T, num_heads=16, num_v_heads=hv, head_k=128, head_v=128,
+                                 num_slots=B + 1, window=16, ring_capacity=16 + (T if T > 1 else 0),
+                                 mode=0 if T == 1 else 1, state_dtype=sd, act_dtype=2, u_dtype=1, variant=-1)
+    for sd in (1, 2):
+        for T, thr in zip(range(1, 9), t16):
+            for hv in (32, 64):
+                at = -(-thr // hv)
+                assert G.replay_auto_variant(p(at, T, sd, hv)) == 6 and G.replay_workspace_bytes(p(at, T, sd, hv)) > 0
+                assert G.replay_auto_variant(p(at - 1, T, sd, hv)) in (4, 5), (sd, T, hv)
+                assert G.replay_workspace_bytes(p(at - 1, T, sd, hv)) == 0
+    assert G.replay_auto_variant(p(64, 2, 2)) == 6 and G.replay_auto_variant(p(64, 2, 0)) == 4   # q35-4b B = 64 T = 2
+    assert G.replay_auto_variant(p(32, 1, 2)) == 4 and G.replay_auto_variant(p(32, 1, 0)) == 6   # 1024: fp32 only
+    bound = load_library().rssm_gdn_replay_workspace_bound
+    bound.argtypes, bound.restype = [ctypes.POINTER(G.GdnReplayParams)], ctypes.c_int64
+    assert bound(ctypes.byref(p(64, 2, 2))) == G.replay_workspace_bytes(p(64, 2, 2)) > 0
+    assert bound(ctypes.byref(p(32, 1, 0))) > 0        # fp32: 1024 reaches T = 1's entry
+    assert bound(ctypes.byref(p(32, 1, 2))) == 0       # bf16: 1024 < 2048
+    monkeypatch.setenv("RSSM_GDN_SPLIT_MIN_BH", "4096")
+    assert G.replay_split_min_batch_heads(2, "bf16") == 4096 == G.replay_split_min_batch_heads(2)
+    assert G.replay_auto_variant(p(64, 2, 2)) == 4
+
+
 def test_split_rule_env_override(monkeypatch):
     """RSSM_GDN_SPLIT_MIN_BH replaces the split rule's table: one integer for every token count or eight (T = 1..8);
     the automatic choice, the workspace query and the plugins' bound follow it; a malformed value leaves the queries

@@ -199,14 +199,22 @@ static bool splitSizesOk(const GdnReplayParams* p) {
 //   T = 5-6: 0.68-0.86 at 512, up to 1.12 (q35-122b) at 256; T = 8: 0.79-0.84 / 0.95-1.03 at 256, 1.09-1.51 at 128.
 // T = 7 (not measured) takes T = 5-6's rule. To the fifty-first session one rule, 8192, for every T.
 static constexpr int kSplitMinBatchHeads[GDN_MAX_TOKENS + 1] = {0, 1024, 8192, 1024, 512, 512, 512, 512, 256};
-// RSSM_GDN_SPLIT_MIN_BH replaces the table (for another GPU, where the crossover may differ; measure it with
+// The same rule for 16-bit (bf16 / fp16) checkpoints, measured side by side on an H100 in the fifty-third session
+// (bf16 state, `bench gdn --variants 4,6 --tokens 1,2,4,8 --batch 4-128 --state-dtype bf16`; docs/kernels-gdn.md
+// "Fifty-third session"): with half the bytes per row stream kernel 4's T = 2 advantage is gone (split / stream
+// 0.86-0.92 at 2048, 0.95-1.07 at 1024), and at T = 1 the split kernels win only from 2048 (q35-4b up to 1.08 at
+// 1024); T = 4: 0.73-0.92 at 512, 1.00-1.28 at 256; T = 8: 0.74-0.97 at 256, 1.05-1.14 at 128. T = 3 takes T = 2's
+// entry and T = 5-7 T = 4's (not measured); fp16 checkpoints take bf16's (same bytes; not measured).
+static constexpr int kSplitMinBatchHeads16[GDN_MAX_TOKENS + 1] = {0, 2048, 2048, 2048, 512, 512, 512, 512, 256};
+// RSSM_GDN_SPLIT_MIN_BH replaces the table, for every checkpoint dtype (for another GPU, where the crossover may differ; measure it with
 // scripts/gdn_split_rule_sweep.sh, docs/switches.md): one integer for every token count, or GDN_MAX_TOKENS
 // comma-separated integers (T = 1, 2, ...), each in [1, 2^31 - 1] (1: whenever the sizes allow; a number above any
 // batch x heads: never). Unset or empty: the table. Fills rule[1..GDN_MAX_TOKENS] with the rule in force and returns
 // true; false when the variable is set but malformed (rule then holds the table; the launcher fails with
 // splitRuleError's message). Read once per launch or query: one getenv and at most eight numbers.
-static bool splitRule(int rule[GDN_MAX_TOKENS + 1]) {
-    for (int t = 0; t <= GDN_MAX_TOKENS; ++t) rule[t] = kSplitMinBatchHeads[t];
+static bool splitRule(int rule[GDN_MAX_TOKENS + 1], int stateDtype) {
+    const bool wide = stateDtype == RSSM_DTYPE_FP16 || stateDtype == RSSM_DTYPE_BF16;
+    for (int t = 0; t <= GDN_MAX_TOKENS; ++t) rule[t] = wide ? kSplitMinBatchHeads16[t] : kSplitMinBatchHeads[t];
     const char* e = getenv("RSSM_GDN_SPLIT_MIN_BH");
     if (!e || !*e) return true;
     long long v[GDN_MAX_TOKENS];
@@ -233,11 +241,14 @@ static int splitRuleError(const char* op) {
                     "integers (tokens per step 1..%d), each in [1, 2147483647]; got '%s'", op, GDN_MAX_TOKENS,
                     GDN_MAX_TOKENS, getenv("RSSM_GDN_SPLIT_MIN_BH"));
 }
-extern "C" int rssm_gdn_replay_split_min_batch_heads(int num_tokens) {
+extern "C" int rssm_gdn_replay_split_min_batch_heads_for(int num_tokens, int state_dtype) {
     if (num_tokens < 1 || num_tokens > GDN_MAX_TOKENS) return 0;
     int rule[GDN_MAX_TOKENS + 1];
-    splitRule(rule);  // malformed: the table (the launcher refuses AUTO launches then)
+    splitRule(rule, state_dtype);  // malformed: the table (the launcher refuses AUTO launches then)
     return rule[num_tokens];
+}
+extern "C" int rssm_gdn_replay_split_min_batch_heads(int num_tokens) {
+    return rssm_gdn_replay_split_min_batch_heads_for(num_tokens, RSSM_DTYPE_FP32);
 }
 // Whether AUTO takes the split kernels for *p under `rule` (splitRule), given a large enough workspace.
 static bool autoPicksSplit(const GdnReplayParams* p, const int rule[GDN_MAX_TOKENS + 1]) {
@@ -254,7 +265,7 @@ extern "C" int64_t rssm_gdn_replay_workspace_bytes(const GdnReplayParams* p) {
     if (p->variant == GDN_VARIANT_SPLIT) return splitWorkspace(p);
     if (p->variant != GDN_VARIANT_AUTO) return 0;
     int rule[GDN_MAX_TOKENS + 1];
-    splitRule(rule);
+    splitRule(rule, p->state_dtype);
     return autoPicksSplit(p, rule) ? splitWorkspace(p) : 0;
 }
 extern "C" int64_t rssm_gdn_replay_workspace_bound(const GdnReplayParams* p) {
@@ -275,7 +286,7 @@ static int autoVariant(const GdnReplayParams* p, bool split, bool wir) {
 extern "C" int rssm_gdn_replay_auto_variant(const GdnReplayParams* p, int has_workspace) {
     if (!p) return 4;
     int rule[GDN_MAX_TOKENS + 1];
-    splitRule(rule);
+    splitRule(rule, p->state_dtype);
     return autoVariant(p, has_workspace != 0 && autoPicksSplit(p, rule), rssm::gdn::warpReplayWanted(*p));
 }
 
@@ -379,7 +390,7 @@ static int replayLaunchImpl(const char* op, GdnReplayParams p, int readFmt, cons
     const bool wir = (p.variant == GDN_VARIANT_AUTO || p.variant == 5) && rssm::gdn::warpReplayWanted(p);
     if (p.variant == GDN_VARIANT_AUTO) {  // the split rule read once, the workspace sized once
         int rule[GDN_MAX_TOKENS + 1];
-        if (!splitRule(rule)) return splitRuleError(op);
+        if (!splitRule(rule, p.state_dtype)) return splitRuleError(op);
         const int64_t need = autoPicksSplit(&p, rule) ? splitWorkspace(&p) : 0;
         p.variant = autoVariant(&p, need > 0 && p.workspace && p.workspace_bytes >= need, wir);
     }
