@@ -1807,3 +1807,26 @@ def test_replay_auto_variant(shape, B, L, mode, T):
                  torch.randint(1, T + 1, (B,), generator=seq.gen).tolist())
     seq.compare_buffers()
     assert seq.flushes > 0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape,B,T,expect_split", [("q35-4b", 64, 2, True), ("q35-122b", 32, 2, True),
+                                                    ("q35-4b", 32, 1, False), ("q35-4b", 63, 2, False)],
+                         ids=["q35-4b-B64-T2", "q35-122b-B32-T2", "q35-4b-B32-std", "q35-4b-B63-T2"])
+def test_replay_auto_variant_bf16_state(shape, B, T, expect_split):
+    """variant=None with bf16 checkpoints (fifty-third session's 16-bit table: 2048 at T = 1-3): q35-4b B = 64 and
+    q35-122b B = 32 T = 2 steps on the split kernels (the fp32 table keeps them on stream kernel 4 to 8192), q35-4b
+    B = 32 standard and B = 63 T = 2 on stream kernel 4; the same results as the float64 reference over flushes
+    (written in the fifty-third session, not yet run on a GPU)."""
+    from replayssm_trtllm.ops import gdn as G
+    HV = {"q35-4b": 32, "q35-122b": 64}[shape]
+    if not os.environ.get("RSSM_GDN_SPLIT_MIN_BH"):
+        assert (B * HV >= G.replay_split_min_batch_heads(T, "bf16")) == expect_split
+    L, mode = 16, int(T > 1)
+    seq = _Seq(shape, B, L, mode, T, seed=B + T + 7, variant=None, state_dtype=torch.bfloat16)
+    seq.tol_out = 2e-2  # the checkpoint format's own rounding (as test_replay_standard_wir_dtypes): outputs every step
+    join = [(r * 5) % L for r in range(B)]
+    for t in range(L + 6):
+        seq.step(_active(B, t, join, seq.gen, 0.1), None if mode == 0 else
+                 torch.randint(1, T + 1, (B,), generator=seq.gen).tolist())
+    assert seq.flushes > 0
