@@ -187,7 +187,7 @@ int rssm_gdn_replay_uses_warp_items(const GdnReplayParams* p);
 // T = 2, 1024 at T = 3, 512 at T = 4-7, 256 at T = 8, or RSSM_GDN_SPLIT_MIN_BH's values where set (docs/switches.md;
 // malformed: the table here, and AUTO launches fail naming it). 0 for num_tokens outside 1..GDN_MAX_TOKENS. Host-only.
 // This is the rule for fp32 checkpoints; _for(num_tokens, state_dtype) gives the rule for a checkpoint dtype
-// (RSSM_DTYPE_*): 16-bit checkpoints 2048 at T = 1-3, 512 at T = 4-7, 256 at T = 8 (fifty-third session).
+// (RSSM_DTYPE_*): 16-bit checkpoints 2048 at T = 1-2, 1024 at T = 3, 512 at T = 4-7, 256 at T = 8 (fifty-third session).
 int rssm_gdn_replay_split_min_batch_heads(int num_tokens);
 int rssm_gdn_replay_split_min_batch_heads_for(int num_tokens, int state_dtype);
 

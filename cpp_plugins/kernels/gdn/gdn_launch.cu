@@ -203,15 +203,16 @@ static constexpr int kSplitMinBatchHeads[GDN_MAX_TOKENS + 1] = {0, 1024, 8192, 1
 // (bf16 state, `bench gdn --variants 4,6 --tokens 1,2,4,8 --batch 4-128 --state-dtype bf16`; docs/kernels-gdn.md
 // "Fifty-third session"): with half the bytes per row stream kernel 4's T = 2 advantage is gone (split / stream
 // 0.86-0.92 at 2048, 0.95-1.07 at 1024), and at T = 1 the split kernels win only from 2048 (q35-4b up to 1.08 at
-// 1024); T = 4: 0.73-0.92 at 512, 1.00-1.28 at 256; T = 8: 0.74-0.97 at 256, 1.05-1.14 at 128. T = 3 takes T = 2's
-// entry and T = 5-7 T = 4's (not measured); fp16 checkpoints take bf16's (same bytes; not measured).
-static constexpr int kSplitMinBatchHeads16[GDN_MAX_TOKENS + 1] = {0, 2048, 2048, 2048, 512, 512, 512, 512, 256};
-// RSSM_GDN_SPLIT_MIN_BH replaces the table, for every checkpoint dtype (for another GPU, where the crossover may differ; measure it with
-// scripts/gdn_split_rule_sweep.sh, docs/switches.md): one integer for every token count, or GDN_MAX_TOKENS
-// comma-separated integers (T = 1, 2, ...), each in [1, 2^31 - 1] (1: whenever the sizes allow; a number above any
-// batch x heads: never). Unset or empty: the table. Fills rule[1..GDN_MAX_TOKENS] with the rule in force and returns
-// true; false when the variable is set but malformed (rule then holds the table; the launcher fails with
-// splitRuleError's message). Read once per launch or query: one getenv and at most eight numbers.
+// 1024); T = 4: 0.73-0.92 at 512, 1.00-1.28 at 256; T = 8: 0.74-0.97 at 256, 1.05-1.14 at 128. T = 3 and T = 5-7 are
+// not measured and keep the fp32 table's entries (1024, 512: what they ran before); fp16 checkpoints take bf16's (same
+// bytes; not measured).
+static constexpr int kSplitMinBatchHeads16[GDN_MAX_TOKENS + 1] = {0, 2048, 2048, 1024, 512, 512, 512, 512, 256};
+// RSSM_GDN_SPLIT_MIN_BH replaces both tables (for another GPU, where the crossover may differ; measure it with
+// scripts/gdn_split_rule_sweep.sh or scripts/auto_rule_sweeps.sh, docs/switches.md): one integer for every token
+// count, or GDN_MAX_TOKENS comma-separated integers (T = 1, 2, ...), each in [1, 2^31 - 1] (1: whenever the sizes
+// allow; a number above any batch x heads: never). Unset or empty: the table. Fills rule[1..GDN_MAX_TOKENS] with the
+// rule in force and returns true; false when the variable is set but malformed (rule then holds the table; the
+// launcher fails with splitRuleError's message). Read once per launch or query: one getenv and at most eight numbers.
 static bool splitRule(int rule[GDN_MAX_TOKENS + 1], int stateDtype) {
     const bool wide = stateDtype == RSSM_DTYPE_FP16 || stateDtype == RSSM_DTYPE_BF16;
     for (int t = 0; t <= GDN_MAX_TOKENS; ++t) rule[t] = wide ? kSplitMinBatchHeads16[t] : kSplitMinBatchHeads[t];
