@@ -62,7 +62,7 @@ def gdn_choice(m, B: int, T: int, L: int, state_dtype: int, act_dtype: int):
 def mamba2_choice(m, B: int, T: int, L: int, state_dtype: int, act_dtype: int):
     """(variant, kernel name, workspace bytes) of RSSM_MAMBA2_VARIANT_AUTO for one layer of model preset `m`."""
     from ..ops import mamba2 as M
-    from ..ops._lib import load_library
+    from ..ops._lib import host_function
     p = M.Mamba2ReplayParams(batch=B, num_tokens=T, nheads=m.heads, headdim=m.head_dim, dstate=m.state_dim,
                              ngroups=m.key_heads, num_slots=B + 1, window=L, ring_capacity=L + (T if T > 1 else 0),
                              mode=0 if T == 1 else 1, state_dtype=state_dtype, act_dtype=act_dtype, dt_dtype=0,
@@ -71,8 +71,7 @@ def mamba2_choice(m, B: int, T: int, L: int, state_dtype: int, act_dtype: int):
     if ws > 0:
         v = 4
     else:
-        f = load_library().rssm_mamba2_replay_auto_variant
-        f.argtypes, f.restype = [ctypes.c_int32, ctypes.c_int32, ctypes.c_int32], ctypes.c_int
+        f = host_function("rssm_mamba2_replay_auto_variant", [ctypes.c_int32] * 3, ctypes.c_int)
         v = int(f(B, m.heads, m.state_dim))
     return v, MAMBA2_NAMES.get(v, "?"), ws
 

@@ -62,6 +62,26 @@ def load_library() -> ctypes.CDLL:
         "RSSM_KERNEL_LIB to its path.")
 
 
+_host_functions = {}
+
+
+def host_function(name: str, argtypes, restype):
+    """A host-only function of the kernel library (a query: no CUDA call) with its ctypes signature, bound once; a
+    library built before the function existed raises KernelLibraryError naming it."""
+    fn = _host_functions.get(name)
+    if fn is None:
+        lib = load_library()
+        try:
+            fn = getattr(lib, name)
+        except AttributeError:
+            raise KernelLibraryError(
+                f"the kernel library {lib._name} has no {name} (built from older sources); rebuild it with "
+                "`pip install --no-build-isolation -e .`") from None
+        fn.argtypes, fn.restype = argtypes, restype
+        _host_functions[name] = fn
+    return fn
+
+
 def build_archs(lib) -> list[str]:
     return [a.strip() for a in lib.rssm_build_archs().decode().split(",") if a.strip()]
 

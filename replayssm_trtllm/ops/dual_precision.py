@@ -42,7 +42,7 @@ from typing import Optional
 import torch
 
 from ..state.phase import admission_phases, write_neutral_records
-from ._lib import KernelLibraryError, check_status, load_library
+from ._lib import check_status, host_function, load_library
 
 __all__ = [
     "FORMATS", "FMT_CODE", "StateCopy", "state_encode", "state_decode", "dp_mamba2_decode", "dp_gdn_decode",
@@ -141,9 +141,7 @@ def decode_path(p: "DualPrecisionDecodeParams") -> Optional[str]:
     bytes, and for GDN slot indices); None where the launch would refuse the choice (an unknown
     ``RSSM_DP_DECODE_PATH``, a forced split path without its workspace). The C library's rule, host-only; reads
     ``RSSM_DP_DECODE_PATH`` as the launch does (docs/switches.md)."""
-    fn = _fns.get("rssm_dual_precision_decode_path")
-    if fn is None:
-        fn = _host_fn("rssm_dual_precision_decode_path", [ctypes.POINTER(DualPrecisionDecodeParams)], ctypes.c_int)
+    fn = host_function("rssm_dual_precision_decode_path", [ctypes.POINTER(DualPrecisionDecodeParams)], ctypes.c_int)
     return _DECODE_PATHS.get(int(fn(ctypes.byref(p))))
 
 
@@ -157,27 +155,13 @@ def split_min_batch_heads(family: str, read_fmt: str, num_tokens: int, headdim: 
         raise ValueError(f"split_min_batch_heads: family must be 'mamba2' or 'gdn'; got {family!r}")
     if read_fmt not in FMT_CODE:
         raise ValueError(f"split_min_batch_heads: read_fmt must be one of {FORMATS}; got {read_fmt!r}")
-    fn = _fns.get("rssm_dual_precision_split_min_batch_heads")
-    if fn is None:
-        fn = _host_fn("rssm_dual_precision_split_min_batch_heads", [ctypes.c_int] * 4, ctypes.c_int)
+    fn = host_function("rssm_dual_precision_split_min_batch_heads", [ctypes.c_int] * 4, ctypes.c_int)
     return int(fn(0 if family == "mamba2" else 1, FMT_CODE[read_fmt], int(num_tokens), int(headdim)))
 
 
 def gdn_split_min_batch_heads(read_fmt: str, num_tokens: int) -> int:
     """``split_min_batch_heads("gdn", read_fmt, num_tokens)``."""
     return split_min_batch_heads("gdn", read_fmt, num_tokens)
-
-
-def _host_fn(name, argtypes, restype):
-    lib = load_library()
-    try:
-        fn = getattr(lib, name)
-    except AttributeError:
-        raise KernelLibraryError(f"the kernel library {lib._name} has no {name} (built from older sources); rebuild "
-                                 "it with `pip install --no-build-isolation -e .`") from None
-    fn.argtypes, fn.restype = argtypes, restype
-    _fns[name] = fn
-    return fn
 
 
 def _call_decode(p, dev, op):

@@ -32,7 +32,7 @@ from typing import Optional
 
 import torch
 
-from ._lib import KernelLibraryError, check_status, load_library
+from ._lib import KernelLibraryError, check_status, host_function, load_library
 
 __all__ = [
     "GdnDecodeParams", "GdnReplayParams", "gdn_decode", "gdn_replay", "GdnReplayStateCache",
@@ -126,27 +126,9 @@ class GdnReplayParams(ctypes.Structure):
     )
 
 
-def _host_query(name: str, argtypes, restype):
-    """A host-only function of the kernel library with its ctypes signature, bound once; a library built before the
-    function existed raises KernelLibraryError naming it."""
-    fn = _launchers.get(name)
-    if fn is None:
-        lib = load_library()
-        try:
-            fn = getattr(lib, name)
-        except AttributeError:
-            raise KernelLibraryError(
-                f"the kernel library {lib._name} has no {name} (built from older sources); rebuild it with "
-                "`pip install --no-build-isolation -e .`") from None
-        fn.argtypes = argtypes
-        fn.restype = restype
-        _launchers[name] = fn
-    return fn
-
-
 def replay_auto_variant(p: "GdnReplayParams", has_workspace: bool = True) -> int:
     """The kernel design ``VARIANT_AUTO`` resolves to for ``p`` (the C library's rule, host-only)."""
-    fn = _host_query("rssm_gdn_replay_auto_variant", [ctypes.POINTER(GdnReplayParams), ctypes.c_int], ctypes.c_int)
+    fn = host_function("rssm_gdn_replay_auto_variant", [ctypes.POINTER(GdnReplayParams), ctypes.c_int], ctypes.c_int)
     return int(fn(ctypes.byref(p), int(bool(has_workspace))))
 
 
@@ -161,20 +143,20 @@ def replay_split_min_batch_heads(num_tokens: int, state_dtype: str = "fp32") -> 
     if state_dtype not in _STATE_DTYPE_CODE:
         raise ValueError(f"replay_split_min_batch_heads: state_dtype must be one of {sorted(_STATE_DTYPE_CODE)}; "
                          f"got {state_dtype!r}")
-    fn = _host_query("rssm_gdn_replay_split_min_batch_heads_for", [ctypes.c_int, ctypes.c_int], ctypes.c_int)
+    fn = host_function("rssm_gdn_replay_split_min_batch_heads_for", [ctypes.c_int, ctypes.c_int], ctypes.c_int)
     return int(fn(int(num_tokens), _STATE_DTYPE_CODE[state_dtype]))
 
 
 def replay_uses_warp_items(p: "GdnReplayParams") -> bool:
     """Whether variant 5 runs the standard step of ``p`` on the warp-item kernel (the C library's rule, host-only;
     reads ``RSSM_GDN_WIR`` as the launcher does)."""
-    fn = _host_query("rssm_gdn_replay_uses_warp_items", [ctypes.POINTER(GdnReplayParams)], ctypes.c_int)
+    fn = host_function("rssm_gdn_replay_uses_warp_items", [ctypes.POINTER(GdnReplayParams)], ctypes.c_int)
     return bool(fn(ctypes.byref(p)))
 
 
 def replay_workspace_bytes(p: "GdnReplayParams") -> int:
     """Workspace bytes the replay launch of ``p`` needs (> 0 for the split variant 6, else 0)."""
-    fn = _host_query("rssm_gdn_replay_workspace_bytes", [ctypes.POINTER(GdnReplayParams)], ctypes.c_int64)
+    fn = host_function("rssm_gdn_replay_workspace_bytes", [ctypes.POINTER(GdnReplayParams)], ctypes.c_int64)
     return int(fn(ctypes.byref(p)))
 
 

@@ -40,3 +40,26 @@ def test_arch_matches_cmake_arch_syntax():
     assert arch_matches(["unknown"], 8, 6)
     assert not arch_matches(["90a-real"], 10, 0)
     assert not arch_matches(["100a", "120-real"], 9, 0)
+
+
+def test_host_function_binds_once_and_names_a_missing_symbol(monkeypatch):
+    """host_function (the ops modules' host queries): the ctypes signature is set, the binding is reused, and a
+    library without the symbol (built from older sources) raises KernelLibraryError naming it."""
+    import ctypes
+
+    class Fn:  # stands in for a ctypes function (takes argtypes / restype)
+        def __call__(self, *a):
+            return 7
+
+    class FakeLib:
+        _name = "/x/libreplayssm_kernels.so"
+        rssm_query = Fn()
+
+    monkeypatch.setattr(_lib, "load_library", lambda: FakeLib())
+    monkeypatch.setattr(_lib, "_host_functions", {})
+    fn = _lib.host_function("rssm_query", [ctypes.c_int], ctypes.c_int)
+    assert fn.argtypes == [ctypes.c_int] and fn.restype is ctypes.c_int and fn(1) == 7
+    assert _lib.host_function("rssm_query", [ctypes.c_int], ctypes.c_int) is fn
+    with pytest.raises(_lib.KernelLibraryError, match=r"libreplayssm_kernels\.so has no rssm_missing \(built from "
+                                                       r"older sources\)"):
+        _lib.host_function("rssm_missing", [], ctypes.c_int)

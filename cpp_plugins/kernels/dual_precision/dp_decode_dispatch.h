@@ -22,10 +22,14 @@ int64_t gdnDpSplitWorkspaceBytes(const DualPrecisionDecodeParams& p);
 // a workspace is given and the family's rule picks it, stream for 16-bit read copies, else tile.
 enum class DecodePath { kTile, kStream, kSplit };  // values = rssm_dual_precision_decode_path's codes 0 / 1 / 2
 const char* forcedPathName();  // the RSSM_DP_DECODE_PATH value, or NULL
-// The launchers' choice (haveWs: a large enough workspace is given, and for GDN slot indices) and its parts; the
-// launch and rssm_dual_precision_decode_path share them.
-bool mamba2DpHaveWorkspace(const DualPrecisionDecodeParams& p);
-bool gdnDpHaveWorkspace(const DualPrecisionDecodeParams& p);
+bool forcedPathKnown(const char* forced);  // tile, stream or split
+// The path of both families: RSSM_DP_DECODE_PATH's where set (stream: `base`), else split where `ruleSplit` (a
+// workspace is given and the family's batch rule holds), else `base` (stream or tile, the family's choice).
+DecodePath pickPath(DecodePath base, bool ruleSplit);
+// The launchers' choice (haveWs: `need` = the family's split workspace bytes > 0, at least that much is given, and
+// for GDN slot indices) and its parts; the launch and rssm_dual_precision_decode_path share them.
+bool mamba2DpHaveWorkspace(const DualPrecisionDecodeParams& p, int64_t need);
+bool gdnDpHaveWorkspace(const DualPrecisionDecodeParams& p, int64_t need);
 DecodePath chooseMamba2DpPath(const DualPrecisionDecodeParams& p, bool haveWs);
 DecodePath chooseGdnDpPath(const DualPrecisionDecodeParams& p, bool haveWs);
 int gdnDpSplitMinBatchHeads(int readDtype, int numTokens);     // 0 outside T = 1..8

@@ -23,6 +23,17 @@ const char* forcedPathName() {
     const char* env = getenv("RSSM_DP_DECODE_PATH");
     return env && env[0] ? env : nullptr;
 }
+bool forcedPathKnown(const char* forced) {
+    return strcmp(forced, "tile") == 0 || strcmp(forced, "stream") == 0 || strcmp(forced, "split") == 0;
+}
+DecodePath pickPath(DecodePath base, bool ruleSplit) {
+    if (const char* forced = forcedPathName()) {
+        if (strcmp(forced, "tile") == 0) return DecodePath::kTile;
+        if (strcmp(forced, "split") == 0) return DecodePath::kSplit;
+        return base;  // "stream": the family's path without the split rule
+    }
+    return ruleSplit ? DecodePath::kSplit : base;
+}
 }  // namespace dp
 }  // namespace rssm
 
@@ -41,9 +52,10 @@ extern "C" int64_t rssm_dual_precision_decode_workspace_bytes(const DualPrecisio
 extern "C" int rssm_dual_precision_decode_path(const DualPrecisionDecodeParams* p) {
     if (!p || (p->family != RSSM_FAMILY_MAMBA2 && p->family != RSSM_FAMILY_GDN)) return -1;
     if (const char* forced = dp::forcedPathName())
-        if (strcmp(forced, "tile") != 0 && strcmp(forced, "stream") != 0 && strcmp(forced, "split") != 0) return -1;
+        if (!dp::forcedPathKnown(forced)) return -1;
     const bool mamba = p->family == RSSM_FAMILY_MAMBA2;
-    const bool haveWs = mamba ? dp::mamba2DpHaveWorkspace(*p) : dp::gdnDpHaveWorkspace(*p);
+    const bool haveWs = mamba ? dp::mamba2DpHaveWorkspace(*p, dp::mamba2DpSplitWorkspaceBytes(*p))
+                              : dp::gdnDpHaveWorkspace(*p, dp::gdnDpSplitWorkspaceBytes(*p));
     const dp::DecodePath path = mamba ? dp::chooseMamba2DpPath(*p, haveWs) : dp::chooseGdnDpPath(*p, haveWs);
     if (path == dp::DecodePath::kSplit && !haveWs) return -1;
     return static_cast<int>(path);
@@ -129,7 +141,7 @@ extern "C" int rssm_dual_precision_decode_launch(const DualPrecisionDecodeParams
         return setError(RSSM_ERR_UNSUPPORTED, "%s: defer_flush_rows (the flush writes the flushing rows' outputs) is a "
                         "standard-mode path; got mode %d", op, p->mode);
     if (const char* forced = dp::forcedPathName())
-        if (strcmp(forced, "tile") != 0 && strcmp(forced, "stream") != 0 && strcmp(forced, "split") != 0)
+        if (!dp::forcedPathKnown(forced))
             return setError(RSSM_ERR_INVALID_ARGUMENT, "%s: RSSM_DP_DECODE_PATH must be tile, stream or split; got '%s'",
                             op, forced);
     if (p->batch == 0) return RSSM_OK;

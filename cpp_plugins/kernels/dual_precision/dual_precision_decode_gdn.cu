@@ -115,24 +115,17 @@ int gdnDpSplitMinBatchHeads(int readDtype, int numTokens) {
 
 DecodePath chooseGdnDpPath(const DualPrecisionDecodeParams& p, bool haveWs) {
     const bool wide = p.read_dtype == RSSM_DTYPE_FP16 || p.read_dtype == RSSM_DTYPE_BF16;
-    DecodePath path = wide && p.state_batch_indices ? DecodePath::kStream : DecodePath::kTile;
-    if (const char* forced = forcedPathName()) {
-        if (strcmp(forced, "tile") == 0) path = DecodePath::kTile;
-        else if (strcmp(forced, "split") == 0) path = DecodePath::kSplit;
-    } else if (haveWs && (long long)p.batch * p.nheads >= gdnDpSplitMinBatchHeads(p.read_dtype, p.num_tokens)) {
-        path = DecodePath::kSplit;
-    }
-    return path;
+    return pickPath(wide && p.state_batch_indices ? DecodePath::kStream : DecodePath::kTile,
+                    haveWs && (long long)p.batch * p.nheads >= gdnDpSplitMinBatchHeads(p.read_dtype, p.num_tokens));
 }
 
-bool gdnDpHaveWorkspace(const DualPrecisionDecodeParams& p) {
-    const int64_t need = gdnDpSplitWorkspaceBytes(p);
+bool gdnDpHaveWorkspace(const DualPrecisionDecodeParams& p, int64_t need) {
     return need > 0 && p.workspace && p.workspace_bytes >= need && p.state_batch_indices != nullptr;
 }
 
 int launchGdnDpDecode(const DualPrecisionDecodeParams& p, int tileRows, cudaStream_t s) {
     const int64_t need = gdnDpSplitWorkspaceBytes(p);
-    const bool haveWs = gdnDpHaveWorkspace(p);
+    const bool haveWs = gdnDpHaveWorkspace(p, need);
     const DecodePath path = chooseGdnDpPath(p, haveWs);
     if (path == DecodePath::kSplit && !haveWs)
         return setError(RSSM_ERR_INVALID_ARGUMENT, "DualPrecisionDecode: RSSM_DP_DECODE_PATH=split needs slot indices and "

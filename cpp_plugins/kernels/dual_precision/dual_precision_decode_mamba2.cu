@@ -98,8 +98,7 @@ int64_t mamba2DpSplitWorkspaceBytes(const DualPrecisionDecodeParams& p) {
     return rssm_mamba2_replay_workspace_bytes(&q);
 }
 
-bool mamba2DpHaveWorkspace(const DualPrecisionDecodeParams& p) {
-    const int64_t need = mamba2DpSplitWorkspaceBytes(p);
+bool mamba2DpHaveWorkspace(const DualPrecisionDecodeParams& p, int64_t need) {
     return need > 0 && p.workspace && p.workspace_bytes >= need;
 }
 
@@ -129,20 +128,14 @@ int mamba2DpSplitMinBatchHeads(int readDtype, int numTokens, int headdim) {
 
 DecodePath chooseMamba2DpPath(const DualPrecisionDecodeParams& p, bool haveWs) {
     const bool wide = p.read_dtype == RSSM_DTYPE_FP16 || p.read_dtype == RSSM_DTYPE_BF16;
-    DecodePath path = wide && replayHeaddim(p.headdim) ? DecodePath::kStream : DecodePath::kTile;
-    if (const char* forced = forcedPathName()) {
-        if (strcmp(forced, "tile") == 0) path = DecodePath::kTile;
-        else if (strcmp(forced, "split") == 0) path = DecodePath::kSplit;
-    } else if (haveWs) {
-        const int minBH = mamba2DpSplitMinBatchHeads(p.read_dtype, p.num_tokens, p.headdim);
-        if (minBH > 0 && (long long)p.batch * p.nheads >= minBH) path = DecodePath::kSplit;
-    }
-    return path;
+    const int minBH = mamba2DpSplitMinBatchHeads(p.read_dtype, p.num_tokens, p.headdim);
+    return pickPath(wide && replayHeaddim(p.headdim) ? DecodePath::kStream : DecodePath::kTile,
+                    haveWs && minBH > 0 && (long long)p.batch * p.nheads >= minBH);
 }
 
 int launchMamba2DpDecode(const DualPrecisionDecodeParams& p, int tileRows, cudaStream_t s) {
     const int64_t need = mamba2DpSplitWorkspaceBytes(p);
-    const bool haveWs = mamba2DpHaveWorkspace(p);
+    const bool haveWs = mamba2DpHaveWorkspace(p, need);
     const DecodePath path = chooseMamba2DpPath(p, haveWs);
     if (path == DecodePath::kSplit && !haveWs)
         return setError(RSSM_ERR_INVALID_ARGUMENT, "DualPrecisionDecode: RSSM_DP_DECODE_PATH=split needs a workspace of "
