@@ -54,8 +54,25 @@ def build_parser(load_modules: bool = True) -> argparse.ArgumentParser:
     return parser
 
 
+def join_negative_lists(argv):
+    """`--opt -1,6` -> `--opt=-1,6`: argparse takes a value that starts with '-' for an option unless it is a plain
+    negative number, so a comma list led by a negative entry (the benches' `--variants -1,6`: -1 is the library's
+    automatic choice) would fail with "expected one argument". No option name starts with a dash and a digit."""
+    out, i = [], 0
+    while i < len(argv):
+        a = argv[i]
+        if (a.startswith("--") and "=" not in a and i + 1 < len(argv) and len(argv[i + 1]) > 1
+                and argv[i + 1][0] == "-" and argv[i + 1][1].isdigit()):
+            out.append(f"{a}={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(a)
+        i += 1
+    return out
+
+
 def main(argv=None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = join_negative_lists(list(sys.argv[1:] if argv is None else argv))
     # Parse the subcommand first so only the modules it needs are imported.
     if len(argv) >= 2 and argv[0] == "bench" and argv[1] in BENCHES:
         mod = _load(BENCHES[argv[1]])

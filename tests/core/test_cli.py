@@ -121,3 +121,17 @@ def test_kernels_refuses_bad_arguments():
                       (["--window", "65"], "--window must be in [1, 64]")):
         with pytest.raises(SystemExit, match=re.escape(msg)):
             main(["kernels", "--model", "qwen3.5-4b"] + argv)
+
+
+def test_bench_variants_list_led_by_a_negative_entry_parses():
+    # `--variants -1,6` (-1: the library's automatic choice) used to stop in argparse with "expected one argument"
+    import argparse
+    from replayssm_trtllm.bench import gdn as bench_gdn
+    from replayssm_trtllm.cli import join_negative_lists
+    argv = join_negative_lists(["--variants", "-1,6", "--batch", "2", "--window", "-3"])
+    assert argv == ["--variants=-1,6", "--batch", "2", "--window=-3"]
+    assert join_negative_lists(["--variants=-1", "-x", "--batch", "1,2"]) == ["--variants=-1", "-x", "--batch", "1,2"]
+    assert join_negative_lists(["--quick", "--variants", "-"]) == ["--quick", "--variants", "-"]
+    p = argparse.ArgumentParser()
+    bench_gdn.add_arguments(p)
+    assert p.parse_args(argv[:3]).variants == "-1,6"

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# RSSM_PDL_CHAIN=1 against the default at small and mid batches, both families, every kernel the automatic designs
+# pick there (Mamba-2: stream kernel 3 and the split kernels 4, which the bench times side by side; GDN: the library's
+# automatic choice -1 and the split kernels 6), each setting in its own process, alternating (scripts/ab_bench.sh).
+# The fifty-fourth session measured the chain at B = 1 and B = 256 only (docs/benchmarks.md "Fifty-fourth session":
+# B = 1 one-token steps 7-12% faster, the split kernels' B = 1 T = 4 verify 2-4% slower, B = 256 a wash); this is the
+# rest of the data a per-step-kind default needs. Run after scripts/gpu_run.sh has built or unpacked the library, as
+# its --extra command, one family per call (each takes several minutes):
+#
+#   EXTRA_TIMEOUT=560 scripts/gpu_run.sh --extra 'scripts/pdl_chain_sweep.sh mamba2'
+#   EXTRA_TIMEOUT=560 scripts/gpu_run.sh --extra 'scripts/pdl_chain_sweep.sh gdn'
+#
+# BATCH (default 2,4,16,64) and TOKENS (default 1,2,4,8) override the sizes.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+fam="${1:?usage: scripts/pdl_chain_sweep.sh mamba2|gdn}"
+batch="${BATCH:-2,4,16,64}"
+tokens="${TOKENS:-1,2,4,8}"
+case "$fam" in
+  mamba2) args="--variants 3,4 --no-sweep-rows --repeats 3 --tokens $tokens --batch $batch --no-flashinfer" ;;
+  gdn) args="--variants=-1,6 --tokens $tokens --batch $batch --window 16 --repeats 3" ;;
+  *) echo "pdl_chain_sweep.sh: family must be mamba2 or gdn; got '$fam'" >&2; exit 2 ;;
+esac
+exec scripts/ab_bench.sh "$fam" "$args" - RSSM_PDL_CHAIN=1 - RSSM_PDL_CHAIN=1
