@@ -4,6 +4,11 @@
 #
 #   scripts/gpu_run.sh [--tests] [--xdist N] [--test-select PATHS] [--test-k EXPR] [--sanitize] [--harness]
 #                      [--bench mamba2,gdn,precision] [--bench-args "..."] [--profile] [--extra "CMD"]
+#                      [--only-on GPU_NAME_PART]
+# --only-on NAME: do nothing (exit 0) unless the GPU's name contains NAME, e.g. H200. The device lends an H100 or an
+#              H200 per call, and the targets are stated for the H200, so one call can hold both plans, each run with
+#              its own OUT (logs.tgz is per run):
+#   OUT=$OUT/h200 scripts/gpu_run.sh --only-on H200 --bench gdn; OUT=$OUT/any scripts/gpu_run.sh --tests ...
 # --extra CMD: one more command (e.g. an A/B script under scripts/) run with the library's environment after the
 #              checks and before the benches; its output is tailed here and kept in logs.tgz (EXTRA_TIMEOUT).
 # --test-k EXPR: pytest -k expression for the GPU tests (e.g. "v4 or dual"). TEST_SEL / TEST_K in the environment
@@ -26,7 +31,7 @@ LOG=/tmp/rssm-logs; rm -rf "$LOG"; mkdir -p "$LOG"   # only 8 files come back fr
 export PYTHONUNBUFFERED=1
 # TEST_SEL / TEST_K in the environment are the defaults of --test-select / --test-k (like SAN_SEL / SAN_K, the paths
 # and the -k expression of --sanitize)
-RUN_TESTS=0; RUN_SAN=0; RUN_HARNESS=0; RUN_PROFILE=0; XDIST=""; BENCH=""; BENCH_ARGS=""; EXTRA=""; TEST_SEL="${TEST_SEL:-tests/kernels tests/models tests/integrations}"; TEST_K="${TEST_K:-}"
+ONLY_ON=""; RUN_TESTS=0; RUN_SAN=0; RUN_HARNESS=0; RUN_PROFILE=0; XDIST=""; BENCH=""; BENCH_ARGS=""; EXTRA=""; TEST_SEL="${TEST_SEL:-tests/kernels tests/models tests/integrations}"; TEST_K="${TEST_K:-}"
 while [ $# -gt 0 ]; do
   case "$1" in
     --tests) RUN_TESTS=1 ;;
@@ -39,6 +44,7 @@ while [ $# -gt 0 ]; do
     --bench) BENCH="$2"; shift ;;
     --bench-args) BENCH_ARGS="$2"; shift ;;
     --extra) EXTRA="$2"; shift ;;
+    --only-on) ONLY_ON="$2"; shift ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -47,6 +53,11 @@ declare -a SUMMARY
 note() { SUMMARY+=("$1"); echo "== $1"; }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$LOG/gpu.txt"
+if [ -n "$ONLY_ON" ] && ! grep -q -- "$ONLY_ON" "$LOG/gpu.txt"; then
+  gpu_name=$(cut -d, -f1 "$LOG/gpu.txt" | head -n 1)
+  echo "== skipped (--only-on $ONLY_ON): this GPU is ${gpu_name:-unknown (nvidia-smi printed nothing)}"
+  exit 0
+fi
 
 for wdir in .whl .whl_hf; do
   if ls $wdir/*.whl >/dev/null 2>&1; then
