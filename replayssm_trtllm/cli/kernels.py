@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import ctypes
 
+from ..ops._lib import DTYPE_CODE_BY_NAME as DTYPES
 from ..presets import PRESETS
 from .traffic import model_from_args
 
-DTYPES = {"fp32": 0, "fp16": 1, "bf16": 2}
 
 GDN_NAMES = {0: "register kernel", 1: "tile kernel", 2: "tile kernel (whole head)", 3: "stream kernel",
              4: "stream kernel", 5: "stream kernel", 6: "split kernels (prep + readout)"}

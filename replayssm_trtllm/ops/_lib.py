@@ -62,6 +62,9 @@ def load_library() -> ctypes.CDLL:
         "RSSM_KERNEL_LIB to its path.")
 
 
+# RSSM_DTYPE_* codes (rssm_common.h) of the 32- and 16-bit types by name; the dual-precision formats extend it
+DTYPE_CODE_BY_NAME = {"fp32": 0, "fp16": 1, "bf16": 2}
+
 _host_functions = {}
 
 

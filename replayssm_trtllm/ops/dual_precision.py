@@ -42,17 +42,17 @@ from typing import Optional
 import torch
 
 from ..state.phase import admission_phases, write_neutral_records
-from ._lib import check_status, host_function, load_library
+from ._lib import DTYPE_CODE_BY_NAME, check_status, host_function, load_library
 
 __all__ = [
     "FORMATS", "FMT_CODE", "StateCopy", "state_encode", "state_decode", "dp_mamba2_decode", "dp_gdn_decode",
     "dual_precision_flush", "DualPrecisionFlushParams", "DualPrecisionDecodeParams", "DualPrecisionCodecParams",
     "Mamba2DualPrecisionCache", "GdnDualPrecisionCache", "ROW_N", "MAX_TOKENS", "MAX_WINDOW", "decode_path",
-    "gdn_split_min_batch_heads", "split_min_batch_heads", "decode_workspace_bytes",
+    "split_min_batch_heads", "decode_workspace_bytes",
 ]
 
 FORMATS = ("fp32", "fp16", "bf16", "fp8_e4m3", "nvfp4")
-FMT_CODE = {"fp32": 0, "fp16": 1, "bf16": 2, "fp8_e4m3": 3, "nvfp4": 4}
+FMT_CODE = {**DTYPE_CODE_BY_NAME, "fp8_e4m3": 3, "nvfp4": 4}
 RECURRENCE_FORMATS = ("fp32", "fp16", "bf16", "fp8_e4m3")
 ROUNDING_CODE = {"rtn": 0, "sr": 1}
 FAMILY_CODE = {"mamba2": 0, "gdn": 1}
@@ -157,11 +157,6 @@ def split_min_batch_heads(family: str, read_fmt: str, num_tokens: int, headdim: 
         raise ValueError(f"split_min_batch_heads: read_fmt must be one of {FORMATS}; got {read_fmt!r}")
     fn = host_function("rssm_dual_precision_split_min_batch_heads", [ctypes.c_int] * 4, ctypes.c_int)
     return int(fn(0 if family == "mamba2" else 1, FMT_CODE[read_fmt], int(num_tokens), int(headdim)))
-
-
-def gdn_split_min_batch_heads(read_fmt: str, num_tokens: int) -> int:
-    """``split_min_batch_heads("gdn", read_fmt, num_tokens)``."""
-    return split_min_batch_heads("gdn", read_fmt, num_tokens)
 
 
 def _call_decode(p, dev, op):

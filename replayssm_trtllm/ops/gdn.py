@@ -32,7 +32,7 @@ from typing import Optional
 
 import torch
 
-from ._lib import KernelLibraryError, check_status, host_function, load_library
+from ._lib import DTYPE_CODE_BY_NAME, KernelLibraryError, check_status, host_function, load_library
 
 __all__ = [
     "GdnDecodeParams", "GdnReplayParams", "gdn_decode", "gdn_replay", "GdnReplayStateCache",
@@ -132,19 +132,16 @@ def replay_auto_variant(p: "GdnReplayParams", has_workspace: bool = True) -> int
     return int(fn(ctypes.byref(p), int(bool(has_workspace))))
 
 
-_STATE_DTYPE_CODE = {"fp32": 0, "fp16": 1, "bf16": 2}
-
-
 def replay_split_min_batch_heads(num_tokens: int, state_dtype: str = "fp32") -> int:
     """The smallest batch x num_v_heads at which ``VARIANT_AUTO`` takes the split kernels for a step of
     ``num_tokens`` tokens with ``state_dtype`` checkpoints ("fp32", "fp16", "bf16": the C library's tables, measured
     per token count and for fp32 / 16-bit checkpoints, or ``RSSM_GDN_SPLIT_MIN_BH`` where set: docs/switches.md; 0
     outside 1..MAX_TOKENS)."""
-    if state_dtype not in _STATE_DTYPE_CODE:
-        raise ValueError(f"replay_split_min_batch_heads: state_dtype must be one of {sorted(_STATE_DTYPE_CODE)}; "
+    if state_dtype not in DTYPE_CODE_BY_NAME:
+        raise ValueError(f"replay_split_min_batch_heads: state_dtype must be one of {sorted(DTYPE_CODE_BY_NAME)}; "
                          f"got {state_dtype!r}")
     fn = host_function("rssm_gdn_replay_split_min_batch_heads_for", [ctypes.c_int, ctypes.c_int], ctypes.c_int)
-    return int(fn(int(num_tokens), _STATE_DTYPE_CODE[state_dtype]))
+    return int(fn(int(num_tokens), DTYPE_CODE_BY_NAME[state_dtype]))
 
 
 def replay_uses_warp_items(p: "GdnReplayParams") -> bool:

@@ -516,10 +516,10 @@ def test_gdn_split_rule_table():
     expect = {"fp16": [1024] * 3 + [512] * 5, "bf16": [1024] * 3 + [512] * 5, "fp8_e4m3": [512] + [1024] * 7,
               "nvfp4": [1] + [256] * 7, "fp32": [8192] * 8}
     for fmt, row in expect.items():
-        assert [dp.gdn_split_min_batch_heads(fmt, t) for t in range(1, 9)] == row, fmt
-        assert dp.gdn_split_min_batch_heads(fmt, 0) == 0 and dp.gdn_split_min_batch_heads(fmt, 9) == 0
+        assert [dp.split_min_batch_heads("gdn", fmt, t) for t in range(1, 9)] == row, fmt
+        assert dp.split_min_batch_heads("gdn", fmt, 0) == 0 and dp.split_min_batch_heads("gdn", fmt, 9) == 0
     with pytest.raises(ValueError, match="read_fmt must be one of"):
-        dp.gdn_split_min_batch_heads("fp4", 1)
+        dp.split_min_batch_heads("gdn", "fp4", 1)
 
 
 @pytest.mark.parametrize("read_fmt", ["fp16", "bf16", "fp8_e4m3", "nvfp4", "fp32"])
@@ -536,7 +536,7 @@ def test_decode_path_rule(read_fmt, T, monkeypatch):
     wide = read_fmt in ("fp16", "bf16")
     good = 0x10000
     for HV in (32, 64):
-        thr = dp.gdn_split_min_batch_heads(read_fmt, T)
+        thr = dp.split_min_batch_heads("gdn", read_fmt, T)
         B_at = max(1, -(-thr // HV))  # smallest batch with B x HV >= thr
         for B, split in ((B_at, True), (B_at - 1, False)):
             if B < 1:
@@ -579,7 +579,7 @@ def test_mamba2_split_rule_table():
     assert dp.split_min_batch_heads("mamba2", "fp8_e4m3", 2, headdim=128) == 768
     assert dp.split_min_batch_heads("mamba2", "fp16", 4, headdim=80) == 768
     assert [dp.split_min_batch_heads("gdn", "fp8_e4m3", t) for t in range(1, 9)] == \
-        [dp.gdn_split_min_batch_heads("fp8_e4m3", t) for t in range(1, 9)]
+        [dp.split_min_batch_heads("gdn", "fp8_e4m3", t) for t in range(1, 9)]
     with pytest.raises(ValueError, match="family must be 'mamba2' or 'gdn'"):
         dp.split_min_batch_heads("rwkv", "fp16", 1)
 
