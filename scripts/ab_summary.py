@@ -12,6 +12,14 @@ is there (the median SM clock over the samples in which a kernel was running), a
 lowers the clock (tensor-core work did, twenty-sixth session) shows there.
 
     python3 scripts/ab_summary.py --clock SAMPLES.csv  (nvidia-smi "clocks.sm, utilization.gpu" samples -> that line)
+
+    python3 scripts/ab_summary.py --by-kind AB_OUTPUT.log
+
+groups the cases of a two-setting A/B whose processes alternate (A B A B ..., as scripts/pdl_chain_sweep.sh runs
+them) by step kind, tokens and batch (the shapes, phases and acceptance patterns of one group pooled): per group the
+number of cases and the smallest, median and largest ratio of setting B to setting A, each case's ratio being the sum
+of its B processes over the sum of its A processes. Kinds: "conventional", "per-draft", "replay vN standard",
+"replay vN verify" (N the variant in the case, -1 the automatic choice).
 """
 from __future__ import annotations
 
@@ -92,11 +100,63 @@ def table(cols):
     return out
 
 
+CASE_KEY = re.compile(r"^\S+ B=(?P<B>\d+) L=\d+ T=(?P<T>\d+) (?P<rest>.*)$")
+
+
+def case_kind(case):
+    """(kind, T, B) of a bench case line, or None for lines that are no step (the clock row, ring-24 extras)."""
+    m = CASE_KEY.match(case)
+    if not m or "not a target" in case:
+        return None
+    rest, T = m.group("rest"), int(m.group("T"))
+    if "per-draft" in rest:
+        kind = "per-draft"
+    elif "conventional" in rest:
+        kind = "conventional"
+    else:
+        v = re.search(r" v(-?\d+)", rest)
+        if not v or "replay" not in rest:
+            return None
+        kind = f"replay v{v.group(1)} " + ("standard" if T == 1 else "verify")
+    return kind, T, int(m.group("B"))
+
+
+def by_kind(cols):
+    """Rows "| kind | T | B | cases | min | median | max |" of setting B over setting A (see the module doc), or [] when
+    the processes do not alternate between exactly two settings."""
+    labels = [label for label, _ in cols]
+    if len(labels) < 2 or len(set(labels)) != 2 or any(labels[i] != labels[i % 2] for i in range(len(labels))):
+        return []
+    cases = []
+    for _, d in cols:
+        cases += [c for c in d if c not in cases]
+    groups = {}
+    for case in cases:
+        key = case_kind(case)
+        a = [d.get(case) for i, (_, d) in enumerate(cols) if i % 2 == 0]
+        b = [d.get(case) for i, (_, d) in enumerate(cols) if i % 2 == 1]
+        if key is None or None in a or None in b or not sum(a):
+            continue
+        groups.setdefault(key, []).append(sum(b) / sum(a))
+    out = [f"# {labels[1]} / {labels[0]}: ratio per case = sum over its processes; lower = setting B faster",
+           "| kind | T | B | cases | min | median | max |", "|---|---|---|---|---|---|---|"]
+    for (kind, T, B) in sorted(groups, key=lambda k: (k[0], k[1], k[2])):
+        r = sorted(groups[(kind, T, B)])
+        med = r[len(r) // 2] if len(r) % 2 else (r[len(r) // 2 - 1] + r[len(r) // 2]) / 2
+        out.append(f"| {kind} | {T} | {B} | {len(r)} | {r[0]:.3f} | {med:.3f} | {r[-1]:.3f} |")
+    return out
+
+
 def main(argv) -> int:
     if len(argv) == 3 and argv[1] == "--clock":
         with open(argv[2], encoding="utf-8", errors="replace") as f:
             print(clock_line(f))
         return 0
+    if len(argv) == 3 and argv[1] == "--by-kind":
+        with open(argv[2], encoding="utf-8", errors="replace") as f:
+            rows = by_kind(parse(f))
+        print("\n".join(rows) if rows else "ab_summary --by-kind: needs processes alternating between two settings")
+        return 0 if rows else 1
     if len(argv) != 2:
         print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
         return 2

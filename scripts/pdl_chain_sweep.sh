@@ -4,7 +4,9 @@
 # automatic choice -1 and the split kernels 6), each setting in its own process, alternating (scripts/ab_bench.sh).
 # The fifty-fourth session measured the chain at B = 1 and B = 256 only (docs/benchmarks.md "Fifty-fourth session":
 # B = 1 one-token steps 7-12% faster, the split kernels' B = 1 T = 4 verify 2-4% slower, B = 256 a wash); this is the
-# rest of the data a per-step-kind default needs. Run after scripts/gpu_run.sh has built or unpacked the library, as
+# rest of the data a per-step-kind default needs. The fifty-fifth session ran both families on an H100 (docs/benchmarks.md
+# "Fifty-fifth session": no per-step-kind default adopted); `python3 scripts/ab_summary.py --by-kind LOG` groups the
+# output by step kind, tokens and batch. Run after scripts/gpu_run.sh has built or unpacked the library, as
 # its --extra command, one family per call (each takes several minutes):
 #
 #   EXTRA_TIMEOUT=560 scripts/gpu_run.sh --extra 'scripts/pdl_chain_sweep.sh mamba2'

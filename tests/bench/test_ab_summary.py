@@ -72,3 +72,66 @@ def test_main_clock(tmp_path, capsys):
     f.write_text("1800, 100\n1820, 100\n1990, 0\n")
     assert ab_summary.main(["ab_summary.py", "--clock", str(f)]) == 0
     assert capsys.readouterr().out.strip() == "sm clock (busy): 1810 MHz median, 1800-1820 MHz, 2 samples"
+
+
+AB_LOG = """\
+== gdn [-] bench --variants=-1,6 --tokens 1,4 --batch 2
+q35-4b B=2 L=16 T=1 conventional v6: 5.00 us 100 GB/s (10.0% of copy)
+q35-4b B=2 L=16 T=1 replay v-1 inphase : 4.00 us speedup 1.25x
+q35-122b B=2 L=16 T=1 replay v-1 staggered : 8.00 us speedup 1.1x
+q35-4b B=2 L=16 T=4 per-draft conventional v6: 10.00 us
+q35-4b B=2 L=16 T=4 replay verify v6 all inphase : 6.00 us
+q35-4b B=2 L=16 T=1 replay v-1 inphase on the ring of capacity 24 (not a target) : 4.00 us
+sm clock (busy): 1980 MHz median, 1980-1980 MHz, 20 samples
+== gdn [RSSM_PDL_CHAIN=1] bench --variants=-1,6 --tokens 1,4 --batch 2
+q35-4b B=2 L=16 T=1 conventional v6: 6.00 us 100 GB/s (10.0% of copy)
+q35-4b B=2 L=16 T=1 replay v-1 inphase : 3.00 us speedup 1.25x
+q35-122b B=2 L=16 T=1 replay v-1 staggered : 8.00 us speedup 1.1x
+q35-4b B=2 L=16 T=4 per-draft conventional v6: 10.00 us
+q35-4b B=2 L=16 T=4 replay verify v6 all inphase : 6.60 us
+q35-4b B=2 L=16 T=1 replay v-1 inphase on the ring of capacity 24 (not a target) : 3.00 us
+== gdn [-] bench --variants=-1,6 --tokens 1,4 --batch 2
+q35-4b B=2 L=16 T=1 conventional v6: 5.00 us 100 GB/s (10.0% of copy)
+q35-4b B=2 L=16 T=1 replay v-1 inphase : 4.00 us speedup 1.25x
+q35-122b B=2 L=16 T=1 replay v-1 staggered : 8.00 us speedup 1.1x
+q35-4b B=2 L=16 T=4 per-draft conventional v6: 10.00 us
+q35-4b B=2 L=16 T=4 replay verify v6 all inphase : 6.00 us
+== gdn [RSSM_PDL_CHAIN=1] bench --variants=-1,6 --tokens 1,4 --batch 2
+q35-4b B=2 L=16 T=1 conventional v6: 4.00 us 100 GB/s (10.0% of copy)
+q35-4b B=2 L=16 T=1 replay v-1 inphase : 3.00 us speedup 1.25x
+q35-122b B=2 L=16 T=1 replay v-1 staggered : 8.00 us speedup 1.1x
+q35-4b B=2 L=16 T=4 per-draft conventional v6: 12.00 us
+q35-4b B=2 L=16 T=4 replay verify v6 all inphase : 6.60 us
+"""
+
+
+def test_case_kind():
+    assert ab_summary.case_kind("q35-4b B=2 L=16 T=1 conventional v6") == ("conventional", 1, 2)
+    assert ab_summary.case_kind("super B=64 L=16 T=4 conventional per-draft snapshots v4 rows=auto") == ("per-draft", 4, 64)
+    assert ab_summary.case_kind("q35-4b B=16 L=16 T=8 replay verify v-1 one staggered") == ("replay v-1 verify", 8, 16)
+    assert ab_summary.case_kind("nano B=4 L=16 T=1 replay standard in-phase v4 rows=auto") == ("replay v4 standard", 1, 4)
+    assert ab_summary.case_kind("q35-4b B=2 L=16 T=1 replay v-1 inphase on the ring of capacity 24 (not a target)") is None
+    assert ab_summary.case_kind(ab_summary.CLOCK_CASE) is None
+
+
+def test_by_kind_pools_cases_over_alternating_processes():
+    rows = ab_summary.by_kind(ab_summary.parse(AB_LOG.splitlines()))
+    assert rows[0].startswith("# gdn [RSSM_PDL_CHAIN=1] / gdn [-]")
+    body = {tuple(c.strip() for c in r.strip("|").split("|"))[:3]: r for r in rows[3:]}
+    # conventional: (6 + 4) / (5 + 5) = 1.000 (one case); per-draft (10 + 12) / 20 = 1.100
+    assert body[("conventional", "1", "2")] == "| conventional | 1 | 2 | 1 | 1.000 | 1.000 | 1.000 |"
+    assert body[("per-draft", "4", "2")] == "| per-draft | 4 | 2 | 1 | 1.100 | 1.100 | 1.100 |"
+    # two shapes pooled into one group: 6 / 8 = 0.750 and 16 / 16 = 1.000, median of two = their mean
+    assert body[("replay v-1 standard", "1", "2")] == "| replay v-1 standard | 1 | 2 | 2 | 0.750 | 0.875 | 1.000 |"
+    assert body[("replay v6 verify", "4", "2")] == "| replay v6 verify | 4 | 2 | 1 | 1.100 | 1.100 | 1.100 |"
+    assert len(body) == 4  # the ring-24 extra and the clock row are no group
+
+
+def test_by_kind_needs_two_alternating_settings(tmp_path, capsys):
+    three = AB_LOG.replace("== gdn [RSSM_PDL_CHAIN=1] bench --variants=-1,6 --tokens 1,4 --batch 2\nq35-4b B=2 L=16 T=1 "
+                           "conventional v6: 4.00", "== gdn [RSSM_OTHER=1] bench x\nq35-4b B=2 L=16 T=1 conventional v6: 4.00")
+    assert ab_summary.by_kind(ab_summary.parse(three.splitlines())) == []
+    p = tmp_path / "ab.log"
+    p.write_text(three)
+    assert ab_summary.main(["ab_summary.py", "--by-kind", str(p)]) == 1
+    assert "alternating between two settings" in capsys.readouterr().out

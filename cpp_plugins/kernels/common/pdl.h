@@ -57,6 +57,9 @@ inline bool pdlEnabled(const char* name, bool dflt) { return envSwitch(name, dfl
 // end. Such a kernel cannot know what its predecessor writes, so it waits (pdlWaitPrimary) before its first global
 // memory access and triggers its own dependents only after that wait: a dependent that reads before its own wait
 // (the GDN readouts' EARLY rows) still finds every kernel before this one complete.
+// Off by default: measured side by side on both families at B = 1-256 (docs/benchmarks.md "Fifty-fourth session",
+// "Fifty-fifth session"): a wash from B = 16, gains at B <= 4 on the replay one-token steps, losses at B = 2-4 on
+// the conventional and per-draft baselines and the four-token verify steps.
 constexpr bool pdlChainDefault = false;
 inline bool pdlChainEnabled() { return pdlEnabled("RSSM_PDL_CHAIN", pdlChainDefault); }
 
