@@ -15,10 +15,11 @@ lowers the clock (tensor-core work did, twenty-sixth session) shows there.
 
     python3 scripts/ab_summary.py --by-kind AB_OUTPUT.log
 
-groups the cases of a two-setting A/B whose processes alternate (A B A B ..., as scripts/pdl_chain_sweep.sh runs
-them) by step kind, tokens and batch (the shapes, phases and acceptance patterns of one group pooled): per group the
-number of cases and the smallest, median and largest ratio of setting B to setting A, each case's ratio being the sum
-of its B processes over the sum of its A processes. Kinds: "conventional", "per-draft", "replay vN standard",
+groups the cases of an A/B whose processes cycle through its settings (A B A B ..., as scripts/pdl_chain_sweep.sh runs
+them, or A B C A B C ...) by step kind, tokens and batch (the shapes, phases and acceptance patterns of one group
+pooled): per later setting and group the number of cases and the smallest, median and largest ratio of that setting
+to the first, each case's ratio being the sum of its processes of that setting over the sum of its first-setting
+processes. Kinds: "conventional", "per-draft", "replay vN standard",
 "replay vN verify" (N the variant in the case, -1 the automatic choice).
 """
 from __future__ import annotations
@@ -122,28 +123,33 @@ def case_kind(case):
 
 
 def by_kind(cols):
-    """Rows "| kind | T | B | cases | min | median | max |" of setting B over setting A (see the module doc), or [] when
-    the processes do not alternate between exactly two settings."""
+    """Rows "| kind | T | B | cases | min | median | max |" of each later setting over the first (see the module doc),
+    one table per later setting, or [] unless the processes cycle through two or more settings (A B A B ...,
+    A B C A B C ...) at least once."""
     labels = [label for label, _ in cols]
-    if len(labels) < 2 or len(set(labels)) != 2 or any(labels[i] != labels[i % 2] for i in range(len(labels))):
+    settings = list(dict.fromkeys(labels))
+    n = len(settings)
+    if n < 2 or any(labels[i] != settings[i % n] for i in range(len(labels))):
         return []
     cases = []
     for _, d in cols:
         cases += [c for c in d if c not in cases]
-    groups = {}
-    for case in cases:
-        key = case_kind(case)
-        a = [d.get(case) for i, (_, d) in enumerate(cols) if i % 2 == 0]
-        b = [d.get(case) for i, (_, d) in enumerate(cols) if i % 2 == 1]
-        if key is None or None in a or None in b or not sum(a):
-            continue
-        groups.setdefault(key, []).append(sum(b) / sum(a))
-    out = [f"# {labels[1]} / {labels[0]}: ratio per case = sum over its processes; lower = setting B faster",
-           "| kind | T | B | cases | min | median | max |", "|---|---|---|---|---|---|---|"]
-    for (kind, T, B) in sorted(groups, key=lambda k: (k[0], k[1], k[2])):
-        r = sorted(groups[(kind, T, B)])
-        med = r[len(r) // 2] if len(r) % 2 else (r[len(r) // 2 - 1] + r[len(r) // 2]) / 2
-        out.append(f"| {kind} | {T} | {B} | {len(r)} | {r[0]:.3f} | {med:.3f} | {r[-1]:.3f} |")
+    out = []
+    for k in range(1, n):
+        groups = {}
+        for case in cases:
+            key = case_kind(case)
+            a = [d.get(case) for i, (_, d) in enumerate(cols) if i % n == 0]
+            b = [d.get(case) for i, (_, d) in enumerate(cols) if i % n == k]
+            if key is None or not b or None in a or None in b or not sum(a):
+                continue
+            groups.setdefault(key, []).append(sum(b) / sum(a))
+        out += [f"# {settings[k]} / {settings[0]}: ratio per case = sum over its processes; lower = {settings[k]} faster",
+                "| kind | T | B | cases | min | median | max |", "|---|---|---|---|---|---|---|"]
+        for (kind, T, B) in sorted(groups, key=lambda key: (key[0], key[1], key[2])):
+            r = sorted(groups[(kind, T, B)])
+            med = r[len(r) // 2] if len(r) % 2 else (r[len(r) // 2 - 1] + r[len(r) // 2]) / 2
+            out.append(f"| {kind} | {T} | {B} | {len(r)} | {r[0]:.3f} | {med:.3f} | {r[-1]:.3f} |")
     return out
 
 
@@ -155,7 +161,7 @@ def main(argv) -> int:
     if len(argv) == 3 and argv[1] == "--by-kind":
         with open(argv[2], encoding="utf-8", errors="replace") as f:
             rows = by_kind(parse(f))
-        print("\n".join(rows) if rows else "ab_summary --by-kind: needs processes alternating between two settings")
+        print("\n".join(rows) if rows else "ab_summary --by-kind: needs processes cycling through two or more settings")
         return 0 if rows else 1
     if len(argv) != 2:
         print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)

@@ -12,15 +12,25 @@
 #   EXTRA_TIMEOUT=560 scripts/gpu_run.sh --extra 'scripts/pdl_chain_sweep.sh mamba2'
 #   EXTRA_TIMEOUT=560 scripts/gpu_run.sh --extra 'scripts/pdl_chain_sweep.sh gdn'
 #
-# BATCH (default 2,4,16,64) and TOKENS (default 1,2,4,8) override the sizes.
+# BATCH (default 2,4,16,64) and TOKENS (default 1,2,4,8) override the sizes, VARIANTS the variant list (default
+# mamba2 3,4, gdn -1,6). EXIT_LIB=PATH adds a third setting, the chain with the kernel library at PATH: an A/B build
+# with -DRSSM_PDL_CHAIN_EXIT_TRIGGER=1 (common/pdl.h pdlChainEntryStep: the one-kernel steps trigger their dependents
+# at exit, not at entry), carried as .carry/exit.so.xz:
+#
+#   xz -dc .carry/exit.so.xz > /tmp/exit.so && EXIT_LIB=/tmp/exit.so BATCH=1,2,4,8 scripts/pdl_chain_sweep.sh gdn
 set -uo pipefail
 cd "$(dirname "$0")/.."
 fam="${1:?usage: scripts/pdl_chain_sweep.sh mamba2|gdn}"
 batch="${BATCH:-2,4,16,64}"
 tokens="${TOKENS:-1,2,4,8}"
 case "$fam" in
-  mamba2) args="--variants 3,4 --no-sweep-rows --repeats 3 --tokens $tokens --batch $batch --no-flashinfer" ;;
-  gdn) args="--variants=-1,6 --tokens $tokens --batch $batch --window 16 --repeats 3" ;;
+  mamba2) args="--variants ${VARIANTS:-3,4} --no-sweep-rows --repeats 3 --tokens $tokens --batch $batch --no-flashinfer" ;;
+  gdn) args="--variants=${VARIANTS:--1,6} --tokens $tokens --batch $batch --window 16 --repeats 3" ;;
   *) echo "pdl_chain_sweep.sh: family must be mamba2 or gdn; got '$fam'" >&2; exit 2 ;;
 esac
+if [ -n "${EXIT_LIB:-}" ]; then
+  [ -f "$EXIT_LIB" ] || { echo "pdl_chain_sweep.sh: EXIT_LIB=$EXIT_LIB is not a file" >&2; exit 2; }
+  exit_setting="RSSM_PDL_CHAIN=1 RSSM_KERNEL_LIB=$EXIT_LIB"
+  exec scripts/ab_bench.sh "$fam" "$args" - RSSM_PDL_CHAIN=1 "$exit_setting" - RSSM_PDL_CHAIN=1 "$exit_setting"
+fi
 exec scripts/ab_bench.sh "$fam" "$args" - RSSM_PDL_CHAIN=1 - RSSM_PDL_CHAIN=1

@@ -127,11 +127,23 @@ def test_by_kind_pools_cases_over_alternating_processes():
     assert len(body) == 4  # the ring-24 extra and the clock row are no group
 
 
-def test_by_kind_needs_two_alternating_settings(tmp_path, capsys):
-    three = AB_LOG.replace("== gdn [RSSM_PDL_CHAIN=1] bench --variants=-1,6 --tokens 1,4 --batch 2\nq35-4b B=2 L=16 T=1 "
-                           "conventional v6: 4.00", "== gdn [RSSM_OTHER=1] bench x\nq35-4b B=2 L=16 T=1 conventional v6: 4.00")
-    assert ab_summary.by_kind(ab_summary.parse(three.splitlines())) == []
+def test_by_kind_three_settings_and_broken_cycles(tmp_path, capsys):
+    # A B C A B C: one table per later setting, each against the first
+    blocks = AB_LOG.split("== ")[1:]  # the four processes: [-], [CHAIN], [-], [CHAIN]
+    c_block = blocks[0].replace("gdn [-]", "gdn [C=1]", 1)  # C times what the first setting timed
+    six = "".join("== " + x for x in (blocks[0], blocks[1], c_block, blocks[2], blocks[3], c_block))
+    rows = ab_summary.by_kind(ab_summary.parse(six.splitlines()))
+    heads = [r for r in rows if r.startswith("# ")]
+    assert heads[0].startswith("# gdn [RSSM_PDL_CHAIN=1] / gdn [-]") and heads[1].startswith("# gdn [C=1] / gdn [-]")
+    c_rows = rows[rows.index(heads[1]) + 3:]
+    assert len(c_rows) == 4 and all(r.endswith("| 1.000 | 1.000 | 1.000 |") for r in c_rows)
+    # a process out of the cycle (A B C A B A): no table
+    broken = AB_LOG.replace("== gdn [RSSM_PDL_CHAIN=1] bench --variants=-1,6 --tokens 1,4 --batch 2\nq35-4b B=2 L=16 T=1 "
+                            "conventional v6: 4.00", "== gdn [RSSM_OTHER=1] bench x\nq35-4b B=2 L=16 T=1 conventional v6: 4.00")
+    assert ab_summary.by_kind(ab_summary.parse(broken.splitlines())) == []
+    single = AB_LOG.split("== gdn [RSSM_PDL_CHAIN=1]")[0]
+    assert ab_summary.by_kind(ab_summary.parse(single.splitlines())) == []
     p = tmp_path / "ab.log"
-    p.write_text(three)
+    p.write_text(broken)
     assert ab_summary.main(["ab_summary.py", "--by-kind", str(p)]) == 1
-    assert "alternating between two settings" in capsys.readouterr().out
+    assert "cycling through two or more settings" in capsys.readouterr().out

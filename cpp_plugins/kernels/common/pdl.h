@@ -70,6 +70,18 @@ __device__ __forceinline__ void pdlChainEntry() {
     pdlLaunchDependents();
 }
 
+// The first statements of a chain kernel that is a whole step by itself (the conventional warp-item decodes, the GDN
+// stream kernels, GDN's warp-item replay, the fused Mamba-2 small-batch step), whose dependents are the next step's
+// kernels or the commit rather than a readout of the same step. Built with RSSM_PDL_CHAIN_EXIT_TRIGGER (an A/B
+// build, fifty-fifth session), such a kernel does not trigger its dependents early: they launch as its CTAs exit,
+// so the next step's CTAs are not placed on the SMs while this step's still run. Without it: pdlChainEntry.
+__device__ __forceinline__ void pdlChainEntryStep() {
+    pdlWaitPrimary();
+#ifndef RSSM_PDL_CHAIN_EXIT_TRIGGER
+    pdlLaunchDependents();
+#endif
+}
+
 // Launches func(args) on `stream`, as a programmatic dependent of the previous kernel when `dependent`.
 inline cudaError_t launchMaybeDependent(const void* func, dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
                                         void** args, bool dependent) {

@@ -56,7 +56,7 @@ using stream::fma4s;
 template <int K, typename ST, int VAR>
 __global__ void __launch_bounds__(streamWarps(VAR) * 32, streamMinBlocks(VAR))
     gdnDecodeStreamKernel(const GdnDecodeParams p) {
-    pdlChainEntry();  // RSSM_PDL_CHAIN: a programmatic dependent of the kernel before it (common/pdl.h)
+    pdlChainEntryStep();  // RSSM_PDL_CHAIN: a programmatic dependent of the kernel before it (common/pdl.h)
     constexpr int QPL = K / 128;
     constexpr int kStreamWarps = streamWarps(VAR);
     constexpr int kStreamThreads = kStreamWarps * 32;
@@ -158,7 +158,7 @@ __global__ void __launch_bounds__(streamWarps(VAR) * 32, streamMinBlocks(VAR))
 template <int K, typename ST, int MAXT, int VAR>
 __global__ void __launch_bounds__(streamWarps(VAR) * 32, streamMinBlocks(VAR))
     gdnReplayStreamKernel(const GdnReplayParams p, int full_ring) {
-    pdlChainEntry();  // RSSM_PDL_CHAIN: a programmatic dependent of the kernel before it (common/pdl.h)
+    pdlChainEntryStep();  // RSSM_PDL_CHAIN: a programmatic dependent of the kernel before it (common/pdl.h)
     constexpr int QPL = K / 128;
     constexpr int kStreamWarps = streamWarps(VAR);
     constexpr int RW = streamRowsPerWarp(K, MAXT, VAR);

@@ -25,7 +25,7 @@ namespace {
 // loads carry the L2 256-byte prefetch hint (stream::ldStreamPf256, fp32 state).
 template <typename ST, int K, int RW, int THREADS, int MINB, int PF = 0>
 __global__ void __launch_bounds__(THREADS, MINB) gdnWarpDecodeKernel(const GdnDecodeParams p) {
-    pdlChainEntry();  // RSSM_PDL_CHAIN: a programmatic dependent of the kernel before it (common/pdl.h)
+    pdlChainEntryStep();  // RSSM_PDL_CHAIN: a programmatic dependent of the kernel before it (common/pdl.h)
     using RS = stream::RowScatter<RW>;
     constexpr int QPL = K / 128;
     const int HV = p.num_v_heads, V = p.head_v;

@@ -54,7 +54,7 @@ __device__ __forceinline__ int ringIndex(int o0, int j, int C) {
 // AB: bf16 activations (else fp16), a template argument so that every conversion is one instruction.
 template <typename ST, bool UB, bool AB>
 __global__ void __launch_bounds__(kWarpReplayWarps * 32, 4) gdnReplayWarpStdKernel(const GdnReplayParams p) {
-    pdlChainEntry();  // RSSM_PDL_CHAIN: a programmatic dependent of the kernel before it (common/pdl.h)
+    pdlChainEntryStep();  // RSSM_PDL_CHAIN: a programmatic dependent of the kernel before it (common/pdl.h)
     using RS = stream::RowScatter<kWarpReplayRows>;
     constexpr int K = kWirK;
     __shared__ __align__(16) uint16_t s_k[kWarpReplayMaxCapacity * K];               // raw keys, ring order

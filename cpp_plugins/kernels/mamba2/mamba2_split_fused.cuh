@@ -50,7 +50,7 @@ __global__ void __launch_bounds__(kFusedMaxWarps * 32) mamba2SplitFusedKernel(co
     extern __shared__ __align__(16) unsigned char smemSplitFused[];
     __shared__ float sDot[kSplitMaxRecords + 1];  // per ring row; [Cap]: this step's B
     __shared__ __align__(16) uint16_t sBRec[MMAF ? kFusedStagedRows * foldmma::kBStride : 8];  // MMAF: B_j, j < R
-    pdlChainEntry();  // RSSM_PDL_CHAIN (common/pdl.h); then the commit may be scheduled (it waits for this grid)
+    pdlChainEntryStep();  // RSSM_PDL_CHAIN (common/pdl.h); then the commit may be scheduled (it waits for this grid)
     const int head = blockIdx.x, b = blockIdx.y;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int nthreads = blockDim.x;

@@ -108,7 +108,7 @@ __device__ __forceinline__ void warpDecodeItem(const Mamba2DecodeParams& p, int 
 template <typename ST, int N, bool ONE, int RWS>
 __global__ void __launch_bounds__(kWarpDecodeThreads, ONE && N == 128 && RWS == 8 ? 3 : 2)
     mamba2WarpDecodeKernel(const Mamba2DecodeParams p) {
-    pdlChainEntry();  // RSSM_PDL_CHAIN: a programmatic dependent of the kernel before it (common/pdl.h)
+    pdlChainEntryStep();  // RSSM_PDL_CHAIN: a programmatic dependent of the kernel before it (common/pdl.h)
     const int nrb = p.headdim / RWS;
     const unsigned items = (unsigned)p.batch * p.nheads * nrb;  // < 2^31 (launcher)
     const int lane = threadIdx.x & 31;
