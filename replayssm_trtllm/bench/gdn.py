@@ -58,10 +58,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--variants", default="0,1,2,3,4,5,6",
                         help="comma list of kernel variants to time side by side (6, the split kernels, and -1, the "
                              "library's automatic choice, are replay only: the conventional and per-draft lines "
-                             "skip them)")
+                             "skip them; a list without a conventional variant times the baseline on the decode "
+                             "op's default design)")
 
 
 # ------------------------------------------------------------------------------------------ utils
+def conventional_variants(variants, decode_variants, default_variant):
+    """The variants that time the conventional (and per-draft) baseline: those of ``variants`` the decode op takes,
+    in order, or ``[default_variant]`` when there are none (``--variants=-1`` or ``--variants 6`` on a build
+    whose decode does not take 6): the baseline is never skipped, since every ratio is taken against it."""
+    chosen = [v for v in variants if v in decode_variants]
+    return chosen or [default_variant]
+
+
 def _dt(name):
     import torch
     return {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[name]
@@ -307,7 +316,7 @@ def run(args) -> int:
     tokens = [int(t) for t in args.tokens.split(",")]
     accepts = [a.strip() for a in args.accept.split(",") if a.strip()]
     variants = [int(v) for v in args.variants.split(",") if v.strip()]
-    from replayssm_trtllm.ops.gdn import DECODE_VARIANTS, REPLAY_VARIANTS
+    from replayssm_trtllm.ops.gdn import DECODE_VARIANTS, REPLAY_VARIANTS, default_decode_variant
     for v in variants:
         if v not in REPLAY_VARIANTS:
             print(f"bench gdn: unknown variant {v}; choose from {list(REPLAY_VARIANTS)}", file=sys.stderr)
@@ -371,7 +380,10 @@ def run(args) -> int:
                 conv_st, conv_io = conventional_step_bytes(B, state_slot, io_row)
                 by_conv = conv_st + conv_io
                 t_conv = None
-                for var in [v for v in variants if v in DECODE_VARIANTS]:
+                # the baseline always runs: with no conventional variant in --variants (e.g. --variants=-1), the
+                # decode op's default design (gdn_decode(variant=None)) times the conventional and per-draft lines
+                conv_variants = conventional_variants(variants, DECODE_VARIANTS, default_decode_variant(ls.K))
+                for var in conv_variants:
                     t_v = _time_graph(lambda: [ls.conv_step(l_, 1, var) for l_ in range(nl)], args.repeats) / nl
                     gbps = by_conv / t_v
                     results.append(dict(shape=shape, B=B, L=L, T=1, kernel="conventional", variant=var,
@@ -409,6 +421,8 @@ def run(args) -> int:
                         except RuntimeError as e:
                             print(f"{case0} T={T} v{var}: refused: {str(e).splitlines()[0][:200]}", flush=True)
                             torch.cuda.synchronize()
+                    for var in [v for v in conv_variants if v not in variants]:  # the baseline's default design
+                        errs.update(_check(ls, T, (var,)))
                     bad = [k for k, v in errs.items() if not v < 5e-3]
                     if bad:
                         ok_all = False
@@ -468,7 +482,8 @@ def run(args) -> int:
                     t_pd = None
                     if ls.ensure_snap():
                         acc_pd = torch.full((B,), 1, dtype=torch.int32, device=_DEVICE)
-                        for var in [v for v in usable if v in DECODE_VARIANTS]:
+                        # the baseline's variants that passed this T's checks (the default design: checked above)
+                        for var in [v for v in conv_variants if v in usable or v not in variants]:
                             t_v = _time_graph(lambda: [ls.snap_step(l_, T, acc_pd, var) for l_ in range(nl)],
                                               args.repeats) / nl
                             by_pd = sum(perdraft_step_bytes(B, state_slot, io_row, T))

@@ -131,3 +131,42 @@ def test_gdn_bench_dry_run(monkeypatch, tmp_path):
     for key in ("copy_frac", "flush_fraction", "ratio_at_equal_efficiency", "ratio_at_copy_bandwidth"):
         assert key in tgt and tgt[key] > 0
     assert "value_at_equal_efficiency" in res["targets"]["q35-4b.perdraft_over_replay_T4_B256"]
+
+
+def test_gdn_conventional_variants_never_empty():
+    decode = (0, 1, 2, 3, 4, 5, 6)
+    assert bg.conventional_variants([-1, 6], decode, 6) == [6]
+    assert bg.conventional_variants([5, -1, 0], decode, 6) == [5, 0]
+    assert bg.conventional_variants([-1], decode, 6) == [6]       # the automatic replay choice alone
+    assert bg.conventional_variants([6], (0, 1, 2), 0) == [0]     # a build whose decode does not take 6
+
+
+def test_gdn_bench_dry_run_automatic_variant_only(monkeypatch, tmp_path):
+    """--variants=-1 (the automatic replay choice alone) used to stop in a TypeError after the copy-bandwidth line
+    (fifty-fifth session, on the H100): no conventional variant was timed, so there was no baseline. The baseline
+    now runs on the decode op's default design, correctness-checked like the others."""
+    _fake_cuda(monkeypatch)
+    Layers = _stubbed(bg._Layers, "conv_step", "snap_step", "replay_step", "commit")
+    calls, checked = [], []
+
+    def check(ls, T, variants=(0,)):
+        checked.append((T, tuple(variants)))
+        return {"stub": 0.0}
+    monkeypatch.setattr(bg, "_DEVICE", "cpu")
+    monkeypatch.setattr(bg, "_Layers", Layers)
+    monkeypatch.setattr(bg, "_check", check)
+    monkeypatch.setattr(bg, "_time_graph", _graph(calls))
+    monkeypatch.setattr(bg, "copy_bandwidth", lambda *a, **k: COPY_BPS)
+    monkeypatch.setattr(bg, "_fla", lambda: None)
+    monkeypatch.setattr(bg, "SHAPES", {"q35-4b": dict(H=2, HV=4, K=128, V=16)})
+    out = tmp_path / "gdn.json"
+    rc = bg.main(["--shapes", "q35-4b", "--batch", "1", "--window", "16", "--tokens", "1,4", "--variants=-1",
+                  "--repeats", "2", "--l2-bytes", "1", "--max-layers", "2", "--out", str(out)])
+    assert rc == 0
+    res = json.loads(out.read_text())
+    conv = [r for r in res["results"] if r["kernel"] == "conventional"]
+    assert [r["variant"] for r in conv] == [6]  # default_decode_variant(128)
+    assert [r["variant"] for r in res["results"] if r["kernel"] == "conventional_perdraft"] == [6]
+    assert {r["variant"] for r in res["results"] if r["kernel"].startswith("replay")} == {-1}
+    assert (1, (6,)) in checked and (4, (6,)) in checked  # the baseline's design is checked at every T
+    assert res["targets"]["q35-4b.standard_speedup_B1"]["value"] > 0
