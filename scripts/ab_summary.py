@@ -146,6 +146,9 @@ def by_kind(cols):
             groups.setdefault(key, []).append(sum(b) / sum(a))
         out += [f"# {settings[k]} / {settings[0]}: ratio per case = sum over its processes; lower = {settings[k]} faster",
                 "| kind | T | B | cases | min | median | max |", "|---|---|---|---|---|---|---|"]
+        if not groups:
+            out.append("| (no step case was timed by every process of both settings: see the processes' output) "
+                       "| | | | | | |")
         for (kind, T, B) in sorted(groups, key=lambda key: (key[0], key[1], key[2])):
             r = sorted(groups[(kind, T, B)])
             med = r[len(r) // 2] if len(r) % 2 else (r[len(r) // 2 - 1] + r[len(r) // 2]) / 2

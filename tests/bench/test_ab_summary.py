@@ -147,3 +147,12 @@ def test_by_kind_three_settings_and_broken_cycles(tmp_path, capsys):
     p.write_text(broken)
     assert ab_summary.main(["ab_summary.py", "--by-kind", str(p)]) == 1
     assert "cycling through two or more settings" in capsys.readouterr().out
+
+
+def test_by_kind_says_when_no_case_was_timed():
+    # a process that stopped before its first timing line (a bench error) leaves no case timed by every process
+    log = AB_LOG.replace("q35-4b B=2 L=16 T=1 conventional v6: 5.00 us", "TypeError: boom", 1)
+    log = "\n".join(x for x in log.splitlines() if not x.startswith(("q35-4b B=2 L=16 T=1 replay", "q35-122b",
+                                                                   "q35-4b B=2 L=16 T=4"))) + "\n"
+    rows = ab_summary.by_kind(ab_summary.parse(log.splitlines()))
+    assert rows[3].startswith("| (no step case was timed by every process")
