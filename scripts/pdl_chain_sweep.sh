@@ -18,6 +18,13 @@
 # at exit, not at entry), carried as .carry/exit.so.xz:
 #
 #   xz -dc .carry/exit.so.xz > /tmp/exit.so && EXIT_LIB=/tmp/exit.so BATCH=1,2,4,8 scripts/pdl_chain_sweep.sh gdn
+#
+# Building that library here (~4 min on 2 cores; ~24 MB stripped + xz, so carry it without .whl_hf: the 64 MiB limit):
+#   cmake -S cpp_plugins -B /tmp/build_exit -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a-real \
+#         -DCMAKE_CUDA_FLAGS=-DRSSM_PDL_CHAIN_EXIT_TRIGGER=1 && make -C /tmp/build_exit -j2 replayssm_kernels
+#   strip -o /tmp/exit.so /tmp/build_exit/libreplayssm_kernels.so && xz -9 -T2 -c /tmp/exit.so > .carry/exit.so.xz
+# The same library with the chain off (the default path: the one-kernel steps' commit launches later too) is not a
+# setting of this script; time it with scripts/ab_bench.sh FAMILY "ARGS" - RSSM_KERNEL_LIB=/tmp/exit.so - RSSM_KERNEL_LIB=/tmp/exit.so
 set -uo pipefail
 cd "$(dirname "$0")/.."
 fam="${1:?usage: scripts/pdl_chain_sweep.sh mamba2|gdn}"
