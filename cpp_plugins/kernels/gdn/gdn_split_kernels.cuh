@@ -155,10 +155,16 @@ __device__ __forceinline__ void writeDraftSolve(float* Mg, const float* sTri, in
 // L32 (A/B, twenty-fifth session, NOT yet run on a GPU; RSSM_GDN_PREP_MNORM_SPEC=2, the speculative preps with MNORM):
 // the per-warp shared-memory layout in 32-bit arithmetic. In the T = 4 prep's source counters (twenty-fourth session)
 // the size_t layout expressions, rematerialized under the 80-register cap, were ~23% of the warp's instructions.
-template <int K, int MAXT, int MINB = kSplitPrepMinBlocks, bool MNORM = false, bool LEAN = false, bool L32 = false>
+// EXACT (A/B, fifty-fifth session, NOT yet run on a GPU; RSSM_GDN_PREP_EXACT=1, with L32 at T = 2 and T = 4): the
+// step's token count is MAXT at compile time (the launcher takes it only where num_tokens == MAXT), so the shared-
+// memory layout, the draft key / query copy loop and the token loops fold, as Mamba-2's EXACT four-token prep did
+// (docs/kernels-mamba2.md "Thirty-third session": T = 4 steps 1.5-2.5% faster). Same records, bit for bit.
+template <int K, int MAXT, int MINB = kSplitPrepMinBlocks, bool MNORM = false, bool LEAN = false, bool L32 = false,
+          bool EXACT = false>
 __global__ void __launch_bounds__(kSplitPrepMaxThreads, MINB)
     gdnSplitPrepKernel(const GdnReplayParams p, int mmaBlock) {
     static_assert(!LEAN || MAXT == 1, "the lean prep is the one-token (standard-step) prep");
+    static_assert(!EXACT || (!LEAN && MAXT >= 2), "EXACT is a speculative prep (the lean prep has T = 1 already)");
     // RSSM_PDL_CHAIN: a programmatic dependent of the kernel before it (common/pdl.h); then the readout may be
     // scheduled (it waits for this grid before reading its output)
     pdlChainEntry();
@@ -170,7 +176,7 @@ __global__ void __launch_bounds__(kSplitPrepMaxThreads, MINB)
     const int slot = p.state_batch_indices[b];
     if (slot < 0 || slot >= p.num_slots) return;  // padding row: untouched
     const int HV = p.num_v_heads, group = HV / p.num_heads;
-    const int T = LEAN ? 1 : p.num_tokens, L = p.window, C = p.ring_capacity;
+    const int T = LEAN ? 1 : (EXACT ? MAXT : p.num_tokens), L = p.window, C = p.ring_capacity;
     const int RM = L + T, RW = splitRecordWordsGdn(L, T);
     const bool bf16 = p.act_dtype == RSSM_DTYPE_BF16;
     const bool spec = p.mode == GDN_REPLAY_SPECULATIVE;
