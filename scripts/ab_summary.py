@@ -170,9 +170,19 @@ def main(argv) -> int:
         print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
         return 2
     with open(argv[1], encoding="utf-8", errors="replace") as f:
-        rows = table(parse(f))
+        cols = parse(f)
+    rows = table(cols)
     print("\n".join(rows) if rows else "ab_summary: no timing lines found")
+    for line in silent_processes(cols):
+        print(line)
     return 0
+
+
+def silent_processes(cols):
+    """One warning line per process that printed no timing line (a bench that stopped early: its error is in the
+    process's output above the table; the fifty-fifth session's gdn processes printed only a TypeError)."""
+    return [f"WARNING: process {i + 1} {label.split(' ', 1)[1]} printed no timing line"
+            for i, (label, d) in enumerate(cols) if not [c for c in d if c != CLOCK_CASE]]
 
 
 if __name__ == "__main__":

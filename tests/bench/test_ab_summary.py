@@ -156,3 +156,13 @@ def test_by_kind_says_when_no_case_was_timed():
                                                                    "q35-4b B=2 L=16 T=4"))) + "\n"
     rows = ab_summary.by_kind(ab_summary.parse(log.splitlines()))
     assert rows[3].startswith("| (no step case was timed by every process")
+
+
+def test_silent_processes_are_named(tmp_path, capsys):
+    log = LOG + "== gdn [RSSM_X=1] bench --variants 6\nTypeError: cannot unpack\nsm clock (busy): 1980 MHz median\n"
+    cols = ab_summary.parse(log.splitlines())
+    assert ab_summary.silent_processes(cols) == ["WARNING: process 4 [RSSM_X=1] printed no timing line"]
+    p = tmp_path / "ab.log"
+    p.write_text(log)
+    assert ab_summary.main(["ab_summary.py", str(p)]) == 0
+    assert "WARNING: process 4" in capsys.readouterr().out
