@@ -74,35 +74,23 @@ def test_main_clock(tmp_path, capsys):
     assert capsys.readouterr().out.strip() == "sm clock (busy): 1810 MHz median, 1800-1820 MHz, 2 samples"
 
 
-AB_LOG = """\
-== gdn [-] bench --variants=-1,6 --tokens 1,4 --batch 2
-q35-4b B=2 L=16 T=1 conventional v6: 5.00 us 100 GB/s (10.0% of copy)
-q35-4b B=2 L=16 T=1 replay v-1 inphase : 4.00 us speedup 1.25x
-q35-122b B=2 L=16 T=1 replay v-1 staggered : 8.00 us speedup 1.1x
-q35-4b B=2 L=16 T=4 per-draft conventional v6: 10.00 us
-q35-4b B=2 L=16 T=4 replay verify v6 all inphase : 6.00 us
-q35-4b B=2 L=16 T=1 replay v-1 inphase on the ring of capacity 24 (not a target) : 4.00 us
-sm clock (busy): 1980 MHz median, 1980-1980 MHz, 20 samples
-== gdn [RSSM_PDL_CHAIN=1] bench --variants=-1,6 --tokens 1,4 --batch 2
-q35-4b B=2 L=16 T=1 conventional v6: 6.00 us 100 GB/s (10.0% of copy)
-q35-4b B=2 L=16 T=1 replay v-1 inphase : 3.00 us speedup 1.25x
-q35-122b B=2 L=16 T=1 replay v-1 staggered : 8.00 us speedup 1.1x
-q35-4b B=2 L=16 T=4 per-draft conventional v6: 10.00 us
-q35-4b B=2 L=16 T=4 replay verify v6 all inphase : 6.60 us
-q35-4b B=2 L=16 T=1 replay v-1 inphase on the ring of capacity 24 (not a target) : 3.00 us
-== gdn [-] bench --variants=-1,6 --tokens 1,4 --batch 2
-q35-4b B=2 L=16 T=1 conventional v6: 5.00 us 100 GB/s (10.0% of copy)
-q35-4b B=2 L=16 T=1 replay v-1 inphase : 4.00 us speedup 1.25x
-q35-122b B=2 L=16 T=1 replay v-1 staggered : 8.00 us speedup 1.1x
-q35-4b B=2 L=16 T=4 per-draft conventional v6: 10.00 us
-q35-4b B=2 L=16 T=4 replay verify v6 all inphase : 6.00 us
-== gdn [RSSM_PDL_CHAIN=1] bench --variants=-1,6 --tokens 1,4 --batch 2
-q35-4b B=2 L=16 T=1 conventional v6: 4.00 us 100 GB/s (10.0% of copy)
-q35-4b B=2 L=16 T=1 replay v-1 inphase : 3.00 us speedup 1.25x
-q35-122b B=2 L=16 T=1 replay v-1 staggered : 8.00 us speedup 1.1x
-q35-4b B=2 L=16 T=4 per-draft conventional v6: 12.00 us
-q35-4b B=2 L=16 T=4 replay verify v6 all inphase : 6.60 us
-"""
+def _process(setting, conv, rep, pd, ver, ring24=None, clock=False):
+    """One bench gdn process of an A/B log: q35-4b conventional / replay / per-draft / verify, q35-122b replay 8 us."""
+    lines = [f"== gdn [{setting}] bench --variants=-1,6 --tokens 1,4 --batch 2",
+             f"q35-4b B=2 L=16 T=1 conventional v6: {conv:.2f} us 100 GB/s (10.0% of copy)",
+             f"q35-4b B=2 L=16 T=1 replay v-1 inphase : {rep:.2f} us speedup 1.25x",
+             "q35-122b B=2 L=16 T=1 replay v-1 staggered : 8.00 us speedup 1.1x",
+             f"q35-4b B=2 L=16 T=4 per-draft conventional v6: {pd:.2f} us",
+             f"q35-4b B=2 L=16 T=4 replay verify v6 all inphase : {ver:.2f} us"]
+    if ring24 is not None:
+        lines.append(f"q35-4b B=2 L=16 T=1 replay v-1 inphase on the ring of capacity 24 (not a target) : {ring24:.2f} us")
+    if clock:
+        lines.append("sm clock (busy): 1980 MHz median, 1980-1980 MHz, 20 samples")
+    return "\n".join(lines) + "\n"
+
+
+AB_LOG = (_process("-", 5, 4, 10, 6, ring24=4, clock=True) + _process("RSSM_PDL_CHAIN=1", 6, 3, 10, 6.6, ring24=3)
+          + _process("-", 5, 4, 10, 6) + _process("RSSM_PDL_CHAIN=1", 4, 3, 12, 6.6))
 
 
 def test_case_kind():
