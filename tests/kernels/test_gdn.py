@@ -959,13 +959,13 @@ def test_prep_mnorm_spec_instance_runs(monkeypatch):
     assert got == want, got
 
 
-# EXACT (A/B, fifty-fifth session, RSSM_GDN_PREP_EXACT=1): the MNORM + L32 speculative prep with the token count at
-# compile time, taken for steps of exactly 2 or 4 tokens. The same arithmetic on the same values: bit-identical
-# outputs, checkpoints and ring u to the default prep, both verify readouts, both shapes, L + T = 32 (two record
-# tiles), wrap-around and flushes; each run also checked against the float64 reference by _Seq. T = 3 keeps the
-# run-time instance (checked by test_prep_exact_instance_runs).
+# EXACT (A/B, fifty-fifth session, RSSM_GDN_PREP_EXACT=1): the default speculative prep (MNORM + L32 at T <= 4, MNORM
+# at T = 8) with the token count at compile time, taken for steps of exactly 2, 4 or 8 tokens. The same arithmetic on
+# the same values: bit-identical outputs, checkpoints and ring u to the default prep, both verify readouts, both
+# shapes, L + T = 32 (two record tiles), wrap-around and flushes; each run also checked against the float64 reference
+# by _Seq. T = 3 keeps the run-time instance (checked by test_prep_exact_instance_runs).
 EXACT_CASES = [("q35-4b", 16, 4, "1"), ("q35-122b", 16, 4, "0"), ("q35-4b", 28, 4, "1"), ("q35-122b", 8, 2, "1"),
-               ("q35-4b", 30, 2, "0"), ("q35-4b", 16, 3, "1")]
+               ("q35-4b", 30, 2, "0"), ("q35-4b", 16, 3, "1"), ("q35-4b", 24, 8, "1"), ("q35-122b", 16, 8, "0")]
 
 
 @pytest.mark.gpu
@@ -984,17 +984,17 @@ def test_prep_exact_changes_no_value(shape, L, T, pipe, monkeypatch):
 @pytest.mark.gpu
 @pytest.mark.sanitize
 def test_prep_exact_sanitize(monkeypatch):
-    """The sanitizers' case of the EXACT preps: T = 2 and T = 4 at B = 3 with wrap-around and random acceptance."""
+    """The sanitizers' case of the EXACT preps: T = 2, 4 and 8 at B = 3 with wrap-around and random acceptance."""
     monkeypatch.setenv("RSSM_GDN_PREP_EXACT", "1")
-    for T, L in ((2, 8), (4, 16)):
+    for T, L in ((2, 8), (4, 16), (8, 24)):
         seq = _Seq("q35-4b", 3, L, 1, T, seed=61 + T, variant=6)
         _run_speculative(seq, 3, T, "random", steps=2 * L // T + 3)
 
 
 @pytest.mark.gpu
 def test_prep_exact_instance_runs(monkeypatch):
-    """RSSM_GDN_PREP_EXACT=1 runs the EXACT prep (template argument 6) at T = 2 and 4 only; T = 3 and 8 keep their
-    run-time instances, and unset runs none (torch profiler)."""
+    """RSSM_GDN_PREP_EXACT=1 runs the EXACT prep (template argument 6) at T = 2, 4 and 8; T = 3 keeps its run-time
+    instance, and unset runs none (torch profiler)."""
     skip_under_sanitizer()
     got = {}
     for env in ("1", None):
@@ -1009,7 +1009,7 @@ def test_prep_exact_instance_runs(monkeypatch):
             pr = [a for a in instances(names, "gdnSplitPrepKernel") if a[0] == "128" and a[1] != "1"]
             assert pr, f"no T = {T} prep ran: {sorted(names)}"
             got[(env, T)] = {a[6] if len(a) > 6 else "0" for a in pr}
-    want = {("1", 2): {"1"}, ("1", 3): {"0"}, ("1", 4): {"1"}, ("1", 8): {"0"}}
+    want = {("1", 2): {"1"}, ("1", 3): {"0"}, ("1", 4): {"1"}, ("1", 8): {"1"}}
     want.update({(None, T): {"0"} for T in (2, 3, 4, 8)})
     assert got == want, got
 

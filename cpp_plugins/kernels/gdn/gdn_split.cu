@@ -340,11 +340,15 @@ cudaError_t launchSplitKT(const GdnReplayParams& p, int smCount, cudaStream_t s,
         const int mnormSpec = (ms && ms[0] >= '0' && ms[0] <= '2' && ms[1] == 0) ? ms[0] - '0' : (MAXT <= 4 ? 2 : 1);
         if (mnormSpec == 1) prep = gdnSplitPrepKernel<128, MAXT, kSplitPrepMinBlocks, true>;
         else if (mnormSpec == 2) prep = gdnSplitPrepKernel<128, MAXT, kSplitPrepMinBlocks, true, false, true>;
-        // EXACT (A/B, fifty-fifth session, off; RSSM_GDN_PREP_EXACT=1, read per launch): the MNORM + L32 prep with the
-        // token count at compile time, for steps of exactly MAXT = 2 or 4 tokens (T = 3 keeps the run-time instance).
-        if constexpr (MAXT <= 4) {
-            if (mnormSpec == 2 && p.num_tokens == MAXT && envSwitch("RSSM_GDN_PREP_EXACT", false))
-                prep = gdnSplitPrepKernel<128, MAXT, kSplitPrepMinBlocks, true, false, true, true>;
+        // EXACT (A/B, fifty-fifth session, off; RSSM_GDN_PREP_EXACT=1, read per launch): the default prep (MNORM + L32
+        // at T <= 4, MNORM at T = 8) with the token count at compile time, for steps of exactly MAXT = 2, 4 or 8
+        // tokens (T = 3, 5-7 keep the run-time instances).
+        if (p.num_tokens == MAXT && envSwitch("RSSM_GDN_PREP_EXACT", false)) {
+            if constexpr (MAXT <= 4) {
+                if (mnormSpec == 2) prep = gdnSplitPrepKernel<128, MAXT, kSplitPrepMinBlocks, true, false, true, true>;
+            } else {
+                if (mnormSpec == 1) prep = gdnSplitPrepKernel<128, MAXT, kSplitPrepMinBlocks, true, false, false, true>;
+            }
         }
     }
     // Warps (one (row, key head) pair each) per prep CTA: 4, fewer when their shared memory would pass 64 KB.

@@ -155,7 +155,7 @@ __device__ __forceinline__ void writeDraftSolve(float* Mg, const float* sTri, in
 // L32 (A/B, twenty-fifth session, NOT yet run on a GPU; RSSM_GDN_PREP_MNORM_SPEC=2, the speculative preps with MNORM):
 // the per-warp shared-memory layout in 32-bit arithmetic. In the T = 4 prep's source counters (twenty-fourth session)
 // the size_t layout expressions, rematerialized under the 80-register cap, were ~23% of the warp's instructions.
-// EXACT (A/B, fifty-fifth session, NOT yet run on a GPU; RSSM_GDN_PREP_EXACT=1, with L32 at T = 2 and T = 4): the
+// EXACT (A/B, fifty-fifth session, NOT yet run on a GPU; RSSM_GDN_PREP_EXACT=1, on the default prep of T = 2, 4, 8): the
 // step's token count is MAXT at compile time (the launcher takes it only where num_tokens == MAXT), so the shared-
 // memory layout, the draft key / query copy loop and the token loops fold, as Mamba-2's EXACT four-token prep did
 // (docs/kernels-mamba2.md "Thirty-third session": T = 4 steps 1.5-2.5% faster). Same records, bit for bit.
