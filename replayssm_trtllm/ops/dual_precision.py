@@ -124,11 +124,8 @@ def _launcher(name: str, struct):
 
 def decode_workspace_bytes(p: "DualPrecisionDecodeParams") -> int:
     """Bytes of the split path's workspace for these sizes (0: the path cannot run them); host-only."""
-    fn = _fns.get("rssm_dual_precision_decode_workspace_bytes")
-    if fn is None:
-        fn = load_library().rssm_dual_precision_decode_workspace_bytes
-        fn.argtypes, fn.restype = [ctypes.POINTER(DualPrecisionDecodeParams)], ctypes.c_int64
-        _fns["rssm_dual_precision_decode_workspace_bytes"] = fn
+    fn = host_function("rssm_dual_precision_decode_workspace_bytes", [ctypes.POINTER(DualPrecisionDecodeParams)],
+                       ctypes.c_int64)
     return int(fn(ctypes.byref(p)))
 
 

@@ -32,7 +32,7 @@ from typing import Optional
 
 import torch
 
-from ._lib import DTYPE_CODE_BY_NAME, KernelLibraryError, check_status, host_function, load_library
+from ._lib import DTYPE_CODE_BY_NAME, check_status, host_function, load_library
 
 __all__ = [
     "GdnDecodeParams", "GdnReplayParams", "gdn_decode", "gdn_replay", "GdnReplayStateCache",

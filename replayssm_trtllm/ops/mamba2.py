@@ -22,7 +22,7 @@ from typing import Optional, Sequence
 
 import torch
 
-from ._lib import check_status, load_library
+from ._lib import check_status, host_function, load_library
 from .commit import mode_code
 
 __all__ = [
@@ -104,12 +104,8 @@ def _fn(name, struct):
 
 def replay_workspace_bytes(p: "Mamba2ReplayParams") -> int:
     """Scratch bytes the replay launch of ``p`` needs (> 0 only for the split kernels, variant 4)."""
-    if "rssm_mamba2_replay_workspace_bytes" not in _fns:
-        f = load_library().rssm_mamba2_replay_workspace_bytes
-        f.argtypes = [ctypes.POINTER(Mamba2ReplayParams)]
-        f.restype = ctypes.c_int64
-        _fns["rssm_mamba2_replay_workspace_bytes"] = f
-    return int(_fns["rssm_mamba2_replay_workspace_bytes"](ctypes.byref(p)))
+    fn = host_function("rssm_mamba2_replay_workspace_bytes", [ctypes.POINTER(Mamba2ReplayParams)], ctypes.c_int64)
+    return int(fn(ctypes.byref(p)))
 
 
 def row_chunk(state_dtype: torch.dtype, dstate: int) -> int:

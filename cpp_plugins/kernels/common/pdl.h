@@ -76,9 +76,10 @@ __device__ __forceinline__ void pdlChainEntry() {
 // build, fifty-fifth session), such a kernel does not trigger its dependents early: they launch as its CTAs exit,
 // so the next step's CTAs are not placed on the SMs while this step's still run. Without it: pdlChainEntry.
 __device__ __forceinline__ void pdlChainEntryStep() {
+#ifdef RSSM_PDL_CHAIN_EXIT_TRIGGER
     pdlWaitPrimary();
-#ifndef RSSM_PDL_CHAIN_EXIT_TRIGGER
-    pdlLaunchDependents();
+#else
+    pdlChainEntry();
 #endif
 }
 
