@@ -959,9 +959,9 @@ def test_prep_mnorm_spec_instance_runs(monkeypatch):
     assert got == want, got
 
 
-# EXACT (A/B, fifty-fifth session, RSSM_GDN_PREP_EXACT=1): the default speculative prep (MNORM + L32 at T <= 4, MNORM
-# at T = 8) with the token count at compile time, taken for steps of exactly 2, 4 or 8 tokens. The same arithmetic on
-# the same values: bit-identical outputs, checkpoints and ring u to the default prep, both verify readouts, both
+# EXACT (fifty-fifth session, the default since the fifty-sixth; RSSM_GDN_PREP_EXACT=0 turns it off): the default
+# speculative prep (MNORM + L32 at T <= 4, MNORM at T = 8) with the token count at compile time, taken for steps of
+# exactly 2, 4 or 8 tokens. The same arithmetic on the same values: bit-identical outputs, checkpoints and ring u to the default prep, both verify readouts, both
 # shapes, L + T = 32 (two record tiles), wrap-around and flushes; each run also checked against the float64 reference
 # by _Seq. T = 3 keeps the run-time instance (checked by test_prep_exact_instance_runs).
 EXACT_CASES = [("q35-4b", 16, 4, "1"), ("q35-122b", 16, 4, "0"), ("q35-4b", 28, 4, "1"), ("q35-122b", 8, 2, "1"),
@@ -983,9 +983,11 @@ def test_prep_exact_changes_no_value(shape, L, T, pipe, monkeypatch):
 
 @pytest.mark.gpu
 @pytest.mark.sanitize
-def test_prep_exact_sanitize(monkeypatch):
-    """The sanitizers' case of the EXACT preps: T = 2, 4 and 8 at B = 3 with wrap-around and random acceptance."""
-    monkeypatch.setenv("RSSM_GDN_PREP_EXACT", "1")
+@pytest.mark.parametrize("exact", ["1", "0"], ids=["exact", "runtime-T"])
+def test_prep_exact_sanitize(exact, monkeypatch):
+    """The sanitizers' case of the EXACT preps (the default) and of the run-time-T instances they replace at T = 2, 4
+    and 8 (RSSM_GDN_PREP_EXACT=0): B = 3 with wrap-around and random acceptance."""
+    monkeypatch.setenv("RSSM_GDN_PREP_EXACT", exact)
     for T, L in ((2, 8), (4, 16), (8, 24)):
         seq = _Seq("q35-4b", 3, L, 1, T, seed=61 + T, variant=6)
         _run_speculative(seq, 3, T, "random", steps=2 * L // T + 3)
@@ -993,11 +995,11 @@ def test_prep_exact_sanitize(monkeypatch):
 
 @pytest.mark.gpu
 def test_prep_exact_instance_runs(monkeypatch):
-    """RSSM_GDN_PREP_EXACT=1 runs the EXACT prep (template argument 6) at T = 2, 4 and 8; T = 3 keeps its run-time
-    instance, and unset runs none (torch profiler)."""
+    """RSSM_GDN_PREP_EXACT unset (the default) and =1 run the EXACT prep (template argument 6) at T = 2, 4 and 8; T = 3
+    keeps its run-time instance, and =0 runs none (torch profiler)."""
     skip_under_sanitizer()
     got = {}
-    for env in ("1", None):
+    for env in ("1", None, "0"):
         for T in (2, 3, 4, 8):
             if env is None:
                 monkeypatch.delenv("RSSM_GDN_PREP_EXACT", raising=False)
@@ -1009,8 +1011,8 @@ def test_prep_exact_instance_runs(monkeypatch):
             pr = [a for a in instances(names, "gdnSplitPrepKernel") if a[0] == "128" and a[1] != "1"]
             assert pr, f"no T = {T} prep ran: {sorted(names)}"
             got[(env, T)] = {a[6] if len(a) > 6 else "0" for a in pr}
-    want = {("1", 2): {"1"}, ("1", 3): {"0"}, ("1", 4): {"1"}, ("1", 8): {"1"}}
-    want.update({(None, T): {"0"} for T in (2, 3, 4, 8)})
+    want = {(env, T): {"0" if T == 3 else "1"} for env in ("1", None) for T in (2, 3, 4, 8)}
+    want.update({("0", T): {"0"} for T in (2, 3, 4, 8)})
     assert got == want, got
 
 

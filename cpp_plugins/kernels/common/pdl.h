@@ -74,7 +74,9 @@ __device__ __forceinline__ void pdlChainEntry() {
 // stream kernels, GDN's warp-item replay, the fused Mamba-2 small-batch step), whose dependents are the next step's
 // kernels or the commit rather than a readout of the same step. Built with RSSM_PDL_CHAIN_EXIT_TRIGGER (an A/B
 // build, fifty-fifth session), such a kernel does not trigger its dependents early: they launch as its CTAs exit,
-// so the next step's CTAs are not placed on the SMs while this step's still run. Without it: pdlChainEntry.
+// so the next step's CTAs are not placed on the SMs while this step's still run. Without it: pdlChainEntry. Not the
+// default: it removed the chain's B = 2-4 losses, but with the chain off (the default) it made GDN's automatic
+// small-batch steps 0.4-0.5% slower, their commit launching later (docs/benchmarks.md "Fifty-sixth session").
 __device__ __forceinline__ void pdlChainEntryStep() {
 #ifdef RSSM_PDL_CHAIN_EXIT_TRIGGER
     pdlWaitPrimary();
