@@ -157,6 +157,12 @@ def by_kind(cols):
 
 
 def main(argv) -> int:
+    if len(argv) >= 2 and argv[1] in ("-h", "--help"):
+        print(__doc__.strip())
+        return 0
+    if len(argv) >= 2 and argv[1].startswith("-") and argv[1] not in ("--clock", "--by-kind"):
+        print(f"ab_summary: unknown option {argv[1]} (see --help)", file=sys.stderr)
+        return 2
     if len(argv) == 3 and argv[1] == "--clock":
         with open(argv[2], encoding="utf-8", errors="replace") as f:
             print(clock_line(f))

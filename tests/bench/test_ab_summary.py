@@ -154,3 +154,12 @@ def test_silent_processes_are_named(tmp_path, capsys):
     p.write_text(log)
     assert ab_summary.main(["ab_summary.py", str(p)]) == 0
     assert "WARNING: process 4" in capsys.readouterr().out
+
+
+def test_main_help_and_unknown_option(capsys):
+    """--help prints the usage (it was read as a log path and stopped in FileNotFoundError, fifty-sixth session); an
+    unknown option is refused with exit status 2 rather than opened as a file."""
+    assert ab_summary.main(["ab_summary.py", "--help"]) == 0
+    assert "--by-kind AB_OUTPUT.log" in capsys.readouterr().out
+    assert ab_summary.main(["ab_summary.py", "--byk", "x.log"]) == 2
+    assert "unknown option --byk" in capsys.readouterr().err
