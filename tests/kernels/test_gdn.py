@@ -1672,7 +1672,7 @@ def test_wir_route_rule(monkeypatch):
 
 def test_auto_variant_rule():
     """GDN_VARIANT_AUTO (-1, the torch ops' default): the split kernels (6) where they run the sizes, a workspace is
-    given and B x HV reaches the table for the step's token count (1024 at T = 1, 8192 at T = 2, 1024 at T = 3, 512
+    given and B x HV reaches the table for the step's token count (1024 at T = 1, 4096 at T = 2 (fifty-sixth session; 8192 before), 1024 at T = 3, 512
     at T = 4-7, 256 at T = 8; fifty-second session); 5 (its warp-item kernel, WIR) for the standard steps WIR runs at
     B x HV <= 128; else 4 (K 128 / 256) or 1 (K 64); the workspace query is > 0 exactly when auto would pick 6;
     the plugins' bound at maximum shapes covers every smaller step. Host-only functions of the kernel library
@@ -1687,7 +1687,7 @@ def test_auto_variant_rule():
         d.update(kw)
         return G.GdnReplayParams(**d)
 
-    table = {1: 1024, 2: 8192, 3: 1024, 4: 512, 5: 512, 6: 512, 7: 512, 8: 256}
+    table = {1: 1024, 2: 4096, 3: 1024, 4: 512, 5: 512, 6: 512, 7: 512, 8: 256}
     assert {t: G.replay_split_min_batch_heads(t) for t in table} == table
     assert G.replay_split_min_batch_heads(0) == 0 and G.replay_split_min_batch_heads(9) == 0
 
@@ -1708,7 +1708,8 @@ def test_auto_variant_rule():
     assert G.replay_auto_variant(params(head_k=256)) == 6
     assert G.replay_auto_variant(params(batch=128, num_v_heads=64)) == 6   # q35-122b heads, B = 128
     assert G.replay_auto_variant(params(batch=32)) == 6                   # q35-4b B = 32: 1024
-    assert G.replay_auto_variant(spec(2, batch=128)) == 4                 # T = 2: 4096 < 8192
+    assert G.replay_auto_variant(spec(2, batch=64)) == 4                  # T = 2: 2048 < 4096
+    assert G.replay_auto_variant(spec(2, batch=128)) == 6                 # T = 2: 4096
     assert G.replay_auto_variant(spec(4, batch=16)) == 6                  # T = 4: 512
     assert G.replay_auto_variant(spec(8, batch=8)) == 6                   # T = 8: 256
     for small in (params(batch=5), params(batch=31), params(batch=1, window=40, ring_capacity=40),
@@ -1757,7 +1758,7 @@ def test_auto_variant_rule_16bit_state(monkeypatch):
     load_library = _host_library_or_skip()
     monkeypatch.delenv("RSSM_GDN_SPLIT_MIN_BH", raising=False)
     t16 = [2048, 2048, 1024, 512, 512, 512, 512, 256]
-    t32 = [1024, 8192, 1024, 512, 512, 512, 512, 256]
+    t32 = [1024, 4096, 1024, 512, 512, 512, 512, 256]
     for sd in ("bf16", "fp16"):
         assert [G.replay_split_min_batch_heads(t, sd) for t in range(1, 9)] == t16
     assert [G.replay_split_min_batch_heads(t, "fp32") for t in range(1, 9)] == t32
@@ -1810,7 +1811,7 @@ def test_split_rule_env_override(monkeypatch):
         return G.GdnReplayParams(**d)
 
     table = [G.replay_split_min_batch_heads(t) for t in range(1, 9)]
-    assert table == [1024, 8192, 1024, 512, 512, 512, 512, 256]
+    assert table == [1024, 4096, 1024, 512, 512, 512, 512, 256]
     monkeypatch.setenv("RSSM_GDN_SPLIT_MIN_BH", "256")
     assert [G.replay_split_min_batch_heads(t) for t in range(1, 9)] == [256] * 8
     assert G.replay_auto_variant(params()) == 6 and G.replay_workspace_bytes(params()) > 0    # 8 x 32 = 256
@@ -1849,7 +1850,7 @@ def test_replay_auto_variant(shape, B, L, mode, T):
     """variant=None (GDN_VARIANT_AUTO): the split kernels where B x HV reaches the rule for the step's token count
     (q35-4b B = 32 standard: 1024; B = 16 at T = 4: 512; B = 8 at T = 8: 256), the warp-item kernel (variant 5's
     WIR) for the standard steps at B x HV <= 128 (q35-4b B = 2, 3; q35-122b B = 1), variant 4 at other small batches
-    (q35-4b B = 8 standard: 256; q35-122b B = 32 at T = 2: 2048 < 8192); same results as the float64 reference over
+    (q35-4b B = 8 standard: 256; q35-122b B = 32 at T = 2: 2048 < 4096); same results as the float64 reference over
     flushes."""
     from replayssm_trtllm.ops import gdn as G
     HV = {"q35-4b": 32, "q35-122b": 64}[shape]
@@ -1872,7 +1873,7 @@ def test_replay_auto_variant(shape, B, L, mode, T):
                          ids=["q35-4b-B64-T2", "q35-122b-B32-T2", "q35-4b-B32-std", "q35-4b-B63-T2"])
 def test_replay_auto_variant_bf16_state(shape, B, T, expect_split):
     """variant=None with bf16 checkpoints (fifty-third session's 16-bit table: 2048 at T = 1-2): q35-4b B = 64 and
-    q35-122b B = 32 T = 2 steps on the split kernels (the fp32 table keeps them on stream kernel 4 to 8192), q35-4b
+    q35-122b B = 32 T = 2 steps on the split kernels (the fp32 table keeps them on stream kernel 4 to 4096), q35-4b
     B = 32 standard and B = 63 T = 2 on stream kernel 4; the same results as the float64 reference over flushes
     (written in the fifty-third session, not yet run on a GPU)."""
     from replayssm_trtllm.ops import gdn as G

@@ -198,7 +198,11 @@ static bool splitSizesOk(const GdnReplayParams* p) {
 //   T = 3: 0.89-0.91 (q35-122b) at 1024, 1.05-1.11 at 512; T = 4: 0.85-0.90 / 0.96-1.02 at 512, 1.02-1.29 at 256;
 //   T = 5-6: 0.68-0.86 at 512, up to 1.12 (q35-122b) at 256; T = 8: 0.79-0.84 / 0.95-1.03 at 256, 1.09-1.51 at 128.
 // T = 7 (not measured) takes T = 5-6's rule. To the fifty-first session one rule, 8192, for every T.
-static constexpr int kSplitMinBatchHeads[GDN_MAX_TOKENS + 1] = {0, 1024, 8192, 1024, 512, 512, 512, 512, 256};
+// T = 2 moved to 4096 in the fifty-sixth session, once the split kernels' T = 2 prep had the token count at compile
+// time (EXACT): `scripts/gdn_split_rule_sweep.sh` on an H100, split / stream 0.918-1.000 (q35-4b B = 128) and
+// 0.933-0.997 (q35-122b B = 64) at 4096, every case at or below 1 (staggered rows 0.94-0.95), 0.96-1.06 at
+// 2048-3072 (docs/kernels-gdn.md "Fifty-sixth session").
+static constexpr int kSplitMinBatchHeads[GDN_MAX_TOKENS + 1] = {0, 1024, 4096, 1024, 512, 512, 512, 512, 256};
 // The same rule for 16-bit (bf16 / fp16) checkpoints, measured side by side on an H100 in the fifty-third session
 // (bf16 state, `bench gdn --variants 4,6 --tokens 1,2,4,8 --batch 4-128 --state-dtype bf16`; docs/kernels-gdn.md
 // "Fifty-third session"): with half the bytes per row stream kernel 4's T = 2 advantage is gone (split / stream
