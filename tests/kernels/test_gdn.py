@@ -981,14 +981,57 @@ def test_prep_exact_changes_no_value(shape, L, T, pipe, monkeypatch):
     _assert_same_run(res[0], res[1], "RSSM_GDN_PREP_EXACT=1")
 
 
+# RSSM_GDN_PREP_EXACT=2 (A/B, fifty-sixth session, not yet run on a GPU): EXACT also at T = 3 (under the four-token
+# readout) and T = 5-7 (under the eight-token one), the prep's MAXT being the step's T. The same records, bit for bit.
+EXACT_ODD_CASES = [("q35-4b", 16, 3, "1"), ("q35-122b", 13, 3, "0"), ("q35-4b", 24, 5, "1"), ("q35-122b", 16, 6, "1"),
+                   ("q35-4b", 25, 7, "0"), ("q35-122b", 12, 7, "1")]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape,L,T,pipe", EXACT_ODD_CASES,
+                         ids=[f"{s}-L{l}-T{t}-{'mma' if p == '1' else 'cudacore'}" for s, l, t, p in EXACT_ODD_CASES])
+def test_prep_exact_odd_t_changes_no_value(shape, L, T, pipe, monkeypatch):
+    res = []
+    for exact in ("0", "2"):
+        monkeypatch.setenv("RSSM_GDN_PREP_EXACT", exact)
+        monkeypatch.delenv("RSSM_GDN_PREP_MNORM_SPEC", raising=False)
+        _set_verify_pipe(monkeypatch, pipe)
+        res.append(_staggered_run(shape, L, 1, T, 660 + L + T, 6, 2 * L // T + 6))
+    _assert_same_run(res[0], res[1], "RSSM_GDN_PREP_EXACT=2")
+
+
+@pytest.mark.gpu
+def test_prep_exact_odd_t_instance_runs(monkeypatch):
+    """RSSM_GDN_PREP_EXACT=2 runs the EXACT prep with MAXT = T at T = 3, 5, 6 and 7 (template arguments 1 and 6); unset
+    (the default) keeps the readout's run-time instance there (MAXT 4 or 8, not EXACT) (torch profiler)."""
+    skip_under_sanitizer()
+    got = {}
+    for env in ("2", None):
+        for T in (3, 5, 6, 7):
+            if env is None:
+                monkeypatch.delenv("RSSM_GDN_PREP_EXACT", raising=False)
+            else:
+                monkeypatch.setenv("RSSM_GDN_PREP_EXACT", env)
+            monkeypatch.delenv("RSSM_GDN_PREP_MNORM_SPEC", raising=False)
+            seq = _Seq("q35-4b", 8, 16, 1, T, seed=10, variant=6)
+            names = cuda_kernel_names(lambda: seq.step(torch.ones(8, dtype=torch.bool), [T] * 8))[1]
+            pr = [a for a in instances(names, "gdnSplitPrepKernel") if a[0] == "128" and a[1] != "1"]
+            assert pr, f"no T = {T} prep ran: {sorted(names)}"
+            got[(env, T)] = {(a[1], a[6] if len(a) > 6 else "0") for a in pr}
+    want = {("2", T): {(str(T), "1")} for T in (3, 5, 6, 7)}
+    want.update({(None, T): {("4" if T == 3 else "8", "0")} for T in (3, 5, 6, 7)})
+    assert got == want, got
+
+
 @pytest.mark.gpu
 @pytest.mark.sanitize
-@pytest.mark.parametrize("exact", ["1", "0"], ids=["exact", "runtime-T"])
+@pytest.mark.parametrize("exact", ["1", "0", "2"], ids=["exact", "runtime-T", "exact-odd-T"])
 def test_prep_exact_sanitize(exact, monkeypatch):
     """The sanitizers' case of the EXACT preps (the default) and of the run-time-T instances they replace at T = 2, 4
-    and 8 (RSSM_GDN_PREP_EXACT=0): B = 3 with wrap-around and random acceptance."""
+    and 8 (RSSM_GDN_PREP_EXACT=0), and of the A/B odd-T instances (=2 at T = 3, 5 and 7): B = 3 with wrap-around and
+    random acceptance."""
     monkeypatch.setenv("RSSM_GDN_PREP_EXACT", exact)
-    for T, L in ((2, 8), (4, 16), (8, 24)):
+    for T, L in (((3, 13), (5, 16), (7, 25)) if exact == "2" else ((2, 8), (4, 16), (8, 24))):
         seq = _Seq("q35-4b", 3, L, 1, T, seed=61 + T, variant=6)
         _run_speculative(seq, 3, T, "random", steps=2 * L // T + 3)
 

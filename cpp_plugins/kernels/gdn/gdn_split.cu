@@ -305,6 +305,14 @@ cudaError_t launchReadCopyMma(const GdnReplayParams& p, int smCount, cudaStream_
     return e != cudaSuccess ? e : cudaGetLastError();
 }
 
+// RSSM_GDN_PREP_EXACT (read per launch): 0 off; unset or 1 (the default) EXACT at T = 2, 4 and 8; 2 (A/B) also at
+// T = 3 and 5-7. Anything else: the default.
+static int prepExactMode() {
+    const char* e = getenv("RSSM_GDN_PREP_EXACT");
+    if (e && e[0] >= '0' && e[0] <= '2' && e[1] == 0) return e[0] - '0';
+    return 1;
+}
+
 template <typename ST, int K, int MAXT>
 cudaError_t launchSplitKT(const GdnReplayParams& p, int smCount, cudaStream_t s, const stream::ReadCopyScales& rc) {
     auto* prep = gdnSplitPrepKernel<K, MAXT>;
@@ -345,11 +353,31 @@ cudaError_t launchSplitKT(const GdnReplayParams& p, int smCount, cudaStream_t s,
         // for steps of exactly MAXT = 2, 4 or 8 tokens (T = 3, 5-7 keep the run-time instances). Bit-identical
         // records; side by side on an H100 (fifty-sixth session, two processes per setting, B = 256, both shapes):
         // verify steps 0.9% (T = 2), 1.1% (T = 4) and 0.4% (T = 8, -0.7..+0.1%) faster.
-        if (p.num_tokens == MAXT && envSwitch("RSSM_GDN_PREP_EXACT", true)) {
+        // RSSM_GDN_PREP_EXACT=2 (A/B, fifty-sixth session, NOT yet run on a GPU) also takes it for the token counts
+        // between (T = 3 under the four-token readout, T = 5-7 under the eight-token one): the prep's MAXT is then the
+        // step's T while the readout keeps its instance. The records' layout depends on the run-time T only
+        // (splitRecordWordsGdn, splitMmaBlockOffsetGdn; the drafts' solve rows s >= T are written as zeros by both),
+        // so the records are the same bit for bit.
+        const int exact = prepExactMode();
+        if (exact > 0) {
             if constexpr (MAXT <= 4) {
-                if (mnormSpec == 2) prep = gdnSplitPrepKernel<128, MAXT, kSplitPrepMinBlocks, true, false, true, true>;
+                if (mnormSpec == 2) {
+                    if (p.num_tokens == MAXT)
+                        prep = gdnSplitPrepKernel<128, MAXT, kSplitPrepMinBlocks, true, false, true, true>;
+                    else if (MAXT == 4 && p.num_tokens == 3 && exact == 2)
+                        prep = gdnSplitPrepKernel<128, 3, kSplitPrepMinBlocks, true, false, true, true>;
+                }
             } else {
-                if (mnormSpec == 1) prep = gdnSplitPrepKernel<128, MAXT, kSplitPrepMinBlocks, true, false, false, true>;
+                if (mnormSpec == 1) {
+                    if (p.num_tokens == MAXT)
+                        prep = gdnSplitPrepKernel<128, MAXT, kSplitPrepMinBlocks, true, false, false, true>;
+                    else if (exact == 2 && p.num_tokens == 5)
+                        prep = gdnSplitPrepKernel<128, 5, kSplitPrepMinBlocks, true, false, false, true>;
+                    else if (exact == 2 && p.num_tokens == 6)
+                        prep = gdnSplitPrepKernel<128, 6, kSplitPrepMinBlocks, true, false, false, true>;
+                    else if (exact == 2 && p.num_tokens == 7)
+                        prep = gdnSplitPrepKernel<128, 7, kSplitPrepMinBlocks, true, false, false, true>;
+                }
             }
         }
     }
