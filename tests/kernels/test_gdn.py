@@ -961,66 +961,31 @@ def test_prep_mnorm_spec_instance_runs(monkeypatch):
 
 # EXACT (fifty-fifth session, the default since the fifty-sixth; RSSM_GDN_PREP_EXACT=0 turns it off): the default
 # speculative prep (MNORM + L32 at T <= 4, MNORM at T = 8) with the token count at compile time, taken for steps of
-# exactly 2, 4 or 8 tokens. The same arithmetic on the same values: bit-identical outputs, checkpoints and ring u to the default prep, both verify readouts, both
-# shapes, L + T = 32 (two record tiles), wrap-around and flushes; each run also checked against the float64 reference
-# by _Seq. T = 3 keeps the run-time instance (checked by test_prep_exact_instance_runs).
-EXACT_CASES = [("q35-4b", 16, 4, "1"), ("q35-122b", 16, 4, "0"), ("q35-4b", 28, 4, "1"), ("q35-122b", 8, 2, "1"),
-               ("q35-4b", 30, 2, "0"), ("q35-4b", 16, 3, "1"), ("q35-4b", 24, 8, "1"), ("q35-122b", 16, 8, "0")]
+# exactly 2, 4 or 8 tokens (mode "1"). RSSM_GDN_PREP_EXACT=2 (mode "2"; A/B, fifty-sixth session, not yet run on a
+# GPU) takes it also at T = 3 (under the four-token readout) and T = 5-7 (under the eight-token one), the prep's MAXT
+# being the step's T. The same arithmetic on the same values: bit-identical outputs, checkpoints and ring u to the
+# run-time-T prep (RSSM_GDN_PREP_EXACT=0), both verify readouts, both shapes, L + T up to 32 (two record tiles),
+# wrap-around and flushes; each run also checked against the float64 reference by _Seq. Under mode "1" T = 3 keeps
+# the run-time instance (test_prep_exact_instance_runs).
+EXACT_CASES = [("q35-4b", 16, 4, "1", "1"), ("q35-122b", 16, 4, "0", "1"), ("q35-4b", 28, 4, "1", "1"),
+               ("q35-122b", 8, 2, "1", "1"), ("q35-4b", 30, 2, "0", "1"), ("q35-4b", 16, 3, "1", "1"),
+               ("q35-4b", 24, 8, "1", "1"), ("q35-122b", 16, 8, "0", "1"),
+               ("q35-4b", 16, 3, "1", "2"), ("q35-122b", 13, 3, "0", "2"), ("q35-4b", 24, 5, "1", "2"),
+               ("q35-122b", 16, 6, "1", "2"), ("q35-4b", 25, 7, "0", "2"), ("q35-122b", 12, 7, "1", "2")]
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("shape,L,T,pipe", EXACT_CASES, ids=[f"{s}-L{l}-T{t}-{'mma' if p == '1' else 'cudacore'}"
-                                                           for s, l, t, p in EXACT_CASES])
-def test_prep_exact_changes_no_value(shape, L, T, pipe, monkeypatch):
+@pytest.mark.parametrize("shape,L,T,pipe,mode", EXACT_CASES,
+                         ids=[f"{s}-L{l}-T{t}-{'mma' if p == '1' else 'cudacore'}{'-odd' if m == '2' else ''}"
+                              for s, l, t, p, m in EXACT_CASES])
+def test_prep_exact_changes_no_value(shape, L, T, pipe, mode, monkeypatch):
     res = []
-    for exact in ("0", "1"):
+    for exact in ("0", mode):
         monkeypatch.setenv("RSSM_GDN_PREP_EXACT", exact)
         monkeypatch.delenv("RSSM_GDN_PREP_MNORM_SPEC", raising=False)
         _set_verify_pipe(monkeypatch, pipe)
-        res.append(_staggered_run(shape, L, 1, T, 640 + L + T, 6, 2 * L // T + 6))
-    _assert_same_run(res[0], res[1], "RSSM_GDN_PREP_EXACT=1")
-
-
-# RSSM_GDN_PREP_EXACT=2 (A/B, fifty-sixth session, not yet run on a GPU): EXACT also at T = 3 (under the four-token
-# readout) and T = 5-7 (under the eight-token one), the prep's MAXT being the step's T. The same records, bit for bit.
-EXACT_ODD_CASES = [("q35-4b", 16, 3, "1"), ("q35-122b", 13, 3, "0"), ("q35-4b", 24, 5, "1"), ("q35-122b", 16, 6, "1"),
-                   ("q35-4b", 25, 7, "0"), ("q35-122b", 12, 7, "1")]
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("shape,L,T,pipe", EXACT_ODD_CASES,
-                         ids=[f"{s}-L{l}-T{t}-{'mma' if p == '1' else 'cudacore'}" for s, l, t, p in EXACT_ODD_CASES])
-def test_prep_exact_odd_t_changes_no_value(shape, L, T, pipe, monkeypatch):
-    res = []
-    for exact in ("0", "2"):
-        monkeypatch.setenv("RSSM_GDN_PREP_EXACT", exact)
-        monkeypatch.delenv("RSSM_GDN_PREP_MNORM_SPEC", raising=False)
-        _set_verify_pipe(monkeypatch, pipe)
-        res.append(_staggered_run(shape, L, 1, T, 660 + L + T, 6, 2 * L // T + 6))
-    _assert_same_run(res[0], res[1], "RSSM_GDN_PREP_EXACT=2")
-
-
-@pytest.mark.gpu
-def test_prep_exact_odd_t_instance_runs(monkeypatch):
-    """RSSM_GDN_PREP_EXACT=2 runs the EXACT prep with MAXT = T at T = 3, 5, 6 and 7 (template arguments 1 and 6); unset
-    (the default) keeps the readout's run-time instance there (MAXT 4 or 8, not EXACT) (torch profiler)."""
-    skip_under_sanitizer()
-    got = {}
-    for env in ("2", None):
-        for T in (3, 5, 6, 7):
-            if env is None:
-                monkeypatch.delenv("RSSM_GDN_PREP_EXACT", raising=False)
-            else:
-                monkeypatch.setenv("RSSM_GDN_PREP_EXACT", env)
-            monkeypatch.delenv("RSSM_GDN_PREP_MNORM_SPEC", raising=False)
-            seq = _Seq("q35-4b", 8, 16, 1, T, seed=10, variant=6)
-            names = cuda_kernel_names(lambda: seq.step(torch.ones(8, dtype=torch.bool), [T] * 8))[1]
-            pr = [a for a in instances(names, "gdnSplitPrepKernel") if a[0] == "128" and a[1] != "1"]
-            assert pr, f"no T = {T} prep ran: {sorted(names)}"
-            got[(env, T)] = {(a[1], a[6] if len(a) > 6 else "0") for a in pr}
-    want = {("2", T): {(str(T), "1")} for T in (3, 5, 6, 7)}
-    want.update({(None, T): {("4" if T == 3 else "8", "0")} for T in (3, 5, 6, 7)})
-    assert got == want, got
+        res.append(_staggered_run(shape, L, 1, T, (640 if mode == "1" else 660) + L + T, 6, 2 * L // T + 6))
+    _assert_same_run(res[0], res[1], f"RSSM_GDN_PREP_EXACT={mode}")
 
 
 @pytest.mark.gpu
@@ -1038,12 +1003,15 @@ def test_prep_exact_sanitize(exact, monkeypatch):
 
 @pytest.mark.gpu
 def test_prep_exact_instance_runs(monkeypatch):
-    """RSSM_GDN_PREP_EXACT unset (the default) and =1 run the EXACT prep (template argument 6) at T = 2, 4 and 8; T = 3
-    keeps its run-time instance, and =0 runs none (torch profiler)."""
+    """Which speculative prep runs per RSSM_GDN_PREP_EXACT and T (torch profiler; template arguments 1 = MAXT and
+    6 = EXACT): unset (the default) and =1 the EXACT prep at T = 2, 4 and 8 and the readout's run-time instance at
+    T = 3 (MAXT 4) and 5-7 (MAXT 8); =0 the run-time instances everywhere; =2 (A/B) the EXACT prep with MAXT = T at
+    every T."""
     skip_under_sanitizer()
+    tokens = (2, 3, 4, 5, 6, 7, 8)
     got = {}
-    for env in ("1", None, "0"):
-        for T in (2, 3, 4, 8):
+    for env in ("1", None, "0", "2"):
+        for T in tokens:
             if env is None:
                 monkeypatch.delenv("RSSM_GDN_PREP_EXACT", raising=False)
             else:
@@ -1053,9 +1021,14 @@ def test_prep_exact_instance_runs(monkeypatch):
             names = cuda_kernel_names(lambda: seq.step(torch.ones(8, dtype=torch.bool), [T] * 8))[1]
             pr = [a for a in instances(names, "gdnSplitPrepKernel") if a[0] == "128" and a[1] != "1"]
             assert pr, f"no T = {T} prep ran: {sorted(names)}"
-            got[(env, T)] = {a[6] if len(a) > 6 else "0" for a in pr}
-    want = {(env, T): {"0" if T == 3 else "1"} for env in ("1", None) for T in (2, 3, 4, 8)}
-    want.update({("0", T): {"0"} for T in (2, 3, 4, 8)})
+            got[(env, T)] = {(a[1], a[6] if len(a) > 6 else "0") for a in pr}
+    bucket = {2: "2", 3: "4", 4: "4", 5: "8", 6: "8", 7: "8", 8: "8"}
+    want = {}
+    for T in tokens:
+        for env in ("1", None):
+            want[(env, T)] = {(str(T), "1")} if T in (2, 4, 8) else {(bucket[T], "0")}
+        want[("0", T)] = {(bucket[T], "0")}
+        want[("2", T)] = {(str(T), "1")}
     assert got == want, got
 
 
