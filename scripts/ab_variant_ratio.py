@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Time ratio of two GDN replay kernel designs per shape, batch and token count, from scripts/ab_bench.sh logs.
 
-    python3 scripts/ab_variant_ratio.py [--num 6] [--den 4] [--markdown | --suggest] AB_LOG [AB_LOG ...]
+    python3 scripts/ab_variant_ratio.py [--num 6] [--den 4] [--markdown | --suggest [--worst]] AB_LOG [AB_LOG ...]
 
 Each log is the output of `scripts/ab_bench.sh gdn "--variants 4,6 ..."` (one or more processes). Per (shape, B, T)
 it prints the smallest and largest ratio us(variant NUM) / us(variant DEN) over the timed replay cases (standard rows
@@ -12,7 +12,8 @@ by several processes gives several ratios).
 
 --suggest prints a value for RSSM_GDN_SPLIT_MIN_BH (docs/switches.md) from the logs: per token count, the smallest
 measured batch x value heads from which, at every larger measured point too, each shape's mean ratio is at most
-1 - MARGIN (--margin, default 0); a token count never reaching it gets 2147483647 (never); one not measured takes
+1 - MARGIN (--margin, default 0); with --worst, each of its cases (phases, acceptance patterns, processes)
+rather than their mean, the rule the fifty-sixth session's T = 2 entry was set by; a token count never reaching it gets 2147483647 (never); one not measured takes
 the nearest measured smaller count's value (else the nearest larger one). A suggestion from the timed points only:
 check it against the table (gdn_launch.cu) and time it before setting it.
 """
@@ -64,11 +65,12 @@ NEVER = 2147483647
 MAX_TOKENS = 8
 
 
-def suggest(ratios, margin=0.0):
-    """RSSM_GDN_SPLIT_MIN_BH=... from {(shape, B, T): [ratio, ...]} (the rule in the module docstring)."""
+def suggest(ratios, margin=0.0, worst=False):
+    """RSSM_GDN_SPLIT_MIN_BH=... from {(shape, B, T): [ratio, ...]} (the rule in the module docstring; `worst`: a
+    point's largest ratio per shape instead of its mean)."""
     by_t = collections.defaultdict(lambda: collections.defaultdict(dict))  # T -> B x HV -> shape -> mean ratio
     for (shape, B, T), r in ratios.items():
-        by_t[T][_HV.get(shape, 0) * B][shape] = sum(r) / len(r)
+        by_t[T][_HV.get(shape, 0) * B][shape] = max(r) if worst else sum(r) / len(r)
     measured = {}
     for T, points in by_t.items():
         ok_from = NEVER
@@ -97,6 +99,7 @@ def main():
     ap.add_argument("--markdown", action="store_true", help="one markdown table, a column per shape")
     ap.add_argument("--suggest", action="store_true", help="print an RSSM_GDN_SPLIT_MIN_BH value (see above)")
     ap.add_argument("--margin", type=float, default=0.0, help="--suggest: required gain (default 0)")
+    ap.add_argument("--worst", action="store_true", help="--suggest: every case must win, not the mean")
     ap.add_argument("logs", nargs="+")
     a = ap.parse_args()
     ratios = collections.defaultdict(list)
@@ -107,7 +110,7 @@ def main():
     if not ratios:
         sys.exit(f"no case timed with both v{a.num} and v{a.den} in {a.logs}")
     if a.suggest:
-        print(suggest(ratios, a.margin))
+        print(suggest(ratios, a.margin, a.worst))
         return
     key = lambda k: (k[2], _HV.get(k[0], 0) * k[1], k[0])
     if a.markdown:

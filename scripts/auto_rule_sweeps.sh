@@ -19,7 +19,7 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 summary=()
 if [[ " $sweeps " == *" gdn32 "* ]]; then
   scripts/gdn_split_rule_sweep.sh "$out" > "$out/auto-rules-gdn32.txt" 2>&1
-  summary+=("GDN replay, fp32 checkpoints: $(tail -n 2 "$out/auto-rules-gdn32.txt" | tr '\n' ' ')")
+  summary+=("GDN replay, fp32 checkpoints: $(tail -n 3 "$out/auto-rules-gdn32.txt" | tr '\n' ' ')")
 fi
 if [[ " $sweeps " == *" gdn16 "* ]]; then
   log="$out/split-rule-bf16.log"
@@ -27,8 +27,9 @@ if [[ " $sweeps " == *" gdn16 "* ]]; then
 --state-dtype bf16" - > "$log" 2>&1
   python3 scripts/ab_variant_ratio.py --markdown "$log" > "$out/split-rule-bf16-table.md" 2>&1
   s=$(python3 scripts/ab_variant_ratio.py --suggest "$log" 2>&1 | tail -n 1)
+  sw=$(python3 scripts/ab_variant_ratio.py --suggest --worst "$log" 2>&1 | tail -n 1)
   lib=$(python3 -c 'from replayssm_trtllm.ops import gdn as G; print(",".join(str(G.replay_split_min_batch_heads(t, "bf16")) for t in range(1, 9)))' 2>&1 | tail -n 1)
-  summary+=("GDN replay, bf16 checkpoints: suggested $s; library $lib")
+  summary+=("GDN replay, bf16 checkpoints: suggested $s (mean per point), $sw (every case); library $lib")
 fi
 if [[ " $sweeps " == *" dp "* ]]; then
   logs=()
