@@ -9,8 +9,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "switches.md"
 
-# reads of an environment variable: C/C++ getenv / envSwitch / envCarveout / pdlEnabled (a launch class's PDL switch), Python os.environ / os.getenv, shell ${NAME} / $NAME
-_CPP = re.compile(r"(?:getenv|envSwitch|envCarveout|pdlEnabled)\(\s*\"(RSSM_[A-Z0-9_]+)\"")
+# reads of an environment variable: C/C++ getenv / envSwitch / envDigit / envCarveout / pdlEnabled (a launch class's PDL switch), Python os.environ / os.getenv, shell ${NAME} / $NAME
+_CPP = re.compile(r"(?:getenv|envSwitch|envDigit|envCarveout|pdlEnabled)\(\s*\"(RSSM_[A-Z0-9_]+)\"")
 _PY = re.compile(r"(?:environ(?:\.get)?\s*[\(\[]|getenv\()\s*\"(RSSM_[A-Z0-9_]+)\"")
 _SH = re.compile(r"\$\{?(RSSM_[A-Z0-9_]+)")
 

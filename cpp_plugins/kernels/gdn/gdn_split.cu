@@ -305,12 +305,11 @@ cudaError_t launchReadCopyMma(const GdnReplayParams& p, int smCount, cudaStream_
     return e != cudaSuccess ? e : cudaGetLastError();
 }
 
-// RSSM_GDN_PREP_EXACT (read per launch): 0 off; unset or 1 (the default) EXACT at T = 2, 4 and 8; 2 (A/B) also at
-// T = 3 and 5-7. Anything else: the default.
-static int prepExactMode() {
-    const char* e = getenv("RSSM_GDN_PREP_EXACT");
-    if (e && e[0] >= '0' && e[0] <= '2' && e[1] == 0) return e[0] - '0';
-    return 1;
+// The EXACT speculative prep for steps of exactly T tokens: the default prep of T's readout (MNORM, + L32 under the
+// four-token readout) with T at compile time (gdnSplitPrepKernel's EXACT).
+template <int T>
+constexpr auto exactPrep() {
+    return gdnSplitPrepKernel<128, T, kSplitPrepMinBlocks, true, false, (T <= 4), true>;
 }
 
 template <typename ST, int K, int MAXT>
@@ -344,8 +343,8 @@ cudaError_t launchSplitKT(const GdnReplayParams& p, int smCount, cudaStream_t s,
         // 0.4-0.6% faster with MNORM alone, L32 within -0.1..+0.4%, hence the split. RSSM_GDN_PREP_MNORM_SPEC
         // (read per launch): 0 the previous prep, 1 MNORM at every T, 2 MNORM + L32 at every T; unset or anything
         // else: the default.
-        const char* ms = getenv("RSSM_GDN_PREP_MNORM_SPEC");
-        const int mnormSpec = (ms && ms[0] >= '0' && ms[0] <= '2' && ms[1] == 0) ? ms[0] - '0' : (MAXT <= 4 ? 2 : 1);
+        const int mnormDefault = MAXT <= 4 ? 2 : 1;
+        const int mnormSpec = envDigit("RSSM_GDN_PREP_MNORM_SPEC", 2, mnormDefault);
         if (mnormSpec == 1) prep = gdnSplitPrepKernel<128, MAXT, kSplitPrepMinBlocks, true>;
         else if (mnormSpec == 2) prep = gdnSplitPrepKernel<128, MAXT, kSplitPrepMinBlocks, true, false, true>;
         // EXACT (the default since the fifty-sixth session; RSSM_GDN_PREP_EXACT=0, read per launch, keeps the run-time
@@ -357,26 +356,19 @@ cudaError_t launchSplitKT(const GdnReplayParams& p, int smCount, cudaStream_t s,
         // between (T = 3 under the four-token readout, T = 5-7 under the eight-token one): the prep's MAXT is then the
         // step's T while the readout keeps its instance. The records' layout depends on the run-time T only
         // (splitRecordWordsGdn, splitMmaBlockOffsetGdn; the drafts' solve rows s >= T are written as zeros by both),
-        // so the records are the same bit for bit.
-        const int exact = prepExactMode();
-        if (exact > 0) {
-            if constexpr (MAXT <= 4) {
-                if (mnormSpec == 2) {
-                    if (p.num_tokens == MAXT)
-                        prep = gdnSplitPrepKernel<128, MAXT, kSplitPrepMinBlocks, true, false, true, true>;
-                    else if (MAXT == 4 && p.num_tokens == 3 && exact == 2)
-                        prep = gdnSplitPrepKernel<128, 3, kSplitPrepMinBlocks, true, false, true, true>;
-                }
-            } else {
-                if (mnormSpec == 1) {
-                    if (p.num_tokens == MAXT)
-                        prep = gdnSplitPrepKernel<128, MAXT, kSplitPrepMinBlocks, true, false, false, true>;
-                    else if (exact == 2 && p.num_tokens == 5)
-                        prep = gdnSplitPrepKernel<128, 5, kSplitPrepMinBlocks, true, false, false, true>;
-                    else if (exact == 2 && p.num_tokens == 6)
-                        prep = gdnSplitPrepKernel<128, 6, kSplitPrepMinBlocks, true, false, false, true>;
-                    else if (exact == 2 && p.num_tokens == 7)
-                        prep = gdnSplitPrepKernel<128, 7, kSplitPrepMinBlocks, true, false, false, true>;
+        // so the records are the same bit for bit. RSSM_GDN_PREP_EXACT: 0 off, unset / 1 at T = MAXT, 2 at every T;
+        // anything else: the default. Only on the default prep (another RSSM_GDN_PREP_MNORM_SPEC keeps its instance).
+        const int exact = envDigit("RSSM_GDN_PREP_EXACT", 2, 1), t = p.num_tokens;
+        if (exact > 0 && mnormSpec == mnormDefault) {
+            if (t == MAXT) {
+                prep = exactPrep<MAXT>();
+            } else if (exact == 2) {
+                if constexpr (MAXT == 4) {
+                    if (t == 3) prep = exactPrep<3>();
+                } else if constexpr (MAXT == 8) {
+                    if (t == 5) prep = exactPrep<5>();
+                    else if (t == 6) prep = exactPrep<6>();
+                    else if (t == 7) prep = exactPrep<7>();
                 }
             }
         }

@@ -415,8 +415,7 @@ int launchSplitReadout(const char* op, Mamba2ReplayParams& q, stream::ReadCopySc
     // 3 = the plain readout with the tensor-core fold (N = 128, fp32 / 16-bit rows; bf16 activations fold on tensor
     // cores, fp16 ones on CUDA cores in the same kernel). 4 = the readout on tensor cores (below). 0 = plain.
     // Unset: the tensor-core readout for speculative steps of T >= kMmaReadoutMinTokens tokens where it runs, else plain.
-    const char* pe = getenv("RSSM_MAMBA2_SPLIT_PIPE");
-    int pipe = (pe && pe[0] >= '0' && pe[0] <= '4' && pe[1] == 0) ? pe[0] - '0' : -1;
+    int pipe = envDigit("RSSM_MAMBA2_SPLIT_PIPE", 4, -1);
     if (pipe < 0) pipe = q.mode == 1 && q.num_tokens >= kMmaReadoutMinTokens ? 4 : 0;
     if (pipe == 3 && !(q.dstate == 128 && (q.state_dtype == RSSM_DTYPE_FP32 || q.state_dtype == RSSM_DTYPE_FP16 ||
                                            q.state_dtype == RSSM_DTYPE_BF16)))
