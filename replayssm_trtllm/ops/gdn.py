@@ -72,8 +72,8 @@ def default_replay_variant(head_k: int) -> int:
     for head_k 64 (the stream kernels need head_k % 128 == 0). The torch ops default to ``VARIANT_AUTO``: the
     C library picks the split kernels (6, with a workspace the op allocates) where they run the sizes and
     B x HV reaches ``replay_split_min_batch_heads(T, state_dtype)`` (measured per token count: fp32 checkpoints
-    1024 at T = 1, 4096 at T = 2, 1024 at T = 3, 512 at T = 4-7, 256 at T = 8; 16-bit checkpoints 2048 at T = 1-2;
-    docs/kernels-gdn.md "Fifty-second session", "Fifty-third session"), variant 5 for the
+    768 at T = 1, 4096 at T = 2, 1024 at T = 3, 512 at T = 4-7, 256 at T = 8; 16-bit checkpoints 2048 at T = 1-2;
+    docs/kernels-gdn.md "Fifty-second session", "Fifty-third session", "Fifty-seventh session"), variant 5 for the
     standard steps its warp-item kernel runs (head_k 128, B x HV <= 128: ``replay_uses_warp_items``), else this.
     The TensorRT plugins ask for ``VARIANT_AUTO`` too."""
     return 4 if int(head_k) in (128, 256) else 1

@@ -959,14 +959,14 @@ def test_prep_mnorm_spec_instance_runs(monkeypatch):
     assert got == want, got
 
 
-# EXACT (fifty-fifth session, the default since the fifty-sixth; RSSM_GDN_PREP_EXACT=0 turns it off): the default
-# speculative prep (MNORM + L32 at T <= 4, MNORM at T = 8) with the token count at compile time, taken for steps of
-# exactly 2, 4 or 8 tokens (mode "1"). RSSM_GDN_PREP_EXACT=2 (mode "2"; A/B, fifty-sixth session, not yet run on a
-# GPU) takes it also at T = 3 (under the four-token readout) and T = 5-7 (under the eight-token one), the prep's MAXT
-# being the step's T. The same arithmetic on the same values: bit-identical outputs, checkpoints and ring u to the
-# run-time-T prep (RSSM_GDN_PREP_EXACT=0), both verify readouts, both shapes, L + T up to 32 (two record tiles),
-# wrap-around and flushes; each run also checked against the float64 reference by _Seq. Under mode "1" T = 3 keeps
-# the run-time instance (test_prep_exact_instance_runs).
+# EXACT (fifty-fifth session): the default speculative prep (MNORM + L32 at T <= 4, MNORM at T > 4) with the token
+# count at compile time. RSSM_GDN_PREP_EXACT=1 (mode "1"; the fifty-sixth session's default) takes it for steps of
+# exactly 2, 4 or 8 tokens; unset / =2 (mode "2"; the default since the fifty-seventh session, measured on an H100)
+# also at T = 3 (under the four-token readout) and T = 5-7 (under the eight-token one), the prep's MAXT being the
+# step's T. The same arithmetic on the same values: bit-identical outputs, checkpoints and ring u to the run-time-T
+# prep (RSSM_GDN_PREP_EXACT=0), both verify readouts, both shapes, L + T up to 32 (two record tiles), wrap-around and
+# flushes; each run also checked against the float64 reference by _Seq. Under mode "1" T = 3 keeps the run-time
+# instance (test_prep_exact_instance_runs).
 EXACT_CASES = [("q35-4b", 16, 4, "1", "1"), ("q35-122b", 16, 4, "0", "1"), ("q35-4b", 28, 4, "1", "1"),
                ("q35-122b", 8, 2, "1", "1"), ("q35-4b", 30, 2, "0", "1"), ("q35-4b", 16, 3, "1", "1"),
                ("q35-4b", 24, 8, "1", "1"), ("q35-122b", 16, 8, "0", "1"),
@@ -992,9 +992,9 @@ def test_prep_exact_changes_no_value(shape, L, T, pipe, mode, monkeypatch):
 @pytest.mark.sanitize
 @pytest.mark.parametrize("exact", ["1", "0", "2"], ids=["exact", "runtime-T", "exact-odd-T"])
 def test_prep_exact_sanitize(exact, monkeypatch):
-    """The sanitizers' case of the EXACT preps (the default) and of the run-time-T instances they replace at T = 2, 4
-    and 8 (RSSM_GDN_PREP_EXACT=0), and of the A/B odd-T instances (=2 at T = 3, 5 and 7): B = 3 with wrap-around and
-    random acceptance."""
+    """The sanitizers' case of the EXACT preps (the default) at T = 2, 4 and 8 and at T = 3, 5 and 7 (the odd-T
+    instances: =2, the default since the fifty-seventh session), and of the run-time-T instances they replace
+    (RSSM_GDN_PREP_EXACT=0): B = 3 with wrap-around and random acceptance."""
     monkeypatch.setenv("RSSM_GDN_PREP_EXACT", exact)
     for T, L in (((3, 13), (5, 16), (7, 25)) if exact == "2" else ((2, 8), (4, 16), (8, 24))):
         seq = _Seq("q35-4b", 3, L, 1, T, seed=61 + T, variant=6)
@@ -1004,9 +1004,9 @@ def test_prep_exact_sanitize(exact, monkeypatch):
 @pytest.mark.gpu
 def test_prep_exact_instance_runs(monkeypatch):
     """Which speculative prep runs per RSSM_GDN_PREP_EXACT and T (torch profiler; template arguments 1 = MAXT and
-    6 = EXACT): unset (the default) and =1 the EXACT prep at T = 2, 4 and 8 and the readout's run-time instance at
-    T = 3 (MAXT 4) and 5-7 (MAXT 8); =0 the run-time instances everywhere; =2 (A/B) the EXACT prep with MAXT = T at
-    every T."""
+    6 = EXACT): unset (the default since the fifty-seventh session) and =2 the EXACT prep with MAXT = T at every T;
+    =1 (the fifty-sixth session's default) the EXACT prep at T = 2, 4 and 8 and the readout's run-time instance at
+    T = 3 (MAXT 4) and 5-7 (MAXT 8); =0 the run-time instances everywhere."""
     skip_under_sanitizer()
     tokens = (2, 3, 4, 5, 6, 7, 8)
     got = {}
@@ -1025,10 +1025,10 @@ def test_prep_exact_instance_runs(monkeypatch):
     bucket = {2: "2", 3: "4", 4: "4", 5: "8", 6: "8", 7: "8", 8: "8"}
     want = {}
     for T in tokens:
-        for env in ("1", None):
-            want[(env, T)] = {(str(T), "1")} if T in (2, 4, 8) else {(bucket[T], "0")}
+        want[("1", T)] = {(str(T), "1")} if T in (2, 4, 8) else {(bucket[T], "0")}
         want[("0", T)] = {(bucket[T], "0")}
-        want[("2", T)] = {(str(T), "1")}
+        for env in ("2", None):
+            want[(env, T)] = {(str(T), "1")}
     assert got == want, got
 
 
@@ -1688,7 +1688,7 @@ def test_wir_route_rule(monkeypatch):
 
 def test_auto_variant_rule():
     """GDN_VARIANT_AUTO (-1, the torch ops' default): the split kernels (6) where they run the sizes, a workspace is
-    given and B x HV reaches the table for the step's token count (1024 at T = 1, 4096 at T = 2 (fifty-sixth session; 8192 before), 1024 at T = 3, 512
+    given and B x HV reaches the table for the step's token count (768 at T = 1 (fifty-seventh session; 1024 before), 4096 at T = 2 (fifty-sixth session; 8192 before), 1024 at T = 3, 512
     at T = 4-7, 256 at T = 8; fifty-second session); 5 (its warp-item kernel, WIR) for the standard steps WIR runs at
     B x HV <= 128; else 4 (K 128 / 256) or 1 (K 64); the workspace query is > 0 exactly when auto would pick 6;
     the plugins' bound at maximum shapes covers every smaller step. Host-only functions of the kernel library
@@ -1703,7 +1703,7 @@ def test_auto_variant_rule():
         d.update(kw)
         return G.GdnReplayParams(**d)
 
-    table = {1: 1024, 2: 4096, 3: 1024, 4: 512, 5: 512, 6: 512, 7: 512, 8: 256}
+    table = {1: 768, 2: 4096, 3: 1024, 4: 512, 5: 512, 6: 512, 7: 512, 8: 256}
     assert {t: G.replay_split_min_batch_heads(t) for t in table} == table
     assert G.replay_split_min_batch_heads(0) == 0 and G.replay_split_min_batch_heads(9) == 0
 
@@ -1723,12 +1723,12 @@ def test_auto_variant_rule():
     assert G.replay_auto_variant(big) == 6 and G.replay_workspace_bytes(big) > 0
     assert G.replay_auto_variant(params(head_k=256)) == 6
     assert G.replay_auto_variant(params(batch=128, num_v_heads=64)) == 6   # q35-122b heads, B = 128
-    assert G.replay_auto_variant(params(batch=32)) == 6                   # q35-4b B = 32: 1024
+    assert G.replay_auto_variant(params(batch=24)) == 6                   # q35-4b B = 24: 768
     assert G.replay_auto_variant(spec(2, batch=64)) == 4                  # T = 2: 2048 < 4096
     assert G.replay_auto_variant(spec(2, batch=128)) == 6                 # T = 2: 4096
     assert G.replay_auto_variant(spec(4, batch=16)) == 6                  # T = 4: 512
     assert G.replay_auto_variant(spec(8, batch=8)) == 6                   # T = 8: 256
-    for small in (params(batch=5), params(batch=31), params(batch=1, window=40, ring_capacity=40),
+    for small in (params(batch=5), params(batch=23), params(batch=1, window=40, ring_capacity=40),
                   params(batch=1, head_v=12), params(batch=1, mode=1, num_tokens=4, window=12, ring_capacity=16),
                   params(batch=1, head_k=256), params(batch=1, ring_capacity=33),
                   params(mode=1, num_tokens=4, window=30, ring_capacity=34)):
@@ -1753,7 +1753,7 @@ def test_auto_variant_rule():
         need = G.replay_workspace_bytes(params(mode=1, num_tokens=T_, window=24, ring_capacity=32, batch=B_))
         assert need <= b and (need > 0) == (B_ * 32 >= table[T_]), (B_, T_)
     assert bound(ctypes.byref(params(mode=1, num_tokens=8, window=32, ring_capacity=40))) == 0  # L + 1 > 32
-    assert bound(ctypes.byref(params(batch=31))) == 0                             # never large enough
+    assert bound(ctypes.byref(params(batch=23))) == 0                             # never large enough
     assert bound(ctypes.byref(params(mode=1, num_tokens=8, window=30, ring_capacity=38))) > 0  # T <= 2 can
     # the maximum batch reaches the rule only at T >= 4 (B x HV = 512): the bound still covers those steps
     mid = params(mode=1, num_tokens=8, window=16, ring_capacity=24, batch=16)
@@ -1774,7 +1774,7 @@ def test_auto_variant_rule_16bit_state(monkeypatch):
     load_library = _host_library_or_skip()
     monkeypatch.delenv("RSSM_GDN_SPLIT_MIN_BH", raising=False)
     t16 = [2048, 2048, 1024, 512, 512, 512, 512, 256]
-    t32 = [1024, 4096, 1024, 512, 512, 512, 512, 256]
+    t32 = [768, 4096, 1024, 512, 512, 512, 512, 256]
     for sd in ("bf16", "fp16"):
         assert [G.replay_split_min_batch_heads(t, sd) for t in range(1, 9)] == t16
     assert [G.replay_split_min_batch_heads(t, "fp32") for t in range(1, 9)] == t32
@@ -1827,7 +1827,7 @@ def test_split_rule_env_override(monkeypatch):
         return G.GdnReplayParams(**d)
 
     table = [G.replay_split_min_batch_heads(t) for t in range(1, 9)]
-    assert table == [1024, 4096, 1024, 512, 512, 512, 512, 256]
+    assert table == [768, 4096, 1024, 512, 512, 512, 512, 256]
     monkeypatch.setenv("RSSM_GDN_SPLIT_MIN_BH", "256")
     assert [G.replay_split_min_batch_heads(t) for t in range(1, 9)] == [256] * 8
     assert G.replay_auto_variant(params()) == 6 and G.replay_workspace_bytes(params()) > 0    # 8 x 32 = 256

@@ -347,18 +347,18 @@ cudaError_t launchSplitKT(const GdnReplayParams& p, int smCount, cudaStream_t s,
         const int mnormSpec = envDigit("RSSM_GDN_PREP_MNORM_SPEC", 2, mnormDefault);
         if (mnormSpec == 1) prep = gdnSplitPrepKernel<128, MAXT, kSplitPrepMinBlocks, true>;
         else if (mnormSpec == 2) prep = gdnSplitPrepKernel<128, MAXT, kSplitPrepMinBlocks, true, false, true>;
-        // EXACT (the default since the fifty-sixth session; RSSM_GDN_PREP_EXACT=0, read per launch, keeps the run-time
-        // instance): the default prep (MNORM + L32 at T <= 4, MNORM at T = 8) with the token count at compile time,
-        // for steps of exactly MAXT = 2, 4 or 8 tokens (T = 3, 5-7 keep the run-time instances). Bit-identical
-        // records; side by side on an H100 (fifty-sixth session, two processes per setting, B = 256, both shapes):
-        // verify steps 0.9% (T = 2), 1.1% (T = 4) and 0.4% (T = 8, -0.7..+0.1%) faster.
-        // RSSM_GDN_PREP_EXACT=2 (A/B, fifty-sixth session, NOT yet run on a GPU) also takes it for the token counts
-        // between (T = 3 under the four-token readout, T = 5-7 under the eight-token one): the prep's MAXT is then the
-        // step's T while the readout keeps its instance. The records' layout depends on the run-time T only
-        // (splitRecordWordsGdn, splitMmaBlockOffsetGdn; the drafts' solve rows s >= T are written as zeros by both),
-        // so the records are the same bit for bit. RSSM_GDN_PREP_EXACT: 0 off, unset / 1 at T = MAXT, 2 at every T;
-        // anything else: the default. Only on the default prep (another RSSM_GDN_PREP_MNORM_SPEC keeps its instance).
-        const int exact = envDigit("RSSM_GDN_PREP_EXACT", 2, 1), t = p.num_tokens;
+        // EXACT: the default prep (MNORM + L32 at T <= 4, MNORM at T > 4) with the token count at compile time.
+        // Bit-identical records: their layout depends on the run-time T only (splitRecordWordsGdn,
+        // splitMmaBlockOffsetGdn; the drafts' solve rows s >= T are written as zeros by both instances). Since the
+        // fifty-seventh session at every T: the step's T is the prep's MAXT while the readout keeps its instance
+        // (MAXT 4 for T = 3, 8 for T = 5-7). Side by side on an H100, two processes per setting, against EXACT at
+        // T = 2, 4 and 8 only (the fifty-sixth session's default), where the split kernels run: T = 3 verify steps
+        // 1.0-7.9% faster (B = 16-256), T = 5-7 1.9-4.6% at B = 16, 0.983-1.000 at B = 64, 0.996-1.006 at B = 256. The fifty-sixth session had measured EXACT
+        // at T = 2 / 4 / 8 against the run-time-T prep: 0.4-1.1% at B = 256, 2-9% at B = 16-64.
+        // RSSM_GDN_PREP_EXACT (read per launch): 0 the run-time-T instances everywhere, 1 EXACT at T = 2, 4 and 8
+        // only (the fifty-sixth session's default), unset / 2 EXACT at every T; anything else: the default. Only on
+        // the default prep (another RSSM_GDN_PREP_MNORM_SPEC keeps its instance).
+        const int exact = envDigit("RSSM_GDN_PREP_EXACT", 2, 2), t = p.num_tokens;
         if (exact > 0 && mnormSpec == mnormDefault) {
             if (t == MAXT) {
                 prep = exactPrep<MAXT>();
