@@ -204,8 +204,8 @@ static bool splitSizesOk(const GdnReplayParams* p) {
 // 2048-3072 (docs/kernels-gdn.md "Fifty-sixth session").
 // T = 1 moved to 768 in the fifty-seventh session: both H100 sweeps (fifty-second and fifty-sixth sessions) had the
 // split kernels at or below stream kernel 4 at 768 (0.960-1.000, 0.967-0.995), and side by side against the old
-// table (two processes per setting, H100) the moved steps took 0.961-0.979 (q35-4b B = 24 / 28), 0.983-0.993
-// (q35-122b B = 14) and 1.002-1.003 (q35-122b B = 12, 28.0 -> 28.1 us) of their time, the unmoved ones 0.99-1.00.
+// table (two processes per setting, H100) the moved steps took 0.960-0.982 (q35-4b B = 24 / 28), 0.981-0.992
+// (q35-122b B = 14) and 1.002-1.004 (q35-122b B = 12, 28.0 -> 28.1 us) of their time, the unmoved ones 0.997-1.001.
 static constexpr int kSplitMinBatchHeads[GDN_MAX_TOKENS + 1] = {0, 768, 4096, 1024, 512, 512, 512, 512, 256};
 // The same rule for 16-bit (bf16 / fp16) checkpoints, measured side by side on an H100 in the fifty-third session
 // (bf16 state, `bench gdn --variants 4,6 --tokens 1,2,4,8 --batch 4-128 --state-dtype bf16`; docs/kernels-gdn.md
