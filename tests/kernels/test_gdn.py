@@ -1858,22 +1858,23 @@ def test_split_rule_env_override(monkeypatch):
                                               ("q35-4b", 3, 8, 0, 1), ("q35-122b", 1, 16, 0, 1),
                                               ("q35-4b", 2, 16, 0, 1), ("q35-4b", 8, 8, 0, 1),
                                               ("q35-4b", 32, 16, 0, 1), ("q35-4b", 16, 16, 1, 4),
-                                              ("q35-4b", 8, 16, 1, 8), ("q35-122b", 32, 8, 1, 2)],
+                                              ("q35-4b", 8, 16, 1, 8), ("q35-122b", 32, 8, 1, 2),
+                                              ("q35-4b", 24, 16, 0, 1), ("q35-4b", 23, 16, 0, 1)],
                          ids=["q35-4b-B256-std", "q35-122b-B128-T3", "q35-4b-B3-std", "q35-122b-B1-std",
                               "q35-4b-B2-std", "q35-4b-B8-std", "q35-4b-B32-std", "q35-4b-B16-T4", "q35-4b-B8-T8",
-                              "q35-122b-B32-T2"])
+                              "q35-122b-B32-T2", "q35-4b-B24-std", "q35-4b-B23-std"])
 def test_replay_auto_variant(shape, B, L, mode, T):
     """variant=None (GDN_VARIANT_AUTO): the split kernels where B x HV reaches the rule for the step's token count
-    (q35-4b B = 32 standard: 1024; B = 16 at T = 4: 512; B = 8 at T = 8: 256), the warp-item kernel (variant 5's
-    WIR) for the standard steps at B x HV <= 128 (q35-4b B = 2, 3; q35-122b B = 1), variant 4 at other small batches
-    (q35-4b B = 8 standard: 256; q35-122b B = 32 at T = 2: 2048 < 4096); same results as the float64 reference over
-    flushes."""
+    (q35-4b B = 24 and 32 standard: 768 (the T = 1 entry since the fifty-seventh session) and 1024; B = 16 at T = 4:
+    512; B = 8 at T = 8: 256), the warp-item kernel (variant 5's WIR) for the standard steps at B x HV <= 128 (q35-4b
+    B = 2, 3; q35-122b B = 1), variant 4 at other small batches (q35-4b B = 8 and 23 standard: 256, 736 < 768;
+    q35-122b B = 32 at T = 2: 2048 < 4096); same results as the float64 reference over flushes."""
     from replayssm_trtllm.ops import gdn as G
     HV = {"q35-4b": 32, "q35-122b": 64}[shape]
     expect_split = B * HV >= G.replay_split_min_batch_heads(T)
     if not os.environ.get("RSSM_GDN_SPLIT_MIN_BH"):   # the table (with the override set, its rule: e.g. 1 = all split)
         assert expect_split == ((shape, B, T) in (("q35-4b", 256, 1), ("q35-122b", 128, 3), ("q35-4b", 32, 1),
-                                                  ("q35-4b", 16, 4), ("q35-4b", 8, 8)))
+                                                  ("q35-4b", 16, 4), ("q35-4b", 8, 8), ("q35-4b", 24, 1)))
     seq = _Seq(shape, B, L, mode, T, seed=B + L + T, variant=None)
     join = [(r * 5) % L for r in range(B)]
     for t in range(L + 12):
