@@ -353,8 +353,9 @@ cudaError_t launchSplitKT(const GdnReplayParams& p, int smCount, cudaStream_t s,
         // fifty-seventh session at every T: the step's T is the prep's MAXT while the readout keeps its instance
         // (MAXT 4 for T = 3, 8 for T = 5-7). Side by side on an H100, two processes per setting, against EXACT at
         // T = 2, 4 and 8 only (the fifty-sixth session's default), where the split kernels run: T = 3 verify steps
-        // 1.0-7.9% faster (B = 16-256), T = 5-7 1.9-4.6% at B = 16, 0.983-1.000 at B = 64, 0.996-1.006 at B = 256. The fifty-sixth session had measured EXACT
-        // at T = 2 / 4 / 8 against the run-time-T prep: 0.4-1.1% at B = 256, 2-9% at B = 16-64.
+        // 1.0-7.9% faster (B = 16-256), T = 5-7 1.9-4.6% at B = 16, 0.983-1.000 at B = 64, 0.996-1.006 at B = 256.
+        // The fifty-sixth session had measured EXACT at T = 2 / 4 / 8 against the run-time-T prep: 0.4-1.1% at
+        // B = 256, 2-9% at B = 16-64.
         // RSSM_GDN_PREP_EXACT (read per launch): 0 the run-time-T instances everywhere, 1 EXACT at T = 2, 4 and 8
         // only (the fifty-sixth session's default), unset / 2 EXACT at every T; anything else: the default. Only on
         // the default prep (another RSSM_GDN_PREP_MNORM_SPEC keeps its instance).
