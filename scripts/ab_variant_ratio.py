@@ -13,9 +13,10 @@ by several processes gives several ratios).
 --suggest prints a value for RSSM_GDN_SPLIT_MIN_BH (docs/switches.md) from the logs: per token count, the smallest
 measured batch x value heads from which, at every larger measured point too, each shape's mean ratio is at most
 1 - MARGIN (--margin, default 0); with --worst, each of its cases (phases, acceptance patterns, processes)
-rather than their mean, the rule the fifty-sixth session's T = 2 entry was set by; a token count never reaching it gets 2147483647 (never); one not measured takes
-the nearest measured smaller count's value (else the nearest larger one). A suggestion from the timed points only:
-check it against the table (gdn_launch.cu) and time it before setting it.
+rather than their mean, the rule the fifty-sixth session's T = 2 entry was set by; a token count never reaching it
+gets 2147483647 (never); one not measured takes the nearest measured smaller count's value (else the nearest larger
+one). A suggestion from the timed points only: check it against the table (gdn_launch.cu) and time it before setting
+it.
 """
 import argparse
 import collections

@@ -69,4 +69,3 @@ def test_suggest_worst_case_rule():
     mean = int(avr.suggest(r).split("=", 1)[1].split(",")[1])
     worst = int(avr.suggest(r, worst=True).split("=", 1)[1].split(",")[1])
     assert (mean, worst) == (3072, 4096)
-

@@ -15,14 +15,14 @@ inline bool envSwitch(const char* name, bool dflt) {
     return dflt;
 }
 
-// A shared-memory carve-out request for rssm::applyCarveout: "min" kCarveoutMinimal, "driver" kCarveoutDriver, a
-// number 0-100 that percentage (larger numbers: 100); unset or anything else: `dflt`.
 // The single digit 0..maxDigit that `name` is set to, otherwise `dflt` (unset, empty, longer or any other value).
 inline int envDigit(const char* name, int maxDigit, int dflt) {
     const char* e = getenv(name);
     return (e && e[0] >= '0' && e[0] <= '0' + maxDigit && e[1] == 0) ? e[0] - '0' : dflt;
 }
 
+// A shared-memory carve-out request for rssm::applyCarveout: "min" kCarveoutMinimal, "driver" kCarveoutDriver, a
+// number 0-100 that percentage (larger numbers: 100); unset or anything else: `dflt`.
 inline int envCarveout(const char* name, int dflt) {
     const char* e = getenv(name);
     if (!e) return dflt;

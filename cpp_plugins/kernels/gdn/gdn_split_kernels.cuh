@@ -155,11 +155,12 @@ __device__ __forceinline__ void writeDraftSolve(float* Mg, const float* sTri, in
 // L32 (A/B, twenty-fifth session, NOT yet run on a GPU; RSSM_GDN_PREP_MNORM_SPEC=2, the speculative preps with MNORM):
 // the per-warp shared-memory layout in 32-bit arithmetic. In the T = 4 prep's source counters (twenty-fourth session)
 // the size_t layout expressions, rematerialized under the 80-register cap, were ~23% of the warp's instructions.
-// EXACT (fifty-fifth session; the default since the fifty-sixth, RSSM_GDN_PREP_EXACT=0 turns it off): on the default
-// prep of T = 2, 4, 8, the step's token count is MAXT at compile time (the launcher takes it only where
-// num_tokens == MAXT), so the shared-memory layout, the draft key / query copy loop and the token loops fold, as
-// Mamba-2's EXACT four-token prep did (docs/kernels-mamba2.md "Thirty-third session": T = 4 steps 1.5-2.5% faster).
-// Same records, bit for bit; T = 2 / 4 / 8 verify steps 0.9 / 1.1 / 0.4% faster (H100, fifty-sixth session).
+// EXACT (fifty-fifth session; the default at T = 2, 4, 8 since the fifty-sixth and at every T since the
+// fifty-seventh, RSSM_GDN_PREP_EXACT=0 turns it off): on the default prep, the step's token count is MAXT at compile
+// time (the launcher instantiates MAXT = num_tokens, under the readout instance of the next larger MAXT for T = 3 and
+// 5-7), so the shared-memory layout, the draft key / query copy loop and the token loops fold, as Mamba-2's EXACT
+// four-token prep did (docs/kernels-mamba2.md "Thirty-third session"). Same records, bit for bit (the layout follows
+// the run-time T); verify steps 0.4-1.1% faster at T = 2 / 4 / 8 and 1-8% at T = 3 (H100; gdn_split.cu).
 template <int K, int MAXT, int MINB = kSplitPrepMinBlocks, bool MNORM = false, bool LEAN = false, bool L32 = false,
           bool EXACT = false>
 __global__ void __launch_bounds__(kSplitPrepMaxThreads, MINB)
