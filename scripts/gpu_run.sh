@@ -11,8 +11,10 @@
 #   OUT=$OUT/h200 scripts/gpu_run.sh --only-on H200 --bench gdn; OUT=$OUT/any scripts/gpu_run.sh --tests ...
 # --extra CMD: one more command (e.g. an A/B script under scripts/) run with the library's environment after the
 #              checks and before the benches; its output is tailed here and kept in logs.tgz (EXTRA_TIMEOUT).
-# --test-k EXPR: pytest -k expression for the GPU tests (e.g. "v4 or dual"). TEST_SEL / TEST_K in the environment
-# set the defaults of --test-select / --test-k.
+# --test-k EXPR: pytest -k expression for the GPU tests (e.g. "v4 or dual"). -k matches file, class and function
+#              names alike ("not test_gdn" drops test_dual_precision.py's test_gdn_* functions too): check it with
+#              `pytest --collect-only -q -m gpu PATHS -k EXPR` here first; the run prints the selected count.
+#              TEST_SEL / TEST_K in the environment set the defaults of --test-select / --test-k.
 # --profile: Nsight Compute (ncu) on scripts/profile_kernels.py (PROFILE_ARGS), report in logs.tgz
 #            and the per-kernel headline numbers in the output.
 # TRT_INC=<TensorRT include dir> also builds the plugin library and the enqueue harness.
@@ -114,6 +116,10 @@ if [ $RUN_PROFILE -eq 1 ]; then
 fi
 
 if [ $RUN_TESTS -eq 1 ]; then
+  # The selection's size first, so a -k expression that drops more than meant shows in the summary (fifty-eighth
+  # session: -k "not test_gdn ..." also dropped test_dual_precision.py's test_gdn_* functions, 77 cases unseen).
+  note "gpu tests selected: $(timeout 60 python3 -m pytest --collect-only -q -m gpu $TEST_SEL ${TEST_K:+-k "$TEST_K"} \
+-p no:cacheprovider 2>&1 | tail -1)"
   t0=$(date +%s)
   timeout ${TEST_TIMEOUT:-480} python3 -m pytest -q -m gpu $TEST_SEL ${TEST_K:+-k "$TEST_K"} -p no:cacheprovider $XDIST > "$LOG/gpu-tests.log" 2>&1
   rc=$?
