@@ -118,10 +118,11 @@ fi
 if [ $RUN_TESTS -eq 1 ]; then
   # The selection's size first, so a -k expression that drops more than meant shows in the summary (fifty-eighth
   # session: -k "not test_gdn ..." also dropped test_dual_precision.py's test_gdn_* functions, 77 cases unseen).
-  note "gpu tests selected: $(timeout 60 python3 -m pytest --collect-only -q -m gpu $TEST_SEL ${TEST_K:+-k "$TEST_K"} \
--p no:cacheprovider 2>&1 | tail -1)"
+  read -r -a sel <<< "$TEST_SEL"
+  pt=(-q -m gpu "${sel[@]}" ${TEST_K:+-k "$TEST_K"} -p no:cacheprovider)
+  note "gpu tests selected: $(timeout 60 python3 -m pytest --collect-only "${pt[@]}" 2>&1 | tail -1)"
   t0=$(date +%s)
-  timeout ${TEST_TIMEOUT:-480} python3 -m pytest -q -m gpu $TEST_SEL ${TEST_K:+-k "$TEST_K"} -p no:cacheprovider $XDIST > "$LOG/gpu-tests.log" 2>&1
+  timeout ${TEST_TIMEOUT:-480} python3 -m pytest "${pt[@]}" $XDIST > "$LOG/gpu-tests.log" 2>&1
   rc=$?
   note "gpu tests ($TEST_SEL): rc=$rc, $(tail -1 "$LOG/gpu-tests.log") [$(( $(date +%s) - t0 ))s]"
   grep -E "^(FAILED|ERROR)" "$LOG/gpu-tests.log" | head -20

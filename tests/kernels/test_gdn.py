@@ -1689,8 +1689,9 @@ def test_wir_route_rule(monkeypatch):
 def test_auto_variant_rule():
     """GDN_VARIANT_AUTO (-1, the torch ops' default): the split kernels (6) where they run the sizes, a workspace is
     given and B x HV reaches the table for the step's token count (768 at T = 1 (fifty-seventh session; 1024 before),
-    4096 at T = 2 (fifty-sixth session; 8192 before), 1024 at T = 3, 512 at T = 4-7, 256 at T = 8; fifty-second session); 5 (its warp-item kernel, WIR) for the standard steps WIR runs at
-    B x HV <= 128; else 4 (K 128 / 256) or 1 (K 64); the workspace query is > 0 exactly when auto would pick 6;
+    4096 at T = 2 (fifty-sixth session; 8192 before), 1024 at T = 3, 512 at T = 4-7, 256 at T = 8; fifty-second
+    session); 5 (its warp-item kernel, WIR) for the standard steps WIR runs at B x HV <= 128; else 4 (K 128 / 256)
+    or 1 (K 64); the workspace query is > 0 exactly when auto would pick 6;
     the plugins' bound at maximum shapes covers every smaller step. Host-only functions of the kernel library
     (skipped when it is not built)."""
     import ctypes

@@ -347,18 +347,12 @@ cudaError_t launchSplitKT(const GdnReplayParams& p, int smCount, cudaStream_t s,
         const int mnormSpec = envDigit("RSSM_GDN_PREP_MNORM_SPEC", 2, mnormDefault);
         if (mnormSpec == 1) prep = gdnSplitPrepKernel<128, MAXT, kSplitPrepMinBlocks, true>;
         else if (mnormSpec == 2) prep = gdnSplitPrepKernel<128, MAXT, kSplitPrepMinBlocks, true, false, true>;
-        // EXACT: the default prep (MNORM + L32 at T <= 4, MNORM at T > 4) with the token count at compile time.
-        // Bit-identical records: their layout depends on the run-time T only (splitRecordWordsGdn,
-        // splitMmaBlockOffsetGdn; the drafts' solve rows s >= T are written as zeros by both instances). Since the
-        // fifty-seventh session at every T: the step's T is the prep's MAXT while the readout keeps its instance
-        // (MAXT 4 for T = 3, 8 for T = 5-7). Side by side on an H100, two processes per setting, against EXACT at
-        // T = 2, 4 and 8 only (the fifty-sixth session's default), where the split kernels run: T = 3 verify steps
-        // 1.0-7.9% faster (B = 16-256), T = 5-7 1.9-4.6% at B = 16, 0.983-1.000 at B = 64, 0.996-1.006 at B = 256.
-        // The fifty-sixth session had measured EXACT at T = 2 / 4 / 8 against the run-time-T prep: 0.4-1.1% at
-        // B = 256, 2-9% at B = 16-64.
+        // EXACT (the prep's kernel comment in gdn_split_kernels.cuh has the why and the measurements): the default
+        // prep with the token count at compile time; its records are bit-identical (their layout follows the run-time
+        // T). At T = 3 and 5-7 the prep's MAXT is the step's T while the readout keeps its instance (MAXT 4 / 8).
         // RSSM_GDN_PREP_EXACT (read per launch): 0 the run-time-T instances everywhere, 1 EXACT at T = 2, 4 and 8
-        // only (the fifty-sixth session's default), unset / 2 EXACT at every T; anything else: the default. Only on
-        // the default prep (another RSSM_GDN_PREP_MNORM_SPEC keeps its instance).
+        // only, unset / 2 EXACT at every T (the default since the fifty-seventh session); anything else: the
+        // default. Only on the default prep (another RSSM_GDN_PREP_MNORM_SPEC keeps its instance).
         const int exact = envDigit("RSSM_GDN_PREP_EXACT", 2, 2), t = p.num_tokens;
         if (exact > 0 && mnormSpec == mnormDefault) {
             if (t == MAXT) {

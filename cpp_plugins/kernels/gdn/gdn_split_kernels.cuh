@@ -160,7 +160,9 @@ __device__ __forceinline__ void writeDraftSolve(float* Mg, const float* sTri, in
 // time (the launcher instantiates MAXT = num_tokens, under the readout instance of the next larger MAXT for T = 3 and
 // 5-7), so the shared-memory layout, the draft key / query copy loop and the token loops fold, as Mamba-2's EXACT
 // four-token prep did (docs/kernels-mamba2.md "Thirty-third session"). Same records, bit for bit (the layout follows
-// the run-time T); verify steps 0.4-1.1% faster at T = 2 / 4 / 8 and 1-8% at T = 3 (H100; gdn_split.cu).
+// the run-time T). Side by side on an H100: against the run-time-T prep, verify steps 0.4-1.1% faster at
+// T = 2 / 4 / 8 (B = 256; fifty-sixth session); against EXACT at T = 2 / 4 / 8 only, T = 3 1-8% and T = 5-7 up to
+// 4.6% (fifty-seventh; docs/kernels-gdn.md).
 template <int K, int MAXT, int MINB = kSplitPrepMinBlocks, bool MNORM = false, bool LEAN = false, bool L32 = false,
           bool EXACT = false>
 __global__ void __launch_bounds__(kSplitPrepMaxThreads, MINB)
