@@ -22,6 +22,8 @@
 # TEST_TIMEOUT, SAN_TIMEOUT, BENCH_TIMEOUT (seconds) so one slow step cannot eat the whole call. TEST_TIMEOUT defaults to 480:
 # the whole GPU suite (tests/kernels tests/formats tests/bench tests/models tests/integrations, --xdist 16) took 381 s
 # on an H200 and did not finish in 330 s on an H100 (fifty-first session); the device allows 600 s per call.
+# SAN_TOOLS: the compute-sanitizer tools of --sanitize (default "memcheck racecheck"); e.g. racecheck alone when
+# memcheck already passed on the same library (racecheck of the 56 dual-precision cases needs ~160 s on an H100).
 #
 # Peers (FlashInfer, fla) are installed from .whl/ when that folder exists (carried wheels), transformers and its
 # dependencies (for tests/models' comparisons with transformers' own models) from .whl_hf/, and
@@ -129,7 +131,7 @@ if [ $RUN_TESTS -eq 1 ]; then
 fi
 
 if [ $RUN_SAN -eq 1 ]; then
-  for tool in memcheck racecheck; do
+  for tool in ${SAN_TOOLS:-memcheck racecheck}; do
     t0=$(date +%s)
     RSSM_UNDER_SANITIZER=1 timeout ${SAN_TIMEOUT:-120} compute-sanitizer --tool $tool --error-exitcode 99 --target-processes all \
       python3 -m pytest -q -m "gpu and sanitize" ${SAN_SEL:-tests/kernels} ${SAN_K:+-k "$SAN_K"} -p no:cacheprovider > "$LOG/sanitize-$tool.log" 2>&1
