@@ -24,6 +24,7 @@
 # on an H200 and did not finish in 330 s on an H100 (fifty-first session); the device allows 600 s per call.
 # SAN_TOOLS: the compute-sanitizer tools of --sanitize (default "memcheck racecheck"); e.g. racecheck alone when
 # memcheck already passed on the same library (racecheck of the 56 dual-precision cases needs ~160 s on an H100).
+# SAN_SHARDS=N runs each tool as N processes at once over a round-robin split of the cases.
 #
 # Peers (FlashInfer, fla) are installed from .whl/ when that folder exists (carried wheels), transformers and its
 # dependencies (for tests/models' comparisons with transformers' own models) from .whl_hf/, and
@@ -131,12 +132,42 @@ if [ $RUN_TESTS -eq 1 ]; then
 fi
 
 if [ $RUN_SAN -eq 1 ]; then
+  # SAN_SHARDS=N (default 1): split the sanitize cases round-robin over N compute-sanitizer processes run at once (the
+  # tools' time is mostly per launch, not GPU work); each shard's log is sanitize-<tool>-<i>.log, the summary sums them.
+  read -r -a san_sel <<< "${SAN_SEL:-tests/kernels}"
+  san_pt=(-q -m "gpu and sanitize" "${san_sel[@]}" ${SAN_K:+-k "$SAN_K"} -p no:cacheprovider)
+  shards=${SAN_SHARDS:-1}
+  if [ "$shards" -gt 1 ]; then
+    mapfile -t san_ids < <(timeout 60 python3 -m pytest --collect-only "${san_pt[@]}" 2>/dev/null | grep '::')
+    note "sanitize cases: ${#san_ids[@]} in $shards shards"
+    for i in $(seq 0 $((shards - 1))); do
+      : > "$LOG/sanitize-shard-$i.txt"
+      for j in $(seq "$i" "$shards" $((${#san_ids[@]} - 1))); do echo "${san_ids[$j]}" >> "$LOG/sanitize-shard-$i.txt"; done
+    done
+  fi
   for tool in ${SAN_TOOLS:-memcheck racecheck}; do
     t0=$(date +%s)
-    RSSM_UNDER_SANITIZER=1 timeout ${SAN_TIMEOUT:-120} compute-sanitizer --tool $tool --error-exitcode 99 --target-processes all \
-      python3 -m pytest -q -m "gpu and sanitize" ${SAN_SEL:-tests/kernels} ${SAN_K:+-k "$SAN_K"} -p no:cacheprovider > "$LOG/sanitize-$tool.log" 2>&1
-    rc=$?
-    note "compute-sanitizer $tool: rc=$rc, $(grep -E 'ERROR SUMMARY' "$LOG/sanitize-$tool.log" | tail -1) $(tail -1 "$LOG/sanitize-$tool.log") [$(( $(date +%s) - t0 ))s]"
+    if [ "$shards" -le 1 ]; then
+      RSSM_UNDER_SANITIZER=1 timeout ${SAN_TIMEOUT:-120} compute-sanitizer --tool $tool --error-exitcode 99 --target-processes all \
+        python3 -m pytest "${san_pt[@]}" > "$LOG/sanitize-$tool.log" 2>&1
+      rc=$?
+      note "compute-sanitizer $tool: rc=$rc, $(grep -E 'ERROR SUMMARY' "$LOG/sanitize-$tool.log" | tail -1) $(tail -1 "$LOG/sanitize-$tool.log") [$(( $(date +%s) - t0 ))s]"
+      continue
+    fi
+    pids=()
+    for i in $(seq 0 $((shards - 1))); do
+      mapfile -t ids < "$LOG/sanitize-shard-$i.txt"
+      [ ${#ids[@]} -eq 0 ] && { pids+=(""); continue; }
+      RSSM_UNDER_SANITIZER=1 timeout ${SAN_TIMEOUT:-120} compute-sanitizer --tool $tool --error-exitcode 99 --target-processes all \
+        python3 -m pytest -q -p no:cacheprovider "${ids[@]}" > "$LOG/sanitize-$tool-$i.log" 2>&1 &
+      pids+=($!)
+    done
+    for i in $(seq 0 $((shards - 1))); do
+      [ -z "${pids[$i]}" ] && continue
+      wait "${pids[$i]}"; rc=$?
+      note "compute-sanitizer $tool shard $i/$shards: rc=$rc, $(grep -E 'ERROR SUMMARY' "$LOG/sanitize-$tool-$i.log" | tail -1) $(tail -1 "$LOG/sanitize-$tool-$i.log")"
+    done
+    note "compute-sanitizer $tool: $shards shards [$(( $(date +%s) - t0 ))s]"
   done
 fi
 
