@@ -131,6 +131,10 @@ if [ $RUN_TESTS -eq 1 ]; then
   grep -E "^(FAILED|ERROR)" "$LOG/gpu-tests.log" | head -20
 fi
 
+# pytest's result line and compute-sanitizer's ERROR SUMMARY of one sanitizer log (the tool prints its summary last)
+san_result() {
+  echo "$(grep -E ' in [0-9.]+s( \([0-9:]+\))?$' "$1" | tail -1 | sed 's/^=* *//; s/ *=*$//'); $(grep -E 'ERROR SUMMARY' "$1" | tail -1 | sed 's/^=* *//')"
+}
 if [ $RUN_SAN -eq 1 ]; then
   # SAN_SHARDS=N (default 1): split the sanitize cases round-robin over N compute-sanitizer processes run at once (the
   # tools' time is mostly per launch, not GPU work); each shard's log is sanitize-<tool>-<i>.log, the summary sums them.
@@ -138,8 +142,14 @@ if [ $RUN_SAN -eq 1 ]; then
   san_pt=(-q -m "gpu and sanitize" "${san_sel[@]}" ${SAN_K:+-k "$SAN_K"} -p no:cacheprovider)
   shards=${SAN_SHARDS:-1}
   if [ "$shards" -gt 1 ]; then
-    mapfile -t san_ids < <(timeout 60 python3 -m pytest --collect-only "${san_pt[@]}" 2>/dev/null | grep '::')
-    note "sanitize cases: ${#san_ids[@]} in $shards shards"
+    mapfile -t san_ids < <(timeout 60 python3 -m pytest --collect-only "${san_pt[@]}" 2>/dev/null \
+      | awk '/^$/ {exit} /::/ && !seen[$0]++')   # the ids come first, before a blank line and any warnings summary
+    if [ ${#san_ids[@]} -eq 0 ]; then
+      note "sanitize cases: none collected for sharding (pytest --collect-only failed?); running each tool as one process"
+      shards=1
+    else
+      note "sanitize cases: ${#san_ids[@]} in $shards shards"
+    fi
     for i in $(seq 0 $((shards - 1))); do
       : > "$LOG/sanitize-shard-$i.txt"
       for j in $(seq "$i" "$shards" $((${#san_ids[@]} - 1))); do echo "${san_ids[$j]}" >> "$LOG/sanitize-shard-$i.txt"; done
@@ -151,7 +161,7 @@ if [ $RUN_SAN -eq 1 ]; then
       RSSM_UNDER_SANITIZER=1 timeout ${SAN_TIMEOUT:-120} compute-sanitizer --tool $tool --error-exitcode 99 --target-processes all \
         python3 -m pytest "${san_pt[@]}" > "$LOG/sanitize-$tool.log" 2>&1
       rc=$?
-      note "compute-sanitizer $tool: rc=$rc, $(grep -E 'ERROR SUMMARY' "$LOG/sanitize-$tool.log" | tail -1) $(tail -1 "$LOG/sanitize-$tool.log") [$(( $(date +%s) - t0 ))s]"
+      note "compute-sanitizer $tool: rc=$rc, $(san_result "$LOG/sanitize-$tool.log") [$(( $(date +%s) - t0 ))s]"
       continue
     fi
     pids=()
@@ -165,7 +175,7 @@ if [ $RUN_SAN -eq 1 ]; then
     for i in $(seq 0 $((shards - 1))); do
       [ -z "${pids[$i]}" ] && continue
       wait "${pids[$i]}"; rc=$?
-      note "compute-sanitizer $tool shard $i/$shards: rc=$rc, $(grep -E 'ERROR SUMMARY' "$LOG/sanitize-$tool-$i.log" | tail -1) $(tail -1 "$LOG/sanitize-$tool-$i.log")"
+      note "compute-sanitizer $tool shard $i/$shards: rc=$rc, $(san_result "$LOG/sanitize-$tool-$i.log")"
     done
     note "compute-sanitizer $tool: $shards shards [$(( $(date +%s) - t0 ))s]"
   done
