@@ -137,7 +137,8 @@ san_result() {
 }
 if [ $RUN_SAN -eq 1 ]; then
   # SAN_SHARDS=N (default 1): split the sanitize cases round-robin over N compute-sanitizer processes run at once (the
-  # tools' time is mostly per launch, not GPU work); each shard's log is sanitize-<tool>-<i>.log, the summary sums them.
+  # sanitize cases are small, so the tools' time is expected to be per launch rather than GPU work; not yet timed on a
+  # GPU); each shard's log is sanitize-<tool>-<i>.log, and the summary has one line per shard (rc, pytest, ERROR SUMMARY).
   read -r -a san_sel <<< "${SAN_SEL:-tests/kernels}"
   san_pt=(-q -m "gpu and sanitize" "${san_sel[@]}" ${SAN_K:+-k "$SAN_K"} -p no:cacheprovider)
   shards=${SAN_SHARDS:-1}
