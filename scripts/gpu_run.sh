@@ -23,7 +23,7 @@
 # the whole GPU suite (tests/kernels tests/formats tests/bench tests/models tests/integrations, --xdist 16) took 381 s
 # on an H200 and did not finish in 330 s on an H100 (fifty-first session); the device allows 600 s per call.
 # SAN_TOOLS: the compute-sanitizer tools of --sanitize (default "memcheck racecheck"); e.g. racecheck alone when
-# memcheck already passed on the same library (racecheck of the 56 dual-precision cases needs ~160 s on an H100).
+# memcheck already passed on the same library (racecheck of the 56 dual-precision cases ran past 150 s on an H100).
 # SAN_SHARDS=N runs each tool as N processes at once over a round-robin split of the cases.
 #
 # Peers (FlashInfer, fla) are installed from .whl/ when that folder exists (carried wheels), transformers and its
