@@ -24,7 +24,8 @@
 # on an H200 and did not finish in 330 s on an H100 (fifty-first session); the device allows 600 s per call.
 # SAN_TOOLS: the compute-sanitizer tools of --sanitize (default "memcheck racecheck"); e.g. racecheck alone when
 # memcheck already passed on the same library (racecheck of the 56 dual-precision cases ran past 150 s on an H100).
-# SAN_SHARDS=N runs each tool as N processes at once over a round-robin split of the cases.
+# SAN_SHARDS=N runs each tool as N processes at once over a round-robin split of the cases (4 shards: that racecheck
+# took 76 s on an H100, sixtieth session).
 #
 # Peers (FlashInfer, fla) are installed from .whl/ when that folder exists (carried wheels), transformers and its
 # dependencies (for tests/models' comparisons with transformers' own models) from .whl_hf/, and
@@ -131,14 +132,15 @@ if [ $RUN_TESTS -eq 1 ]; then
   grep -E "^(FAILED|ERROR)" "$LOG/gpu-tests.log" | head -20
 fi
 
-# pytest's result line and compute-sanitizer's ERROR SUMMARY of one sanitizer log (the tool prints its summary last)
+# pytest's result line and compute-sanitizer's summary line of one sanitizer log (the tool prints it last: memcheck's
+# ERROR SUMMARY; racecheck prints RACECHECK SUMMARY instead, s60 on an H100)
 san_result() {
-  echo "$(grep -E ' in [0-9.]+s( \([0-9:]+\))?$' "$1" | tail -1 | sed 's/^=* *//; s/ *=*$//'); $(grep -E 'ERROR SUMMARY' "$1" | tail -1 | sed 's/^=* *//')"
+  echo "$(grep -E ' in [0-9.]+s( \([0-9:]+\))?$' "$1" | tail -1 | sed 's/^=* *//; s/ *=*$//'); $(grep -E '(ERROR|RACECHECK) SUMMARY' "$1" | tail -1 | sed 's/^=* *//')"
 }
 if [ $RUN_SAN -eq 1 ]; then
   # SAN_SHARDS=N (default 1): split the sanitize cases round-robin over N compute-sanitizer processes run at once (the
-  # sanitize cases are small, so the tools' time is expected to be per launch rather than GPU work; not yet timed on a
-  # GPU); each shard's log is sanitize-<tool>-<i>.log, and the summary has one line per shard (rc, pytest, ERROR SUMMARY).
+  # sanitize cases are small, so the tools' time is mostly per launch rather than GPU work: racecheck of the 56
+  # dual-precision cases took 76 s in 4 shards on an H100, against more than 150 s as one process; s60); each shard's log is sanitize-<tool>-<i>.log, and the summary has one line per shard (rc, pytest, the tool's summary).
   read -r -a san_sel <<< "${SAN_SEL:-tests/kernels}"
   san_pt=(-q -m "gpu and sanitize" "${san_sel[@]}" ${SAN_K:+-k "$SAN_K"} -p no:cacheprovider)
   shards=${SAN_SHARDS:-1}
