@@ -138,9 +138,10 @@ san_result() {
   echo "$(grep -E ' in [0-9.]+s( \([0-9:]+\))?$' "$1" | tail -1 | sed 's/^=* *//; s/ *=*$//'); $(grep -E '(ERROR|RACECHECK) SUMMARY' "$1" | tail -1 | sed 's/^=* *//')"
 }
 if [ $RUN_SAN -eq 1 ]; then
-  # SAN_SHARDS=N (default 1): split the sanitize cases round-robin over N compute-sanitizer processes run at once (the
-  # sanitize cases are small, so the tools' time is mostly per launch rather than GPU work: racecheck of the 56
-  # dual-precision cases took 76 s in 4 shards on an H100, against more than 150 s as one process; s60); each shard's log is sanitize-<tool>-<i>.log, and the summary has one line per shard (rc, pytest, the tool's summary).
+  # SAN_SHARDS=N (default 1): split the sanitize cases round-robin over N compute-sanitizer processes run at once
+  # (racecheck of the 56 dual-precision cases: 76 s in 4 shards on an H100, against more than 150 s, unfinished, as
+  # one process; s58 / s60). Each shard's log is sanitize-<tool>-<i>.log, and the summary has one line per shard
+  # (rc, pytest, the tool's summary).
   read -r -a san_sel <<< "${SAN_SEL:-tests/kernels}"
   san_pt=(-q -m "gpu and sanitize" "${san_sel[@]}" ${SAN_K:+-k "$SAN_K"} -p no:cacheprovider)
   shards=${SAN_SHARDS:-1}
