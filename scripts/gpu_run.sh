@@ -138,10 +138,9 @@ san_result() {
   echo "$(grep -E ' in [0-9.]+s( \([0-9:]+\))?$' "$1" | tail -1 | sed 's/^=* *//; s/ *=*$//'); $(grep -E '(ERROR|RACECHECK) SUMMARY' "$1" | tail -1 | sed 's/^=* *//')"
 }
 if [ $RUN_SAN -eq 1 ]; then
-  # SAN_SHARDS=N (default 1): split the sanitize cases round-robin over N compute-sanitizer processes run at once
-  # (racecheck of the 56 dual-precision cases: 76 s in 4 shards on an H100, against more than 150 s, unfinished, as
-  # one process; s58 / s60). Each shard's log is sanitize-<tool>-<i>.log, and the summary has one line per shard
-  # (rc, pytest, the tool's summary).
+  # SAN_SHARDS=N (default 1; timings in the header): split the sanitize cases round-robin over N compute-sanitizer
+  # processes run at once. Each shard's log is sanitize-<tool>-<i>.log; the summary has one line per shard (rc, pytest,
+  # the tool's summary) and a last line counting the shards that did not exit 0.
   read -r -a san_sel <<< "${SAN_SEL:-tests/kernels}"
   san_pt=(-q -m "gpu and sanitize" "${san_sel[@]}" ${SAN_K:+-k "$SAN_K"} -p no:cacheprovider)
   shards=${SAN_SHARDS:-1}
@@ -176,12 +175,14 @@ if [ $RUN_SAN -eq 1 ]; then
         python3 -m pytest -q -p no:cacheprovider "${ids[@]}" > "$LOG/sanitize-$tool-$i.log" 2>&1 &
       pids+=($!)
     done
+    bad=0
     for i in $(seq 0 $((shards - 1))); do
       [ -z "${pids[$i]}" ] && continue
       wait "${pids[$i]}"; rc=$?
+      [ $rc -ne 0 ] && bad=$((bad + 1))
       note "compute-sanitizer $tool shard $i/$shards: rc=$rc, $(san_result "$LOG/sanitize-$tool-$i.log")"
     done
-    note "compute-sanitizer $tool: $shards shards [$(( $(date +%s) - t0 ))s]"
+    note "compute-sanitizer $tool: $shards shards, $bad not exiting 0 [$(( $(date +%s) - t0 ))s]"
   done
 fi
 
