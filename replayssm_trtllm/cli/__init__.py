@@ -1,4 +1,4 @@
-"""`replayssm-trtllm` command line: check, traffic, error-study, kernels, checkpoint, bench."""
+"""`replayssm-trtllm` command line: check, traffic, error-study, kernels, checkpoint, targets, bench."""
 from __future__ import annotations
 
 import argparse
@@ -21,6 +21,9 @@ SUBCOMMANDS = {
     "checkpoint": ("replayssm_trtllm.cli.checkpoint",
                    "read a Hugging Face checkpoint: SSM layers, tensors, replay cache per slot, and optionally "
                    "decode with ReplaySSM against conventional decoding (float64, CPU)"),
+    "targets": ("replayssm_trtllm.cli.targets",
+                "the issue targets recorded by the benchmarks (bench/results/latest-*.json): met or missed, and how "
+                "far each verify miss is from what its bytes allow (no GPU)"),
 }
 BENCHES = {
     "mamba2": "replayssm_trtllm.bench.mamba2",

@@ -1,0 +1,198 @@
+"""`replayssm-trtllm targets`: the issue targets recorded by the benchmarks (`bench/results/latest-<family>.json`),
+met or missed, and for the speculative verify targets how far each miss is from what the step's bytes allow.
+
+The benchmarks record, per verify target, the step's achieved fraction of copy bandwidth (`copy_frac`) and the ratio
+the step would have at the conventional kernel's own efficiency (`ratio_at_equal_efficiency`, from the bytes each
+step moves: replayssm_trtllm/bench/step_traffic.py). From those this prints, for each time-ratio target (lower is
+better), the fraction of copy bandwidth the replay step would need to reach its goal, next to the conventional
+kernel's; for each per-draft speedup target (higher is better), its value at equal efficiency. A target whose goal
+lies beyond its equal-efficiency value needs the replay step to move its bytes faster than the conventional kernel
+moves its own: that is stated, not hidden. No GPU: it reads recorded results only.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+FAMILIES = ("mamba2", "gdn", "precision")
+DEFAULT_RESULTS = Path("bench/results")
+
+
+class TargetsError(ValueError):
+    """A results file that cannot be read as a benchmark result (names the file and what was wrong)."""
+
+
+@dataclass(frozen=True)
+class TargetRow:
+    family: str
+    name: str
+    value: float
+    goal: float
+    direction: str            # "<=" (lower is better), ">=" (higher is better) or "=" (value == goal, met)
+    met: bool
+    case: str
+    copy_frac: Optional[float] = None          # the replay step's achieved fraction of copy bandwidth
+    conventional_frac: Optional[float] = None  # the conventional kernel's, implied by the recorded bound
+    at_equal_efficiency: Optional[float] = None
+    needed_frac: Optional[float] = None        # replay step's fraction of copy that would reach the goal
+
+    @property
+    def beyond_equal_efficiency(self) -> Optional[bool]:
+        """True when the goal is not reached even at the conventional kernel's efficiency (None: not a verify or
+        per-draft target, or nothing recorded)."""
+        if self.at_equal_efficiency is None:
+            return None
+        if self.direction == "<=":
+            return self.at_equal_efficiency > self.goal
+        if self.direction == ">=":
+            return self.at_equal_efficiency < self.goal
+        return False
+
+
+def _goal(raw, value: float, met: bool, where: str):
+    """(goal, direction). Goals are numbers or strings '<= x' / '>= x'; for a bare number the direction is the one
+    that agrees with the recorded `met` flag."""
+    if isinstance(raw, str):
+        s = raw.strip()
+        for op in ("<=", ">="):
+            if s.startswith(op):
+                try:
+                    return float(s[len(op):]), op
+                except ValueError:
+                    break
+        try:
+            raw = float(s)
+        except ValueError:
+            raise TargetsError(f"{where}: goal must be a number or '<= x' / '>= x'; got {raw!r}") from None
+    if not isinstance(raw, (int, float)) or isinstance(raw, bool):
+        raise TargetsError(f"{where}: goal must be a number or '<= x' / '>= x'; got {raw!r}")
+    goal = float(raw)
+    if value == goal:
+        return goal, "="
+    if (value < goal) == met:
+        return goal, "<="
+    return goal, ">="
+
+
+def _number(entry: dict, key: str, where: str) -> Optional[float]:
+    if key not in entry or entry[key] is None:
+        return None
+    v = entry[key]
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise TargetsError(f"{where}: {key} must be a number; got {v!r}")
+    return float(v)
+
+
+def rows_from_result(result: dict, family: str, source: str = "<result>") -> list:
+    """One TargetRow per entry of the result's `targets` object."""
+    targets = result.get("targets")
+    if not isinstance(targets, dict) or not targets:
+        raise TargetsError(f"{source}: expected a non-empty 'targets' object; got {type(targets).__name__}")
+    rows = []
+    for name, entry in targets.items():
+        where = f"{source}: target {name!r}"
+        if not isinstance(entry, dict):
+            raise TargetsError(f"{where}: expected an object with value, goal, met; got {entry!r}")
+        missing = [k for k in ("value", "goal", "met") if k not in entry]
+        if missing:
+            raise TargetsError(f"{where}: missing {', '.join(missing)}")
+        value = _number(entry, "value", where)
+        met = entry["met"]
+        if not isinstance(met, bool):
+            raise TargetsError(f"{where}: met must be true or false; got {met!r}")
+        goal, direction = _goal(entry["goal"], value, met, where)
+        copy_frac = _number(entry, "copy_frac", where)
+        ratio_eq = _number(entry, "ratio_at_equal_efficiency", where)
+        value_eq = _number(entry, "value_at_equal_efficiency", where)
+        conventional = needed = None
+        at_eq = ratio_eq if ratio_eq is not None else value_eq
+        if ratio_eq is not None and copy_frac is not None and ratio_eq > 0:
+            # time ratio = bytes ratio / efficiency ratio, so value * copy_frac = ratio_eq * conventional_frac
+            conventional = value * copy_frac / ratio_eq
+            if goal > 0:
+                needed = copy_frac * value / goal
+        rows.append(TargetRow(family=family, name=name, value=value, goal=goal, direction=direction, met=met,
+                              case=str(entry.get("case", "")), copy_frac=copy_frac, conventional_frac=conventional,
+                              at_equal_efficiency=at_eq, needed_frac=needed))
+    return rows
+
+
+def load_result(path: Path) -> dict:
+    try:
+        text = Path(path).read_text()
+    except FileNotFoundError:
+        raise TargetsError(f"{path}: no such results file (the benchmarks write bench/results/latest-<family>.json; "
+                           f"run `replayssm-trtllm bench <family>` on a GPU)") from None
+    try:
+        result = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise TargetsError(f"{path}: not JSON ({e})") from None
+    if not isinstance(result, dict):
+        raise TargetsError(f"{path}: expected a JSON object; got {type(result).__name__}")
+    return result
+
+
+def _pct(x: Optional[float]) -> str:
+    return "" if x is None else f"{100 * x:.1f}%"
+
+
+def _num(x: Optional[float]) -> str:
+    return "" if x is None else f"{x:.3f}"
+
+
+def format_table(rows: list) -> str:
+    head = ["target", "value", "goal", "met", "step % of copy", "needed % of copy", "conventional % of copy",
+            "at equal efficiency", "beyond equal efficiency"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        beyond = r.beyond_equal_efficiency
+        lines.append("| " + " | ".join([
+            r.name, _num(r.value), f"{r.direction} {r.goal:g}", "met" if r.met else "**missed**", _pct(r.copy_frac),
+            _pct(r.needed_frac), _pct(r.conventional_frac), _num(r.at_equal_efficiency),
+            "" if beyond is None else ("yes" if beyond else "no")]) + " |")
+    return "\n".join(lines)
+
+
+def summary_line(family: str, rows: list, result: dict) -> str:
+    met = sum(r.met for r in rows)
+    missed = [r for r in rows if not r.met]
+    beyond = [r for r in missed if r.beyond_equal_efficiency]
+    text = (f"{family}: {met} of {len(rows)} met ({result.get('gpu', '?')}, commit {result.get('git_commit', '?')}, "
+            f"{result.get('date', '?')})")
+    if beyond:
+        text += (f"; {len(beyond)} of the {len(missed)} missed lie beyond the conventional kernel's efficiency "
+                 f"(the replay step would have to move its bytes faster than the conventional kernel moves its own)")
+    return text
+
+
+def add_arguments(p):
+    p.add_argument("files", nargs="*", metavar="RESULT_JSON",
+                   help="benchmark results (default: bench/results/latest-{mamba2,gdn,precision}.json, those present)")
+    p.add_argument("--missed", action="store_true", help="list only the missed targets")
+
+
+def run(args) -> int:
+    files = [Path(f) for f in args.files]
+    if not files:
+        files = [DEFAULT_RESULTS / f"latest-{fam}.json" for fam in FAMILIES]
+        files = [f for f in files if f.exists()]
+        if not files:
+            raise SystemExit(f"targets: no bench/results/latest-*.json under {Path.cwd()}; pass result files "
+                             f"explicitly or run from the repository root")
+    for f in files:
+        try:
+            result = load_result(f)
+            family = str(result.get("family") or f.stem.replace("latest-", ""))
+            rows = rows_from_result(result, family, source=str(f))
+        except TargetsError as e:
+            raise SystemExit(f"targets: {e}") from None
+        print(f"## {f}")
+        print(summary_line(family, rows, result))
+        if result.get("command"):
+            print(f"command: {result['command']}")
+        shown = [r for r in rows if not r.met] if args.missed else rows
+        print(format_table(shown) if shown else "(no missed targets)")
+        print()
+    return 0
