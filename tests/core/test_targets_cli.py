@@ -101,7 +101,7 @@ def test_cli_prints_missed_table(capsys):
     assert table and all("**missed**" in line for line in table)
 
 
-def test_cli_writes_synthetic_result(tmp_path, capsys):
+def test_cli_prints_synthetic_result(tmp_path, capsys):
     f = tmp_path / "latest-gdn.json"
     f.write_text(json.dumps(_result({"v": {"value": 0.93, "goal": 0.7, "met": False, "copy_frac": 0.669,
                                            "ratio_at_equal_efficiency": 0.685},
