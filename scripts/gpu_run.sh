@@ -221,6 +221,10 @@ for fam in ${BENCH//,/ }; do
   timeout $tmo python3 -m replayssm_trtllm bench "$fam" $fam_args > "$LOG/bench-$fam.log" 2>&1
   rc=$?
   note "bench $fam: rc=$rc [$(( $(date +%s) - t0 ))s]"
+  # the recorded targets, met or missed (its line names the run's GPU, commit and date, so a stale file shows)
+  if [ $rc -eq 0 ]; then
+    note "targets: $(python3 -m replayssm_trtllm targets bench/results/latest-$fam.json 2>&1 | sed -n 2p)"
+  fi
   cp bench/results/latest-$fam.json "$OUT/" 2>/dev/null
   tail -30 "$LOG/bench-$fam.log"
 done
