@@ -79,8 +79,9 @@ fi
 # only if it loads and reports this package's ABI. Otherwise build here.
 t0=$(date +%s)
 LIBSO="$PWD/build/gpu/libreplayssm_kernels.so"
-# Carried from the dev machine (git-ignored): .carry/libreplayssm_kernels.so.xz (stripped + xz) or .so.gz. Build it with
-# CMAKE_CUDA_ARCHITECTURES=90a-real (SASS only, ~21 MB xz; the default 90a also embeds PTX, ~34 MB, which with the
+# Carried from the dev machine (git-ignored): .carry/libreplayssm_kernels.so.xz (stripped + xz) or .so.gz, built by
+# scripts/build_carry.sh (with --trt-inc DIR also .carry/plugins for --harness), i.e. with
+# CMAKE_CUDA_ARCHITECTURES=90a-real (SASS only, ~25 MB xz; the default 90a also embeds PTX, ~34 MB, which with the
 # tracked tree, the peers' wheels and FlashInfer's module cache no longer fits the 64 MiB carry):
 #   cmake -S cpp_plugins -B build/gpu_real -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a-real
 #   cmake --build build/gpu_real -j2 && strip -o /tmp/l.so build/gpu_real/libreplayssm_kernels.so
