@@ -12,6 +12,7 @@ moves its own: that is stated, not hidden. No GPU: it reads recorded results onl
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -28,9 +29,9 @@ class TargetsError(ValueError):
 class TargetRow:
     family: str
     name: str
-    value: float
+    value: Optional[float]    # None: the case did not run (recorded as None / NaN)
     goal: float
-    direction: str            # "<=" (lower is better), ">=" (higher is better) or "=" (value == goal, met)
+    direction: str            # "<=" lower is better, ">=" higher is better, "=" value == goal, "?" no value
     met: bool
     case: str
     copy_frac: Optional[float] = None          # the replay step's achieved fraction of copy bandwidth
@@ -42,7 +43,7 @@ class TargetRow:
     def beyond_equal_efficiency(self) -> Optional[bool]:
         """True when the goal is not reached even at the conventional kernel's efficiency (None: not a verify or
         per-draft target, or nothing recorded)."""
-        if self.at_equal_efficiency is None:
+        if self.at_equal_efficiency is None or self.value is None:
             return None
         if self.direction == "<=":
             return self.at_equal_efficiency > self.goal
@@ -51,9 +52,10 @@ class TargetRow:
         return False
 
 
-def _goal(raw, value: float, met: bool, where: str):
+def _goal(raw, value: Optional[float], met: bool, where: str):
     """(goal, direction). Goals are numbers or strings '<= x' / '>= x'; for a bare number the direction is the one
-    that agrees with the recorded `met` flag."""
+    that agrees with the recorded `met` flag ("?" when the value is missing: the benchmarks record None / NaN for a
+    case that did not run, never met)."""
     if isinstance(raw, str):
         s = raw.strip()
         for op in ("<=", ">="):
@@ -69,6 +71,8 @@ def _goal(raw, value: float, met: bool, where: str):
     if not isinstance(raw, (int, float)) or isinstance(raw, bool):
         raise TargetsError(f"{where}: goal must be a number or '<= x' / '>= x'; got {raw!r}")
     goal = float(raw)
+    if value is None:
+        return goal, "?"
     if value == goal:
         return goal, "="
     if (value < goal) == met:
@@ -99,16 +103,20 @@ def rows_from_result(result: dict, family: str, source: str = "<result>") -> lis
         if missing:
             raise TargetsError(f"{where}: missing {', '.join(missing)}")
         value = _number(entry, "value", where)
+        if value is not None and math.isnan(value):
+            value = None  # a case that did not run (bench/common.py Target: never met)
         met = entry["met"]
         if not isinstance(met, bool):
             raise TargetsError(f"{where}: met must be true or false; got {met!r}")
+        if value is None and met:
+            raise TargetsError(f"{where}: met is true but the value is missing")
         goal, direction = _goal(entry["goal"], value, met, where)
         copy_frac = _number(entry, "copy_frac", where)
         ratio_eq = _number(entry, "ratio_at_equal_efficiency", where)
         value_eq = _number(entry, "value_at_equal_efficiency", where)
         conventional = needed = None
         at_eq = ratio_eq if ratio_eq is not None else value_eq
-        if ratio_eq is not None and copy_frac is not None and ratio_eq > 0:
+        if value is not None and ratio_eq is not None and copy_frac is not None and ratio_eq > 0:
             # time ratio = bytes ratio / efficiency ratio, so value * copy_frac = ratio_eq * conventional_frac
             conventional = value * copy_frac / ratio_eq
             if goal > 0:
@@ -149,7 +157,7 @@ def format_table(rows: list) -> str:
     for r in rows:
         beyond = r.beyond_equal_efficiency
         lines.append("| " + " | ".join([
-            r.name, _num(r.value), f"{r.direction} {r.goal:g}", "met" if r.met else "**missed**", _pct(r.copy_frac),
+            r.name, "not run" if r.value is None else _num(r.value), f"{r.direction} {r.goal:g}", "met" if r.met else "**missed**", _pct(r.copy_frac),
             _pct(r.needed_frac), _pct(r.conventional_frac), _num(r.at_equal_efficiency),
             "" if beyond is None else ("yes" if beyond else "no")]) + " |")
     return "\n".join(lines)

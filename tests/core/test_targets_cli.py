@@ -48,6 +48,21 @@ def test_needed_and_conventional_fractions_follow_the_recorded_bound():
     assert r.beyond_equal_efficiency is None
 
 
+def test_missing_values_are_listed_as_not_run(capsys, tmp_path):
+    """The benchmarks record a case that did not run as None / NaN, never met (bench/common.py Target)."""
+    rows = {r.name: r for r in rows_from_result(_result({
+        "none": {"value": None, "goal": 0.7, "met": False, "copy_frac": 0.6, "ratio_at_equal_efficiency": 0.68},
+        "nan": {"value": float("nan"), "goal": ">= 4", "met": False, "value_at_equal_efficiency": 3.7},
+    }), "gdn")}
+    assert rows["none"].value is None and rows["none"].direction == "?" and rows["none"].needed_frac is None
+    assert rows["none"].beyond_equal_efficiency is None
+    assert rows["nan"].value is None and rows["nan"].direction == ">=" and rows["nan"].beyond_equal_efficiency is None
+    f = tmp_path / "r.json"
+    f.write_text(json.dumps(_result({"none": {"value": None, "goal": 0.7, "met": False}})))
+    assert main(["targets", str(f)]) == 0
+    assert "| none | not run | ? 0.7 | **missed** |" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("targets, message", [
     ({}, "non-empty 'targets'"),
     ({"x": 3}, "expected an object"),
@@ -55,6 +70,7 @@ def test_needed_and_conventional_fractions_follow_the_recorded_bound():
     ({"x": {"value": 1.0, "goal": "about 2", "met": True}}, "goal must be a number"),
     ({"x": {"value": "fast", "goal": 2, "met": True}}, "value must be a number"),
     ({"x": {"value": 1.0, "goal": 2, "met": "yes"}}, "met must be true or false"),
+    ({"x": {"value": None, "goal": 2, "met": True}}, "met is true but the value is missing"),
     ({"x": {"value": 1.0, "goal": 2, "met": False, "copy_frac": "high"}}, "copy_frac must be a number"),
 ])
 def test_bad_results_name_the_target_and_what_was_wrong(targets, message):
