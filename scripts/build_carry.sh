@@ -10,7 +10,8 @@
 #                    also build .carry/plugins/ (scripts/trt_compile_check.sh, 0 warnings expected)
 #   --build-dir DIR  CMake build dir (default /tmp/rssm_carry_build); reused if present (reconfigured for 90a-real: a dir
 #                    built for other architectures is rebuilt, ~4.5 min on 2 cores), otherwise a second run only relinks
-#   --peers          also fetch fla-core into .whl/ (bench gdn's peer, 1.1 MB; FlashInfer is scripts/fetch_peer_wheels.sh)
+#   --peers          also fetch fla-core into .whl/ (scripts/fetch_peer_wheels.sh --fla-only: bench gdn's peer, 1.1 MB;
+#                    FlashInfer is that script without the flag)
 #
 # Then, e.g.:  run(carry=[".carry", ".whl"], command="... scripts/gpu_run.sh --tests ... --harness")
 # Size: the working tree plus every carried path must stay under 64 MiB (the library ~25 MB, .whl_hf ~21 MB).
@@ -55,11 +56,7 @@ if [ -n "$TRT_INC" ]; then
   echo "   .carry/plugins: $(ls .carry/plugins | tr '\n' ' ')"
 fi
 if [ $PEERS -eq 1 ]; then
-  mkdir -p .whl
-  python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
-    --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 -d .whl "fla-core==${FLA_VERSION:-0.6.0}" 2>&1 \
-    | grep -v "is ignored" || true
-  echo "   .whl: $(ls .whl | tr '\n' ' ')"
+  PYTHON=${PYTHON:-python3} scripts/fetch_peer_wheels.sh --fla-only | sed 's/^/   /'
 fi
 tree=$(git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
 carry=$(du -cb .carry $( [ -d .whl ] && echo .whl ) 2>/dev/null | tail -1 | cut -f1)

@@ -15,6 +15,7 @@
 # nvidia-cudnn-frontend, ...) are not needed by flashinfer.mamba and are not fetched.
 #
 # Usage: scripts/fetch_peer_wheels.sh            (from the repo root; idempotent)
+#        scripts/fetch_peer_wheels.sh --fla-only (fla-core alone, bench gdn's peer, 1.1 MB; other wheels in .whl kept)
 # Env:   FI_VERSION (default 0.7.4), FLA_VERSION (0.6.0), TVM_FFI_VERSION (0.1.15.post2),
 #        PYTHON (host python with torch, default /work/venv/bin/python),
 #        RSSM_PEER_DL (scratch dir for the full wheel and a host env, default /tmp/rssm_peer_dl)
@@ -35,6 +36,14 @@ PLAT=(--only-binary=:all: --python-version 3.12 --implementation cp
 pipdl() { "$PYTHON" -m pip download -q --no-deps "${PLAT[@]}" "$@" 2>&1 | grep -v "is ignored" || true; }
 
 # Remove other versions first: two versions of one package stop the install on the GPU side.
+if [ "${1:-}" = --fla-only ]; then
+  rm -f .whl/fla_core-*.whl
+  pipdl -d .whl "fla-core==$FLA_VERSION"
+  ls .whl/fla_core-"$FLA_VERSION"-*.whl >/dev/null 2>&1 || { echo "fla-core $FLA_VERSION not downloaded" >&2; exit 1; }
+  echo "== .whl: $(ls .whl | tr '\n' ' ')"
+  exit 0
+fi
+[ $# -eq 0 ] || { echo "fetch_peer_wheels.sh: unknown argument $1 (--fla-only or none)" >&2; exit 2; }
 rm -f .whl/flashinfer_python-*.whl .whl/apache_tvm_ffi-*.whl .whl/fla_core-*.whl
 
 echo "== download (GPU target: cp312 manylinux)"

@@ -80,12 +80,9 @@ fi
 t0=$(date +%s)
 LIBSO="$PWD/build/gpu/libreplayssm_kernels.so"
 # Carried from the dev machine (git-ignored): .carry/libreplayssm_kernels.so.xz (stripped + xz) or .so.gz, built by
-# scripts/build_carry.sh (with --trt-inc DIR also .carry/plugins for --harness), i.e. with
-# CMAKE_CUDA_ARCHITECTURES=90a-real (SASS only, ~25 MB xz; the default 90a also embeds PTX, ~34 MB, which with the
-# tracked tree, the peers' wheels and FlashInfer's module cache no longer fits the 64 MiB carry):
-#   cmake -S cpp_plugins -B build/gpu_real -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a-real
-#   cmake --build build/gpu_real -j2 && strip -o /tmp/l.so build/gpu_real/libreplayssm_kernels.so
-#   xz -T2 -6 -c /tmp/l.so > .carry/libreplayssm_kernels.so.xz
+# scripts/build_carry.sh (with --trt-inc DIR also .carry/plugins for --harness) for 90a-real: SASS only, ~25 MB xz;
+# the default 90a also embeds PTX, ~34 MB, which with the tracked tree, the peers' wheels and FlashInfer's module cache
+# no longer fits the 64 MiB carry.
 if [ -f .carry/libreplayssm_kernels.so.xz ] || [ -f .carry/libreplayssm_kernels.so.gz ]; then
   mkdir -p build/gpu/plugins
   if [ -f .carry/libreplayssm_kernels.so.xz ]; then
@@ -224,7 +221,7 @@ for fam in ${BENCH//,/ }; do
   note "bench $fam: rc=$rc [$(( $(date +%s) - t0 ))s]"
   # the recorded targets, met or missed (its line names the run's GPU, commit and date, so a stale file shows)
   if [ $rc -eq 0 ]; then
-    note "targets: $(python3 -m replayssm_trtllm targets bench/results/latest-$fam.json 2>&1 | sed -n 2p)"
+    note "targets: $(python3 -m replayssm_trtllm targets --summary bench/results/latest-$fam.json 2>&1)"
   fi
   cp bench/results/latest-$fam.json "$OUT/" 2>/dev/null
   tail -30 "$LOG/bench-$fam.log"

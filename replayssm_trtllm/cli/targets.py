@@ -179,6 +179,8 @@ def add_arguments(p):
     p.add_argument("files", nargs="*", metavar="RESULT_JSON",
                    help="benchmark results (default: bench/results/latest-{mamba2,gdn,precision}.json, those present)")
     p.add_argument("--missed", action="store_true", help="list only the missed targets")
+    p.add_argument("--summary", action="store_true",
+                   help="one line per file: met of total, the run's GPU, commit and date (scripts/gpu_run.sh)")
 
 
 def run(args) -> int:
@@ -196,6 +198,9 @@ def run(args) -> int:
             rows = rows_from_result(result, family, source=str(f))
         except TargetsError as e:
             raise SystemExit(f"targets: {e}") from None
+        if args.summary:
+            print(summary_line(family, rows, result))
+            continue
         print(f"## {f}")
         print(summary_line(family, rows, result))
         if result.get("command"):

@@ -117,6 +117,14 @@ def test_cli_prints_missed_table(capsys):
     assert table and all("**missed**" in line for line in table)
 
 
+def test_cli_summary_is_one_line_per_file(capsys):
+    files = [str(RESULTS / f"latest-{fam}.json") for fam in ("mamba2", "gdn")]
+    assert main(["targets", "--summary", *files]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("mamba2: ") and lines[1].startswith("gdn: ")
+    assert all(" met (" in line for line in lines)
+
+
 def test_cli_prints_synthetic_result(tmp_path, capsys):
     f = tmp_path / "latest-gdn.json"
     f.write_text(json.dumps(_result({"v": {"value": 0.93, "goal": 0.7, "met": False, "copy_frac": 0.669,
