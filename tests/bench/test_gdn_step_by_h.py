@@ -35,3 +35,27 @@ def test_valid_arguments_reach_the_gpu_check(capsys):
         pytest.skip("a GPU is present: the script would time the steps")
     assert gdn_step_by_h.main(["--h", "0,8,15"]) == 2
     assert "needs a CUDA GPU" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("B,L", [(256, 16), (37, 8), (5, 16)])
+@pytest.mark.parametrize("pattern", gdn_step_by_h.MIX_PATTERNS)
+def test_mixed_patterns_hold_the_same_history_lengths(pattern, B, L):
+    """Every --mix pattern holds the values of `mod` (b mod L), so the staggered batches do the same work and move the
+    same bytes; `mod` is the bench's staggered batch itself and `blocks` keeps rows of one h contiguous."""
+    h = gdn_step_by_h.mixed_cursors(pattern, B, L)
+    mod = [b % L for b in range(B)]
+    assert len(h) == B and sorted(h) == sorted(mod)
+    if pattern == "mod":
+        assert h == mod
+    if pattern == "blocks":
+        assert h == sorted(h)
+    if pattern == "perm" and B == 256:
+        assert h != mod and h != sorted(h)  # a real reshuffle, the same one every call
+        assert h == gdn_step_by_h.mixed_cursors(pattern, B, L)
+
+
+def test_unknown_mix_pattern_is_refused(capsys):
+    assert gdn_step_by_h.main(["--mix", "mod,zigzag"]) == 2
+    assert "--mix ['zigzag']: expected names from ['mod', 'blocks', 'perm']" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="pattern 'zigzag'"):
+        gdn_step_by_h.mixed_cursors("zigzag", 4, 2)
