@@ -4,18 +4,19 @@
                                      [--mix mod,blocks,perm]
 
 Every row holds the same h (and each "mixed" case one staggered batch, every h of the window on B / L rows), no commit
-between steps, so each graph replays the same step: h = L - 1 is the flush step (this token's record fills the window and every
-row folds it), h < L - 1 a non-flush step whose rows read h committed records. (h = L breaks the standard-mode cursor
-rule h < L: the kernels skip such rows, so it is refused here.) The bench's in-phase cycle is the mean of h = 0 .. L - 1;
-this script splits it, to see which steps an A/B switch moves (run it once per setting, each in its own process, as
-scripts/ab_bench.sh does). Timings only: the official figures come from `replayssm-trtllm bench gdn`.
+between steps, so each graph replays the same step: h = L - 1 is the flush step (this token's record fills the window
+and every row folds it), h < L - 1 a non-flush step whose rows read h committed records. (h = L breaks the standard-mode
+cursor rule h < L: the kernels skip such rows, so it is refused here.) The bench's in-phase cycle is the mean of
+h = 0 .. L - 1; this script splits it, to see which steps an A/B switch moves (run it once per setting, each in its own
+process, as scripts/ab_bench.sh does). Timings only: the official figures come from `replayssm-trtllm bench gdn`.
 
---mix names the staggered batches (default `mod`, the bench's): `mod` h_b = b mod L, `blocks` the same values sorted (rows of
-one h contiguous), `perm` a fixed random permutation of `mod`'s values. All three hold the same h values, so the same
-bytes and the same work; they differ only in which readout warps get the flushing rows' items (the persistent readout
-hands out items (b, value head, row block) grid-strided over its warps). scripts/readout_warp_balance.py gives each
-pattern's load balance under a cost model; if the timings differ as the model's warp-level balance does, the readout's
-static item walk is worth balancing (docs/tried-changes.md, GDN open items).
+--mix names the staggered batches (default `mod`, the bench's): `mod` h_b = b mod L, `blocks` the same values sorted
+(rows of one h contiguous), `perm` a fixed random permutation of `mod`'s values. All three hold the same h values, so
+the same bytes and the same work; they differ in which readout warps get the flushing rows' items and when in each
+warp's walk (the persistent readout hands out items (b, value head, row block) grid-strided over its warps).
+Sixty-second session (H100): `perm` / `mod` 1.004-1.010, `blocks` / `mod` 1.020-1.035, the reverse of the warp-level
+balance that scripts/readout_warp_balance.py models: flush work bunched in time costs, its spread over warps does not
+(docs/benchmarks.md "Sixty-second session").
 """
 from __future__ import annotations
 

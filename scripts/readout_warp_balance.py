@@ -15,8 +15,10 @@ flush item flush-cost. Defaults from recorded per-h timings (scripts/gdn_step_by
 For each staggered pattern of scripts/gdn_step_by_h.py --mix, averaged over the L steps of a cycle: the most loaded
 warp against the mean (warp level) and the most loaded SM against the mean (CTA c on SM c mod SMs, 4 warps per CTA;
 the hardware's placement may differ). --lpt adds the longest-processing-time assignment's warp level for the first
-step of `mod`, a bound on what a balanced walk could reach. Whether the warp or the SM level sets the step's time is
-what timing the patterns on a GPU (scripts/gdn_step_by_h.py --h 0 --mix mod,blocks,perm) tells.
+step of `mod`, a bound on what a balanced walk could reach. Timing the patterns on a GPU (scripts/gdn_step_by_h.py
+--h 0 --mix mod,blocks,perm) tests the model: on an H100 (sixty-second session) the step times followed neither level
+(`perm`, the worst balanced, 0.4-1.0% slower; `blocks`, balanced like `mod`, 2.0-3.5% slower), so this balance is not
+what the step pays for (docs/benchmarks.md "Sixty-second session"). Kept for the record and for other shapes or cards.
 """
 from __future__ import annotations
 
