@@ -157,7 +157,8 @@ def format_table(rows: list) -> str:
     for r in rows:
         beyond = r.beyond_equal_efficiency
         lines.append("| " + " | ".join([
-            r.name, "not run" if r.value is None else _num(r.value), f"{r.direction} {r.goal:g}", "met" if r.met else "**missed**", _pct(r.copy_frac),
+            r.name, "not run" if r.value is None else _num(r.value), f"{r.direction} {r.goal:g}",
+            "met" if r.met else "**missed**", _pct(r.copy_frac),
             _pct(r.needed_frac), _pct(r.conventional_frac), _num(r.at_equal_efficiency),
             "" if beyond is None else ("yes" if beyond else "no")]) + " |")
     return "\n".join(lines)
