@@ -9,6 +9,10 @@ A backend owns the recurrent state of every SSM layer of a model for ``num_slots
 - :class:`ReplayKernels`: the CUDA kernels through the torch ops and the device caches
   (``ReplayStateCache`` / ``GdnReplayStateCache``); the commit runs on the device.
 
+The replay backends take the caches' flush phase at admission (``reset(slots, phase=...)``, state/phase.py): a new
+row may start with neutral records, which change no output and move its flushes earlier, so that rows admitted
+together do not all flush on the same step. :class:`SsmDecoder` passes ``"spread"`` by default.
+
 :class:`SsmDecoder` puts mixers, conv histories and one backend together: ``step(layer, hidden, slots)``
 for each SSM layer of a model step, then ``commit(accepted)`` once. Padding rows (slot < 0) produce zeros
 and change nothing.
@@ -29,11 +33,22 @@ def _slots_i64(slots) -> torch.Tensor:
     return torch.as_tensor(slots).to(device="cpu", dtype=torch.int64).reshape(-1)
 
 
-def _require_empty_rings(op: str, ring_len: torch.Tensor, idx: torch.Tensor) -> None:
-    busy = [int(i) for i in idx.tolist() if int(ring_len[i]) != 0]
+def _require_fresh_rings(op: str, ring_len: torch.Tensor, idx: torch.Tensor, admitted_len: torch.Tensor) -> None:
+    """A prefill state is loaded right after reset(): each slot's ring holds no record but the neutral records its
+    admission phase wrote (``admitted_len``; they change nothing, so the prompt's state may go under them)."""
+    busy = [int(i) for i in idx.tolist() if int(ring_len[i]) != int(admitted_len[i])]
     if busy:
-        raise ValueError(f"{op}.load_state: slots {busy} hold ring records; a prefill state is loaded right after "
-                         f"reset(), before any decode step")
+        raise ValueError(f"{op}.load_state: slots {busy} have decoded since their reset (ring length h = "
+                         f"{[int(ring_len[i]) for i in busy]}, their admission's neutral records "
+                         f"{[int(admitted_len[i]) for i in busy]}); a prefill state is loaded right after reset(), "
+                         f"before any decode step")
+
+
+def _admission_counts(idx: torch.Tensor, counts: Optional[list], admitted_len: torch.Tensor) -> None:
+    """Record each reset slot's neutral-record count (0 without a phase) for :func:`_require_fresh_rings`."""
+    for r, slot in enumerate(idx.tolist()):
+        if slot >= 0:
+            admitted_len[slot] = 0 if counts is None else int(counts[r])
 
 
 BACKENDS = ("replay-reference", "conventional-reference", "replay-kernels")
@@ -92,8 +107,9 @@ class ConventionalReference(_Float64Backend):
         self.state = torch.zeros(len(s.ssm_layers), num_slots, *dims, dtype=F64)
         self._pending: Dict[int, tuple] = {}
 
-    def reset(self, slots: Sequence[int], prefill_state: Optional[torch.Tensor] = None) -> None:
-        """``prefill_state`` ``[num_ssm_layers, n, ...]`` in the family's state layout, or None (zeros)."""
+    def reset(self, slots: Sequence[int], prefill_state: Optional[torch.Tensor] = None, phase=None) -> None:
+        """``prefill_state`` ``[num_ssm_layers, n, ...]`` in the family's state layout, or None (zeros).
+        ``phase`` (the replay backends' flush phase at admission) has no meaning without a ring and is ignored."""
         idx = _slots_i64(slots)
         keep = idx >= 0                                  # negative entries: padding, skipped
         self.state[:, idx[keep]] = 0 if prefill_state is None else prefill_state.to(F64)[:, keep]
@@ -144,18 +160,24 @@ class ReplayReference(_Float64Backend):
         else:
             self.caches = [GdnReplayCacheRef(num_slots, s.key_heads, s.heads, s.state_dim, s.head_dim, window,
                                              max_verify, mode, cursors=self.cursors) for _ in s.ssm_layers]
+        self._admitted_len = torch.zeros(num_slots, dtype=torch.int64)
 
-    def reset(self, slots: Sequence[int], prefill_state: Optional[torch.Tensor] = None) -> None:
+    def reset(self, slots: Sequence[int], prefill_state: Optional[torch.Tensor] = None, phase=None) -> None:
+        """``prefill_state`` as in :meth:`ConventionalReference.reset`; ``phase``: the rows' neutral records at
+        admission (``None``, ``"spread"``, an int or one per slot; state/phase.py), the same in every layer."""
         idx = _slots_i64(slots)
+        counts = None
         for pos, cache in enumerate(self.caches):
             pre = torch.zeros((idx.shape[0],) + tuple(cache.ckpt.shape[1:]), dtype=F64) if prefill_state is None \
                 else prefill_state[pos]
-            cache.reset(idx, pre)
+            counts = cache.reset(idx, pre, phase)   # every layer's cache counts the same admissions
+        _admission_counts(idx, counts, self._admitted_len)
 
     def load_state(self, pos: int, slots: torch.Tensor, state: torch.Tensor) -> None:
-        """Layer ``pos``'s checkpoint of ``slots`` (>= 0, rings empty: right after :meth:`reset`)."""
+        """Layer ``pos``'s checkpoint of ``slots`` (>= 0; right after :meth:`reset`: the rings hold only the
+        admission's neutral records)."""
         idx = _slots_i64(slots)
-        _require_empty_rings(self.name, self.cursors.ring_len, idx)
+        _require_fresh_rings(self.name, self.cursors.ring_len, idx, self._admitted_len)
         for r, slot in enumerate(idx.tolist()):
             self.caches[pos]._store(f"{self.name}.load_state", slot, state[r].to(F64))
 
@@ -198,23 +220,26 @@ class ReplayKernels:
             from ..ops.gdn import GdnReplayStateCache
             self.cache = GdnReplayStateCache(nl, num_slots, s.key_heads, s.heads, s.state_dim, s.head_dim, window,
                                              max_verify, mode, state_dtype, act_dtype, torch.float16, device)
+        self._admitted_len = torch.zeros(num_slots, dtype=torch.int64)
 
-    def reset(self, slots: Sequence[int], prefill_state: Optional[torch.Tensor] = None) -> None:
+    def reset(self, slots: Sequence[int], prefill_state: Optional[torch.Tensor] = None, phase=None) -> None:
+        """As :meth:`ReplayReference.reset` (``phase``: neutral records at admission, written on the device)."""
         idx = _slots_i64(slots)
         c = self.cache
         if prefill_state is None:
             prefill_state = torch.zeros((c.ckpt.shape[0], idx.shape[0]) + tuple(c.ckpt.shape[2:]),
                                         dtype=c.state_dtype, device=self.device)
-        c.reset(idx, prefill_state)
+        _admission_counts(idx, c.reset(idx, prefill_state, phase), self._admitted_len)
 
     def prefill_recurrence(self, pos: int, slots: torch.Tensor, mixer, inputs: Mapping[str, torch.Tensor]
                            ) -> torch.Tensor:
-        """The prompt's recurrence for fresh ``slots`` (rings empty), on the device: the conventional kernels
+        """The prompt's recurrence for fresh ``slots`` (rings empty but for their admission's neutral records), on
+        the device: the conventional kernels
         (``mamba2_decode`` / ``gdn_decode``) applied in place to the layer's checkpoint rows,
         ``PREFILL_TOKENS_PER_LAUNCH`` tokens per launch. Returns the outputs ``[n, P, ...]`` (Mamba-2: gated, with
         the D skip)."""
         idx = _slots_i64(slots)
-        _require_empty_rings(self.name, self.cache.ring_len.cpu(), idx)
+        _require_fresh_rings(self.name, self.cache.ring_len.cpu(), idx, self._admitted_len)
         sbi = idx.to(device=self.device, dtype=torch.int32)
         ckpt = self.cache.ckpt[pos]
         first = next(iter(inputs.values()))
@@ -276,6 +301,17 @@ def make_backend(name: str, spec: SsmMixerSpec, num_slots: int, window: int = 16
                          device="cuda" if device is None else device)
 
 
+def check_admission_phase(op: str, phase):
+    """``phase`` for :class:`SsmDecoder`: None, ``"spread"`` or an int >= 0 (its upper bound, L - 1, is the replay
+    cache's check at reset); returned unchanged."""
+    if phase is None or (isinstance(phase, str) and phase == "spread"):
+        return phase
+    if isinstance(phase, int) and not isinstance(phase, bool) and phase >= 0:
+        return phase
+    raise ValueError(f"{op}: 'admission_phase' must be None, 'spread' or an int >= 0 (neutral records per admitted "
+                     f"row); got {phase!r}")
+
+
 def mixer_placement(backend: str, device=None, dtype: Optional[torch.dtype] = None):
     """Where and in what the mixers' arithmetic runs: given, or CPU float64 for the references and CUDA
     float32 for the kernels."""
@@ -291,12 +327,21 @@ class SsmDecoder:
         mixers: ``{model layer index: mixer}`` for every SSM layer of ``spec`` (``models.make_mixer``).
         backend: :class:`ConventionalReference`, :class:`ReplayReference` or :class:`ReplayKernels`
             built for the same spec (its ``num_slots`` is the decoder's).
+        admission_phase: the replay caches' flush phase for the rows of each :meth:`reset` (state/phase.py):
+            ``"spread"`` (the default) starts rows admitted together, in one call or one call at a time, at
+            consecutive phases, so that they do not all flush on the same step (a batch admitted at once would
+            otherwise pay an all-rows flush step, ~2.4x a non-flush step's layer time at B = 256, every L steps);
+            an int starts every row with that many neutral records (0 <= d < L); None is the paper's ``h = 0``.
+            Outputs are the same up to the rounding of the earlier flush; it costs at most one extra flush per
+            request. Ignored by the conventional backend.
 
     Per model step: :meth:`step` for each SSM layer in model order (the other layers are the caller's),
     then :meth:`commit` once with the accepted counts (speculative) or None.
     """
 
-    def __init__(self, spec: SsmMixerSpec, mixers: Mapping[int, Union[Mamba2Mixer, GatedDeltaNetMixer]], backend):
+    def __init__(self, spec: SsmMixerSpec, mixers: Mapping[int, Union[Mamba2Mixer, GatedDeltaNetMixer]], backend,
+                 admission_phase: Union[None, str, int] = "spread"):
+        self.admission_phase = check_admission_phase("SsmDecoder", admission_phase)
         missing = [i for i in spec.ssm_layers if i not in mixers]
         if missing:
             raise ValueError(f"SsmDecoder: no mixer for the SSM layers {missing}")
@@ -316,14 +361,14 @@ class SsmDecoder:
         self._prefilled: set = set()      # (layer, slot) prefilled since the slot's reset
 
     def reset(self, slots: Sequence[int]) -> None:
-        """Start new requests in ``slots`` (negative entries skipped): zero state, zero conv history (then
-        :meth:`prefill` a prompt, or decode from nothing)."""
+        """Start new requests in ``slots`` (negative entries skipped): zero state, zero conv history, the rows'
+        admission phase (``admission_phase``); then :meth:`prefill` a prompt, or decode from nothing."""
         if self._step_slots is not None:
             raise ValueError("SsmDecoder.reset: a decode step is open; commit() it first")
         slots = [int(i) for i in slots]
         for c in self.conv.values():
             c.reset(slots)
-        self.backend.reset(slots)
+        self.backend.reset(slots, phase=self.admission_phase)
         idx = [int(i) for i in slots if int(i) >= 0]
         self._fresh.update(idx)
         self._prefilled = {(l, s) for (l, s) in self._prefilled if s not in idx}

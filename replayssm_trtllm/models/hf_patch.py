@@ -20,12 +20,15 @@ mask with zeros is refused); the reference backends run the recurrence in float6
 on the CPU, the kernels backend on the GPU (bf16 activations, fp32 state). The transformers cache's own SSM
 entries are left untouched (stale) while the patch is on, except the token count transformers 5.25 keeps in them
 (the model's positions come from it), which the patch advances (earlier 5.x releases count in the attention layers).
+The batch's rows start at consecutive flush phases (``admission_phase="spread"``, the decoder's default: neutral
+records, no change to any output), so that they do not all flush on the same step; ``admission_phase=None`` gives
+the paper's ``h = 0``.
 """
 from __future__ import annotations
 
 import functools
 import weakref
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Union
 
 import torch
 
@@ -58,7 +61,7 @@ class ReplayPatch:
 
     def __init__(self, model, backend: str = "replay-reference", window: int = 16, max_batch: int = 8,
                  device=None, dtype: Optional[torch.dtype] = None, max_verify: int = 1,
-                 act_dtype: torch.dtype = torch.bfloat16):
+                 act_dtype: torch.dtype = torch.bfloat16, admission_phase: Union[None, str, int] = "spread"):
         if backend not in BACKENDS:
             raise ValueError(f"use_replay: backend must be one of {BACKENDS}; got {backend!r}")
         self.spec: SsmMixerSpec = parse_hf_config(model.config.to_dict())
@@ -82,7 +85,8 @@ class ReplayPatch:
         if self.max_verify < 1:
             raise ValueError(f"use_replay: max_verify must be >= 1; got {max_verify}")
         self.decoder = SsmDecoder(self.spec, mixers, make_backend(backend, self.spec, self.max_batch, window,
-                                                                  self.max_verify, act_dtype, self.device))
+                                                                  self.max_verify, act_dtype, self.device),
+                                  admission_phase)
         self.modules = mods
         self._last = max(self.spec.ssm_layers)
         self._cache_ref: Optional[Callable[[], object]] = None  # the current generation's cache (_remember_cache)
@@ -242,11 +246,14 @@ def _is_linear_attention_layer(lay) -> bool:
 
 def use_replay(model, backend: str = "replay-reference", window: int = 16, max_batch: int = 8, device=None,
                dtype: Optional[torch.dtype] = None, max_verify: int = 1,
-               act_dtype: torch.dtype = torch.bfloat16) -> ReplayPatch:
+               act_dtype: torch.dtype = torch.bfloat16, admission_phase: Union[None, str, int] = "spread"
+               ) -> ReplayPatch:
     """Patch ``model``'s SSM mixers to decode through ReplaySSM (module doc); returns the patch (``.remove()``).
     ``max_verify`` > 1 also takes verify forwards of up to that many tokens, each followed by
-    ``patch.accept(cache, n)``. ``act_dtype``: the kernels backend's activation dtype (bf16 or fp16)."""
-    return ReplayPatch(model, backend, window, max_batch, device, dtype, max_verify, act_dtype)
+    ``patch.accept(cache, n)``. ``act_dtype``: the kernels backend's activation dtype (bf16 or fp16).
+    ``admission_phase``: the replay caches' flush phase for the batch's rows (:class:`~.backends.SsmDecoder`;
+    ``"spread"`` by default, so that the batch's rows, admitted together, do not all flush on one step)."""
+    return ReplayPatch(model, backend, window, max_batch, device, dtype, max_verify, act_dtype, admission_phase)
 
 
 __all__: List[str] = ["use_replay", "ReplayPatch", "find_mixers", "MIXER_CLASSES"]

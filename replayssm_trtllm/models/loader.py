@@ -15,7 +15,8 @@ from .mixers import make_mixer
 def load_ssm_decoder(path: Union[str, os.PathLike], backend: str = "replay-reference", num_slots: int = 1,
                      window: int = 16, max_verify: int = 1,
                      layers: Optional[Sequence[int]] = None, device=None,
-                     dtype: Optional[torch.dtype] = None) -> SsmDecoder:
+                     dtype: Optional[torch.dtype] = None,
+                     admission_phase: Union[None, str, int] = "spread") -> SsmDecoder:
     """The SSM decode path of the checkpoint at ``path`` (config.json + safetensors).
 
     Args:
@@ -26,6 +27,8 @@ def load_ssm_decoder(path: Union[str, os.PathLike], backend: str = "replay-refer
         layers: restrict to these SSM layers (model indices); default all.
         device / dtype: where and in what the mixers' projections run; default CPU float64 for the
             references and CUDA float32 for the kernels.
+        admission_phase: the replay caches' flush phase for admitted rows (:class:`~.backends.SsmDecoder`;
+            ``"spread"`` by default, None for the paper's ``h = 0``).
     """
     if backend not in BACKENDS:
         raise ValueError(f"load_ssm_decoder: backend must be one of {BACKENDS}; got {backend!r}")
@@ -39,4 +42,5 @@ def load_ssm_decoder(path: Union[str, os.PathLike], backend: str = "replay-refer
     device, dtype = mixer_placement(backend, device, dtype)
     ckpt = HfCheckpoint(path)
     mixers = {i: make_mixer(spec, load_mixer_weights(ckpt, spec, i), dtype, device) for i in spec.ssm_layers}
-    return SsmDecoder(spec, mixers, make_backend(backend, spec, num_slots, window, max_verify, device=device))
+    return SsmDecoder(spec, mixers, make_backend(backend, spec, num_slots, window, max_verify, device=device),
+                      admission_phase)

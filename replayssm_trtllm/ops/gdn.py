@@ -464,10 +464,10 @@ class GdnReplayStateCache(_cursor_base()):
         self.ring_u = torch.zeros(num_layers, S, C, HV, V, dtype=u_dtype, device=d)
         self.ring_k = torch.zeros(num_layers, S, C, H, K, dtype=act_dtype, device=d)
 
-    def reset(self, slots, prefill_state: torch.Tensor, phase=None) -> None:
+    def reset(self, slots, prefill_state: torch.Tensor, phase=None) -> Optional[list]:
         """Context phase: ``prefill_state`` ``[num_layers, n, HV, V, K]`` (or ``[n, HV, V, K]`` with one
         layer) becomes the checkpoint of ``slots`` (negative skipped); their rings become empty, or hold ``phase``
-        neutral records (as in :meth:`ReplayStateCache.reset`)."""
+        neutral records (as in :meth:`ReplayStateCache.reset`, which says what it returns)."""
         idx = self._slots_tensor(slots)
         pre = prefill_state if prefill_state.dim() == 5 else prefill_state.unsqueeze(0)
         want = (self.num_layers, idx.shape[0], self.HV, self.V, self.K)
@@ -478,6 +478,7 @@ class GdnReplayStateCache(_cursor_base()):
         keep = idx >= 0
         self.ckpt[:, idx[keep]] = pre[:, keep.to(pre.device)].to(device=self.device, dtype=self.state_dtype)
         self.reset_cursors(idx, counts)
+        return counts
 
     def step(self, layer: int, state_batch_indices: torch.Tensor, q, k, v, a, b, A_log, dt_bias,
              scale: Optional[float] = None, out: Optional[torch.Tensor] = None) -> torch.Tensor:

@@ -135,11 +135,12 @@ class ReplayStateCache(ReplayCursorCache):
         self.ring_x = torch.zeros(num_layers, S, C, H, P, dtype=act_dtype, device=d)
         self.ring_B = torch.zeros(num_layers, S, C, G, N, dtype=act_dtype, device=d)
 
-    def reset(self, slots, prefill_state: torch.Tensor, phase=None) -> None:
+    def reset(self, slots, prefill_state: torch.Tensor, phase=None) -> Optional[list]:
         """Context phase: ``prefill_state`` ``[num_layers, n, H, P, N]`` (or ``[n, H, P, N]`` with one
         layer) becomes the checkpoint of ``slots`` ``[n]`` (negative skipped); rings become empty, or hold
         ``phase`` neutral records (``None``, ``"spread"``, an int or one per slot; state/phase.py: spreads the
-        flushes of rows admitted together)."""
+        flushes of rows admitted together). Returns the per-slot neutral-record counts (the rows' ``h``), or None
+        without a phase."""
         idx = self._slots_tensor(slots)
         pre = prefill_state if prefill_state.dim() == 5 else prefill_state.unsqueeze(0)
         want = (self.num_layers, idx.shape[0], self.H, self.P, self.N)
@@ -150,6 +151,7 @@ class ReplayStateCache(ReplayCursorCache):
         keep = idx >= 0
         self.ckpt[:, idx[keep]] = pre[:, keep.to(pre.device)].to(device=self.device, dtype=self.state_dtype)
         self.reset_cursors(idx, counts)
+        return counts
 
     def step(self, layer: int, state_batch_indices: torch.Tensor, x: torch.Tensor, dt_raw: torch.Tensor,
              B: torch.Tensor, C: torch.Tensor, A: torch.Tensor, D: Optional[torch.Tensor] = None,

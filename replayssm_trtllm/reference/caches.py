@@ -103,6 +103,7 @@ class _ReplayCacheBase:
             self.ckpt[s] = apply_quant(op, "quant_hp", self.quant_hp, pre[i])
             if self.ckpt_lp is not None:
                 self.ckpt_lp[s] = apply_quant(op, "quant_lp", self.quant_lp, pre[i])
+        return counts
 
     def _store(self, op: str, slot: int, S: torch.Tensor) -> None:
         self.ckpt[slot] = apply_quant(op, "quant_hp", self.quant_hp, S)
@@ -160,11 +161,12 @@ class Mamba2ReplayCacheRef(_ReplayCacheBase):
         return (f"Mamba2ReplayCacheRef(S={self.num_slots}, H={self.H}, P={self.P}, N={self.N}, G={self.G}, "
                 f"{self._common_repr()})")
 
-    def reset(self, slots, prefill_state: torch.Tensor, phase=None) -> None:
+    def reset(self, slots, prefill_state: torch.Tensor, phase=None) -> Optional[list]:
         """Context phase: ``prefill_state`` ``[n, H, P, N]`` becomes the checkpoint of ``slots`` ``[n]``
         (negative entries skipped); their rings are empty (``o = 0, h = 0``), or hold ``phase`` neutral records
-        (``None``, ``"spread"``, an int or one per slot; state/phase.py)."""
-        self._reset_ckpt("Mamba2ReplayCacheRef.reset", slots, prefill_state, ["S", "H", "P", "N"], phase)
+        (``None``, ``"spread"``, an int or one per slot; state/phase.py). Returns the per-slot neutral-record counts,
+        or None without a phase."""
+        return self._reset_ckpt("Mamba2ReplayCacheRef.reset", slots, prefill_state, ["S", "H", "P", "N"], phase)
 
     def _records(self, slot: int, ridx: torch.Tensor, A: torch.Tensor):
         """Head-major generic records (alpha [H,n], v = dt x [H,n,P], k = B [H,n,N]) at ring indices."""
@@ -277,10 +279,10 @@ class GdnReplayCacheRef(_ReplayCacheBase):
         return (f"GdnReplayCacheRef(S={self.num_slots}, H={self.H}, HV={self.HV}, K={self.K}, V={self.V}, "
                 f"{self._common_repr()})")
 
-    def reset(self, slots, prefill_state: torch.Tensor, phase=None) -> None:
-        """Context phase: ``prefill_state`` ``[n, HV, V, K]`` becomes the checkpoint of ``slots``; ``phase`` as in
-        :meth:`Mamba2ReplayCacheRef.reset`."""
-        self._reset_ckpt("GdnReplayCacheRef.reset", slots, prefill_state, ["S", "HV", "V", "K"], phase)
+    def reset(self, slots, prefill_state: torch.Tensor, phase=None) -> Optional[list]:
+        """Context phase: ``prefill_state`` ``[n, HV, V, K]`` becomes the checkpoint of ``slots``; ``phase`` and the
+        result as in :meth:`Mamba2ReplayCacheRef.reset`."""
+        return self._reset_ckpt("GdnReplayCacheRef.reset", slots, prefill_state, ["S", "HV", "V", "K"], phase)
 
     def _keys(self, k_raw: torch.Tensor) -> torch.Tensor:
         """Raw keys ``[n, H, K]`` -> normalized, per value head, head-major ``[HV, n, K]``."""

@@ -16,7 +16,9 @@ comes d steps earlier and every later flush keeps that offset. A neutral record 
 
 Outputs and checkpoints equal those of a row without them, up to the rounding of the earlier flush (checked in
 float64 in tests/reference/test_ref_caches.py). The cost is at most one extra flush per request. This is a serving
-policy, not part of the paper's algorithms; the benchmark's "in phase" case does not use it.
+policy, not part of the paper's algorithms: the caches' ``reset`` takes no phase unless asked, the models' decode path
+(``models.SsmDecoder``, ``use_replay``, ``load_ssm_decoder``) asks for ``"spread"`` by default, and the benchmark's
+"in phase" case does not use it.
 """
 from __future__ import annotations
 

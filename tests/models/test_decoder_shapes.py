@@ -40,13 +40,13 @@ def _spec(name: str, layers: int = 2):
     return parse_hf_config(cfg)
 
 
-def _decoders(spec, backends, seed, dtype_device):
+def _decoders(spec, backends, seed, dtype_device, admission_phase="spread"):
     gen = torch.Generator().manual_seed(seed)
     weights = {i: random_mixer_weights(spec, gen) for i in spec.ssm_layers}
     out = []
     for be, (dtype, device) in zip(backends, dtype_device):
         mixers = {i: make_mixer(spec, w, dtype, device) for i, w in weights.items()}
-        out.append(SsmDecoder(spec, mixers, be))
+        out.append(SsmDecoder(spec, mixers, be, admission_phase))
     return out
 
 
@@ -67,16 +67,17 @@ def test_replay_reference_on_real_layer_shapes(name, mode):
 GPU_SHAPES = ["nemotron-3-nano-4b", "nemotron-3-super-120b", "qwen3.5-4b", "qwen3.5-122b"]
 
 
-def _kernels_vs_conventional(name, mode, T, device):
+def _kernels_vs_conventional(name, mode, T, device, admission_phase="spread"):
     """The kernels backend (bf16 activations, fp32 state, float32 mixers) against float64 conventional
     decoding of the same mixers: 2 layers, an 11-token prompt prefilled (the kernels backend prefills on the
     device with the conventional kernels), then 5 rows at scattered slots (one
-    padding), window 8, 20 steps (flushes and, speculative, random acceptance with early flushes)."""
+    padding), window 8, 20 steps (flushes and, speculative, random acceptance with early flushes). The rows are
+    admitted with ``admission_phase`` (the decoder's default "spread": neutral records ahead of the prompt)."""
     spec = _spec(name, layers=2)
     S = 9
     conv = ConventionalReference(spec, S, max_verify=T)
     ker = ReplayKernels(spec, S, window=8, max_verify=T, mode=mode, device=device)
-    decs = _decoders(spec, [conv, ker], 7, [(torch.float64, "cpu"), (torch.float32, device)])
+    decs = _decoders(spec, [conv, ker], 7, [(torch.float64, "cpu"), (torch.float32, device)], admission_phase)
     # an 11-token prompt: non-zero checkpoints and conv histories
     err = decode_side_by_side(decs, torch.tensor([8, 0, -1, 5, 3]), 20, T, prompt=11,
                               generator=torch.Generator().manual_seed(8))
@@ -89,8 +90,9 @@ def _kernels_vs_conventional(name, mode, T, device):
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", GPU_SHAPES)
 @pytest.mark.parametrize("mode, T", [("standard", 1), ("speculative", 4)])
-def test_replay_kernels_match_conventional_reference(name, mode, T):
-    _kernels_vs_conventional(name, mode, T, "cuda")
+@pytest.mark.parametrize("admission_phase", ["spread", None])
+def test_replay_kernels_match_conventional_reference(name, mode, T, admission_phase):
+    _kernels_vs_conventional(name, mode, T, "cuda", admission_phase)
 
 
 @pytest.mark.parametrize("name", ["tiny-mamba2", "tiny-gdn"])
@@ -164,5 +166,5 @@ def test_prefill_refusals():
     dec.prefill(0, h[1:], torch.tensor([1]))
     with pytest.raises(ValueError, match=r"slots \[1\] already prefilled layer 0"):
         dec.prefill(0, h[1:], torch.tensor([1]))
-    with pytest.raises(ValueError, match=r"slots \[0\] hold ring records"):   # the backend's own guard
+    with pytest.raises(ValueError, match=r"slots \[0\] have decoded since their reset"):   # the backend's own guard
         dec.backend.load_state(0, torch.tensor([0]), torch.zeros(1, 128, 64, 128))

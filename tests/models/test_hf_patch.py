@@ -48,12 +48,16 @@ def tiny_model(request):
     return request.param, model, seq
 
 
-@pytest.mark.parametrize("backend", ["replay-reference", "conventional-reference"])
-def test_whole_model_logits_match_transformers(tiny_model, backend):
-    """Window 4 over 16 positions: several flushes per row inside the model."""
+@pytest.mark.parametrize("backend, phase", [("replay-reference", "spread"), ("replay-reference", None),
+                                            ("conventional-reference", "spread")])
+def test_whole_model_logits_match_transformers(tiny_model, backend, phase):
+    """Window 4 over 16 positions: several flushes per row inside the model; the batch's rows admitted with the
+    default "spread" phase (rows 0, 1 start with 0, 1 neutral records) or without one."""
     kind, model, seq = tiny_model
     ref = _teacher(model, seq)
-    patch = use_replay(model, backend=backend, window=4)
+    patch = use_replay(model, backend=backend, window=4) if phase == "spread" else \
+        use_replay(model, backend=backend, window=4, admission_phase=phase)
+    assert patch.decoder.admission_phase == phase
     try:
         got = _teacher(model, seq)
     finally:
