@@ -22,6 +22,9 @@ def main() -> int:
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--window", "-L", type=int, default=16)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--admission-phase", choices=("spread", "none"), default="spread",
+                    help="flush phases of the batch's rows (spread: consecutive phases, the default; none: h = 0, "
+                         "every row flushes on the same step)")
     args = ap.parse_args()
 
     from transformers import AutoModelForCausalLM
@@ -46,7 +49,8 @@ def main() -> int:
 
     ref, t_ref = run()
     backend = "replay-kernels" if gpu else "replay-reference"
-    patch = use_replay(model, backend=backend, window=args.window, max_batch=args.batch)
+    phase = None if args.admission_phase == "none" else args.admission_phase
+    patch = use_replay(model, backend=backend, window=args.window, max_batch=args.batch, admission_phase=phase)
     try:
         got, t_got = run()
     finally:
@@ -56,7 +60,7 @@ def main() -> int:
     diff = max(float((a.double() - b.double()).abs().max() / a.double().abs().max())
                for a, b in zip(ref.scores[:n], got.scores[:n]))
     print(f"{type(model).__name__}: {args.batch} rows, prompt {args.prompt_tokens}, {args.new_tokens} new tokens, "
-          f"window {args.window}, replay backend {backend}")
+          f"window {args.window}, admission phase {args.admission_phase}, replay backend {backend}")
     print(f"  transformers: {t_ref:.2f} s   ReplaySSM: {t_got:.2f} s (first calls include compilation / setup)")
     print(f"  max relative logit difference {diff:.2e}; tokens {'identical' if same else 'DIFFER'}")
     for r in range(args.batch):

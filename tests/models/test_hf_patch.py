@@ -182,16 +182,18 @@ def test_kernels_backend_on_the_gpu(tiny_model):
     assert _rel(got, ref) < TOL_BF16, (kind, _rel(got, ref))
 
 
-def test_generate_example_runs_on_the_cpu(tmp_path):
-    """examples/hf_generate_replay.py on a tiny saved NemotronH checkpoint: identical tokens, exit 0."""
+@pytest.mark.parametrize("phase", ["spread", "none"])
+def test_generate_example_runs_on_the_cpu(tmp_path, phase):
+    """examples/hf_generate_replay.py on a tiny saved NemotronH checkpoint, with either admission phase: identical
+    tokens, exit 0."""
     import subprocess
     hf_tiny.save("nemotron_h", tmp_path, seed=3)
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     r = subprocess.run([sys.executable, os.path.join(root, "examples", "hf_generate_replay.py"), str(tmp_path),
-                        "--new-tokens", "6", "--window", "4"], capture_output=True, text=True, timeout=300,
-                       env=dict(os.environ, CUDA_VISIBLE_DEVICES=""))
+                        "--new-tokens", "6", "--window", "4", "--admission-phase", phase], capture_output=True,
+                       text=True, timeout=300, env=dict(os.environ, CUDA_VISIBLE_DEVICES=""))
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "tokens identical" in r.stdout
+    assert "tokens identical" in r.stdout and f"admission phase {phase}" in r.stdout
 
 
 def _speculative_run(model, seq, gen, **patch_kw):
