@@ -8,6 +8,7 @@ import torch
 
 from ..ops.commit import MODE_SPECULATIVE, MODE_STANDARD, mode_code
 from ..ops.state_cache import ReplayCursorCache
+from ..state.phase import admission_phases, write_neutral_records
 
 PER_DRAFT_STATE_ARGS = ("disable_state_update", "intermediate_states_buffer", "cache_steps", "intermediate_state_indices",
                     "retrieve_parent_token", "num_accepted_tokens")
@@ -28,6 +29,7 @@ class PoolReplay(ReplayCursorCache):
     after launching, and implement :meth:`_fold` for :meth:`materialize`.
     """
     op = "PoolReplay"
+    family = ""   # the ring's record kind (state/phase.py NEUTRAL_RECORD): "mamba2" / "gdn"
 
     def __init__(self, states: Sequence[torch.Tensor], window: int, auto_commit: Optional[bool], max_verify: int = 1,
                  mode="standard"):
@@ -128,11 +130,21 @@ class PoolReplay(ReplayCursorCache):
         self._rows = None
         self._T = None
 
-    def start_requests(self, slots) -> None:
-        """The pool rows of ``slots`` hold new states (a prefill wrote them): empty their rings."""
+    def start_requests(self, slots, phase="spread") -> None:
+        """The pool rows of ``slots`` hold new states (a prefill wrote them): their rings start over, holding
+        ``phase`` neutral records (state/phase.py; they change no output and move the slot's flushes earlier).
+        ``"spread"`` (the default) gives the slots consecutive phases, continuing from the slots started before,
+        so that requests started together do not all flush on the same step; an int or one int per slot (each in
+        [0, L - 1]) is taken as given; None empties the rings (the paper's ``h = 0``). At most one extra flush per
+        request."""
         if self._called:
             raise ValueError(f"{self.op}.start_requests: a step is half done; commit it first")
-        self.reset_cursors(slots)
+        idx = self._slots_tensor(slots)
+        counts = admission_phases(f"{self.op}.start_requests", phase, int(idx.shape[0]), self.window, self._admitted)
+        if counts is not None:
+            write_neutral_records(self.family, self, idx.tolist(), counts, 1)
+        self.reset_cursors(idx, counts)
+        self._admitted += int((idx >= 0).sum())
 
     @torch.no_grad()
     def materialize(self, slots=None) -> None:

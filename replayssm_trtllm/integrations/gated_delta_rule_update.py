@@ -10,7 +10,7 @@ The fla-derived decode function that serving stacks call once per GDN layer and 
 work too), can be replaced by a :class:`ReplayGatedDeltaRuleUpdate`. As with the Mamba-2 drop-in
 (``selective_state_update.py``), the caller's state pool row of a slot becomes its replay checkpoint, a ring
 of (g, u in fp16, raw k) records per layer and slot lives here, the cursors advance once per model step
-(automatically after the last layer), :meth:`start_requests` begins a slot after its prefill, and
+(automatically after the last layer), :meth:`start_requests` begins a slot after its prefill (by default at a spread flush phase), and
 :meth:`materialize` folds the rings into the pool before anything else reads a decoding slot's row.
 
 What the drop-in takes: one token per sequence, either ``q`` ``[B, 1, H, K]`` or the packed
@@ -60,6 +60,7 @@ class ReplayGatedDeltaRuleUpdate(PoolReplay):
             the accepted counts; the ring capacity is L + max_verify.
     """
     op = "ReplayGatedDeltaRuleUpdate"
+    family = "gdn"
 
     def __init__(self, states: Sequence[torch.Tensor], num_key_heads: int, window: int = 16,
                  act_dtype: torch.dtype = torch.bfloat16, auto_commit: Optional[bool] = None, max_verify: int = 1,

@@ -17,7 +17,7 @@ What changes underneath:
 - So between flushes the pool row is *not* the slot's current state. Anything else that reads the pool of a
   decoding slot (a prefill continuing from it, a state transfer, prefix caching) must first call
   :meth:`materialize` for those slots. A slot whose pool row was just written by a prefill starts with
-  :meth:`start_requests` (empty rings).
+  :meth:`start_requests` (rings start over, by default at spread flush phases: ``start_requests(slots, phase=...)``).
 - The cursors advance once per model step, after every registered layer has stepped: automatically after
   the last layer's call (``auto_commit``, the default; the commit kernel is then part of the same CUDA graph
   as the layers), or by calling :meth:`commit`.
@@ -87,6 +87,7 @@ class ReplaySelectiveStateUpdate(PoolReplay):
             counts; the ring capacity is L + max_verify.
     """
     op = "ReplaySelectiveStateUpdate"
+    family = "mamba2"
 
     def __init__(self, states: Sequence[torch.Tensor], ngroups: int, window: int = 16,
                  act_dtype: torch.dtype = torch.bfloat16, auto_commit: Optional[bool] = None, max_verify: int = 1,

@@ -110,6 +110,26 @@ def test_materialize_folds_each_slot_ring_into_its_pool_row():
     assert op.ring_len.tolist() == [0, 0, 0, 0, 2, 0]
 
 
+def test_start_requests_spread_writes_neutral_records_that_materialize_leaves_alone():
+    """The default "spread" phase: slot i of the started ones holds i % L neutral records (g, u, k) = (0, 0, 1) in
+    every layer; materialize folds them and leaves the pool rows as the prefill wrote them (to fp32 rounding)."""
+    pools = _pools(seed=6)
+    before = [p.clone() for p in pools]
+    op = ReplayGatedDeltaRuleUpdate(pools, H, window=4)
+    for t in (op.ring_g, op.ring_u, op.ring_k):
+        t.fill_(3)
+    op.start_requests([4, 1, 3, 0, 5])
+    assert op.ring_len.tolist() == [3, 1, 0, 2, 0, 0]
+    for slot, d in ((4, 0), (1, 1), (3, 2), (0, 3), (5, 0)):
+        assert bool((op.ring_g[:, slot, :d] == 0).all()) and bool((op.ring_u[:, slot, :d] == 0).all())
+        assert bool((op.ring_k[:, slot, :d] == 1).all())
+        assert float(op.ring_g[:, slot, d:].min()) == 3
+    op.materialize()
+    assert op.ring_len.tolist() == [0] * S
+    for layer in range(2):
+        torch.testing.assert_close(pools[layer], before[layer], rtol=1e-6, atol=1e-6)
+
+
 def _vs_conventional(packed, dev):
     """2 layers, rows [5, -1, 0, 3], window 4, 22 steps (5 flushes per row), a new request in slot 3 at step 9;
     outputs against our conventional GDN kernel on copies of the pools; after the run, materialize makes the

@@ -133,11 +133,30 @@ def test_materialize_folds_each_slot_ring_into_its_pool_row():
     assert op.ring_origin.tolist() == [6 % C, 3, (6 + 4) % C, (5 + 6) % C, 1, (2 + 1) % C]
 
 
-def test_start_requests_empties_rings_and_refuses_mid_step():
+def test_start_requests_sets_rings_and_refuses_mid_step():
+    """phase=None empties the rings; the default "spread" gives consecutive phases continuing across calls (rows
+    started before count), with neutral records (dt, x, B) = 0 at ring indices 0 .. d - 1 in every layer and
+    nothing else touched; per-slot phases are taken as given; bad phases are refused before anything changes."""
     op = ReplaySelectiveStateUpdate(_pools(), G, window=4)
     op.ring_len.fill_(3)
-    op.start_requests([1, 4])
+    for t in (op.ring_dt, op.ring_x, op.ring_B):
+        t.fill_(7)
+    op.start_requests([1, 4], phase=None)
     assert op.ring_len.tolist() == [3, 0, 3, 3, 0, 3]
+    op.start_requests([5, -1, 2, 0])   # two rows started before: phases (2 + i) % 4 by position, -1's skipped
+    assert op.ring_len.tolist() == [1, 0, 0, 3, 0, 2]
+    assert op.ring_origin[[0, 2, 5]].tolist() == [0, 0, 0]
+    for t in (op.ring_dt, op.ring_x, op.ring_B):
+        assert float(t[:, 5, :2].abs().max()) == 0 and float(t[:, 5, 2:].min()) == 7   # slot 5: two records
+        assert float(t[:, 0, :1].abs().max()) == 0 and float(t[:, 0, 1:].min()) == 7   # slot 0: one
+        assert float(t[:, 2].min()) == 7 and float(t[:, 3].min()) == 7                 # phase 0 / untouched
+    op.start_requests([3], phase=[1])
+    assert int(op.ring_len[3]) == 1
+    with pytest.raises(ValueError, match=r"start_requests: each phase .* must be in \[0, L - 1 = 3\]; got 4"):
+        op.start_requests([1], phase=4)
+    with pytest.raises(ValueError, match=r"'phase' must be None, 'spread'"):
+        op.start_requests([1], phase="even")
+    assert int(op.ring_len[1]) == 0
     op._called.add(0)
     with pytest.raises(ValueError, match="a step is half done"):
         op.start_requests([2])
