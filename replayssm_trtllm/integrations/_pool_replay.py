@@ -8,7 +8,6 @@ import torch
 
 from ..ops.commit import MODE_SPECULATIVE, MODE_STANDARD, mode_code
 from ..ops.state_cache import ReplayCursorCache
-from ..state.phase import admission_phases, write_neutral_records
 
 PER_DRAFT_STATE_ARGS = ("disable_state_update", "intermediate_states_buffer", "cache_steps", "intermediate_state_indices",
                     "retrieve_parent_token", "num_accepted_tokens")
@@ -136,15 +135,11 @@ class PoolReplay(ReplayCursorCache):
         ``"spread"`` (the default) gives the slots consecutive phases, continuing from the slots started before,
         so that requests started together do not all flush on the same step; an int or one int per slot (each in
         [0, L - 1]) is taken as given; None empties the rings (the paper's ``h = 0``). At most one extra flush per
-        request."""
+        request. On CUDA it is one kernel launch and reads nothing back (no host sync; ``slots`` may be a device
+        tensor, and so may per-slot phases, range-checked by the kernel into ``error_slot``: :meth:`check_errors`)."""
         if self._called:
             raise ValueError(f"{self.op}.start_requests: a step is half done; commit it first")
-        idx = self._slots_tensor(slots)
-        counts = admission_phases(f"{self.op}.start_requests", phase, int(idx.shape[0]), self.window, self._admitted)
-        if counts is not None:
-            write_neutral_records(self.family, self, idx.tolist(), counts, 1)
-        self.reset_cursors(idx, counts)
-        self._admitted += int((idx >= 0).sum())
+        self._admit(f"{self.op}.start_requests", self.family, slots, phase)
 
     @torch.no_grad()
     def materialize(self, slots=None) -> None:

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 LIB_NAME = "libreplayssm_kernels.so"
-EXPECTED_ABI_VERSION = 7
+EXPECTED_ABI_VERSION = 8
 
 RSSM_OK = 0
 _STATUS_NAMES = {1: "invalid argument", 2: "unsupported", 3: "CUDA launch error"}

@@ -474,10 +474,9 @@ class GdnReplayStateCache(_cursor_base()):
         if tuple(pre.shape) != want:
             raise ValueError(f"GdnReplayStateCache.reset: 'prefill_state' must be [num_layers, n, HV, V, K] = "
                              f"{list(want)}; got {list(prefill_state.shape)}")
-        counts = self._reset_phase("GdnReplayStateCache.reset", "gdn", idx, phase)
+        counts = self._admit("GdnReplayStateCache.reset", "gdn", idx, phase)   # checks the phase first
         keep = idx >= 0
         self.ckpt[:, idx[keep]] = pre[:, keep.to(pre.device)].to(device=self.device, dtype=self.state_dtype)
-        self.reset_cursors(idx, counts)
         return counts
 
     def step(self, layer: int, state_batch_indices: torch.Tensor, q, k, v, a, b, A_log, dt_bias,

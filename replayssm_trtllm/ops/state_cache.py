@@ -16,7 +16,7 @@ from typing import Optional, Sequence, Union
 import torch
 
 from ..state.cursors import checked_reset_lengths
-from ..state.phase import admission_phases, write_neutral_records
+from .admit import admit_rows
 from .commit import MODE_SPECULATIVE, MODE_STANDARD, mode_code, replay_commit
 from . import mamba2 as _mamba2_ops  # noqa: F401  (registers torch.ops.replayssm.mamba2_replay_decode, used by step)
 
@@ -71,14 +71,14 @@ class ReplayCursorCache:
         self.ring_origin[idx[keep]] = 0
         self.ring_len[idx[keep]] = 0 if h is None else h[keep.cpu()].to(self.device)
 
-    def _reset_phase(self, op: str, family: str, slots, phase):
-        """Neutral records for ``phase`` (state/phase.py) written into this cache's [layers, S, C, ...] ring
-        tensors; returns the per-slot counts (None without a phase)."""
+    def _admit(self, op: str, family: str, slots, phase):
+        """Admit ``slots`` with ``phase`` (state/phase.py): neutral records in this cache's [layers, S, C, ...] ring
+        tensors and cursors ``o = 0, h = d``. On CUDA one ``replay_admit`` launch without a host sync (ops/admit.py),
+        on the CPU the Python form. Returns the per-slot counts when known on the host (None without a phase). The
+        "spread" start advances by the number of entries (padding included), so no device value is read."""
         idx = self._slots_tensor(slots)
-        counts = admission_phases(op, phase, int(idx.shape[0]), self.window, self._admitted)
-        if counts is not None:
-            write_neutral_records(family, self, idx.tolist(), counts, 1)
-        self._admitted += int((idx >= 0).sum())  # rows admitted so far (the "spread" phases' start)
+        counts = admit_rows(op, self, family, idx, phase, self._admitted)
+        self._admitted += int(idx.shape[0])  # entries admitted so far (the "spread" phases' start)
         return counts
 
     def _note_step(self, state_batch_indices: torch.Tensor, T: int) -> None:
@@ -101,13 +101,14 @@ class ReplayCursorCache:
                       T, self.mode)
 
     def check_errors(self) -> None:
-        """Sync and raise if the device commit recorded an invariant violation."""
+        """Sync and raise if the device commit recorded an invariant violation, or an admission a slot out of range
+        or a per-slot phase outside [0, L - 1] given as a device tensor (that row was left untouched)."""
         s = int(self.error_slot.item())
         if s != -1:
             o = int(self.ring_origin[s]) if 0 <= s < self.num_slots else None
             h = int(self.ring_len[s]) if 0 <= s < self.num_slots else None
-            raise RuntimeError(f"replay commit: invariant violated for slot {s} (origin={o}, h={h}, L={self.window}, "
-                               f"C={self.capacity}, mode={self.mode})")
+            raise RuntimeError(f"replay commit / admission: invariant violated for slot {s} (origin={o}, h={h}, "
+                               f"L={self.window}, C={self.capacity}, mode={self.mode})")
 
     def cursor_bytes_per_slot(self) -> int:
         return 2 * 4  # ring_origin + ring_len (shared by all layers)
@@ -147,10 +148,9 @@ class ReplayStateCache(ReplayCursorCache):
         if tuple(pre.shape) != want:
             raise ValueError(f"ReplayStateCache.reset: 'prefill_state' must be [num_layers, n, H, P, N] = "
                              f"{list(want)}; got {list(prefill_state.shape)}")
-        counts = self._reset_phase("ReplayStateCache.reset", "mamba2", idx, phase)
+        counts = self._admit("ReplayStateCache.reset", "mamba2", idx, phase)   # checks the phase first
         keep = idx >= 0
         self.ckpt[:, idx[keep]] = pre[:, keep.to(pre.device)].to(device=self.device, dtype=self.state_dtype)
-        self.reset_cursors(idx, counts)
         return counts
 
     def step(self, layer: int, state_batch_indices: torch.Tensor, x: torch.Tensor, dt_raw: torch.Tensor,

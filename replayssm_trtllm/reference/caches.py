@@ -92,7 +92,7 @@ class _ReplayCacheBase:
         expect_tensor(op, "prefill_state", prefill_state, ["n"] + list(state_dims[1:]), sz)
         counts = admission_phases(op, phase, int(sbi.shape[0]), self.window, self._admitted)
         self.cursors.reset(sbi, counts)   # validates slot range and duplicates
-        self._admitted += int((sbi >= 0).sum())  # rows admitted so far (the start of the next "spread" phases)
+        self._admitted += int(sbi.shape[0])  # entries admitted so far, padding included (the next "spread" start)
         if counts is not None:  # neutral records ahead of the row's own (state/phase.py)
             write_neutral_records(self.family, self, sbi.tolist(), counts, 0)
         pre = f64(prefill_state)

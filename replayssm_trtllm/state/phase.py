@@ -38,9 +38,10 @@ NEUTRAL_RECORD = {
 def admission_phases(op: str, phase: PhaseLike, n: int, window: int, start: int = 0) -> Optional[list]:
     """Per-slot neutral-record counts for ``n`` slots admitted together, or None (no phase: ``h = 0``).
 
-    ``phase``: None (every row starts at h = 0), ``"spread"`` (row i gets ``(start + i) % L``, where ``start`` is the
-    number of rows the cache admitted before: consecutive phases, so rows admitted together, in one call or in several
-    calls of the same engine step, flush on different steps; consecutive rather than evenly spaced phases also stay
+    ``phase``: None (every row starts at h = 0), ``"spread"`` (entry i gets ``(start + i) % L``, where ``start`` is
+    the number of entries the cache admitted before, padding entries included (so the device caches need not read
+    their slots back): consecutive phases, so rows admitted together, in one call or in several calls of the same
+    engine step, flush on different steps; consecutive rather than evenly spaced phases also stay
     apart when every row commits T > 1 tokens per step), an int (every row), or one int per slot. Each count must be
     in [0, L - 1]."""
     if phase is None:

@@ -158,7 +158,8 @@ def test_cursor_cache_reset_lengths_cpu():
 def test_state_caches_reset_phase_cpu():
     """reset(..., phase) of the torch-op caches (allocated on the CPU: no kernel runs): every layer's ring rows
     0 .. d - 1 of each admitted slot hold the neutral record (Mamba-2 zeros; GDN g = u = 0, k = 1), the rest and the
-    padding / other slots keep their contents, h = d; "spread" continues from the rows admitted before."""
+    padding / other slots keep their contents, h = d; "spread" continues from the entries admitted before (padding
+    included: the count is known without reading the slots back from the device)."""
     from replayssm_trtllm.ops.gdn import GdnReplayStateCache
     from replayssm_trtllm.ops.state_cache import ReplayStateCache
     caches = [ReplayStateCache(2, 5, 8, 16, 32, 2, 8, device="cpu"),
@@ -169,13 +170,13 @@ def test_state_caches_reset_phase_cpu():
         for t in rings.values():
             t.fill_(7.0)
         c.reset([3, -1, 0], torch.randn((2, 3) + tuple(c.ckpt.shape[2:])), phase=[5, 2, 0])
-        assert c.ring_len.tolist() == [0, 0, 0, 5, 0] and c._admitted == 2
+        assert c.ring_len.tolist() == [0, 0, 0, 5, 0] and c._admitted == 3   # entries, the padding one included
         for n, t in rings.items():
             want = 1.0 if n == "ring_k" else 0.0
             assert bool((t[:, 3, :5] == want).all()) and bool((t[:, 3, 5:] == 7.0).all()), n
             assert bool((t[:, [0, 1, 2, 4]] == 7.0).all()), n
         c.reset([1, 2], torch.randn((2, 2) + tuple(c.ckpt.shape[2:])), phase="spread")
-        assert c.ring_len.tolist()[1:3] == [2, 3]
+        assert c.ring_len.tolist()[1:3] == [3, 4]
 
 
 def test_overhead_super_L16_T4():

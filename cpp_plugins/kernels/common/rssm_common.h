@@ -23,7 +23,7 @@ enum RssmDtype {
 };
 
 // Version of the C ABI (params structs and launcher signatures). Bump on any layout change.
-#define RSSM_KERNEL_ABI_VERSION 7
+#define RSSM_KERNEL_ABI_VERSION 8
 
 int rssm_kernel_abi_version(void);
 // Comma-separated SM architectures this library carries machine code for, e.g. "90a,100a".
