@@ -475,8 +475,7 @@ class GdnReplayStateCache(_cursor_base()):
             raise ValueError(f"GdnReplayStateCache.reset: 'prefill_state' must be [num_layers, n, HV, V, K] = "
                              f"{list(want)}; got {list(prefill_state.shape)}")
         counts = self._admit("GdnReplayStateCache.reset", "gdn", idx, phase)   # checks the phase first
-        keep = idx >= 0
-        self.ckpt[:, idx[keep]] = pre[:, keep.to(pre.device)].to(device=self.device, dtype=self.state_dtype)
+        self._store_checkpoints(idx, pre)
         return counts
 
     def step(self, layer: int, state_batch_indices: torch.Tensor, q, k, v, a, b, A_log, dt_bias,

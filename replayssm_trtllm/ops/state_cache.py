@@ -81,6 +81,25 @@ class ReplayCursorCache:
         self._admitted += int(idx.shape[0])  # entries admitted so far (the "spread" phases' start)
         return counts
 
+    def _store_checkpoints(self, idx: torch.Tensor, pre: torch.Tensor) -> None:
+        """``pre`` ``[num_layers, n, ...]`` becomes ``self.ckpt[:, idx]`` (negative entries skipped). CUDA: cast to
+        the state dtype, then one ``replay_import`` launch per layer (ops/import_state.py), reading nothing back (a
+        slot >= S is reported in ``error_slot``); CPU: indexed assignment."""
+        if self.device.type != "cuda":
+            keep = idx >= 0
+            self.ckpt[:, idx[keep]] = pre[:, keep.to(pre.device)].to(device=self.device, dtype=self.state_dtype)
+            return
+        n = int(idx.shape[0])
+        if n == 0:
+            return
+        from . import import_state as _import  # noqa: F401  (registers torch.ops.replayssm.replay_import)
+        src = pre.to(device=self.device, dtype=self.state_dtype).contiguous()
+        src_slots = torch.arange(n, dtype=torch.int32, device=self.device)
+        dst_slots = idx.to(device=self.device, dtype=torch.int32).contiguous()
+        for layer in range(self.ckpt.shape[0]):
+            torch.ops.replayssm.replay_import(src[layer], src_slots, self.ckpt[layer], dst_slots, None, None,
+                                              self.error_slot, False)
+
     def _note_step(self, state_batch_indices: torch.Tensor, T: int) -> None:
         self._last_rows, self._last_T = state_batch_indices, T
 
@@ -149,8 +168,7 @@ class ReplayStateCache(ReplayCursorCache):
             raise ValueError(f"ReplayStateCache.reset: 'prefill_state' must be [num_layers, n, H, P, N] = "
                              f"{list(want)}; got {list(prefill_state.shape)}")
         counts = self._admit("ReplayStateCache.reset", "mamba2", idx, phase)   # checks the phase first
-        keep = idx >= 0
-        self.ckpt[:, idx[keep]] = pre[:, keep.to(pre.device)].to(device=self.device, dtype=self.state_dtype)
+        self._store_checkpoints(idx, pre)
         return counts
 
     def step(self, layer: int, state_batch_indices: torch.Tensor, x: torch.Tensor, dt_raw: torch.Tensor,

@@ -87,9 +87,9 @@ def _randomize(c, gen):
 @pytest.mark.gpu
 @pytest.mark.sanitize
 def test_kernel_matches_the_python_form():
-    """Every phase form through reset(), on the GPU (one replay_admit launch) and on a CPU copy (the Python form):
-    rings and cursors equal bit for bit after each call, padding entries and other slots untouched, and "spread"
-    continuing across calls."""
+    """Every phase form through reset(), on the GPU (one replay_admit launch, the checkpoints by replay_import) and on a
+    CPU copy (the Python form): rings, cursors and checkpoints equal bit for bit after each call, padding entries and
+    other slots untouched, and "spread" continuing across calls."""
     gen = torch.Generator().manual_seed(3)
     calls = [([4, -1, 0], None), ([1, 7, 2], "spread"), ([3], "spread"), ([5, 8], 9), ([6, -1, 0], [15, 0, 3]),
              ([2, 4], torch.tensor([1, 14])), ([8, 1, 5], "spread")]
@@ -108,6 +108,7 @@ def test_kernel_matches_the_python_form():
             assert gpu.ring_origin.tolist() == cpu.ring_origin.tolist()
             for n, t in _rings(cpu).items():
                 assert torch.equal(_rings(gpu)[n].cpu(), t), (type(gpu).__name__, n, slots, phase)
+            assert torch.equal(gpu.ckpt.cpu(), cpu.ckpt)   # the checkpoint copy (replay_import per layer on CUDA)
         assert int(gpu.error_slot.item()) == -1
 
 
@@ -151,3 +152,27 @@ def test_start_requests_reads_nothing_back():
         torch.cuda.set_sync_debug_mode("default")
     assert op.ring_len.tolist() == [0, 0, 0, 0, 0, 2, 0, 0]
     assert int(op.error_slot.item()) == -1
+
+
+@pytest.mark.gpu
+def test_cache_reset_reads_nothing_back():
+    """The CUDA caches' reset with device slots (one padding entry) and a device prefill state: no host sync (torch's
+    sync debug mode "error"); the admitted slots hold the prefill rows, the padding entry's row and the other slots
+    are untouched; a slot >= S lands in error_slot instead of a device-side assert."""
+    for c in _caches("cuda"):
+        c.ckpt.fill_(3.0)
+        slots = torch.tensor([7, -1, 2], device="cuda")
+        pre = torch.randn((2, 3) + tuple(c.ckpt.shape[2:]), device="cuda")
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            c.reset(slots, pre, phase="spread")
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+        assert torch.equal(c.ckpt[:, 7], pre[:, 0].to(c.state_dtype)) and torch.equal(c.ckpt[:, 2], pre[:, 2])
+        assert bool((c.ckpt[:, [0, 1, 3, 4, 5, 6, 8]] == 3.0).all())
+        assert c.ring_len.tolist()[7] == 0 and c.ring_len.tolist()[2] == 2
+        assert int(c.error_slot.item()) == -1
+        c.reset(torch.tensor([11], device="cuda"), pre[:, :1])
+        torch.cuda.synchronize()
+        assert int(c.error_slot.item()) == 11
