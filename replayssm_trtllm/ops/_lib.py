@@ -69,7 +69,7 @@ _host_functions = {}
 
 
 def host_function(name: str, argtypes, restype):
-    """A host-only function of the kernel library (a query: no CUDA call) with its ctypes signature, bound once; a
+    """A function of the kernel library (a host-only query, or a C launcher) with its ctypes signature, bound once; a
     library built before the function existed raises KernelLibraryError naming it."""
     fn = _host_functions.get(name)
     if fn is None:

@@ -18,7 +18,7 @@ from typing import List, Optional, Sequence
 
 import torch
 
-from ._lib import check_status, load_library
+from ._lib import check_status, host_function
 
 __all__ = ["replay_admit", "ring_fill_pattern", "admit_rows", "PHASE_NONE", "PHASE_CONSTANT", "PHASE_SPREAD",
            "PHASE_PER_ROW", "MAX_RINGS"]
@@ -58,18 +58,9 @@ class ReplayAdmitParams(ctypes.Structure):
     ]
 
 
-_launcher = None
-
-
 def _get_launcher():
-    global _launcher
-    if _launcher is None:
-        lib = load_library()
-        fn = lib.rssm_replay_admit_launch
-        fn.argtypes = [ctypes.POINTER(ReplayAdmitParams), ctypes.c_void_p]
-        fn.restype = ctypes.c_int
-        _launcher = fn
-    return _launcher
+    """``rssm_replay_admit_launch`` with its ctypes signature (bound once by ``host_function``)."""
+    return host_function("rssm_replay_admit_launch", [ctypes.POINTER(ReplayAdmitParams), ctypes.c_void_p], ctypes.c_int)
 
 
 def _desc(t) -> str:

@@ -64,6 +64,46 @@ def test_op_refuses_cpu_tensors():
         torch.ops.replayssm.replay_admit(**_args())
 
 
+def _params(**kw):
+    p = A.ReplayAdmitParams(num_rows=1, num_slots=4, window=4, ring_capacity=5, phase_mode=A.PHASE_SPREAD, phase=0,
+                            num_rings=1)
+    p.slots = p.ring_origin = p.ring_len = 0x10000   # never dereferenced: validation fails first (or no row)
+    g = p.rings[0]
+    g.base, g.layer_stride, g.slot_stride, g.record_bytes, g.num_layers = 0x20000, 4 * 5 * 16, 5 * 16, 16, 2
+    for k, v in kw.items():
+        if k.startswith("g_"):          # a field of rings[0]
+            setattr(g, k[2:], v)
+        else:
+            setattr(p, k, v)
+    return p
+
+
+@pytest.mark.parametrize("change, match", [
+    (dict(num_slots=0), r"num_slots must be >= 1; got 0"),
+    (dict(ring_capacity=3), r"ring_capacity must be >= window = 4; got 3"),
+    (dict(phase_mode=5), r"phase_mode must be 0 \(none\), 1 \(constant\), 2 \(spread\) or 3 \(per row\); got 5"),
+    (dict(phase_mode=A.PHASE_CONSTANT, phase=4), r"phase must be in \[0, L - 1 = 3\]; got 4"),
+    (dict(phase=-2), r"the spread start \(phase\) must be >= 0; got -2"),
+    (dict(phase_mode=A.PHASE_PER_ROW), r"phases must not be NULL with per-row phases"),
+    (dict(num_rings=9), r"num_rings must be in \[0, 8\]; got 9"),
+    (dict(g_base=0), r"rings\[0\].base must not be NULL"),
+    (dict(g_record_bytes=6), r"rings\[0\].record_bytes must be a positive multiple of 4; got 6"),
+    (dict(g_num_layers=0), r"rings\[0\].num_layers must be in \[1, 65535\]; got 0"),
+    (dict(g_slot_stride=64), r"rings\[0\]: base and strides must be 4-byte aligned and a slot must span "
+                                r"ring_capacity \* record_bytes = 80 bytes; got slot_stride 64"),
+    (dict(g_base=0x20002), r"rings\[0\]: base and strides must be 4-byte aligned"),
+])
+def test_c_launcher_refuses_bad_params(change, match):
+    """The C launcher's own checks (what a TensorRT runtime calling it directly relies on), on the CPU: each bad
+    field returns RSSM_ERR_INVALID_ARGUMENT with a message naming it, before any CUDA call; no rows is a no-op."""
+    from test_dual_precision_host import _lib_or_skip
+    from replayssm_trtllm.ops._lib import check_status
+    _lib_or_skip()
+    with pytest.raises(RuntimeError, match="replay_admit: invalid argument: ReplayAdmit: " + match):
+        check_status(A._get_launcher()(ctypes.byref(_params(**change)), None), "replay_admit")
+    check_status(A._get_launcher()(ctypes.byref(_params(num_rows=0)), None), "replay_admit")
+
+
 # ------------------------------------------------------------------------------------------- GPU
 def _caches(device):
     from replayssm_trtllm.ops.gdn import GdnReplayStateCache
