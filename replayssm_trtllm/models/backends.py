@@ -330,7 +330,7 @@ class SsmDecoder:
         admission_phase: the replay caches' flush phase for the rows of each :meth:`reset` (state/phase.py):
             ``"spread"`` (the default) starts rows admitted together, in one call or one call at a time, at
             consecutive phases, so that they do not all flush on the same step (a batch admitted at once would
-            otherwise pay an all-rows flush step, ~2.4x a non-flush step's layer time at B = 256, every L steps);
+            otherwise pay an all-rows flush step, ~2.8x a non-flush step's layer time at B = 256, every L steps);
             an int starts every row with that many neutral records (0 <= d < L); None is the paper's ``h = 0``.
             Outputs are the same up to the rounding of the earlier flush; it costs at most one extra flush per
             request. Ignored by the conventional backend.

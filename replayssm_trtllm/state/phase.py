@@ -2,7 +2,7 @@
 
 Every row flushes once per window, when its committed count h reaches the window (standard: ``h + 1 == L``,
 speculative: ``h + T > L``). Rows that start together (a burst of admissions in one engine step) stay in phase for
-their whole life: every L-th step all of them flush at once, and that step costs about 2.4x a non-flush step on the
+their whole life: every L-th step all of them flush at once, and that step costs about 2.8x a non-flush step on the
 H200 (docs/kernels-gdn.md, "Twenty-sixth session": 412 against 146 us for a q35-4b layer at B = 256), a latency spike
 that the serving engine sees every L tokens. Rows admitted at different steps are staggered and pay the flush evenly.
 
