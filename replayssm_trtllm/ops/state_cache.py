@@ -75,7 +75,21 @@ class ReplayCursorCache:
         """Admit ``slots`` with ``phase`` (state/phase.py): neutral records in this cache's [layers, S, C, ...] ring
         tensors and cursors ``o = 0, h = d``. On CUDA one ``replay_admit`` launch without a host sync (ops/admit.py),
         on the CPU the Python form. Returns the per-slot counts when known on the host (None without a phase). The
-        "spread" start advances by the number of entries (padding included), so no device value is read."""
+        "spread" start advances by the number of entries (padding included), so no device value is read. Slots given
+        on the host (a list, a CPU tensor) are checked for duplicates and range first (a duplicate would leave which
+        row's phase and checkpoint won to chance); slots in a device tensor are not read back: a slot >= S lands in
+        ``error_slot`` (:meth:`check_errors`), duplicates are the caller's to avoid."""
+        if not (isinstance(slots, torch.Tensor) and slots.device.type == "cuda"):   # host slots: checked here
+            host = [int(v) for v in torch.as_tensor(slots).reshape(-1).tolist()]
+            seen, dup = set(), []
+            for v in host:
+                if v >= 0 and v in seen and v not in dup:
+                    dup.append(v)
+                seen.add(v)
+            bad = [v for v in host if v >= self.num_slots]
+            if dup or bad:
+                raise ValueError(f"{op}: 'slots' must name each slot once and lie in [0, S - 1 = {self.num_slots - 1}] "
+                                 f"(negative: skipped); got " + (f"{dup} more than once" if dup else f"{bad}"))
         idx = self._slots_tensor(slots)
         counts = admit_rows(op, self, family, idx, phase, self._admitted)
         self._admitted += int(idx.shape[0])  # entries admitted so far (the "spread" phases' start)

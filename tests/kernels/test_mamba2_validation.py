@@ -155,6 +155,28 @@ def test_cursor_cache_reset_lengths_cpu():
     assert c.ring_len.tolist() == [0, 2, 0, 7, 0] and c.ring_origin.tolist() == [2, 0, 2, 0, 2]
 
 
+def test_admission_refuses_duplicate_or_out_of_range_host_slots():
+    """Slots given on the host are checked before anything changes: a slot twice (which row's phase and checkpoint
+    would win is left to chance) or a slot >= S is refused, in reset() and in the drop-ins' start_requests."""
+    from replayssm_trtllm.integrations import ReplayGatedDeltaRuleUpdate
+    from replayssm_trtllm.ops.state_cache import ReplayStateCache
+    c = ReplayStateCache(1, 5, 8, 16, 32, 2, 8, device="cpu")
+    c.ring_len.fill_(3)
+    pre = torch.randn((1, 3) + tuple(c.ckpt.shape[2:]))
+    with pytest.raises(ValueError, match=r"ReplayStateCache.reset: 'slots' must name each slot once and lie in "
+                                         r"\[0, S - 1 = 4\] \(negative: skipped\); got \[2\] more than once"):
+        c.reset([2, -1, 2], pre, phase="spread")
+    with pytest.raises(ValueError, match=r"got \[5\]"):
+        c.reset(torch.tensor([0, 5, -1]), pre)
+    assert c.ring_len.tolist() == [3] * 5 and c._admitted == 0
+    c.reset([-1, 4, -1], pre)                            # padding entries may repeat
+    assert c.ring_len.tolist() == [3, 3, 3, 3, 0]
+    op = ReplayGatedDeltaRuleUpdate([torch.zeros(4, 4, 64, 64)], 2, window=4)
+    with pytest.raises(ValueError, match=r"ReplayGatedDeltaRuleUpdate.start_requests: 'slots' .* got \[1\] more than "
+                                         r"once"):
+        op.start_requests([1, 0, 1])
+
+
 def test_state_caches_reset_phase_cpu():
     """reset(..., phase) of the torch-op caches (allocated on the CPU: no kernel runs): every layer's ring rows
     0 .. d - 1 of each admitted slot hold the neutral record (Mamba-2 zeros; GDN g = u = 0, k = 1), the rest and the
