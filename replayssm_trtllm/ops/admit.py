@@ -14,10 +14,12 @@ left untouched, checked on the device). Slots < 0 are skipped; a slot >= S is re
 from __future__ import annotations
 
 import ctypes
+import functools
 from typing import List, Optional, Sequence
 
 import torch
 
+from ..state.phase import NEUTRAL_RECORD, admission_phases, write_neutral_records
 from ._lib import check_status, host_function
 
 __all__ = ["replay_admit", "ring_fill_pattern", "admit_rows", "PHASE_NONE", "PHASE_CONSTANT", "PHASE_SPREAD",
@@ -71,15 +73,21 @@ def _desc(t) -> str:
 
 def ring_fill_pattern(op: str, name: str, dtype: torch.dtype, value: float) -> int:
     """The 32-bit pattern of ``value`` in ``dtype`` repeated (4-byte dtypes: the value's bits; 2-byte: two copies)."""
+    size = torch.empty(0, dtype=dtype).element_size()
+    if size not in (2, 4):
+        raise ValueError(f"{op}: ring '{name}' has dtype {str(dtype).replace('torch.', '')}; the admission fills 2- or "
+                         f"4-byte records only")
+    return _fill_bits(dtype, float(value))
+
+
+@functools.lru_cache(maxsize=None)
+def _fill_bits(dtype: torch.dtype, value: float) -> int:
+    """Cached: ``start_requests`` admits every step, with the same few (dtype, value) pairs."""
     t = torch.tensor([value], dtype=dtype)
-    size = t.element_size()
-    if size == 4:
+    if t.element_size() == 4:
         return int(t.view(torch.int32).item()) & 0xFFFFFFFF
-    if size == 2:
-        bits = int(t.view(torch.int16).item()) & 0xFFFF
-        return bits | (bits << 16)
-    raise ValueError(f"{op}: ring '{name}' has dtype {str(dtype).replace('torch.', '')}; the admission fills 2- or "
-                     f"4-byte records only")
+    bits = int(t.view(torch.int16).item()) & 0xFFFF
+    return bits | (bits << 16)
 
 
 def validate_admit_args(slots, ring_origin, ring_len, error_slot, rings: Sequence[torch.Tensor], fills, window: int,
@@ -126,7 +134,9 @@ def validate_admit_args(slots, ring_origin, ring_len, error_slot, rings: Sequenc
         rec = r[0, 0, 0].numel() * r.element_size()
         if rec % 4:
             raise ValueError(f"{op}: rings[{i}]: a record must be a multiple of 4 bytes; got {rec} ({_desc(r)})")
-        ring_fill_pattern(op, f"rings[{i}]", r.dtype, fills[i])
+        if r.element_size() not in (2, 4):
+            raise ValueError(f"{op}: ring 'rings[{i}]' has dtype {str(r.dtype).replace('torch.', '')}; the admission "
+                             f"fills 2- or 4-byte records only")
 
 
 @torch.library.custom_op("replayssm::replay_admit", mutates_args=("ring_origin", "ring_len", "error_slot", "rings"))
@@ -179,7 +189,6 @@ def admit_rows(op: str, cache, family: str, slots: torch.Tensor, phase, start: i
     ``[layers, S, C, ...]`` tensors) and the cursors. CUDA: one ``replay_admit`` launch, no host sync (a per-slot
     tensor on the device is range-checked by the kernel into ``cache.error_slot``). CPU: the Python form. Returns
     the per-slot counts when they are known on the host (None without a phase, or for a device tensor of phases)."""
-    from ..state.phase import NEUTRAL_RECORD, admission_phases, write_neutral_records
     n = int(slots.shape[0])
     device_phases = isinstance(phase, torch.Tensor) and phase.device.type == "cuda"
     if device_phases:

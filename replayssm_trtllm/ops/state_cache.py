@@ -15,7 +15,7 @@ from typing import Optional, Sequence, Union
 
 import torch
 
-from ..state.cursors import checked_reset_lengths
+from ..state.cursors import check_slot_rows, checked_reset_lengths
 from .admit import admit_rows
 from .commit import MODE_SPECULATIVE, MODE_STANDARD, mode_code, replay_commit
 from . import mamba2 as _mamba2_ops  # noqa: F401  (registers torch.ops.replayssm.mamba2_replay_decode, used by step)
@@ -79,17 +79,10 @@ class ReplayCursorCache:
         on the host (a list, a CPU tensor) are checked for duplicates and range first (a duplicate would leave which
         row's phase and checkpoint won to chance); slots in a device tensor are not read back: a slot >= S lands in
         ``error_slot`` (:meth:`check_errors`), duplicates are the caller's to avoid."""
-        if not (isinstance(slots, torch.Tensor) and slots.device.type == "cuda"):   # host slots: checked here
-            host = [int(v) for v in torch.as_tensor(slots).reshape(-1).tolist()]
-            seen, dup = set(), []
-            for v in host:
-                if v >= 0 and v in seen and v not in dup:
-                    dup.append(v)
-                seen.add(v)
-            bad = [v for v in host if v >= self.num_slots]
-            if dup or bad:
-                raise ValueError(f"{op}: 'slots' must name each slot once and lie in [0, S - 1 = {self.num_slots - 1}] "
-                                 f"(negative: skipped); got " + (f"{dup} more than once" if dup else f"{bad}"))
+        if not isinstance(slots, torch.Tensor):
+            slots = torch.as_tensor(list(slots), dtype=torch.int64)
+        if slots.device.type != "cuda":   # host slots: range and duplicates checked here (state/cursors.py)
+            check_slot_rows(op, slots.reshape(-1).to(torch.int64), self.num_slots)
         idx = self._slots_tensor(slots)
         counts = admit_rows(op, self, family, idx, phase, self._admitted)
         self._admitted += int(idx.shape[0])  # entries admitted so far (the "spread" phases' start)

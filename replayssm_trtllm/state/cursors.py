@@ -24,7 +24,7 @@ committed record (records 0..h-1, which a flush reads in the same step). Violati
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Sequence, Union
+from typing import Callable, Optional, Sequence, Union
 
 import torch
 
@@ -65,6 +65,27 @@ def checked_reset_lengths(op: str, lengths: Optional[Sequence[int]], n: int, win
 
 
 # ---- pure elementwise rules (shared with the device commit) -----------------------------------
+
+def check_slot_rows(op: str, sbi: torch.Tensor, num_slots: int,
+                    duplicate_reason: Callable[[int], str] = lambda s: "each slot may be named by one row per call"
+                    ) -> None:
+    """Raises ReplayInvariantError when a row of ``sbi`` (int64 [n], negative = skipped) names a slot outside
+    [0, num_slots) or a slot that another row names too (``duplicate_reason(slot)`` ends that message). Reads the
+    values: for host tensors (on a device it syncs)."""
+    valid = sbi >= 0
+    bad = valid & (sbi >= num_slots)
+    if bool(bad.any()):
+        r = int(torch.nonzero(bad)[0, 0])
+        raise ReplayInvariantError(f"{op}: row {r} maps to slot {int(sbi[r])}, outside [0, num_slots={num_slots})")
+    slots = torch.where(valid, sbi, torch.full_like(sbi, -1))
+    sorted_slots, _ = torch.sort(slots, stable=True)
+    dup = (sorted_slots[1:] == sorted_slots[:-1]) & (sorted_slots[1:] >= 0)
+    if bool(dup.any()):
+        i = int(torch.nonzero(dup)[0, 0])
+        s = int(sorted_slots[i + 1])
+        rows = torch.nonzero(slots == s)[:, 0].tolist()
+        raise ReplayInvariantError(f"{op}: slot {s} appears in more than one row ({rows}); {duplicate_reason(s)}")
+
 
 def flush_mask(length: torch.Tensor, num_tokens: int, window: int, mode: int) -> torch.Tensor:
     """Per-row flush decision from the pre-step committed length h: standard ``h + 1 == L``,
@@ -178,23 +199,10 @@ class ReplayCursors:
             raise ValueError(f"{op}: 'state_batch_indices' must be an int32/int64 tensor of shape [B]; "
                              f"got {str(sbi.dtype).replace('torch.', '')} {list(sbi.shape)}")
         sbi = sbi.to(device=self.device, dtype=torch.int64)
-        valid = sbi >= 0
-        bad = valid & (sbi >= self.num_slots)
-        if bool(bad.any()):
-            r = int(torch.nonzero(bad)[0, 0])
-            raise ReplayInvariantError(f"{op}: row {r} maps to slot {int(sbi[r])}, outside [0, num_slots="
-                                       f"{self.num_slots})")
         # duplicate slots: two rows of one step would write the same ring records
-        slots = torch.where(valid, sbi, torch.full_like(sbi, -1))
-        sorted_slots, _ = torch.sort(slots, stable=True)
-        dup = (sorted_slots[1:] == sorted_slots[:-1]) & (sorted_slots[1:] >= 0)
-        if bool(dup.any()):
-            i = int(torch.nonzero(dup)[0, 0])
-            s = int(sorted_slots[i + 1])
-            rows = torch.nonzero(slots == s)[:, 0].tolist()
-            raise ReplayInvariantError(f"{op}: slot {s} appears in more than one row ({rows}); each slot may "
-                                       f"be decoded by one row per step (origin={int(self.ring_origin[s])}, "
-                                       f"h={int(self.ring_len[s])})")
+        check_slot_rows(op, sbi, self.num_slots,
+                        lambda s: f"each slot may be decoded by one row per step (origin={int(self.ring_origin[s])}, "
+                                  f"h={int(self.ring_len[s])})")
         return sbi
 
     def _raise_row(self, op: str, what: str, mask: torch.Tensor, slot: torch.Tensor, origin: torch.Tensor,

@@ -163,17 +163,18 @@ def test_admission_refuses_duplicate_or_out_of_range_host_slots():
     c = ReplayStateCache(1, 5, 8, 16, 32, 2, 8, device="cpu")
     c.ring_len.fill_(3)
     pre = torch.randn((1, 3) + tuple(c.ckpt.shape[2:]))
-    with pytest.raises(ValueError, match=r"ReplayStateCache.reset: 'slots' must name each slot once and lie in "
-                                         r"\[0, S - 1 = 4\] \(negative: skipped\); got \[2\] more than once"):
+    from replayssm_trtllm.state.cursors import ReplayInvariantError
+    with pytest.raises(ReplayInvariantError, match=r"ReplayStateCache.reset: slot 2 appears in more than one row "
+                                                   r"\(\[0, 2\]\); each slot may be named by one row per call"):
         c.reset([2, -1, 2], pre, phase="spread")
-    with pytest.raises(ValueError, match=r"got \[5\]"):
+    with pytest.raises(ReplayInvariantError, match=r"row 1 maps to slot 5, outside \[0, num_slots=5\)"):
         c.reset(torch.tensor([0, 5, -1]), pre)
     assert c.ring_len.tolist() == [3] * 5 and c._admitted == 0
     c.reset([-1, 4, -1], pre)                            # padding entries may repeat
     assert c.ring_len.tolist() == [3, 3, 3, 3, 0]
     op = ReplayGatedDeltaRuleUpdate([torch.zeros(4, 4, 64, 64)], 2, window=4)
-    with pytest.raises(ValueError, match=r"ReplayGatedDeltaRuleUpdate.start_requests: 'slots' .* got \[1\] more than "
-                                         r"once"):
+    with pytest.raises(ReplayInvariantError, match=r"ReplayGatedDeltaRuleUpdate.start_requests: slot 1 appears in "
+                                                   r"more than one row \(\[0, 2\]\)"):
         op.start_requests([1, 0, 1])
 
 
