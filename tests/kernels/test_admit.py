@@ -216,3 +216,55 @@ def test_cache_reset_reads_nothing_back():
         c.reset(torch.tensor([11], device="cuda"), pre[:, :1])
         torch.cuda.synchronize()
         assert int(c.error_slot.item()) == 11
+
+
+@pytest.mark.gpu
+def test_admission_replays_in_a_cuda_graph():
+    """The CUDA caches' reset captured in a CUDA graph with device slots, device prefill states and each phase form
+    that reads no host value at replay time (device per-slot phases, "spread", an int, None). Every replay admits the
+    slots, phases and states the captured tensors hold at replay time, equal bit for bit to the Python form on a CPU
+    copy; a captured "spread" replays its capture's start (consecutive phases within one admission, as intended: rows
+    admitted by different replays are admitted at different steps anyway)."""
+    gen = torch.Generator().manual_seed(17)
+    for gpu, cpu in zip(_caches("cuda"), _caches("cpu")):
+        _randomize(cpu, gen)
+        for n, t in _rings(cpu).items():
+            _rings(gpu)[n].copy_(t)
+        gpu.ring_origin.copy_(cpu.ring_origin)
+        gpu.ring_len.copy_(cpu.ring_len)
+        gpu.ckpt.copy_(cpu.ckpt)
+        n = 3
+        slots = torch.zeros(n, dtype=torch.int64, device="cuda")
+        phases = torch.zeros(n, dtype=torch.int32, device="cuda")
+        pre = torch.zeros((2, n) + tuple(cpu.ckpt.shape[2:]), device="cuda", dtype=gpu.state_dtype)
+        for form in ("per-row", "spread", 5, None):
+            phase = phases if form == "per-row" else form
+            start = gpu._admitted
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                gpu.reset(slots, pre, phase=phase)
+            for rep in range(3):
+                chosen = torch.randperm(gpu.num_slots, generator=gen)[:n]
+                if rep == 1:
+                    chosen[1] = -1                        # a padding entry: its row stays untouched
+                new_phases = torch.randint(0, gpu.window, (n,), generator=gen, dtype=torch.int32)
+                new_pre = torch.randn(tuple(pre.shape), generator=gen).to(gpu.state_dtype)
+                slots.copy_(chosen)
+                phases.copy_(new_phases)
+                pre.copy_(new_pre)
+                graph.replay()
+                if form == "per-row":
+                    want_phase = new_phases
+                elif form == "spread":                    # the capture's start, at every replay
+                    want_phase = [(start + i) % gpu.window for i in range(n)]
+                else:
+                    want_phase = form
+                cpu.reset(chosen.tolist(), new_pre, phase=want_phase)
+                torch.cuda.synchronize()
+                assert gpu.ring_len.tolist() == cpu.ring_len.tolist(), (type(gpu).__name__, form, rep)
+                assert gpu.ring_origin.tolist() == cpu.ring_origin.tolist(), (type(gpu).__name__, form, rep)
+                for name, t in _rings(cpu).items():
+                    assert torch.equal(_rings(gpu)[name].cpu(), t), (type(gpu).__name__, name, form, rep)
+                assert torch.equal(gpu.ckpt.cpu(), cpu.ckpt), (type(gpu).__name__, form, rep)
+            del graph
+        assert int(gpu.error_slot.item()) == -1
