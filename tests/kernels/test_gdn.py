@@ -1032,62 +1032,6 @@ def test_prep_exact_instance_runs(monkeypatch):
     assert got == want, got
 
 
-
-# L2PF (A/B, sixty-fourth session): the serving preps (one-token LEAN, four-token EXACT) also start the readout's
-# state stream with bulk L2 prefetches of the first rows (RSSM_GDN_PREP_L2PF_MB: the rows whose checkpoints fit that
-# many MiB; q35-4b fp32 rows are 2 MiB, q35-122b 4 MiB). A hint: outputs, checkpoints and ring u must not change.
-L2PF_CASES = [("q35-4b", 16, 0, 1, "64"), ("q35-122b", 16, 0, 1, "8"), ("q35-4b", 16, 1, 4, "64"),
-              ("q35-122b", 24, 1, 4, "64"), ("q35-4b", 8, 1, 4, "4")]
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("shape,L,mode,T,mb", L2PF_CASES,
-                         ids=[f"{s}-L{l}-{'spec' if m else 'std'}-T{t}-{mb}MB" for s, l, m, t, mb in L2PF_CASES])
-def test_prep_l2pf_changes_no_value(shape, L, mode, T, mb, monkeypatch):
-    res = []
-    for setting in (None, mb):
-        if setting is None:
-            monkeypatch.delenv("RSSM_GDN_PREP_L2PF_MB", raising=False)
-        else:
-            monkeypatch.setenv("RSSM_GDN_PREP_L2PF_MB", setting)
-        res.append(_staggered_run(shape, L, mode, T, 700 + L + T, 6, 2 * L // T + 6))
-    _assert_same_run(res[0], res[1], f"RSSM_GDN_PREP_L2PF_MB={mb}")
-
-
-@pytest.mark.gpu
-def test_prep_l2pf_instance_runs(monkeypatch):
-    """RSSM_GDN_PREP_L2PF_MB > 0 runs the L2PF instance (template argument 7) of the one-token and four-token preps;
-    unset, the default instances."""
-    skip_under_sanitizer()
-    got = {}
-    for env in (None, "32"):
-        for T in (1, 4):
-            if env is None:
-                monkeypatch.delenv("RSSM_GDN_PREP_L2PF_MB", raising=False)
-            else:
-                monkeypatch.setenv("RSSM_GDN_PREP_L2PF_MB", env)
-            seq = _Seq("q35-4b", 8, 16, 0 if T == 1 else 1, T, seed=9, variant=6)
-            names = cuda_kernel_names(lambda: seq.step(torch.ones(8, dtype=torch.bool), None if T == 1 else [T] * 8))[1]
-            pr = [a for a in instances(names, "gdnSplitPrepKernel") if a[0] == "128"]
-            assert pr, f"no prep ran: {sorted(names)}"
-            got[(env, T)] = {a[7] if len(a) > 7 else "0" for a in pr}
-    assert got == {(None, 1): {"0"}, (None, 4): {"0"}, ("32", 1): {"1"}, ("32", 4): {"1"}}, got
-
-
-@pytest.mark.gpu
-@pytest.mark.sanitize
-def test_prep_l2pf_sanitize(monkeypatch):
-    """The sanitizers' case of the L2PF preps: B = 3 (two rows prefetched), standard and T = 4 with random acceptance,
-    wrap-around."""
-    monkeypatch.setenv("RSSM_GDN_PREP_L2PF_MB", "4")
-    seq = _Seq("q35-4b", 3, 8, 0, 1, seed=71, variant=6)
-    for t in range(20):
-        seq.step(torch.ones(3, dtype=torch.bool), None)
-    seq.compare_buffers()
-    seq = _Seq("q35-4b", 3, 16, 1, 4, seed=72, variant=6)
-    _run_speculative(seq, 3, 4, "random", steps=2 * 16 // 4 + 3)
-
-
 # Variant 6's speculative verify on tensor cores (gdn_split_mma_kernel.cuh) against its CUDA-core readout: both
 # forced per test (RSSM_GDN_VERIFY_MMA, read per launch; unset, speculative steps of T >= 2 with bf16 activations,
 # fp16 u and K = 128 take the tensor-core readout). L = 24 folds two chunks of records; T = 1 runs only when forced.

@@ -312,20 +312,6 @@ constexpr auto exactPrep() {
     return gdnSplitPrepKernel<128, T, kSplitPrepMinBlocks, true, false, (T <= 4), true>;
 }
 
-// L2PF (A/B, off; gdnSplitPrepKernel's comment): RSSM_GDN_PREP_L2PF_MB=N (read per launch) runs the L2-prefetching
-// instance of the serving preps (the one-token LEAN prep, the four-token EXACT prep) with the first rows whose fp32 /
-// 16-bit checkpoints fit N MiB; unset, 0 or another prep: off.
-inline int l2pfRowsFor(const GdnReplayParams& p) {
-    const char* e = getenv("RSSM_GDN_PREP_L2PF_MB");
-    const int mb = e ? atoi(e) : 0;
-    const int es = p.state_dtype == RSSM_DTYPE_FP32 ? 4
-                   : (p.state_dtype == RSSM_DTYPE_FP16 || p.state_dtype == RSSM_DTYPE_BF16) ? 2 : 0;
-    if (mb <= 0 || es == 0) return 0;
-    const long long rowBytes = (long long)p.num_v_heads * p.head_v * p.head_k * es;
-    const long long rows = ((long long)mb << 20) / rowBytes;
-    return (int)(rows < p.batch ? rows : p.batch);
-}
-
 template <typename ST, int K, int MAXT>
 cudaError_t launchSplitKT(const GdnReplayParams& p, int smCount, cudaStream_t s, const stream::ReadCopyScales& rc) {
     auto* prep = gdnSplitPrepKernel<K, MAXT>;
@@ -348,8 +334,7 @@ cudaError_t launchSplitKT(const GdnReplayParams& p, int smCount, cudaStream_t s,
         if (e && e[0] == '6' && e[1] == 0) prep = gdnSplitPrepKernel<128, 1, 6>;
         else if (!envSwitch("RSSM_GDN_PREP_MNORM", true)) prep = gdnSplitPrepKernel<128, 1, 8>;
         else if (envSwitch("RSSM_GDN_PREP_LEAN", true) && p.num_v_heads / p.num_heads <= 32)
-            prep = l2pfRowsFor(p) > 0 ? gdnSplitPrepKernel<128, 1, 8, true, true, false, false, true>
-                                      : gdnSplitPrepKernel<128, 1, 8, true, true>;
+            prep = gdnSplitPrepKernel<128, 1, 8, true, true>;
     } else if constexpr (K == 128) {
         // The speculative preps take the committed keys' norms from the records' Gram tile on tensor cores too
         // (MNORM; the default since the twenty-sixth session), at T <= 4 with the warp's shared-memory layout in
@@ -372,9 +357,6 @@ cudaError_t launchSplitKT(const GdnReplayParams& p, int smCount, cudaStream_t s,
         if (exact > 0 && mnormSpec == mnormDefault) {
             if (t == MAXT) {
                 prep = exactPrep<MAXT>();
-                if constexpr (MAXT == 4) {
-                    if (l2pfRowsFor(p) > 0) prep = gdnSplitPrepKernel<128, 4, kSplitPrepMinBlocks, true, false, true, true, true>;
-                }
             } else if (exact == 2) {
                 if constexpr (MAXT == 4) {
                     if (t == 3) prep = exactPrep<3>();
@@ -396,8 +378,7 @@ cudaError_t launchSplitKT(const GdnReplayParams& p, int smCount, cudaStream_t s,
     const long long pairs = (long long)p.batch * p.num_heads;
     const bool mma = K == 128 && MAXT > 1 && !stream::RowQuad<ST>::kScaled && useVerifyMma(p);
     int mmaBlock = mma ? 1 : 0;
-    int l2pfRows = l2pfRowsFor(p);  // read only by the L2PF instances
-    void* prepArgs[] = {const_cast<GdnReplayParams*>(&p), &mmaBlock, &l2pfRows};
+    void* prepArgs[] = {const_cast<GdnReplayParams*>(&p), &mmaBlock};
     e = launchMaybeDependent(reinterpret_cast<const void*>(prep), dim3((unsigned)((pairs + warps - 1) / warps)),
                              dim3(warps * 32), prepSmem, s, prepArgs, pdlChainEnabled());
     if (e != cudaSuccess || (e = cudaGetLastError()) != cudaSuccess) return e;

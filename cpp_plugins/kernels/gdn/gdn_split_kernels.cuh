@@ -35,7 +35,6 @@
 #pragma once
 #include "common/pdl.h"
 #include "common/cp_async.cuh"
-#include "common/prefetch_l2.cuh"
 #include "common/fold_mma.cuh"
 #include "common/read_rows.cuh"
 #include "common/small_divisor.h"
@@ -164,17 +163,10 @@ __device__ __forceinline__ void writeDraftSolve(float* Mg, const float* sTri, in
 // the run-time T). Side by side on an H100: against the run-time-T prep, verify steps 0.4-1.1% faster at
 // T = 2 / 4 / 8 (B = 256; fifty-sixth session); against EXACT at T = 2 / 4 / 8 only, T = 3 1-8% and T = 5-7 up to
 // 4.6% (fifty-seventh; docs/kernels-gdn.md).
-// L2PF (sixty-fourth session, A/B: RSSM_GDN_PREP_L2PF_MB, off): the prep moves almost no bytes (3% of DRAM in the
-// thirty-fifth session's profile) while the readout waits for it, so the warps of the first `l2pfRows` rows also
-// start the readout's state stream: after the prep's own loads are issued, lane i issues one bulk L2 prefetch
-// (`cp.async.bulk.prefetch.L2`, no completion, no registers held) of the i-th 32nd of the key head's value heads'
-// checkpoint rows (contiguous rows and heads only; otherwise nothing). The readout walks the rows in order, so its
-// first items then read from L2. `l2pfRows` (the launcher: the rows that fit an L2 budget) is 0 in every other
-// instance, which never reads it. Same records, bit for bit.
 template <int K, int MAXT, int MINB = kSplitPrepMinBlocks, bool MNORM = false, bool LEAN = false, bool L32 = false,
-          bool EXACT = false, bool L2PF = false>
+          bool EXACT = false>
 __global__ void __launch_bounds__(kSplitPrepMaxThreads, MINB)
-    gdnSplitPrepKernel(const GdnReplayParams p, int mmaBlock, int l2pfRows) {
+    gdnSplitPrepKernel(const GdnReplayParams p, int mmaBlock) {
     static_assert(!LEAN || MAXT == 1, "the lean prep is the one-token (standard-step) prep");
     static_assert(!EXACT || (!LEAN && MAXT >= 2), "EXACT is a speculative prep (the lean prep has T = 1 already)");
     // RSSM_PDL_CHAIN: a programmatic dependent of the kernel before it (common/pdl.h); then the readout may be
@@ -269,17 +261,6 @@ __global__ void __launch_bounds__(kSplitPrepMaxThreads, MINB)
         }
     }
     async::commit();
-    if constexpr (L2PF) {
-        const int es = p.state_dtype == RSSM_DTYPE_FP32 ? 4 : (p.state_dtype == RSSM_DTYPE_FP16 ||
-                                                                p.state_dtype == RSSM_DTYPE_BF16) ? 2 : 0;
-        const int64_t headBytes = (int64_t)p.head_v * p.head_k * es;
-        if (b < l2pfRows && es > 0 && p.state_stride_v == p.head_k &&
-            p.state_stride_head == (int64_t)p.head_v * p.head_k && (headBytes * group) % (32 * 16) == 0)
-            prefetchBulkL2(static_cast<const char*>(p.state) +
-                               ((int64_t)slot * p.state_stride_slot + (int64_t)hk * group * p.state_stride_head) * es +
-                               lane * (headBytes * group / 32),
-                           (unsigned)(headBytes * group / 32));
-    }
     // LEAN: the token's gates of the group's value heads, lane w for value head hk group + w (group <= 32, launcher
     // rule); loadDecay takes value head w's from lane w
     float gTok = 0.f, betaTok = 0.f;
