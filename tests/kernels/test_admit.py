@@ -268,3 +268,29 @@ def test_admission_replays_in_a_cuda_graph():
                 assert torch.equal(gpu.ckpt.cpu(), cpu.ckpt), (type(gpu).__name__, form, rep)
             del graph
         assert int(gpu.error_slot.item()) == -1
+
+
+@pytest.mark.gpu
+@pytest.mark.sanitize
+def test_device_slot_named_twice_is_admitted_once_and_reported():
+    """The caches' reset with device slots naming one slot twice (distinct prefill states and device phases): the first
+    entry is admitted (its phase, records and checkpoint, bit for bit as the Python form with that entry alone), the
+    later one is left out and its slot reported in error_slot; the other entries are admitted as usual."""
+    gen = torch.Generator().manual_seed(23)
+    for gpu, cpu in zip(_caches("cuda"), _caches("cpu")):
+        _randomize(cpu, gen)
+        for n, t in _rings(cpu).items():
+            _rings(gpu)[n].copy_(t)
+        gpu.ring_origin.copy_(cpu.ring_origin)
+        gpu.ring_len.copy_(cpu.ring_len)
+        gpu.ckpt.copy_(cpu.ckpt)
+        pre = torch.randn((2, 4) + tuple(cpu.ckpt.shape[2:]), generator=gen).to(gpu.state_dtype)
+        slots, phases = [6, 2, 6, 6], [3, 9, 11, 0]
+        gpu.reset(torch.tensor(slots, device="cuda"), pre.cuda(), phase=torch.tensor(phases, device="cuda"))
+        cpu.reset(slots[:2], pre[:, :2], phase=phases[:2])     # what the first two entries alone do
+        torch.cuda.synchronize()
+        assert int(gpu.error_slot.item()) == 6, type(gpu).__name__
+        assert gpu.ring_len.tolist() == cpu.ring_len.tolist() and gpu.ring_origin.tolist() == cpu.ring_origin.tolist()
+        for name, t in _rings(cpu).items():
+            assert torch.equal(_rings(gpu)[name].cpu(), t), (type(gpu).__name__, name)
+        assert torch.equal(gpu.ckpt.cpu(), cpu.ckpt), type(gpu).__name__
