@@ -124,6 +124,29 @@ def _randomize(c, gen):
     c.ring_len.copy_(torch.randint(0, c.window, (c.num_slots,), generator=gen).to(torch.int32))
 
 
+def _twin_caches(gen):
+    """(CUDA cache, CPU cache) pairs of both families holding the same random rings and cursors (and checkpoints)."""
+    for gpu, cpu in zip(_caches("cuda"), _caches("cpu")):
+        _randomize(cpu, gen)
+        for n, t in _rings(cpu).items():
+            _rings(gpu)[n].copy_(t)
+        gpu.ring_origin.copy_(cpu.ring_origin)
+        gpu.ring_len.copy_(cpu.ring_len)
+        gpu.ckpt.copy_(cpu.ckpt)
+        yield gpu, cpu
+
+
+def _assert_same_caches(gpu, cpu, *what):
+    """Cursors, every ring tensor and the checkpoints of a CUDA cache equal a CPU cache's, bit for bit."""
+    torch.cuda.synchronize()
+    what = (type(gpu).__name__,) + what
+    assert gpu.ring_len.tolist() == cpu.ring_len.tolist(), what
+    assert gpu.ring_origin.tolist() == cpu.ring_origin.tolist(), what
+    for name, t in _rings(cpu).items():
+        assert torch.equal(_rings(gpu)[name].cpu(), t), what + (name,)
+    assert torch.equal(gpu.ckpt.cpu(), cpu.ckpt), what
+
+
 @pytest.mark.gpu
 @pytest.mark.sanitize
 def test_kernel_matches_the_python_form():
@@ -133,22 +156,13 @@ def test_kernel_matches_the_python_form():
     gen = torch.Generator().manual_seed(3)
     calls = [([4, -1, 0], None), ([1, 7, 2], "spread"), ([3], "spread"), ([5, 8], 9), ([6, -1, 0], [15, 0, 3]),
              ([2, 4], torch.tensor([1, 14])), ([8, 1, 5], "spread")]
-    for gpu, cpu in zip(_caches("cuda"), _caches("cpu")):
-        _randomize(cpu, gen)
-        for n, t in _rings(cpu).items():
-            _rings(gpu)[n].copy_(t)
-        gpu.ring_origin.copy_(cpu.ring_origin)
-        gpu.ring_len.copy_(cpu.ring_len)
+    for gpu, cpu in _twin_caches(gen):
         for slots, phase in calls:
             pre = torch.randn((2, len(slots)) + tuple(cpu.ckpt.shape[2:]), generator=gen)
             got = gpu.reset(torch.tensor(slots, device="cuda"), pre.cuda(), phase=phase)
             want = cpu.reset(slots, pre, phase=phase)
             assert got == want, (slots, phase)
-            assert gpu.ring_len.tolist() == cpu.ring_len.tolist()
-            assert gpu.ring_origin.tolist() == cpu.ring_origin.tolist()
-            for n, t in _rings(cpu).items():
-                assert torch.equal(_rings(gpu)[n].cpu(), t), (type(gpu).__name__, n, slots, phase)
-            assert torch.equal(gpu.ckpt.cpu(), cpu.ckpt)   # the checkpoint copy (replay_import per layer on CUDA)
+            _assert_same_caches(gpu, cpu, slots, phase)   # checkpoints: replay_import per layer on CUDA
         assert int(gpu.error_slot.item()) == -1
 
 
@@ -226,13 +240,7 @@ def test_admission_replays_in_a_cuda_graph():
     copy; a captured "spread" replays its capture's start (consecutive phases within one admission, as intended: rows
     admitted by different replays are admitted at different steps anyway)."""
     gen = torch.Generator().manual_seed(17)
-    for gpu, cpu in zip(_caches("cuda"), _caches("cpu")):
-        _randomize(cpu, gen)
-        for n, t in _rings(cpu).items():
-            _rings(gpu)[n].copy_(t)
-        gpu.ring_origin.copy_(cpu.ring_origin)
-        gpu.ring_len.copy_(cpu.ring_len)
-        gpu.ckpt.copy_(cpu.ckpt)
+    for gpu, cpu in _twin_caches(gen):
         n = 3
         slots = torch.zeros(n, dtype=torch.int64, device="cuda")
         phases = torch.zeros(n, dtype=torch.int32, device="cuda")
@@ -260,12 +268,7 @@ def test_admission_replays_in_a_cuda_graph():
                 else:
                     want_phase = form
                 cpu.reset(chosen.tolist(), new_pre, phase=want_phase)
-                torch.cuda.synchronize()
-                assert gpu.ring_len.tolist() == cpu.ring_len.tolist(), (type(gpu).__name__, form, rep)
-                assert gpu.ring_origin.tolist() == cpu.ring_origin.tolist(), (type(gpu).__name__, form, rep)
-                for name, t in _rings(cpu).items():
-                    assert torch.equal(_rings(gpu)[name].cpu(), t), (type(gpu).__name__, name, form, rep)
-                assert torch.equal(gpu.ckpt.cpu(), cpu.ckpt), (type(gpu).__name__, form, rep)
+                _assert_same_caches(gpu, cpu, form, rep)
             del graph
         assert int(gpu.error_slot.item()) == -1
 
@@ -277,20 +280,10 @@ def test_device_slot_named_twice_is_admitted_once_and_reported():
     entry is admitted (its phase, records and checkpoint, bit for bit as the Python form with that entry alone), the
     later one is left out and its slot reported in error_slot; the other entries are admitted as usual."""
     gen = torch.Generator().manual_seed(23)
-    for gpu, cpu in zip(_caches("cuda"), _caches("cpu")):
-        _randomize(cpu, gen)
-        for n, t in _rings(cpu).items():
-            _rings(gpu)[n].copy_(t)
-        gpu.ring_origin.copy_(cpu.ring_origin)
-        gpu.ring_len.copy_(cpu.ring_len)
-        gpu.ckpt.copy_(cpu.ckpt)
+    for gpu, cpu in _twin_caches(gen):
         pre = torch.randn((2, 4) + tuple(cpu.ckpt.shape[2:]), generator=gen).to(gpu.state_dtype)
         slots, phases = [6, 2, 6, 6], [3, 9, 11, 0]
         gpu.reset(torch.tensor(slots, device="cuda"), pre.cuda(), phase=torch.tensor(phases, device="cuda"))
         cpu.reset(slots[:2], pre[:, :2], phase=phases[:2])     # what the first two entries alone do
-        torch.cuda.synchronize()
+        _assert_same_caches(gpu, cpu)
         assert int(gpu.error_slot.item()) == 6, type(gpu).__name__
-        assert gpu.ring_len.tolist() == cpu.ring_len.tolist() and gpu.ring_origin.tolist() == cpu.ring_origin.tolist()
-        for name, t in _rings(cpu).items():
-            assert torch.equal(_rings(gpu)[name].cpu(), t), (type(gpu).__name__, name)
-        assert torch.equal(gpu.ckpt.cpu(), cpu.ckpt), type(gpu).__name__
