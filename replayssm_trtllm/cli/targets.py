@@ -7,12 +7,16 @@ step moves: replayssm_trtllm/bench/step_traffic.py). From those this prints, for
 better), the fraction of copy bandwidth the replay step would need to reach its goal, next to the conventional
 kernel's; for each per-draft speedup target (higher is better), its value at equal efficiency. A target whose goal
 lies beyond its equal-efficiency value needs the replay step to move its bytes faster than the conventional kernel
-moves its own: that is stated, not hidden. No GPU: it reads recorded results only.
+moves its own: that is stated, not hidden. Under each file it also says whether the kernel sources
+(cpp_plugins/kernels) changed between the record's commit and the checkout's HEAD (git; comment-only changes count),
+i.e. whether the record still times this checkout's kernels. No GPU: it reads recorded results only.
 """
 from __future__ import annotations
 
 import json
 import math
+import re
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -176,6 +180,45 @@ def summary_line(family: str, rows: list, result: dict) -> str:
     return text
 
 
+KERNEL_SOURCES = "cpp_plugins/kernels"
+
+
+def _git(args: list, cwd) -> Optional[subprocess.CompletedProcess]:
+    try:
+        return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def kernel_sources_note(commit, where=".", most: int = 4) -> str:
+    """Whether the kernel sources (cpp_plugins/kernels) changed between a record's commit and the checkout's HEAD, so
+    that a reader knows if the record still times the checkout's kernels. "" outside a git checkout or for a commit
+    that is not a hash; says so when the checkout does not hold the commit. A suffix such as "+dirty" is dropped (the
+    record then timed uncommitted changes on top of that commit, which is said too)."""
+    if not isinstance(commit, str):
+        return ""
+    m = re.fullmatch(r"\s*([0-9a-fA-F]{7,40})(\S*)\s*", commit)
+    if not m:
+        return ""
+    c, suffix = m.group(1), m.group(2)
+    top = _git(["rev-parse", "--show-toplevel"], where)
+    if top is None or top.returncode != 0:
+        return ""
+    root = top.stdout.strip()
+    extra = f" (the record says {commit.strip()}: changes on top of it)" if suffix else ""
+    known = _git(["cat-file", "-e", f"{c}^{{commit}}"], root)
+    if known is None or known.returncode != 0:
+        return f"kernel sources since {c}: unknown (this checkout does not hold that commit){extra}"
+    diff = _git(["diff", "--name-only", c, "HEAD", "--", KERNEL_SOURCES], root)
+    if diff is None or diff.returncode != 0:
+        return ""
+    files = [line for line in diff.stdout.splitlines() if line.strip()]
+    if not files:
+        return f"kernel sources ({KERNEL_SOURCES}) unchanged from {c} to HEAD{extra}"
+    shown = ", ".join(f[len(KERNEL_SOURCES) + 1:] for f in files[:most]) + (", ..." if len(files) > most else "")
+    return f"kernel sources ({KERNEL_SOURCES}) changed from {c} to HEAD in {len(files)} file(s): {shown}{extra}"
+
+
 def add_arguments(p):
     p.add_argument("files", nargs="*", metavar="RESULT_JSON",
                    help="benchmark results (default: bench/results/latest-{mamba2,gdn,precision}.json, those present)")
@@ -206,6 +249,9 @@ def run(args) -> int:
         print(summary_line(family, rows, result))
         if result.get("command"):
             print(f"command: {result['command']}")
+        note = kernel_sources_note(result.get("git_commit"))
+        if note:
+            print(note)
         shown = [r for r in rows if not r.met] if args.missed else rows
         print(format_table(shown) if shown else "(no missed targets)")
         print()

@@ -1,5 +1,6 @@
 """`replayssm-trtllm targets`: reading the benchmarks' recorded targets (no GPU)."""
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -135,3 +136,41 @@ def test_cli_prints_synthetic_result(tmp_path, capsys):
     assert "gdn: 1 of 2 met (TEST GPU, commit abc1234" in out
     assert "| v | 0.930 | <= 0.7 | **missed** | 66.9% | 88.9% | 90.8% | 0.685 | no |" in out
     assert "| s | 1.800 | >= 1.75 | met |" in out
+
+
+def _git(repo, *args):
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args], cwd=repo, check=True,
+                   capture_output=True)
+
+
+def test_kernel_sources_note_compares_the_record_commit_with_head(tmp_path):
+    """The note says whether cpp_plugins/kernels changed between a record's commit and HEAD (naming the files), that
+    a commit the checkout lacks is unknown, that a "+dirty" record timed changes on top of its commit, and nothing
+    outside a checkout or for a value that is not a commit hash."""
+    from replayssm_trtllm.cli.targets import kernel_sources_note
+    repo = tmp_path / "repo"
+    (repo / "cpp_plugins" / "kernels" / "gdn").mkdir(parents=True)
+    src = repo / "cpp_plugins" / "kernels" / "gdn" / "step.cu"
+    src.write_text("// v1\n")
+    (repo / "README.md").write_text("x\n")
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-q", "-m", "one")
+    first = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
+    (repo / "README.md").write_text("y\n")                  # not a kernel source
+    _git(repo, "commit", "-q", "-am", "docs")
+    docs_only = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
+    assert kernel_sources_note(first, repo) == f"kernel sources (cpp_plugins/kernels) unchanged from {first} to HEAD"
+    src.write_text("// v2\n")
+    _git(repo, "commit", "-q", "-am", "kernel")
+    assert kernel_sources_note(first, repo) == (
+        f"kernel sources (cpp_plugins/kernels) changed from {first} to HEAD in 1 file(s): gdn/step.cu")
+    assert kernel_sources_note(docs_only[:9] + "+dirty", repo).endswith(
+        f"(the record says {docs_only[:9]}+dirty: changes on top of it)")
+    assert kernel_sources_note("deadbeef", repo) == (
+        "kernel sources since deadbeef: unknown (this checkout does not hold that commit)")
+    for not_a_commit in (None, "", "abc", "main", 1234567):
+        assert kernel_sources_note(not_a_commit, repo) == ""
+    outside = tmp_path / "plain"
+    outside.mkdir()
+    assert kernel_sources_note(first, outside) == ""
