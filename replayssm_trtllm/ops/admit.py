@@ -9,7 +9,8 @@ replay_admit.h``.
 
 Phase modes: ``PHASE_NONE`` (d = 0), ``PHASE_CONSTANT`` (d = ``phase``), ``PHASE_SPREAD`` (row i: d = (``phase`` +
 i) % L), ``PHASE_PER_ROW`` (d = ``phases[i]``; a value outside [0, L - 1] is reported in ``error_slot`` and its row
-left untouched, checked on the device). Slots < 0 are skipped; a slot >= S is reported in ``error_slot`` too.
+left untouched, checked on the device). Slots < 0 are skipped; a slot >= S, and a slot an earlier entry already names
+(the first entry is admitted, the later one left out), are reported in ``error_slot`` too.
 """
 from __future__ import annotations
 

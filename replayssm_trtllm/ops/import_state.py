@@ -7,7 +7,8 @@ slot) pairs into the checkpoint ``[S, H, R, Q]`` (Mamba-2 ``[H, P, N]``, GDN ``[
 transposing the last two dims when ``transposed`` (source ``[S_src, H, Q, R]``), casting with round
 to nearest even, and with ``ring_origin``/``ring_len`` given, resetting the slot's cursors (empty
 ring). Stream-ordered, no host sync, CUDA-graph safe. Destination slots < 0 are skipped; pairs out
-of range are skipped and the destination slot is recorded in ``error_slot[0]`` (if still -1).
+of range, and rows whose destination slot an earlier row already names (the first is imported), are
+skipped and the destination slot is recorded in ``error_slot[0]`` (if still -1).
 
 Dual-precision checkpoints: import the recurrence copy with this op, then run the dual-precision
 flush with an empty ring to write the read copy.
@@ -129,14 +130,17 @@ def _replay_import_fake(src, src_slots, dst, dst_slots, ring_origin, ring_len, e
 
 def import_reference(src, src_slots, dst, dst_slots, ring_origin=None, ring_len=None, transposed=False):
     """Reference semantics on any device (float64 math, one cast at the end); returns the first
-    out-of-range destination slot or -1. Mutates ``dst`` and the cursors like the kernel."""
+    out-of-range or repeated destination slot or -1. Mutates ``dst`` and the cursors like the kernel."""
     S, S_src = dst.shape[0], src.shape[0]
     err = -1
+    named = set()
     for i, d in enumerate(dst_slots.tolist()):
         if d < 0:
             continue
         s = d if src_slots is None else int(src_slots[i])
-        if d >= S or s < 0 or s >= S_src:
+        repeated = d in named
+        named.add(d)
+        if repeated or d >= S or s < 0 or s >= S_src:
             err = d if err < 0 else err
             continue
         x = src[s].double()

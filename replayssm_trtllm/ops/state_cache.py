@@ -77,8 +77,8 @@ class ReplayCursorCache:
         on the CPU the Python form. Returns the per-slot counts when known on the host (None without a phase). The
         "spread" start advances by the number of entries (padding included), so no device value is read. Slots given
         on the host (a list, a CPU tensor) are checked for duplicates and range first (a duplicate would leave which
-        row's phase and checkpoint won to chance); slots in a device tensor are not read back: a slot >= S lands in
-        ``error_slot`` (:meth:`check_errors`), duplicates are the caller's to avoid."""
+        row's phase and checkpoint won to chance); slots in a device tensor are not read back: a slot >= S, and a slot an
+        earlier entry already names (the first entry is admitted), land in ``error_slot`` (:meth:`check_errors`)."""
         if not isinstance(slots, torch.Tensor):
             slots = torch.as_tensor(list(slots), dtype=torch.int64)
         if slots.device.type != "cuda":   # host slots: range and duplicates checked here (state/cursors.py)

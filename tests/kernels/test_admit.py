@@ -272,3 +272,18 @@ def test_admission_replays_in_a_cuda_graph():
             del graph
         assert int(gpu.error_slot.item()) == -1
 
+
+@pytest.mark.gpu
+@pytest.mark.sanitize
+def test_device_slot_named_twice_is_admitted_once_and_reported():
+    """The caches' reset with device slots naming one slot twice (distinct prefill states and device phases): the first
+    entry is admitted (its phase, records and checkpoint, bit for bit as the Python form with that entry alone), the
+    later one is left out and its slot reported in error_slot; the other entries are admitted as usual."""
+    gen = torch.Generator().manual_seed(23)
+    for gpu, cpu in _twin_caches(gen):
+        pre = torch.randn((2, 4) + tuple(cpu.ckpt.shape[2:]), generator=gen).to(gpu.state_dtype)
+        slots, phases = [6, 2, 6, 6], [3, 9, 11, 0]
+        gpu.reset(torch.tensor(slots, device="cuda"), pre.cuda(), phase=torch.tensor(phases, device="cuda"))
+        cpu.reset(slots[:2], pre[:, :2], phase=phases[:2])     # what the first two entries alone do
+        _assert_same_caches(gpu, cpu)
+        assert int(gpu.error_slot.item()) == 6, type(gpu).__name__

@@ -37,6 +37,14 @@ def test_reference_reports_out_of_range_pairs():
     assert torch.equal(dst[0], src[0]) and torch.equal(dst[2], torch.zeros(1, 3, 3))
 
 
+def test_reference_skips_and_reports_a_repeated_destination():
+    """A destination slot named by an earlier row: the first row is imported, the later one skipped and reported."""
+    src = torch.randn(3, 1, 3, 3)
+    dst = torch.zeros(4, 1, 3, 3)
+    assert import_reference(src, _i32([0, 1, 2]), dst, _i32([2, 3, 2]), transposed=False) == 2
+    assert torch.equal(dst[2], src[0]) and torch.equal(dst[3], src[1])
+
+
 @pytest.mark.parametrize("case,msg", [
     ("dst_rank", r"'dst' must be a fp32/fp16/bf16 checkpoint \[S, H, R, Q\].*got float32 \[4, 2, 8\]"),
     ("src_shape", r"'src' must be a fp32/fp16/bf16 \[S_src, H, Q, R\] = \[S_src, 2, 16, 8\].*got float32 \[3, 2, 8, 16\]"),
@@ -133,3 +141,28 @@ def test_import_out_of_range_and_graph():
     torch.cuda.synchronize()
     assert torch.equal(dst[2], src[2].transpose(-1, -2)) and torch.equal(dst[0], src[0].transpose(-1, -2))
     assert o.cpu().tolist() == [0, 5, 0, 5] and h.cpu().tolist() == [0, 3, 0, 3]
+
+
+@pytest.mark.gpu
+@pytest.mark.sanitize
+def test_import_skips_and_reports_a_repeated_destination():
+    """Device slots naming one destination twice (and a third time): the first row is imported, bit for bit as the
+    reference; the later rows are skipped (no interleaving of two copies) and the slot is reported in error_slot."""
+    import replayssm_trtllm.ops.import_state  # noqa: F401
+    g = torch.Generator().manual_seed(5)
+    H, R, Q = 3, 64, 128
+    src = torch.randn(4, H, Q, R, generator=g)
+    dst = torch.randn(5, H, R, Q, generator=g)
+    src_slots, dst_slots = _i32([0, 1, 2, 3]), _i32([4, 1, 4, 4])
+    ref = dst.clone()
+    o, h = torch.full((5,), 2, dtype=torch.int32), torch.full((5,), 3, dtype=torch.int32)
+    ref_o, ref_h = o.clone(), h.clone()
+    want = import_reference(src, src_slots, ref, dst_slots, ref_o, ref_h, transposed=True)
+    assert want == 4
+    err = torch.full((1,), -1, dtype=torch.int32, device="cuda")
+    d_dst, d_o, d_h = dst.cuda(), o.cuda(), h.cuda()
+    torch.ops.replayssm.replay_import(src.cuda(), src_slots.cuda(), d_dst, dst_slots.cuda(), d_o, d_h, err, True)
+    torch.cuda.synchronize()
+    assert int(err.item()) == 4
+    assert torch.equal(d_dst.cpu(), ref) and torch.equal(d_dst[4].cpu(), src[0].transpose(-1, -2))
+    assert torch.equal(d_o.cpu(), ref_o) and torch.equal(d_h.cpu(), ref_h)

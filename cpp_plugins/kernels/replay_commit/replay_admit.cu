@@ -20,8 +20,13 @@ __global__ void __launch_bounds__(kAdmitThreads) replayAdmitKernel(const ReplayA
     const int row = blockIdx.x;
     const int slot = p.slots[row];
     if (slot < 0) return;  // skipped entry
+    // A slot named by an earlier entry: the later entry is skipped and reported (two entries would write one slot's
+    // cursors and records in an undefined order). One coalesced scan of the earlier entries per CTA.
+    int earlier = 0;
+    for (int i = threadIdx.x; i < row; i += kAdmitThreads) earlier |= p.slots[i] == slot;
+    const bool duplicate = __syncthreads_or(earlier) != 0;
     const int d = admitPhase(p, row);
-    const bool ok = slot < p.num_slots && d >= 0 && d < p.window;
+    const bool ok = !duplicate && slot < p.num_slots && d >= 0 && d < p.window;
     const int r = blockIdx.y, layer = blockIdx.z;
     if (r == 0 && layer == 0 && threadIdx.x == 0) {
         if (!ok) {

@@ -8,8 +8,9 @@
 // One launch writes the records of every listed ring tensor (each may hold several layers) and the cursors, for a
 // list of slots: stream-ordered, no host sync, CUDA-graph safe. The caller describes each ring tensor by its base,
 // byte strides and the 32-bit pattern its neutral record is made of (the records of a slot are a contiguous span
-// of d * record_bytes bytes). Rows whose slot is out of range or whose phase is outside [0, L - 1] are left
-// untouched and reported in error_slot[0] (if it is still -1); slots < 0 are skipped.
+// of d * record_bytes bytes). Rows whose slot is out of range or whose phase is outside [0, L - 1], and rows whose
+// slot an earlier row already names (the first of them is admitted), are left untouched and reported in
+// error_slot[0] (if it is still -1); slots < 0 are skipped.
 #pragma once
 #include <stdint.h>
 
@@ -51,7 +52,7 @@ typedef struct ReplayAdmitParams {
     const int32_t* phases;   // [n] PER_ROW only
     int32_t* ring_origin;    // [S] out: 0 for every admitted row
     int32_t* ring_len;       // [S] out: d
-    int32_t* error_slot;     // [1] or NULL: the first slot (or row's slot) found out of range or with a bad phase
+    int32_t* error_slot;     // [1] or NULL: the first slot found out of range, named twice or with a bad phase
     ReplayAdmitRing rings[RSSM_ADMIT_MAX_RINGS];
 } ReplayAdmitParams;
 

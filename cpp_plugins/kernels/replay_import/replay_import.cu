@@ -33,7 +33,12 @@ __global__ void replayImportKernel(const ReplayImportParams p) {
     if (dst < 0) return;
     const int src = p.src_slots ? p.src_slots[row] : dst;
     const bool lead = blockIdx.x == 0 && head == 0 && threadIdx.x == 0 && threadIdx.y == 0;
-    if (dst >= p.dst_num_slots || src < 0 || src >= p.src_num_slots) {
+    // A destination slot named by an earlier row: two rows would write one checkpoint in an undefined interleaving, so
+    // the later row is skipped and reported (the first one is imported). One coalesced scan of the earlier rows per CTA.
+    int earlier = 0;
+    for (int i = threadIdx.y * kTile + threadIdx.x; i < row; i += kTile * kRowsPer) earlier |= p.dst_slots[i] == dst;
+    const bool duplicate = __syncthreads_or(earlier) != 0;
+    if (duplicate || dst >= p.dst_num_slots || src < 0 || src >= p.src_num_slots) {
         if (lead && p.error_slot) atomicCAS(p.error_slot, -1, dst);
         return;  // nothing of this row is written
     }

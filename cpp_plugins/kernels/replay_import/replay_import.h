@@ -46,7 +46,7 @@ typedef struct ReplayImportParams {
     void* dst;
     int32_t* ring_origin;      // [S] or NULL (needed when reset_cursors = 1)
     int32_t* ring_len;         // [S] or NULL (needed when reset_cursors = 1)
-    int32_t* error_slot;       // [1] or NULL: the first destination slot whose pair was out of range
+    int32_t* error_slot;       // [1] or NULL: the first destination slot whose pair was out of range or named twice
 } ReplayImportParams;
 
 int rssm_replay_import_launch(const ReplayImportParams* p, cudaStream_t stream);
