@@ -121,6 +121,19 @@ def check_status(status: int, op: str) -> None:
         raise RuntimeError(f"{op}: {_STATUS_NAMES.get(status, f'status {status}')}: {msg}")
 
 
+def launch_on_current_stream(launcher, params, device, op: str) -> None:
+    """Call a C launcher ``(const Params*, cudaStream_t) -> status`` on ``device``'s current torch stream.
+
+    ``params`` is the filled ctypes params struct; a non-zero status raises with the launcher's message (``op``
+    names the op in it). Nothing is synchronized, so a CUDA-graph capture on that stream records the launch.
+    """
+    import torch  # the kernels' callers are torch ops; this module itself stays importable without torch
+
+    with torch.cuda.device(device):
+        stream = torch.cuda.current_stream(device).cuda_stream
+        check_status(launcher(ctypes.byref(params), ctypes.c_void_p(stream)), op)
+
+
 def is_available() -> bool:
     try:
         load_library()

@@ -21,7 +21,7 @@ from typing import List, Optional, Sequence
 import torch
 
 from ..state.phase import NEUTRAL_RECORD, admission_phases, write_neutral_records
-from ._lib import check_status, host_function
+from ._lib import host_function, launch_on_current_stream
 
 __all__ = ["replay_admit", "ring_fill_pattern", "admit_rows", "PHASE_NONE", "PHASE_CONSTANT", "PHASE_SPREAD",
            "PHASE_PER_ROW", "MAX_RINGS"]
@@ -172,9 +172,7 @@ def replay_admit(slots: torch.Tensor, ring_origin: torch.Tensor, ring_len: torch
         g.record_bytes = r[0, 0, 0].numel() * es
         g.num_layers = r.shape[0]
         g.fill = ring_fill_pattern("replay_admit", f"rings[{i}]", r.dtype, v)
-    with torch.cuda.device(ring_len.device):
-        stream = torch.cuda.current_stream(ring_len.device).cuda_stream
-        check_status(_get_launcher()(ctypes.byref(p), ctypes.c_void_p(stream)), "replay_admit")
+    launch_on_current_stream(_get_launcher(), p, ring_len.device, "replay_admit")
 
 
 @replay_admit.register_fake

@@ -15,7 +15,7 @@ from typing import Optional
 
 import torch
 
-from ._lib import check_status, load_library
+from ._lib import load_library, launch_on_current_stream
 
 __all__ = ["ReplayCommitParams", "replay_commit", "MODE_STANDARD", "MODE_SPECULATIVE", "mode_code"]
 
@@ -127,9 +127,7 @@ def replay_commit(state_batch_indices: torch.Tensor, accepted: Optional[torch.Te
     p.ring_origin = ring_origin.data_ptr()
     p.ring_len = ring_len.data_ptr()
     p.error_slot = error_slot.data_ptr() if error_slot is not None else None
-    with torch.cuda.device(ring_origin.device):
-        stream = torch.cuda.current_stream(ring_origin.device).cuda_stream
-        check_status(_get_launcher()(ctypes.byref(p), ctypes.c_void_p(stream)), "replay_commit")
+    launch_on_current_stream(_get_launcher(), p, ring_origin.device, "replay_commit")
 
 
 @replay_commit.register_fake

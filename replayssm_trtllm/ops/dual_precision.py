@@ -42,7 +42,7 @@ from typing import Optional
 import torch
 
 from ..state.phase import admission_phases, write_neutral_records
-from ._lib import DTYPE_CODE_BY_NAME, check_status, host_function, load_library
+from ._lib import DTYPE_CODE_BY_NAME, host_function, load_library, launch_on_current_stream
 
 __all__ = [
     "FORMATS", "FMT_CODE", "StateCopy", "state_encode", "state_decode", "dp_mamba2_decode", "dp_gdn_decode",
@@ -169,9 +169,7 @@ def _call_decode(p, dev, op):
 
 
 def _call(name, struct, p, dev, op):
-    with torch.cuda.device(dev):
-        stream = torch.cuda.current_stream(dev).cuda_stream
-        check_status(_launcher(name, struct)(ctypes.byref(p), ctypes.c_void_p(stream)), op)
+    launch_on_current_stream(_launcher(name, struct), p, dev, op)
 
 
 def _desc(t) -> str:

@@ -32,7 +32,7 @@ from typing import Optional
 
 import torch
 
-from ._lib import DTYPE_CODE_BY_NAME, check_status, host_function, load_library
+from ._lib import DTYPE_CODE_BY_NAME, host_function, load_library, launch_on_current_stream
 
 __all__ = [
     "GdnDecodeParams", "GdnReplayParams", "gdn_decode", "gdn_replay", "GdnReplayStateCache",
@@ -260,9 +260,7 @@ def _check_variant(op, variant, allowed=VARIANTS) -> int:
 
 
 def _call(name, struct, p, dev, op):
-    with torch.cuda.device(dev):
-        stream = torch.cuda.current_stream(dev).cuda_stream
-        check_status(_launcher(name, struct)(ctypes.byref(p), ctypes.c_void_p(stream)), op)
+    launch_on_current_stream(_launcher(name, struct), p, dev, op)
 
 
 # ------------------------------------------------------------------------------------------------

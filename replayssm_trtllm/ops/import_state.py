@@ -20,7 +20,7 @@ from typing import Optional
 
 import torch
 
-from ._lib import check_status, load_library
+from ._lib import load_library, launch_on_current_stream
 
 __all__ = ["ReplayImportParams", "replay_import", "validate_import_args", "import_reference"]
 
@@ -118,9 +118,7 @@ def replay_import(src: torch.Tensor, src_slots: Optional[torch.Tensor], dst: tor
     p.ring_origin = ring_origin.data_ptr() if ring_origin is not None else None
     p.ring_len = ring_len.data_ptr() if ring_len is not None else None
     p.error_slot = error_slot.data_ptr() if error_slot is not None else None
-    with torch.cuda.device(dst.device):
-        stream = torch.cuda.current_stream(dst.device).cuda_stream
-        check_status(_get_launcher()(ctypes.byref(p), ctypes.c_void_p(stream)), "replay_import")
+    launch_on_current_stream(_get_launcher(), p, dst.device, "replay_import")
 
 
 @replay_import.register_fake

@@ -22,7 +22,7 @@ from typing import Optional, Sequence
 
 import torch
 
-from ._lib import check_status, host_function, load_library
+from ._lib import host_function, load_library, launch_on_current_stream
 from .commit import mode_code
 
 __all__ = [
@@ -274,10 +274,7 @@ def _decode_launch(state, x, dt_raw, B, C, A, D, dt_bias, z, state_batch_indices
     p.state = state.data_ptr()
     p.snapshots = _opt_ptr(snapshots)
     p.A, p.D, p.dt_bias = A.data_ptr(), _opt_ptr(D), _opt_ptr(dt_bias)
-    with torch.cuda.device(x.device):
-        stream = torch.cuda.current_stream(x.device).cuda_stream
-        check_status(_fn("rssm_mamba2_decode_launch", Mamba2DecodeParams)(ctypes.byref(p), ctypes.c_void_p(stream)),
-                     "mamba2_decode")
+    launch_on_current_stream(_fn("rssm_mamba2_decode_launch", Mamba2DecodeParams), p, x.device, "mamba2_decode")
 
 
 @torch.library.custom_op("replayssm::mamba2_decode", mutates_args=("state", "snapshots"))
@@ -379,10 +376,8 @@ def _replay_launch(state, ring_dt, ring_x, ring_B, ring_origin, ring_len, x, dt_
     if ws_bytes > 0:  # variant 4 (or auto picking it): per-step scratch from the caching allocator (graph-capture safe)
         workspace = torch.empty(ws_bytes, dtype=torch.uint8, device=x.device)
         p.workspace, p.workspace_bytes = workspace.data_ptr(), ws_bytes
-    with torch.cuda.device(x.device):
-        stream = torch.cuda.current_stream(x.device).cuda_stream
-        check_status(_fn("rssm_mamba2_replay_launch", Mamba2ReplayParams)(ctypes.byref(p), ctypes.c_void_p(stream)),
-                     "mamba2_replay_decode")
+    launch_on_current_stream(_fn("rssm_mamba2_replay_launch", Mamba2ReplayParams), p, x.device,
+                             "mamba2_replay_decode")
 
 
 @torch.library.custom_op("replayssm::mamba2_replay_decode",
