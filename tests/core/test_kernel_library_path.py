@@ -63,3 +63,46 @@ def test_host_function_binds_once_and_names_a_missing_symbol(monkeypatch):
     with pytest.raises(_lib.KernelLibraryError, match=r"libreplayssm_kernels\.so has no rssm_missing \(built from "
                                                        r"older sources\)"):
         _lib.host_function("rssm_missing", [], ctypes.c_int)
+
+
+def test_launch_on_current_stream_passes_the_params_and_the_devices_stream(monkeypatch):
+    """The ops' one launch path (CPU, torch.cuda faked): the launcher gets a pointer to the filled params struct and the
+    current stream of the op's device, entered as the current device; a non-zero status raises with the launcher's
+    message and the op's name."""
+    import contextlib
+    import ctypes
+
+    import torch
+
+    class Params(ctypes.Structure):
+        _fields_ = [("n", ctypes.c_int32)]
+
+    entered = []
+
+    @contextlib.contextmanager
+    def fake_device(dev):
+        entered.append(dev)
+        yield
+
+    monkeypatch.setattr(torch.cuda, "device", fake_device)
+    monkeypatch.setattr(torch.cuda, "current_stream",
+                        lambda dev: type("S", (), {"cuda_stream": 0x5150 + dev.index})())
+    seen = []
+
+    def launcher(pp, stream):
+        seen.append((ctypes.cast(pp, ctypes.POINTER(Params)).contents.n, stream.value))
+        return _lib.RSSM_OK if len(seen) == 1 else 1
+
+    dev = torch.device("cuda", 3)
+    _lib.launch_on_current_stream(launcher, Params(n=7), dev, "some_op")
+    assert seen == [(7, 0x5150 + 3)] and entered == [dev]
+
+    class FakeLib:
+        @staticmethod
+        def rssm_last_error():
+            return b"slot 9 out of range"
+
+    monkeypatch.setattr(_lib, "load_library", lambda: FakeLib)
+    with pytest.raises(RuntimeError, match=r"some_op: invalid argument: slot 9 out of range"):
+        _lib.launch_on_current_stream(launcher, Params(n=8), dev, "some_op")
+    assert seen[-1] == (8, 0x5150 + 3)
