@@ -72,12 +72,16 @@ def _desc(t) -> str:
     return f"{str(t.dtype).replace('torch.', '')} {list(t.shape)} on {t.device}"
 
 
-def ring_fill_pattern(op: str, name: str, dtype: torch.dtype, value: float) -> int:
-    """The 32-bit pattern of ``value`` in ``dtype`` repeated (4-byte dtypes: the value's bits; 2-byte: two copies)."""
-    size = torch.empty(0, dtype=dtype).element_size()
-    if size not in (2, 4):
+def _check_fill_dtype(op: str, name: str, dtype: torch.dtype) -> None:
+    """The admission writes a ring's neutral record as repeated 32-bit words: 2- and 4-byte dtypes only."""
+    if dtype.itemsize not in (2, 4):
         raise ValueError(f"{op}: ring '{name}' has dtype {str(dtype).replace('torch.', '')}; the admission fills 2- or "
                          f"4-byte records only")
+
+
+def ring_fill_pattern(op: str, name: str, dtype: torch.dtype, value: float) -> int:
+    """The 32-bit pattern of ``value`` in ``dtype`` repeated (4-byte dtypes: the value's bits; 2-byte: two copies)."""
+    _check_fill_dtype(op, name, dtype)
     return _fill_bits(dtype, float(value))
 
 
@@ -135,9 +139,7 @@ def validate_admit_args(slots, ring_origin, ring_len, error_slot, rings: Sequenc
         rec = r[0, 0, 0].numel() * r.element_size()
         if rec % 4:
             raise ValueError(f"{op}: rings[{i}]: a record must be a multiple of 4 bytes; got {rec} ({_desc(r)})")
-        if r.element_size() not in (2, 4):
-            raise ValueError(f"{op}: ring 'rings[{i}]' has dtype {str(r.dtype).replace('torch.', '')}; the admission "
-                             f"fills 2- or 4-byte records only")
+        _check_fill_dtype(op, f"rings[{i}]", r.dtype)
 
 
 @torch.library.custom_op("replayssm::replay_admit", mutates_args=("ring_origin", "ring_len", "error_slot", "rings"))
