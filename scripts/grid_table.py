@@ -1,0 +1,135 @@
+"""One compact markdown table from a bench JSON (`replayssm-trtllm bench gdn|mamba2 ... --out FILE`): one line per
+(shape, B, L, T), the fastest variant of each kernel kind, for the full grid of the issues' benchmark settings
+(B in {1, 64, 256, 512}, L in {8, 16, 32}, T in {1, 2, 4, 8}), whose per-kernel rows are too many to read.
+
+    python3 scripts/grid_table.py bench/results/2026-12-07-h200-gdn-grid.json
+
+T = 1 lines: the conventional step and the window-amortized replay step in phase / staggered (us, and the speedup
+over the conventional step). T > 1 lines: the per-draft-snapshot verify and the replay verify with all / one / mixed
+acceptance, each as a multiple of one conventional standard step of the same (shape, B) (the issues' ratio); for GDN
+the replay verify is timed in phase and staggered, and the table shows the slower of the two.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+from typing import Dict, Iterable, List, Mapping, Optional, Tuple
+
+Key = Tuple[str, int, int, int]
+
+
+def _gdn_kind(r: Mapping) -> Optional[str]:
+    k = r.get("kernel")
+    if k == "conventional":
+        return "conv"
+    if k == "conventional_perdraft":
+        return "perdraft"
+    if k == "replay_standard":
+        return "std_" + str(r.get("phase"))
+    if k == "replay_speculative":
+        return "spec_" + str(r.get("accept"))
+    return None  # peers and the not-a-target ring-24 lines
+
+
+def _mamba2_kind(r: Mapping) -> Optional[str]:
+    k = str(r.get("kernel", ""))
+    if k.startswith("conventional per-draft snapshots"):
+        return "perdraft"
+    if k.startswith("conventional"):
+        return "conv"
+    if "ring 24" in k:
+        return None
+    if k.startswith("replay standard in-phase"):
+        return "std_inphase"
+    if k.startswith("replay standard staggered"):
+        return "std_staggered"
+    for acc in ("all", "one", "mixed"):
+        if k.startswith(f"replay verify {acc}-accepted"):
+            return "spec_" + acc
+    return None  # FlashInfer lines
+
+
+def fastest(rows: Iterable[Mapping], family: str) -> Dict[Key, Dict[str, float]]:
+    """{(shape, B, L, T): {kind: us}}: the fastest row of each kernel kind (for GDN's replay verify: the slower of
+    its in-phase and staggered cases, each the fastest over variants)."""
+    best: Dict[Tuple[Key, str, str], float] = {}
+    for r in rows:
+        kind = _gdn_kind(r) if family == "gdn" else _mamba2_kind(r)
+        if kind is None:
+            continue
+        us = float(r["us"] if family == "gdn" else r["us_per_step"])
+        key = (str(r["shape"]), int(r["B"]), int(r["L"]), int(r["T"]))
+        phase = str(r.get("phase")) if family == "gdn" and kind.startswith("spec_") else ""
+        k3 = (key, kind, phase)
+        if k3 not in best or us < best[k3]:
+            best[k3] = us
+    out: Dict[Key, Dict[str, float]] = defaultdict(dict)
+    for (key, kind, _phase), us in best.items():
+        out[key][kind] = max(out[key].get(kind, 0.0), us)
+    return dict(out)
+
+
+def conventional_step(table: Mapping[Key, Mapping[str, float]], shape: str, B: int) -> Optional[float]:
+    """One conventional standard step of (shape, B): its T = 1 line (the conventional kernel does not depend on L;
+    the first window's figure)."""
+    for (s, b, _L, T), kinds in sorted(table.items()):
+        if s == shape and b == B and T == 1 and "conv" in kinds:
+            return kinds["conv"]
+    return None
+
+
+def markdown(table: Mapping[Key, Mapping[str, float]]) -> str:
+    lines = ["| shape | B | L | T | conventional standard step (us) | per-draft verify (x std) | "
+             "replay: standard in phase / staggered (us, speedup) or verify all / one / mixed (x std) |",
+             "|---|---|---|---|---|---|---|"]
+
+    def f(x: Optional[float], fmt: str) -> str:
+        return "-" if x is None else format(x, fmt)
+
+    for key in sorted(table, key=lambda k: (k[0], k[1], k[2], k[3])):
+        shape, B, L, T = key
+        kinds = table[key]
+        std = conventional_step(table, shape, B)
+        if T == 1:
+            conv = kinds.get("conv")
+            cells = []
+            for ph in ("std_inphase", "std_staggered"):
+                us = kinds.get(ph)
+                cells.append("-" if us is None else f"{us:.2f} ({(conv / us if conv else float('nan')):.3f}x)")
+            lines.append(f"| {shape} | {B} | {L} | 1 | {f(conv, '.2f')} | - | {' / '.join(cells)} |")
+        else:
+            def ratio(kind: str) -> str:
+                us = kinds.get(kind)
+                return "-" if us is None or not std else f"{us / std:.3f}"
+            lines.append(f"| {shape} | {B} | {L} | {T} | {f(std, '.2f')} | {ratio('perdraft')} | "
+                         f"{ratio('spec_all')} / {ratio('spec_one')} / {ratio('spec_mixed')} |")
+    return "\n".join(lines)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("json", help="a bench JSON (gdn: key 'results'; mamba2: key 'rows')")
+    args = ap.parse_args(argv)
+    with open(args.json) as fh:
+        d = json.load(fh)
+    if "results" in d:
+        family, rows = "gdn", d["results"]
+    elif "rows" in d:
+        family, rows = "mamba2", d["rows"]
+    else:
+        print(f"{args.json}: neither 'results' (gdn) nor 'rows' (mamba2) in the JSON", file=sys.stderr)
+        return 2
+    table = fastest(rows, family)
+    if not table:
+        print(f"{args.json}: no timed rows", file=sys.stderr)
+        return 1
+    print(f"{family}: {d.get('gpu', '?')}, commit {d.get('git_commit', '?')}, `{d.get('command', '?')}`"
+          f"{'' if d.get('complete', True) else ' (INCOMPLETE: the run stopped before its end)'}\n")
+    print(markdown(table))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
