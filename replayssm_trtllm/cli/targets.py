@@ -174,6 +174,8 @@ def summary_line(family: str, rows: list, result: dict) -> str:
     beyond = [r for r in missed if r.beyond_equal_efficiency]
     text = (f"{family}: {met} of {len(rows)} met ({result.get('gpu', '?')}, commit {result.get('git_commit', '?')}, "
             f"{result.get('date', '?')})")
+    if result.get("complete") is False:  # the benches write after every block; a run cut short says so here
+        text += "; INCOMPLETE: the run stopped before its last case, so targets of the cases it did not reach are absent"
     if beyond:
         text += (f"; {len(beyond)} of the {len(missed)} missed lie beyond the conventional kernel's efficiency "
                  f"(the replay step would have to move its bytes faster than the conventional kernel moves its own)")

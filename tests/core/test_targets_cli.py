@@ -174,3 +174,19 @@ def test_kernel_sources_note_compares_the_record_commit_with_head(tmp_path):
     outside = tmp_path / "plain"
     outside.mkdir()
     assert kernel_sources_note(first, outside) == ""
+
+
+def test_summary_says_when_a_run_stopped_before_its_end(tmp_path, capsys):
+    """The benches write their JSON after every (shape, B, L) block; a file from a run cut short by a time limit
+    (complete false) must not read as a finished record."""
+    partial = _result({"s": {"value": 1.8, "goal": 1.75, "met": True}})
+    partial["complete"] = False
+    f = tmp_path / "latest-gdn.json"
+    f.write_text(json.dumps(partial))
+    assert main(["targets", "--summary", str(f)]) == 0
+    line = capsys.readouterr().out.strip()
+    assert line.startswith("gdn: 1 of 1 met (") and "INCOMPLETE" in line
+    partial["complete"] = True
+    f.write_text(json.dumps(partial))
+    assert main(["targets", "--summary", str(f)]) == 0
+    assert "INCOMPLETE" not in capsys.readouterr().out
