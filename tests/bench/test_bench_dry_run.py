@@ -85,6 +85,49 @@ def test_mamba2_bench_dry_run(monkeypatch, tmp_path):
     assert res["targets"]["spec_T4_ratio_super_B256_all"]["flush_fraction"] == pytest.approx(0.25)
 
 
+def test_mamba2_bench_writes_after_every_block(monkeypatch, tmp_path):
+    """A run killed by a time limit (here: the second (shape, B, L) block raises) leaves the first block's rows and
+    targets in the JSON, marked complete false; a finished run says complete true. The ring-overhead target stays
+    last either way."""
+    _fake_cuda(monkeypatch)
+    import replayssm_trtllm.ops.mamba2 as om
+
+    Layers = _stubbed(bm._Layerset, "conv_step", "replay_step", "commit")
+    monkeypatch.setattr(bm, "_check", lambda *a, **k: (0.0, True))
+    monkeypatch.setattr(bm, "copy_bandwidth", lambda *a, **k: COPY_BPS)
+    monkeypatch.setattr(bm, "inplace_bandwidth", lambda *a, **k: COPY_BPS)
+    monkeypatch.setattr(om, "row_chunk", lambda st, n: 8)
+    monkeypatch.setattr(bm, "SHAPES", {"super": dict(H=4, P=8, N=16, G=2)})
+    args = ["--shapes", "super", "--batch", "64", "--window", "8,16", "--tokens", "1,2", "--variants", "4",
+            "--no-sweep-rows", "--no-flashinfer", "--repeats", "2", "--l2-bytes", "1"]
+
+    class Killed(Exception):
+        pass
+
+    def layers_until_second_block(*a, **k):
+        if a[2] == 16:  # (shape, B, L, ...): the L = 16 block
+            raise Killed
+        return Layers(*a, **k)
+
+    monkeypatch.setattr(bm, "_Layerset", layers_until_second_block)
+    monkeypatch.setattr(bm, "_time_graph", _graph([]))
+    out = tmp_path / "partial.json"
+    with pytest.raises(Killed):
+        bm.main([*args, "--out", str(out)])
+    res = json.loads(out.read_text())
+    assert res["complete"] is False
+    assert {r["L"] for r in res["rows"]} == {8} and {r["T"] for r in res["rows"]} == {1, 2}
+    assert list(res["targets"])[-1] == "ring_overhead_super_L16_T4"
+
+    monkeypatch.setattr(bm, "_Layerset", Layers)
+    out = tmp_path / "full.json"
+    assert bm.main([*args, "--out", str(out)]) == 0
+    res = json.loads(out.read_text())
+    assert res["complete"] is True and {r["L"] for r in res["rows"]} == {8, 16}
+    assert list(res["targets"])[-1] == "ring_overhead_super_L16_T4"
+    assert res["copy_bandwidth_end_Bps"] == COPY_BPS
+
+
 def test_gdn_bench_dry_run(monkeypatch, tmp_path):
     _fake_cuda(monkeypatch)
 
