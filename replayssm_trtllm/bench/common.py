@@ -477,6 +477,11 @@ def _append_results_section(benchmarks_md: Path, title: str, command: str, rows:
     section = [title, "", "```", command, "```", "", markdown_table(rows, columns)]
     if targets:
         trows = [{"target": n, **dict(t)} for n, t in targets.items()]
+        for t in trows:  # a value that rounds onto its goal keeps the digit that decides met / missed
+            if isinstance(t.get("value"), float) and "goal" in t and "met" in t:
+                text = target_value_text(t["value"], t["goal"], bool(t["met"]))
+                if len(text.rpartition(".")[2]) > 3:
+                    t["value"] = text
         # the verify targets' achieved bandwidth and traffic bound (bench/step_traffic.py), where a target has them
         extra = [c for c in ("copy_frac", "ratio_at_equal_efficiency", "value_at_equal_efficiency")
                  if any(c in t for t in trows)]
@@ -549,3 +554,38 @@ class standard_steps_on_ring:
     def __exit__(self, *exc):
         self.ls.C_std = self.saved
         return False
+
+
+def target_value_text(value, goal, met: bool, digits: int = 3, most: int = 6) -> str:
+    """``value`` with ``digits`` decimals, or with as many more (up to ``most``) as it takes for the printed number to
+    stand on the same side of ``goal`` as the recorded ``met`` flag: 1.7497 against >= 1.75 prints as 1.7497, not as
+    a "1.750 ... missed" that reads like a contradiction. ``goal``: a number (the direction, lower or higher is better,
+    is the one that agrees with ``met`` for the exact value) or a string "<= x" / ">= x" (the benches' forms). A value
+    that is not a number prints as given."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    text = f"{value:.{digits}f}"
+    lower_is_better = None
+    if isinstance(goal, str):
+        g = goal.strip()
+        for op in ("<=", ">="):
+            if g.startswith(op):
+                lower_is_better = op == "<="
+                g = g[len(op):]
+        try:
+            goal = float(g)
+        except ValueError:
+            return text
+    if isinstance(goal, bool) or not isinstance(goal, (int, float)):
+        return text
+    if not (math.isfinite(value) and math.isfinite(goal)) or value == goal:
+        return text
+    if lower_is_better is None:
+        lower_is_better = (value < goal) == met
+    for d in range(digits, most + 1):
+        text = f"{value:.{d}f}"
+        shown = float(text)
+        shown_met = shown <= goal if lower_is_better else shown >= goal
+        if shown_met == met:
+            return text
+    return text

@@ -31,7 +31,7 @@ import sys
 from pathlib import Path
 
 from replayssm_trtllm.bench.common import (command_line, git_commit, publish_official_run, standard_ring_capacity,
-                                           standard_steps_on_ring)
+                                           standard_steps_on_ring, target_value_text)
 
 # where run() makes its cursors and acceptances (the layer buffers take it as an argument): a CPU test dry-runs the
 # benchmark's bookkeeping with "cpu" and the kernels stubbed
@@ -565,7 +565,8 @@ def run(args) -> int:
     for n, t in targets.items():
         bw = (f" [{t['copy_frac']:.1%} of copy; {t['ratio_at_equal_efficiency']:.3f} at the conventional kernel's "
               f"efficiency]" if "ratio_at_equal_efficiency" in t else "")
-        print(f"  {n:48s} {t['value']:8.3f} goal {t['goal']:5.2f} {'MET' if t['met'] else 'missed'}  ({t['case']}){bw}")
+        val = target_value_text(t["value"], t["goal"], t["met"])
+        print(f"  {n:48s} {val:>8s} goal {t['goal']:5.2f} {'MET' if t['met'] else 'missed'}  ({t['case']}){bw}")
     print(f"# wrote {path}")
     return 0 if ok_all else 1
 

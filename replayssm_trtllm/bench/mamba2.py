@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 
 from replayssm_trtllm.bench.common import (command_line, git_commit, publish_official_run, standard_ring_capacity,
-                                           standard_steps_on_ring)
+                                           standard_steps_on_ring, target_value_text)
 
 SHAPES = {"nano": dict(H=96, P=80, N=128, G=8), "super": dict(H=128, P=64, N=128, G=8)}
 
@@ -696,7 +696,8 @@ def run(args) -> int:
     for k, v in targets.items():
         bw = (f" [{v['copy_frac']:.1%} of copy; {v['ratio_at_equal_efficiency']:.3f} at the conventional kernel's "
               f"efficiency]" if "ratio_at_equal_efficiency" in v else "")
-        print(f"  {'MET ' if v['met'] else 'MISS'} {k}: {v['value']:.3f} (goal {v['goal']}; {v['case']}){bw}")
+        val = target_value_text(v["value"], v["goal"], v["met"])
+        print(f"  {'MET ' if v['met'] else 'MISS'} {k}: {val} (goal {v['goal']}; {v['case']}){bw}")
     print(f"wrote {out}")
     return 0
 

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from replayssm_trtllm.bench.common import target_value_text
+
 FAMILIES = ("mamba2", "gdn", "precision")
 DEFAULT_RESULTS = Path("bench/results")
 
@@ -161,7 +163,8 @@ def format_table(rows: list) -> str:
     for r in rows:
         beyond = r.beyond_equal_efficiency
         lines.append("| " + " | ".join([
-            r.name, "not run" if r.value is None else _num(r.value), f"{r.direction} {r.goal:g}",
+            r.name, "not run" if r.value is None else target_value_text(r.value, r.goal, r.met),
+            f"{r.direction} {r.goal:g}",
             "met" if r.met else "**missed**", _pct(r.copy_frac),
             _pct(r.needed_frac), _pct(r.conventional_frac), _num(r.at_equal_efficiency),
             "" if beyond is None else ("yes" if beyond else "no")]) + " |")
@@ -175,7 +178,8 @@ def summary_line(family: str, rows: list, result: dict) -> str:
     text = (f"{family}: {met} of {len(rows)} met ({result.get('gpu', '?')}, commit {result.get('git_commit', '?')}, "
             f"{result.get('date', '?')})")
     if result.get("complete") is False:  # the benches write after every block; a run cut short says so here
-        text += "; INCOMPLETE: the run stopped before its last case, so targets of the cases it did not reach are absent"
+        text += ("; INCOMPLETE: the run stopped before its last case, so targets of the cases it did not reach are "
+                 "absent")
     if beyond:
         text += (f"; {len(beyond)} of the {len(missed)} missed lie beyond the conventional kernel's efficiency "
                  f"(the replay step would have to move its bytes faster than the conventional kernel moves its own)")

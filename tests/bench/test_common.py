@@ -178,3 +178,18 @@ def test_command_line_records_kernel_switches():
     assert kernel_switches(env) == "RSSM_GDN_PREP_LEAN=0 RSSM_GDN_SPLIT_EARLY=1"
     assert command_line(["replayssm-trtllm", "bench", "gdn"], env=env) == \
         "RSSM_GDN_PREP_LEAN=0 RSSM_GDN_SPLIT_EARLY=1 replayssm-trtllm bench gdn"
+
+
+def test_target_value_text_shows_the_digit_that_decides_met():
+    from replayssm_trtllm.bench.common import target_value_text
+    # 1.7497 against >= 1.75: "1.750 missed" would read as a contradiction
+    assert target_value_text(1.7497, 1.75, False) == "1.7497"
+    assert target_value_text(1.7497, ">= 1.75", False) == "1.7497"
+    assert target_value_text(1.75003, ">= 1.75", True) == "1.750"  # already on the goal's side
+    assert target_value_text(0.65004, "<= 0.65", False) == "0.65004"
+    assert target_value_text(0.6496, 0.65, True) == "0.650"  # 0.650 <= 0.65 holds: met reads right
+    assert target_value_text(1.698, 1.75, False) == "1.698"
+    assert target_value_text(1.75, 1.75, True) == "1.750"
+    assert target_value_text(float("nan"), 1.75, False) == "nan"
+    assert target_value_text(None, 1.75, False) == "None"
+    assert target_value_text(1.25, "about 1", False) == "1.250"  # an unparsable goal: the plain three decimals

@@ -50,3 +50,19 @@ def test_publish_official_run_skips_other_outputs(tmp_path):
     assert publish_official_run("gdn", out, "bench/results/latest-gdn.json", [], {}, "cmd", "NVIDIA H200",
                                 benchmarks_md=md) is None
     assert not md.exists()
+
+
+def test_published_target_on_its_goal_keeps_the_deciding_digit(tmp_path):
+    """1.7497 against 1.75 is written 1.7497 (not "1.750 | 1.750 | no"); other values keep the usual format."""
+    latest = tmp_path / "latest-gdn.json"
+    latest.write_text("{}")
+    md = tmp_path / "benchmarks.md"
+    targets = {"inphase": dict(value=1.74972, goal=1.75, met=False, case="q35-122b"),
+               "staggered": dict(value=1.802, goal=1.75, met=True, case="q35-122b"),
+               "conv": dict(value=0.9025, goal=0.9, met=True, case="q35-4b")}
+    publish_official_run("gdn", latest, str(latest), [], targets, "cmd", "NVIDIA H200", benchmarks_md=md,
+                         date="2026-12-07")
+    text = md.read_text()
+    assert "| inphase | 1.7497 | 1.750 | no | q35-122b |" in text
+    assert "| staggered | 1.802 | 1.750 | yes | q35-122b |" in text
+    assert "| conv | 0.9025 | 0.9 | yes | q35-4b |" in text

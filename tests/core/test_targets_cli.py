@@ -190,3 +190,14 @@ def test_summary_says_when_a_run_stopped_before_its_end(tmp_path, capsys):
     f.write_text(json.dumps(partial))
     assert main(["targets", "--summary", str(f)]) == 0
     assert "INCOMPLETE" not in capsys.readouterr().out
+
+
+def test_table_prints_the_digit_that_decides_a_missed_target(tmp_path, capsys):
+    """1.7497 against >= 1.75 (the sixty-sixth session's q35-122b in-phase figure) shows as 1.7497, not 1.750."""
+    f = tmp_path / "latest-gdn.json"
+    f.write_text(json.dumps(_result({"s": {"value": 1.74972, "goal": ">= 1.75", "met": False},
+                                     "t": {"value": 1.698, "goal": ">= 1.75", "met": False}})))
+    assert main(["targets", "--missed", str(f)]) == 0
+    out = capsys.readouterr().out
+    assert "| s | 1.7497 | >= 1.75 | **missed** |" in out
+    assert "| t | 1.698 | >= 1.75 | **missed** |" in out
