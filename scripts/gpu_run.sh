@@ -219,11 +219,21 @@ for fam in ${BENCH//,/ }; do
   timeout $tmo python3 -m replayssm_trtllm bench "$fam" $fam_args > "$LOG/bench-$fam.log" 2>&1
   rc=$?
   note "bench $fam: rc=$rc [$(( $(date +%s) - t0 ))s]"
-  # the recorded targets, met or missed (its line names the run's GPU, commit and date, so a stale file shows)
-  if [ $rc -eq 0 ]; then
-    note "targets: $(python3 -m replayssm_trtllm targets --summary bench/results/latest-$fam.json 2>&1)"
+  # the recorded targets, met or missed (its line names the run's GPU, commit and date, so a stale file shows), of
+  # the file this run wrote: --out FILE when the bench args name one (a grid or A/B run), else latest-<family>.json;
+  # a run cut by its time limit (rc 124) still left the blocks it finished there, marked INCOMPLETE
+  out_json="bench/results/latest-$fam.json"
+  read -r -a fam_argv <<< "$fam_args"
+  for i in "${!fam_argv[@]}"; do
+    case "${fam_argv[$i]}" in
+      --out) out_json="${fam_argv[$((i + 1))]:-$out_json}" ;;
+      --out=*) out_json="${fam_argv[$i]#--out=}" ;;
+    esac
+  done
+  if [ -f "$out_json" ] && { [ $rc -eq 0 ] || [ $rc -eq 124 ]; }; then
+    note "targets ($out_json): $(python3 -m replayssm_trtllm targets --summary "$out_json" 2>&1)"
   fi
-  cp bench/results/latest-$fam.json "$OUT/" 2>/dev/null
+  cp "$out_json" "$OUT/" 2>/dev/null
   tail -30 "$LOG/bench-$fam.log"
 done
 
