@@ -480,7 +480,7 @@ def _append_results_section(benchmarks_md: Path, title: str, command: str, rows:
         for t in trows:  # a value that rounds onto its goal keeps the digit that decides met / missed
             if isinstance(t.get("value"), float) and "goal" in t and "met" in t:
                 text = target_value_text(t["value"], t["goal"], bool(t["met"]))
-                if len(text.rpartition(".")[2]) > 3:
+                if text != target_value_text(t["value"], None, False):  # more digits than the plain three
                     t["value"] = text
         # the verify targets' achieved bandwidth and traffic bound (bench/step_traffic.py), where a target has them
         extra = [c for c in ("copy_frac", "ratio_at_equal_efficiency", "value_at_equal_efficiency")

@@ -121,6 +121,12 @@ def check_status(status: int, op: str) -> None:
         raise RuntimeError(f"{op}: {_STATUS_NAMES.get(status, f'status {status}')}: {msg}")
 
 
+def c_launcher(name: str, params_struct):
+    """The library's C launcher ``name``, ``(const Params*, cudaStream_t) -> status``, with its ctypes signature (bound
+    once, by :func:`host_function`: a library built before the launcher existed raises KernelLibraryError)."""
+    return host_function(name, [ctypes.POINTER(params_struct), ctypes.c_void_p], ctypes.c_int)
+
+
 def launch_on_current_stream(launcher, params, device, op: str) -> None:
     """Call a C launcher ``(const Params*, cudaStream_t) -> status`` on ``device``'s current torch stream.
 

@@ -21,7 +21,7 @@ from typing import List, Optional, Sequence
 import torch
 
 from ..state.phase import NEUTRAL_RECORD, admission_phases, write_neutral_records
-from ._lib import host_function, launch_on_current_stream
+from ._lib import c_launcher, launch_on_current_stream
 
 __all__ = ["replay_admit", "ring_fill_pattern", "admit_rows", "PHASE_NONE", "PHASE_CONSTANT", "PHASE_SPREAD",
            "PHASE_PER_ROW", "MAX_RINGS"]
@@ -62,8 +62,8 @@ class ReplayAdmitParams(ctypes.Structure):
 
 
 def _get_launcher():
-    """``rssm_replay_admit_launch`` with its ctypes signature (bound once by ``host_function``)."""
-    return host_function("rssm_replay_admit_launch", [ctypes.POINTER(ReplayAdmitParams), ctypes.c_void_p], ctypes.c_int)
+    """``rssm_replay_admit_launch`` with its ctypes signature (bound once)."""
+    return c_launcher("rssm_replay_admit_launch", ReplayAdmitParams)
 
 
 def _desc(t) -> str:

@@ -15,7 +15,7 @@ from typing import Optional
 
 import torch
 
-from ._lib import load_library, launch_on_current_stream
+from ._lib import c_launcher, launch_on_current_stream
 
 __all__ = ["ReplayCommitParams", "replay_commit", "MODE_STANDARD", "MODE_SPECULATIVE", "mode_code"]
 
@@ -53,18 +53,8 @@ class ReplayCommitParams(ctypes.Structure):
     ]
 
 
-_launcher = None
-
-
 def _get_launcher():
-    global _launcher
-    if _launcher is None:
-        lib = load_library()
-        fn = lib.rssm_replay_commit_launch
-        fn.argtypes = [ctypes.POINTER(ReplayCommitParams), ctypes.c_void_p]
-        fn.restype = ctypes.c_int
-        _launcher = fn
-    return _launcher
+    return c_launcher("rssm_replay_commit_launch", ReplayCommitParams)
 
 
 def _desc(t: torch.Tensor) -> str:

@@ -42,7 +42,7 @@ from typing import Optional
 import torch
 
 from ..state.phase import admission_phases, write_neutral_records
-from ._lib import DTYPE_CODE_BY_NAME, host_function, load_library, launch_on_current_stream
+from ._lib import DTYPE_CODE_BY_NAME, c_launcher, host_function, launch_on_current_stream
 
 __all__ = [
     "FORMATS", "FMT_CODE", "StateCopy", "state_encode", "state_decode", "dp_mamba2_decode", "dp_gdn_decode",
@@ -109,17 +109,7 @@ class DualPrecisionCodecParams(ctypes.Structure):
     )
 
 
-_fns = {}
-
-
-def _launcher(name: str, struct):
-    fn = _fns.get(name)
-    if fn is None:
-        fn = getattr(load_library(), name)
-        fn.argtypes = [ctypes.POINTER(struct), ctypes.c_void_p]
-        fn.restype = ctypes.c_int
-        _fns[name] = fn
-    return fn
+_launcher = c_launcher  # the name the GPU tests use
 
 
 def decode_workspace_bytes(p: "DualPrecisionDecodeParams") -> int:

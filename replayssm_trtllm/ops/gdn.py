@@ -32,7 +32,7 @@ from typing import Optional
 
 import torch
 
-from ._lib import DTYPE_CODE_BY_NAME, host_function, load_library, launch_on_current_stream
+from ._lib import DTYPE_CODE_BY_NAME, c_launcher, host_function, launch_on_current_stream
 
 __all__ = [
     "GdnDecodeParams", "GdnReplayParams", "gdn_decode", "gdn_replay", "GdnReplayStateCache",
@@ -157,17 +157,7 @@ def replay_workspace_bytes(p: "GdnReplayParams") -> int:
     return int(fn(ctypes.byref(p)))
 
 
-_launchers = {}
-
-
-def _launcher(name: str, struct):
-    fn = _launchers.get(name)
-    if fn is None:
-        fn = getattr(load_library(), name)
-        fn.argtypes = [ctypes.POINTER(struct), ctypes.c_void_p]
-        fn.restype = ctypes.c_int
-        _launchers[name] = fn
-    return fn
+_launcher = c_launcher  # the name the GPU tests use
 
 
 # ------------------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from typing import Optional
 
 import torch
 
-from ._lib import load_library, launch_on_current_stream
+from ._lib import c_launcher, launch_on_current_stream
 
 __all__ = ["ReplayImportParams", "replay_import", "validate_import_args", "import_reference"]
 
@@ -38,21 +38,8 @@ class ReplayImportParams(ctypes.Structure):
                                                   "error_slot")])
 
 
-_launcher = None
-
-
-def _get_launcher():
-    global _launcher
-    if _launcher is None:
-        lib = load_library()
-        if not hasattr(lib, "rssm_replay_import_launch"):
-            raise RuntimeError("replay_import: the kernel library has no rssm_replay_import_launch; rebuild it "
-                               "(pip install --no-build-isolation -e . or dev.sh)")
-        fn = lib.rssm_replay_import_launch
-        fn.argtypes = [ctypes.POINTER(ReplayImportParams), ctypes.c_void_p]
-        fn.restype = ctypes.c_int
-        _launcher = fn
-    return _launcher
+def _get_launcher():  # an older library without it raises KernelLibraryError naming the launcher
+    return c_launcher("rssm_replay_import_launch", ReplayImportParams)
 
 
 def _desc(t) -> str:

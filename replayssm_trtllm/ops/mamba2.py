@@ -22,7 +22,7 @@ from typing import Optional, Sequence
 
 import torch
 
-from ._lib import host_function, load_library, launch_on_current_stream
+from ._lib import c_launcher, host_function, launch_on_current_stream
 from .commit import mode_code
 
 __all__ = [
@@ -86,20 +86,11 @@ class Mamba2ReplayParams(ctypes.Structure):
     )
 
 
-_fns = {}
-
-
 def _fn(name, struct):
-    if name not in _fns:
-        lib = load_library()
-        f = getattr(lib, name)
-        if struct is None:
-            f.argtypes = [ctypes.c_int32, ctypes.c_int32]
-        else:
-            f.argtypes = [ctypes.POINTER(struct), ctypes.c_void_p]
-        f.restype = ctypes.c_int
-        _fns[name] = f
-    return _fns[name]
+    """A C launcher (``struct``: its params struct), or for ``struct`` None the host query ``(int32, int32) -> int``."""
+    if struct is None:
+        return host_function(name, [ctypes.c_int32, ctypes.c_int32], ctypes.c_int)
+    return c_launcher(name, struct)
 
 
 def replay_workspace_bytes(p: "Mamba2ReplayParams") -> int:

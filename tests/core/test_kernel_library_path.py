@@ -43,8 +43,9 @@ def test_arch_matches_cmake_arch_syntax():
 
 
 def test_host_function_binds_once_and_names_a_missing_symbol(monkeypatch):
-    """host_function (the ops modules' host queries): the ctypes signature is set, the binding is reused, and a
-    library without the symbol (built from older sources) raises KernelLibraryError naming it."""
+    """host_function (the ops modules' host queries) and c_launcher (every op's C launcher, through it): the ctypes
+    signature is set, the binding is reused, and a library without the symbol (built from older sources) raises
+    KernelLibraryError naming it."""
     import ctypes
 
     class Fn:  # stands in for a ctypes function (takes argtypes / restype)
@@ -54,6 +55,10 @@ def test_host_function_binds_once_and_names_a_missing_symbol(monkeypatch):
     class FakeLib:
         _name = "/x/libreplayssm_kernels.so"
         rssm_query = Fn()
+        rssm_thing_launch = Fn()
+
+    class Params(ctypes.Structure):
+        _fields_ = [("n", ctypes.c_int)]
 
     monkeypatch.setattr(_lib, "load_library", lambda: FakeLib())
     monkeypatch.setattr(_lib, "_host_functions", {})
@@ -63,6 +68,11 @@ def test_host_function_binds_once_and_names_a_missing_symbol(monkeypatch):
     with pytest.raises(_lib.KernelLibraryError, match=r"libreplayssm_kernels\.so has no rssm_missing \(built from "
                                                        r"older sources\)"):
         _lib.host_function("rssm_missing", [], ctypes.c_int)
+    launch = _lib.c_launcher("rssm_thing_launch", Params)  # (const Params*, cudaStream_t) -> int
+    assert launch.argtypes[0]._type_ is Params and launch.argtypes[1] is ctypes.c_void_p
+    assert launch.restype is ctypes.c_int and _lib.c_launcher("rssm_thing_launch", Params) is launch
+    with pytest.raises(_lib.KernelLibraryError, match=r"has no rssm_gone_launch \(built from older sources\)"):
+        _lib.c_launcher("rssm_gone_launch", Params)
 
 
 def test_launch_on_current_stream_passes_the_params_and_the_devices_stream(monkeypatch):
