@@ -123,7 +123,11 @@ def check_status(status: int, op: str) -> None:
 
 def c_launcher(name: str, params_struct):
     """The library's C launcher ``name``, ``(const Params*, cudaStream_t) -> status``, with its ctypes signature (bound
-    once, by :func:`host_function`: a library built before the launcher existed raises KernelLibraryError)."""
+    once, by :func:`host_function`: a library built before the launcher existed raises KernelLibraryError). Called on
+    every launch, so a bound launcher is returned by one dict lookup, before any signature is built."""
+    fn = _host_functions.get(name)
+    if fn is not None:
+        return fn
     return host_function(name, [ctypes.POINTER(params_struct), ctypes.c_void_p], ctypes.c_int)
 
 
