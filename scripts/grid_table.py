@@ -7,7 +7,10 @@
 T = 1 lines: the conventional step and the window-amortized replay step in phase / staggered (us, and the speedup
 over the conventional step). T > 1 lines: the per-draft-snapshot verify and the replay verify with all / one / mixed
 acceptance, each as a multiple of one conventional standard step of the same (shape, B) (the issues' ratio); for GDN
-the replay verify is timed in phase and staggered, and the table shows the slower of the two.
+the replay verify is timed in phase and staggered, and the table shows the slower of the two. The last column is the
+achieved bandwidth of the kernels shown, as a fraction of the run's measured copy bandwidth (the bench's `copy_frac`:
+the step's compulsory bytes over its time, against the copy kernel's bytes read + written over its time): the
+conventional step, then the replay cases in the order of the replay column.
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ from collections import defaultdict
 from typing import Dict, Iterable, List, Mapping, Optional, Tuple
 
 Key = Tuple[str, int, int, int]
+COPY = "@copy"  # suffix of the fraction-of-copy entries in fastest()'s table
 
 
 def _gdn_kind(r: Mapping) -> Optional[str]:
@@ -53,8 +57,10 @@ def _mamba2_kind(r: Mapping) -> Optional[str]:
 
 def fastest(rows: Iterable[Mapping], family: str) -> Dict[Key, Dict[str, float]]:
     """{(shape, B, L, T): {kind: us}}: the fastest row of each kernel kind (for GDN's replay verify: the slower of
-    its in-phase and staggered cases, each the fastest over variants)."""
+    its in-phase and staggered cases, each the fastest over variants). The chosen row's fraction of copy bandwidth
+    is kept under `kind + COPY` when the row has one."""
     best: Dict[Tuple[Key, str, str], float] = {}
+    frac: Dict[Tuple[Key, str, str], Optional[float]] = {}
     for r in rows:
         kind = _gdn_kind(r) if family == "gdn" else _mamba2_kind(r)
         if kind is None:
@@ -65,9 +71,15 @@ def fastest(rows: Iterable[Mapping], family: str) -> Dict[Key, Dict[str, float]]
         k3 = (key, kind, phase)
         if k3 not in best or us < best[k3]:
             best[k3] = us
+            frac[k3] = float(r["copy_frac"]) if r.get("copy_frac") is not None else None
     out: Dict[Key, Dict[str, float]] = defaultdict(dict)
-    for (key, kind, _phase), us in best.items():
-        out[key][kind] = max(out[key].get(kind, 0.0), us)
+    for k3, us in best.items():
+        key, kind, _phase = k3
+        if us >= out[key].get(kind, 0.0):
+            out[key][kind] = us
+            out[key].pop(kind + COPY, None)
+            if frac[k3] is not None:
+                out[key][kind + COPY] = frac[k3]
     return dict(out)
 
 
@@ -82,29 +94,37 @@ def conventional_step(table: Mapping[Key, Mapping[str, float]], shape: str, B: i
 
 def markdown(table: Mapping[Key, Mapping[str, float]]) -> str:
     lines = ["| shape | B | L | T | conventional standard step (us) | per-draft verify (x std) | "
-             "replay: standard in phase / staggered (us, speedup) or verify all / one / mixed (x std) |",
-             "|---|---|---|---|---|---|---|"]
+             "replay: standard in phase / staggered (us, speedup) or verify all / one / mixed (x std) | "
+             "% of copy: conventional (T = 1) or per-draft (T > 1); replay as listed |",
+             "|---|---|---|---|---|---|---|---|"]
 
     def f(x: Optional[float], fmt: str) -> str:
         return "-" if x is None else format(x, fmt)
+
+    def pct(kinds: Mapping[str, float], kind: str) -> str:
+        x = kinds.get(kind + COPY)
+        return "-" if x is None else f"{100.0 * x:.1f}"
 
     for key in sorted(table, key=lambda k: (k[0], k[1], k[2], k[3])):
         shape, B, L, T = key
         kinds = table[key]
         std = conventional_step(table, shape, B)
+        replay_kinds = ("std_inphase", "std_staggered") if T == 1 else ("spec_all", "spec_one", "spec_mixed")
+        copy_cell = f"{pct(kinds, 'conv') if T == 1 else pct(kinds, 'perdraft')}; " + \
+            " / ".join(pct(kinds, k) for k in replay_kinds)
         if T == 1:
             conv = kinds.get("conv")
             cells = []
             for ph in ("std_inphase", "std_staggered"):
                 us = kinds.get(ph)
                 cells.append("-" if us is None else f"{us:.2f} ({(conv / us if conv else float('nan')):.3f}x)")
-            lines.append(f"| {shape} | {B} | {L} | 1 | {f(conv, '.2f')} | - | {' / '.join(cells)} |")
+            lines.append(f"| {shape} | {B} | {L} | 1 | {f(conv, '.2f')} | - | {' / '.join(cells)} | {copy_cell} |")
         else:
             def ratio(kind: str) -> str:
                 us = kinds.get(kind)
                 return "-" if us is None or not std else f"{us / std:.3f}"
             lines.append(f"| {shape} | {B} | {L} | {T} | {f(std, '.2f')} | {ratio('perdraft')} | "
-                         f"{ratio('spec_all')} / {ratio('spec_one')} / {ratio('spec_mixed')} |")
+                         f"{ratio('spec_all')} / {ratio('spec_one')} / {ratio('spec_mixed')} | {copy_cell} |")
     return "\n".join(lines)
 
 

@@ -57,11 +57,38 @@ def test_gdn_markdown_ratios_against_the_conventional_step():
     md = grid_table.markdown(grid_table.fastest(_gdn_rows(), "gdn"))
     lines = md.splitlines()
     assert lines[0].startswith("| shape | B | L | T |")
-    assert "| q35-4b | 256 | 16 | 1 | 280.00 | - | 164.71 (1.700x) / 160.00 (1.750x) |" in lines
+    # rows without a copy fraction show "-" in the last column
+    assert "| q35-4b | 256 | 16 | 1 | 280.00 | - | 164.71 (1.700x) / 160.00 (1.750x) | -; - / - |" in lines
     # the L = 8 verify line takes the same (shape, B) conventional step, which only the L = 16 window timed
-    assert "| q35-4b | 256 | 8 | 4 | 280.00 | 2.600 | 0.920 / 0.760 / - |" in lines
-    assert "| q35-4b | 256 | 16 | 4 | 280.00 | 2.600 | 0.920 / 0.760 / - |" in lines
-    assert "| q35-4b | 1 | 16 | 1 | 4.00 | - | 2.35 (1.700x) / 2.29 (1.750x) |" in lines
+    assert "| q35-4b | 256 | 8 | 4 | 280.00 | 2.600 | 0.920 / 0.760 / - | -; - / - / - |" in lines
+    assert "| q35-4b | 256 | 16 | 4 | 280.00 | 2.600 | 0.920 / 0.760 / - | -; - / - / - |" in lines
+    assert "| q35-4b | 1 | 16 | 1 | 4.00 | - | 2.35 (1.700x) / 2.29 (1.750x) | -; - / - |" in lines
+
+
+def test_copy_fraction_column_follows_the_rows_shown():
+    """The last column is the copy fraction of exactly the row each figure came from: the fastest variant, and for
+    GDN's verify the slower phase."""
+    rows = [dict(shape="q35-4b", B=256, L=16, T=1, kernel="conventional", variant=5, us=290.0, copy_frac=0.87),
+            dict(shape="q35-4b", B=256, L=16, T=1, kernel="conventional", variant=6, us=280.0, copy_frac=0.903),
+            dict(shape="q35-4b", B=256, L=16, T=1, kernel="replay_standard", phase="inphase", variant=6, us=165.0,
+                 copy_frac=0.857),
+            dict(shape="q35-4b", B=256, L=16, T=1, kernel="replay_standard", phase="staggered", variant=6,
+                 us=160.0, copy_frac=0.882),
+            dict(shape="q35-4b", B=256, L=16, T=4, kernel="conventional_perdraft", variant=6, us=740.0,
+                 copy_frac=0.858),
+            # the in-phase verify is faster (higher fraction); the staggered one is the slower phase, shown
+            dict(shape="q35-4b", B=256, L=16, T=4, kernel="replay_speculative", phase="inphase", accept="all",
+                 variant=6, us=250.0, copy_frac=0.70),
+            dict(shape="q35-4b", B=256, L=16, T=4, kernel="replay_speculative", phase="staggered", accept="all",
+                 variant=6, us=258.0, copy_frac=0.669),
+            dict(shape="q35-4b", B=256, L=16, T=4, kernel="replay_speculative", phase="staggered", accept="all",
+                 variant=5, us=500.0, copy_frac=0.30)]
+    t = grid_table.fastest(rows, "gdn")
+    assert t[("q35-4b", 256, 16, 1)]["conv" + grid_table.COPY] == pytest.approx(0.903)
+    assert t[("q35-4b", 256, 16, 4)]["spec_all" + grid_table.COPY] == pytest.approx(0.669)
+    lines = grid_table.markdown(t).splitlines()
+    assert "| q35-4b | 256 | 16 | 1 | 280.00 | - | 165.00 (1.697x) / 160.00 (1.750x) | 90.3; 85.7 / 88.2 |" in lines
+    assert "| q35-4b | 256 | 16 | 4 | 280.00 | 2.643 | 0.921 / - / - | 85.8; 66.9 / - / - |" in lines
 
 
 def test_mamba2_kinds_and_flashinfer_left_out():
@@ -82,7 +109,7 @@ def test_mamba2_kinds_and_flashinfer_left_out():
     assert t[("super", 256, 16, 1)] == {"conv": 560.0, "std_inphase": 311.0, "std_staggered": 308.0}
     assert t[("super", 256, 16, 4)] == {"perdraft": 1456.0, "spec_mixed": 392.0}
     md = grid_table.markdown(t)
-    assert "| super | 256 | 16 | 4 | 560.00 | 2.600 | - / - / 0.700 |" in md.splitlines()
+    assert "| super | 256 | 16 | 4 | 560.00 | 2.600 | - / - / 0.700 | -; - / - / - |" in md.splitlines()
 
 
 def test_main_reads_both_layouts_and_refuses_others(tmp_path, capsys):
