@@ -267,9 +267,11 @@ def _rel(x, ref):
     return float(torch.linalg.vector_norm(x - ref) / torch.linalg.vector_norm(ref).clamp_min(1e-30))
 
 
-def _check(ls, T, variants=(0,)):
+def _check(ls, T, variants=(0,), replay=True):
     """Replay (h = 0 rows), conventional and per-draft outputs of every variant vs the variant-0
-    conventional kernel on the same inputs and state. Returns the relative errors."""
+    conventional kernel on the same inputs and state. Returns the relative errors. replay=False: the conventional
+    and per-draft kernels only (the baseline's design, whose number may name a replay design the sizes do not allow,
+    e.g. the split kernels past 32 records per step)."""
     import torch
     from replayssm_trtllm.ops.gdn import DECODE_VARIANTS
     errs = {}
@@ -279,10 +281,11 @@ def _check(ls, T, variants=(0,)):
     ls.conv_step(0, T, 0)
     o_c = ls.inputs[T]["o"].clone()
     for var in variants:
-        ls.ckpt[0].copy_(start)
-        ls.set_cursors(torch.zeros_like(ls.length))
-        ls.replay_step(0, T, mode, var)
-        errs[f"replay_v{var}_vs_conv"] = _rel(ls.inputs[T]["o"], o_c)
+        if replay:
+            ls.ckpt[0].copy_(start)
+            ls.set_cursors(torch.zeros_like(ls.length))
+            ls.replay_step(0, T, mode, var)
+            errs[f"replay_v{var}_vs_conv"] = _rel(ls.inputs[T]["o"], o_c)
         if var not in DECODE_VARIANTS:  # replay-only design (split kernels)
             continue
         if var != 0:
@@ -422,7 +425,7 @@ def run(args) -> int:
                             print(f"{case0} T={T} v{var}: refused: {str(e).splitlines()[0][:200]}", flush=True)
                             torch.cuda.synchronize()
                     for var in [v for v in conv_variants if v not in variants]:  # the baseline's default design
-                        errs.update(_check(ls, T, (var,)))
+                        errs.update(_check(ls, T, (var,), replay=False))
                     bad = [k for k, v in errs.items() if not v < 5e-3]
                     if bad:
                         ok_all = False

@@ -262,6 +262,12 @@ def _rows_list(variant, sh, chunk, sweep, explicit):
     return out
 
 
+def _refused(e: BaseException) -> bool:
+    """Whether `e` is a launcher's refusal of unsupported sizes (status RSSM_ERR_UNSUPPORTED, check_status's
+    "<op>: unsupported: ..." message), as opposed to a failure that must stop the run."""
+    return ": unsupported:" in str(e).splitlines()[0] if str(e) else False
+
+
 def _timed(fn, repeats):
     """_time_graph, or None when the configuration is refused (printed)."""
     try:
@@ -517,7 +523,16 @@ def run(args) -> int:
                     continue
                 for v in variants:
                     for T in sorted(set(tokens) | {1}):
-                        err, ok = _check(ls, T, v)
+                        try:
+                            err, ok = _check(ls, T, v)
+                        except RuntimeError as e:
+                            # a design the launcher refuses for these sizes (the split kernels past 32 records per
+                            # step: L = 32, T >= 2) is reported and left out; the timing skips it the same way
+                            if not _refused(e):
+                                raise
+                            print(f"{shp} B={B} L={L} T={T} v{v}: refused: {str(e).splitlines()[0][:200]}")
+                            torch.cuda.synchronize()
+                            continue
                         print(f"{shp} B={B} L={L} T={T} v{v}: conventional and replay vs conventional v0: "
                               f"max err / bound = {err:.2f} {'OK' if ok else 'MISMATCH'}")
                         if not ok:

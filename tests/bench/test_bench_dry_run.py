@@ -128,6 +128,54 @@ def test_mamba2_bench_writes_after_every_block(monkeypatch, tmp_path):
     assert res["copy_bandwidth_end_Bps"] == COPY_BPS
 
 
+def test_mamba2_bench_reports_a_refused_design_and_goes_on(monkeypatch, tmp_path):
+    """The split kernels (variant 4) handle at most 32 records per step, so the grid's L = 32, T >= 2 cases are
+    refused by the launcher: the sixty-seventh session's grid stopped there. Now the refusal is printed, variant 4
+    is left out of those cases (check and timing alike), variant 2 is timed, and the run finishes. Any other error
+    still stops the run."""
+    _fake_cuda(monkeypatch)
+    import replayssm_trtllm.ops.mamba2 as om
+
+    def refuse(ls, layer, T, mode, rows=0, variant=0):
+        if variant == 4 and ls.L + (T if mode == 1 else 0) > 32:
+            raise RuntimeError(f"mamba2_replay_decode: unsupported: Mamba2Replay: variant 4 (split kernels) handles "
+                               f"at most 32 records per step; got {ls.L + T}")
+
+    Layers = _stubbed(bm._Layerset, "conv_step", "commit")
+    Layers.replay_step = refuse
+    checked = []
+
+    def check(ls, T, v):
+        checked.append((ls.L, T, v))
+        refuse(ls, 0, T, 0 if T == 1 else 1, 0, v)
+        return 0.0, True
+    monkeypatch.setattr(bm, "_Layerset", Layers)
+    monkeypatch.setattr(bm, "_check", check)
+    monkeypatch.setattr(bm, "copy_bandwidth", lambda *a, **k: COPY_BPS)
+    monkeypatch.setattr(bm, "inplace_bandwidth", lambda *a, **k: COPY_BPS)
+    monkeypatch.setattr(om, "row_chunk", lambda st, n: 8)
+    monkeypatch.setattr(bm, "SHAPES", {"super": dict(H=4, P=8, N=16, G=2)})
+    monkeypatch.setattr(bm, "_time_graph", _graph([]))
+    out = tmp_path / "grid.json"
+    args = ["--shapes", "super", "--batch", "64", "--window", "32", "--tokens", "1,2", "--variants", "2,4",
+            "--no-sweep-rows", "--no-flashinfer", "--repeats", "2", "--l2-bytes", "1", "--out", str(out)]
+    assert bm.main(args) == 0
+    res = json.loads(out.read_text())
+    assert res["complete"] is True
+    spec = [r for r in res["rows"] if r["T"] == 2 and r["kernel"].startswith("replay verify")]
+    assert spec and {r["variant"] for r in spec} == {2}
+    std = [r for r in res["rows"] if r["T"] == 1 and r["kernel"].startswith("replay standard")]
+    assert {r["variant"] for r in std} == {2, 4}  # 32 records: the split kernels run the standard step
+    assert (32, 2, 4) in checked
+    assert not any(k.startswith("correct_") for k in res["targets"])
+
+    def broken(ls, T, v):
+        raise RuntimeError("mamba2_replay_decode: cuda error: an illegal memory access was encountered")
+    monkeypatch.setattr(bm, "_check", broken)
+    with pytest.raises(RuntimeError, match="illegal memory access"):
+        bm.main(args)
+
+
 def test_gdn_bench_dry_run(monkeypatch, tmp_path):
     _fake_cuda(monkeypatch)
 
@@ -192,8 +240,8 @@ def test_gdn_bench_dry_run_automatic_variant_only(monkeypatch, tmp_path):
     Layers = _stubbed(bg._Layers, "conv_step", "snap_step", "replay_step", "commit")
     calls, checked = [], []
 
-    def check(ls, T, variants=(0,)):
-        checked.append((T, tuple(variants)))
+    def check(ls, T, variants=(0,), replay=True):
+        checked.append((T, tuple(variants), replay))
         return {"stub": 0.0}
     monkeypatch.setattr(bg, "_DEVICE", "cpu")
     monkeypatch.setattr(bg, "_Layers", Layers)
@@ -211,5 +259,44 @@ def test_gdn_bench_dry_run_automatic_variant_only(monkeypatch, tmp_path):
     assert [r["variant"] for r in conv] == [6]  # default_decode_variant(128)
     assert [r["variant"] for r in res["results"] if r["kernel"] == "conventional_perdraft"] == [6]
     assert {r["variant"] for r in res["results"] if r["kernel"].startswith("replay")} == {-1}
-    assert (1, (6,)) in checked and (4, (6,)) in checked  # the baseline's design is checked at every T
+    # the baseline's design is checked at every T, its conventional and per-draft kernels only: its number (6) also
+    # names the split replay design, which the launcher refuses past 32 records per step (the sixty-seventh
+    # session's grid stopped at L = 32, T = 2 on that); the automatic replay design is checked on its own
+    assert (1, (6,), False) in checked and (4, (6,), False) in checked
+    assert (1, (-1,), True) in checked and (4, (-1,), True) in checked
     assert res["targets"]["q35-4b.standard_speedup_B1"]["value"] > 0
+
+
+class _CheckLayers:
+    """Just enough of bench.gdn._Layers for _check on the CPU: the conventional step writes a fixed output, the
+    replay step must not run when replay=False."""
+
+    def __init__(self):
+        import torch
+        self.ckpt = [torch.ones(2, 3)]
+        self.conv = [torch.zeros(2, 3)]
+        self.length = torch.zeros(2, dtype=torch.int32)
+        self.inputs = {1: {"o": torch.zeros(4)}}
+        self.replayed = []
+
+    def conv_step(self, layer, T, var):
+        import torch
+        self.inputs[T]["o"].copy_(torch.arange(1.0, 5.0))
+
+    def replay_step(self, layer, T, mode, var):
+        self.replayed.append(var)
+        raise RuntimeError("gdn_replay: unsupported: GdnReplay: variant 6 (split kernels) handles at most 32 records")
+
+    def set_cursors(self, c):
+        pass
+
+
+def test_gdn_check_of_the_baseline_design_runs_no_replay(monkeypatch):
+    import torch
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    ls = _CheckLayers()
+    errs = bg._check(ls, 1, (6,), replay=False)
+    assert ls.replayed == [] and errs == {"conv_v6_vs_conv": 0.0}
+    with pytest.raises(RuntimeError, match="at most 32 records"):  # replay=True still reaches the launcher
+        bg._check(ls, 1, (6,))
+    assert ls.replayed == [6]
