@@ -11,6 +11,7 @@ Nothing here syncs the device except :meth:`ReplayCursorCache.check_errors`, so 
 """
 from __future__ import annotations
 
+import warnings
 from typing import Optional, Sequence, Union
 
 import torch
@@ -21,6 +22,36 @@ from .commit import MODE_SPECULATIVE, MODE_STANDARD, mode_code, replay_commit
 from . import mamba2 as _mamba2_ops  # noqa: F401  (registers torch.ops.replayssm.mamba2_replay_decode, used by step)
 
 __all__ = ["ReplayCursorCache", "ReplayStateCache", "Mamba2ReplayStateCache"]
+
+
+# The split kernels (Mamba-2 variant 4, GDN variant 6: the fast designs at serving batch sizes) hold one ring record
+# per lane of a warp, so a step that replays more than this many records (standard: window; speculative: window +
+# tokens) runs on the stream kernels instead. Same results, but slower: on the sixty-seventh session's H100 grid the
+# T = 4 verify at L = 32 took 1.06-1.37x (Mamba-2) and 1.32-1.73x (GDN) of a conventional step, against 0.58-0.87x at
+# L = 8 and 16, and a verify step at L = 32 took 1.2x (T = 2) to 2-3x (T = 8) the time of one at L = 16 (B = 256;
+# part of that is the longer window's records; docs/benchmarks.md "Sixty-seventh session").
+SPLIT_KERNEL_MAX_RECORDS = 32
+
+
+class ReplayPerformanceWarning(UserWarning):
+    """A configuration that runs correctly but leaves the fast kernel designs (see :func:`split_kernel_note`)."""
+
+
+def split_kernel_note(window: int, max_verify: int, mode: int) -> Optional[str]:
+    """Why steps of this cache configuration cannot run on the split kernels, or None when every step can."""
+    records = window if mode == MODE_STANDARD else window + max_verify
+    if records <= SPLIT_KERNEL_MAX_RECORDS:
+        return None
+    if mode == MODE_STANDARD:
+        return (f"window={window} > {SPLIT_KERNEL_MAX_RECORDS}: every replay step runs on the stream kernels (the "
+                f"split kernels take at most {SPLIT_KERNEL_MAX_RECORDS} records per step), slower than at window <= "
+                f"{SPLIT_KERNEL_MAX_RECORDS}")
+    return (f"window + max_verify = {window} + {max_verify} = {records} > {SPLIT_KERNEL_MAX_RECORDS}: verify steps "
+            f"with window + T > {SPLIT_KERNEL_MAX_RECORDS} run on the stream kernels (the split kernels take at most "
+            f"{SPLIT_KERNEL_MAX_RECORDS} records per step): on an H100 a verify step at window 32 took 1.2x (T = 2) to 2-3x "
+            f"(T = 8) the time of one at window 16; window <= "
+            f"{SPLIT_KERNEL_MAX_RECORDS - max_verify} keeps every step on them (docs/benchmarks.md \"Sixty-seventh "
+            f"session\")")
 
 
 class ReplayCursorCache:
@@ -48,6 +79,9 @@ class ReplayCursorCache:
                              f"max_verify={max_verify}, window={window}")
         self.num_slots, self.window, self.max_verify = int(num_slots), int(window), int(max_verify)
         self.capacity = self.window + self.max_verify
+        note = split_kernel_note(self.window, self.max_verify, self.mode)
+        if note is not None:
+            warnings.warn(f"{type(self).__name__}: {note}", ReplayPerformanceWarning, stacklevel=2)
         self.device = torch.device(device)
         self.ring_origin = torch.zeros(num_slots, dtype=torch.int32, device=self.device)
         self.ring_len = torch.zeros(num_slots, dtype=torch.int32, device=self.device)

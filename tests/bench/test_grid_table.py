@@ -123,3 +123,24 @@ def test_main_reads_both_layouts_and_refuses_others(tmp_path, capsys):
     bad.write_text(json.dumps({"targets": {}}))
     assert grid_table.main([str(bad)]) == 2
     assert "neither 'results'" in capsys.readouterr().err
+
+
+def test_verify_ratio_against_the_same_blocks_conventional_step():
+    """Each (shape, B, L) block times the conventional kernel again; a verify line is divided by its own block's
+    figure, not by another window's (the sixty-seventh session's H100 grid had 371 us in the L = 16 block and 428 us
+    in the L = 8 block for the same kernel, which would have flattered the L = 16 verify ratios by 15%)."""
+    rows = []
+    for L, conv in ((8, 428.0), (16, 371.0)):
+        rows += [dict(shape="q35-4b", B=256, L=L, T=1, kernel="conventional", variant=6, us=conv),
+                 dict(shape="q35-4b", B=256, L=L, T=4, kernel="replay_speculative", phase="staggered", accept="all",
+                      variant=-1, us=300.0)]
+    rows.append(dict(shape="q35-4b", B=256, L=32, T=4, kernel="replay_speculative", phase="staggered", accept="all",
+                     variant=-1, us=300.0))  # a block without its own T = 1 line: the first window's figure
+    t = grid_table.fastest(rows, "gdn")
+    assert grid_table.conventional_step(t, "q35-4b", 256, 16) == pytest.approx(371.0)
+    assert grid_table.conventional_step(t, "q35-4b", 256, 32) == pytest.approx(428.0)
+    assert grid_table.conventional_step(t, "q35-4b", 256) == pytest.approx(428.0)
+    lines = grid_table.markdown(t).splitlines()
+    assert "| q35-4b | 256 | 16 | 4 | 371.00 | - | 0.809 / - / - | -; - / - / - |" in lines
+    assert "| q35-4b | 256 | 8 | 4 | 428.00 | - | 0.701 / - / - | -; - / - / - |" in lines
+    assert "| q35-4b | 256 | 32 | 4 | 428.00 | - | 0.701 / - / - | -; - / - / - |" in lines

@@ -327,3 +327,32 @@ def test_caches_register_the_ops_they_call():
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
         assert out.returncode == 0, out.stderr[-2000:]
         assert out.stdout.strip() == "[]", f"{module} imported alone lacks the ops {out.stdout.strip()}"
+
+
+def test_caches_warn_when_steps_leave_the_split_kernels():
+    """A cache whose steps replay more than 32 records (standard: window; speculative: window + max_verify) runs
+    correctly on the stream kernels but slower (the sixty-seventh session's grid: L = 32 with drafts); its
+    constructor says so once, with the window that would keep every step on the split kernels. Configurations
+    within the limit, the paper's L = 16 with T <= 8 among them, stay silent. Both families' caches (the GDN cache
+    shares the cursor base)."""
+    import warnings
+    from replayssm_trtllm.ops.gdn import GdnReplayStateCache
+    from replayssm_trtllm.ops.state_cache import (ReplayPerformanceWarning, ReplayStateCache,
+                                                  split_kernel_note)
+    from replayssm_trtllm.ops.commit import MODE_SPECULATIVE, MODE_STANDARD
+    assert split_kernel_note(16, 8, MODE_SPECULATIVE) is None
+    assert split_kernel_note(24, 8, MODE_SPECULATIVE) is None    # exactly 32 records
+    assert split_kernel_note(32, 1, MODE_STANDARD) is None
+    assert split_kernel_note(33, 1, MODE_STANDARD).startswith("window=33 > 32: every replay step runs on the "
+                                                              "stream kernels")
+    with pytest.warns(ReplayPerformanceWarning, match=r"ReplayCursorCache: window \+ max_verify = 32 \+ 2 = 34 > 32: "
+                                                      r".*window <= 30 keeps every step on them"):
+        ReplayCursorCache(4, 32, 2, "speculative", device="cpu")
+    with pytest.warns(ReplayPerformanceWarning, match=r"GdnReplayStateCache: window \+ max_verify = 28 \+ 8 = 36"):
+        GdnReplayStateCache(1, 2, 2, 4, 64, 16, 28, max_verify=8, mode="speculative", device="cpu")
+    with pytest.warns(ReplayPerformanceWarning, match=r"ReplayStateCache: window=40 > 32"):
+        ReplayStateCache(1, 2, 8, 16, 32, 2, 40, device="cpu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ReplayCursorCache(4, 16, 8, "speculative", device="cpu")
+        ReplayStateCache(1, 2, 8, 16, 32, 2, 16, max_verify=4, mode="speculative", device="cpu")
