@@ -230,12 +230,16 @@ def test_gdn_conventional_variants_never_empty():
     assert bg.conventional_variants([5, -1, 0], decode, 6) == [5, 0]
     assert bg.conventional_variants([-1], decode, 6) == [6]       # the automatic replay choice alone
     assert bg.conventional_variants([6], (0, 1, 2), 0) == [0]     # a build whose decode does not take 6
+    assert bg.conventional_variants([-1], decode, [6, 5]) == [6, 5]  # a list of fallback designs
+    assert bg.baseline_designs(128) == [6, 5] and bg.baseline_designs(256) == [6, 5]
+    assert bg.baseline_designs(64) == [0]                            # stream kernel 5 takes head_k 128 / 256 only
 
 
 def test_gdn_bench_dry_run_automatic_variant_only(monkeypatch, tmp_path):
     """--variants=-1 (the automatic replay choice alone) used to stop in a TypeError after the copy-bandwidth line
     (fifty-fifth session, on the H100): no conventional variant was timed, so there was no baseline. The baseline
-    now runs on the decode op's default design, correctness-checked like the others."""
+    now runs on the decode op's default design and stream kernel 5 (the sixty-seventh session: design 6 alone was
+    a weak baseline in most blocks of an H100 grid), correctness-checked like the others."""
     _fake_cuda(monkeypatch)
     Layers = _stubbed(bg._Layers, "conv_step", "snap_step", "replay_step", "commit")
     calls, checked = [], []
@@ -256,13 +260,15 @@ def test_gdn_bench_dry_run_automatic_variant_only(monkeypatch, tmp_path):
     assert rc == 0
     res = json.loads(out.read_text())
     conv = [r for r in res["results"] if r["kernel"] == "conventional"]
-    assert [r["variant"] for r in conv] == [6]  # default_decode_variant(128)
-    assert [r["variant"] for r in res["results"] if r["kernel"] == "conventional_perdraft"] == [6]
+    # default_decode_variant(128) and stream kernel 5 (baseline_designs): the faster is the baseline
+    assert [r["variant"] for r in conv] == [6, 5]
+    assert [r["variant"] for r in res["results"] if r["kernel"] == "conventional_perdraft"] == [6, 5]
     assert {r["variant"] for r in res["results"] if r["kernel"].startswith("replay")} == {-1}
     # the baseline's design is checked at every T, its conventional and per-draft kernels only: its number (6) also
     # names the split replay design, which the launcher refuses past 32 records per step (the sixty-seventh
     # session's grid stopped at L = 32, T = 2 on that); the automatic replay design is checked on its own
     assert (1, (6,), False) in checked and (4, (6,), False) in checked
+    assert (1, (5,), False) in checked and (4, (5,), False) in checked
     assert (1, (-1,), True) in checked and (4, (-1,), True) in checked
     assert res["targets"]["q35-4b.standard_speedup_B1"]["value"] > 0
 
