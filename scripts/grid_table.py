@@ -137,6 +137,26 @@ def markdown(table: Mapping[Key, Mapping[str, float]]) -> str:
     return "\n".join(lines)
 
 
+def baseline_spread(table: Mapping[Key, Mapping[str, float]], threshold: float = 0.05) -> List[str]:
+    """One line per (shape, B) whose conventional step differs between its L blocks by more than `threshold` of the
+    fastest: the kernel does not depend on L, so such a spread means a block's baseline was slow (the sixty-seventh
+    session's H100 grid: 371 against 428 us), and that block's ratios are flattered by it."""
+    by_sb: Dict[Tuple[str, int], Dict[int, float]] = defaultdict(dict)
+    for (shape, B, L, T), kinds in table.items():
+        if T == 1 and "conv" in kinds:
+            by_sb[(shape, B)][L] = kinds["conv"]
+    out = []
+    for (shape, B), per_L in sorted(by_sb.items()):
+        fast = min(per_L.values())
+        slow = {L: us for L, us in sorted(per_L.items()) if us > fast * (1.0 + threshold)}
+        if slow:
+            out.append(f"{shape} B = {B}: the conventional step took {fast:.2f} us in its fastest block but "
+                       + ", ".join(f"{us:.2f} us (+{100.0 * (us / fast - 1.0):.0f}%) at L = {L}"
+                                   for L, us in slow.items())
+                       + "; those blocks' ratios are taken against a slower baseline")
+    return out
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("json", help="a bench JSON (gdn: key 'results'; mamba2: key 'rows')")
@@ -157,6 +177,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     print(f"{family}: {d.get('gpu', '?')}, commit {d.get('git_commit', '?')}, `{d.get('command', '?')}`"
           f"{'' if d.get('complete', True) else ' (INCOMPLETE: the run stopped before its end)'}\n")
     print(markdown(table))
+    spread = baseline_spread(table)
+    if spread:
+        print("\nThe conventional kernel does not depend on L, yet its time differed between blocks by more than 5%:")
+        for line in spread:
+            print(f"- {line}")
     return 0
 
 

@@ -144,3 +144,22 @@ def test_verify_ratio_against_the_same_blocks_conventional_step():
     assert "| q35-4b | 256 | 16 | 4 | 371.00 | - | 0.809 / - / - | -; - / - / - |" in lines
     assert "| q35-4b | 256 | 8 | 4 | 428.00 | - | 0.701 / - / - | -; - / - / - |" in lines
     assert "| q35-4b | 256 | 32 | 4 | 428.00 | - | 0.701 / - / - | -; - / - / - |" in lines
+
+
+def test_baseline_spread_names_the_slow_blocks(tmp_path, capsys):
+    """A conventional step that differs by more than 5% between the L blocks of one (shape, B) is named with its
+    blocks, below the table; a spread within 5% is not."""
+    rows = []
+    for L, conv in ((8, 428.5), (16, 371.18), (32, 426.88)):
+        rows.append(dict(shape="q35-4b", B=256, L=L, T=1, kernel="conventional", variant=6, us=conv))
+    for L, conv in ((8, 95.0), (16, 97.0)):
+        rows.append(dict(shape="q35-4b", B=64, L=L, T=1, kernel="conventional", variant=6, us=conv))
+    t = grid_table.fastest(rows, "gdn")
+    lines = grid_table.baseline_spread(t)
+    assert lines == ["q35-4b B = 256: the conventional step took 371.18 us in its fastest block but 428.50 us (+15%) "
+                     "at L = 8, 426.88 us (+15%) at L = 32; those blocks' ratios are taken against a slower baseline"]
+    p = tmp_path / "g.json"
+    p.write_text(json.dumps({"gpu": "X", "git_commit": "abc", "command": "c", "results": rows}))
+    assert grid_table.main([str(p)]) == 0
+    out = capsys.readouterr().out
+    assert "differed between blocks by more than 5%" in out and "- q35-4b B = 256:" in out and "B = 64:" not in out
