@@ -27,9 +27,10 @@ __all__ = ["ReplayCursorCache", "ReplayStateCache", "Mamba2ReplayStateCache"]
 # The split kernels (Mamba-2 variant 4, GDN variant 6: the fast designs at serving batch sizes) hold one ring record
 # per lane of a warp, so a step that replays more than this many records (standard: window; speculative: window +
 # tokens) runs on the stream kernels instead. Same results, but slower: on the sixty-seventh session's H100 grid the
-# T = 4 verify at L = 32 took 1.06-1.37x (Mamba-2) and 1.32-1.73x (GDN) of a conventional step, against 0.58-0.87x at
-# L = 8 and 16, and a verify step at L = 32 took 1.2x (T = 2) to 2-3x (T = 8) the time of one at L = 16 (B = 256;
-# part of that is the longer window's records; docs/benchmarks.md "Sixty-seventh session").
+# T = 4 verify at L = 32 took 1.06-1.37x (Mamba-2) and 1.32-1.73x (GDN) of a conventional step, against 0.58-0.90x
+# (Mamba-2) and 0.58-1.03x (GDN) at L = 8 and 16 (B >= 64), and a verify step at L = 32 took 1.2x (T = 2) to 2-3x
+# (T = 8) the time of one at L = 16 (B = 256; part of that is the longer window's records; docs/benchmarks.md
+# "Sixty-seventh session").
 SPLIT_KERNEL_MAX_RECORDS = 32
 
 
