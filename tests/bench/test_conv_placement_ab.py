@@ -1,0 +1,61 @@
+"""scripts/conv_placement_ab.py on the CPU: argument errors, the no-GPU refusal, and a dry run with the kernels
+stubbed (which sets are built and timed, in which order, and what is printed). Its GPU figures are not tested."""
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+
+import pytest
+import torch
+
+import replayssm_trtllm.bench.gdn as bg
+
+_PATH = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "conv_placement_ab.py"
+_spec = importlib.util.spec_from_file_location("conv_placement_ab", _PATH)
+cpa = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(cpa)
+
+
+def test_argument_errors_and_no_gpu(monkeypatch, capsys):
+    with pytest.raises(SystemExit, match="--windows 'x'"):
+        cpa.main(["--windows", "x"])
+    assert cpa.main(["--rounds", "0"]) == 2
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert cpa.main(["--shape", "q35-4b"]) == 2
+    assert "needs a CUDA GPU" in capsys.readouterr().err
+    assert cpa.main(["--shape", "nope"]) == 2
+
+
+def test_dry_run_builds_and_times_every_set(monkeypatch, capsys):
+    built, timed = [], []
+
+    class Layers(bg._Layers):
+        def __init__(self, sh, B, L, Tmax, *a, **k):
+            k["device"] = "cpu"
+            built.append((B, L, Tmax))
+            super().__init__(sh, B, L, Tmax, *a, **k)
+
+        def conv_step(self, layer, T=1, variant=0):
+            timed.append((self.B, self.L, variant))
+
+    def time_graph(fn, repeats):
+        fn()
+        return 1e-4
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "CPU dry run")
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    monkeypatch.setattr(bg, "_Layers", Layers)
+    monkeypatch.setattr(bg, "_time_graph", time_graph)
+    monkeypatch.setattr(bg, "copy_bandwidth", lambda *a, **k: 4e12)
+    monkeypatch.setattr(bg, "SHAPES", {"q35-4b": dict(H=2, HV=4, K=16, V=8)})
+    assert cpa.main(["--shape", "q35-4b", "--batch", "4", "--windows", "8,16", "--variants", "5,6", "--rounds", "2",
+                     "--l2-bytes", "1"]) == 0
+    # part 1: both sets alive, then the larger block with its per-draft pools (T = 8), then the first set's sizes
+    assert built == [(4, 8, 1), (4, 16, 1), (8, 16, 8), (4, 8, 1)]
+    # round-robin: round 1 (L 8: v5, v6; L 16: v5, v6), round 2 the same; two layers per timing
+    assert [t for t in timed[:16:2]] == [(4, 8, 5), (4, 8, 6), (4, 16, 5), (4, 16, 6)] * 2
+    out = capsys.readouterr().out
+    assert "part 1 B=4 set L=16 v6: median    50.00 us" in out  # 100 us per graph of two layers
+    assert "part 2 B=8 (per-draft pools allocated) v5" in out
+    assert "part 2 B=4 set L=8 after the larger block v6" in out
