@@ -451,3 +451,26 @@ def test_cache_validation():
         gd.step([0], **random_gdn_inputs(1, 1, 1, 4, 5, 3, g), **random_gdn_layer(4, g))
     with pytest.raises(ValueError, match="'slots' must hold slots >= 0"):
         gd.committed_state([-1])
+
+
+@pytest.mark.parametrize("L", [1, 3, 16])
+@pytest.mark.parametrize("family", ["mamba2", "gdn"])
+def test_standard_mode_needs_only_window_ring_rows(family, L):
+    """Standard mode reads and writes at most L records per slot (the flush step folds the h = L - 1 ring records
+    and its own token), so a ring of C = L rows is enough, one fewer than the design value L + T_max = L + 1 the
+    caches allocate. Run with C = L (dead records poisoned, the cursors' overwrite check on every plan, staggered
+    slots and a reset): outputs, flushed checkpoints and committed states equal the conventional recurrence. (The
+    launchers' minimum standard capacity is `window` too. Why it matters: Mamba-2's one-launch small-batch step
+    needs C <= 32, so L = 32 with C = L + 1 = 33 leaves it; docs/kernels-mamba2.md "Sixty-seventh session".)"""
+    steps = 64
+    cur = ReplayCursors(3, L, 1, "standard", ring_capacity=L)
+    cache = make_cache(family, 3, L, 1, "standard", cursors=cur)
+    assert cache.capacity == L
+    d = Driver(cache, seed=zlib.crc32(f"capL-{family}-{L}".encode()), reset_step=steps // 2)
+    for _ in range(steps):
+        d.step(1)
+    assert d.max_err <= TOL, d.max_err
+    assert d.flushes > 0
+    # with C = L a flush moves the origin by h + 1 = L = C rows, i.e. not at all: every window fills the same L rows
+    # from the slot's origin, and no write wraps around the ring end
+    assert not d.wrapped
