@@ -260,14 +260,17 @@ def _set_random_cursors(ref, dev_cache, g, staggered):
 
 def _run_replay(B, L, T, mode, sh, st, act, steps, seed, staggered=True, padding=True, accept="random",
                 with_z=True, strided=False, rows_per_cta=0, use_D=True, variant=0, state_pad=0, bc_offset=8,
-                c_offset=None):
+                c_offset=None, ring_capacity=None):
     import replayssm_trtllm.ops.commit  # noqa: F401
     import replayssm_trtllm.ops.mamba2  # noqa: F401
+    from replayssm_trtllm.reference import ReplayCursors
     H, P, N, G = sh["H"], sh["P"], sh["N"], sh["G"]
     g = torch.Generator().manual_seed(seed)
     S = B + 2
     Tmax = 1 if mode == 0 else T
-    ref = Mamba2ReplayCacheRef(S, H, P, N, G, L, Tmax, mode, quant_hp=cast_quantizer(st))
+    # ring_capacity: None = the design value L + Tmax; a smaller one (>= the launcher's minimum) on shared cursors
+    cursors = None if ring_capacity is None else ReplayCursors(S, L, Tmax, mode, ring_capacity=ring_capacity)
+    ref = Mamba2ReplayCacheRef(S, H, P, N, G, L, Tmax, mode, quant_hp=cast_quantizer(st), cursors=cursors)
     C = ref.capacity
     d = "cuda"
     ckpt = (torch.zeros(S, H, P, N + state_pad, dtype=st, device=d)[..., :N] if state_pad
@@ -344,6 +347,20 @@ def _run_replay(B, L, T, mode, sh, st, act, steps, seed, staggered=True, padding
         assert torch.equal(cache["ring_len"].cpu(), ref.cursors.ring_len.cpu()), f"{tag}: ring_len differs"
         _compare(f"{tag} ckpt", cache["ckpt"].cpu(), ref.ckpt, srt, sat)
     return n_flush
+
+
+@pytest.mark.parametrize("variant", REPLAY_VARIANTS, ids=[f"v{v}" for v in REPLAY_VARIANTS])
+@pytest.mark.parametrize("B,L,sh,steps", [(1, 32, SUPER, 40), (3, 16, NANO, 24), (64, 8, SMALL, 12)],
+                         ids=["B1-L32-super", "B3-L16-nano", "B64-L8-small"])
+def test_replay_standard_ring_of_window_rows(B, L, sh, steps, variant):
+    """The standard step on a ring of C = L rows (the launchers' minimum; the caches allocate L + 1): the float64
+    reference shows L rows are enough (tests/reference, test_standard_mode_needs_only_window_ring_rows), and with
+    C = L = 32 Mamba-2's one-launch small-batch step can take B = 1 (it needs C <= 32). Random origins in [0, L), so
+    the writes wrap; outputs, ring records, cursors and checkpoints against the reference every step. Written in the
+    sixty-seventh session; not yet run on a GPU."""
+    n = _run_replay(B, L, 1, 0, sh, F32, BF16, steps, seed=zlib.crc32(f"capL-{B}-{L}-{variant}".encode()),
+                    variant=variant, ring_capacity=L)
+    assert n == REFUSED or n > 0
 
 
 REPLAY_CASES = [
