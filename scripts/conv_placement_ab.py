@@ -55,14 +55,13 @@ def main(argv=None) -> int:
         return 2
     import torch
     from replayssm_trtllm.bench.gdn import SHAPES, _io_bytes, _Layers, _time_graph, copy_bandwidth
-    if args.shape not in SHAPES:
-        print(f"conv_placement_ab: --shape {args.shape!r}: expected one of {sorted(SHAPES)}", file=sys.stderr)
-        return 2
-    if not torch.cuda.is_available():
-        print("conv_placement_ab: needs a CUDA GPU", file=sys.stderr)
+    from replayssm_trtllm.bench.step_traffic import conventional_step_bytes
+    problem = (f"--shape {args.shape!r}: expected one of {sorted(SHAPES)}" if args.shape not in SHAPES
+               else None if torch.cuda.is_available() else "needs a CUDA GPU")
+    if problem:
+        print(f"conv_placement_ab: {problem}", file=sys.stderr)
         return 2
     import replayssm_trtllm.ops.gdn  # noqa: F401  (registers the ops)
-    from replayssm_trtllm.bench.step_traffic import conventional_step_bytes
 
     sh = SHAPES[args.shape]
     state_slot = sh["HV"] * sh["V"] * sh["K"] * 4
