@@ -7,8 +7,9 @@
 T = 1 lines: the conventional step and the window-amortized replay step in phase / staggered (us, and the speedup
 over the conventional step). T > 1 lines: the per-draft-snapshot verify and the replay verify with all / one / mixed
 acceptance, each as a multiple of one conventional standard step of the same (shape, B), timed in the same (shape, B,
-L) block when the block has one (the issues' ratio); for GDN
-the replay verify is timed in phase and staggered, and the table shows the slower of the two. The last column is the
+L) block when the block has one (the issues' ratio); for GDN the replay verify is timed in phase and staggered, and
+the table shows the slower of the two. Below the table: every (shape, B) whose conventional step differs by more than
+5% between its L blocks (a slow block's ratios are flattered by its slower baseline). The last column is the
 achieved bandwidth of the kernels shown, as a fraction of the run's measured copy bandwidth (the bench's `copy_frac`:
 the step's compulsory bytes over its time, against the copy kernel's bytes read + written over its time): the
 conventional step, then the replay cases in the order of the replay column.
