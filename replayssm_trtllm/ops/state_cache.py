@@ -21,7 +21,8 @@ from .admit import admit_rows
 from .commit import MODE_SPECULATIVE, MODE_STANDARD, mode_code, replay_commit
 from . import mamba2 as _mamba2_ops  # noqa: F401  (registers torch.ops.replayssm.mamba2_replay_decode, used by step)
 
-__all__ = ["ReplayCursorCache", "ReplayStateCache", "Mamba2ReplayStateCache"]
+__all__ = ["ReplayCursorCache", "ReplayStateCache", "Mamba2ReplayStateCache", "ReplayPerformanceWarning",
+           "SPLIT_KERNEL_MAX_RECORDS", "split_kernel_note"]
 
 
 # The split kernels (Mamba-2 variant 4, GDN variant 6: the fast designs at serving batch sizes) hold one ring record
