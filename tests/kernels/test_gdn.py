@@ -224,7 +224,8 @@ class _Seq:
     """Runs the GPU replay kernels and the float64 reference side by side over many steps."""
 
     def __init__(self, shape, B, L, mode, T, *, act=torch.bfloat16, u_dtype=torch.float16, seed=0,
-                 u_round="match", K=None, V=None, state_dtype=torch.float32, S_extra=3, variant=0):
+                 u_round="match", K=None, V=None, state_dtype=torch.float32, S_extra=3, variant=0,
+                 ring_capacity=None):
         from replayssm_trtllm.state.cursors import ReplayCursors
         self.G = _ops()
         H, HV, K0, V0 = TEST_SHAPES[shape]
@@ -240,10 +241,13 @@ class _Seq:
         self.layer_c = _cuda(self.layer)
         self.slots = torch.randperm(S, generator=self.gen)[:B].to(torch.int32)
         T_max = T if mode == 1 else 1
-        self.cursors = ReplayCursors(S, L, T_max, mode, device="cpu")     # full batch, drives the GPU check
+        # ring_capacity: None = the design value L + T_max; a smaller one (>= the launcher's minimum) on both sides
+        self.cursors = ReplayCursors(S, L, T_max, mode, ring_capacity=ring_capacity, device="cpu")  # drives the GPU
         self.C = self.cursors.capacity
         ur = cast_quantizer(u_dtype) if u_round == "match" else None
-        self.ref = GdnReplayCacheRef(S, H, HV, K, V, L, T_max, mode, u_round=ur)
+        self.ref = GdnReplayCacheRef(S, H, HV, K, V, L, T_max, mode, u_round=ur,
+                                     cursors=None if ring_capacity is None else
+                                     ReplayCursors(S, L, T_max, mode, ring_capacity=ring_capacity))
         init = (0.5 * torch.randn(S, HV, V, K, generator=self.gen)).to(state_dtype)
         self.ref.reset(list(range(S)), init.double())
         self.ckpt = init.to(DEV)
@@ -361,6 +365,22 @@ def test_replay_standard(shape, B, L, stag, variant):
     _run_standard(seq, B, join, 0.1 if stag else 0.0, steps, 17)
     _report(f"replay-standard v{variant} {shape} B={B} L={L} {'stag' if stag else 'phase'}: steps={steps} "
             f"max out rel err={seq.max_err['out']:.2e} flushes={seq.flushes}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape,B,L", [("q35-4b", 1, 16), ("q35-4b", 3, 32), ("q35-122b", 64, 8)],
+                         ids=["q35-4b-B1-L16", "q35-4b-B3-L32", "q35-122b-B64-L8"])
+@pytest.mark.parametrize("variant", REPLAY_VARIANTS + [None], ids=REPLAY_VARIANT_IDS + ["auto"])
+def test_replay_standard_ring_of_window_rows(shape, B, L, variant):
+    """The standard step on a ring of C = L rows (the launchers' minimum; the caches allocate L + 1), every design and
+    the automatic one, staggered rows that wrap the ring: the float64 reference shows L rows are enough
+    (tests/reference, test_standard_mode_needs_only_window_ring_rows); with C = L the origin never moves, and at
+    B = 1, L = 16 the warp-item step (WIR, ring <= 32) runs. Written in the sixty-seventh session; not yet run on a
+    GPU."""
+    seq = _Seq(shape, B, L, 0, 1, seed=B * 100 + L + 67, variant=variant, ring_capacity=L)
+    assert seq.C == L
+    join = [(r * 5) % L for r in range(B)]
+    _run_standard(seq, B, join, 0.1, 2 * L + max(join) + 8, 7)
 
 
 @pytest.mark.gpu
