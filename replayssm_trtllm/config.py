@@ -21,6 +21,9 @@ U_DTYPES = ("fp16", "bf16")
 
 MAX_WINDOW = 64       # kernels stage up to L + T records on chip
 MAX_VERIFY = 8        # kernels verify at most 8 drafts per step
+# The split kernels (and the small-batch one-launch / warp-item steps) hold one ring record per lane of a warp: a step
+# replaying more records (standard: window; verify: window + T) runs on the other designs (docs/design.md section 8)
+SPLIT_KERNEL_MAX_RECORDS = 32
 FP8_BLOCK = 128       # FP8-E4M3: one FP32 scale per 128 contiguous elements along K
 NVFP4_BLOCK = 16      # NVFP4: one E4M3 scale per 16 elements along K
 

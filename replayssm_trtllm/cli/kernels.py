@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 
+from ..config import SPLIT_KERNEL_MAX_RECORDS
 from ..ops._lib import DTYPE_CODE_BY_NAME as DTYPES
 from ..presets import PRESETS
 from .traffic import model_from_args
@@ -133,4 +134,12 @@ def run(args) -> int:
     print("workspace: what one layer's launch needs (the torch ops allocate it per call from the caching allocator; "
           "the TensorRT plugins declare the bound at their maximum shapes). Rules and overrides: docs/design.md "
           "section 8.")
+    past = [T for T in tokens if (args.window if T == 1 else args.window + T) > SPLIT_KERNEL_MAX_RECORDS]
+    if past:
+        keep = min(SPLIT_KERNEL_MAX_RECORDS - (0 if T == 1 else T) for T in past)
+        print(f"note: at L = {args.window} the steps with T = {', '.join(map(str, past))} replay more than "
+              f"{SPLIT_KERNEL_MAX_RECORDS} records (standard: L; verify: L + T), past what the split kernels take (one "
+              f"record per lane), so they run on the other designs (stream or persistent kernels) at every batch "
+              f"size, slower (docs/design.md section 8, \"The 32-record limit\"); L <= {keep} keeps them on the "
+              f"split kernels.")
     return 0

@@ -87,6 +87,21 @@ def test_kernels_prints_the_automatic_choice(capsys):
     assert rows == {("1", "1"): "4", ("1", "4"): "3", ("2", "1"): "4", ("2", "4"): "4"}
 
 
+def test_kernels_notes_steps_past_the_split_kernels_record_limit(capsys):
+    """At L = 32 the verify steps (L + T > 32 records) cannot take the split kernels: the table shows the stream
+    kernel at every batch and a note below says why and which window keeps them on the split kernels; at L = 16 there
+    is no note."""
+    _kernel_library_or_skip()
+    assert main(["kernels", "--model", "qwen3.5-4b", "--batch", "1,256", "--tokens", "1,4", "--window", "32"]) == 0
+    out = capsys.readouterr().out
+    rows = {tuple(line.split()[:2]): line for line in out.splitlines() if line.strip()[:1].isdigit()}
+    assert rows[("256", "4")].split()[3] == "4" and rows[("256", "1")].split()[3] == "6"
+    assert ("note: at L = 32 the steps with T = 4 replay more than 32 records (standard: L; verify: L + T), past what "
+            "the split kernels take") in out and "L <= 28 keeps them on the split kernels." in out
+    assert main(["kernels", "--model", "qwen3.5-4b", "--batch", "256", "--tokens", "1,4,8", "--window", "16"]) == 0
+    assert "note:" not in capsys.readouterr().out
+
+
 def test_kernels_read_copy_prints_the_dual_precision_path(capsys, monkeypatch):
     """`replayssm-trtllm kernels --read-copy FMT`: the dual-precision decode's read path per batch and tokens per step
     (rssm_dual_precision_decode_path with the workspace the torch ops allocate): on qwen3.5-122b (64 value heads) an

@@ -331,7 +331,7 @@ def test_caches_register_the_ops_they_call():
 
 def test_caches_warn_when_steps_leave_the_split_kernels():
     """A cache whose steps replay more than 32 records (standard: window; speculative: window + max_verify) runs
-    correctly on the stream kernels but slower (the sixty-seventh session's grid: L = 32 with drafts); its
+    correctly on the other designs but slower (the sixty-seventh session's grid: L = 32 with drafts); its
     constructor says so once, with the window that would keep every step on the split kernels. Configurations
     within the limit, the paper's L = 16 with T <= 8 among them, stay silent. Both families' caches (the GDN cache
     shares the cursor base)."""
@@ -343,8 +343,8 @@ def test_caches_warn_when_steps_leave_the_split_kernels():
     assert split_kernel_note(16, 8, MODE_SPECULATIVE) is None
     assert split_kernel_note(24, 8, MODE_SPECULATIVE) is None    # exactly 32 records
     assert split_kernel_note(32, 1, MODE_STANDARD) is None
-    assert split_kernel_note(33, 1, MODE_STANDARD).startswith("window=33 > 32: every replay step runs on the "
-                                                              "stream kernels")
+    assert split_kernel_note(33, 1, MODE_STANDARD).startswith("window=33 > 32: every replay step runs on the other "
+                                                              "designs (stream or persistent kernels; the split")
     with pytest.warns(ReplayPerformanceWarning, match=r"ReplayCursorCache: window \+ max_verify = 32 \+ 2 = 34 > 32: "
                                                       r".*window <= 30 keeps every step on them"):
         ReplayCursorCache(4, 32, 2, "speculative", device="cpu")
