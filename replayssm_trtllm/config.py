@@ -24,6 +24,32 @@ MAX_VERIFY = 8        # kernels verify at most 8 drafts per step
 # The split kernels (and the small-batch one-launch / warp-item steps) hold one ring record per lane of a warp: a step
 # replaying more records (standard: window; verify: window + T) runs on the other designs (docs/design.md section 8)
 SPLIT_KERNEL_MAX_RECORDS = 32
+
+
+class ReplayPerformanceWarning(UserWarning):
+    """A configuration that runs correctly but leaves the fast kernel designs (see :func:`split_kernel_note`)."""
+
+
+def split_kernel_note(window: int, max_verify: int, mode: int) -> Optional[str]:
+    """Why steps of a replay configuration cannot run on the split kernels, or None when every step can. ``mode``:
+    0 standard (a step replays ``window`` records), 1 speculative (``window + T`` with T up to ``max_verify``). On
+    the sixty-seventh session's H100 grid a T = 4 verify step at L = 32 took 1.06-1.37x (Mamba-2) and 1.32-1.73x (GDN)
+    of a conventional step, against 0.58-0.90x / 0.58-1.03x at L = 8 and 16 (B >= 64), and a verify step at L = 32
+    1.2x (T = 2) to 2-3x (T = 8) the time of one at L = 16 (B = 256; part of that is the longer window's records;
+    docs/benchmarks.md "Sixty-seventh session")."""
+    records = window if mode == 0 else window + max_verify
+    if records <= SPLIT_KERNEL_MAX_RECORDS:
+        return None
+    if mode == 0:
+        return (f"window={window} > {SPLIT_KERNEL_MAX_RECORDS}: every replay step runs on the other designs (stream "
+                f"or persistent kernels; the split kernels take at most {SPLIT_KERNEL_MAX_RECORDS} records per step), "
+                f"slower than at window <= {SPLIT_KERNEL_MAX_RECORDS}")
+    return (f"window + max_verify = {window} + {max_verify} = {records} > {SPLIT_KERNEL_MAX_RECORDS}: verify steps "
+            f"with window + T > {SPLIT_KERNEL_MAX_RECORDS} run on the other designs (stream or persistent kernels; the "
+            f"split kernels take at most {SPLIT_KERNEL_MAX_RECORDS} records per step): on an H100 a verify step at "
+            f"window 32 took 1.2x (T = 2) to 2-3x (T = 8) the time of one at window 16; window <= "
+            f"{SPLIT_KERNEL_MAX_RECORDS - max_verify} keeps every step on them (docs/benchmarks.md \"Sixty-seventh "
+            f"session\")")
 FP8_BLOCK = 128       # FP8-E4M3: one FP32 scale per 128 contiguous elements along K
 NVFP4_BLOCK = 16      # NVFP4: one E4M3 scale per 16 elements along K
 

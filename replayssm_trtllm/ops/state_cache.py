@@ -16,7 +16,9 @@ from typing import Optional, Sequence, Union
 
 import torch
 
-from ..config import SPLIT_KERNEL_MAX_RECORDS
+# the split kernels' 32-record limit (docs/design.md section 8): defined where torch is not needed, so the TensorRT
+# field builders share the note
+from ..config import SPLIT_KERNEL_MAX_RECORDS, ReplayPerformanceWarning, split_kernel_note
 from ..state.cursors import check_slot_rows, checked_reset_lengths
 from .admit import admit_rows
 from .commit import MODE_SPECULATIVE, MODE_STANDARD, mode_code, replay_commit
@@ -24,36 +26,6 @@ from . import mamba2 as _mamba2_ops  # noqa: F401  (registers torch.ops.replayss
 
 __all__ = ["ReplayCursorCache", "ReplayStateCache", "Mamba2ReplayStateCache", "ReplayPerformanceWarning",
            "SPLIT_KERNEL_MAX_RECORDS", "split_kernel_note"]
-
-
-# The split kernels (Mamba-2 variant 4, GDN variant 6: the fast designs at serving batch sizes) hold one ring record
-# per lane of a warp, so a step that replays more than SPLIT_KERNEL_MAX_RECORDS (config.py) records (standard:
-# window; speculative: window + tokens) runs on the other designs (stream or persistent kernels) instead. Same
-# results, but slower: on the sixty-seventh session's H100 grid the T = 4 verify at L = 32 took 1.06-1.37x (Mamba-2)
-# and 1.32-1.73x (GDN) of a conventional step, against 0.58-0.90x (Mamba-2) and 0.58-1.03x (GDN) at L = 8 and 16
-# (B >= 64), and a verify step at L = 32 took 1.2x (T = 2) to 2-3x (T = 8) the time of one at L = 16 (B = 256; part
-# of that is the longer window's records; docs/benchmarks.md "Sixty-seventh session").
-
-
-class ReplayPerformanceWarning(UserWarning):
-    """A configuration that runs correctly but leaves the fast kernel designs (see :func:`split_kernel_note`)."""
-
-
-def split_kernel_note(window: int, max_verify: int, mode: int) -> Optional[str]:
-    """Why steps of this cache configuration cannot run on the split kernels, or None when every step can."""
-    records = window if mode == MODE_STANDARD else window + max_verify
-    if records <= SPLIT_KERNEL_MAX_RECORDS:
-        return None
-    if mode == MODE_STANDARD:
-        return (f"window={window} > {SPLIT_KERNEL_MAX_RECORDS}: every replay step runs on the other designs (stream "
-                f"or persistent kernels; the split kernels take at most {SPLIT_KERNEL_MAX_RECORDS} records per step), "
-                f"slower than at window <= {SPLIT_KERNEL_MAX_RECORDS}")
-    return (f"window + max_verify = {window} + {max_verify} = {records} > {SPLIT_KERNEL_MAX_RECORDS}: verify steps "
-            f"with window + T > {SPLIT_KERNEL_MAX_RECORDS} run on the other designs (stream or persistent kernels; the "
-            f"split kernels take at most {SPLIT_KERNEL_MAX_RECORDS} records per step): on an H100 a verify step at "
-            f"window 32 took 1.2x (T = 2) to 2-3x (T = 8) the time of one at window 16; window <= "
-            f"{SPLIT_KERNEL_MAX_RECORDS - max_verify} keeps every step on them (docs/benchmarks.md \"Sixty-seventh "
-            f"session\")")
 
 
 class ReplayCursorCache:

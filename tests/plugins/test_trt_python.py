@@ -97,3 +97,25 @@ def test_fields_refuse_unsupported_configs():
         rt.replay_decode_fields(ReplayConfig(recurrence_dtype="fp8_e4m3", rounding="sr"), "mamba2", "bf16")
     with pytest.raises(ValueError, match="needs a read copy"):
         rt.dual_precision_flush_fields(ReplayConfig(), "mamba2", "bf16")
+
+
+def test_fields_warn_past_the_split_kernels_record_limit():
+    """At network build time, as the caches do at construction: a ReplayDecode or GdnVerify configuration whose
+    steps replay more than 32 records (speculative window + max_verify, standard window) gets a
+    ReplayPerformanceWarning naming the window that keeps them on the split kernels; L = 16 with T <= 8 is silent.
+    The fields are the same either way."""
+    import warnings
+    from replayssm_trtllm.config import ReplayPerformanceWarning
+    with pytest.warns(ReplayPerformanceWarning, match=r"ReplayDecode: window \+ max_verify = 32 \+ 4 = 36 > 32: "
+                                                      r".*window <= 28 keeps every step on them"):
+        f = rt.replay_decode_fields(ReplayConfig(window=32, max_verify=4), "mamba2", "bf16")
+    assert dict((n, v) for n, _, v in f)["window"] == 32
+    with pytest.warns(ReplayPerformanceWarning, match=r"GdnVerify: window \+ max_verify = 30 \+ 8 = 38"):
+        rt.gdn_verify_fields(ReplayConfig(window=30, max_verify=8), "bf16")
+    with pytest.warns(ReplayPerformanceWarning, match=r"ReplayDecode: window=40 > 32: every replay step"):
+        rt.replay_decode_fields(ReplayConfig(window=40), "gdn", "bf16")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rt.replay_decode_fields(ReplayConfig(window=16, max_verify=8), "mamba2", "bf16")
+        rt.replay_decode_fields(ReplayConfig(window=32), "gdn", "bf16")      # standard: 32 records
+        rt.gdn_verify_fields(ReplayConfig(window=24, max_verify=8), "bf16")  # exactly 32
