@@ -5,6 +5,7 @@ before any buffer is allocated or any engine is built.
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import asdict, dataclass
 from typing import Optional
 
@@ -50,6 +51,14 @@ def split_kernel_note(window: int, max_verify: int, mode: int) -> Optional[str]:
             f"window 32 took 1.2x (T = 2) to 2-3x (T = 8) the time of one at window 16; window <= "
             f"{SPLIT_KERNEL_MAX_RECORDS - max_verify} keeps every step on them (docs/benchmarks.md \"Sixty-seventh "
             f"session\")")
+
+
+def warn_past_split_kernels(owner: str, window: int, max_verify: int, mode: int, stacklevel: int = 3) -> None:
+    """Warn (ReplayPerformanceWarning, prefixed with ``owner``) when :func:`split_kernel_note` has a note: the replay
+    caches at construction, the TensorRT field builders at network build time."""
+    note = split_kernel_note(window, max_verify, mode)
+    if note is not None:
+        warnings.warn(f"{owner}: {note}", ReplayPerformanceWarning, stacklevel=stacklevel)
 FP8_BLOCK = 128       # FP8-E4M3: one FP32 scale per 128 contiguous elements along K
 NVFP4_BLOCK = 16      # NVFP4: one E4M3 scale per 16 elements along K
 

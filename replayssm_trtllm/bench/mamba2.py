@@ -262,12 +262,6 @@ def _rows_list(variant, sh, chunk, sweep, explicit):
     return out
 
 
-def _refused(e: BaseException) -> bool:
-    """Whether `e` is a launcher's refusal of unsupported sizes (status RSSM_ERR_UNSUPPORTED, check_status's
-    "<op>: unsupported: ..." message), as opposed to a failure that must stop the run."""
-    return ": unsupported:" in str(e).splitlines()[0] if str(e) else False
-
-
 def _timed(fn, repeats):
     """_time_graph, or None when the configuration is refused (printed)."""
     try:
@@ -410,6 +404,7 @@ def run(args) -> int:
         return 2
     import replayssm_trtllm.ops.commit  # noqa: F401
     import replayssm_trtllm.ops.mamba2  # noqa: F401
+    from replayssm_trtllm.ops._lib import KernelUnsupportedError
     from replayssm_trtllm.ops.mamba2 import row_chunk
     from replayssm_trtllm.ops.state_cache import replay_overhead_bytes
     from replayssm_trtllm.bench.step_traffic import (conventional_step_bytes, perdraft_step_bytes, replay_cycle_traffic,
@@ -525,11 +520,10 @@ def run(args) -> int:
                     for T in sorted(set(tokens) | {1}):
                         try:
                             err, ok = _check(ls, T, v)
-                        except RuntimeError as e:
+                        except KernelUnsupportedError as e:
                             # a design the launcher refuses for these sizes (the split kernels past 32 records per
-                            # step: L = 32, T >= 2) is reported and left out; the timing skips it the same way
-                            if not _refused(e):
-                                raise
+                            # step: L = 32, T >= 2) is reported and left out; the timing skips it the same way; any
+                            # other error stops the run
                             print(f"{shp} B={B} L={L} T={T} v{v}: refused: {str(e).splitlines()[0][:200]}")
                             torch.cuda.synchronize()
                             continue

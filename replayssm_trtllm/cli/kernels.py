@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ctypes
 
-from ..config import SPLIT_KERNEL_MAX_RECORDS
+from ..config import SPLIT_KERNEL_MAX_RECORDS, split_kernel_note
 from ..ops._lib import DTYPE_CODE_BY_NAME as DTYPES
 from ..presets import PRESETS
 from .traffic import model_from_args
@@ -134,7 +134,7 @@ def run(args) -> int:
     print("workspace: what one layer's launch needs (the torch ops allocate it per call from the caching allocator; "
           "the TensorRT plugins declare the bound at their maximum shapes). Rules and overrides: docs/design.md "
           "section 8.")
-    past = [T for T in tokens if (args.window if T == 1 else args.window + T) > SPLIT_KERNEL_MAX_RECORDS]
+    past = [T for T in tokens if split_kernel_note(args.window, T, 0 if T == 1 else 1) is not None]
     if past:
         keep = min(SPLIT_KERNEL_MAX_RECORDS - (0 if T == 1 else T) for T in past)
         print(f"note: at L = {args.window} the steps with T = {', '.join(map(str, past))} replay more than "

@@ -13,13 +13,19 @@ LIB_NAME = "libreplayssm_kernels.so"
 EXPECTED_ABI_VERSION = 8
 
 RSSM_OK = 0
-_STATUS_NAMES = {1: "invalid argument", 2: "unsupported", 3: "CUDA launch error"}
+_STATUS_UNSUPPORTED = 2
+_STATUS_NAMES = {1: "invalid argument", _STATUS_UNSUPPORTED: "unsupported", 3: "CUDA launch error"}
 
 _lib = None
 
 
 class KernelLibraryError(RuntimeError):
     """The kernel library is missing, stale, or built for another GPU architecture."""
+
+
+class KernelUnsupportedError(RuntimeError):
+    """A launcher refused sizes or a design it does not implement (status "unsupported", e.g. the split kernels past
+    32 records per step); nothing was launched or written. Callers that try several designs catch this one only."""
 
 
 def _candidates():
@@ -118,7 +124,8 @@ def check_status(status: int, op: str) -> None:
     """Raise with the launcher's own message when a launcher returned an error."""
     if status != RSSM_OK:
         msg = load_library().rssm_last_error().decode() or "(no message)"
-        raise RuntimeError(f"{op}: {_STATUS_NAMES.get(status, f'status {status}')}: {msg}")
+        cls = KernelUnsupportedError if status == _STATUS_UNSUPPORTED else RuntimeError
+        raise cls(f"{op}: {_STATUS_NAMES.get(status, f'status {status}')}: {msg}")
 
 
 def c_launcher(name: str, params_struct):

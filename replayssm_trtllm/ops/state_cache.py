@@ -11,14 +11,13 @@ Nothing here syncs the device except :meth:`ReplayCursorCache.check_errors`, so 
 """
 from __future__ import annotations
 
-import warnings
 from typing import Optional, Sequence, Union
 
 import torch
 
 # the split kernels' 32-record limit (docs/design.md section 8): defined where torch is not needed, so the TensorRT
 # field builders share the note
-from ..config import SPLIT_KERNEL_MAX_RECORDS, ReplayPerformanceWarning, split_kernel_note
+from ..config import SPLIT_KERNEL_MAX_RECORDS, ReplayPerformanceWarning, split_kernel_note, warn_past_split_kernels
 from ..state.cursors import check_slot_rows, checked_reset_lengths
 from .admit import admit_rows
 from .commit import MODE_SPECULATIVE, MODE_STANDARD, mode_code, replay_commit
@@ -53,9 +52,7 @@ class ReplayCursorCache:
                              f"max_verify={max_verify}, window={window}")
         self.num_slots, self.window, self.max_verify = int(num_slots), int(window), int(max_verify)
         self.capacity = self.window + self.max_verify
-        note = split_kernel_note(self.window, self.max_verify, self.mode)
-        if note is not None:
-            warnings.warn(f"{type(self).__name__}: {note}", ReplayPerformanceWarning, stacklevel=2)
+        warn_past_split_kernels(type(self).__name__, self.window, self.max_verify, self.mode)
         self.device = torch.device(device)
         self.ring_origin = torch.zeros(num_slots, dtype=torch.int32, device=self.device)
         self.ring_len = torch.zeros(num_slots, dtype=torch.int32, device=self.device)

@@ -9,10 +9,11 @@ check these lists against it.
 """
 from __future__ import annotations
 
-import warnings
 from typing import List, Optional, Tuple
 
-from ..config import ReplayPerformanceWarning, split_kernel_note
+# the caches' ReplayPerformanceWarning at network build time: steps that replay more than 32 records run on the
+# slower designs (docs/design.md section 8, "The 32-record limit")
+from ..config import warn_past_split_kernels
 
 PLUGIN_NAMESPACE = "replayssm"
 # Versions as the core declares them (core::pluginVersion); engines bake them in. ReplayDecode 2 added
@@ -50,14 +51,6 @@ def _choice(op: str, field: str, value, allowed) -> str:
 
 def _mode(cfg) -> str:
     return "speculative" if int(_attr(cfg, "max_verify")) > 1 else "standard"
-
-
-def _warn_past_split_kernels(op: str, window: int, max_verify: int, mode: str) -> None:
-    """The caches' ReplayPerformanceWarning at network build time: steps that replay more than 32 records run on the
-    slower designs (docs/design.md section 8, "The 32-record limit")."""
-    note = split_kernel_note(window, max_verify, 0 if mode == "standard" else 1)
-    if note is not None:
-        warnings.warn(f"{op}: {note}", ReplayPerformanceWarning, stacklevel=3)
 
 
 # What the dual-precision kernels (cpp_plugins/kernels/dual_precision/) implement.
@@ -108,8 +101,8 @@ def replay_decode_fields(cfg, family: str, act_dtype: str, *, has_z: bool = Fals
             raise ValueError(f"{op}: u_dtype must be 'fp16' with a read copy (the dual-precision GDN kernel keeps "
                              f"ring_u in fp16); got {u_dtype!r}")
     mode = mode or ("standard" if family == "gdn" else _mode(cfg))
-    _warn_past_split_kernels(op, int(_attr(cfg, "window")), 1 if family == "gdn" else int(_attr(cfg, "max_verify")),
-                             mode)
+    warn_past_split_kernels(op, int(_attr(cfg, "window")), 1 if family == "gdn" else int(_attr(cfg, "max_verify")),
+                            0 if mode == "standard" else 1)
     return [
         ("family", "enum", family),
         ("window", "int32", int(_attr(cfg, "window"))),
@@ -155,7 +148,7 @@ def gdn_verify_fields(cfg, act_dtype: str, *, scale: float = 0.0) -> List[Field]
     _choice(op, "act_dtype", act_dtype, _ACT)
     rec = _attr(cfg, "recurrence_dtype")
     _choice(op, "state_dtype (from recurrence_dtype)", rec, ("fp32", "fp16", "bf16"))
-    _warn_past_split_kernels(op, int(_attr(cfg, "window")), int(_attr(cfg, "max_verify")), "speculative")
+    warn_past_split_kernels(op, int(_attr(cfg, "window")), int(_attr(cfg, "max_verify")), 1)
     return [
         ("window", "int32", int(_attr(cfg, "window"))),
         ("max_verify", "int32", int(_attr(cfg, "max_verify"))),

@@ -11,6 +11,7 @@ torch = pytest.importorskip("torch")
 from replayssm_trtllm.bench import gdn as bg  # noqa: E402
 from replayssm_trtllm.bench import mamba2 as bm  # noqa: E402
 from replayssm_trtllm.bench.step_traffic import replay_cycle_traffic  # noqa: E402
+from replayssm_trtllm.ops._lib import KernelUnsupportedError  # noqa: E402
 
 GRAPH_SECONDS = 1e-3
 COPY_BPS = 4e12
@@ -138,8 +139,8 @@ def test_mamba2_bench_reports_a_refused_design_and_goes_on(monkeypatch, tmp_path
 
     def refuse(ls, layer, T, mode, rows=0, variant=0):
         if variant == 4 and ls.L + (T if mode == 1 else 0) > 32:
-            raise RuntimeError(f"mamba2_replay_decode: unsupported: Mamba2Replay: variant 4 (split kernels) handles "
-                               f"at most 32 records per step; got {ls.L + T}")
+            raise KernelUnsupportedError(f"mamba2_replay_decode: unsupported: Mamba2Replay: variant 4 (split kernels) "
+                                         f"handles at most 32 records per step; got {ls.L + T}")
 
     Layers = _stubbed(bm._Layerset, "conv_step", "commit")
     Layers.replay_step = refuse

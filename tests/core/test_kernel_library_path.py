@@ -116,3 +116,22 @@ def test_launch_on_current_stream_passes_the_params_and_the_devices_stream(monke
     with pytest.raises(RuntimeError, match=r"some_op: invalid argument: slot 9 out of range"):
         _lib.launch_on_current_stream(launcher, Params(n=8), dev, "some_op")
     assert seen[-1] == (8, 0x5150 + 3)
+
+
+def test_check_status_raises_kernel_unsupported_for_a_refused_design(monkeypatch):
+    """Status "unsupported" (a design the launcher does not implement for these sizes; nothing launched) raises
+    KernelUnsupportedError, a RuntimeError, so a bench that tries several designs can skip exactly those; every
+    other status raises a plain RuntimeError. The message is the launcher's own either way."""
+    class Lib:
+        @staticmethod
+        def rssm_last_error():
+            return b"GdnReplay: variant 6 (split kernels) handles at most 32 records per step"
+    monkeypatch.setattr(_lib, "load_library", lambda: Lib())
+    _lib.check_status(_lib.RSSM_OK, "op")
+    with pytest.raises(_lib.KernelUnsupportedError, match=r"^gdn_replay: unsupported: GdnReplay: variant 6"):
+        _lib.check_status(2, "gdn_replay")
+    assert issubclass(_lib.KernelUnsupportedError, RuntimeError)
+    for status, name in ((1, "invalid argument"), (3, "CUDA launch error"), (7, "status 7")):
+        with pytest.raises(RuntimeError, match=f"^op: {name}: ") as info:
+            _lib.check_status(status, "op")
+        assert type(info.value) is RuntimeError
