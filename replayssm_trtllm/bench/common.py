@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
+from ..config import ring_capacity_for
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RESULTS_DIR = REPO_ROOT / "bench" / "results"
 BENCHMARKS_MD = REPO_ROOT / "docs" / "benchmarks.md"
@@ -528,10 +530,11 @@ def _relpath(p: Path) -> str:
 
 # ---- rings of the benches' layer buffers (bench mamba2 _Layerset, bench gdn _Layers)
 def standard_ring_capacity(op: str, window: int, std_capacity: Optional[int] = None) -> int:
-    """Ring capacity of the standard steps: L + 1 by default (what a standard-mode deployment allocates:
-    ReplayConfig.ring_capacity with max_verify = 1), or ``std_capacity`` in [L, 32 L] (L + Tmax: the speculative
-    steps' ring, as the benchmarks ran standard steps before the twenty-ninth session)."""
-    cap = window + 1 if std_capacity is None else int(std_capacity)
+    """Ring capacity of the standard steps: L by default (what a standard-mode deployment allocates:
+    ReplayConfig.ring_capacity with max_verify = 1; L + 1 before the sixty-eighth session), or ``std_capacity`` in
+    [L, 32 L] (L + 1: the earlier deployments' ring; L + Tmax: the speculative steps' ring, as the benchmarks ran
+    standard steps before the twenty-ninth session)."""
+    cap = ring_capacity_for(window, 1, "standard") if std_capacity is None else int(std_capacity)
     if not window <= cap <= 32 * window:
         raise ValueError(f"{op}: std_capacity must be in [L, 32 L] = [{window}, {32 * window}]; got {cap}")
     return cap

@@ -180,7 +180,7 @@ class _Layers:
     """nl layer buffers of one shape: conventional states, snapshot pools, replay checkpoints + rings."""
 
     def __init__(self, sh, B, L, Tmax, st, act, nl, seed, need_snap, token_list=(1,), std_capacity=None, device="cuda"):
-        """Rings: capacity C = L + Tmax for the speculative steps and C_std (default L + 1, the ring a standard-mode
+        """Rings: capacity C = L + Tmax for the speculative steps and C_std (default L, the ring a standard-mode
         deployment allocates: ReplayConfig.ring_capacity with max_verify = 1) for the standard steps, a separate
         set of ring tensors when the two differ (``std_capacity`` = L + Tmax: the standard steps on the speculative
         ring, as the benchmark ran them before the twenty-ninth session)."""

@@ -132,7 +132,7 @@ class _Layerset:
 
     def __init__(self, sh, B, L, Tmax, st, act, nl, seed, need_conv=True, need_replay=True, need_snap=0,
                  token_list=(1,), std_capacity=None, device="cuda"):
-        """Rings: capacity C = L + Tmax for the speculative steps and C_std (default L + 1, the ring a standard-mode
+        """Rings: capacity C = L + Tmax for the speculative steps and C_std (default L, the ring a standard-mode
         deployment allocates: ReplayConfig.ring_capacity with max_verify = 1) for the standard steps; a separate
         set of ring tensors when the two differ (set ``std_capacity`` = L + Tmax to run standard steps on the
         speculative ring, as the benchmark did before the twenty-ninth session)."""

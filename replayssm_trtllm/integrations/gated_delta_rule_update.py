@@ -57,7 +57,7 @@ class ReplayGatedDeltaRuleUpdate(PoolReplay):
             standard mode, off (and refused) in speculative mode.
         max_verify, mode: ``mode="speculative"`` takes T <= max_verify drafts per row as ``q`` ``[B, T, H, K]`` (no
             ``cu_seqlens``), verifies them with the triangular solve, output-only, and waits for :meth:`commit` with
-            the accepted counts; the ring capacity is L + max_verify.
+            the accepted counts; the ring capacity is L + max_verify (L in standard mode).
     """
     op = "ReplayGatedDeltaRuleUpdate"
     family = "gdn"

@@ -12,7 +12,7 @@ What changes underneath:
 
 - The caller's state pool row of a slot becomes the slot's replay **checkpoint**. A non-flush step reads it
   and the slot's ring of cached inputs and writes nothing to it; a flush step (every L-th step of a slot)
-  folds the ring into it. The ring (dt after bias + softplus, x, B; capacity L + 1) and the per-slot cursors
+  folds the ring into it. The ring (dt after bias + softplus, x, B; capacity L) and the per-slot cursors
   live in this object, one ring per registered layer, cursors shared by the layers.
 - So between flushes the pool row is *not* the slot's current state. Anything else that reads the pool of a
   decoding slot (a prefill continuing from it, a state transfer, prefix caching) must first call
@@ -84,7 +84,7 @@ class ReplaySelectiveStateUpdate(PoolReplay):
             standard mode, off (and refused) in speculative mode.
         max_verify, mode: ``mode="speculative"`` takes T <= max_verify drafts per row as ``[B, T, ...]`` inputs
             (x, dt, B, C, z, out), verifies them output-only, and waits for :meth:`commit` with the accepted
-            counts; the ring capacity is L + max_verify.
+            counts; the ring capacity is L + max_verify (L in standard mode).
     """
     op = "ReplaySelectiveStateUpdate"
     family = "mamba2"

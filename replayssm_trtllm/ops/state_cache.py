@@ -17,7 +17,8 @@ import torch
 
 # the split kernels' 32-record limit (docs/design.md section 8): defined where torch is not needed, so the TensorRT
 # field builders share the note
-from ..config import SPLIT_KERNEL_MAX_RECORDS, ReplayPerformanceWarning, split_kernel_note, warn_past_split_kernels
+from ..config import (SPLIT_KERNEL_MAX_RECORDS, ReplayPerformanceWarning, ring_capacity_for, split_kernel_note,
+                      warn_past_split_kernels)
 from ..state.cursors import check_slot_rows, checked_reset_lengths
 from .admit import admit_rows
 from .commit import MODE_SPECULATIVE, MODE_STANDARD, mode_code, replay_commit
@@ -33,7 +34,8 @@ class ReplayCursorCache:
     Args:
         num_slots: S.
         window: L (1..64 for the Mamba-2 kernels).
-        max_verify: T_max; the ring capacity is ``C = L + T_max`` (design 3). Standard mode: 1.
+        max_verify: T_max; the ring capacity is ``C = L + T_max`` in speculative mode and ``C = L`` in standard
+            mode, where max_verify is 1 (design 3, :func:`replayssm_trtllm.config.ring_capacity_for`).
         mode: ``"standard"``/0 (Alg. 1) or ``"speculative"``/1 (Alg. 2).
         device: CUDA device of the buffers.
     """
@@ -51,7 +53,7 @@ class ReplayCursorCache:
             raise ValueError(f"{type(self).__name__}: speculative mode needs max_verify <= window; got "
                              f"max_verify={max_verify}, window={window}")
         self.num_slots, self.window, self.max_verify = int(num_slots), int(window), int(max_verify)
-        self.capacity = self.window + self.max_verify
+        self.capacity = ring_capacity_for(self.window, self.max_verify, self.mode)
         warn_past_split_kernels(type(self).__name__, self.window, self.max_verify, self.mode)
         self.device = torch.device(device)
         self.ring_origin = torch.zeros(num_slots, dtype=torch.int32, device=self.device)
@@ -216,8 +218,9 @@ Mamba2ReplayStateCache = ReplayStateCache
 def replay_overhead_bytes(H: int, P: int, N: int, G: int, window: int, max_verify: int, act_bytes: int = 2,
                           num_layers: int = 1) -> dict:
     """Ring bytes per slot per layer, cursor bytes per slot (shared by layers) and the ratio to the
-    fp32 state (the ring + cursors <= 12% target is for L=16, T=4 on Super)."""
-    C = window + max_verify
+    fp32 state (the ring + cursors <= 12% target is for L=16, T=4 on Super). max_verify 1 is a standard-mode
+    cache (L ring rows), larger a speculative one (L + max_verify)."""
+    C = ring_capacity_for(window, max_verify, "speculative" if max_verify > 1 else "standard")
     ring = C * (4 * H + act_bytes * H * P + act_bytes * G * N)
     cursors = 8
     state = 4 * H * P * N

@@ -28,6 +28,8 @@ from typing import Callable, Optional, Sequence, Union
 
 import torch
 
+from ..config import ring_capacity_for
+
 STANDARD = 0
 SPECULATIVE = 1
 _MODE_NAMES = {STANDARD: "standard", SPECULATIVE: "speculative"}
@@ -153,7 +155,8 @@ class ReplayCursors:
         window: L >= 1.
         max_verify: T_max >= 1 (speculative: T_max <= L, so the committed length stays <= L).
         mode: ``"standard"``/0 or ``"speculative"``/1.
-        ring_capacity: C; default ``L + T_max`` (the design value). A smaller C (>= L) is accepted
+        ring_capacity: C; default ``L`` in standard mode and ``L + T_max`` in speculative mode (the design values,
+            :func:`replayssm_trtllm.config.ring_capacity_for`). A smaller C (>= L) is accepted
             so the overwrite check can be exercised; :meth:`plan` then rejects steps whose writes
             would hit a committed record.
         device: where the cursor tensors live.
@@ -172,7 +175,7 @@ class ReplayCursors:
         if self.mode == SPECULATIVE and max_verify > window:
             raise ValueError(f"{op}: speculative mode needs max_verify <= window (the committed length "
                              f"a <= T must fit the window); got max_verify={max_verify}, window={window}")
-        cap = window + max_verify if ring_capacity is None else ring_capacity
+        cap = ring_capacity_for(window, max_verify, self.mode) if ring_capacity is None else ring_capacity
         if isinstance(cap, bool) or not isinstance(cap, int) or cap < window or cap >= 2 ** 31:
             raise ValueError(f"{op}: 'ring_capacity' must be an int in [window={window}, 2^31); got {cap!r}")
         self.num_slots, self.window, self.max_verify, self.capacity = num_slots, window, max_verify, cap

@@ -37,18 +37,19 @@ def test_standard_steps_on_ring_restores_the_ring():
                       device="cpu")
     with standard_steps_on_ring(ls, 12):
         assert ls.capacity(0) == 12
-    assert ls.capacity(0) == 9
+    assert ls.capacity(0) == 8   # the standard-mode ring: L rows
     with pytest.raises(RuntimeError, match="boom"):
         with standard_steps_on_ring(ls, 12):
             raise RuntimeError("boom")
-    assert ls.capacity(0) == 9
+    assert ls.capacity(0) == 8
     with pytest.raises(ValueError, match="no ring of capacity 10"):
         standard_steps_on_ring(ls, 10)
 
 
 def test_standard_steps_get_the_standard_mode_ring():
-    """The benches' layer buffers (built on the CPU here): standard steps on a ring of capacity L + 1 (what a
-    standard-mode deployment allocates: ReplayConfig.ring_capacity with max_verify = 1), speculative steps on
+    """The benches' layer buffers (built on the CPU here): standard steps on a ring of capacity L (what a
+    standard-mode deployment allocates: ReplayConfig.ring_capacity with max_verify = 1; L before the
+    sixty-eighth session, still selectable with std_capacity), speculative steps on
     L + Tmax; std_capacity = L + Tmax shares one ring (the benchmark before the twenty-ninth session); a capacity
     below L is refused."""
     import pytest
@@ -56,12 +57,12 @@ def test_standard_steps_get_the_standard_mode_ring():
     from replayssm_trtllm.bench import gdn as bg
     from replayssm_trtllm.config import ReplayConfig
     L, Tmax = 8, 4
-    assert ReplayConfig(window=L, max_verify=1).ring_capacity == L + 1
+    assert ReplayConfig(window=L, max_verify=1).ring_capacity == L
     ls = bm._Layerset(dict(H=4, P=16, N=16, G=2), 3, L, Tmax, torch.float32, torch.bfloat16, 1, 0,
                       token_list=(1, Tmax), device="cpu")
-    assert (ls.capacity(0), ls.capacity(1)) == (L + 1, L + Tmax)
-    assert sorted(ls.rings) == [L + 1, L + Tmax]
-    assert [r[0].shape[1] for r in ls.rings[L + 1]] == [L + 1] * 3  # ring_dt, ring_x, ring_B of layer 0
+    assert (ls.capacity(0), ls.capacity(1)) == (L, L + Tmax)
+    assert sorted(ls.rings) == [L, L + Tmax]
+    assert [r[0].shape[1] for r in ls.rings[L]] == [L] * 3  # ring_dt, ring_x, ring_B of layer 0
     assert ls.ring_x[0].shape == (3, L + Tmax, 4, 16)  # the attributes stay the speculative ring
     shared = bm._Layerset(dict(H=4, P=16, N=16, G=2), 3, L, Tmax, torch.float32, torch.bfloat16, 1, 0,
                           token_list=(1, Tmax), std_capacity=L + Tmax, device="cpu")
@@ -71,5 +72,8 @@ def test_standard_steps_get_the_standard_mode_ring():
                      device="cpu")
     g = bg._Layers(dict(H=1, HV=2, K=16, V=16), 3, L, Tmax, torch.float32, torch.bfloat16, 1, 0, False,
                    token_list=(1, Tmax), device="cpu")
-    assert (g.capacity(0), g.capacity(1)) == (L + 1, L + Tmax)
-    assert [r[0].shape[1] for r in g.rings[L + 1]] == [L + 1] * 3 and g.ring_u[0].shape[1] == L + Tmax
+    assert (g.capacity(0), g.capacity(1)) == (L, L + Tmax)
+    assert [r[0].shape[1] for r in g.rings[L]] == [L] * 3 and g.ring_u[0].shape[1] == L + Tmax
+    wide = bg._Layers(dict(H=1, HV=2, K=16, V=16), 3, L, Tmax, torch.float32, torch.bfloat16, 1, 0, False,
+                      token_list=(1, Tmax), std_capacity=L + 1, device="cpu")
+    assert wide.capacity(0) == L + 1 and sorted(wide.rings) == [L + 1, L + Tmax]

@@ -6,7 +6,7 @@ from replayssm_trtllm.config import ReplayConfig
 def test_defaults_are_valid():
     c = ReplayConfig()
     assert (c.window, c.max_verify, c.recurrence_dtype, c.read_dtype) == (16, 1, "fp32", "none")
-    assert c.ring_capacity == 17 and c.effective_rounding is None and not c.speculative
+    assert c.ring_capacity == 16 and c.effective_rounding is None and not c.speculative
 
 
 def test_valid_dual_precision():
@@ -45,6 +45,6 @@ def test_every_validation_error_names_field_and_value(kwargs, field, fragment):
 
 
 def test_edge_windows_accepted():
-    assert ReplayConfig(window=1, max_verify=1).ring_capacity == 2
-    assert ReplayConfig(window=8, max_verify=8).ring_capacity == 16
-    assert ReplayConfig(window=64).ring_capacity == 65
+    assert ReplayConfig(window=1, max_verify=1).ring_capacity == 1     # standard mode: L rows
+    assert ReplayConfig(window=8, max_verify=8).ring_capacity == 16    # speculative: L + T_max
+    assert ReplayConfig(window=64).ring_capacity == 64

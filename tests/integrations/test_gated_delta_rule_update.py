@@ -78,8 +78,8 @@ def test_construction_checks():
     with pytest.raises(ValueError, match=r"key dim K=48 \(last dim\) must be one of"):
         ReplayGatedDeltaRuleUpdate([torch.zeros(S, HV, V, 48)], H)
     op = ReplayGatedDeltaRuleUpdate(_pools(), H, window=16)
-    assert op.capacity == 17 and op.ring_u.dtype == torch.float16
-    assert op.ring_bytes_per_slot_layer() == 17 * (4 * HV + 2 * HV * V + 2 * H * K)
+    assert op.capacity == 16 and op.ring_u.dtype == torch.float16   # standard mode: L ring rows
+    assert op.ring_bytes_per_slot_layer() == 16 * (4 * HV + 2 * HV * V + 2 * H * K)
 
 
 def test_materialize_folds_each_slot_ring_into_its_pool_row():

@@ -96,8 +96,8 @@ def test_construction_checks():
     with pytest.raises(ValueError, match="share a data pointer"):
         ReplaySelectiveStateUpdate([p, p], G)
     op = ReplaySelectiveStateUpdate(_pools(), G, window=16)
-    assert op.capacity == 17
-    assert op.ring_bytes_per_slot_layer() == 17 * (4 * H + 2 * H * P + 2 * G * N)
+    assert op.capacity == 16   # standard mode: L ring rows
+    assert op.ring_bytes_per_slot_layer() == 16 * (4 * H + 2 * H * P + 2 * G * N)
 
 
 # ---- CPU: materialize against the float64 fold ---------------------------------------------------------

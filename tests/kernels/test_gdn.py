@@ -372,7 +372,7 @@ def test_replay_standard(shape, B, L, stag, variant):
                          ids=["q35-4b-B1-L16", "q35-4b-B3-L32", "q35-122b-B64-L8"])
 @pytest.mark.parametrize("variant", REPLAY_VARIANTS + [None], ids=REPLAY_VARIANT_IDS + ["auto"])
 def test_replay_standard_ring_of_window_rows(shape, B, L, variant):
-    """The standard step on a ring of C = L rows (the launchers' minimum; the caches allocate L + 1), every design and
+    """The standard step on a ring of C = L rows (the launchers' minimum and the caches' standard-mode capacity), every design and
     the automatic one, staggered rows that wrap the ring: the float64 reference shows L rows are enough
     (tests/reference, test_standard_mode_needs_only_window_ring_rows); with C = L the origin never moves, and at
     B = 1, L = 16 the warp-item step (WIR, ring <= 32) runs. Written in the sixty-seventh session; not yet run on a

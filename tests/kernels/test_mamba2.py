@@ -353,7 +353,7 @@ def _run_replay(B, L, T, mode, sh, st, act, steps, seed, staggered=True, padding
 @pytest.mark.parametrize("B,L,sh,steps", [(1, 32, SUPER, 40), (3, 16, NANO, 24), (64, 8, SMALL, 12)],
                          ids=["B1-L32-super", "B3-L16-nano", "B64-L8-small"])
 def test_replay_standard_ring_of_window_rows(B, L, sh, steps, variant):
-    """The standard step on a ring of C = L rows (the launchers' minimum; the caches allocate L + 1): the float64
+    """The standard step on a ring of C = L rows (the launchers' minimum and the caches' standard-mode capacity): the float64
     reference shows L rows are enough (tests/reference, test_standard_mode_needs_only_window_ring_rows), and with
     C = L = 32 Mamba-2's one-launch small-batch step can take B = 1 (it needs C <= 32). Random origins in [0, L), so
     the writes wrap; outputs, ring records, cursors and checkpoints against the reference every step. Written in the

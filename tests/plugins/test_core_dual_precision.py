@@ -45,7 +45,7 @@ def mamba2_dp_inputs(state="fp32", read="fp16", act="bf16", z=True, n=N, p=P, t=
     return ins + [lp] + extra
 
 
-def gdn_dp_inputs(state="fp32", read="fp16", act="fp16", k=K, v=V, c=L + 1):
+def gdn_dp_inputs(state="fp32", read="fp16", act="fp16", k=K, v=V, c=L):  # standard mode: L ring rows
     hp, lp, extra = copies(state, read, HV, v, k)
     ins = [(act, [B, 1, HK, k]), (act, [B, 1, HK, k]), (act, [B, 1, HV, v]), (act, [B, 1, HV]), (act, [B, 1, HV]),
            ("fp32", [HV]), ("fp32", [HV]), ("int32", [B]), hp, ("fp32", [S, c, HV]), ("fp16", [S, c, HV, v]),
@@ -253,7 +253,7 @@ def test_check_inputs_read_copy_messages(core):
         cfg.check_inputs(ins[:-1])
     g = gdn_cfg(core)
     bad = gdn_dp_inputs()
-    bad[15] = ("fp16", [S, L + 1, HV])
+    bad[15] = ("fp16", [S, L, HV])
     with pytest.raises(CoreError, match=r"input 15 'ring_beta' must be float32 \[S, C, HV\]"):
         g.check_inputs(bad)
 
@@ -261,7 +261,7 @@ def test_check_inputs_read_copy_messages(core):
 def test_flush_refuses_unsupported_state_size(core):
     """The flush kernel needs N = K = 128: the core refuses other sizes at build time (onShapeChange)."""
     cfg = core.config("DualPrecisionFlush", window=4, act_dtype="fp16", read_dtype="fp16")
-    n, c = 64, 5
+    n, c = 64, 4   # standard mode, window 4: 4 ring rows
     ins = [("fp16", [2, 1, 2, 32]), ("int32", [2]), ("int32", [2]), ("int32", [2]), ("int32", [2]),
            ("fp32", [2, 2, 32, n]), ("fp16", [2, 2, 32, n]), ("fp32", [2]), ("fp32", [2, c, 2]),
            ("fp16", [2, c, 2, 32]), ("fp16", [2, c, 1, n])]
@@ -294,9 +294,9 @@ def test_translate_mamba2_read_copy(core):
 def test_translate_mamba2_fp16_read_standard(core):
     cfg = core.config("ReplayDecode", window=L, act_dtype="fp16", read_dtype="fp16")
     ins = mamba2_dp_inputs(act="fp16", z=False, t=1)
-    ins[9], ins[10], ins[11] = ("fp32", [S, L + 1, H]), ("fp16", [S, L + 1, H, P]), ("fp16", [S, L + 1, G, N])
+    ins[9], ins[10], ins[11] = ("fp32", [S, L, H]), ("fp16", [S, L, H, P]), ("fp16", [S, L, G, N])
     p = cfg.translate(ins, [("fp16", [B, 1, H, P])])
-    assert (p["mode"], p["ring_capacity"], p["recurrence_dtype"], p["read_dtype"], p["dt_dtype"]) == (0, L + 1, 0, 1, 0)
+    assert (p["mode"], p["ring_capacity"], p["recurrence_dtype"], p["read_dtype"], p["dt_dtype"]) == (0, L, 0, 1, 0)
     assert p["z"] is None and p["ckpt_hp_scale"] is None and p["ckpt_lp_scale"] is None and p["ckpt_lp_gscale"] is None
     assert p["ckpt_lp"] == 0x1000 * 15 and p["ckpt_hp"] == 0x1000 * 9
     assert (p["stride_lp_slot"], p["stride_lp_row"]) == (H * P * N, N)
@@ -306,7 +306,7 @@ def test_translate_gdn_read_copy(core):
     cfg = gdn_cfg(core, state_dtype="fp32", read_dtype="fp8_e4m3", scale=0.25)
     ins = gdn_dp_inputs("fp32", "fp8_e4m3")
     p = cfg.translate(ins, [("fp16", [B, 1, HV, V])])
-    assert (p["family"], p["num_tokens"], p["mode"], p["ring_capacity"]) == (1, 1, 0, L + 1)
+    assert (p["family"], p["num_tokens"], p["mode"], p["ring_capacity"]) == (1, 1, 0, L)
     assert (p["nheads"], p["headdim"], p["dstate"], p["ngroups"]) == (HV, V, K, HK)
     assert (p["act_dtype"], p["recurrence_dtype"], p["read_dtype"], p["scale"]) == (1, 0, 3, 0.25)
     assert (p["stride_hp_slot"], p["stride_hp_head"], p["stride_hp_row"]) == (HV * V * K, V * K, K)

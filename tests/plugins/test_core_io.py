@@ -102,7 +102,7 @@ def test_check_inputs_token_rules(core, mamba_spec):
         mamba_spec.check_inputs(mamba2_inputs(T=3))
     std = core.config("ReplayDecode", window=L, has_z=1)
     with pytest.raises(CoreError, match=r"must be in \[1, 1\]"):
-        std.check_inputs(mamba2_inputs(T=2, C=L + 1))
+        std.check_inputs(mamba2_inputs(T=2, C=L))
 
 
 def test_check_inputs_kernel_limits(core):
@@ -143,8 +143,8 @@ def test_translate_mamba2(core, mamba_spec):
 
 def test_translate_mamba2_without_z(core):
     cfg = core.config("ReplayDecode", window=L)
-    p = cfg.translate(mamba2_inputs(T=1, z=False, C=L + 1), [("bf16", [B, 1, H, P])])
-    assert p["z"] is None and p["mode"] == 0 and p["ring_capacity"] == L + 1
+    p = cfg.translate(mamba2_inputs(T=1, z=False, C=L), [("bf16", [B, 1, H, P])])
+    assert p["z"] is None and p["mode"] == 0 and p["ring_capacity"] == L   # standard mode: L ring rows
 
 
 def test_translate_gdn(core):
@@ -179,7 +179,7 @@ def test_translate_commit(core):
                  "error_slot": 0x100000}
     std_ins = [("bf16", [B, 1, H, P])] + ins[1:4]
     p = core.config("ReplayCommit", window=L).translate(std_ins, [("int32", [1])])
-    assert p["accepted"] is None and p["mode"] == 0 and p["num_tokens"] == 1 and p["ring_capacity"] == L + 1
+    assert p["accepted"] is None and p["mode"] == 0 and p["num_tokens"] == 1 and p["ring_capacity"] == L   # standard mode: L ring rows
     with pytest.raises(CoreError, match="must be in \\[1, 1\\]"):  # standard commit after a T = 2 step
         core.config("ReplayCommit", window=L).check_inputs(ins[:4])
 

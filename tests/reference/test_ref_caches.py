@@ -178,38 +178,53 @@ class Driver:
         return out
 
 
-CONFIGS = [("standard", 1, 1), ("standard", 3, 1), ("standard", 16, 1),
-           ("speculative", 1, 1), ("speculative", 3, 3), ("speculative", 5, 2), ("speculative", 16, 4)]
+# (mode, L, T, ring capacity; None = the design value: L in standard mode, L + T_max in speculative mode). The
+# standard-mode ring of L rows never wraps (a flush moves the origin by L = C rows); the wider standard rings (C = L + 1,
+# what the caches allocated before the sixty-eighth session, and still accepted) keep the wrap-around covered.
+CONFIGS = [("standard", 1, 1, None), ("standard", 3, 1, None), ("standard", 16, 1, None),
+           ("standard", 3, 1, 4), ("standard", 16, 1, 17),
+           ("speculative", 1, 1, None), ("speculative", 3, 3, None), ("speculative", 5, 2, None),
+           ("speculative", 16, 4, None)]
+CONFIG_IDS = [f"{m[:4]}-L{L}-T{T}" + ("" if C is None else f"-C{C}") for m, L, T, C in CONFIGS]
 
 
-@pytest.mark.parametrize("mode,L,T", CONFIGS, ids=[f"{m[:4]}-L{L}-T{T}" for m, L, T in CONFIGS])
+def make_config_cache(family, S, L, T, mode, C):
+    """make_cache with the design ring (C None) or private cursors of ring capacity C."""
+    if C is None:
+        return make_cache(family, S, L, T, mode)
+    return make_cache(family, S, L, T, mode, cursors=ReplayCursors(S, L, T, mode, ring_capacity=C))
+
+
+@pytest.mark.parametrize("mode,L,T,C", CONFIGS, ids=CONFIG_IDS)
 @pytest.mark.parametrize("family", ["mamba2", "gdn"])
-def test_cache_matches_conventional(family, mode, L, T):
+def test_cache_matches_conventional(family, mode, L, T, C):
     steps = 64
-    cache = make_cache(family, 3, L, T, mode)
-    d = Driver(cache, seed=zlib.crc32(f"{family}-{mode}-{L}-{T}".encode()), reset_step=steps // 2)
+    cache = make_config_cache(family, 3, L, T, mode, C)
+    assert cache.capacity == (C if C is not None else L if mode == "standard" else L + T)
+    seed = zlib.crc32(f"{family}-{mode}-{L}-{T}".encode() + (b"" if C is None else f"-C{C}".encode()))
+    d = Driver(cache, seed=seed, reset_step=steps // 2)
     for _ in range(steps):
         d.step(T)
     assert d.max_err <= TOL, d.max_err
     assert d.flushes > 0
-    assert d.wrapped
+    assert d.wrapped == (cache.capacity > L)   # rings wider than L wrap; a standard ring of L rows never does
 
 
-@pytest.mark.parametrize("mode,L,T", CONFIGS, ids=[f"{m[:4]}-L{L}-T{T}" for m, L, T in CONFIGS])
+@pytest.mark.parametrize("mode,L,T,C", CONFIGS, ids=CONFIG_IDS)
 @pytest.mark.parametrize("family", ["mamba2", "gdn"])
-def test_cache_admission_phase_matches_conventional(family, mode, L, T):
+def test_cache_admission_phase_matches_conventional(family, mode, L, T, C):
     """Rows reset with neutral records ahead of their own (state/phase.py; per slot d = (3 s + 1) % L, so 0 and
     L - 1 both occur for L > 1, and a reset mid-run): outputs, flushed checkpoints and committed states equal the
     conventional recurrence in float64, with the same checks as without a phase (padding rows, wrap-around)."""
     steps = 64
-    cache = make_cache(family, 3, L, T, mode)
-    d = Driver(cache, seed=zlib.crc32(f"phase-{family}-{mode}-{L}-{T}".encode()), reset_step=steps // 2,
-               reset_phase=lambda new: [(3 * s + 1) % L for s in new])
+    cache = make_config_cache(family, 3, L, T, mode, C)
+    seed = zlib.crc32(f"phase-{family}-{mode}-{L}-{T}".encode() + (b"" if C is None else f"-C{C}".encode()))
+    d = Driver(cache, seed=seed, reset_step=steps // 2, reset_phase=lambda new: [(3 * s + 1) % L for s in new])
     for _ in range(steps):
         d.step(T)
     assert d.max_err <= TOL, d.max_err
     assert d.flushes > 0
-    assert d.wrapped
+    assert d.wrapped == (cache.capacity > L)
 
 
 @pytest.mark.parametrize("family", ["mamba2", "gdn"])
@@ -417,7 +432,7 @@ def test_cache_layout_matches_design():
         assert tuple(t.shape) == shape and t.dtype == torch.float64 and t.is_contiguous(), name
     single = make_cache("gdn", S, L, 1, "standard")
     assert single.ring_beta is None and single.ring_v is None and single.ckpt_lp is None
-    assert single.capacity == L + 1
+    assert single.capacity == L   # standard mode: L ring rows (ring_capacity_for)
     for c in (m, gd):
         assert c.cursors.ring_origin.dtype == torch.int32 and c.cursors.ring_len.dtype == torch.int32
 
@@ -457,8 +472,8 @@ def test_cache_validation():
 @pytest.mark.parametrize("family", ["mamba2", "gdn"])
 def test_standard_mode_needs_only_window_ring_rows(family, L):
     """Standard mode reads and writes at most L records per slot (the flush step folds the h = L - 1 ring records
-    and its own token), so a ring of C = L rows is enough, one fewer than the design value L + T_max = L + 1 the
-    caches allocate. Run with C = L (dead records poisoned, the cursors' overwrite check on every plan, staggered
+    and its own token), so a ring of C = L rows is enough: the caches' standard-mode capacity since the sixty-eighth session
+    (L + 1 before, the speculative formula with T_max = 1). Run with C = L (dead records poisoned, the cursors' overwrite check on every plan, staggered
     slots and a reset): outputs, flushed checkpoints and committed states equal the conventional recurrence. (The
     launchers' minimum standard capacity is `window` too. Why it matters: Mamba-2's one-launch small-batch step
     needs C <= 32, so L = 32 with C = L + 1 = 33 leaves it; docs/kernels-mamba2.md "Sixty-seventh session".)"""

@@ -13,8 +13,10 @@ from replayssm_trtllm.state import (SPECULATIVE, STANDARD, ReplayCursors, Replay
 class ScalarModel:
     """docs/design.md 3.1 / 3.2 written per slot with Python ints."""
 
-    def __init__(self, S, L, Tm, mode):
-        self.L, self.Tm, self.mode, self.C = L, Tm, mode, L + Tm
+    def __init__(self, S, L, Tm, mode, C=None):
+        # ring rows: L in standard mode, L + T_max in speculative mode (design 3), or a wider C
+        self.L, self.Tm, self.mode = L, Tm, mode
+        self.C = C if C is not None else (L if mode == STANDARD else L + Tm)
         self.o, self.h = [0] * S, [0] * S
 
     def plan(self, slot, T):
@@ -42,8 +44,11 @@ class ScalarModel:
        steps=st.integers(1, 40))
 def test_plan_and_commit_match_scalar_model(data, S, L, mode, steps):
     Tm = 1 if mode == STANDARD else data.draw(st.integers(1, L))
-    cur = ReplayCursors(S, L, Tm, mode)
-    ref = ScalarModel(S, L, Tm, mode)
+    extra = data.draw(st.integers(0, 1))          # 0: the design capacity; 1: one ring row more (wraps in standard)
+    cur = ReplayCursors(S, L, Tm, mode) if extra == 0 else \
+        ReplayCursors(S, L, Tm, mode, ring_capacity=(L if mode == STANDARD else L + Tm) + extra)
+    ref = ScalarModel(S, L, Tm, mode, cur.capacity)
+    assert cur.capacity == (L if mode == STANDARD else L + Tm) + extra
     for _ in range(steps):
         active = data.draw(st.lists(st.integers(0, S - 1), unique=True, max_size=S))
         pad = data.draw(st.integers(0, 2))

@@ -61,7 +61,7 @@ typedef struct DualPrecisionFlushParams {
     int32_t num_tokens;        // T of the step (1 in standard mode)
     int32_t num_slots;         // S
     int32_t window;            // L, 1..64
-    int32_t ring_capacity;     // C = L + T_max
+    int32_t ring_capacity;     // C >= L: L (standard mode) or L + T_max (speculative) as the caches allocate
     int32_t mode;              // 0 = standard (Alg. 1/4 + 3), 1 = speculative (Alg. 2/5 + 6)
     int32_t nheads;            // Mamba-2 H / GDN HV (state heads)
     int32_t headdim;           // Mamba-2 P / GDN V   (state rows)

@@ -19,7 +19,7 @@ typedef struct ReplayCommitParams {
     int32_t batch;          // decode rows B
     int32_t num_slots;      // S (cursor array length; slots >= S are an error)
     int32_t window;         // L
-    int32_t ring_capacity;  // C = L + T_max
+    int32_t ring_capacity;  // C >= L: L (standard mode) or L + T_max (speculative) as the caches allocate
     int32_t num_tokens;     // T of the step that just ran (1 in standard mode)
     int32_t mode;           // 0 = standard (Alg. 1/4), 1 = speculative (Alg. 2/5)
     const int32_t* state_batch_indices;  // [B] slot per row, < 0 = padding (skipped)

@@ -215,7 +215,8 @@ void checkInputs(Config const& cfg, TensorDesc const* in, int32_t nbInputs);
 // function exists so that a kernel needing scratch changes exactly one place.
 size_t workspaceSize(Config const& cfg, TensorDesc const* in, int32_t nbInputs);
 
-// Ring capacity C = window + max_verify (design.md section 3).
+// Ring capacity: C = window in standard mode, window + max_verify in speculative mode and for kinds without a
+// mode field (design.md section 3; replayssm_trtllm.config.ring_capacity_for is the same rule).
 int32_t ringCapacity(Config const& cfg);
 
 }  // namespace core

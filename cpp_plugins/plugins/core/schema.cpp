@@ -15,7 +15,7 @@ std::vector<FieldSpec> makeDecodeSchema() {
     return {
         {"family", FieldType::kENUM, 0, 0, 0, {"mamba2", "gdn"}, "model family of the layer"},
         {"window", FieldType::kINT32, 16, 1, 64, {}, "replay window L (committed records before a flush)"},
-        {"max_verify", FieldType::kINT32, 1, 1, 8, {}, "largest T per step; ring capacity C = window + max_verify"},
+        {"max_verify", FieldType::kINT32, 1, 1, 8, {}, "largest T per step; ring capacity C = window (standard) or window + max_verify (speculative)"},
         {"mode", FieldType::kENUM, 0, 0, 0, {"standard", "speculative"}, "Algorithm 1/4 (T = 1) or 2/5 (T >= 1)"},
         {"act_dtype", FieldType::kENUM, 1, 0, 0, {"fp16", "bf16"}, "activations and act-typed ring records"},
         {"state_dtype", FieldType::kENUM, 0, 0, 0, {"fp32", "fp16", "bf16", "fp8_e4m3"},
@@ -46,7 +46,7 @@ std::vector<FieldSpec> makeFlushSchema() {
     return {
         {"family", FieldType::kENUM, 0, 0, 0, {"mamba2", "gdn"}, "model family of the layer"},
         {"window", FieldType::kINT32, 16, 1, 64, {}, "replay window L"},
-        {"max_verify", FieldType::kINT32, 1, 1, 8, {}, "largest T per step; C = window + max_verify"},
+        {"max_verify", FieldType::kINT32, 1, 1, 8, {}, "largest T per step; C = window (standard) or window + max_verify (speculative)"},
         {"mode", FieldType::kENUM, 0, 0, 0, {"standard", "speculative"}, "flush rule h + 1 == L or h + T > L"},
         {"act_dtype", FieldType::kENUM, 1, 0, 0, {"fp16", "bf16"}, "act-typed ring records"},
         {"recurrence_dtype", FieldType::kENUM, 0, 0, 0, {"fp32", "fp16", "bf16", "fp8_e4m3"},
@@ -62,7 +62,7 @@ std::vector<FieldSpec> makeFlushSchema() {
 std::vector<FieldSpec> makeCommitSchema() {
     return {
         {"window", FieldType::kINT32, 16, 1, 64, {}, "replay window L"},
-        {"max_verify", FieldType::kINT32, 1, 1, 8, {}, "largest T per step; C = window + max_verify"},
+        {"max_verify", FieldType::kINT32, 1, 1, 8, {}, "largest T per step; C = window (standard) or window + max_verify (speculative)"},
         {"mode", FieldType::kENUM, 0, 0, 0, {"standard", "speculative"}, "commit rule of design.md 3.2"},
         {"has_accepted", FieldType::kINT32, 0, 0, 1, {}, "speculative: 1 = input 'accepted' [B] present (else all T)"},
     };
@@ -314,7 +314,12 @@ Config configFromFields(PluginKind kind, RawField const* fields, int32_t nbField
     return cfg;
 }
 
-int32_t ringCapacity(Config const& cfg) { return static_cast<int32_t>(cfg.i("window") + cfg.i("max_verify")); }
+int32_t ringCapacity(Config const& cfg) {
+    // Standard mode (max_verify 1): L rows hold every window (the flush step at h = L - 1 folds L - 1 ring records
+    // and its own token). Speculative mode and kinds without a mode (GdnVerify): L committed + T drafts.
+    bool const standard = fieldIndex(cfg.kind, "mode") >= 0 && cfg.e("mode") == "standard";
+    return static_cast<int32_t>(cfg.i("window") + (standard ? 0 : cfg.i("max_verify")));
+}
 
 }  // namespace core
 }  // namespace rssm

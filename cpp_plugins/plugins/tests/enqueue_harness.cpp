@@ -200,7 +200,8 @@ double softplus(double x) { return x > 20 ? x : std::log1p(std::exp(x)); }
 
 // ---- Mamba-2: ReplayDecode (standard, T = 1, or speculative T > 1 with all drafts accepted) + ReplayCommit
 void runMamba2(bool speculative) {
-    int const B = 3, S = 4, H = 4, P = 32, N = 64, G = 2, L = 3, T = speculative ? 2 : 1, Tmax = T, C = L + Tmax;
+    int const B = 3, S = 4, H = 4, P = 32, N = 64, G = 2, L = 3, T = speculative ? 2 : 1, Tmax = T,
+              C = speculative ? L + Tmax : L;  // ring rows: L + T_max, or L in standard mode
     int const steps = 7;
     char label[64];
     std::snprintf(label, sizeof(label), "ReplayDecode mamba2 %s B%d H%d P%d N%d L%d T%d", speculative ? "spec" : "std", B, H, P, N, L, T);
@@ -309,7 +310,7 @@ void runMamba2(bool speculative) {
 // runs the split kernels (variant 6) inside the plugin.
 void runGdn(bool verify, int const K, bool large = false) {
     int const B = large ? 256 : 2, S = B + 1, H = large ? 16 : 2, HV = large ? 32 : 4, V = 32, L = 3, T = verify ? 3 : 1,
-              Tmax = T, C = L + Tmax, steps = 6;
+              Tmax = T, C = verify ? L + Tmax : L, steps = 6;  // ring rows: L in standard mode
     std::printf("%s gdn B%d H%d HV%d K%d V%d L%d T%d%s\n", verify ? "GdnVerify" : "ReplayDecode", B, H, HV, K, V, L, T,
                 large ? " (workspace)" : "");
     Fields f;
@@ -408,7 +409,7 @@ void runGdn(bool verify, int const K, bool large = false) {
 // their records into both copies) -> ReplayCommit, standard mode (T = 1), over steps crossing flushes.
 void runDualPrecision(bool gdn) {
     // Mamba-2: H heads, P head dim, N = 128, G groups. GDN: HV value heads (H), V (P), K = 128 (N), HK key heads (G).
-    int const B = 3, S = gdn ? 3 : 4, H = 4, P = 32, N = 128, G = 2, L = 3, C = L + 1, steps = 8;
+    int const B = 3, S = gdn ? 3 : 4, H = 4, P = 32, N = 128, G = 2, L = 3, C = L, steps = 8;  // standard mode: L ring rows
     std::printf("dual precision %s: ReplayDecode(read fp16) + DualPrecisionFlush + ReplayCommit B%d %s%d %s%d %s%d "
                 "%s%d L%d, fp32 recurrence\n", gdn ? "gdn" : "mamba2", B, gdn ? "HV" : "H", H, gdn ? "V" : "P", P,
                 gdn ? "K" : "N", N, gdn ? "HK" : "G", G, L);
@@ -648,7 +649,7 @@ void runDualPrecisionRefusals() {
         .s("state_dtype", "fp32").s("read_dtype", "fp16");
     Runtime d = makePlugin("ReplayDecode_RSSM", fd);
     if (!r.rt || !d.rt) return;
-    int const B = 2, S = 2, H = 2, P = 32, N = 64, G = 1, C = 5;
+    int const B = 2, S = 2, H = 2, P = 32, N = 64, G = 1, C = 4;  // standard mode, window 4
     std::vector<PluginTensorDesc> in = {
         desc(DataType::kHALF, {B, 1, H, P}), desc(DataType::kINT32, {B}), desc(DataType::kINT32, {S}),
         desc(DataType::kINT32, {S}), desc(DataType::kINT32, {B}), desc(DataType::kFLOAT, {S, H, P, N}),
