@@ -9,12 +9,17 @@ from replayssm_trtllm.state.cursors import ReplayCursors
 pytestmark = pytest.mark.gpu
 
 
-@pytest.mark.parametrize("mode,L,T", [(0, 4, 1), (0, 16, 1), (1, 4, 4), (1, 16, 4), (1, 16, 8), (1, 32, 3), (1, 8, 1)])
-def test_commit_matches_reference(mode, L, T):
+# (mode, L, T, extra ring rows beyond the design capacity: L in standard mode, L + T in speculative mode). A
+# standard ring of L rows never wraps (a flush moves the origin by L = C); the wider ones (L + 1, the caches' standard
+# capacity before the sixty-eighth session) do.
+@pytest.mark.parametrize("mode,L,T,extra", [(0, 4, 1, 0), (0, 16, 1, 0), (0, 4, 1, 1), (0, 16, 1, 1), (1, 4, 4, 0),
+                                            (1, 16, 4, 0), (1, 16, 8, 0), (1, 32, 3, 0), (1, 8, 1, 0)])
+def test_commit_matches_reference(mode, L, T, extra):
     import replayssm_trtllm.ops.commit  # noqa: F401
-    g = torch.Generator().manual_seed(L * 10 + T + mode)
+    g = torch.Generator().manual_seed(L * 10 + T + mode + 1000 * extra)
     S, B = 300, 256
-    ref = ReplayCursors(S, L, 1 if mode == 0 else T, mode)
+    Tm = 1 if mode == 0 else T
+    ref = ReplayCursors(S, L, Tm, mode, ring_capacity=(L if mode == 0 else L + Tm) + extra)
     C = ref.capacity
     o = torch.zeros(S, dtype=torch.int32, device="cuda")
     h = torch.zeros(S, dtype=torch.int32, device="cuda")

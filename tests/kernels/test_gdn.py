@@ -241,13 +241,16 @@ class _Seq:
         self.layer_c = _cuda(self.layer)
         self.slots = torch.randperm(S, generator=self.gen)[:B].to(torch.int32)
         T_max = T if mode == 1 else 1
-        # ring_capacity: None = the design value L + T_max; a smaller one (>= the launcher's minimum) on both sides
+        # ring_capacity: None = L + T_max (in standard mode one row more than the caches' L since the sixty-eighth
+        # session, so that the writes wrap the ring end; test_replay_standard_ring_of_window_rows runs C = L); any
+        # other C >= L (the launcher's minimum) on both sides
+        if ring_capacity is None:
+            ring_capacity = L + T_max
         self.cursors = ReplayCursors(S, L, T_max, mode, ring_capacity=ring_capacity, device="cpu")  # drives the GPU
         self.C = self.cursors.capacity
         ur = cast_quantizer(u_dtype) if u_round == "match" else None
         self.ref = GdnReplayCacheRef(S, H, HV, K, V, L, T_max, mode, u_round=ur,
-                                     cursors=None if ring_capacity is None else
-                                     ReplayCursors(S, L, T_max, mode, ring_capacity=ring_capacity))
+                                     cursors=ReplayCursors(S, L, T_max, mode, ring_capacity=ring_capacity))
         init = (0.5 * torch.randn(S, HV, V, K, generator=self.gen)).to(state_dtype)
         self.ref.reset(list(range(S)), init.double())
         self.ckpt = init.to(DEV)
@@ -1163,26 +1166,35 @@ def test_replay_head_dims(K, V, mode, T, variant):
 
 
 # WIR (fiftieth session): variant 5's standard step on warp items (cpp_plugins/kernels/gdn/gdn_warp_replay.cu), the
-# default where it can run it (K = 128, head_v % 8 == 0, window <= 16, ring capacity <= 32, no dual-precision fields) and
+# default where it can run it (K = 128, head_v % 8 == 0, window <= 32, ring capacity <= 32, no dual-precision fields) and
 # batch x value heads <= 128; RSSM_GDN_WIR=1 runs it at any batch, =0 never. Its arithmetic order differs from every
 # other variant's, so it is checked against the float64 reference (_Seq: outputs every step, checkpoints, ring g / u / k),
 # not bit for bit: one row, staggered rows with 10% padding, in-phase flushes, ring wrap-around (capacity L + 1), both
 # model shapes, three value heads per key head, window 1 (every step flushes), and the other dtypes. (The B = 1 cases of
-# test_replay_standard run it too, by default.)
-WIR_CASES = [pytest.param("q35-4b", 1, 16, False, id="q35-4b-B1-L16-phase"),
-             pytest.param("q35-4b", 3, 8, True, id="q35-4b-B3-L8-stag", marks=pytest.mark.sanitize),
-             pytest.param("q35-122b", 1, 4, False, id="q35-122b-B1-L4-phase"),
-             pytest.param("q35-122b", 5, 16, True, id="q35-122b-B5-L16-stag", marks=pytest.mark.sanitize),
-             pytest.param("q35-4b", 64, 16, True, id="q35-4b-B64-L16-stag"),
-             pytest.param("odd-group", 3, 16, True, id="odd-group-B3-L16-stag"),
-             pytest.param("q35-122b", 1, 1, False, id="q35-122b-B1-L1")]
+# test_replay_standard run it too, by default.) Windows 17-32 run its second instance (sixty-eighth session: one lane
+# per record's gate, two passes of record dots), which needs a ring of at most 32 rows: C = L (the standard-mode
+# capacity) or, for the wrap-around, L + 1 <= 32. Last element: the ring capacity (None: _Seq's default L + 1).
+WIR_CASES = [pytest.param("q35-4b", 1, 16, False, None, id="q35-4b-B1-L16-phase"),
+             pytest.param("q35-4b", 3, 8, True, None, id="q35-4b-B3-L8-stag", marks=pytest.mark.sanitize),
+             pytest.param("q35-122b", 1, 4, False, None, id="q35-122b-B1-L4-phase"),
+             pytest.param("q35-122b", 5, 16, True, None, id="q35-122b-B5-L16-stag", marks=pytest.mark.sanitize),
+             pytest.param("q35-4b", 64, 16, True, None, id="q35-4b-B64-L16-stag"),
+             pytest.param("odd-group", 3, 16, True, None, id="odd-group-B3-L16-stag"),
+             pytest.param("q35-122b", 1, 1, False, None, id="q35-122b-B1-L1"),
+             pytest.param("q35-4b", 1, 32, False, 32, id="q35-4b-B1-L32-C32-phase"),
+             pytest.param("q35-122b", 3, 32, True, 32, id="q35-122b-B3-L32-C32-stag", marks=pytest.mark.sanitize),
+             pytest.param("q35-4b", 5, 17, True, 18, id="q35-4b-B5-L17-C18-stag"),
+             pytest.param("odd-group", 3, 31, True, 32, id="odd-group-B3-L31-C32-stag"),
+             pytest.param("q35-4b", 64, 24, True, 24, id="q35-4b-B64-L24-C24-stag")]
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("shape,B,L,stag", WIR_CASES)
-def test_replay_standard_wir(shape, B, L, stag, monkeypatch):
+@pytest.mark.parametrize("shape,B,L,stag,C", WIR_CASES)
+def test_replay_standard_wir(shape, B, L, stag, C, monkeypatch):
     monkeypatch.setenv("RSSM_GDN_WIR", "1")
-    seq = _Seq(shape, B, L, 0, 1, seed=B * 100 + L + 50, variant=5)
+    kw = {} if C is None else {"ring_capacity": C}
+    seq = _Seq(shape, B, L, 0, 1, seed=B * 100 + L + 50, variant=5, **kw)
+    assert _wir_runs_for(seq), "the case must be one WIR can run (ring capacity <= 32)"
     join = [(r * 5) % L if stag else 0 for r in range(B)]
     steps = max(3 * L + max(join), 12)
     _run_standard(seq, B, join, 0.1 if stag else 0.0, steps, 7)
@@ -1213,12 +1225,18 @@ def test_replay_standard_wir_dtypes(case, monkeypatch):
     assert seq.flushes > 0
 
 
-def _wir_kernel_names(monkeypatch, env, B, L, mode=0, T=1, variant=5):
+def _wir_runs_for(seq) -> bool:
+    """warpReplayRuns' size rules for a _Seq's standard step (K = 128, head_v % 8 == 0, window and ring <= 32)."""
+    return seq.K == 128 and seq.V % 8 == 0 and seq.L <= 32 and seq.C <= 32
+
+
+def _wir_kernel_names(monkeypatch, env, B, L, mode=0, T=1, variant=5, ring_capacity=None):
     skip_under_sanitizer()
     monkeypatch.delenv("RSSM_GDN_WIR", raising=False)
     if env is not None:
         monkeypatch.setenv("RSSM_GDN_WIR", env)
-    seq = _Seq("q35-4b", B, L, mode, T, seed=3, variant=variant)
+    kw = {} if ring_capacity is None else {"ring_capacity": ring_capacity}
+    seq = _Seq("q35-4b", B, L, mode, T, seed=3, variant=variant, **kw)
     acc = None if mode == 0 else [T] + [1] * (B - 1)
     seq.step(torch.ones(B, dtype=torch.bool), acc)  # warm-up (loads the ops)
     torch.cuda.synchronize()
@@ -1231,8 +1249,9 @@ def _wir_kernel_names(monkeypatch, env, B, L, mode=0, T=1, variant=5):
 def test_wir_instance_runs(monkeypatch):
     """Which kernel variant 5 launches (torch profiler; q35-4b, 32 value heads): WIR by default up to batch x value
     heads 128 (B = 1, 4), the stream kernel above (B = 5); RSSM_GDN_WIR=1 WIR at B = 5 too, =0 the stream kernel at
-    B = 1; the stream kernel for a window above 16 and for speculative steps whatever the switch. The automatic
-    design (variant=None, the ops' default) launches WIR where variant 5 would, else stream kernel 4."""
+    B = 1; at window 32 WIR on a ring of 32 rows (the standard-mode capacity) and the stream kernel on one of 33; the
+    stream kernel for a window above 32 and for speculative steps whatever the switch. The automatic design
+    (variant=None, the ops' default) launches WIR where variant 5 would, else stream kernel 4."""
     wir = {"wir": True, "stream": False}
     stream = {"wir": False, "stream": True}
     assert _wir_kernel_names(monkeypatch, None, 1, 16) == wir
@@ -1243,7 +1262,10 @@ def test_wir_instance_runs(monkeypatch):
     assert _wir_kernel_names(monkeypatch, None, 5, 16, variant=None) == stream
     assert _wir_kernel_names(monkeypatch, "0", 1, 16, variant=None) == stream
     assert _wir_kernel_names(monkeypatch, "0", 1, 16) == stream
-    assert _wir_kernel_names(monkeypatch, "1", 1, 32) == stream  # window > 16
+    assert _wir_kernel_names(monkeypatch, None, 1, 32, ring_capacity=32) == wir  # the long instance
+    assert _wir_kernel_names(monkeypatch, None, 1, 32, ring_capacity=32, variant=None) == wir
+    assert _wir_kernel_names(monkeypatch, "1", 1, 32) == stream  # ring of 33 rows > 32
+    assert _wir_kernel_names(monkeypatch, "1", 1, 33, ring_capacity=33) == stream  # window > 32
     assert _wir_kernel_names(monkeypatch, "1", 1, 16, mode=1, T=2) == stream  # speculative
 
 

@@ -268,8 +268,10 @@ def _run_replay(B, L, T, mode, sh, st, act, steps, seed, staggered=True, padding
     g = torch.Generator().manual_seed(seed)
     S = B + 2
     Tmax = 1 if mode == 0 else T
-    # ring_capacity: None = the design value L + Tmax; a smaller one (>= the launcher's minimum) on shared cursors
-    cursors = None if ring_capacity is None else ReplayCursors(S, L, Tmax, mode, ring_capacity=ring_capacity)
+    # ring_capacity: None = L + Tmax (in standard mode one row more than the caches' L since the sixty-eighth session,
+    # so that the writes wrap the ring end; test_replay_standard_ring_of_window_rows runs C = L); any other C >= L
+    # (the launcher's minimum) on shared cursors
+    cursors = ReplayCursors(S, L, Tmax, mode, ring_capacity=L + Tmax if ring_capacity is None else ring_capacity)
     ref = Mamba2ReplayCacheRef(S, H, P, N, G, L, Tmax, mode, quant_hp=cast_quantizer(st), cursors=cursors)
     C = ref.capacity
     d = "cuda"

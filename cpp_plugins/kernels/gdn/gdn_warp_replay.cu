@@ -44,6 +44,8 @@ namespace {
 constexpr int kWirK = 128;
 constexpr int kWirCtaRows = kWarpReplayWarps * kWarpReplayRows;
 static_assert(kWarpReplayWarps * 4 == kWarpReplayMaxWindow, "record dots: 4 records per warp cover the window");
+static_assert(kWarpReplayMaxWindowLong == 2 * kWarpReplayMaxWindow, "the long instance: two passes of record dots");
+static_assert(kWarpReplayMaxWindowLong <= kWarpReplayMaxCapacity, "h + 1 <= L <= C <= 32: one lane per record");
 
 // Ring index of record j (0 <= j <= h) of a row whose committed records start at o0 < C: o0 + j < 2C, as h < L <= C.
 __device__ __forceinline__ int ringIndex(int o0, int j, int C) {
@@ -52,15 +54,20 @@ __device__ __forceinline__ int ringIndex(int o0, int j, int C) {
 }
 
 // AB: bf16 activations (else fp16), a template argument so that every conversion is one instruction.
-template <typename ST, bool UB, bool AB>
+// MW: the largest window of the instance. 16 (the fiftieth session's kernel): lane pair j holds record j's gate and
+// each warp forms the dots of 4 records. 32 (sixty-eighth session, windows 17-32, C <= 32): lane j holds record j's
+// gate (lane h this token's) and each warp forms the dots of 8 records in two passes; the rest is the same code.
+template <typename ST, bool UB, bool AB, int MW>
 __global__ void __launch_bounds__(kWarpReplayWarps * 32, 4) gdnReplayWarpStdKernel(const GdnReplayParams p) {
+    static_assert(MW == kWarpReplayMaxWindow || MW == kWarpReplayMaxWindowLong, "instances: windows 16 and 32");
+    constexpr int kDotPasses = MW / kWarpReplayMaxWindow;  // records 4 w + rp + 16 pass on warp w
     pdlChainEntryStep();  // RSSM_PDL_CHAIN: a programmatic dependent of the kernel before it (common/pdl.h)
     using RS = stream::RowScatter<kWarpReplayRows>;
     constexpr int K = kWirK;
     __shared__ __align__(16) uint16_t s_k[kWarpReplayMaxCapacity * K];               // raw keys, ring order
     __shared__ __align__(16) uint16_t s_u[kWarpReplayMaxCapacity * kWirCtaRows];     // u of the CTA's rows
     __shared__ __align__(16) float s_kn[kWarpReplayWarps][K], s_qn[kWarpReplayWarps][K];  // per warp
-    __shared__ float s_coef[kWarpReplayMaxWindow][3];  // record j: fw_j, ck_j, cq_j
+    __shared__ float s_coef[MW][3];  // record j: fw_j, ck_j, cq_j
 
     const int b = blockIdx.z, hv = blockIdx.y;
     const int slot = p.state_batch_indices[b];  // first: the head of the dependent chain
@@ -124,16 +131,18 @@ __global__ void __launch_bounds__(kWarpReplayWarps * 32, 4) gdnReplayWarpStdKern
     }
     const bool flush = h + 1 == p.window;
 
-    // ---- the decays need only the gates and the cursors: lane pair j (lanes 2j, 2j + 1) takes record j's gate
-    //      (lane 2h this token's); odd lanes add nothing, so lanes 2j and 2j + 1 both end with P[j + 1] ----
-    const int jp = lane >> 1;  // h <= 15: every record has its lane pair
+    // ---- the decays need only the gates and the cursors. MW 16: lane pair j (lanes 2j, 2j + 1) takes record j's gate
+    //      (lane 2h this token's); odd lanes add nothing, so lanes 2j and 2j + 1 both end with P[j + 1]. MW 32: lane
+    //      j takes record j's gate (lane h this token's) and ends with P[j + 1] ----
+    constexpr int kLanesPerRec = MW == kWarpReplayMaxWindow ? 2 : 1;
+    const int jp = lane / kLanesPerRec;  // h <= MW - 1: every record has its lane (pair)
     const int pjp = jp < h ? ringIndex(o0, jp, C) : 0;
     const float gRec = __shfl_sync(kFull, gPos, pjp);
-    const float gLane = (lane & 1) ? 0.f : jp < h ? gRec : (jp == h ? gCur : 0.f);
+    const float gLane = (kLanesPerRec == 2 && (lane & 1)) ? 0.f : jp < h ? gRec : (jp == h ? gCur : 0.f);
     const float P = scan::warpInclusiveSum(gLane, lane);
-    const float Ptot = __shfl_sync(kFull, P, 2 * h);  // P[h + 1]
+    const float Ptot = __shfl_sync(kFull, P, kLanesPerRec * h);  // P[h + 1]
     const float D = expf(Ptot);
-    const float wLane = jp < h ? expf(Ptot - P) : 0.f;  // w_j on lane pair j
+    const float wLane = jp < h ? expf(Ptot - P) : 0.f;  // w_j on lane (pair) j
     // beta's division (and its slow path) here, while the copies land, not next to its use at the end of the chain
     asm volatile("" : "+f"(beta));
     async::waitAll();
@@ -142,8 +151,9 @@ __global__ void __launch_bounds__(kWarpReplayWarps * 32, 4) gdnReplayWarpStdKern
     // ---- record dots over the CTA: warp w takes records 4 w + rp on 8 lanes each (elements 16 sl .. 16 sl + 15, its
     //      two halves in the order c2 ^ (sl >> 2): the 8 lanes of a shared-memory phase hit distinct banks); the
     //      record's lane sl = 0 forms its coefficients for the whole CTA ----
-    {
-        const int rp = lane >> 3, sl = lane & 7, jr = 4 * warp + rp;
+#pragma unroll
+    for (int pass = 0; pass < kDotPasses; ++pass) {
+        const int rp = lane >> 3, sl = lane & 7, jr = 4 * warp + rp + kWarpReplayMaxWindow * pass;
         float a0 = 0.f, a1 = 0.f, a2 = 0.f;
         if (jr < h) {
             const int pr = ringIndex(o0, jr, C);
@@ -165,7 +175,7 @@ __global__ void __launch_bounds__(kWarpReplayWarps * 32, 4) gdnReplayWarpStdKern
             a1 += __shfl_xor_sync(kFull, a1, m);
             a2 += __shfl_xor_sync(kFull, a2, m);
         }
-        const float wj = __shfl_sync(kFull, wLane, 2 * jr);
+        const float wj = __shfl_sync(kFull, wLane, kLanesPerRec * jr);
         if (sl == 0 && jr < h) {
             const float fwj = wj * rsqrtf(a0 + kL2Eps);
             s_coef[jr][0] = fwj;
@@ -180,10 +190,10 @@ __global__ void __launch_bounds__(kWarpReplayWarps * 32, 4) gdnReplayWarpStdKern
     const uint16_t* uCol = s_u + warp * kWarpReplayRows + rl;  // u of this lane's row at ring position 0
     float xs = 0.f, ys = 0.f;
 #pragma unroll
-    for (int i = 0; i < kWarpReplayMaxWindow / RS::LPR; ++i) {
+    for (int i = 0; i < MW / RS::LPR; ++i) {
         // no branch, so that the four records' loads issue together (per-record branches serialized them: the B = 1
         // step ~10% longer, fifty-first session); records jj >= h (s_coef not written this step) are selected away
-        const int jj = sub + RS::LPR * i;  // < kWarpReplayMaxWindow: s_coef[jj] in bounds
+        const int jj = sub + RS::LPR * i;  // < MW: s_coef[jj] in bounds
         const bool rec = jj < h;
         const float uj = u16ToF(uCol[ringIndex(o0, rec ? jj : 0, C) * kWirCtaRows], UB);
         const float c1 = s_coef[jj][1], c2 = s_coef[jj][2];
@@ -233,21 +243,29 @@ __global__ void __launch_bounds__(kWarpReplayWarps * 32, 4) gdnReplayWarpStdKern
     }
 }
 
-template <typename ST, bool AB>
+template <typename ST, bool AB, int MW>
 const void* warpReplayKernel(bool ub) {
-    return ub ? reinterpret_cast<const void*>(&gdnReplayWarpStdKernel<ST, true, AB>)
-              : reinterpret_cast<const void*>(&gdnReplayWarpStdKernel<ST, false, AB>);
+    return ub ? reinterpret_cast<const void*>(&gdnReplayWarpStdKernel<ST, true, AB, MW>)
+              : reinterpret_cast<const void*>(&gdnReplayWarpStdKernel<ST, false, AB, MW>);
 }
-template <typename ST>
+template <typename ST, int MW>
 const void* warpReplayKernel(bool ub, bool ab) {
-    return ab ? warpReplayKernel<ST, true>(ub) : warpReplayKernel<ST, false>(ub);
+    return ab ? warpReplayKernel<ST, true, MW>(ub) : warpReplayKernel<ST, false, MW>(ub);
+}
+template <int MW>
+const void* warpReplayKernelFor(const GdnReplayParams& p) {
+    const bool ub = p.u_dtype == RSSM_DTYPE_BF16;
+    const bool ab = p.act_dtype == RSSM_DTYPE_BF16;
+    return p.state_dtype == RSSM_DTYPE_FP32   ? warpReplayKernel<float, MW>(ub, ab)
+           : p.state_dtype == RSSM_DTYPE_FP16 ? warpReplayKernel<__half, MW>(ub, ab)
+                                              : warpReplayKernel<__nv_bfloat16, MW>(ub, ab);
 }
 
 }  // namespace
 
 bool warpReplayRuns(const GdnReplayParams& p) {
     return p.mode == GDN_REPLAY_STANDARD && p.num_tokens == 1 && p.head_k == kWirK &&
-           p.head_v % kWarpReplayRows == 0 && p.window <= kWarpReplayMaxWindow &&
+           p.head_v % kWarpReplayRows == 0 && p.window <= kWarpReplayMaxWindowLong &&
            p.ring_capacity <= kWarpReplayMaxCapacity && p.skip_flush_rows == 0 && p.ring_beta == nullptr &&
            p.ring_v == nullptr &&
            aligned16Rows(p.ring_k, p.ring_k_stride_slot, p.ring_k_stride_rec, p.ring_k_stride_head) &&
@@ -261,11 +279,8 @@ bool warpReplayWanted(const GdnReplayParams& p) {
 }
 
 cudaError_t launchReplayWarpItems(const GdnReplayParams& p, cudaStream_t s) {
-    const bool ub = p.u_dtype == RSSM_DTYPE_BF16;
-    const bool ab = p.act_dtype == RSSM_DTYPE_BF16;
-    const void* kern = p.state_dtype == RSSM_DTYPE_FP32   ? warpReplayKernel<float>(ub, ab)
-                       : p.state_dtype == RSSM_DTYPE_FP16 ? warpReplayKernel<__half>(ub, ab)
-                                                          : warpReplayKernel<__nv_bfloat16>(ub, ab);
+    const void* kern = p.window <= kWarpReplayMaxWindow ? warpReplayKernelFor<kWarpReplayMaxWindow>(p)
+                                                        : warpReplayKernelFor<kWarpReplayMaxWindowLong>(p);
     const dim3 grid((unsigned)((p.head_v + kWirCtaRows - 1) / kWirCtaRows), (unsigned)p.num_v_heads,
                     (unsigned)p.batch);
     GdnReplayParams q = p;
