@@ -1717,13 +1717,17 @@ def test_wir_route_rule(monkeypatch):
     assert uses(params(num_v_heads=64)) and uses(params(num_v_heads=64, batch=2))  # q35-122b B = 1, 2
     assert not uses(params(num_v_heads=64, batch=3))
     assert uses(params(window=1, ring_capacity=2)) and uses(params(window=16, ring_capacity=32))
-    for other in (params(window=17, ring_capacity=17), params(ring_capacity=33), params(head_k=256),
+    # windows 17-32: the second instance (sixty-eighth session), on rings of at most 32 rows
+    assert uses(params(window=17, ring_capacity=17)) and uses(params(window=32, ring_capacity=32))
+    for other in (params(window=32, ring_capacity=33), params(window=33, ring_capacity=33), params(ring_capacity=33),
+                  params(head_k=256),
                   params(head_v=12), params(mode=1, num_tokens=2, ring_capacity=18),
                   params(skip_flush_rows=1), params(ring_k_stride_head=132), params(ring_u_stride_rec=32 * 128 + 4),
                   params(ring_u_stride_head=100)):
         assert not uses(other)
     monkeypatch.setenv("RSSM_GDN_WIR", "1")
-    assert uses(params(batch=256)) and not uses(params(window=32, ring_capacity=32))
+    assert uses(params(batch=256)) and uses(params(window=32, ring_capacity=32))
+    assert not uses(params(window=32, ring_capacity=33)) and not uses(params(window=33, ring_capacity=33))
     monkeypatch.setenv("RSSM_GDN_WIR", "0")
     assert not uses(params())
 
