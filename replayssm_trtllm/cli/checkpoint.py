@@ -24,6 +24,7 @@ from ..models import (HfCheckpoint, HfCheckpointError, HfConfigError, SsmDecoder
                       load_hf_config, load_mixer_weights, make_mixer)
 from ..models.backends import make_backend
 from ..models.checkpoint import mixer_tensor_problems, mixer_weight_shapes
+from ..config import ring_capacity_for
 from ..presets import PRESETS
 
 CURSOR_BYTES_PER_SLOT = 8   # ring_origin + ring_len, int32, shared by all layers
@@ -130,7 +131,7 @@ def run(args) -> int:
 
     # replay cache per slot
     preset = s.to_preset()
-    C = args.window + args.verify
+    C = ring_capacity_for(args.window, args.verify, "speculative" if args.verify > 1 else "standard")
     ring = C * preset.record_bytes()
     state = preset.state_bytes()
     nl = len(s.ssm_layers)

@@ -37,6 +37,14 @@ def test_report_and_decode_check(nemotron_dir, capsys):
     assert out.count("ReplaySSM vs conventional max rel diff") == 2 and "FAIL" not in out
 
 
+def test_report_standard_mode_ring(nemotron_dir, capsys):
+    """-T 1 (standard decoding): the ring holds L records (ring_capacity_for), not L + 1."""
+    rc = main(["checkpoint", str(nemotron_dir), "-L", "4"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "(ring capacity 4)" in out and f"ring {4 * (4 * 8 + 2 * 8 * 32 + 2 * 2 * 64):,} B per layer" in out
+
+
 def test_a_failing_decode_check_exits_1(nemotron_dir, capsys):
     rc = main(["checkpoint", str(nemotron_dir), "-L", "4", "--decode-check", "6", "--tol", "0"])
     out = capsys.readouterr().out
