@@ -87,7 +87,9 @@ def test_check_inputs_ok(mamba_spec):
     (dict(state=("fp16", [S, H, P, N])),
      "ReplayDecode: input 8 'state' must be float32 [S, H, P, N] = [5, 8, 64, 128]; got float16 [5, 8, 64, 128]"),
     (dict(ring_x=("bf16", [S, C + 1, H, P])),
-     "ReplayDecode: input 10 'ring_x' must be bfloat16 [S, C, H, P] = [5, 8, 8, 64]; got bfloat16 [5, 9, 8, 64]"),
+     "ReplayDecode: input 10 'ring_x' must be bfloat16 [S, C, H, P] = [5, 8, 8, 64]; got bfloat16 [5, 9, 8, 64] (C is the "
+     "ring capacity: window in mode 'standard', window + max_verify in mode 'speculative'; allocate the ring pools "
+     "with that many records per slot)"),
     (dict(A=("fp32", [H, 1])), "ReplayDecode: input 4 'A' must be float32 [H] = [8]; got float32 [8, 1]"),
     (dict(state_batch_indices=("int64", [B])), "input 7 'state_batch_indices' must be int32 [B] = [3]; got int64 [3]"),
 ])
@@ -103,6 +105,17 @@ def test_check_inputs_token_rules(core, mamba_spec):
     std = core.config("ReplayDecode", window=L, has_z=1)
     with pytest.raises(CoreError, match=r"must be in \[1, 1\]"):
         std.check_inputs(mamba2_inputs(T=2, C=L))
+
+
+def test_check_inputs_ring_capacity_hint(core):
+    """A ring of the wrong capacity (here L + 1 rows in mode standard, the rule before the sixty-eighth session) names
+    the rule in the error."""
+    std = core.config("ReplayDecode", window=L, has_z=1)
+    with pytest.raises(CoreError, match=r"input 9 'ring_dt' must be float32 \[S, C, H\] = \[.*\]; got float32 .* \(C is "
+                                        r"the ring capacity: window in mode 'standard', window \+ max_verify in mode "
+                                        r"'speculative'"):
+        std.check_inputs(mamba2_inputs(T=1, C=L + 1))
+    std.check_inputs(mamba2_inputs(T=1, C=L))
 
 
 def test_check_inputs_kernel_limits(core):

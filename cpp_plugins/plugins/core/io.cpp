@@ -304,10 +304,11 @@ struct Binder {
         return it->second % div == 0 ? it->second / div : -2;
     }
     void bind(int32_t idx, IoSpec const& s, TensorDesc const& d) {
-        auto fail = [&]() {
+        auto fail = [&](char const* hint = nullptr) {
             std::ostringstream os;
             os << op << ": input " << idx << " '" << s.name << "' must be " << expected(s, &d) << "; got "
                << dtypeName(d.dtype) << " " << dimsStr(d);
+            if (hint) os << " " << hint;
             throw Error(os.str());
         };
         bool typeOk = false;
@@ -323,7 +324,12 @@ struct Binder {
             int64_t v = value(e);
             if (v == -2) fail();
             if (v >= 0) {
-                if (v != actual) fail();
+                // The ring capacity is the config's, not the tensor's: say where it comes from (a pool allocated with
+                // the rule of another version, e.g. L + 1 rows in standard mode before the sixty-eighth session).
+                if (v != actual)
+                    fail(e == "C" ? "(C is the ring capacity: window in mode 'standard', window + max_verify in mode "
+                                    "'speculative'; allocate the ring pools with that many records per slot)"
+                                  : nullptr);
             } else if (e.find('/') == std::string::npos) {
                 sym[e] = actual;
             } else {
