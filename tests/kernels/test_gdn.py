@@ -1173,7 +1173,8 @@ def test_replay_head_dims(K, V, mode, T, variant):
 # model shapes, three value heads per key head, window 1 (every step flushes), and the other dtypes. (The B = 1 cases of
 # test_replay_standard run it too, by default.) Windows 17-32 run its second instance (sixty-eighth session: one lane
 # per record's gate, two passes of record dots), which needs a ring of at most 32 rows: C = L (the standard-mode
-# capacity) or, for the wrap-around, L + 1 <= 32. Last element: the ring capacity (None: _Seq's default L + 1).
+# capacity) or, for the wrap-around, L + 1 <= 32; it is taken only with RSSM_GDN_WIR_LONG=1 until it has run on a GPU
+# (kWarpReplayLongByDefault). Last element: the ring capacity (None: _Seq's default L + 1).
 WIR_CASES = [pytest.param("q35-4b", 1, 16, False, None, id="q35-4b-B1-L16-phase"),
              pytest.param("q35-4b", 3, 8, True, None, id="q35-4b-B3-L8-stag", marks=pytest.mark.sanitize),
              pytest.param("q35-122b", 1, 4, False, None, id="q35-122b-B1-L4-phase"),
@@ -1192,6 +1193,7 @@ WIR_CASES = [pytest.param("q35-4b", 1, 16, False, None, id="q35-4b-B1-L16-phase"
 @pytest.mark.parametrize("shape,B,L,stag,C", WIR_CASES)
 def test_replay_standard_wir(shape, B, L, stag, C, monkeypatch):
     monkeypatch.setenv("RSSM_GDN_WIR", "1")
+    monkeypatch.setenv("RSSM_GDN_WIR_LONG", "1")
     kw = {} if C is None else {"ring_capacity": C}
     seq = _Seq(shape, B, L, 0, 1, seed=B * 100 + L + 50, variant=5, **kw)
     assert _wir_runs_for(seq), "the case must be one WIR can run (ring capacity <= 32)"
@@ -1230,11 +1232,14 @@ def _wir_runs_for(seq) -> bool:
     return seq.K == 128 and seq.V % 8 == 0 and seq.L <= 32 and seq.C <= 32
 
 
-def _wir_kernel_names(monkeypatch, env, B, L, mode=0, T=1, variant=5, ring_capacity=None):
+def _wir_kernel_names(monkeypatch, env, B, L, mode=0, T=1, variant=5, ring_capacity=None, long=None):
     skip_under_sanitizer()
     monkeypatch.delenv("RSSM_GDN_WIR", raising=False)
+    monkeypatch.delenv("RSSM_GDN_WIR_LONG", raising=False)
     if env is not None:
         monkeypatch.setenv("RSSM_GDN_WIR", env)
+    if long is not None:
+        monkeypatch.setenv("RSSM_GDN_WIR_LONG", long)
     kw = {} if ring_capacity is None else {"ring_capacity": ring_capacity}
     seq = _Seq("q35-4b", B, L, mode, T, seed=3, variant=variant, **kw)
     acc = None if mode == 0 else [T] + [1] * (B - 1)
@@ -1249,8 +1254,9 @@ def _wir_kernel_names(monkeypatch, env, B, L, mode=0, T=1, variant=5, ring_capac
 def test_wir_instance_runs(monkeypatch):
     """Which kernel variant 5 launches (torch profiler; q35-4b, 32 value heads): WIR by default up to batch x value
     heads 128 (B = 1, 4), the stream kernel above (B = 5); RSSM_GDN_WIR=1 WIR at B = 5 too, =0 the stream kernel at
-    B = 1; at window 32 WIR on a ring of 32 rows (the standard-mode capacity) and the stream kernel on one of 33; the
-    stream kernel for a window above 32 and for speculative steps whatever the switch. The automatic design
+    B = 1; at window 32 the stream kernel by default, WIR with RSSM_GDN_WIR_LONG=1 on a ring of 32 rows (the
+    standard-mode capacity) and the stream kernel on one of 33; the stream kernel for a window above 32 and for
+    speculative steps whatever the switches. The automatic design
     (variant=None, the ops' default) launches WIR where variant 5 would, else stream kernel 4."""
     wir = {"wir": True, "stream": False}
     stream = {"wir": False, "stream": True}
@@ -1262,10 +1268,11 @@ def test_wir_instance_runs(monkeypatch):
     assert _wir_kernel_names(monkeypatch, None, 5, 16, variant=None) == stream
     assert _wir_kernel_names(monkeypatch, "0", 1, 16, variant=None) == stream
     assert _wir_kernel_names(monkeypatch, "0", 1, 16) == stream
-    assert _wir_kernel_names(monkeypatch, None, 1, 32, ring_capacity=32) == wir  # the long instance
-    assert _wir_kernel_names(monkeypatch, None, 1, 32, ring_capacity=32, variant=None) == wir
-    assert _wir_kernel_names(monkeypatch, "1", 1, 32) == stream  # ring of 33 rows > 32
-    assert _wir_kernel_names(monkeypatch, "1", 1, 33, ring_capacity=33) == stream  # window > 32
+    assert _wir_kernel_names(monkeypatch, None, 1, 32, ring_capacity=32) == stream  # the long instance: opt-in
+    assert _wir_kernel_names(monkeypatch, None, 1, 32, ring_capacity=32, long="1") == wir
+    assert _wir_kernel_names(monkeypatch, None, 1, 32, ring_capacity=32, variant=None, long="1") == wir
+    assert _wir_kernel_names(monkeypatch, "1", 1, 32, long="1") == stream  # ring of 33 rows > 32
+    assert _wir_kernel_names(monkeypatch, "1", 1, 33, ring_capacity=33, long="1") == stream  # window > 32
     assert _wir_kernel_names(monkeypatch, "1", 1, 16, mode=1, T=2) == stream  # speculative
 
 
@@ -1710,6 +1717,7 @@ def test_wir_route_rule(monkeypatch):
         return G.GdnReplayParams(**d)
 
     monkeypatch.delenv("RSSM_GDN_WIR", raising=False)
+    monkeypatch.delenv("RSSM_GDN_WIR_LONG", raising=False)
     uses = G.replay_uses_warp_items
     assert uses(params())                                        # q35-4b B = 1 (32 value heads)
     assert uses(params(batch=4))                                 # 128 (batch x value heads)
@@ -1717,7 +1725,10 @@ def test_wir_route_rule(monkeypatch):
     assert uses(params(num_v_heads=64)) and uses(params(num_v_heads=64, batch=2))  # q35-122b B = 1, 2
     assert not uses(params(num_v_heads=64, batch=3))
     assert uses(params(window=1, ring_capacity=2)) and uses(params(window=16, ring_capacity=32))
-    # windows 17-32: the second instance (sixty-eighth session), on rings of at most 32 rows
+    # windows 17-32: the second instance (sixty-eighth session), on rings of at most 32 rows, only with
+    # RSSM_GDN_WIR_LONG=1 until it has run on a GPU
+    assert not uses(params(window=17, ring_capacity=17)) and not uses(params(window=32, ring_capacity=32))
+    monkeypatch.setenv("RSSM_GDN_WIR_LONG", "1")
     assert uses(params(window=17, ring_capacity=17)) and uses(params(window=32, ring_capacity=32))
     for other in (params(window=32, ring_capacity=33), params(window=33, ring_capacity=33), params(ring_capacity=33),
                   params(head_k=256),

@@ -11,6 +11,10 @@ constexpr int kWarpReplayRows = 8;            // value rows per warp
 constexpr int kWarpReplayWarps = 4;           // warps per CTA: 32 value rows of one (row b, value head)
 constexpr int kWarpReplayMaxWindow = 16;      // h + 1 <= 16 records per step (4 records per warp for the dots)
 constexpr int kWarpReplayMaxWindowLong = 32;  // the second instance (sixty-eighth session): windows 17-32, 8 records per warp
+// Whether variant 5 takes the second instance by default. Off until its GPU tests and a side-by-side timing against the
+// stream kernel have run (written in the sixty-eighth session without a GPU); RSSM_GDN_WIR_LONG=1 (read per launch)
+// takes it, for the tests and the A/B timing.
+constexpr bool kWarpReplayLongByDefault = false;
 constexpr int kWarpReplayMaxCapacity = 32;    // ring positions: one lane each (gates), one shared-memory row each (keys)
 // Default route up to batch x num_v_heads of 128: Qwen3.5-4B (32 value heads) B <= 4, Qwen3.5-122B (64) B <= 2. Side by
 // side (fifty-first session, the fiftieth session's form) it took 7-8% less time than the better stream kernel (variant
@@ -21,7 +25,8 @@ constexpr long long kWarpReplayMaxBatchHeads = 128;
 // ring_capacity <= 32, no dual-precision fields (skip_flush_rows, ring_beta, ring_v), 16-byte aligned ring_k and
 // ring_u rows (base and strides).
 bool warpReplayRuns(const GdnReplayParams& p);
-// Whether variant 5 runs it for `p`: warpReplayRuns(p) and batch x num_v_heads <= kWarpReplayMaxBatchHeads.
+// Whether variant 5 runs it for `p`: warpReplayRuns(p) and batch x num_v_heads <= kWarpReplayMaxBatchHeads, and for
+// windows 17-32 RSSM_GDN_WIR_LONG=1 (kWarpReplayLongByDefault).
 // RSSM_GDN_WIR (read per launch, A/B): "1" wherever it can run (any batch), "0" never (the stream kernel).
 bool warpReplayWanted(const GdnReplayParams& p);
 // Launches it (p.scale already resolved); the caller validated the inputs.
