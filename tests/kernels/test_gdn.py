@@ -1173,8 +1173,8 @@ def test_replay_head_dims(K, V, mode, T, variant):
 # model shapes, three value heads per key head, window 1 (every step flushes), and the other dtypes. (The B = 1 cases of
 # test_replay_standard run it too, by default.) Windows 17-32 run its second instance (sixty-eighth session: one lane
 # per record's gate, two passes of record dots), which needs a ring of at most 32 rows: C = L (the standard-mode
-# capacity) or, for the wrap-around, L + 1 <= 32; it is taken only with RSSM_GDN_WIR_LONG=1 until it has run on a GPU
-# (kWarpReplayLongByDefault). Last element: the ring capacity (None: _Seq's default L + 1).
+# capacity) or, for the wrap-around, L + 1 <= 32; it is taken only with RSSM_GDN_WIR_LONG=1 until it is timed against
+# the stream kernel (kWarpReplayLongByDefault). Last element: the ring capacity (None: _Seq's default L + 1).
 WIR_CASES = [pytest.param("q35-4b", 1, 16, False, None, id="q35-4b-B1-L16-phase"),
              pytest.param("q35-4b", 3, 8, True, None, id="q35-4b-B3-L8-stag", marks=pytest.mark.sanitize),
              pytest.param("q35-122b", 1, 4, False, None, id="q35-122b-B1-L4-phase"),
@@ -1726,7 +1726,7 @@ def test_wir_route_rule(monkeypatch):
     assert not uses(params(num_v_heads=64, batch=3))
     assert uses(params(window=1, ring_capacity=2)) and uses(params(window=16, ring_capacity=32))
     # windows 17-32: the second instance (sixty-eighth session), on rings of at most 32 rows, only with
-    # RSSM_GDN_WIR_LONG=1 until it has run on a GPU
+    # RSSM_GDN_WIR_LONG=1 until it is timed against the stream kernel
     assert not uses(params(window=17, ring_capacity=17)) and not uses(params(window=32, ring_capacity=32))
     monkeypatch.setenv("RSSM_GDN_WIR_LONG", "1")
     assert uses(params(window=17, ring_capacity=17)) and uses(params(window=32, ring_capacity=32))

@@ -10,10 +10,10 @@ namespace gdn {
 constexpr int kWarpReplayRows = 8;            // value rows per warp
 constexpr int kWarpReplayWarps = 4;           // warps per CTA: 32 value rows of one (row b, value head)
 constexpr int kWarpReplayMaxWindow = 16;      // h + 1 <= 16 records per step (4 records per warp for the dots)
-constexpr int kWarpReplayMaxWindowLong = 32;  // the second instance (sixty-eighth session): windows 17-32, 8 records per warp
-// Whether variant 5 takes the second instance by default. Off until its GPU tests and a side-by-side timing against the
-// stream kernel have run (written in the sixty-eighth session without a GPU); RSSM_GDN_WIR_LONG=1 (read per launch)
-// takes it, for the tests and the A/B timing.
+constexpr int kWarpReplayMaxWindowLong = 32;  // second instance (sixty-eighth session): windows 17-32, 8 records a warp
+// Whether variant 5 takes the second instance by default. Its GPU tests passed on an H100 (sixty-eighth session); off
+// until a side-by-side timing against the stream kernel favours it. RSSM_GDN_WIR_LONG=1 (read per launch) takes it,
+// for the tests and the A/B timing.
 constexpr bool kWarpReplayLongByDefault = false;
 constexpr int kWarpReplayMaxCapacity = 32;    // ring positions: one lane each (gates), one shared-memory row each (keys)
 // Default route up to batch x num_v_heads of 128: Qwen3.5-4B (32 value heads) B <= 4, Qwen3.5-122B (64) B <= 2. Side by
@@ -21,7 +21,8 @@ constexpr int kWarpReplayMaxCapacity = 32;    // ring positions: one lane each (
 // 4 or 5) at B x HV = 128 on an H200 and 8-15% less than variant 4 at 32-64 on an H100; at 256 variant 4 was up to 7%
 // faster (H200: q35-4b B = 8 in phase, q35-122b B = 4), at B = 16 / 64 WIR 0.5-9% slower (fiftieth session, H100).
 constexpr long long kWarpReplayMaxBatchHeads = 128;
-// True when the warp-item kernel can run `p`: standard mode (T = 1), head_k 128, head_v % 8 == 0, window <= 32 (two instances: <= 16 and 17-32),
+// True when the warp-item kernel can run `p`: standard mode (T = 1), head_k 128, head_v % 8 == 0, window <= 32 (two
+// instances: <= 16 and 17-32),
 // ring_capacity <= 32, no dual-precision fields (skip_flush_rows, ring_beta, ring_v), 16-byte aligned ring_k and
 // ring_u rows (base and strides).
 bool warpReplayRuns(const GdnReplayParams& p);
