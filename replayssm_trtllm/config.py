@@ -22,20 +22,18 @@ U_DTYPES = ("fp16", "bf16")
 
 MAX_WINDOW = 64       # kernels stage up to L + T records on chip
 MAX_VERIFY = 8        # kernels verify at most 8 drafts per step
+FP8_BLOCK = 128       # FP8-E4M3: one FP32 scale per 128 contiguous elements along K
+NVFP4_BLOCK = 16      # NVFP4: one E4M3 scale per 16 elements along K
 
 
-def ring_capacity_for(window: int, max_verify: int, mode) -> int:
+def ring_capacity_for(window: int, max_verify: int, speculative: bool) -> int:
     """Ring rows per slot (C) of a replay cache: ``window`` in standard mode, ``window + max_verify`` in
     speculative mode (design.md section 3). A standard step replays at most L records including its own (the flush
     step at h = L - 1 folds the L - 1 ring records and its token), so L rows hold every window and a flush moves
     the origin by L = C rows, i.e. not at all; a verify step writes its T drafts behind up to L committed records.
-    ``mode``: "standard" / 0 or "speculative" / 1. The TensorRT plugins' ``ringCapacity`` (cpp_plugins/plugins/core/
-    schema.cpp) is the same rule."""
-    if mode in ("standard", 0):
-        return int(window)
-    if mode in ("speculative", 1):
-        return int(window) + int(max_verify)
-    raise ValueError(f"ring_capacity_for: mode must be 'standard'/0 or 'speculative'/1; got {mode!r}")
+    The callers parse their own mode. The TensorRT plugins' ``ringCapacity`` (cpp_plugins/plugins/core/schema.cpp)
+    is the same rule."""
+    return int(window) + (int(max_verify) if speculative else 0)
 
 
 # The split kernels (and the small-batch one-launch / warp-item steps) hold one ring record per lane of a warp: a step
@@ -75,8 +73,6 @@ def warn_past_split_kernels(owner: str, window: int, max_verify: int, mode: int,
     note = split_kernel_note(window, max_verify, mode)
     if note is not None:
         warnings.warn(f"{owner}: {note}", ReplayPerformanceWarning, stacklevel=stacklevel)
-FP8_BLOCK = 128       # FP8-E4M3: one FP32 scale per 128 contiguous elements along K
-NVFP4_BLOCK = 16      # NVFP4: one E4M3 scale per 16 elements along K
 
 
 def _allowed(field: str, value, allowed) -> None:
@@ -172,7 +168,7 @@ class ReplayConfig:
     def ring_capacity(self) -> int:
         """Records per slot: L in standard mode (max_verify = 1), L committed + T drafts in speculative mode
         (design.md section 3; :func:`ring_capacity_for`)."""
-        return ring_capacity_for(self.window, self.max_verify, "speculative" if self.speculative else "standard")
+        return ring_capacity_for(self.window, self.max_verify, self.speculative)
 
     @property
     def effective_rounding(self) -> Optional[str]:

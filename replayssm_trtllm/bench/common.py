@@ -534,7 +534,7 @@ def standard_ring_capacity(op: str, window: int, std_capacity: Optional[int] = N
     ReplayConfig.ring_capacity with max_verify = 1; L + 1 before the sixty-eighth session), or ``std_capacity`` in
     [L, 32 L] (L + 1: the earlier deployments' ring; L + Tmax: the speculative steps' ring, as the benchmarks ran
     standard steps before the twenty-ninth session)."""
-    cap = ring_capacity_for(window, 1, "standard") if std_capacity is None else int(std_capacity)
+    cap = ring_capacity_for(window, 1, speculative=False) if std_capacity is None else int(std_capacity)
     if not window <= cap <= 32 * window:
         raise ValueError(f"{op}: std_capacity must be in [L, 32 L] = [{window}, {32 * window}]; got {cap}")
     return cap

@@ -131,7 +131,7 @@ def run(args) -> int:
 
     # replay cache per slot
     preset = s.to_preset()
-    C = ring_capacity_for(args.window, args.verify, "speculative" if args.verify > 1 else "standard")
+    C = ring_capacity_for(args.window, args.verify, speculative=args.verify > 1)
     ring = C * preset.record_bytes()
     state = preset.state_bytes()
     nl = len(s.ssm_layers)

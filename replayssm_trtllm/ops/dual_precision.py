@@ -605,7 +605,7 @@ class _DualPrecisionCacheBase:
         from .commit import mode_code
         self.mode = mode_code(mode, type(self).__name__)
         self.window, self.max_verify = int(window), int(max_verify)
-        self.capacity = ring_capacity_for(self.window, self.max_verify, self.mode)
+        self.capacity = ring_capacity_for(self.window, self.max_verify, self.mode == 1)
         self.read_fmt, self.recurrence_fmt = read_fmt, recurrence_fmt
         if rounding is None:  # paper E.4.1: SR for a low-precision recurrence copy and for a shared copy
             rounding = "rtn" if recurrence_fmt == "fp32" else "sr"

@@ -53,7 +53,7 @@ class ReplayCursorCache:
             raise ValueError(f"{type(self).__name__}: speculative mode needs max_verify <= window; got "
                              f"max_verify={max_verify}, window={window}")
         self.num_slots, self.window, self.max_verify = int(num_slots), int(window), int(max_verify)
-        self.capacity = ring_capacity_for(self.window, self.max_verify, self.mode)
+        self.capacity = ring_capacity_for(self.window, self.max_verify, self.mode == MODE_SPECULATIVE)
         warn_past_split_kernels(type(self).__name__, self.window, self.max_verify, self.mode)
         self.device = torch.device(device)
         self.ring_origin = torch.zeros(num_slots, dtype=torch.int32, device=self.device)
@@ -220,7 +220,7 @@ def replay_overhead_bytes(H: int, P: int, N: int, G: int, window: int, max_verif
     """Ring bytes per slot per layer, cursor bytes per slot (shared by layers) and the ratio to the
     fp32 state (the ring + cursors <= 12% target is for L=16, T=4 on Super). max_verify 1 is a standard-mode
     cache (L ring rows), larger a speculative one (L + max_verify)."""
-    C = ring_capacity_for(window, max_verify, "speculative" if max_verify > 1 else "standard")
+    C = ring_capacity_for(window, max_verify, speculative=max_verify > 1)
     ring = C * (4 * H + act_bytes * H * P + act_bytes * G * N)
     cursors = 8
     state = 4 * H * P * N

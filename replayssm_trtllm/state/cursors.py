@@ -175,7 +175,7 @@ class ReplayCursors:
         if self.mode == SPECULATIVE and max_verify > window:
             raise ValueError(f"{op}: speculative mode needs max_verify <= window (the committed length "
                              f"a <= T must fit the window); got max_verify={max_verify}, window={window}")
-        cap = ring_capacity_for(window, max_verify, self.mode) if ring_capacity is None else ring_capacity
+        cap = ring_capacity_for(window, max_verify, self.mode == SPECULATIVE) if ring_capacity is None else ring_capacity
         if isinstance(cap, bool) or not isinstance(cap, int) or cap < window or cap >= 2 ** 31:
             raise ValueError(f"{op}: 'ring_capacity' must be an int in [window={window}, 2^31); got {cap!r}")
         self.num_slots, self.window, self.max_verify, self.capacity = num_slots, window, max_verify, cap
