@@ -6,10 +6,13 @@ Reads config.json and the safetensors headers (no tensor data unless ``--decode-
 - where the mixer tensors are and that every SSM layer has all of them in the shapes config.json implies;
 - the replay cache per request slot at the chosen window L and verify length T (ring + cursors against
   the FP32 state it replaces for output-only steps);
+- with ``--tp N``: what one rank of N-way tensor parallelism holds (its heads, its replay cache), or why the mixers
+  cannot be split that way (models/tensor_parallel.py);
 - with ``--decode-check N``: a prompt prefilled (``--prompt``, default 2 L tokens), then N decode steps of the
   first SSM layers with random inputs, ReplaySSM against
   conventional decoding in float64 on the CPU, through the checkpoint's own weights (standard mode, and
-  speculative mode with random acceptance when ``-T`` > 1). Exits 1 if they disagree beyond ``--tol``.
+  speculative mode with random acceptance when ``-T`` > 1); with ``--tp``, also the N ranks' ReplaySSM decoders
+  summed. Exits 1 if they disagree beyond ``--tol``.
 
 Exit status: 0 when everything checked holds, 1 when a check fails, 2 when the checkpoint cannot be read.
 """
@@ -24,6 +27,7 @@ from ..models import (HfCheckpoint, HfCheckpointError, HfConfigError, SsmDecoder
                       load_hf_config, load_mixer_weights, make_mixer)
 from ..models.backends import make_backend
 from ..models.checkpoint import mixer_tensor_problems, mixer_weight_shapes
+from ..models.tensor_parallel import TensorParallelDecoder, rank_spec, shard_mixer_weights, tensor_parallel_problems
 from ..config import ring_capacity_for
 from ..presets import PRESETS
 
@@ -43,15 +47,19 @@ def add_arguments(p):
     p.add_argument("--rows", type=int, default=2, help="rows in the decode check (default 2)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--tol", type=float, default=1e-10, help="max relative difference of the decode check")
+    p.add_argument("--tp", type=int, default=1, metavar="N",
+                   help="tensor parallelism: report one rank of N (heads, replay cache) and, with --decode-check, "
+                        "decode with the N ranks' slices summed too (default 1)")
 
 
 def _mib(x: float) -> str:
     return f"{x / 2**20:.2f} MiB"
 
 
-def _decode_check(spec, ckpt, layers, rows, steps, window, T, seed, tol, prompt) -> bool:
+def _decode_check(spec, ckpt, layers, rows, steps, window, T, seed, tol, prompt, tp=1) -> bool:
     from dataclasses import replace
     sub = replace(spec, ssm_layers=tuple(spec.ssm_layers[:layers]))
+    rs = rank_spec(sub, tp)
     t0 = time.time()
     weights = {i: load_mixer_weights(ckpt, sub, i) for i in sub.ssm_layers}
     print(f"  loaded {len(weights)} layer(s) in {time.time() - t0:.1f} s")
@@ -61,6 +69,10 @@ def _decode_check(spec, ckpt, layers, rows, steps, window, T, seed, tol, prompt)
         for name in ("conventional-reference", "replay-reference"):
             mixers = {i: make_mixer(sub, w) for i, w in weights.items()}
             decs.append(SsmDecoder(sub, mixers, make_backend(name, sub, rows, window, t)))
+        if tp > 1:
+            ranks = [SsmDecoder(rs, {i: make_mixer(rs, shard_mixer_weights(sub, w, tp, r)) for i, w in weights.items()},
+                                make_backend("replay-reference", rs, rows, window, t)) for r in range(tp)]
+            decs.append(TensorParallelDecoder(sub, ranks))
         t0 = last = time.time()
 
         def progress(step, worst):
@@ -76,7 +88,8 @@ def _decode_check(spec, ckpt, layers, rows, steps, window, T, seed, tol, prompt)
         ok &= good
         print(f"  {mode} (T={t}, L={window}, {rows} rows, prompt {prompt}, {steps} steps, "
               f"{len(sub.ssm_layers)} layer(s), "
-              f"{time.time() - t0:.1f} s): ReplaySSM vs conventional max rel diff {worst:.2e} -> "
+              f"{time.time() - t0:.1f} s): ReplaySSM{f' (whole and its TP {tp} ranks summed)' if tp > 1 else ''} "
+              f"vs conventional max rel diff {worst:.2e} -> "
               f"{'ok' if good else f'FAIL (tol {tol:g})'}")
     return ok
 
@@ -138,6 +151,18 @@ def run(args) -> int:
     print(f"  replay cache per slot, L={args.window}, T={args.verify} (ring capacity {C}): ring {ring:,} B per layer "
           f"= {100 * ring / state:.1f}% of the {_mib(state)} FP32 state; all {nl} layers: ring {_mib(nl * ring)} + "
           f"checkpoints {_mib(nl * state)} + cursors {CURSOR_BYTES_PER_SLOT} B")
+    tp = args.tp
+    tp_errs = tensor_parallel_problems(s, tp)
+    if tp_errs:
+        print(f"  tensor parallelism TP {tp}: cannot split these mixers: " + "; ".join(tp_errs))
+        ok = False
+    elif tp > 1:
+        r = rank_spec(s, tp)
+        print(f"  tensor parallelism TP {tp}: each rank holds {r.heads} heads and {r.key_heads} key heads / groups "
+              f"of every SSM layer (in_proj column-parallel, out_proj row-parallel + all-reduce, norms local); its "
+              f"replay cache per slot, all {nl} layers: ring {_mib(nl * ring / tp)} + checkpoints "
+              f"{_mib(nl * state / tp)} + cursors {CURSOR_BYTES_PER_SLOT} B; its kernels: replayssm-trtllm kernels "
+              f"--config {args.path} --tp {tp}")
 
     if args.decode_check > 0:
         layers = max(1, min(args.layers, nl))
@@ -145,7 +170,7 @@ def run(args) -> int:
         try:
             prompt = 2 * args.window if args.prompt is None else args.prompt
             ok &= _decode_check(s, ckpt, layers, args.rows, args.decode_check, args.window, args.verify,
-                                args.seed, args.tol, prompt)
+                                args.seed, args.tol, prompt, tp if not tp_errs else 1)
         except HfCheckpointError as e:
             print(f"  decode check: {e}")
             ok = False

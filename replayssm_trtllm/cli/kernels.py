@@ -42,6 +42,9 @@ def add_arguments(p):
     p.add_argument("--window", "-L", type=int, default=16, help="replay window L (default 16)")
     p.add_argument("--state-dtype", choices=sorted(DTYPES), default="fp32", help="checkpoint dtype (default fp32)")
     p.add_argument("--act-dtype", choices=("fp16", "bf16"), default="bf16", help="activations (default bf16)")
+    p.add_argument("--tp", type=int, default=1, metavar="N",
+                   help="tensor parallelism: the kernels of one rank of N, which holds 1/N of the heads and key heads "
+                        "(default 1)")
     p.add_argument("--read-copy", choices=READ_COPY, default=None,
                    help="dual-precision mode: show the decode's read path for a read copy in this format (the "
                         "recurrence copy is read by the flush only)")
@@ -98,6 +101,13 @@ def dp_choice(m, B: int, T: int, L: int, read_fmt: str, act_dtype: int):
 
 def run(args) -> int:
     m = model_from_args(args, "kernels")
+    tp = getattr(args, "tp", 1)
+    if tp != 1:
+        from ..models.tensor_parallel import rank_preset
+        try:
+            m = rank_preset(m, tp)
+        except ValueError as e:
+            raise SystemExit(f"kernels: --tp {tp}: {e}") from None
     batches = _ints(args.batch, "--batch")
     tokens = _ints(args.tokens, "--tokens")
     if max(tokens) > 8:

@@ -129,6 +129,28 @@ def test_kernels_read_copy_prints_the_dual_precision_path(capsys, monkeypatch):
     assert (r[("3", "4")].split()[3], r[("4", "4")].split()[3]) == ("tile", "split")
 
 
+def test_kernels_tp_shows_one_rank(capsys):
+    """--tp N: the designs of one rank, which holds 1/N of the heads: qwen3.5-122b's B = 64 standard step is
+    B x HV = 4096 whole (split kernels) but 512 on a rank of TP 8, below the split rule's 768 (stream kernel 4)."""
+    _kernel_library_or_skip()
+    assert main(["kernels", "--model", "qwen3.5-122b", "--batch", "64,128", "--tokens", "1"]) == 0
+    out = capsys.readouterr().out
+    whole = {line.split()[0]: line.split()[3] for line in out.splitlines() if line.strip()[:1].isdigit()}
+    assert main(["kernels", "--model", "qwen3.5-122b", "--batch", "64,128", "--tokens", "1", "--tp", "8"]) == 0
+    out = capsys.readouterr().out
+    rank = {line.split()[0]: line.split()[3] for line in out.splitlines() if line.strip()[:1].isdigit()}
+    assert "one rank of TP 8: gdn, 8 heads x head_dim 128 x state 128, 2 key heads" in out
+    assert whole == {"64": "6", "128": "6"} and rank == {"64": "4", "128": "6"}
+
+
+def test_kernels_tp_that_does_not_divide_is_refused():
+    with pytest.raises(SystemExit, match=re.escape("--tp 3: nemotron-3-super-120b: cannot split over 3 ranks: "
+                                                   "mamba_num_heads=128 is not divisible by tp_size=3")):
+        main(["kernels", "--model", "nemotron-3-super-120b", "--tp", "3"])
+    with pytest.raises(SystemExit, match="n_groups=8 is not divisible by tp_size=16"):
+        main(["kernels", "--model", "nemotron-3-super-120b", "--tp", "16"])
+
+
 def test_kernels_refuses_bad_arguments():
     for argv, msg in ((["--batch", "0"], "--batch must be integers >= 1"),
                       (["--batch", "a,b"], "--batch must be comma-separated integers"),

@@ -102,3 +102,22 @@ def test_quantized_projections_are_reported_not_failed(nemotron_dir, tmp_path, c
     assert "in_proj.weight: dtype U8, with backbone.layers.0.mixer.in_proj.weight_scale" in out
     assert main(["checkpoint", str(tmp_path), "--decode-check", "2"]) == 1
     assert "is stored quantized (dtype U8" in capsys.readouterr().out
+
+
+def test_tensor_parallel_report_and_split_decode_check(nemotron_dir, capsys):
+    """--tp 2: one rank's heads and replay cache, and the decode check with the two ranks' slices summed as well."""
+    rc = main(["checkpoint", str(nemotron_dir), "-L", "4", "-T", "2", "--tp", "2", "--decode-check", "5"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "tensor parallelism TP 2: each rank holds 4 heads and 1 key heads / groups" in out
+    ring = 6 * (4 * 8 + 2 * 8 * 32 + 2 * 2 * 64)          # C = L + T = 6 records per layer, all 3 layers, halved
+    assert f"ring {3 * ring / 2 / 2**20:.2f} MiB" in out.split("tensor parallelism")[1]
+    assert out.count("ReplaySSM (whole and its TP 2 ranks summed) vs conventional max rel diff") == 2
+    assert "FAIL" not in out
+
+
+def test_tensor_parallel_that_does_not_divide_fails_naming_the_field(nemotron_dir, capsys):
+    rc = main(["checkpoint", str(nemotron_dir), "-L", "4", "--tp", "4"])
+    out = capsys.readouterr().out
+    assert rc == 1
+    assert "TP 4: cannot split these mixers: n_groups=2 is not divisible by tp_size=4" in out
