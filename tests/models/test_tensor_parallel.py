@@ -181,3 +181,46 @@ def test_checkpoint_ranks_decode_like_the_whole_checkpoint(kind, mode, tmp_path)
         load_ssm_decoder(tmp_path, "replay-reference", tp_size=3)
     with pytest.raises(ValueError, match="tp_rank must be an integer"):
         load_ssm_decoder(tmp_path, "replay-reference", tp_size=2, tp_rank=5)
+
+
+# ---- the kernels backend on each rank (GPU; CPU emulation in CI) ---------------------------------------------------
+def _rank_kernels_vs_whole_conventional(name, tp, mode, T, device):
+    """Every rank on the kernels backend (bf16 activations, fp32 state, float32 mixers) over its slices, outputs
+    summed, against float64 conventional decoding of the unsplit mixers: 2 layers, a prompt, 4 rows (one padding),
+    window 8, 14 steps (flushes; speculative: random acceptance and early flushes). The ranks' shapes are the
+    kernels' edge cases: one group per rank (Nemotron-3 at TP 8), one key head per rank (Qwen3.5 at TP 16)."""
+    from replayssm_trtllm.models import ReplayKernels
+    spec = _spec(name, layers=2)
+    S = 6
+    gen = torch.Generator().manual_seed(21)
+    weights = {i: random_mixer_weights(spec, gen) for i in spec.ssm_layers}
+    whole = SsmDecoder(spec, {i: make_mixer(spec, w) for i, w in weights.items()},
+                       ConventionalReference(spec, S, max_verify=T))
+    rs = rank_spec(spec, tp)
+    kers = [ReplayKernels(rs, S, window=8, max_verify=T, mode=mode, device=device) for _ in range(tp)]
+    ranks = [SsmDecoder(rs, {i: make_mixer(rs, shard_mixer_weights(spec, w, tp, r), torch.float32, device)
+                             for i, w in weights.items()}, kers[r]) for r in range(tp)]
+    err = decode_side_by_side([whole, TensorParallelDecoder(spec, ranks)], torch.tensor([4, -1, 0, 2]), 14, T,
+                              prompt=9, generator=torch.Generator().manual_seed(22))
+    if device == "cuda":
+        torch.cuda.synchronize()
+    for k in kers:
+        k.cache.check_errors()
+    assert err < 3e-2, err
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name, tp", [("nemotron-3-nano-4b", 8), ("nemotron-3-super-120b", 8), ("qwen3.5-4b", 16),
+                                      ("qwen3.5-122b", 8)])
+@pytest.mark.parametrize("mode, T", [("standard", 1), ("speculative", 4)])
+def test_rank_kernels_sum_to_the_whole_model(name, tp, mode, T):
+    _rank_kernels_vs_whole_conventional(name, tp, mode, T, "cuda")
+
+
+@pytest.mark.parametrize("name", ["tiny-mamba2", "tiny-gdn"])
+@pytest.mark.parametrize("mode, T", [("standard", 1), ("speculative", 4)])
+def test_rank_kernels_path_under_cpu_emulation(name, mode, T):
+    """The same path with the ops emulated on the CPU (ops/emulation.py), TP 2 (one group / key head per rank)."""
+    from replayssm_trtllm.ops.emulation import cpu_emulation
+    with cpu_emulation():
+        _rank_kernels_vs_whole_conventional(name, 2, mode, T, "cpu")
