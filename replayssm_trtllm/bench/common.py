@@ -592,3 +592,39 @@ def target_value_text(value, goal, met: bool, digits: int = 3, most: int = 6) ->
         if shown_met == met:
             return text
     return text
+
+
+# ---- tensor-parallel rank shapes ---------------------------------------------------------------------------------
+_RANK_SHAPE = re.compile(r"^(?P<base>.+)-tp(?P<tp>[0-9]+)$")
+
+
+def resolve_shape(shapes: Mapping[str, Mapping[str, int]], name: str, head_keys: Sequence[str]) -> dict:
+    """The layer shape of bench shape ``name``: a key of ``shapes``, or ``BASE-tpN``, one rank of N-way tensor
+    parallelism of BASE (``head_keys``, e.g. ("H", "G") for Mamba-2 or ("HV", "H") for GDN, divided by N;
+    models/tensor_parallel.py). Raises ValueError naming the choices, or the head count N does not divide."""
+    if name in shapes:
+        return dict(shapes[name])
+    m = _RANK_SHAPE.match(name)
+    if m is None or m.group("base") not in shapes:
+        raise ValueError(f"unknown shape {name!r}; choose from {list(shapes)} or BASE-tpN (one rank of N-way "
+                         f"tensor parallelism, e.g. {next(iter(shapes))}-tp8)")
+    tp, sh = int(m.group("tp")), dict(shapes[m.group("base")])
+    bad = [f"{k}={sh[k]}" for k in head_keys if tp < 1 or sh[k] % tp]
+    if bad:
+        raise ValueError(f"shape {name!r}: tp {tp} does not divide {', '.join(bad)}")
+    for k in head_keys:
+        sh[k] //= tp
+    return sh
+
+
+def is_rank_shape(name: str) -> bool:
+    """True for a ``BASE-tpN`` bench shape (:func:`resolve_shape`)."""
+    return _RANK_SHAPE.match(name) is not None
+
+
+def drop_rank_shape_targets(targets: Mapping[str, Any], shapes: Sequence[str]) -> dict:
+    """``targets`` without the entries of rank shapes (``BASE-tpN``): the issues' goals are stated for the unsplit
+    layers. Correctness entries (``correct_*``) stay."""
+    ranks = [s for s in shapes if is_rank_shape(s)]
+    return {k: v for k, v in targets.items()
+            if k.startswith("correct_") or not any(f"_{s}_" in k or k.endswith(f"_{s}") for s in ranks)}

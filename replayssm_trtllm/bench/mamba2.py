@@ -27,8 +27,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from replayssm_trtllm.bench.common import (command_line, git_commit, publish_official_run, standard_ring_capacity,
-                                           standard_steps_on_ring, target_value_text)
+from replayssm_trtllm.bench.common import (command_line, drop_rank_shape_targets, git_commit, publish_official_run,
+                                           resolve_shape, standard_ring_capacity, standard_steps_on_ring,
+                                           target_value_text)
 
 SHAPES = {"nano": dict(H=96, P=80, N=128, G=8), "super": dict(H=128, P=64, N=128, G=8)}
 
@@ -38,7 +39,9 @@ CONV_VARIANTS = (0, 1, 2, 4)  # the conventional decode kernels (variant 3 exist
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--shapes", default="super,nano", help="comma list of: nano, super")
+    parser.add_argument("--shapes", default="super,nano",
+                        help="comma list of: nano, super, or BASE-tpN (one rank of N-way tensor parallelism: heads "
+                             "and groups / N, e.g. super-tp8; no targets recorded for it)")
     parser.add_argument("--batch", default=None, help="comma list of batch sizes (default 256,1; --full: 1,64,256,512)")
     parser.add_argument("--window", default=None, help="comma list of replay windows L (default 16; --full: 8,16,32)")
     parser.add_argument("--tokens", default=None, help="comma list of verify lengths T (default 1,4,8; --full: 1,2,4,8)")
@@ -414,6 +417,11 @@ def run(args) -> int:
     st, act = _dt(args.state_dtype), _dt(args.act_dtype)
     st_b, act_b = torch.tensor([], dtype=st).element_size(), torch.tensor([], dtype=act).element_size()
     shapes = [s.strip() for s in args.shapes.split(",") if s.strip()]
+    try:
+        shape_of = {s: resolve_shape(SHAPES, s, ("H", "G")) for s in shapes}
+    except ValueError as e:
+        print(f"bench mamba2: {e}", file=sys.stderr)
+        return 2
     ints = lambda text: [int(v) for v in text.split(",") if v.strip()]  # noqa: E731
     batches = ints(args.batch) if args.batch else ([1, 64, 256, 512] if args.full else [256, 1])
     windows = ints(args.window) if args.window else ([8, 16, 32] if args.full else [16])
@@ -490,7 +498,8 @@ def run(args) -> int:
             bandwidth_bytes="state read/written, ring records read/written and the step's inputs and outputs (x, z, "
                             "y, B, C, dt_raw); copy_frac_state_only / value_state_bytes_only: without the inputs and "
                             "outputs",
-            state_dtype=args.state_dtype, act_dtype=args.act_dtype, peers=peer_status, targets=targets,
+            state_dtype=args.state_dtype, act_dtype=args.act_dtype, peers=peer_status,
+            targets=drop_rank_shape_targets(targets, shapes),
             peer_reference=peer_reference, rows=rows_out,
             best=best_rows)
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -498,7 +507,7 @@ def run(args) -> int:
         return result
 
     for shp in shapes:
-        sh = SHAPES[shp]
+        sh = shape_of[shp]
         rec_b = _record_bytes(sh, act_b)
         ch = row_chunk(st, sh["N"])
         for B in batches:

@@ -307,3 +307,55 @@ def test_gdn_check_of_the_baseline_design_runs_no_replay(monkeypatch):
     with pytest.raises(RuntimeError, match="at most 32 records"):  # replay=True still reaches the launcher
         bg._check(ls, 1, (6,))
     assert ls.replayed == [6]
+
+
+def test_rank_shapes_run_without_targets(monkeypatch, tmp_path):
+    """BASE-tpN shapes (one rank of N-way tensor parallelism): the heads and key heads divided, timed like the
+    others, and left out of the targets (the issues' goals are for the unsplit layers); a tp that does not divide
+    the heads, or an unknown base, exits 2 naming it."""
+    from replayssm_trtllm.bench.common import drop_rank_shape_targets, resolve_shape
+    assert resolve_shape({"super": dict(H=128, P=64, N=128, G=8)}, "super-tp8", ("H", "G")) == dict(H=16, P=64, N=128,
+                                                                                                     G=1)
+    with pytest.raises(ValueError, match="tp 3 does not divide H=128, G=8"):
+        resolve_shape({"super": dict(H=128, P=64, N=128, G=8)}, "super-tp3", ("H", "G"))
+    with pytest.raises(ValueError, match="unknown shape 'mega-tp2'"):
+        resolve_shape({"super": dict(H=128, P=64, N=128, G=8)}, "mega-tp2", ("H", "G"))
+    kept = drop_rank_shape_targets({"std_speedup_super_B256_x": 1, "std_speedup_super-tp2_B256_x": 2,
+                                    "correct_super-tp2_B1_L16_T1_v4": 3}, ["super", "super-tp2"])
+    assert kept == {"std_speedup_super_B256_x": 1, "correct_super-tp2_B1_L16_T1_v4": 3}
+
+    _fake_cuda(monkeypatch)
+    import replayssm_trtllm.ops.mamba2 as om
+    monkeypatch.setattr(bm, "_Layerset", _stubbed(bm._Layerset, "conv_step", "replay_step", "commit"))
+    monkeypatch.setattr(bm, "_check", lambda *a, **k: (0.0, True))
+    monkeypatch.setattr(bm, "_time_graph", _graph([]))
+    monkeypatch.setattr(bm, "copy_bandwidth", lambda *a, **k: COPY_BPS)
+    monkeypatch.setattr(bm, "inplace_bandwidth", lambda *a, **k: COPY_BPS)
+    monkeypatch.setattr(om, "row_chunk", lambda st, n: 8)
+    monkeypatch.setattr(bm, "SHAPES", {"super": dict(H=4, P=8, N=16, G=2)})
+    out = tmp_path / "m2.json"
+    assert bm.main(["--shapes", "super,super-tp2", "--batch", "256", "--tokens", "1,4", "--variants", "4",
+                    "--no-sweep-rows", "--no-flashinfer", "--repeats", "2", "--l2-bytes", "1", "--out", str(out)]) == 0
+    res = json.loads(out.read_text())
+    conv = {r["shape"]: r for r in res["rows"] if r["kernel"].startswith("conventional")}
+    assert set(conv) == {"super", "super-tp2"}
+    assert "std_speedup_super_B256_in-phase" in res["targets"]
+    assert not any("super-tp2" in k for k in res["targets"])
+    assert bm.main(["--shapes", "super-tp3", "--no-flashinfer", "--out", str(out)]) == 2
+
+    monkeypatch.setattr(bg, "_DEVICE", "cpu")
+    monkeypatch.setattr(bg, "_Layers", _stubbed(bg._Layers, "conv_step", "snap_step", "replay_step", "commit"))
+    monkeypatch.setattr(bg, "_check", lambda *a, **k: {"stub": 0.0})
+    monkeypatch.setattr(bg, "_time_graph", _graph([]))
+    monkeypatch.setattr(bg, "copy_bandwidth", lambda *a, **k: COPY_BPS)
+    monkeypatch.setattr(bg, "_fla", lambda: None)
+    monkeypatch.setattr(bg, "SHAPES", {"q35-4b": dict(H=2, HV=4, K=16, V=16)})
+    out = tmp_path / "gdn.json"
+    assert bg.main(["--shapes", "q35-4b,q35-4b-tp2", "--batch", "256", "--window", "16", "--tokens", "1,4",
+                    "--variants", "6", "--repeats", "2", "--l2-bytes", "1", "--max-layers", "2", "--out",
+                    str(out)]) == 0
+    res = json.loads(out.read_text())
+    assert {r["shape"] for r in res["results"]} == {"q35-4b", "q35-4b-tp2"}
+    assert any(k.startswith("q35-4b.") for k in res["targets"])
+    assert not any("tp2" in k or "tp2" in v["case"] for k, v in res["targets"].items())
+    assert bg.main(["--shapes", "q35-4b-tp4", "--out", str(out)]) == 2
