@@ -98,7 +98,11 @@ class ReplayGatedDeltaRuleUpdate(PoolReplay):
         layer = self._layer(initial_state_source)
         H, HV, K, V = self.H, self.HV, self.K, self.V
         if q.dim() != 4 or tuple(q.shape[2:]) != (H, K):
-            raise ValueError(f"{op}: 'q' must be [B, 1, H={H}, K={K}] or [1, B, H, K]; got {list(q.shape)}")
+            hint = ""
+            if q.dim() == 4 and q.shape[3] == K and H % max(1, int(q.shape[2])) == 0:
+                hint = (f" (with tensor parallelism each rank holds num_key_heads / tp_size key heads: build the "
+                        f"drop-in with num_key_heads={int(q.shape[2])} if this rank's q has {int(q.shape[2])})")
+            raise ValueError(f"{op}: 'q' must be [B, 1, H={H}, K={K}] or [1, B, H, K]; got {list(q.shape)}{hint}")
         if cu_seqlens is not None:
             Bsz = int(q.shape[1])
             if q.shape[0] != 1 or cu_seqlens.numel() != Bsz + 1:

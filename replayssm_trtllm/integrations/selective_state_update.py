@@ -132,6 +132,14 @@ class ReplaySelectiveStateUpdate(PoolReplay):
             dt_raw = dt
         if tuple(dt_raw.shape) != lead + (self.H,):
             raise ValueError(f"{op}: 'dt' must be {list(lead) + [self.H]} or with a trailing P; got {list(dt.shape)}")
+        for name, t in (("B", B), ("C", C)):
+            if tuple(t.shape) != lead + (self.G, self.N):
+                hint = ""
+                if t.dim() == len(lead) + 2 and t.shape[-1] == self.N and self.G % max(1, int(t.shape[-2])) == 0:
+                    hint = (f" (with tensor parallelism each rank holds n_groups / tp_size groups: build the drop-in "
+                            f"with ngroups={int(t.shape[-2])} if this rank's B has {int(t.shape[-2])})")
+                raise ValueError(f"{op}: '{name}' must be {list(lead) + [self.G, self.N]} (ngroups={self.G}); got "
+                                 f"{list(t.shape)}{hint}")
         # per-head fp32 parameters: views of broadcast or [H] fp32 inputs, a small copy of materialized ones
         A_h = self._fp32(_per_head(op, "A", A, self.H, self._tied))
         D_h = None if D is None else self._fp32(_per_head(op, "D", D, self.H, self._tied))

@@ -57,6 +57,8 @@ def _args(Bsz, device="cpu", seed=1, packed=False, layer=0, T=1):
     (dict(pool="other"), "the state tensor is not one of the 2 registered pools"),
     (dict(q=torch.zeros(3, 2, H, K, dtype=torch.bfloat16)), "standard mode takes one token per row; got T=2"),
     (dict(q=torch.zeros(3, 1, H + 1, K, dtype=torch.bfloat16)), r"'q' must be \[B, 1, H=2, K=64\]"),
+    (dict(q=torch.zeros(3, 1, H // 2, K, dtype=torch.bfloat16)),
+     r"got \[3, 1, 1, 64\] \(with tensor parallelism .* num_key_heads=1 if this rank's q has 1\)"),
     (dict(v=torch.zeros(3, 1, HV, V + 1, dtype=torch.bfloat16)), "'k' / 'v' must match 'q'"),
     (dict(a=torch.zeros(3, HV + 1, dtype=torch.bfloat16)), r"'a' must be \[B=3, T=1, HV=4\], \[B, HV\]"),
     (dict(cu_seqlens=torch.arange(3, dtype=torch.int32)), "one token per sequence"),

@@ -61,6 +61,9 @@ def _inputs(Bsz, device="cpu", seed=1, tie="view", layer=0, T=None):
     (dict(x=torch.zeros(3, H, P, dtype=torch.float16)), "'x' must be torch.bfloat16"),
     (dict(dt=torch.zeros(3, H + 1)), r"'dt' must be \[3, 16\] or with a trailing P"),
     (dict(A=torch.zeros(H + 1)), r"'A' must be \[H=16\]"),
+    (dict(B=torch.zeros(3, 1, N, dtype=torch.bfloat16)),
+     r"'B' must be \[3, 2, 128\] \(ngroups=2\); got \[3, 1, 128\] \(with tensor parallelism .* ngroups=1"),
+    (dict(C=torch.zeros(3, G, N // 2, dtype=torch.bfloat16)), r"'C' must be \[3, 2, 128\] \(ngroups=2\); got \[3, 2, 64\]$"),
 ])
 def test_bad_calls_are_refused_before_any_launch(change, match):
     pools = _pools()
