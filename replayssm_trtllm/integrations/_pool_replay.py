@@ -7,6 +7,7 @@ from typing import Optional, Sequence
 import torch
 
 from ..ops.commit import MODE_SPECULATIVE, MODE_STANDARD, mode_code
+from ..ops.ring_fold import fold_committed
 from ..ops.state_cache import ReplayCursorCache
 
 PER_DRAFT_STATE_ARGS = ("disable_state_update", "intermediate_states_buffer", "cache_steps", "intermediate_state_indices",
@@ -154,14 +155,10 @@ class PoolReplay(ReplayCursorCache):
             return
         h = self.ring_len[idx].to(torch.int64)
         o = self.ring_origin[idx].to(torch.int64)
-        hmax = int(h.max())
-        if hmax:
+        if int(h.max()):
             for layer, pool in enumerate(self.states):
-                S = pool[idx].to(torch.float32)
-                for j in range(hmax):
-                    ridx = (o + j) % self.capacity
-                    live = (j < h).view(-1, *([1] * (S.dim() - 1)))
-                    S = torch.where(live, self._fold(layer, idx, ridx, S), S)
+                S = fold_committed(pool[idx].to(torch.float32), o, h, self.capacity,
+                                   lambda ridx, S, layer=layer: self._fold(layer, idx, ridx, S))
                 pool[idx] = S.to(pool.dtype)
         self.ring_origin[idx] = ((o + h) % self.capacity).to(torch.int32)
         self.ring_len[idx] = 0

@@ -28,6 +28,7 @@ from typing import Optional, Sequence
 import torch
 
 from ._pool_replay import PER_DRAFT_STATE_ARGS, PoolReplay, refuse_per_draft_state_args
+from ..ops.ring_fold import gdn_fold_record
 
 _HEAD_K = (64, 128, 256)
 _IGNORED = ("is_kda", "lower_bound")
@@ -132,12 +133,8 @@ class ReplayGatedDeltaRuleUpdate(PoolReplay):
         return o[:, 0].unsqueeze(0) if cu_seqlens is not None else o
 
     def _fold(self, layer, idx, ridx, S):
-        g = self.ring_g[layer, idx, ridx]                                                  # [n, HV]
-        u = self.ring_u[layer, idx, ridx].to(torch.float32)                                # [n, HV, V]
-        kr = self.ring_k[layer, idx, ridx].to(torch.float32)                               # [n, H, K] raw
-        kn = kr / torch.sqrt((kr * kr).sum(-1, keepdim=True) + 1e-6)
-        kn = kn.repeat_interleave(self.HV // self.H, dim=1)                                # [n, HV, K]
-        return torch.exp(g)[..., None, None] * S + u[..., :, None] * kn[:, :, None, :]
+        return gdn_fold_record(S, self.ring_g[layer, idx, ridx], self.ring_u[layer, idx, ridx],
+                               self.ring_k[layer, idx, ridx])
 
     def ring_bytes_per_slot_layer(self) -> int:
         act = torch.tensor([], dtype=self.act_dtype).element_size()

@@ -40,6 +40,7 @@ from typing import Dict, Optional, Sequence
 import torch
 
 from ._pool_replay import PER_DRAFT_STATE_ARGS, PoolReplay, refuse_per_draft_state_args
+from ..ops.ring_fold import mamba2_fold_record
 
 
 def _per_head(op: str, name: str, t: torch.Tensor, H: int, checked: Dict[tuple, bool]) -> torch.Tensor:
@@ -161,10 +162,8 @@ class ReplaySelectiveStateUpdate(PoolReplay):
         if A is None:
             raise ValueError(f"{self.op}.materialize: layer {layer} holds records but never stepped through this "
                              f"object (its A is unknown)")
-        dt = self.ring_dt[layer, idx, ridx]                                                   # [n, H]
-        xr = self.ring_x[layer, idx, ridx].to(torch.float32)                                  # [n, H, P]
-        Bh = self.ring_B[layer, idx, ridx].to(torch.float32).repeat_interleave(self.H // self.G, dim=1)   # [n, H, N]
-        return torch.exp(dt * A)[..., None, None] * S + (dt[..., None] * xr)[..., None] * Bh[:, :, None, :]
+        return mamba2_fold_record(S, self.ring_dt[layer, idx, ridx], self.ring_x[layer, idx, ridx],
+                                  self.ring_B[layer, idx, ridx], A)
 
     def ring_bytes_per_slot_layer(self) -> int:
         act = torch.tensor([], dtype=self.act_dtype).element_size()

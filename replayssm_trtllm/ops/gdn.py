@@ -480,6 +480,16 @@ class GdnReplayStateCache(_cursor_base()):
         self._note_step(state_batch_indices, T)
         return o
 
+    def current_state(self, slots) -> torch.Tensor:
+        """The recurrent state of ``slots`` after their committed tokens, as conventional decoding holds it:
+        ``[num_layers, n, HV, V, K]`` fp32, the checkpoints with the committed ring records folded in
+        (ops/ring_fold.py), nothing in the cache changed (as :meth:`ReplayStateCache.current_state`, which says what
+        it is for; ``reset(slots2, cache.current_state(slots))`` resumes from it)."""
+        from .ring_fold import gdn_fold_record
+        return self._current_state("GdnReplayStateCache.current_state", slots, lambda layer, idx, ridx, S:
+                                   gdn_fold_record(S, self.ring_g[layer, idx, ridx], self.ring_u[layer, idx, ridx],
+                                                   self.ring_k[layer, idx, ridx]))
+
     def ring_bytes_per_slot_layer(self) -> int:
         act = torch.tensor([], dtype=self.act_dtype).element_size()
         u = torch.tensor([], dtype=self.u_dtype).element_size()

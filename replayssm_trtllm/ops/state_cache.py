@@ -22,6 +22,7 @@ from ..config import (SPLIT_KERNEL_MAX_RECORDS, ReplayPerformanceWarning, ring_c
 from ..state.cursors import check_slot_rows, checked_reset_lengths
 from .admit import admit_rows
 from .commit import MODE_SPECULATIVE, MODE_STANDARD, mode_code, replay_commit
+from .ring_fold import fold_committed, mamba2_fold_record
 from . import mamba2 as _mamba2_ops  # noqa: F401  (registers torch.ops.replayssm.mamba2_replay_decode, used by step)
 
 __all__ = ["ReplayCursorCache", "ReplayStateCache", "Mamba2ReplayStateCache", "ReplayPerformanceWarning",
@@ -62,6 +63,7 @@ class ReplayCursorCache:
         self._admitted = 0  # rows admitted through reset (the start of the next "spread" phases)
         self._last_rows: Optional[torch.Tensor] = None
         self._last_T: Optional[int] = None
+        self._step_open = False   # a step ran since the last commit (current_state refuses then)
 
     # ---- cursors -----------------------------------------------------------------------------
     def _slots_tensor(self, slots) -> torch.Tensor:
@@ -116,6 +118,23 @@ class ReplayCursorCache:
 
     def _note_step(self, state_batch_indices: torch.Tensor, T: int) -> None:
         self._last_rows, self._last_T = state_batch_indices, T
+        self._step_open = True
+
+    @torch.no_grad()
+    def _current_state(self, op: str, slots, fold_record) -> torch.Tensor:
+        """``[num_layers, n, ...]`` fp32: each slot's checkpoint with its committed records folded in
+        (ops/ring_fold.py); ``fold_record(layer, idx, ridx, S)`` folds one record per row."""
+        if self._step_open:
+            raise ValueError(f"{op}: a step ran and is not committed; commit() it first (a flush step has already "
+                             f"rewritten its flushing rows' checkpoints, and only the commit moves their cursors)")
+        idx = self._slots_tensor(slots)
+        bad = idx[(idx < 0) | (idx >= self.num_slots)]
+        if bad.numel():
+            raise ValueError(f"{op}: slots must be in [0, {self.num_slots}); got {bad.tolist()}")
+        o, h = self.ring_origin[idx], self.ring_len[idx]
+        return torch.stack([fold_committed(self.ckpt[layer, idx].to(torch.float32), o, h, self.capacity,
+                                           lambda ridx, S, layer=layer: fold_record(layer, idx, ridx, S))
+                            for layer in range(self.num_layers)])
 
     def commit(self, accepted: Optional[torch.Tensor] = None, state_batch_indices: Optional[torch.Tensor] = None,
                num_tokens: Optional[int] = None) -> None:
@@ -132,6 +151,7 @@ class ReplayCursorCache:
             raise ValueError(f"{type(self).__name__}.commit: 'accepted' must be None in standard mode")
         replay_commit(rows, accepted, self.ring_origin, self.ring_len, self.error_slot, self.window, self.capacity,
                       T, self.mode)
+        self._step_open = False
 
     def check_errors(self) -> None:
         """Sync and raise if the device commit recorded an invariant violation, or an admission a slot out of range
@@ -201,6 +221,22 @@ class ReplayStateCache(ReplayCursorCache):
             rows_per_cta)
         self._note_step(state_batch_indices, T)
         return y
+
+    def current_state(self, slots, A: torch.Tensor) -> torch.Tensor:
+        """The recurrent state of ``slots`` after their committed tokens, as conventional decoding holds it:
+        ``[num_layers, n, H, P, N]`` fp32, the checkpoints with the committed ring records folded in
+        (ops/ring_fold.py), nothing in the cache changed. ``A`` ``[num_layers, H]`` (or ``[H]`` with one layer):
+        each layer's ``-exp(A_log)`` as passed to :meth:`step` (the records do not hold it). For preemption or
+        swap-out, prefix snapshots and moves between slots: ``reset(slots2, cache.current_state(slots, A))``
+        resumes from it. Call between steps (after commit); a few torch ops per record, not for graph capture."""
+        op = "ReplayStateCache.current_state"
+        A = A if A.dim() == 2 else A.reshape(1, -1)
+        if tuple(A.shape) != (self.num_layers, self.H):
+            raise ValueError(f"{op}: 'A' must be [num_layers, H] = [{self.num_layers}, {self.H}]; got {list(A.shape)}")
+        A = A.to(device=self.device, dtype=torch.float32)
+        return self._current_state(op, slots, lambda layer, idx, ridx, S: mamba2_fold_record(
+            S, self.ring_dt[layer, idx, ridx], self.ring_x[layer, idx, ridx], self.ring_B[layer, idx, ridx],
+            A[layer]))
 
     # ---- sizes -------------------------------------------------------------------------------
     def ring_bytes_per_slot_layer(self) -> int:
