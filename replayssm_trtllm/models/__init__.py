@@ -9,7 +9,7 @@
 
 ``load_ssm_decoder(path, backend=...)`` builds the whole decode path of a checkpoint in one call.
 """
-from .backends import ConventionalReference, ReplayKernels, ReplayReference, SsmDecoder
+from .backends import ConventionalReference, ReplayKernels, ReplayReference, RequestStates, SsmDecoder
 from .checkpoint import (HfCheckpoint, HfCheckpointError, load_mixer_weights, mixer_tensor_problems,
                          mixer_weight_shapes)
 from .hf_config import (GDN, MAMBA2, SUPPORTED_MODEL_TYPES, HfConfigError, SsmMixerSpec, load_hf_config,
@@ -21,7 +21,7 @@ from .hf_patch import ReplayPatch, find_mixers, use_replay
 from .tensor_parallel import (TensorParallelDecoder, gather_mixer_weights, rank_preset, rank_spec,
                               shard_mixer_weights, split_problems, tensor_parallel_problems)
 
-__all__ = ["ConventionalReference", "ReplayKernels", "ReplayReference", "SsmDecoder", "HfCheckpoint",
+__all__ = ["ConventionalReference", "ReplayKernels", "ReplayReference", "RequestStates", "SsmDecoder", "HfCheckpoint",
            "HfCheckpointError", "load_mixer_weights", "mixer_tensor_problems", "mixer_weight_shapes", "GDN", "MAMBA2",
            "SUPPORTED_MODEL_TYPES", "HfConfigError", "SsmMixerSpec", "load_hf_config", "parse_hf_config",
            "CausalConvState", "GatedDeltaNetMixer", "Mamba2Mixer", "make_mixer", "load_ssm_decoder", "ReplayPatch",

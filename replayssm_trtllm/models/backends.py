@@ -19,7 +19,8 @@ and change nothing.
 """
 from __future__ import annotations
 
-from typing import Dict, Mapping, Optional, Sequence, Union
+from dataclasses import dataclass
+from typing import Dict, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
 
@@ -118,6 +119,10 @@ class ConventionalReference(_Float64Backend):
         """Layer ``pos``'s state of ``slots`` (>= 0) after a prefill."""
         self.state[pos, _slots_i64(slots)] = state.to(F64)
 
+    def current_state(self, slots: Sequence[int], mixers: Sequence) -> torch.Tensor:
+        """Every layer's state of ``slots`` after their committed tokens: ``[num_ssm_layers, n, ...]`` float64."""
+        return self.state[:, _slots_i64(slots)].clone()
+
     def step(self, pos: int, slots: torch.Tensor, mixer, inputs: Mapping[str, torch.Tensor]) -> torch.Tensor:
         idx = _slots_i64(slots)
         keep = idx >= 0
@@ -181,6 +186,14 @@ class ReplayReference(_Float64Backend):
         for r, slot in enumerate(idx.tolist()):
             self.caches[pos]._store(f"{self.name}.load_state", slot, state[r].to(F64))
 
+    def current_state(self, slots: Sequence[int], mixers: Sequence) -> torch.Tensor:
+        """As :meth:`ConventionalReference.current_state`: each layer's checkpoint with its committed records
+        folded in (the reference caches' ``committed_state``; ``mixers`` in layer order give Mamba-2's A)."""
+        idx = _slots_i64(slots)
+        if self.spec.family == MAMBA2:
+            return torch.stack([c.committed_state(idx, m.A.cpu().to(F64)) for c, m in zip(self.caches, mixers)])
+        return torch.stack([c.committed_state(idx) for c in self.caches])
+
     def step(self, pos: int, slots: torch.Tensor, mixer, inputs: Mapping[str, torch.Tensor]) -> torch.Tensor:
         sbi = _slots_i64(slots)
         i = {k: v.to("cpu") for k, v in inputs.items()}
@@ -231,6 +244,14 @@ class ReplayKernels:
                                         dtype=c.state_dtype, device=self.device)
         _admission_counts(idx, c.reset(idx, prefill_state, phase), self._admitted_len)
 
+    def load_state(self, pos: int, slots: torch.Tensor, state: torch.Tensor) -> None:
+        """Layer ``pos``'s checkpoint of fresh ``slots`` (>= 0; right after :meth:`reset`), cast to the cache's
+        state dtype on the device."""
+        idx = _slots_i64(slots)
+        _require_fresh_rings(self.name, self.cache.ring_len.cpu(), idx, self._admitted_len)
+        c = self.cache
+        c.ckpt[pos, idx.to(self.device)] = state.to(device=self.device, dtype=c.state_dtype)
+
     def prefill_recurrence(self, pos: int, slots: torch.Tensor, mixer, inputs: Mapping[str, torch.Tensor]
                            ) -> torch.Tensor:
         """The prompt's recurrence for fresh ``slots`` (rings empty but for their admission's neutral records), on
@@ -278,6 +299,14 @@ class ReplayKernels:
                                    mixer.D.to(self.device), mixer.dt_bias.to(self.device), i["z"])
         return self.cache.step(pos, sbi, i["q"], i["k"], i["v"], i["a"], i["b"], mixer.A_log.to(self.device),
                                mixer.dt_bias.to(self.device))
+
+    def current_state(self, slots: Sequence[int], mixers: Sequence) -> torch.Tensor:
+        """As :meth:`ConventionalReference.current_state`, fp32 on the device (the caches' ``current_state``:
+        checkpoints with the committed records folded in, ops/ring_fold.py)."""
+        idx = _slots_i64(slots)
+        if self.spec.family == MAMBA2:
+            return self.cache.current_state(idx, torch.stack([m.A.to(self.device) for m in mixers]))
+        return self.cache.current_state(idx)
 
     def commit(self, slots: torch.Tensor, num_tokens: int, accepted: Optional[torch.Tensor] = None) -> None:
         sbi = torch.as_tensor(slots).to(device=self.device, dtype=torch.int32).contiguous()
@@ -437,6 +466,42 @@ class SsmDecoder:
         self._fresh.difference_update(int(i) for i in slots_t.tolist())
         return out.masked_fill(pad[:, None, None], 0.0)
 
+    def export_requests(self, slots: Sequence[int]) -> "RequestStates":
+        """What the requests in ``slots`` need to resume elsewhere: every SSM layer's recurrent state after the
+        committed tokens (the replay backends fold their committed ring records into the checkpoint) and its causal
+        conv history. Nothing here changes. For preemption (swap out, :meth:`import_requests` later), moving a
+        request to another slot or decoder, or a prefix snapshot. Between steps only (after :meth:`commit`)."""
+        if self._step_slots is not None:
+            raise ValueError("SsmDecoder.export_requests: a decode step is open; commit() it first")
+        idx = [int(i) for i in slots]
+        bad = [i for i in idx if not 0 <= i < self.num_slots]
+        if bad:
+            raise ValueError(f"SsmDecoder.export_requests: slots must be in [0, {self.num_slots}); got {bad}")
+        layers = list(self.spec.ssm_layers)
+        ssm = self.backend.current_state(idx, [self.mixers[l] for l in layers])
+        conv = {l: self.conv[l].history[torch.as_tensor(idx, dtype=torch.long, device=self.conv[l].history.device)]
+                .clone() for l in layers}
+        return RequestStates(self.spec.family, tuple(layers), ssm, conv)
+
+    def import_requests(self, slots: Sequence[int], states: "RequestStates") -> None:
+        """Start the requests of :meth:`export_requests` (from this decoder or another of the same model and
+        backend kind) in ``slots``: a :meth:`reset` (admission phase included), then their states as checkpoints
+        and their conv histories; decode on with :meth:`step`. No :meth:`prefill` afterwards."""
+        idx = [int(i) for i in slots]
+        if states.family != self.spec.family or states.layers != tuple(self.spec.ssm_layers):
+            raise ValueError(f"SsmDecoder.import_requests: the states are of {states.family} layers "
+                             f"{list(states.layers)}; this decoder has {self.spec.family} layers "
+                             f"{list(self.spec.ssm_layers)}")
+        if int(states.ssm.shape[1]) != len(idx) or any(i < 0 for i in idx):
+            raise ValueError(f"SsmDecoder.import_requests: one slot (>= 0) per exported request "
+                             f"({int(states.ssm.shape[1])}); got {idx}")
+        self.reset(idx)
+        slots_t = torch.as_tensor(idx, dtype=torch.long)
+        for layer, pos in self.pos.items():
+            self.backend.load_state(pos, slots_t, states.ssm[pos])
+            self.conv[layer].reset(idx, states.conv[layer])
+        self._fresh.difference_update(idx)          # resumed, not new: no prompt to prefill
+
     def _output(self, mixer, y: torch.Tensor, inputs: Mapping[str, torch.Tensor]) -> torch.Tensor:
         """The mixer's output from the recurrence output (Mamba-2's is gated already; GDN gates with z here)."""
         y = y.to(mixer.device)
@@ -457,3 +522,19 @@ class SsmDecoder:
         self.backend.commit(self._step_slots, self._step_T, accepted)
         self._step_slots, self._step_T = None, None
         self._stepped = set()
+
+
+@dataclass
+class RequestStates:
+    """Requests taken out of a decoder (:meth:`SsmDecoder.export_requests`): ``ssm`` ``[num_ssm_layers, n, ...]``
+    (the family's state layout, after the committed tokens), ``conv`` ``{model layer: [n, channels, kernel - 1]}``
+    (the causal conv history, oldest first)."""
+    family: str
+    layers: Tuple[int, ...]
+    ssm: torch.Tensor
+    conv: Dict[int, torch.Tensor]
+
+    def to(self, device) -> "RequestStates":
+        """A copy on ``device`` (e.g. "cpu" to swap requests out of GPU memory)."""
+        return RequestStates(self.family, self.layers, self.ssm.to(device),
+                             {k: v.to(device) for k, v in self.conv.items()})
