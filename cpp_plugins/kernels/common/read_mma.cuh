@@ -72,11 +72,16 @@ __device__ __forceinline__ uint32_t e4m3x2ToF16x2(uint32_t w16) {
 }
 
 // The same for the two codes in bits 16-31 of w, taken as the upper half of the register (no shift in the PTX: ptxas
-// may read the half directly).
+// may read the half directly). The e4m3x2 conversion is sm_89+; older targets (sm_80 builds) shift and take the
+// intrinsic's software path (same values).
 __device__ __forceinline__ uint32_t e4m3x2HiToF16x2(uint32_t w) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
     uint32_t r;
     asm("{\n .reg .b16 lo, hi;\n mov.b32 {lo, hi}, %1;\n cvt.rn.f16x2.e4m3x2 %0, hi;\n}\n" : "=r"(r) : "r"(w));
     return r;
+#else
+    return e4m3x2ToF16x2(w >> 16);
+#endif
 }
 
 __device__ __forceinline__ uint32_t u4At(const uint4& v, int i) {
