@@ -83,6 +83,21 @@ def test_example_runs_on_the_cpu(nemotron_dir):
     assert "replay backend replay-reference" in r.stdout and ": ok" in r.stdout
 
 
+def test_preempt_and_resume_example_runs_on_the_cpu(nemotron_dir):
+    """examples/preempt_and_resume.py without a GPU: the float64 ReplaySSM reference; requests swapped out after 6
+    steps (window 4: past a flush), other requests in their slots, then resumed in new slots, decode like requests
+    never preempted (speculative, T = 2)."""
+    import subprocess
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    r = subprocess.run([sys.executable, os.path.join(root, "examples", "preempt_and_resume.py"), str(nemotron_dir),
+                        "-L", "4", "-T", "2", "--batch", "4", "--prompt", "5", "--before", "6", "--other", "3",
+                        "--after", "6"], capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, CUDA_VISIBLE_DEVICES=""))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "backend replay-reference" in r.stdout and "swapped 2 requests out to host memory" in r.stdout
+    assert "resumed them in slots [4, 5]" in r.stdout and ": ok" in r.stdout
+
+
 def test_quantized_projections_are_reported_not_failed(nemotron_dir, tmp_path, capsys):
     """An NVFP4-style checkpoint (packed uint8 projections with scales): the report names them as quantized
     and still exits 0 (the SSM parameters are fine); the decode check then fails with the loader's error."""
