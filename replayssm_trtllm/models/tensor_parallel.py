@@ -215,3 +215,15 @@ class TensorParallelDecoder:
     def commit(self, accepted: Optional[torch.Tensor] = None) -> None:
         for d in self.ranks:
             d.commit(accepted)
+
+    def export_requests(self, slots: Sequence[int]) -> list:
+        """Each rank's :meth:`~.backends.SsmDecoder.export_requests` (rank order): a rank's states hold its heads."""
+        return [d.export_requests(slots) for d in self.ranks]
+
+    def import_requests(self, slots: Sequence[int], states: Sequence) -> None:
+        """Each rank resumes its own part of :meth:`export_requests` (one entry per rank, rank order)."""
+        if len(states) != len(self.ranks):
+            raise ValueError(f"TensorParallelDecoder.import_requests: one RequestStates per rank ({len(self.ranks)}); "
+                             f"got {len(states)}")
+        for d, st in zip(self.ranks, states):
+            d.import_requests(slots, st)

@@ -224,3 +224,37 @@ def test_rank_kernels_path_under_cpu_emulation(name, mode, T):
     from replayssm_trtllm.ops.emulation import cpu_emulation
     with cpu_emulation():
         _rank_kernels_vs_whole_conventional(name, 2, mode, T, "cpu")
+
+
+def test_split_requests_move_between_slots():
+    """TensorParallelDecoder.export_requests / import_requests: every rank moves its own part of a request; the
+    moved request then decodes like the unsplit decoder's copy of it (float64, speculative, after flushes)."""
+    spec = _spec("nemotron-3-nano-4b", layers=1)
+    full, split = _split_decoders(spec, 4, lambda s: ReplayReference(s, 4, window=4, max_verify=2,
+                                                                     mode="speculative"), seed=15)
+    g = torch.Generator().manual_seed(16)
+    layer = spec.ssm_layers[0]
+    for d in (full, split):
+        d.reset([0, 1])
+    for _ in range(5):
+        h = torch.randn(2, 2, spec.hidden_size, generator=g, dtype=torch.float64)
+        acc = torch.randint(1, 3, (2,), generator=g)
+        for d in (full, split):
+            d.step(layer, h, torch.tensor([0, 1]))
+            d.commit(acc)
+    full.import_requests([3], full.export_requests([1]))
+    parts = split.export_requests([1])
+    assert len(parts) == 4 and parts[0].ssm.shape[2] == spec.heads // 4
+    split.import_requests([2], parts)
+    worst = 0.0
+    for _ in range(4):
+        h = torch.randn(1, 2, spec.hidden_size, generator=g, dtype=torch.float64)
+        acc = torch.randint(1, 3, (1,), generator=g)
+        a = full.step(layer, h, torch.tensor([3]))
+        b = split.step(layer, h, torch.tensor([2]))
+        full.commit(acc)
+        split.commit(acc)
+        worst = max(worst, float((a - b).abs().max() / a.abs().max()))
+    assert worst < 1e-12, worst
+    with pytest.raises(ValueError, match=r"one RequestStates per rank \(4\); got 3"):
+        split.import_requests([2], parts[:3])
