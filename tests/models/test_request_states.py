@@ -96,7 +96,9 @@ def test_resumed_requests_on_the_kernels_path_under_cpu_emulation(name, T):
 @pytest.mark.parametrize("name", ["nemotron-3-super-120b", "qwen3.5-122b"])
 @pytest.mark.parametrize("T", [1, 4])
 def test_resumed_requests_on_the_kernels(name, T):
-    assert _kernels(name, T, "cuda") < (1e-2 if name.startswith("nemotron") else 2e-2)
+    """bf16 outputs of two kernel paths (the original's checkpoint + ring, the copy's folded checkpoint): the
+    tolerance of the decoder's other kernel tests (test_decoder_shapes.py); an unfolded ring is off by ~0.4."""
+    assert _kernels(name, T, "cuda") < 3e-2
 
 
 def test_export_and_import_refusals():
