@@ -1173,8 +1173,9 @@ def test_replay_head_dims(K, V, mode, T, variant):
 # model shapes, three value heads per key head, window 1 (every step flushes), and the other dtypes. (The B = 1 cases of
 # test_replay_standard run it too, by default.) Windows 17-32 run its second instance (sixty-eighth session: one lane
 # per record's gate, two passes of record dots), which needs a ring of at most 32 rows: C = L (the standard-mode
-# capacity) or, for the wrap-around, L + 1 <= 32; it is taken only with RSSM_GDN_WIR_LONG=1 until it is timed against
-# the stream kernel (kWarpReplayLongByDefault). Last element: the ring capacity (None: _Seq's default L + 1).
+# capacity) or, for the wrap-around, L + 1 <= 32; by default since the sixty-ninth session (kWarpReplayLongByDefault;
+# RSSM_GDN_WIR_LONG=0 keeps those windows on the stream kernel). Last element: the ring capacity (None: _Seq's default
+# L + 1).
 WIR_CASES = [pytest.param("q35-4b", 1, 16, False, None, id="q35-4b-B1-L16-phase"),
              pytest.param("q35-4b", 3, 8, True, None, id="q35-4b-B3-L8-stag", marks=pytest.mark.sanitize),
              pytest.param("q35-122b", 1, 4, False, None, id="q35-122b-B1-L4-phase"),
@@ -1254,8 +1255,8 @@ def _wir_kernel_names(monkeypatch, env, B, L, mode=0, T=1, variant=5, ring_capac
 def test_wir_instance_runs(monkeypatch):
     """Which kernel variant 5 launches (torch profiler; q35-4b, 32 value heads): WIR by default up to batch x value
     heads 128 (B = 1, 4), the stream kernel above (B = 5); RSSM_GDN_WIR=1 WIR at B = 5 too, =0 the stream kernel at
-    B = 1; at window 32 the stream kernel by default, WIR with RSSM_GDN_WIR_LONG=1 on a ring of 32 rows (the
-    standard-mode capacity) and the stream kernel on one of 33; the stream kernel for a window above 32 and for
+    B = 1; at window 32 WIR by default (its second instance) on a ring of 32 rows (the standard-mode capacity), the
+    stream kernel with RSSM_GDN_WIR_LONG=0 and on a ring of 33; the stream kernel for a window above 32 and for
     speculative steps whatever the switches. The automatic design
     (variant=None, the ops' default) launches WIR where variant 5 would, else stream kernel 4."""
     wir = {"wir": True, "stream": False}
@@ -1268,9 +1269,10 @@ def test_wir_instance_runs(monkeypatch):
     assert _wir_kernel_names(monkeypatch, None, 5, 16, variant=None) == stream
     assert _wir_kernel_names(monkeypatch, "0", 1, 16, variant=None) == stream
     assert _wir_kernel_names(monkeypatch, "0", 1, 16) == stream
-    assert _wir_kernel_names(monkeypatch, None, 1, 32, ring_capacity=32) == stream  # the long instance: opt-in
-    assert _wir_kernel_names(monkeypatch, None, 1, 32, ring_capacity=32, long="1") == wir
-    assert _wir_kernel_names(monkeypatch, None, 1, 32, ring_capacity=32, variant=None, long="1") == wir
+    assert _wir_kernel_names(monkeypatch, None, 1, 32, ring_capacity=32) == wir  # the long instance, by default
+    assert _wir_kernel_names(monkeypatch, None, 1, 32, ring_capacity=32, variant=None) == wir
+    assert _wir_kernel_names(monkeypatch, None, 1, 32, ring_capacity=32, long="0") == stream
+    assert _wir_kernel_names(monkeypatch, None, 1, 32, ring_capacity=32, variant=None, long="0") == stream
     assert _wir_kernel_names(monkeypatch, "1", 1, 32, long="1") == stream  # ring of 33 rows > 32
     assert _wir_kernel_names(monkeypatch, "1", 1, 33, ring_capacity=33, long="1") == stream  # window > 32
     assert _wir_kernel_names(monkeypatch, "1", 1, 16, mode=1, T=2) == stream  # speculative
@@ -1725,8 +1727,10 @@ def test_wir_route_rule(monkeypatch):
     assert uses(params(num_v_heads=64)) and uses(params(num_v_heads=64, batch=2))  # q35-122b B = 1, 2
     assert not uses(params(num_v_heads=64, batch=3))
     assert uses(params(window=1, ring_capacity=2)) and uses(params(window=16, ring_capacity=32))
-    # windows 17-32: the second instance (sixty-eighth session), on rings of at most 32 rows, only with
-    # RSSM_GDN_WIR_LONG=1 until it is timed against the stream kernel
+    # windows 17-32: the second instance (sixty-eighth session), on rings of at most 32 rows, by default since the
+    # sixty-ninth session; RSSM_GDN_WIR_LONG=0 keeps them on the stream kernel
+    assert uses(params(window=17, ring_capacity=17)) and uses(params(window=32, ring_capacity=32))
+    monkeypatch.setenv("RSSM_GDN_WIR_LONG", "0")
     assert not uses(params(window=17, ring_capacity=17)) and not uses(params(window=32, ring_capacity=32))
     monkeypatch.setenv("RSSM_GDN_WIR_LONG", "1")
     assert uses(params(window=17, ring_capacity=17)) and uses(params(window=32, ring_capacity=32))

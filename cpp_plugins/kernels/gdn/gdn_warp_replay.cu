@@ -274,7 +274,7 @@ bool warpReplayRuns(const GdnReplayParams& p) {
 
 bool warpReplayWanted(const GdnReplayParams& p) {
     // RSSM_GDN_WIR "1" / "0" overrides the batch rule (common/env_switch.h), never warpReplayRuns; windows 17-32 (the
-    // second instance) only with RSSM_GDN_WIR_LONG=1 until it is timed against the stream kernel
+    // second instance) by default since the sixty-ninth session, RSSM_GDN_WIR_LONG=0 keeps them on the stream kernel
     // (kWarpReplayLongByDefault)
     if (p.window > kWarpReplayMaxWindow && !envSwitch("RSSM_GDN_WIR_LONG", kWarpReplayLongByDefault)) return false;
     return warpReplayRuns(p) &&
