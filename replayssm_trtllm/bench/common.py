@@ -624,7 +624,8 @@ def is_rank_shape(name: str) -> bool:
 
 def drop_rank_shape_targets(targets: Mapping[str, Any], shapes: Sequence[str]) -> dict:
     """``targets`` without the entries of rank shapes (``BASE-tpN``): the issues' goals are stated for the unsplit
-    layers. Correctness entries (``correct_*``) stay."""
-    ranks = [s for s in shapes if is_rank_shape(s)]
-    return {k: v for k, v in targets.items()
-            if k.startswith("correct_") or not any(f"_{s}_" in k or k.endswith(f"_{s}") for s in ranks)}
+    layers. A target names its shape as a token of its key, between ``_`` / ``.`` or the key's ends (Mamba-2
+    ``std_speedup_super-tp8_B256_...``, GDN ``q35-122b-tp8.standard_speedup_...``). Correctness entries
+    (``correct_*``) stay."""
+    ranks = [re.compile(rf"(^|[_.]){re.escape(s)}([_.]|$)") for s in shapes if is_rank_shape(s)]
+    return {k: v for k, v in targets.items() if k.startswith("correct_") or not any(r.search(k) for r in ranks)}

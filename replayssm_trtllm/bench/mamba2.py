@@ -499,7 +499,7 @@ def run(args) -> int:
                             "y, B, C, dt_raw); copy_frac_state_only / value_state_bytes_only: without the inputs and "
                             "outputs",
             state_dtype=args.state_dtype, act_dtype=args.act_dtype, peers=peer_status,
-            targets=drop_rank_shape_targets(targets, shapes),
+            targets=drop_rank_shape_targets(targets, shapes),  # partial files too
             peer_reference=peer_reference, rows=rows_out,
             best=best_rows)
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -697,6 +697,7 @@ def run(args) -> int:
 
     copy_bw2 = copy_bandwidth()
     print(f"device-to-device copy at the end: {copy_bw2 / 1e12:.3f} TB/s (read + write)")
+    targets = drop_rank_shape_targets(targets, shapes)  # the JSON, the published tables and the printout alike
     result = write_out(copy_bw2, complete=True)
     dated = publish_official_run("mamba2", out, "bench/results/latest-mamba2.json", best_rows, targets,
                                  command_line(), result["gpu"],

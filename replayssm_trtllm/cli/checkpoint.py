@@ -27,7 +27,7 @@ from ..models import (HfCheckpoint, HfCheckpointError, HfConfigError, SsmDecoder
                       load_hf_config, load_mixer_weights, make_mixer)
 from ..models.backends import make_backend
 from ..models.checkpoint import mixer_tensor_problems, mixer_weight_shapes
-from ..models.tensor_parallel import TensorParallelDecoder, rank_spec, shard_mixer_weights, tensor_parallel_problems
+from ..models.tensor_parallel import TensorParallelDecoder, rank_spec, tensor_parallel_problems
 from ..config import ring_capacity_for
 from ..presets import PRESETS
 
@@ -59,7 +59,6 @@ def _mib(x: float) -> str:
 def _decode_check(spec, ckpt, layers, rows, steps, window, T, seed, tol, prompt, tp=1) -> bool:
     from dataclasses import replace
     sub = replace(spec, ssm_layers=tuple(spec.ssm_layers[:layers]))
-    rs = rank_spec(sub, tp)
     t0 = time.time()
     weights = {i: load_mixer_weights(ckpt, sub, i) for i in sub.ssm_layers}
     print(f"  loaded {len(weights)} layer(s) in {time.time() - t0:.1f} s")
@@ -70,9 +69,8 @@ def _decode_check(spec, ckpt, layers, rows, steps, window, T, seed, tol, prompt,
             mixers = {i: make_mixer(sub, w) for i, w in weights.items()}
             decs.append(SsmDecoder(sub, mixers, make_backend(name, sub, rows, window, t)))
         if tp > 1:
-            ranks = [SsmDecoder(rs, {i: make_mixer(rs, shard_mixer_weights(sub, w, tp, r)) for i, w in weights.items()},
-                                make_backend("replay-reference", rs, rows, window, t)) for r in range(tp)]
-            decs.append(TensorParallelDecoder(sub, ranks))
+            decs.append(TensorParallelDecoder.from_weights(
+                sub, weights, tp, lambda rs, t=t: make_backend("replay-reference", rs, rows, window, t)))
         t0 = last = time.time()
 
         def progress(step, worst):

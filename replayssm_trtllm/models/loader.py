@@ -10,7 +10,7 @@ from .backends import BACKENDS, SsmDecoder, make_backend, mixer_placement
 from .checkpoint import HfCheckpoint, load_mixer_weights
 from .hf_config import load_hf_config
 from .mixers import make_mixer
-from .tensor_parallel import rank_spec, shard_mixer_weights
+from .tensor_parallel import check_split, rank_spec, shard_mixer_weights
 
 
 def load_ssm_decoder(path: Union[str, os.PathLike], backend: str = "replay-reference", num_slots: int = 1,
@@ -47,9 +47,8 @@ def load_ssm_decoder(path: Union[str, os.PathLike], backend: str = "replay-refer
         from dataclasses import replace
         spec = replace(spec, ssm_layers=tuple(layers))
     full = spec
-    spec = rank_spec(full, tp_size)             # checks tp_size (a clear error naming the config field)
-    if tp_size > 1 and (isinstance(tp_rank, bool) or not isinstance(tp_rank, int) or not 0 <= tp_rank < tp_size):
-        raise ValueError(f"load_ssm_decoder: tp_rank must be an integer in [0, {tp_size}); got {tp_rank!r}")
+    check_split(full, tp_size, tp_rank, who="load_ssm_decoder")   # before any tensor is read
+    spec = rank_spec(full, tp_size)
     device, dtype = mixer_placement(backend, device, dtype)
     ckpt = HfCheckpoint(path)
 

@@ -70,7 +70,9 @@ def rank_preset(preset, tp_size: int):
                    key_heads=preset.key_heads // tp_size)
 
 
-def _check(spec: SsmMixerSpec, tp_size: int, tp_rank: Optional[int] = None, who: str = "tensor_parallel") -> None:
+def check_split(spec: SsmMixerSpec, tp_size: int, tp_rank: Optional[int] = None, who: str = "tensor_parallel") -> None:
+    """Raises (HfConfigError naming the config field, or ValueError for the rank) unless ``spec`` splits over
+    ``tp_size`` ranks and ``tp_rank`` (when given) is one of them."""
     errs = tensor_parallel_problems(spec, tp_size)
     if errs:
         raise HfConfigError(f"{who}: {spec.model_type} mixers cannot be split over {tp_size} ranks: "
@@ -83,7 +85,7 @@ def _check(spec: SsmMixerSpec, tp_size: int, tp_rank: Optional[int] = None, who:
 def rank_spec(spec: SsmMixerSpec, tp_size: int) -> SsmMixerSpec:
     """The mixer spec of one rank: ``heads`` and ``key_heads`` divided by ``tp_size``, everything else the same
     (``hidden_size`` included: the projections still read the whole hidden state)."""
-    _check(spec, tp_size, who="rank_spec")
+    check_split(spec, tp_size, who="rank_spec")
     if tp_size == 1:
         return spec
     extra = dict(spec.extra)
@@ -130,7 +132,7 @@ def shard_mixer_weights(spec: SsmMixerSpec, weights: Mapping[str, torch.Tensor],
     """Rank ``tp_rank``'s slice of one mixer's tensors (the names and layout of
     :func:`~.checkpoint.load_mixer_weights`; Qwen3-Next's packed projections unpacked), for a mixer of
     :func:`rank_spec` ``(spec, tp_size)``. Every tensor is checked against the full spec's shape first."""
-    _check(spec, tp_size, tp_rank, who="shard_mixer_weights")
+    check_split(spec, tp_size, tp_rank, who="shard_mixer_weights")
     from .checkpoint import mixer_weight_shapes
     layout = _layout(spec)
     full = mixer_weight_shapes(replace(spec, packed_projections=False))
@@ -160,7 +162,7 @@ def gather_mixer_weights(spec: SsmMixerSpec, shards: Sequence[Mapping[str, torch
     """The inverse of :func:`shard_mixer_weights`: the full mixer's tensors from all ranks' slices (rank order).
     Replicated tensors must agree across ranks; out_proj's bias is rank 0's (the other ranks' are zero)."""
     tp_size = len(shards)
-    _check(spec, tp_size, who="gather_mixer_weights")
+    check_split(spec, tp_size, who="gather_mixer_weights")
     layout = _layout(spec)
     out = {}
     for name in shards[0]:
@@ -191,7 +193,7 @@ class TensorParallelDecoder:
     full model's spec, ``ranks`` the rank decoders."""
 
     def __init__(self, spec: SsmMixerSpec, ranks: Sequence):
-        _check(spec, len(ranks), who="TensorParallelDecoder")
+        check_split(spec, len(ranks), who="TensorParallelDecoder")
         want = rank_spec(spec, len(ranks))
         for r, d in enumerate(ranks):
             if (d.spec.heads, d.spec.key_heads, d.spec.ssm_layers) != (want.heads, want.key_heads, want.ssm_layers):
@@ -201,6 +203,18 @@ class TensorParallelDecoder:
                                  f"{list(want.ssm_layers)}")
         self.spec, self.ranks = spec, list(ranks)
         self.mixers = self.ranks[0].mixers     # device and dtype of the inputs (models.compare)
+
+    @classmethod
+    def from_weights(cls, spec: SsmMixerSpec, weights: Mapping[int, Mapping[str, torch.Tensor]], tp_size: int,
+                     backend_of, dtype: torch.dtype = torch.float64, device="cpu") -> "TensorParallelDecoder":
+        """The ``tp_size`` ranks of ``spec``'s mixers over ``weights`` (``{model layer: full mixer tensors}``): each rank
+        an :class:`~.backends.SsmDecoder` over :func:`rank_spec` mixers of its slices and ``backend_of(rank spec)``."""
+        from .backends import SsmDecoder
+        from .mixers import make_mixer
+        rs = rank_spec(spec, tp_size)
+        ranks = [SsmDecoder(rs, {i: make_mixer(rs, shard_mixer_weights(spec, w, tp_size, r), dtype, device)
+                                 for i, w in weights.items()}, backend_of(rs)) for r in range(tp_size)]
+        return cls(spec, ranks)
 
     def reset(self, slots: Sequence[int]) -> None:
         for d in self.ranks:

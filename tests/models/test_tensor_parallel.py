@@ -85,12 +85,8 @@ def _split_decoders(spec, tp, backend, seed, dtype=torch.float64):
     """The full decoder and a TensorParallelDecoder of tp ranks over the same random weights."""
     gen = torch.Generator().manual_seed(seed)
     weights = {i: random_mixer_weights(spec, gen) for i in spec.ssm_layers}
-    rs = rank_spec(spec, tp)
     full = SsmDecoder(spec, {i: make_mixer(spec, w, dtype) for i, w in weights.items()}, backend(spec))
-    ranks = [SsmDecoder(rs, {i: make_mixer(rs, shard_mixer_weights(spec, w, tp, r), dtype)
-                             for i, w in weights.items()}, backend(rs))
-             for r in range(tp)]
-    return full, TensorParallelDecoder(spec, ranks)
+    return full, TensorParallelDecoder.from_weights(spec, weights, tp, backend, dtype)
 
 
 @pytest.mark.parametrize("name, tp", [("nemotron-3-nano-4b", 8), ("nemotron-3-super-120b", 2), ("qwen3.5-4b", 4),
@@ -196,16 +192,15 @@ def _rank_kernels_vs_whole_conventional(name, tp, mode, T, device):
     weights = {i: random_mixer_weights(spec, gen) for i in spec.ssm_layers}
     whole = SsmDecoder(spec, {i: make_mixer(spec, w) for i, w in weights.items()},
                        ConventionalReference(spec, S, max_verify=T))
-    rs = rank_spec(spec, tp)
-    kers = [ReplayKernels(rs, S, window=8, max_verify=T, mode=mode, device=device) for _ in range(tp)]
-    ranks = [SsmDecoder(rs, {i: make_mixer(rs, shard_mixer_weights(spec, w, tp, r), torch.float32, device)
-                             for i, w in weights.items()}, kers[r]) for r in range(tp)]
-    err = decode_side_by_side([whole, TensorParallelDecoder(spec, ranks)], torch.tensor([4, -1, 0, 2]), 14, T,
+    split = TensorParallelDecoder.from_weights(
+        spec, weights, tp, lambda rs: ReplayKernels(rs, S, window=8, max_verify=T, mode=mode, device=device),
+        torch.float32, device)
+    err = decode_side_by_side([whole, split], torch.tensor([4, -1, 0, 2]), 14, T,
                               prompt=9, generator=torch.Generator().manual_seed(22))
     if device == "cuda":
         torch.cuda.synchronize()
-    for k in kers:
-        k.cache.check_errors()
+    for d in split.ranks:
+        d.backend.cache.check_errors()
     assert err < 3e-2, err
 
 
