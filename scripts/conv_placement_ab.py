@@ -47,11 +47,15 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--repeats", type=int, default=3, help="graph replays per timing (median)")
     ap.add_argument("--l2-bytes", type=float, default=240e6)
+    ap.add_argument("--trace-seconds", type=float, default=2.0,
+                    help="part 3: how long to follow the copy probe after the larger set's allocation and free (0: "
+                         "skip part 3)")
     args = ap.parse_args(argv)
     windows = _parse_ints(args.windows, "--windows")
     variants = _parse_ints(args.variants, "--variants")
-    if args.batch < 1 or args.rounds < 1 or args.repeats < 1 or min(windows) < 1:
-        print("conv_placement_ab: --batch, --rounds, --repeats and the windows must be >= 1", file=sys.stderr)
+    if args.batch < 1 or args.rounds < 1 or args.repeats < 1 or min(windows) < 1 or args.trace_seconds < 0:
+        print("conv_placement_ab: --batch, --rounds, --repeats and the windows must be >= 1, --trace-seconds >= 0",
+              file=sys.stderr)
         return 2
     import torch
     from replayssm_trtllm.bench.gdn import SHAPES, _io_bytes, _Layers, _time_graph, copy_bandwidth
@@ -109,7 +113,57 @@ def main(argv=None) -> int:
     for v in variants:
         report(f"part 2 B={B} set L={windows[0]} after the larger block v{v}",
                [time_conv(after, v) for _ in range(args.rounds)])
+    del after
+    torch.cuda.empty_cache()
+    if args.trace_seconds > 0:
+        part3(args, torch, buffers, time_conv, report, variants, windows, B)
     return 0
+
+
+def part3(args, torch, buffers, time_conv, report, variants, windows, B):
+    """Part 3 (seventieth session): what the copy probe of the benches' BandwidthSettler reads, every ~20 ms for
+    --trace-seconds, (a) right after the larger set is allocated, (b) right after it is freed and a set of the
+    batch's size allocated; then that set's conventional step after BandwidthSettler.settle. It tells whether the
+    slow rounds of part 2 follow the allocation, the free or both, how long they last, and whether the settle
+    removes them."""
+    import time
+    from replayssm_trtllm.bench.common import BandwidthSettler
+    settler = BandwidthSettler(max_seconds=max(3.0, args.trace_seconds), log=lambda m: print(m, flush=True))
+
+    def trace(label):
+        t0, pts = time.monotonic(), []
+        while time.monotonic() - t0 < args.trace_seconds:
+            r = settler.probe()
+            settler.best = max(settler.best, r)
+            pts.append((time.monotonic() - t0, r))
+            time.sleep(0.02)
+        low = [t for t, r in pts if r < 0.97 * settler.best]
+        print(f"part 3 {label}: {len(pts)} probes over {pts[-1][0]:.2f} s; below 97% of the best "
+              f"({settler.best / 1e12:.3f} TB/s) until {max(low):.2f} s" if low else
+              f"part 3 {label}: {len(pts)} probes over {pts[-1][0]:.2f} s; none below 97% of the best "
+              f"({settler.best / 1e12:.3f} TB/s)", flush=True)
+        step = max(1, len(pts) // 20)
+        print("  " + " ".join(f"{t:.2f}s:{100 * r / settler.best:.0f}%" for t, r in pts[::step]), flush=True)
+
+    trace("(0) before anything else")
+    big = buffers(2 * B, windows[-1], tokens=(1, 8), snap=True)
+    torch.cuda.synchronize()
+    trace(f"(a) after allocating B={2 * B} with per-draft pools")
+    del big
+    torch.cuda.empty_cache()
+    after = buffers(B, windows[0])
+    torch.cuda.synchronize()
+    trace(f"(b) after freeing it and allocating B={B} L={windows[0]}")
+    big = buffers(2 * B, windows[-1], tokens=(1, 8), snap=True)
+    del big
+    torch.cuda.empty_cache()
+    res = settler.settle("part 3 (c)")
+    print(f"part 3 (c) after a second allocation and free: settle waited {res.waited_s:.2f} s "
+          f"({100 * res.first_frac:.0f}% -> {100 * res.last_frac:.0f}%)", flush=True)
+    for v in variants:
+        report(f"part 3 (c) B={B} set L={windows[0]} after the settle v{v}",
+               [time_conv(after, v) for _ in range(args.rounds)])
+    settler.close()
 
 
 if __name__ == "__main__":

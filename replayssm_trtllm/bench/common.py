@@ -93,6 +93,139 @@ def measure_copy_bandwidth(nbytes: int = 4 << 30, reps: int = 10, warmup: int = 
 
 
 # ----------------------------------------------------------------------------------------------
+# Settling after large allocations and frees
+# ----------------------------------------------------------------------------------------------
+# The seventieth session (H100, scripts/conv_placement_ab.py) timed the same conventional GDN step at 83% of copy for
+# about seven timing rounds right after a larger buffer set (with per-draft pools) was freed and a new one allocated,
+# then at 96% again with nothing else changed; three sets timed round-robin with no large free before them ran at 96%
+# from the first round. So the bandwidth a kernel sees right after large allocations or frees is transiently lower (a
+# background activity of the driver; the mechanism is not established). Timing a case inside that window
+# understates it: the benches wait for a small copy probe to come back to its best before every timed group that
+# follows an allocation or a free. See docs/benchmarks.md "Seventieth session".
+
+@dataclass
+class SettleResult:
+    """One wait for the bandwidth probe: ``waited_s`` seconds, the probe's fraction of its best before
+    (``first_frac``) and after (``last_frac``), whether it reached the threshold (``settled``)."""
+    waited_s: float
+    probes: int
+    first_frac: float
+    last_frac: float
+    settled: bool
+
+
+def settle_wait(probe: Callable[[], float], best: float, *, fraction: float = 0.97, max_seconds: float = 3.0,
+                interval_s: float = 0.02, clock: Callable[[], float] = None,
+                sleep: Callable[[float], None] = None) -> "tuple[SettleResult, float]":
+    """Calls ``probe()`` (a bandwidth, any unit) until one reading reaches ``fraction`` of the best
+    reading seen (``best``, updated by every probe), or ``max_seconds`` pass; sleeps ``interval_s``
+    between readings. Returns the result and the updated best. Pure logic (``clock`` / ``sleep``
+    default to ``time.monotonic`` / ``time.sleep``): tested on the CPU with scripted probes."""
+    import time
+    if not 0.0 < fraction <= 1.0:
+        raise ValueError(f"settle_wait: fraction must be in (0, 1]; got {fraction}")
+    if max_seconds < 0 or interval_s < 0:
+        raise ValueError(f"settle_wait: max_seconds and interval_s must be >= 0; got {max_seconds}, {interval_s}")
+    clock = clock or time.monotonic
+    sleep = sleep or time.sleep
+    t0 = clock()
+    first = None
+    n = 0
+    while True:
+        r = float(probe())
+        n += 1
+        if not math.isfinite(r) or r <= 0:
+            raise RuntimeError(f"settle_wait: the probe returned {r!r}; expected a positive bandwidth")
+        best = max(best, r)
+        if first is None:
+            first = r / best
+        if r >= fraction * best:
+            return SettleResult(clock() - t0, n, first, r / best, True), best
+        if clock() - t0 >= max_seconds:
+            return SettleResult(clock() - t0, n, first, r / best, False), best
+        sleep(interval_s)
+
+
+class BandwidthSettler:
+    """Waits, before a timed group, until an SM copy probe (``torch.mul`` over two ``nbytes`` buffers,
+    kept allocated for the whole run so the probe itself allocates nothing) is back to ``fraction``
+    of the best it has measured in this process. ``max_seconds = 0`` turns it off. The waits longer
+    than ``report_s`` are printed and kept in ``events`` (for the results file)."""
+
+    def __init__(self, max_seconds: float = 3.0, fraction: float = 0.97, nbytes: int = 128 << 20,
+                 report_s: float = 0.05, log: Callable[[str], None] = print):
+        self.max_seconds = float(max_seconds)
+        self.fraction = float(fraction)
+        self.report_s = float(report_s)
+        self.log = log
+        self.best = 0.0
+        self.events: list = []
+        self.waits = 0
+        self.total_wait_s = 0.0
+        self._buf = None
+        if self.max_seconds > 0:
+            import torch
+            if not torch.cuda.is_available():
+                raise RuntimeError("BandwidthSettler: needs a CUDA device; none is available (pass max_seconds=0)")
+            n = max(1, int(nbytes) // 4)
+            self._buf = (torch.ones(n, dtype=torch.float32, device="cuda"), torch.empty(n, device="cuda"))
+            self._events = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
+            for _ in range(8):  # clocks up, and the first best
+                self.best = max(self.best, self.probe())
+
+    @property
+    def enabled(self) -> bool:
+        return self._buf is not None
+
+    def probe(self, inner: int = 4) -> float:
+        """One reading in bytes/s (read + written) of ``inner`` back-to-back SM copies."""
+        import torch
+        src, dst = self._buf
+        a, b = self._events
+        a.record()
+        for _ in range(inner):
+            torch.mul(src, 1.0, out=dst)
+        b.record()
+        b.synchronize()
+        return 2.0 * src.numel() * 4 * inner / (a.elapsed_time(b) * 1e-3)
+
+    def settle(self, what: str) -> Optional[SettleResult]:
+        """Waits as described above before the group named ``what``; None when turned off."""
+        if not self.enabled:
+            return None
+        import torch
+        torch.cuda.synchronize()
+        res, self.best = settle_wait(self.probe, self.best, fraction=self.fraction, max_seconds=self.max_seconds)
+        self.waits += 1
+        self.total_wait_s += res.waited_s
+        if res.waited_s > self.report_s or not res.settled:
+            self.events.append(dict(what=what, waited_s=round(res.waited_s, 3), probes=res.probes,
+                                    first_frac=round(res.first_frac, 4), last_frac=round(res.last_frac, 4),
+                                    settled=res.settled))
+            self.log(f"# settle before {what}: the copy probe was at {res.first_frac:.1%} of its best, "
+                     + (f"back to {res.last_frac:.1%} after {res.waited_s:.2f} s" if res.settled else
+                        f"still {res.last_frac:.1%} after {res.waited_s:.2f} s (timed anyway)"))
+        return res
+
+    def summary(self) -> dict:
+        """For the results file: settings, counts and the reported waits."""
+        return dict(max_seconds=self.max_seconds, fraction=self.fraction, waits=self.waits,
+                    total_wait_s=round(self.total_wait_s, 3), best_probe_gbps=round(self.best / 1e9, 1),
+                    reported=self.events)
+
+    def close(self) -> None:
+        self._buf = None
+
+
+def add_settle_argument(parser) -> None:
+    """``--settle-seconds`` for the benches (BandwidthSettler's ``max_seconds``)."""
+    parser.add_argument("--settle-seconds", type=float, default=3.0,
+                        help="before each timed group that follows a large allocation or free, wait up to this many "
+                             "seconds for a copy probe to come back to 97%% of its best in this process (0: off; "
+                             "docs/benchmarks.md 'Seventieth session')")
+
+
+# ----------------------------------------------------------------------------------------------
 # CUDA-graph timing
 # ----------------------------------------------------------------------------------------------
 def _percentile(sorted_vals: Sequence[float], q: float) -> float:

@@ -30,8 +30,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from replayssm_trtllm.bench.common import (command_line, drop_rank_shape_targets, git_commit, publish_official_run,
-                                           resolve_shape, standard_ring_capacity, standard_steps_on_ring,
+from replayssm_trtllm.bench.common import (BandwidthSettler, add_settle_argument, command_line,
+                                           drop_rank_shape_targets, git_commit, publish_official_run, resolve_shape, standard_ring_capacity, standard_steps_on_ring,
                                            target_value_text)
 
 # where run() makes its cursors and acceptances (the layer buffers take it as an argument): a CPU test dry-runs the
@@ -58,6 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-layers", type=int, default=64, help="cap on layer buffers per case")
     parser.add_argument("--out", default="bench/results/latest-gdn.json")
     parser.add_argument("--seed", type=int, default=0)
+    add_settle_argument(parser)
     parser.add_argument("--variants", default="0,1,2,3,4,5,6",
                         help="comma list of kernel variants to time side by side (6, the split kernels, and -1, the "
                              "library's automatic choice, are replay only: the conventional and per-draft lines "
@@ -356,6 +357,7 @@ def run(args) -> int:
     gpu = torch.cuda.get_device_name()
     print(f"# {gpu}: copy bandwidth {copy_bw / 1e9:.0f} GB/s (read + write); fla: "
           f"{'available' if fla is not None else 'not available'}", flush=True)
+    settler = BandwidthSettler(args.settle_seconds, log=lambda m: print(m, flush=True))
     results, targets = [], {}
     ok_all = True
 
@@ -374,7 +376,7 @@ def run(args) -> int:
                                    "copy_frac_state_only / value_state_bytes_only: the state alone",
                    copy_bw_end_gbps=None if copy_bw_end is None else copy_bw_end / 1e9, complete=complete,
                    state_dtype=args.state_dtype, act_dtype=args.act_dtype, fla_available=fla is not None,
-                   variants=variants, correctness_ok=ok_all,
+                   variants=variants, correctness_ok=ok_all, settle=settler.summary(),
                    targets=drop_rank_shape_targets(targets, shapes), results=results)  # partial files too
         path = Path(args.out)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -397,6 +399,7 @@ def run(args) -> int:
                 need_snap = any(t > 1 for t in tokens) and snap_bytes < 40e9
                 ls = _Layers(sh, B, L, Tmax, st, act, nl, args.seed, need_snap, tokens)
                 case0 = f"{shape} B={B} L={L}"
+                settler.settle(f"{case0}: the block's conventional step (buffers just allocated)")
                 # ---- conventional standard, every variant; the best is the baseline (fla's fused_recurrent moves
                 # the same bytes)
                 conv_st, conv_io = conventional_step_bytes(B, state_slot, io_row)
@@ -450,6 +453,7 @@ def run(args) -> int:
                     if bad:
                         ok_all = False
                         print(f"{case0} T={T}: CORRECTNESS CHECK FAILED {errs}", flush=True)
+                    settler.settle(f"{case0} T={T}: timings after the checks")
                     if T == 1:
                         for phase in ("inphase", "staggered"):
                             h0 = (torch.zeros(B, dtype=torch.int32, device=_DEVICE) if phase == "inphase"
@@ -504,6 +508,7 @@ def run(args) -> int:
                     # ---- speculative
                     t_pd = None
                     if ls.ensure_snap():
+                        settler.settle(f"{case0} T={T}: per-draft and verify timings (pools allocated at first use)")
                         acc_pd = torch.full((B,), 1, dtype=torch.int32, device=_DEVICE)
                         # the baseline's variants that passed this T's checks (the default design: checked above)
                         for var in [v for v in conv_variants if v in usable or v not in variants]:
@@ -576,6 +581,7 @@ def run(args) -> int:
                 del ls
                 torch.cuda.empty_cache()
                 write_out()
+    settler.close()
     copy_bw_end = copy_bandwidth()
     print(f"# copy bandwidth at the end: {copy_bw_end / 1e9:.0f} GB/s (start {copy_bw / 1e9:.0f})")
     targets = drop_rank_shape_targets(targets, shapes)  # the JSON, the published tables and the printout alike

@@ -27,8 +27,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from replayssm_trtllm.bench.common import (command_line, drop_rank_shape_targets, git_commit, publish_official_run,
-                                           resolve_shape, standard_ring_capacity, standard_steps_on_ring,
+from replayssm_trtllm.bench.common import (BandwidthSettler, add_settle_argument, command_line,
+                                           drop_rank_shape_targets, git_commit, publish_official_run, resolve_shape, standard_ring_capacity, standard_steps_on_ring,
                                            target_value_text)
 
 SHAPES = {"nano": dict(H=96, P=80, N=128, G=8), "super": dict(H=128, P=64, N=128, G=8)}
@@ -62,6 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--l2-bytes", type=float, default=240e6, help="min checkpoint bytes across layer buffers")
     parser.add_argument("--out", default="bench/results/latest-mamba2.json")
     parser.add_argument("--seed", type=int, default=0)
+    add_settle_argument(parser)
 
 
 # ------------------------------------------------------------------------------------------ utils
@@ -285,13 +286,15 @@ def _is_jit_build_failure(e: Exception) -> bool:
     return "Ninja build failed" in str(e) or "Build failed" in str(e)
 
 
-def _flashinfer_cases(peers, ls, sh, shp, B, L, tokens, args, record, sb, copy_bw, gen, io1=0):
+def _flashinfer_cases(peers, ls, sh, shp, B, L, tokens, args, record, sb, copy_bw, gen, io1=0, settle=None):
     """Times the released peer on the same layer buffers: FlashInfer's conventional
     ``selective_state_update`` and its ReplaySSM ``checkpointing_ssu`` (standard in phase and
     staggered, speculative T in {4, 8} with all/one/mixed acceptance). Each case is checked against
     our conventional kernel first; a failing or unavailable case is recorded, never fatal.
-    Returns {"conv": s, "cssu_std_<phase>": s, "cssu_T<T>_<accept>": s} (seconds per layer-step)."""
+    Returns {"conv": s, "cssu_std_<phase>": s, "cssu_T<T>_<accept>": s} (seconds per layer-step).
+    ``settle(what)`` (BandwidthSettler.settle) runs after the checks and allocations, before each timed group."""
     import torch
+    settle = settle or (lambda what: None)
     out = {}
     nl = ls.nl
     base = dict(shape=shp, B=B, L=L, T=1)
@@ -314,6 +317,7 @@ def _flashinfer_cases(peers, ls, sh, shp, B, L, tokens, args, record, sb, copy_b
         fn = lambda: [peers.flashinfer_ssu_decode(ls.conv[l], x1, dt1, ls.A, Bm1, Cm1, ls.D, z=z1,  # noqa: E731
                                                   dt_bias=ls.dt_bias, state_batch_indices=ls.sbi, out=y1)
                       for l in range(nl)]
+        settle(f"{shp} B={B} L={L}: FlashInfer selective_state_update")
         t = _timed(fn, args.repeats)
         if t is not None:
             t /= nl
@@ -364,6 +368,7 @@ def _flashinfer_cases(peers, ls, sh, shp, B, L, tokens, args, record, sb, copy_b
                         accs = [torch.randint(1, T + 1, (B,), generator=gen, dtype=torch.int32) for _ in range(2 * L)]
                     cases.append((f"T{T}_{accept}", torch.arange(B, dtype=torch.int32) % (L + 1),
                                   [a.cuda() for a in accs]))
+            settle(f"{shp} B={B} L={L} T={T}: FlashInfer checkpointing_ssu")
             for name, p0, accs in cases:
                 K = (L + 1) if accs is None else len(accs)
 
@@ -446,6 +451,7 @@ def run(args) -> int:
     print(f"in-place read-modify-write (torch.mul(buf, 1, out=buf)): {rmw_bw / 1e12:.3f} TB/s "
           f"({rmw_bw / copy_bw:.1%} of copy; the access pattern of a conventional step)")
     print(f"variants {variants}; rows_per_cta sweep {'on' if sweep else 'off'}")
+    settler = BandwidthSettler(args.settle_seconds, log=lambda m: print(m, flush=True))
     rows_out, targets, best_rows = [], {}, []
     peer_reference = {}  # FlashInfer checkpointing_ssu figures (us per layer-step), beside the targets
     gen = torch.Generator().manual_seed(args.seed)
@@ -500,7 +506,7 @@ def run(args) -> int:
                             "outputs",
             state_dtype=args.state_dtype, act_dtype=args.act_dtype, peers=peer_status,
             targets=drop_rank_shape_targets(targets, shapes),  # partial files too
-            peer_reference=peer_reference, rows=rows_out,
+            peer_reference=peer_reference, rows=rows_out, settle=settler.summary(),
             best=best_rows)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(result, indent=1, default=float))
@@ -546,6 +552,7 @@ def run(args) -> int:
                 pts = [(v, r) for v in variants for r in _rows_list(v, sh, ch, do_sweep, explicit_rows)]
                 conv_pts = [(v, r) for v, r in pts if v in CONV_VARIANTS]
                 base = dict(shape=shp, B=B, L=L, T=1)
+                settler.settle(f"{shp} B={B} L={L}: the block's timings (buffers allocated, checks run)")
                 # ---- conventional standard step
                 conv_best, cv, cr = sweep_case(
                     "conventional", base, conv_pts,
@@ -555,8 +562,9 @@ def run(args) -> int:
                     print(f"{shp} B={B} L={L}: no conventional configuration ran; skipped")
                     continue
                 print(f"  best conventional: {conv_best * 1e6:.2f} us (v{cv}, rows={cr or 'auto'})")
-                fi = _flashinfer_cases(peers, ls, sh, shp, B, L, tokens, args, record, sb, copy_bw, gen, io1) \
-                    if peers is not None else {}
+                fi = _flashinfer_cases(peers, ls, sh, shp, B, L, tokens, args, record, sb, copy_bw, gen, io1,
+                                       settle=settler.settle) if peers is not None else {}
+                settler.settle(f"{shp} B={B} L={L}: the replay timings")
                 if fi.get("conv") is not None and fi["conv"] < conv_best:
                     print(f"  FlashInfer selective_state_update is the fastest conventional kernel: "
                           f"{fi['conv'] * 1e6:.2f} us")
@@ -695,6 +703,7 @@ def run(args) -> int:
                 torch.cuda.empty_cache()
                 write_out()  # after every (shape, B, L) block: a run stopped by a time limit keeps what it timed
 
+    settler.close()
     copy_bw2 = copy_bandwidth()
     print(f"device-to-device copy at the end: {copy_bw2 / 1e12:.3f} TB/s (read + write)")
     targets = drop_rank_shape_targets(targets, shapes)  # the JSON, the published tables and the printout alike

@@ -17,7 +17,29 @@ GRAPH_SECONDS = 1e-3
 COPY_BPS = 4e12
 
 
+class _FakeSettler:
+    """BandwidthSettler without a GPU: records where the bench asks to settle (``SETTLED``)."""
+
+    def __init__(self, max_seconds=3.0, *a, **k):
+        self.max_seconds = max_seconds
+
+    def settle(self, what):
+        SETTLED.append(what)
+
+    def summary(self):
+        return dict(max_seconds=self.max_seconds, waits=len(SETTLED), reported=[])
+
+    def close(self):
+        pass
+
+
+SETTLED = []
+
+
 def _fake_cuda(monkeypatch):
+    SETTLED.clear()
+    monkeypatch.setattr(bg, "BandwidthSettler", _FakeSettler)
+    monkeypatch.setattr(bm, "BandwidthSettler", _FakeSettler)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "CPU dry run")
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
@@ -359,3 +381,104 @@ def test_rank_shapes_run_without_targets(monkeypatch, tmp_path):
     assert any(k.startswith("q35-4b.") for k in res["targets"])
     assert not any("tp2" in k or "tp2" in v["case"] for k, v in res["targets"].items())
     assert bg.main(["--shapes", "q35-4b-tp4", "--out", str(out)]) == 2
+
+
+def _ordered(base, log, *kernels):
+    """_stubbed, with each named kernel method appending its name to ``log`` (beside the settles)."""
+    Stub = _stubbed(base)
+    for name in kernels:
+        setattr(Stub, name, lambda self, *a, _n=name, **k: log.append(_n))
+    return Stub
+
+
+def _settle_log(monkeypatch, log):
+    class Settler(_FakeSettler):
+        def settle(self, what):
+            SETTLED.append(what)
+            log.append(("settle", what))
+    monkeypatch.setattr(bg, "BandwidthSettler", Settler)
+    monkeypatch.setattr(bm, "BandwidthSettler", Settler)
+
+
+def test_gdn_bench_settles_before_its_timed_groups(monkeypatch, tmp_path):
+    """Seventieth session: right after large allocations / frees the copy bandwidth is transiently lower, so the
+    bench waits for a copy probe (BandwidthSettler) before the block's first timing and before the per-draft /
+    verify timings that follow the per-draft pools' allocation. The order is checked on the stubbed run."""
+    _fake_cuda(monkeypatch)
+    log = []
+    _settle_log(monkeypatch, log)
+    monkeypatch.setattr(bg, "_DEVICE", "cpu")
+    monkeypatch.setattr(bg, "_Layers", _ordered(bg._Layers, log, "conv_step", "snap_step", "replay_step", "commit"))
+    monkeypatch.setattr(bg, "_check", lambda *a, **k: {"stub": 0.0})
+    monkeypatch.setattr(bg, "_time_graph", _graph([]))
+    monkeypatch.setattr(bg, "copy_bandwidth", lambda *a, **k: COPY_BPS)
+    monkeypatch.setattr(bg, "_fla", lambda: None)
+    monkeypatch.setattr(bg, "SHAPES", {"q35-4b": dict(H=2, HV=4, K=16, V=16)})
+    out = tmp_path / "gdn.json"
+    assert bg.main(["--shapes", "q35-4b", "--batch", "256", "--window", "16", "--tokens", "1,4", "--variants", "6",
+                    "--repeats", "2", "--l2-bytes", "1", "--max-layers", "2", "--out", str(out)]) == 0
+    settles = [i for i, e in enumerate(log) if isinstance(e, tuple)]
+    assert settles and settles[0] == 0 and "conventional" in log[0][1]  # before the block's first kernel
+    first_snap = log.index("snap_step")
+    pools = [i for i in settles if "per-draft" in log[i][1]]
+    assert pools and pools[0] < first_snap
+    assert not [e for e in log[pools[0] + 1:first_snap] if isinstance(e, tuple)]  # nothing between them
+    # the verify timings follow the per-draft ones with no allocation between: the same settle covers them
+    first_verify = next(i for i, e in enumerate(log) if e == "replay_step" and i > first_snap)
+    assert not [e for e in log[first_snap:first_verify] if isinstance(e, tuple)]
+    # one per block, one after each T's checks (T = 1, 4), one after the pools
+    assert json.loads(out.read_text())["settle"]["waits"] == len(settles) == 4
+
+
+def test_mamba2_bench_settles_before_its_timed_groups(monkeypatch, tmp_path):
+    """As the GDN case: the block's timings (after its buffers and the checks) and the replay timings wait for the
+    probe first; the FlashInfer cases take the settle as an argument (exercised on the GPU only)."""
+    _fake_cuda(monkeypatch)
+    import replayssm_trtllm.ops.mamba2 as om
+    log = []
+    _settle_log(monkeypatch, log)
+    monkeypatch.setattr(bm, "_Layerset", _ordered(bm._Layerset, log, "conv_step", "replay_step", "commit"))
+    monkeypatch.setattr(bm, "_check", lambda *a, **k: (0.0, True))
+    monkeypatch.setattr(bm, "_time_graph", _graph([]))
+    monkeypatch.setattr(bm, "copy_bandwidth", lambda *a, **k: COPY_BPS)
+    monkeypatch.setattr(bm, "inplace_bandwidth", lambda *a, **k: COPY_BPS)
+    monkeypatch.setattr(om, "row_chunk", lambda st, n: 8)
+    monkeypatch.setattr(bm, "SHAPES", {"super": dict(H=4, P=8, N=16, G=2)})
+    out = tmp_path / "m2.json"
+    assert bm.main(["--shapes", "super", "--batch", "256", "--tokens", "1,4", "--variants", "4", "--no-sweep-rows",
+                    "--no-flashinfer", "--repeats", "2", "--l2-bytes", "1", "--out", str(out)]) == 0
+    assert isinstance(log[0], tuple) and "block" in log[0][1]
+    replay_settle = next(i for i, e in enumerate(log) if isinstance(e, tuple) and "replay" in e[1])
+    assert log.index("conv_step") < replay_settle < log.index("replay_step")
+    assert json.loads(out.read_text())["settle"]["waits"] == 2
+
+
+def test_settle_wait_logic():
+    """settle_wait on scripted probe readings and a fake clock: waits while a reading is below the fraction of the
+    best seen, stops at the first reading at or above it, and gives up after max_seconds."""
+    from replayssm_trtllm.bench.common import settle_wait
+
+    def scripted(readings):
+        it = iter(readings)
+        now = [0.0]
+        return (lambda: next(it)), (lambda: now[0]), (lambda dt: now.__setitem__(0, now[0] + dt))
+
+    probe, clock, sleep = scripted([83.0, 84.0, 90.0, 99.0, 50.0])
+    res, best = settle_wait(probe, 100.0, fraction=0.97, max_seconds=3.0, interval_s=0.1, clock=clock, sleep=sleep)
+    assert res.settled and res.probes == 4 and best == 100.0
+    assert res.first_frac == pytest.approx(0.83) and res.last_frac == pytest.approx(0.99)
+    assert res.waited_s == pytest.approx(0.3)
+    # a new best raises the bar: 100 then 120 (best 120), then 117 >= 0.97 * 120 = 116.4
+    probe, clock, sleep = scripted([100.0, 120.0, 117.0])
+    res, best = settle_wait(probe, 90.0, fraction=0.97, max_seconds=3.0, interval_s=0.1, clock=clock, sleep=sleep)
+    assert res.settled and res.probes == 1 and best == 100.0  # 100 >= 0.97 * 100 at once
+    # never back: gives up after max_seconds and says so
+    probe, clock, sleep = scripted([80.0] * 100)
+    res, best = settle_wait(probe, 100.0, fraction=0.97, max_seconds=1.0, interval_s=0.25, clock=clock, sleep=sleep)
+    assert not res.settled and res.waited_s == pytest.approx(1.0) and res.probes == 5
+    for bad in (0.0, -1.0, float("nan")):
+        probe, clock, sleep = scripted([bad])
+        with pytest.raises(RuntimeError, match="positive bandwidth"):
+            settle_wait(probe, 100.0, clock=clock, sleep=sleep)
+    with pytest.raises(ValueError, match="fraction"):
+        settle_wait(lambda: 1.0, 1.0, fraction=1.5)
