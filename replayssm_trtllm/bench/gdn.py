@@ -31,8 +31,8 @@ import sys
 from pathlib import Path
 
 from replayssm_trtllm.bench.common import (BandwidthSettler, add_settle_argument, command_line,
-                                           drop_rank_shape_targets, git_commit, publish_official_run, resolve_shape, standard_ring_capacity, standard_steps_on_ring,
-                                           target_value_text)
+                                           drop_rank_shape_targets, git_commit, publish_official_run, resolve_shape,
+                                           standard_ring_capacity, standard_steps_on_ring, target_value_text)
 
 # where run() makes its cursors and acceptances (the layer buffers take it as an argument): a CPU test dry-runs the
 # benchmark's bookkeeping with "cpu" and the kernels stubbed

@@ -28,8 +28,8 @@ import sys
 from pathlib import Path
 
 from replayssm_trtllm.bench.common import (BandwidthSettler, add_settle_argument, command_line,
-                                           drop_rank_shape_targets, git_commit, publish_official_run, resolve_shape, standard_ring_capacity, standard_steps_on_ring,
-                                           target_value_text)
+                                           drop_rank_shape_targets, git_commit, publish_official_run, resolve_shape,
+                                           standard_ring_capacity, standard_steps_on_ring, target_value_text)
 
 SHAPES = {"nano": dict(H=96, P=80, N=128, G=8), "super": dict(H=128, P=64, N=128, G=8)}
 
