@@ -57,6 +57,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "as in a model's decode graph (1 = one layer per replay: the graph launch is then "
                              "part of every figure, as before the seventeenth session)")
     parser.add_argument("--seed", type=int, default=0)
+    from .common import add_settle_argument
+    add_settle_argument(parser)
     parser.add_argument("--no-write", action="store_true", help="print only; do not write results")
     parser.add_argument("--no-compare-paths", action="store_true",
                         help="do not also time the non-default decode paths (RSSM_DP_DECODE_PATH=stream / tile) "
@@ -135,7 +137,7 @@ def step_bytes(family: str, sh: dict, B: int, read_fmt: str, h_mean: float, rec_
     return int(nb)
 
 
-def _family_cases(family, args, torch, time_graph):
+def _family_cases(family, args, torch, time_graph, settle=None):
     from ..ops import dual_precision as dp
     B, L, act = args.batch, args.window, {"bf16": torch.bfloat16, "fp16": torch.float16}[args.act_dtype]
     dev = "cuda"
@@ -145,8 +147,13 @@ def _family_cases(family, args, torch, time_graph):
     h_mid = L // 2
     stagger = (torch.arange(B, device=dev) % L).to(torch.int32)
     nl = max(1, int(getattr(args, "layers", 1)))
-    # one graph of nl layers (fns: one callable per layer); microseconds per layer
-    timed = lambda fns: time_graph(list(fns), reps=args.reps)["median_us"]
+    # one graph of nl layers (fns: one callable per layer); microseconds per layer. Every group waits first for the
+    # copy probe (BandwidthSettler.settle; about a millisecond when nothing was allocated or freed since the last)
+    settle = settle or (lambda what: None)
+
+    def timed(fns):
+        settle(f"precision {family}")
+        return time_graph(list(fns), reps=args.reps)["median_us"]
     if family == "mamba2":
         from ..ops import mamba2 as m2
         sh = MAMBA2_SHAPE
@@ -351,8 +358,9 @@ def run(args) -> int:
     from .gdn import copy_bandwidth
     copy_gbps = copy_bandwidth() / 1e9
     print(f"device copy bandwidth: {copy_gbps:.0f} GB/s (read + write)", flush=True)
+    settler = common.BandwidthSettler(getattr(args, "settle_seconds", 3.0), log=lambda m: print(m, flush=True))
     for fam in fams:
-        rows, res = _family_cases(fam, args, torch, common.time_graph)
+        rows, res = _family_cases(fam, args, torch, common.time_graph, settle=settler.settle)
         all_rows += rows
         for (f, rf), goal in NONFLUSH_GOALS.items():
             if f != fam:
@@ -366,6 +374,7 @@ def run(args) -> int:
                 "mamba2_window", None if tw is None else res["conv"] / tw, WINDOW_GOAL, True,
                 f"B={args.batch} L={args.window}, staggered flushes (1/L rows per step), decode + flush")
         torch.cuda.empty_cache()
+    settler.close()
     add_copy_fraction(all_rows, copy_gbps)
     print(common.format_table(all_rows, ["family", "case", "read", "recurrence", "us", "bytes", "GB/s", "of copy",
                                          "x fp32 read", "x conv"]))
@@ -374,6 +383,7 @@ def run(args) -> int:
     if not args.no_write:
         common.write_results("precision", all_rows, targets, common.command_line(),
                              extra={"batch": args.batch, "window": args.window, "act_dtype": args.act_dtype,
+                                    "settle": settler.summary(),
                                     "layers_per_graph": max(1, args.layers), "copy_GBps": copy_gbps},
                              columns=["family", "case", "read", "recurrence", "us", "GB/s", "of copy", "x fp32 read",
                                       "x conv"])
