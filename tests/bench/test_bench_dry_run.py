@@ -482,3 +482,32 @@ def test_settle_wait_logic():
             settle_wait(probe, 100.0, clock=clock, sleep=sleep)
     with pytest.raises(ValueError, match="fraction"):
         settle_wait(lambda: 1.0, 1.0, fraction=1.5)
+
+
+def test_bandwidth_settler_reports_only_real_waits():
+    """BandwidthSettler with a scripted reading instead of the GPU probe: calibration takes the best of eight
+    readings; a settle that passes at once is counted but not reported; one that waits is printed and listed with
+    its fractions; one that never comes back says "timed anyway"; max_seconds = 0 turns it off."""
+    from replayssm_trtllm.bench.common import BandwidthSettler
+    readings = iter([90.0, 100.0] + [99.0] * 6      # calibration: best 100
+                    + [98.0]                          # settle 1: at once
+                    + [80.0, 85.0, 99.5]              # settle 2: two low readings, then back
+                    + [50.0] * 1000)                  # settle 3: never back
+    lines = []
+    s = BandwidthSettler(max_seconds=0.1, report_s=0.01, log=lines.append, reading=lambda: next(readings))
+    assert s.enabled and s.best == 100.0
+    assert s.settle("one").settled and lines == []
+    r = s.settle("two")
+    assert r.settled and r.probes == 3 and r.first_frac == pytest.approx(0.80)
+    assert len(lines) == 1 and "before two" in lines[0] and "80.0%" in lines[0] and "back to 99.5%" in lines[0]
+    r = s.settle("three")
+    assert not r.settled and "timed anyway" in lines[-1]
+    summ = s.summary()
+    assert summ["waits"] == 3 and [e["what"] for e in summ["reported"]] == ["two", "three"]
+    assert summ["reported"][0]["first_frac"] == 0.8 and summ["reported"][1]["settled"] is False
+    s.close()
+    assert not s.enabled and s.settle("after close") is None
+    off = BandwidthSettler(max_seconds=0, reading=lambda: 1 / 0)  # never probes
+    assert not off.enabled and off.settle("x") is None and off.summary()["waits"] == 0
+    with pytest.raises(ValueError, match="fraction"):
+        BandwidthSettler(fraction=0, reading=lambda: 1.0)
