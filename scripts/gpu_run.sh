@@ -21,7 +21,8 @@
 # Per-family bench arguments: BENCH_ARGS_MAMBA2, BENCH_ARGS_GDN, BENCH_ARGS_PRECISION; time limits:
 # TEST_TIMEOUT, SAN_TIMEOUT, BENCH_TIMEOUT (seconds) so one slow step cannot eat the whole call. TEST_TIMEOUT defaults to 480:
 # the whole GPU suite (tests/kernels tests/formats tests/bench tests/models tests/integrations, --xdist 16) took 381 s
-# on an H200 and did not finish in 330 s on an H100 (fifty-first session); the device allows 600 s per call.
+# on an H200 and did not finish in 330 s on an H100 (fifty-first session), nor in 420 s (seventieth: 99% of 2107
+# cases, no failure): give the H100 TEST_TIMEOUT=560 in a call of its own; the device allows 600 s per call.
 # SAN_TOOLS: the compute-sanitizer tools of --sanitize (default "memcheck racecheck"); e.g. racecheck alone when
 # memcheck already passed on the same library (racecheck of the 56 dual-precision cases ran past 150 s on an H100).
 # SAN_SHARDS=N runs each tool as N processes at once over a round-robin split of the cases (4 shards: that racecheck
