@@ -66,20 +66,35 @@ def _graph(calls):
     return time_graph
 
 
-def test_mamba2_bench_dry_run(monkeypatch, tmp_path):
-    _fake_cuda(monkeypatch)
+def _stub_mamba2(monkeypatch, layerset, calls, check=lambda *a, **k: (0.0, True)):
+    """bench mamba2 on the CPU: the given layer buffers, the check, the graph timing and the bandwidths stubbed, a
+    small Super-like shape."""
     import replayssm_trtllm.ops.mamba2 as om
-
-    Layers = _stubbed(bm._Layerset, "conv_step", "replay_step", "commit")
-    calls = []
-    monkeypatch.setattr(bm, "_Layerset", Layers)
-    monkeypatch.setattr(bm, "_check", lambda *a, **k: (0.0, True))
+    monkeypatch.setattr(bm, "_Layerset", layerset)
+    monkeypatch.setattr(bm, "_check", check)
     monkeypatch.setattr(bm, "_time_graph", _graph(calls))
     monkeypatch.setattr(bm, "copy_bandwidth", lambda *a, **k: COPY_BPS)
     monkeypatch.setattr(bm, "inplace_bandwidth", lambda *a, **k: COPY_BPS)
     monkeypatch.setattr(om, "row_chunk", lambda st, n: 8)
-    sh = dict(H=4, P=8, N=16, G=2)
-    monkeypatch.setattr(bm, "SHAPES", {"super": sh})
+    monkeypatch.setattr(bm, "SHAPES", {"super": dict(H=4, P=8, N=16, G=2)})
+
+
+def _stub_gdn(monkeypatch, layers, calls, check=lambda *a, **k: {"stub": 0.0}, shape=None):
+    """bench gdn on the CPU, as _stub_mamba2: a small q35-4b-like shape (or ``shape``), no fla."""
+    monkeypatch.setattr(bg, "_DEVICE", "cpu")
+    monkeypatch.setattr(bg, "_Layers", layers)
+    monkeypatch.setattr(bg, "_check", check)
+    monkeypatch.setattr(bg, "_time_graph", _graph(calls))
+    monkeypatch.setattr(bg, "copy_bandwidth", lambda *a, **k: COPY_BPS)
+    monkeypatch.setattr(bg, "_fla", lambda: None)
+    monkeypatch.setattr(bg, "SHAPES", {"q35-4b": shape or dict(H=2, HV=4, K=16, V=16)})
+
+
+def test_mamba2_bench_dry_run(monkeypatch, tmp_path):
+    _fake_cuda(monkeypatch)
+    calls = []
+    _stub_mamba2(monkeypatch, _stubbed(bm._Layerset, "conv_step", "replay_step", "commit"), calls)
+    sh = bm.SHAPES["super"]
     out = tmp_path / "m2.json"
     rc = bm.main(["--shapes", "super", "--batch", "256", "--tokens", "1,4", "--variants", "4", "--no-sweep-rows",
                   "--no-flashinfer", "--repeats", "2", "--l2-bytes", "1", "--out", str(out)])
@@ -157,7 +172,6 @@ def test_mamba2_bench_reports_a_refused_design_and_goes_on(monkeypatch, tmp_path
     is left out of those cases (check and timing alike), variant 2 is timed, and the run finishes. Any other error
     still stops the run."""
     _fake_cuda(monkeypatch)
-    import replayssm_trtllm.ops.mamba2 as om
 
     def refuse(ls, layer, T, mode, rows=0, variant=0):
         if variant == 4 and ls.L + (T if mode == 1 else 0) > 32:
@@ -172,13 +186,7 @@ def test_mamba2_bench_reports_a_refused_design_and_goes_on(monkeypatch, tmp_path
         checked.append((ls.L, T, v))
         refuse(ls, 0, T, 0 if T == 1 else 1, 0, v)
         return 0.0, True
-    monkeypatch.setattr(bm, "_Layerset", Layers)
-    monkeypatch.setattr(bm, "_check", check)
-    monkeypatch.setattr(bm, "copy_bandwidth", lambda *a, **k: COPY_BPS)
-    monkeypatch.setattr(bm, "inplace_bandwidth", lambda *a, **k: COPY_BPS)
-    monkeypatch.setattr(om, "row_chunk", lambda st, n: 8)
-    monkeypatch.setattr(bm, "SHAPES", {"super": dict(H=4, P=8, N=16, G=2)})
-    monkeypatch.setattr(bm, "_time_graph", _graph([]))
+    _stub_mamba2(monkeypatch, Layers, [], check=check)
     out = tmp_path / "grid.json"
     args = ["--shapes", "super", "--batch", "64", "--window", "32", "--tokens", "1,2", "--variants", "2,4",
             "--no-sweep-rows", "--no-flashinfer", "--repeats", "2", "--l2-bytes", "1", "--out", str(out)]
@@ -202,16 +210,9 @@ def test_mamba2_bench_reports_a_refused_design_and_goes_on(monkeypatch, tmp_path
 def test_gdn_bench_dry_run(monkeypatch, tmp_path):
     _fake_cuda(monkeypatch)
 
-    Layers = _stubbed(bg._Layers, "conv_step", "snap_step", "replay_step", "commit")
     calls = []
-    monkeypatch.setattr(bg, "_DEVICE", "cpu")
-    monkeypatch.setattr(bg, "_Layers", Layers)
-    monkeypatch.setattr(bg, "_check", lambda *a, **k: {"stub": 0.0})
-    monkeypatch.setattr(bg, "_time_graph", _graph(calls))
-    monkeypatch.setattr(bg, "copy_bandwidth", lambda *a, **k: COPY_BPS)
-    monkeypatch.setattr(bg, "_fla", lambda: None)
     sh = dict(H=2, HV=4, K=16, V=16)
-    monkeypatch.setattr(bg, "SHAPES", {"q35-4b": sh})
+    _stub_gdn(monkeypatch, _stubbed(bg._Layers, "conv_step", "snap_step", "replay_step", "commit"), calls, shape=sh)
     out = tmp_path / "gdn.json"
     rc = bg.main(["--shapes", "q35-4b", "--batch", "256", "--window", "16", "--tokens", "1,4", "--variants", "6",
                   "--repeats", "2", "--l2-bytes", "1", "--max-layers", "2", "--out", str(out)])
@@ -270,13 +271,7 @@ def test_gdn_bench_dry_run_automatic_variant_only(monkeypatch, tmp_path):
     def check(ls, T, variants=(0,), replay=True):
         checked.append((T, tuple(variants), replay))
         return {"stub": 0.0}
-    monkeypatch.setattr(bg, "_DEVICE", "cpu")
-    monkeypatch.setattr(bg, "_Layers", Layers)
-    monkeypatch.setattr(bg, "_check", check)
-    monkeypatch.setattr(bg, "_time_graph", _graph(calls))
-    monkeypatch.setattr(bg, "copy_bandwidth", lambda *a, **k: COPY_BPS)
-    monkeypatch.setattr(bg, "_fla", lambda: None)
-    monkeypatch.setattr(bg, "SHAPES", {"q35-4b": dict(H=2, HV=4, K=128, V=16)})
+    _stub_gdn(monkeypatch, Layers, calls, check=check, shape=dict(H=2, HV=4, K=128, V=16))
     out = tmp_path / "gdn.json"
     rc = bg.main(["--shapes", "q35-4b", "--batch", "1", "--window", "16", "--tokens", "1,4", "--variants=-1",
                   "--repeats", "2", "--l2-bytes", "1", "--max-layers", "2", "--out", str(out)])
@@ -347,14 +342,7 @@ def test_rank_shapes_run_without_targets(monkeypatch, tmp_path):
     assert kept == {"std_speedup_super_B256_x": 1, "correct_super-tp2_B1_L16_T1_v4": 3}
 
     _fake_cuda(monkeypatch)
-    import replayssm_trtllm.ops.mamba2 as om
-    monkeypatch.setattr(bm, "_Layerset", _stubbed(bm._Layerset, "conv_step", "replay_step", "commit"))
-    monkeypatch.setattr(bm, "_check", lambda *a, **k: (0.0, True))
-    monkeypatch.setattr(bm, "_time_graph", _graph([]))
-    monkeypatch.setattr(bm, "copy_bandwidth", lambda *a, **k: COPY_BPS)
-    monkeypatch.setattr(bm, "inplace_bandwidth", lambda *a, **k: COPY_BPS)
-    monkeypatch.setattr(om, "row_chunk", lambda st, n: 8)
-    monkeypatch.setattr(bm, "SHAPES", {"super": dict(H=4, P=8, N=16, G=2)})
+    _stub_mamba2(monkeypatch, _stubbed(bm._Layerset, "conv_step", "replay_step", "commit"), [])
     out = tmp_path / "m2.json"
     assert bm.main(["--shapes", "super,super-tp2", "--batch", "256", "--tokens", "1,4", "--variants", "4",
                     "--no-sweep-rows", "--no-flashinfer", "--repeats", "2", "--l2-bytes", "1", "--out", str(out)]) == 0
@@ -365,13 +353,7 @@ def test_rank_shapes_run_without_targets(monkeypatch, tmp_path):
     assert not any("super-tp2" in k for k in res["targets"])
     assert bm.main(["--shapes", "super-tp3", "--no-flashinfer", "--out", str(out)]) == 2
 
-    monkeypatch.setattr(bg, "_DEVICE", "cpu")
-    monkeypatch.setattr(bg, "_Layers", _stubbed(bg._Layers, "conv_step", "snap_step", "replay_step", "commit"))
-    monkeypatch.setattr(bg, "_check", lambda *a, **k: {"stub": 0.0})
-    monkeypatch.setattr(bg, "_time_graph", _graph([]))
-    monkeypatch.setattr(bg, "copy_bandwidth", lambda *a, **k: COPY_BPS)
-    monkeypatch.setattr(bg, "_fla", lambda: None)
-    monkeypatch.setattr(bg, "SHAPES", {"q35-4b": dict(H=2, HV=4, K=16, V=16)})
+    _stub_gdn(monkeypatch, _stubbed(bg._Layers, "conv_step", "snap_step", "replay_step", "commit"), [])
     out = tmp_path / "gdn.json"
     assert bg.main(["--shapes", "q35-4b,q35-4b-tp2", "--batch", "256", "--window", "16", "--tokens", "1,4",
                     "--variants", "6", "--repeats", "2", "--l2-bytes", "1", "--max-layers", "2", "--out",
@@ -407,13 +389,7 @@ def test_gdn_bench_settles_before_its_timed_groups(monkeypatch, tmp_path):
     _fake_cuda(monkeypatch)
     log = []
     _settle_log(monkeypatch, log)
-    monkeypatch.setattr(bg, "_DEVICE", "cpu")
-    monkeypatch.setattr(bg, "_Layers", _ordered(bg._Layers, log, "conv_step", "snap_step", "replay_step", "commit"))
-    monkeypatch.setattr(bg, "_check", lambda *a, **k: {"stub": 0.0})
-    monkeypatch.setattr(bg, "_time_graph", _graph([]))
-    monkeypatch.setattr(bg, "copy_bandwidth", lambda *a, **k: COPY_BPS)
-    monkeypatch.setattr(bg, "_fla", lambda: None)
-    monkeypatch.setattr(bg, "SHAPES", {"q35-4b": dict(H=2, HV=4, K=16, V=16)})
+    _stub_gdn(monkeypatch, _ordered(bg._Layers, log, "conv_step", "snap_step", "replay_step", "commit"), [])
     out = tmp_path / "gdn.json"
     assert bg.main(["--shapes", "q35-4b", "--batch", "256", "--window", "16", "--tokens", "1,4", "--variants", "6",
                     "--repeats", "2", "--l2-bytes", "1", "--max-layers", "2", "--out", str(out)]) == 0
@@ -434,16 +410,9 @@ def test_mamba2_bench_settles_before_its_timed_groups(monkeypatch, tmp_path):
     """As the GDN case: the block's timings (after its buffers and the checks) and the replay timings wait for the
     probe first; the FlashInfer cases take the settle as an argument (exercised on the GPU only)."""
     _fake_cuda(monkeypatch)
-    import replayssm_trtllm.ops.mamba2 as om
     log = []
     _settle_log(monkeypatch, log)
-    monkeypatch.setattr(bm, "_Layerset", _ordered(bm._Layerset, log, "conv_step", "replay_step", "commit"))
-    monkeypatch.setattr(bm, "_check", lambda *a, **k: (0.0, True))
-    monkeypatch.setattr(bm, "_time_graph", _graph([]))
-    monkeypatch.setattr(bm, "copy_bandwidth", lambda *a, **k: COPY_BPS)
-    monkeypatch.setattr(bm, "inplace_bandwidth", lambda *a, **k: COPY_BPS)
-    monkeypatch.setattr(om, "row_chunk", lambda st, n: 8)
-    monkeypatch.setattr(bm, "SHAPES", {"super": dict(H=4, P=8, N=16, G=2)})
+    _stub_mamba2(monkeypatch, _ordered(bm._Layerset, log, "conv_step", "replay_step", "commit"), [])
     out = tmp_path / "m2.json"
     assert bm.main(["--shapes", "super", "--batch", "256", "--tokens", "1,4", "--variants", "4", "--no-sweep-rows",
                     "--no-flashinfer", "--repeats", "2", "--l2-bytes", "1", "--out", str(out)]) == 0

@@ -26,9 +26,8 @@ def test_argument_errors_and_no_gpu(monkeypatch, capsys):
     assert cpa.main(["--shape", "nope"]) == 2
 
 
-def test_dry_run_builds_and_times_every_set(monkeypatch, capsys):
-    built, timed = [], []
-
+def _recording_layers(built, timed):
+    """bench gdn's layer buffers on the CPU, recording each set built (B, L, Tmax) and each conventional step."""
     class Layers(bg._Layers):
         def __init__(self, sh, B, L, Tmax, *a, **k):
             k["device"] = "cpu"
@@ -37,6 +36,12 @@ def test_dry_run_builds_and_times_every_set(monkeypatch, capsys):
 
         def conv_step(self, layer, T=1, variant=0):
             timed.append((self.B, self.L, variant))
+    return Layers
+
+
+def test_dry_run_builds_and_times_every_set(monkeypatch, capsys):
+    built, timed = [], []
+    Layers = _recording_layers(built, timed)
 
     def time_graph(fn, repeats):
         fn()
@@ -66,15 +71,7 @@ def test_dry_run_part3_traces_and_settles(monkeypatch, capsys):
     set of the batch's size timed after a settle. The probe is scripted: 50% of its best right after the free."""
     import replayssm_trtllm.bench.common as common
     built, timed = [], []
-
-    class Layers(bg._Layers):
-        def __init__(self, sh, B, L, Tmax, *a, **k):
-            k["device"] = "cpu"
-            built.append((B, L, Tmax))
-            super().__init__(sh, B, L, Tmax, *a, **k)
-
-        def conv_step(self, layer, T=1, variant=0):
-            timed.append((self.B, self.L, variant))
+    Layers = _recording_layers(built, timed)
 
     class Settler:
         def __init__(self, max_seconds=3.0, **k):
