@@ -121,11 +121,12 @@ def main(argv=None) -> int:
 
 
 def part3(args, torch, buffers, time_conv, report, variants, windows, B):
-    """Part 3 (seventieth session): what the copy probe of the benches' BandwidthSettler reads, every ~20 ms for
+    """Part 3 (seventieth session): what the copy probe of the benches' BandwidthSettler reads (and NVML's clocks,
+    power and clock-event reasons while it runs, where nvidia-ml-py is installed), every ~20 ms for
     --trace-seconds, (a) right after the larger set is allocated, (b) right after it is freed and a set of the
     batch's size allocated; then that set's conventional step after BandwidthSettler.settle. It tells whether the
-    slow rounds of part 2 follow the allocation, the free or both, how long they last, and whether the settle
-    removes them."""
+    slow rounds of part 2 follow the allocation, the free or both, how long they last, whether the settle removes
+    them, and whether the clocks or the power move with them."""
     import time
     from replayssm_trtllm.bench.common import BandwidthSettler
     settler = BandwidthSettler(max_seconds=max(3.0, args.trace_seconds), log=lambda m: print(m, flush=True))
@@ -135,15 +136,21 @@ def part3(args, torch, buffers, time_conv, report, variants, windows, B):
         while time.monotonic() - t0 < args.trace_seconds:
             r = settler.probe()
             settler.best = max(settler.best, r)
-            pts.append((time.monotonic() - t0, r))
+            pts.append((time.monotonic() - t0, r, settler.last_clocks))
             time.sleep(0.02)
-        low = [t for t, r in pts if r < 0.97 * settler.best]
+        low = [t for t, r, _ in pts if r < 0.97 * settler.best]
         print(f"part 3 {label}: {len(pts)} probes over {pts[-1][0]:.2f} s; below 97% of the best "
               f"({settler.best / 1e12:.3f} TB/s) until {max(low):.2f} s" if low else
               f"part 3 {label}: {len(pts)} probes over {pts[-1][0]:.2f} s; none below 97% of the best "
               f"({settler.best / 1e12:.3f} TB/s)", flush=True)
         step = max(1, len(pts) // 20)
-        print("  " + " ".join(f"{t:.2f}s:{100 * r / settler.best:.0f}%" for t, r in pts[::step]), flush=True)
+        print("  " + " ".join(f"{t:.2f}s:{100 * r / settler.best:.0f}%" for t, r, _ in pts[::step]), flush=True)
+        # NVML's readings (nvidia-ml-py) while the probe ran: a clock or power transient shows here, a memory-traffic
+        # one does not
+        for t, r, c in pts[::step]:
+            if c:
+                print(f"  {t:.2f}s {100 * r / settler.best:.0f}%: SM {c['sm_mhz']} MHz, mem {c['mem_mhz']} MHz, "
+                      f"{c['power_w']} W, reasons {c['reasons']}", flush=True)
 
     trace("(0) before anything else")
     big = buffers(2 * B, windows[-1], tokens=(1, 8), snap=True)

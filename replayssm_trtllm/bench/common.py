@@ -103,6 +103,51 @@ def measure_copy_bandwidth(nbytes: int = 4 << 30, reps: int = 10, warmup: int = 
 # understates it: the benches wait for a small copy probe to come back to its best before every timed group that
 # follows an allocation or a free. See docs/benchmarks.md "Seventieth session".
 
+class GpuClockReader:
+    """The GPU's SM and memory clocks (MHz), board power (W) and NVML's clock-event reasons bitmask (power cap,
+    thermal or hardware slowdown, ...) through NVML (``nvidia-ml-py``, on the device image), or None from ``read``
+    where NVML is missing or fails. ``index`` is NVML's device index (default: this process's CUDA device, which is
+    the same on the one-GPU machines). The settle's reports carry these readings, to tell a clock or power
+    transient from a memory-traffic one."""
+
+    def __init__(self, index: Optional[int] = None, nvml: Any = None):
+        self._nv, self._h = None, None
+        try:
+            if nvml is None:
+                import pynvml as nvml
+            nvml.nvmlInit()
+            if index is None:
+                import torch
+                index = torch.cuda.current_device() if torch.cuda.is_available() else 0
+            self._h = nvml.nvmlDeviceGetHandleByIndex(int(index))
+            self._nv = nvml
+        except Exception:
+            self._nv, self._h = None, None
+
+    @property
+    def available(self) -> bool:
+        return self._h is not None
+
+    def read(self) -> Optional[dict]:
+        if self._h is None:
+            return None
+        nv, h = self._nv, self._h
+        try:
+            out = dict(sm_mhz=int(nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM)),
+                       mem_mhz=int(nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM)),
+                       power_w=round(nv.nvmlDeviceGetPowerUsage(h) / 1000.0, 1))
+            reasons = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
+                getattr(nv, "nvmlDeviceGetCurrentClocksThrottleReasons")
+            out["reasons"] = hex(int(reasons(h)))
+            return out
+        except Exception:
+            return None
+
+    @staticmethod
+    def text(r: Optional[dict]) -> str:
+        return "" if not r else f"SM {r['sm_mhz']} MHz, mem {r['mem_mhz']} MHz, {r['power_w']} W, reasons {r['reasons']}"
+
+
 @dataclass
 class SettleResult:
     """One wait for the bandwidth probe: ``waited_s`` seconds, the probe's fraction of its best before
@@ -166,6 +211,8 @@ class BandwidthSettler:
         self.total_wait_s = 0.0
         self._buf = None
         self._reading = reading
+        self.clocks = GpuClockReader() if reading is None and max_seconds > 0 else None
+        self.last_clocks: Optional[dict] = None
         if self.max_seconds < 0 or not 0.0 < self.fraction <= 1.0:
             raise ValueError(f"BandwidthSettler: max_seconds must be >= 0 and fraction in (0, 1]; got "
                              f"{max_seconds}, {fraction}")
@@ -195,11 +242,13 @@ class BandwidthSettler:
         src, dst = self._buf
         a, b = self._events
         seconds = []
-        for _ in range(samples):
+        for i in range(samples):
             a.record()
             for _ in range(inner):
                 torch.mul(src, 1.0, out=dst)
             b.record()
+            if i == samples - 1 and self.clocks is not None:
+                self.last_clocks = self.clocks.read()  # while the copies run
             b.synchronize()
             seconds.append(a.elapsed_time(b) * 1e-3)
         return 2.0 * src.numel() * 4 * inner / statistics.median(seconds)
@@ -211,16 +260,26 @@ class BandwidthSettler:
         if self._buf is not None:
             import torch
             torch.cuda.synchronize()
-        res, self.best = settle_wait(self.probe, self.best, fraction=self.fraction, max_seconds=self.max_seconds)
+        first_clocks = []
+
+        def probe():
+            r = self.probe()
+            if not first_clocks:
+                first_clocks.append(self.last_clocks)
+            return r
+        res, self.best = settle_wait(probe, self.best, fraction=self.fraction, max_seconds=self.max_seconds)
         self.waits += 1
         self.total_wait_s += res.waited_s
         if res.waited_s > self.report_s or not res.settled:
             self.events.append(dict(what=what, waited_s=round(res.waited_s, 3), probes=res.probes,
                                     first_frac=round(res.first_frac, 4), last_frac=round(res.last_frac, 4),
-                                    settled=res.settled))
+                                    settled=res.settled, clocks_first=first_clocks[0] if first_clocks else None,
+                                    clocks_last=self.last_clocks))
+            clk = (f" [clocks first: {GpuClockReader.text(first_clocks[0])}; last: "
+                   f"{GpuClockReader.text(self.last_clocks)}]") if first_clocks and first_clocks[0] else ""
             self.log(f"# settle before {what}: the copy probe was at {res.first_frac:.1%} of its best, "
                      + (f"back to {res.last_frac:.1%} after {res.waited_s:.2f} s" if res.settled else
-                        f"still {res.last_frac:.1%} after {res.waited_s:.2f} s (timed anyway)"))
+                        f"still {res.last_frac:.1%} after {res.waited_s:.2f} s (timed anyway)") + clk)
         return res
 
     def summary(self) -> dict:

@@ -480,3 +480,44 @@ def test_bandwidth_settler_reports_only_real_waits():
     assert not off.enabled and off.settle("x") is None and off.summary()["waits"] == 0
     with pytest.raises(ValueError, match="fraction"):
         BandwidthSettler(fraction=0, reading=lambda: 1.0)
+
+
+def test_gpu_clock_reader_with_and_without_nvml():
+    """GpuClockReader on a fake NVML module: the readings and the reasons bitmask (the older API name as the
+    fallback); None, not an exception, when NVML is missing or a call fails."""
+    from replayssm_trtllm.bench.common import GpuClockReader
+
+    class FakeNvml:
+        NVML_CLOCK_SM, NVML_CLOCK_MEM = 1, 2
+        fail = False
+
+        def nvmlInit(self):
+            pass
+
+        def nvmlDeviceGetHandleByIndex(self, i):
+            return ("gpu", i)
+
+        def nvmlDeviceGetClockInfo(self, h, which):
+            if self.fail:
+                raise RuntimeError("NVML_ERROR_GPU_IS_LOST")
+            return {1: 1755, 2: 2619}[which]
+
+        def nvmlDeviceGetPowerUsage(self, h):
+            return 612345  # mW
+
+        def nvmlDeviceGetCurrentClocksThrottleReasons(self, h):  # older nvidia-ml-py
+            return 0x4
+
+    nv = FakeNvml()
+    r = GpuClockReader(index=0, nvml=nv)
+    assert r.available
+    got = r.read()
+    assert got == dict(sm_mhz=1755, mem_mhz=2619, power_w=612.3, reasons="0x4")
+    assert GpuClockReader.text(got) == "SM 1755 MHz, mem 2619 MHz, 612.3 W, reasons 0x4"
+    nv.fail = True
+    assert r.read() is None
+    class Broken(FakeNvml):
+        def nvmlInit(self):
+            raise RuntimeError("NVML_ERROR_LIBRARY_NOT_FOUND")
+    b = GpuClockReader(index=0, nvml=Broken())
+    assert not b.available and b.read() is None and GpuClockReader.text(None) == ""

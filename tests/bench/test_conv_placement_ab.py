@@ -75,11 +75,14 @@ def test_dry_run_part3_traces_and_settles(monkeypatch, capsys):
 
     class Settler:
         def __init__(self, max_seconds=3.0, **k):
-            self.best, self.n = 100.0, 0
+            self.best, self.n, self.last_clocks = 100.0, 0, None
 
         def probe(self):
             self.n += 1
-            return 50.0 if len(built) == 6 and self.n % 2 else 100.0  # low readings after the free only
+            low = len(built) == 6 and self.n % 2  # low readings after the free only
+            self.last_clocks = dict(sm_mhz=1500 if low else 1980, mem_mhz=2619, power_w=650.0,
+                                    reasons="0x4" if low else "0x0")
+            return 50.0 if low else 100.0
 
         def settle(self, what):
             return common.SettleResult(0.04, 3, 0.5, 0.99, True)
@@ -106,5 +109,6 @@ def test_dry_run_part3_traces_and_settles(monkeypatch, capsys):
     b_line = next(line for line in out.splitlines() if line.startswith("part 3 (b)"))
     assert "below 97% of the best" in b_line and "none" not in b_line
     assert "settle waited 0.04 s (50% -> 99%)" in out
+    assert "50%: SM 1500 MHz, mem 2619 MHz, 650.0 W, reasons 0x4" in out  # NVML's readings beside the trace
     assert "part 3 (c) B=4 set L=8 after the settle v5: median    50.00 us" in out
     assert timed[-4:] == [(4, 8, 5)] * 4  # two rounds of two layers
