@@ -186,6 +186,29 @@ def summary_line(family: str, rows: list, result: dict) -> str:
     return text
 
 
+def settle_note(result: dict) -> str:
+    """How the run's timed groups waited after large allocations and frees (the benches' ``settle`` summary, since
+    the seventieth session; the precision bench keeps it under ``extra``): whether a reader can compare the record
+    with one taken before the waits existed."""
+    st = result.get("settle")
+    if st is None and isinstance(result.get("extra"), dict):
+        st = result["extra"].get("settle")
+    if not isinstance(st, dict):
+        return ("timing settle: not recorded (a run from before the seventieth session: timed groups did not wait "
+                "for the bandwidth to recover after large allocations and frees)")
+    if not st.get("max_seconds"):
+        return "timing settle: off (--settle-seconds 0)"
+    rep_ = [e for e in st.get("reported") or [] if isinstance(e, dict)]
+    text = f"timing settle: {st.get('waits', '?')} waits, {len(rep_)} over 50 ms"
+    if rep_:
+        longest = max(rep_, key=lambda e: e.get("waited_s") or 0)
+        text += f" (longest {longest.get('waited_s')} s before {longest.get('what')!r})"
+        unsettled = sum(1 for e in rep_ if e.get("settled") is False)
+        if unsettled:
+            text += f"; {unsettled} timed without the probe back at {st.get('fraction', 0.97):.0%} of its best"
+    return text
+
+
 KERNEL_SOURCES = "cpp_plugins/kernels"
 
 
@@ -258,6 +281,7 @@ def run(args) -> int:
         note = kernel_sources_note(result.get("git_commit"))
         if note:
             print(note)
+        print(settle_note(result))
         shown = [r for r in rows if not r.met] if args.missed else rows
         print(format_table(shown) if shown else "(no missed targets)")
         print()

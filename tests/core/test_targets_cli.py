@@ -201,3 +201,29 @@ def test_table_prints_the_digit_that_decides_a_missed_target(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "| s | 1.7497 | >= 1.75 | **missed** |" in out
     assert "| t | 1.698 | >= 1.75 | **missed** |" in out
+
+
+def test_settle_note_says_how_the_run_waited():
+    """Seventieth session: the records say whether their timed groups waited for the bandwidth to recover after
+    large allocations and frees (the benches' `settle`; the precision bench's under `extra`)."""
+    from replayssm_trtllm.cli.targets import settle_note
+    assert "not recorded" in settle_note({"gpu": "H200"})
+    assert settle_note({"settle": {"max_seconds": 0, "waits": 0}}) == "timing settle: off (--settle-seconds 0)"
+    assert settle_note({"settle": {"max_seconds": 3.0, "waits": 12, "reported": []}}) == \
+        "timing settle: 12 waits, 0 over 50 ms"
+    st = {"max_seconds": 3.0, "fraction": 0.97, "waits": 9, "reported": [
+        {"what": "q35-4b B=256 L=16 T=4: pools", "waited_s": 0.42, "settled": True},
+        {"what": "q35-122b B=256 L=16: block", "waited_s": 3.01, "settled": False}]}
+    text = settle_note({"extra": {"settle": st}})
+    assert text.startswith("timing settle: 9 waits, 2 over 50 ms (longest 3.01 s before 'q35-122b B=256 L=16: block')")
+    assert "1 timed without the probe back at 97% of its best" in text
+
+
+def test_cli_prints_the_settle_note(tmp_path, capsys):
+    tg = {"x_speedup": {"value": 1.8, "goal": 1.75, "met": True, "case": "c"}}
+    old, new = tmp_path / "old.json", tmp_path / "new.json"
+    old.write_text(json.dumps(_result(tg)))
+    new.write_text(json.dumps(_result(tg, settle={"max_seconds": 3.0, "waits": 4, "reported": []})))
+    assert main(["targets", str(old), str(new)]) == 0
+    out = capsys.readouterr().out.split(f"## {new}")
+    assert "timing settle: not recorded" in out[0] and "timing settle: 4 waits, 0 over 50 ms" in out[1]
