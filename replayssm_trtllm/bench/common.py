@@ -200,7 +200,7 @@ class BandwidthSettler:
 
     def __init__(self, max_seconds: float = 3.0, fraction: float = 0.97, nbytes: int = 128 << 20,
                  report_s: float = 0.05, log: Callable[[str], None] = print,
-                 reading: Optional[Callable[[], float]] = None):
+                 reading: Optional[Callable[[], float]] = None, calibrate_s: float = 1.0):
         self.max_seconds = float(max_seconds)
         self.fraction = float(fraction)
         self.report_s = float(report_s)
@@ -217,8 +217,7 @@ class BandwidthSettler:
             raise ValueError(f"BandwidthSettler: max_seconds must be >= 0 and fraction in (0, 1]; got "
                              f"{max_seconds}, {fraction}")
         if self.max_seconds > 0 and reading is not None:
-            for _ in range(8):
-                self.best = max(self.best, self.probe())
+            self._calibrate(min(float(calibrate_s), self.max_seconds))
         elif self.max_seconds > 0:
             import torch
             if not torch.cuda.is_available():
@@ -226,8 +225,20 @@ class BandwidthSettler:
             n = max(1, int(nbytes) // 4)
             self._buf = (torch.ones(n, dtype=torch.float32, device="cuda"), torch.empty(n, device="cuda"))
             self._events = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
-            for _ in range(8):  # clocks up, and the first best
-                self.best = max(self.best, self.probe())
+            self._calibrate(min(float(calibrate_s), self.max_seconds))
+
+    def _calibrate(self, seconds: float) -> None:
+        """The first best: at least 8 readings, and readings every 20 ms for ``seconds`` (the benches build their
+        settler right after the copy-bandwidth measurement freed its buffers, so the first readings may fall in the
+        very transient the settle is for)."""
+        import time
+        t0 = time.monotonic()
+        n = 0
+        while n < 8 or time.monotonic() - t0 < seconds:
+            self.best = max(self.best, self.probe())
+            n += 1
+            if n >= 8:
+                time.sleep(0.02)
 
     @property
     def enabled(self) -> bool:

@@ -463,7 +463,8 @@ def test_bandwidth_settler_reports_only_real_waits():
                     + [80.0, 85.0, 99.5]              # settle 2: two low readings, then back
                     + [50.0] * 1000)                  # settle 3: never back
     lines = []
-    s = BandwidthSettler(max_seconds=0.1, report_s=0.01, log=lines.append, reading=lambda: next(readings))
+    s = BandwidthSettler(max_seconds=0.1, report_s=0.01, log=lines.append, reading=lambda: next(readings),
+                         calibrate_s=0)
     assert s.enabled and s.best == 100.0
     assert s.settle("one").settled and lines == []
     r = s.settle("two")
@@ -521,3 +522,19 @@ def test_gpu_clock_reader_with_and_without_nvml():
             raise RuntimeError("NVML_ERROR_LIBRARY_NOT_FOUND")
     b = GpuClockReader(index=0, nvml=Broken())
     assert not b.available and b.read() is None and GpuClockReader.text(None) == ""
+
+
+def test_bandwidth_settler_calibrates_past_a_transient():
+    """The settler is built right after the copy-bandwidth measurement frees its buffers, so its first readings may
+    be low: calibration keeps reading for calibrate_s (at least 8 readings) and takes the best it saw, here one that
+    comes after 16 low readings."""
+    from replayssm_trtllm.bench.common import BandwidthSettler
+    n = [0]
+
+    def reading():
+        n[0] += 1
+        return 80.0 if n[0] <= 16 else 100.0
+    s = BandwidthSettler(max_seconds=3.0, reading=reading, calibrate_s=1.0)
+    assert s.best == 100.0 and n[0] > 16
+    s8 = BandwidthSettler(max_seconds=3.0, reading=lambda: 80.0, calibrate_s=0)
+    assert s8.best == 80.0
