@@ -147,13 +147,11 @@ def _family_cases(family, args, torch, time_graph, settle=None):
     h_mid = L // 2
     stagger = (torch.arange(B, device=dev) % L).to(torch.int32)
     nl = max(1, int(getattr(args, "layers", 1)))
-    # one graph of nl layers (fns: one callable per layer); microseconds per layer. Every group waits first for the
-    # copy probe (BandwidthSettler.settle; about a millisecond when nothing was allocated or freed since the last)
+    # one graph of nl layers (fns: one callable per layer); microseconds per layer. ``settle(what)``
+    # (BandwidthSettler.settle) runs where buffers were just allocated: before the conventional, the fp32 replay and
+    # each (recurrence, read format) block's timings
     settle = settle or (lambda what: None)
-
-    def timed(fns):
-        settle(f"precision {family}")
-        return time_graph(list(fns), reps=args.reps)["median_us"]
+    timed = lambda fns: time_graph(list(fns), reps=args.reps)["median_us"]
     if family == "mamba2":
         from ..ops import mamba2 as m2
         sh = MAMBA2_SHAPE
@@ -169,6 +167,7 @@ def _family_cases(family, args, torch, time_graph, settle=None):
         # conventional fp32 kernel (automatic choice: the warp-item kernel, variant 4, at these shapes)
         states = [torch.randn(B, H, P, N, device=dev, generator=g) * 0.5 for _ in range(nl)]
         y = torch.empty_like(x)
+        settle("precision mamba2: conventional fp32")
         res["conv"] = timed([lambda s=s: m2.mamba2_decode_out(s, x, dtr, Bm, Cm, A, D, dtb, z, sbi, None, y)
                              for s in states])
         # existing fp32 replay kernel, non-flush cursors
@@ -179,6 +178,7 @@ def _family_cases(family, args, torch, time_graph, settle=None):
         ro = torch.zeros(B, dtype=torch.int32, device=dev)
         rl = torch.full((B,), h_mid, dtype=torch.int32, device=dev)
         rings = [(rx.clone(), rB.clone()) for _ in range(nl)]  # each layer its own records
+        settle("precision mamba2: replay fp32")
         res["replay_fp32"] = timed([lambda s=s, r=r: m2.mamba2_replay_decode_out(
             s, rdt, r[0], r[1], ro, rl, x, dtr, Bm, Cm, A, D, dtb, z, sbi, L, 0, y) for s, r in zip(states, rings)])
         del states, rings
@@ -206,6 +206,7 @@ def _family_cases(family, args, torch, time_graph, settle=None):
         states = [torch.randn(B, HV, V, K, device=dev, generator=g) * 0.5 for _ in range(nl)]
         o = torch.empty_like(v)
         # the warp-item conventional kernel (variant 6; fastest in bench gdn, seventh session)
+        settle("precision gdn: conventional fp32")
         res["conv"] = timed([lambda s=s: gd.gdn_decode(s, sbi, q, k, v, a, b, A_log, dtb, out=o, variant=6)
                              for s in states])
         C = L + 1
@@ -215,6 +216,7 @@ def _family_cases(family, args, torch, time_graph, settle=None):
         ro = torch.zeros(B, dtype=torch.int32, device=dev)
         rl = torch.full((B,), h_mid, dtype=torch.int32, device=dev)
         rings = [(ru.clone(), rk.clone()) for _ in range(nl)]  # each layer its own records
+        settle("precision gdn: replay fp32")
         res["replay_fp32"] = timed([lambda s=s, r=r: gd.gdn_replay(s, sbi, ro, rl, rg, r[0], r[1], q, k, v, a, b,
                                                                    A_log, dtb, L, 0, out=o)
                                     for s, r in zip(states, rings)])
@@ -241,6 +243,7 @@ def _family_cases(family, args, torch, time_graph, settle=None):
                 if c.hp is not None:
                     _fill_copy(c.hp, torch, g)
                 fill(c)
+            settle(f"precision {family}: read {rf}, recurrence {rec}")
             if rec == RECS[-1]:  # the non-flush step never touches the recurrence copy (FP16+SR kept, E.4.2)
                 for c in cs:
                     c.ring_len.fill_(h_mid)

@@ -198,12 +198,12 @@ def settle_note(result: dict) -> str:
                 "for the bandwidth to recover after large allocations and frees)")
     if not st.get("max_seconds"):
         return "timing settle: off (--settle-seconds 0)"
-    rep_ = [e for e in st.get("reported") or [] if isinstance(e, dict)]
-    text = f"timing settle: {st.get('waits', '?')} waits, {len(rep_)} over 50 ms"
-    if rep_:
-        longest = max(rep_, key=lambda e: e.get("waited_s") or 0)
+    reported = [e for e in st.get("reported") or [] if isinstance(e, dict)]
+    text = f"timing settle: {st.get('waits', '?')} waits, {len(reported)} over 50 ms"
+    if reported:
+        longest = max(reported, key=lambda e: e.get("waited_s") or 0)
         text += f" (longest {longest.get('waited_s')} s before {longest.get('what')!r})"
-        unsettled = sum(1 for e in rep_ if e.get("settled") is False)
+        unsettled = sum(1 for e in reported if e.get("settled") is False)
         if unsettled:
             text += f"; {unsettled} timed without the probe back at {st.get('fraction', 0.97):.0%} of its best"
     return text
