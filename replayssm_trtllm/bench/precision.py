@@ -35,6 +35,7 @@ READS = ("fp32", "fp16", "fp8_e4m3", "nvfp4")
 RECS = ("fp32", "fp16")  # fp16 = fp16 + stochastic rounding
 MAMBA2_SHAPE = {"H": 128, "P": 64, "G": 8}
 GDN_SHAPE = {"HK": 16, "HV": 64, "V": 128}
+_DEVICE = "cuda"  # the CPU dry run (tests/bench/test_bench_dry_run.py) sets "cpu"
 NONFLUSH_GOALS = {("mamba2", "fp16"): 1.6, ("gdn", "fp16"): 1.6, ("mamba2", "fp8_e4m3"): 2.6,
                   ("gdn", "fp8_e4m3"): 2.4, ("mamba2", "nvfp4"): 3.4, ("gdn", "nvfp4"): 2.7}
 WINDOW_GOAL = 2.8  # Mamba-2, nvfp4 read + fp16+SR recurrence, over the conventional fp32 kernel
@@ -140,7 +141,7 @@ def step_bytes(family: str, sh: dict, B: int, read_fmt: str, h_mean: float, rec_
 def _family_cases(family, args, torch, time_graph, settle=None):
     from ..ops import dual_precision as dp
     B, L, act = args.batch, args.window, {"bf16": torch.bfloat16, "fp16": torch.float16}[args.act_dtype]
-    dev = "cuda"
+    dev = _DEVICE
     g = torch.Generator(device=dev).manual_seed(args.seed)
     sbi = torch.arange(B, dtype=torch.int32, device=dev)
     rows, res = [], {}

@@ -422,6 +422,96 @@ def test_mamba2_bench_settles_before_its_timed_groups(monkeypatch, tmp_path):
     assert json.loads(out.read_text())["settle"]["waits"] == 2
 
 
+class _FakeDualCache:
+    """A dual-precision cache for the precision bench's CPU dry run: the buffers the bench fills (read copy,
+    recurrence copy, ring), with ``decode`` / ``step`` appending to ``LOG``; construction is logged as an allocation."""
+    LOG = []
+
+    class _Copy:
+        def __init__(self, fmt, shape):
+            self.data = torch.zeros(shape, dtype=torch.uint8 if fmt in ("fp8_e4m3", "nvfp4") else torch.float32)
+            self.scale = torch.zeros(shape[:-1]) if fmt in ("fp8_e4m3", "nvfp4") else None
+            self.gscale = torch.zeros(shape[0]) if fmt == "nvfp4" else None
+
+    def __init__(self, family, B, h_key, h_val, width, rows, L, rf, rec, act):
+        self.LOG.append(("alloc", rf, rec))
+        self.lp = self._Copy(rf, (B, h_val, width, 8))
+        self.hp = None if rec == "fp32" and rf == "fp32" else self._Copy(rec, (B, h_val, width, 8))
+        self.ring_len = torch.zeros(B, dtype=torch.int32)
+        self.defer_flush_rows, self.concurrent_flush = True, None
+        if family == "mamba2":
+            self.ring_dt, self.ring_x = torch.zeros(B, L, h_val), torch.zeros(B, L, h_val, width, dtype=act)
+            self.ring_B = torch.zeros(B, L, h_key, 128, dtype=act)
+        else:
+            self.ring_g, self.ring_u = torch.zeros(B, L, h_val), torch.zeros(B, L, h_val, width, dtype=torch.half)
+            self.ring_k, self.ring_beta = torch.zeros(B, L, h_key, 128, dtype=act), torch.zeros(B, L, h_val)
+            self.ring_v = torch.zeros(B, L, h_val, width, dtype=act)
+
+    def decode(self, *a):
+        self.LOG.append("decode")
+
+    def step(self, *a):
+        self.LOG.append("step")
+
+
+@pytest.mark.parametrize("family", ["mamba2", "gdn"])
+def test_precision_bench_settles_after_each_allocation(monkeypatch, family):
+    """bench precision (seventieth session's review): it waits for the copy probe where its buffers were just
+    allocated: before the conventional step, before the fp32 replay step, and before each (recurrence, read format)
+    block's timings, after that block's caches were built. Run on the CPU with the kernels, the caches and the graph
+    timing stubbed; what it cannot show is any real time."""
+    from replayssm_trtllm.bench import precision as bp
+    from replayssm_trtllm.ops import dual_precision as dp
+    from replayssm_trtllm.ops import gdn as gd
+    from replayssm_trtllm.ops import mamba2 as m2
+    _fake_cuda(monkeypatch)
+    log = _FakeDualCache.LOG
+    log.clear()
+    monkeypatch.setattr(bp, "_DEVICE", "cpu")
+    monkeypatch.setattr(bp, "MAMBA2_SHAPE", {"H": 4, "P": 8, "G": 2})
+    monkeypatch.setattr(bp, "GDN_SHAPE", {"HK": 2, "HV": 4, "V": 8})
+    for mod, name, tag in ((m2, "mamba2_decode_out", "conv"), (m2, "mamba2_replay_decode_out", "replay"),
+                           (gd, "gdn_decode", "conv"), (gd, "gdn_replay", "replay")):
+        monkeypatch.setattr(mod, name, lambda *a, _t=tag, **k: log.append(_t))
+    monkeypatch.setattr(dp, "Mamba2DualPrecisionCache",
+                        lambda B, H, P, G, L, *a, act_dtype: _FakeDualCache("mamba2", B, G, H, P, 128, L, a[2], a[3],
+                                                                            act_dtype))
+    monkeypatch.setattr(dp, "GdnDualPrecisionCache",
+                        lambda B, HK, HV, V, L, *a, act_dtype: _FakeDualCache("gdn", B, HK, HV, V, 128, L, a[2], a[3],
+                                                                             act_dtype))
+
+    def time_graph(fns, reps):
+        for fn in fns:
+            fn()
+        return {"median_us": 10.0}
+
+    ap = __import__("argparse").ArgumentParser()
+    bp.add_arguments(ap)
+    args = ap.parse_args(["--batch", "6", "--window", "4", "--layers", "2", "--reads", "fp32,fp16,nvfp4"])
+    rows, res = bp._family_cases(family, args, torch, time_graph, settle=lambda what: log.append(("settle", what)))
+    settles = [i for i, e in enumerate(log) if isinstance(e, tuple) and e[0] == "settle"]
+    assert len(settles) == 2 + len(bp.RECS) * 3
+    # the conventional and the fp32 replay timings each come right after their own settle
+    assert log[settles[0]][1].endswith("conventional fp32") and log[settles[0] + 1] == "conv"
+    assert log[settles[1]][1].endswith("replay fp32") and log[settles[1] + 1] == "replay"
+    assert "replay" not in log[:settles[1]] and "conv" not in log[settles[1]:]
+    # every (recurrence, read) block: its caches (one per layer) built, then the settle, then its timings, with no
+    # allocation between the settle and the next block's caches
+    blocks = settles[2:]
+    for n, i in enumerate(blocks):
+        allocs = [e for e in log[settles[1]:i] if isinstance(e, tuple) and e[0] == "alloc"]
+        assert allocs, f"settle {log[i][1]!r} before its block's caches were built"
+        rf, rec = allocs[-1][1], allocs[-1][2]
+        assert log[i][1] == f"precision {family}: read {rf}, recurrence {rec}"
+        assert [e for e in log[i - 2:i]] == [("alloc", rf, rec)] * 2  # the layers' caches right before it
+        end = blocks[n + 1] - 2 if n + 1 < len(blocks) else len(log)
+        timed = log[i + 1:end]
+        assert timed and set(timed) <= {"decode", "step"}
+    assert [log[i][1].split(": ")[1] for i in blocks] == [f"read {rf}, recurrence {rec}" for rec in bp.RECS
+                                                          for rf in ("fp32", "fp16", "nvfp4")]
+    assert res["conv"] == 10.0 and any(r["case"] == "window-amortized step" for r in rows)
+
+
 def test_settle_wait_logic():
     """settle_wait on scripted probe readings and a fake clock: waits while a reading is below the fraction of the
     best seen, stops at the first reading at or above it, and gives up after max_seconds."""
