@@ -3,7 +3,7 @@
 # compute-sanitizer checks and the side-by-side benchmarks, and print a short table last.
 #
 #   scripts/gpu_run.sh [--tests] [--xdist N] [--test-select PATHS] [--test-k EXPR] [--sanitize] [--harness]
-#                      [--bench mamba2,gdn,precision] [--bench-args "..."] [--profile] [--extra "CMD"]
+#                      [--test-shard I/N] [--bench mamba2,gdn,precision] [--bench-args "..."] [--profile] [--extra "CMD"]
 #                      [--only-on GPU_NAME_PART]
 # --only-on NAME: do nothing (exit 0) unless the GPU's name contains NAME, e.g. H200. The device lends an H100 or an
 #              H200 per call, and the targets are stated for the H200, so one call can hold both plans, each run with
@@ -11,6 +11,10 @@
 #   OUT=$OUT/h200 scripts/gpu_run.sh --only-on H200 --bench gdn; OUT=$OUT/any scripts/gpu_run.sh --tests ...
 # --extra CMD: one more command (e.g. an A/B script under scripts/) run with the library's environment after the
 #              checks and before the benches; its output is tailed here and kept in logs.tgz (EXTRA_TIMEOUT).
+# --test-shard I/N: run shard I of N of the selected GPU tests (every N-th test by node id, tests/sharding.py), so a
+#              suite longer than one call (the whole suite on an H100) runs as N calls. The test log (in logs.tgz)
+#              names every test's result (-v) and the 30 slowest (--durations), so a run stopped by TEST_TIMEOUT says
+#              which tests it reached.
 # --test-k EXPR: pytest -k expression for the GPU tests (e.g. "v4 or dual"). -k matches file, class and function
 #              names alike ("not test_gdn" drops test_dual_precision.py's test_gdn_* functions too): check it with
 #              `pytest --collect-only -q -m gpu PATHS -k EXPR` here first; the run prints the selected count.
@@ -22,7 +26,8 @@
 # TEST_TIMEOUT, SAN_TIMEOUT, BENCH_TIMEOUT (seconds) so one slow step cannot eat the whole call. TEST_TIMEOUT defaults to 480:
 # the whole GPU suite (tests/kernels tests/formats tests/bench tests/models tests/integrations, --xdist 16) took 381 s
 # on an H200 and did not finish in 330 s on an H100 (fifty-first session), nor in 420 s (seventieth: 99% of 2107
-# cases, no failure): give the H100 TEST_TIMEOUT=560 in a call of its own; the device allows 600 s per call.
+# cases, no failure): give the H100 TEST_TIMEOUT=560 in a call of its own (the device allows 600 s per call), or
+# split it over two calls with --test-shard 1/2 and 2/2.
 # SAN_TOOLS: the compute-sanitizer tools of --sanitize (default "memcheck racecheck"); e.g. racecheck alone when
 # memcheck already passed on the same library (racecheck of the 56 dual-precision cases ran past 150 s on an H100).
 # SAN_SHARDS=N runs each tool as N processes at once over a round-robin split of the cases (4 shards: that racecheck
@@ -38,12 +43,13 @@ LOG=/tmp/rssm-logs; rm -rf "$LOG"; mkdir -p "$LOG"   # only 8 files come back fr
 export PYTHONUNBUFFERED=1
 # TEST_SEL / TEST_K in the environment are the defaults of --test-select / --test-k (like SAN_SEL / SAN_K, the paths
 # and the -k expression of --sanitize)
-ONLY_ON=""; RUN_TESTS=0; RUN_SAN=0; RUN_HARNESS=0; RUN_PROFILE=0; XDIST=""; BENCH=""; BENCH_ARGS=""; EXTRA=""; TEST_SEL="${TEST_SEL:-tests/kernels tests/models tests/integrations}"; TEST_K="${TEST_K:-}"
+TEST_SHARD=""; ONLY_ON=""; RUN_TESTS=0; RUN_SAN=0; RUN_HARNESS=0; RUN_PROFILE=0; XDIST=""; BENCH=""; BENCH_ARGS=""; EXTRA=""; TEST_SEL="${TEST_SEL:-tests/kernels tests/models tests/integrations}"; TEST_K="${TEST_K:-}"
 while [ $# -gt 0 ]; do
   case "$1" in
     --tests) RUN_TESTS=1 ;;
     --test-select) TEST_SEL="$2"; shift ;;
     --test-k) TEST_K="$2"; shift ;;
+    --test-shard) TEST_SHARD="$2"; shift ;;
     --sanitize) RUN_SAN=1 ;;
     --harness) RUN_HARNESS=1 ;;
     --profile) RUN_PROFILE=1 ;;
@@ -122,12 +128,14 @@ if [ $RUN_TESTS -eq 1 ]; then
   # The selection's size first, so a -k expression that drops more than meant shows in the summary (fifty-eighth
   # session: -k "not test_gdn ..." also dropped test_dual_precision.py's test_gdn_* functions, 77 cases unseen).
   read -r -a sel <<< "$TEST_SEL"
-  pt=(-q -m gpu "${sel[@]}" ${TEST_K:+-k "$TEST_K"} -p no:cacheprovider)
-  note "gpu tests selected: $(timeout 60 python3 -m pytest --collect-only "${pt[@]}" 2>&1 | tail -1)"
+  pt=(-m gpu "${sel[@]}" ${TEST_K:+-k "$TEST_K"} ${TEST_SHARD:+--shard "$TEST_SHARD"} -p no:cacheprovider)
+  note "gpu tests selected${TEST_SHARD:+ (shard $TEST_SHARD)}: $(timeout 60 python3 -m pytest --collect-only -q "${pt[@]}" 2>&1 | tail -1)"
   t0=$(date +%s)
-  timeout ${TEST_TIMEOUT:-480} python3 -m pytest "${pt[@]}" $XDIST > "$LOG/gpu-tests.log" 2>&1
+  # -v: one line per test in the log, so a run stopped by its time limit shows which tests it reached
+  timeout ${TEST_TIMEOUT:-480} python3 -m pytest -v --durations=30 "${pt[@]}" $XDIST > "$LOG/gpu-tests.log" 2>&1
   rc=$?
-  note "gpu tests ($TEST_SEL): rc=$rc, $(tail -1 "$LOG/gpu-tests.log") [$(( $(date +%s) - t0 ))s]"
+  note "gpu tests ($TEST_SEL${TEST_SHARD:+, shard $TEST_SHARD}): rc=$rc, $(tail -1 "$LOG/gpu-tests.log") [$(( $(date +%s) - t0 ))s]"
+  [ $rc -eq 124 ] && note "gpu tests: stopped at the limit after $(grep -cE ' (PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)' "$LOG/gpu-tests.log") results (each named in gpu-tests.log)"
   grep -E "^(FAILED|ERROR)" "$LOG/gpu-tests.log" | head -20
 fi
 

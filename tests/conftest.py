@@ -1,5 +1,13 @@
 import pytest
 
+from sharding import parse_shard, shard_keep
+
+
+def pytest_addoption(parser):
+    parser.addoption("--shard", default=None, metavar="I/N",
+                     help="run shard I of N of the selection (every N-th test by node id; tests/sharding.py), e.g. "
+                          "to split the GPU suite over calls: scripts/gpu_run.sh --test-shard I/N")
+
 
 def _gpu_ready() -> bool:
     try:
@@ -13,6 +21,17 @@ def _gpu_ready() -> bool:
 
 
 def pytest_collection_modifyitems(config, items):
+    shard = config.getoption("--shard")
+    if shard:
+        try:
+            index, count = parse_shard(shard)
+        except ValueError as e:
+            raise pytest.UsageError(str(e)) from None
+        keep = shard_keep([item.nodeid for item in items], index, count)
+        dropped = [item for item, k in zip(items, keep) if not k]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = [item for item, k in zip(items, keep) if k]
     if _gpu_ready():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU and the built kernel library")
