@@ -1,6 +1,6 @@
 """Launch shapes of the conventional GDN decode (variant 6, warp items) side by side (GPU; A/B work, not targets).
 
-    python3 scripts/gdn_conv_sweep.py [--shapes q35-4b,q35-122b] [--batch 256] [--cfgs 0,6,1,2,3,4,5] [--rounds 3]
+    python3 scripts/gdn_conv_sweep.py [--shapes q35-4b,q35-122b] [--batch 256] [--cfgs 0,6,1,2,3,4,5,8,9] [--rounds 3]
 
 Times, in one process and on the benchmark's buffers (layer buffers rotated out of L2, CUDA graphs), the
 conventional one-token step of variant 6 under each `RSSM_GDN_WARP_CFG` (gdn_warp_decode.cu: rows per warp,
@@ -25,7 +25,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--shapes", default="q35-4b,q35-122b")
     ap.add_argument("--batch", type=int, default=256)
-    ap.add_argument("--cfgs", default="0,6,1,2,3,4,5")
+    ap.add_argument("--cfgs", default="0,6,1,2,3,4,5,8,9")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=5)
     args = ap.parse_args()

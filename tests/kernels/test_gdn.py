@@ -146,7 +146,7 @@ def test_conventional_decode(shape, B, state_dtype, act, K, T, variant):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("cfg", [0, 1, 2, 3, 4, 5, 6])
+@pytest.mark.parametrize("cfg", [0, 1, 2, 3, 4, 5, 6, 8, 9])
 @pytest.mark.parametrize("B,shape,V", [pytest.param(3, "q35-4b", 128, marks=pytest.mark.sanitize),
                                        (64, "q35-122b", 128),
                                        pytest.param(5, "q35-4b", 88, marks=pytest.mark.sanitize)],
@@ -154,7 +154,9 @@ def test_conventional_decode(shape, B, state_dtype, act, K, T, variant):
 def test_conventional_warp_launch_shapes(cfg, B, shape, V, monkeypatch):
     """Every launch shape of the warp-item conventional decode (RSSM_GDN_WARP_CFG: rows per warp, threads, register
     bound; gdn_warp_decode.cu) against the float64 reference, padding rows untouched. V = 88 is not a multiple of the
-    16-row shapes: those fall back to the default shape and must still be right."""
+    16-row shapes: those fall back to the default shape and must still be right. 8 / 9 (PIPE, seventy-first session)
+    run a persistent grid with the next items' rows in flight: at B = 64 (q35-122b) a warp walks several items, so
+    the stages rotate and the padding row's empty groups sit between real ones."""
     monkeypatch.setenv("RSSM_GDN_WARP_CFG", str(cfg))
     G = _ops()
     H, HV, K, _ = SHAPES[shape]

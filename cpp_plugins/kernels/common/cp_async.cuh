@@ -16,6 +16,10 @@ __device__ __forceinline__ void copy16At(unsigned dst, const void* src) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
 }
 __device__ __forceinline__ void copy16(void* dst, const void* src) { copy16At(smemAddr(dst), src); }
+// copy16At with the L2 256-byte prefetch hint (the conventional warp decode's state loads carry the same hint).
+__device__ __forceinline__ void copy16Pf256At(unsigned dst, const void* src) {
+    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
+}
 __device__ __forceinline__ void copy8(void* dst, const void* src) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(smemAddr(dst)), "l"(src) : "memory");
 }
