@@ -151,6 +151,20 @@ def test_conventional_padded_state_and_misaligned_x(variant):
     _run_conventional((4, 2, SMALL, F32, BF16, True, True, False), variant, state_pad=4, misalign_x=True)
 
 
+@pytest.mark.parametrize("stages", [2, 3])
+@pytest.mark.parametrize("case", [pytest.param((3, 1, SMALL, F32, BF16, False, True, False), marks=pytest.mark.sanitize),
+                                  (3, 1, NANO, F32, BF16, False, True, True),
+                                  (256, 1, SUPER, F32, BF16, False, True, False),
+                                  (64, 1, SUPER, F32, BF16, False, False, False)],
+                         ids=["B3-small", "B3-nano-strided", "B256-super", "B64-super-noz"])
+def test_conventional_warp_items_pipe(case, stages, monkeypatch):
+    """PIPE (RSSM_MAMBA2_WARP_PIPE = 2 / 3, seventy-first session): variant 4's one-token fp32 N = 128 step on a
+    persistent grid with the next items' rows in flight through shared memory, against the float64 reference with a
+    padding row (untouched); at B = 64 / 256 a warp walks several items, so the stages rotate."""
+    monkeypatch.setenv("RSSM_MAMBA2_WARP_PIPE", str(stages))
+    _run_conventional(case, 4)
+
+
 def _assert_conventional_refused(variant, rows_per_cta, match, seed):
     """The conventional launcher refuses (variant, rows_per_cta) with an error matching `match` and writes nothing."""
     import replayssm_trtllm.ops.mamba2  # noqa: F401

@@ -88,6 +88,10 @@ int splitRows();
 // Variant 4 of the conventional decode (warp items, mamba2_warp_decode.cu): N 128 / 256 with `rows` = 8 state rows per
 // item (warpDecodeRows()), else NULL.
 const void* warpDecodeKernel(int stateDtype, int dstate, int numTokens, int rows);
+// PIPE (RSSM_MAMBA2_WARP_PIPE, A/B): the one-token fp32 N = 128 warp-item decode on a persistent grid with
+// `stages` - 1 items' rows in flight (2 or 3; else NULL), and its dynamic shared memory per CTA.
+const void* warpDecodePipeKernel(int stages);
+size_t warpDecodePipeSmem(int stages);
 int warpDecodeThreads();
 int warpDecodeRows();
 }  // namespace mamba2

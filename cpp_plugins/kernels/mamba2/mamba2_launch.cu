@@ -633,6 +633,19 @@ extern "C" int rssm_mamba2_decode_launch(const Mamba2DecodeParams* pIn, cudaStre
         if (ok) {
             const int threads = warpDecodeThreads();  // 4-warp CTAs measured the same (seventh session)
             const int warps = threads / 32;
+            // PIPE (A/B, off): RSSM_MAMBA2_WARP_PIPE = 2 / 3 runs the one-token fp32 N = 128 step on a persistent
+            // grid with the next 1 / 2 items' rows in flight (mamba2_warp_decode_kernel.cuh)
+            if (q.state_dtype == RSSM_DTYPE_FP32 && q.dstate == 128 && q.num_tokens == 1 && !q.snapshots) {
+                const char* e = getenv("RSSM_MAMBA2_WARP_PIPE");
+                const int stages = e ? atoi(e) : 0;
+                const void* pk = warpDecodePipeKernel(stages);
+                const size_t smem = warpDecodePipeSmem(stages);
+                if (pk && allowSmem(pk, smem)) {
+                    const int grid = persistentGrid(pk, threads, smem, (items + warps - 1) / warps);
+                    return launch(op, pk, dim3((unsigned)grid), threads, smem, &q, stream, nullptr,
+                                  rssm::pdlChainEnabled());
+                }
+            }
             // One item per warp (full grid): 87.6% of copy vs 79.7% persistent (Super, B = 256; seventh session).
             const long long ctas = (items + warps - 1) / warps;
             return launch(op, k, dim3((unsigned)ctas), threads, 0, &q, stream, nullptr, rssm::pdlChainEnabled());

@@ -29,6 +29,14 @@ const void* warpDecodeKernel(int stateDtype, int dstate, int numTokens, int rows
         default: return nullptr;
     }
 }
+const void* warpDecodePipeKernel(int stages) {
+    switch (stages) {
+        case 2: return reinterpret_cast<const void*>(&mamba2WarpDecodePipeKernel<2, 3>);
+        case 3: return reinterpret_cast<const void*>(&mamba2WarpDecodePipeKernel<3, 2>);
+        default: return nullptr;
+    }
+}
+size_t warpDecodePipeSmem(int stages) { return (size_t)(kWarpDecodeThreads / 32) * stages * kPipeItemBytes; }
 int warpDecodeThreads() { return kWarpDecodeThreads; }
 int warpDecodeRows() { return kWarpDecodeRows; }
 

@@ -13,6 +13,9 @@
 // Limits (launcher falls back to variant 2 otherwise): N in {128, 256}, headdim % 8 == 0, 16-byte aligned
 // x / z rows, 8-byte aligned B / C rows, B x H x headdim / 8 < 2^31.
 #pragma once
+#include <type_traits>
+
+#include "common/cp_async.cuh"
 #include "common/pdl.h"
 #include "common/stream_rows.cuh"
 #include "mamba2/mamba2_common.cuh"
@@ -31,9 +34,11 @@ __device__ __forceinline__ void loadPermutedX(const uint16_t* xr, int rl, bool b
     stream::unpack8(stream::xorPermute8(*reinterpret_cast<const uint4*>(xr), rl), bf16, xf);
 }
 
-template <typename ST, int N, bool ONE, int RWS>
+// PIPE (the PIPE kernel below): the item's rows come from this lane's quads in the warp's shared-memory stage
+// `stageRows` (slot r at + 512 r), copied there earlier by the same lane, instead of from global memory.
+template <typename ST, int N, bool ONE, int RWS, bool PIPE = false>
 __device__ __forceinline__ void warpDecodeItem(const Mamba2DecodeParams& p, int b, int head, int vw, int slot, int rl,
-                                               int lane) {
+                                               int lane, const unsigned char* stageRows = nullptr) {
     using RS = stream::RowScatter<RWS>;
     constexpr int QPL = N / 128, LPR = RS::LPR;
     const int P = p.headdim, T = ONE ? 1 : p.num_tokens;
@@ -42,7 +47,13 @@ __device__ __forceinline__ void warpDecodeItem(const Mamba2DecodeParams& p, int 
     const int sub = lane & (LPR - 1), row = vw + rl;
     ST* st = static_cast<ST*>(p.state) + (int64_t)slot * p.stride_state_slot + (int64_t)head * p.stride_state_head;
     float4 S[RWS][QPL];
-    stream::loadWarpRows<RWS, QPL, ST>(S, st, p.stride_state_p, vw, P, rl, lane);
+    if constexpr (PIPE) {
+        static_assert(QPL == 1 && std::is_same<ST, float>::value, "PIPE: fp32 state, N = 128");
+#pragma unroll
+        for (int r = 0; r < RWS; ++r) S[r][0] = *reinterpret_cast<const float4*>(stageRows + r * 512);
+    } else {
+        stream::loadWarpRows<RWS, QPL, ST>(S, st, p.stride_state_p, vw, P, rl, lane);
+    }
     const float A = p.A[head], D = p.D ? p.D[head] : 0.f;
     for (int s = 0; s < T; ++s) {
         // This token's inputs (issued with the rows for s = 0).
@@ -131,6 +142,75 @@ __global__ void __launch_bounds__(kWarpDecodeThreads, ONE && N == 128 && RWS == 
         c = nc;
         slot = nslot;
     }
+}
+
+// PIPE (RSSM_MAMBA2_WARP_PIPE = 2 / 3; A/B, off; seventy-first session, not yet run on a GPU): the one-token fp32,
+// N = 128 step of the kernel above on a persistent grid whose warps keep the next STAGES - 1 items' state rows in
+// flight while they work on the current one: each lane copies its own quad of each row of an item (cp.async, 16
+// bytes, L2 256-byte hint) into the warp's shared-memory stage (slot r: row vw + (r ^ rl), as loadWarpRows), waits
+// only for the current item's group and reads its quads back, so no barrier is needed. Why: this kernel reaches
+// 96.5% of copy on the H100 but 89.6-91.1% in every recorded H200 run (an in-place read-modify-write reaches 99.5% on
+// both), which points at too few bytes in flight for the H200; gdn_warp_decode.cu has the GDN form (cfg 8 / 9).
+// Same arithmetic as the kernel above (warpDecodeItem), so the same results.
+constexpr int kPipeItemBytes = 8 * 32 * 16;  // 8 rows x 128 fp32
+template <int STAGES, int MINB>
+__global__ void __launch_bounds__(kWarpDecodeThreads, MINB) mamba2WarpDecodePipeKernel(const Mamba2DecodeParams p) {
+    pdlChainEntryStep();
+    constexpr int RWS = 8;
+    extern __shared__ __align__(16) unsigned char pipeRows[];
+    const int nrb = p.headdim / RWS;
+    const unsigned items = (unsigned)p.batch * p.nheads * nrb;  // < 2^31 (launcher)
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int rl = stream::RowScatter<RWS>::rowOf(lane);
+    const unsigned nw = gridDim.x * (blockDim.x >> 5);
+    unsigned it = blockIdx.x * (blockDim.x >> 5) + warp;
+    if (it >= items) return;
+    const unsigned laneOff = warp * (STAGES * kPipeItemBytes) + lane * 16;
+    const unsigned smemBase = async::smemAddr(pipeRows) + laneOff;
+    const stream::ItemWalker walk(p.nheads, nrb, nw);
+    const float* state = static_cast<const float*>(p.state);
+    auto slotOf = [&](int b) {
+        const int s = p.state_batch_indices ? p.state_batch_indices[b] : b;
+        return (s < 0 || s >= p.num_slots) ? -1 : s;  // padding row: no copies, untouched
+    };
+    auto issue = [&](int slot, const stream::ItemCursor& c, int stage) {
+        if (slot >= 0) {
+            const float* rp = state + (int64_t)slot * p.stride_state_slot + (int64_t)c.head * p.stride_state_head +
+                              (int64_t)(c.blk * RWS) * p.stride_state_p + lane * 4;
+            const unsigned dst = smemBase + stage * kPipeItemBytes;
+#pragma unroll
+            for (int r = 0; r < RWS; ++r) async::copy16Pf256At(dst + r * 512, rp + (int64_t)(r ^ rl) * p.stride_state_p);
+        }
+        async::commit();  // an empty group where nothing was copied keeps the group count
+    };
+    // slots[j]: the slot of item it + j nw (compile-time indices: registers), in stage (stage + j) mod STAGES
+    stream::ItemCursor c = walk.at(it), ahead = c;
+    int slots[STAGES];
+#pragma unroll
+    for (int k = 0; k < STAGES - 1; ++k) {
+        slots[k] = (unsigned long long)it + (unsigned long long)k * nw < items ? slotOf(ahead.b) : -1;
+        issue(slots[k], ahead, k);
+        ahead = walk.next(ahead);
+    }
+    int aheadSlot = (unsigned long long)it + (unsigned long long)(STAGES - 1) * nw < items ? slotOf(ahead.b) : -1;
+    for (int stage = 0; it < items; it += nw) {
+        const int issueStage = stage == 0 ? STAGES - 1 : stage - 1;  // the stage the previous item freed
+        slots[STAGES - 1] = aheadSlot;
+        issue(aheadSlot, ahead, issueStage);
+        ahead = walk.next(ahead);
+        aheadSlot = (unsigned long long)it + (unsigned long long)STAGES * nw < items ? slotOf(ahead.b) : -1;
+        const int slot = slots[0];
+#pragma unroll
+        for (int j = 0; j < STAGES - 1; ++j) slots[j] = slots[j + 1];
+        if (slot >= 0) {
+            async::waitGroup<STAGES - 1>();  // this item's group
+            warpDecodeItem<float, 128, true, RWS, true>(p, c.b, c.head, c.blk * RWS, slot, rl, lane,
+                                                        pipeRows + laneOff + stage * kPipeItemBytes);
+        }
+        c = walk.next(c);
+        stage = stage + 1 == STAGES ? 0 : stage + 1;
+    }
+    async::waitAll();  // nothing is left in flight (every issued item was waited for)
 }
 
 }  // namespace mamba2
