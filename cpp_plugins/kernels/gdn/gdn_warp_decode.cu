@@ -13,9 +13,9 @@
 
 #include <type_traits>
 
-#include "common/cp_async.cuh"
 #include "common/pdl.h"
 #include "common/rssm_common.h"
+#include "common/warp_item_pipe.cuh"
 #include "gdn/gdn_kernels.cuh"
 #include "gdn/gdn_warp_decode.h"
 
@@ -91,19 +91,16 @@ __global__ void __launch_bounds__(THREADS, MINB) gdnWarpDecodeKernel(const GdnDe
 }
 
 // PIPE (RSSM_GDN_WARP_CFG = 8 / 9; A/B, off; seventy-first session, not yet run on a GPU): the same step on a
-// persistent grid whose warps keep the next item's state rows in flight while they work on the current one. The
-// question it answers: the default shape reaches 95.5-96.9% of copy on the H100 but 90.2-91.2% on the H200 in every
-// recorded run (while an in-place read-modify-write reaches 99.5% on both), which points at too few bytes in flight
-// for the H200's bandwidth: a warp of the default shape holds its item's 4 KB in registers and has nothing in flight
-// while it computes and stores. Here each lane copies its own quad of the next item's 8 rows (cp.async, 16 bytes
-// per row, L2 256-byte prefetch hint) into the warp's next shared-memory stage, then waits only for the current
-// item's group (cp.async.wait_group STAGES - 1), reads its quads back (same XOR-permuted register slots as
-// loadWarpRows), and computes and stores as the default shape does. A lane reads only what it copied itself, so
-// no barrier is needed. STAGES = 2 (cfg 8: 8 KB per warp, 64 KB per CTA, 3 CTAs per SM) or 3 (cfg 9: 96 KB per CTA,
-// 2 CTAs per SM). The slot of the item after next is loaded one item ahead, so its copies issue without a wait.
-// fp32 state, K = 128, head_v % 8 == 0 (warpDecodeRuns); other cases run the default shape. Same arithmetic as the
-// default shape, so the same results.
-constexpr int kPipeItemBytes = 8 * 32 * 16;  // 8 rows x 128 fp32
+// persistent grid whose warps keep the next STAGES - 1 items' state rows in flight while they work on the current
+// one. The question it answers: the default shape reaches 95.4-96.5% of copy on the H100 but 88.9-91.2% on the H200
+// in every recorded run (while an in-place read-modify-write reaches 99.5% on both), which points at too few bytes in
+// flight for the H200's bandwidth: a warp of the default shape holds its item's 4 KB in registers and has nothing in
+// flight while it computes and stores. The walk is pipe::walkItems (common/warp_item_pipe.cuh): each lane copies its
+// own quad of each row of the items ahead by cp.async (L2 256-byte hint) into the warp's shared-memory stages, waits
+// only for the current item's group, reads its quads back in loadWarpRows' register-slot order and computes and
+// stores as the default shape does; no barrier. STAGES = 2 (cfg 8: 64 KB per CTA, 3 CTAs per SM) or 3 (cfg 9: 96 KB
+// per CTA, 2 CTAs per SM). fp32 state, K = 128, head_v % 8 == 0 (warpDecodeRuns); other cases run the default shape.
+// Same arithmetic as the default shape, so the same results.
 template <int STAGES, int MINB>
 __global__ void __launch_bounds__(256, MINB) gdnWarpDecodePipeKernel(const GdnDecodeParams p) {
     pdlChainEntryStep();
@@ -113,91 +110,52 @@ __global__ void __launch_bounds__(256, MINB) gdnWarpDecodePipeKernel(const GdnDe
     const int HV = p.num_v_heads, V = p.head_v;
     const int nrb = V / RW;
     const unsigned items = (unsigned)p.batch * HV * nrb;  // < 2^31 (launcher)
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, rl = RS::rowOf(lane);
+    const int lane = threadIdx.x & 31, rl = RS::rowOf(lane);
     const bool bf16 = p.act_dtype == RSSM_DTYPE_BF16;
-    const unsigned nw = gridDim.x * (blockDim.x >> 5);
-    unsigned it = blockIdx.x * (blockDim.x >> 5) + warp;
-    if (it >= items) return;
-    const unsigned laneOff = warp * (STAGES * kPipeItemBytes) + lane * 16;
-    const unsigned smemBase = async::smemAddr(pipeRows) + laneOff;
-    const stream::ItemWalker walk(HV, nrb, nw);
     const float* state = static_cast<const float*>(p.state);
     auto slotOf = [&](const stream::ItemCursor& c) {
         const int s = p.state_indices[(int64_t)c.b * p.indices_stride_b];
         return (s < 0 || s >= p.num_slots) ? -1 : s;  // padding row: no copies, untouched
     };
-    // this lane's quad of the item's 8 rows into stage `stage` (slot r of the stage holds row r ^ rl), one group
-    auto issue = [&](int slot, const stream::ItemCursor& c, int stage) {
-        if (slot >= 0) {
-            const float* rp = state + (int64_t)slot * p.state_stride_slot + (int64_t)c.head * p.state_stride_head +
-                              (int64_t)(c.blk * RW) * p.state_stride_v + lane * 4;
-            const unsigned dst = smemBase + stage * kPipeItemBytes;
-#pragma unroll
-            for (int r = 0; r < RW; ++r) async::copy16Pf256At(dst + r * 512, rp + (int64_t)(r ^ rl) * p.state_stride_v);
-        }
-        async::commit();  // an empty group where nothing was copied keeps the group count
+    auto rowsOf = [&](int slot, const stream::ItemCursor& c) {
+        return state + (int64_t)slot * p.state_stride_slot + (int64_t)c.head * p.state_stride_head +
+               (int64_t)(c.blk * RW) * p.state_stride_v + lane * 4;
     };
-    // prologue: the first STAGES - 1 items' rows in flight. slots[j] is the slot of item it + j nw (a shift register
-    // with compile-time indices, so it stays in registers), in smem stage (stage + j) mod STAGES
-    stream::ItemCursor c = walk.at(it), ahead = c;
-    int slots[STAGES];
+    auto body = [&](const stream::ItemCursor& c, int slot, const unsigned char* src) {
+        const int b = c.b, hv = c.head, vw = c.blk * RW;
+        float4 S[RW][QPL];
 #pragma unroll
-    for (int k = 0; k < STAGES - 1; ++k) {
-        const bool in = (unsigned long long)it + (unsigned long long)k * nw < items;
-        slots[k] = in ? slotOf(ahead) : -1;
-        issue(slots[k], ahead, k);
-        ahead = walk.next(ahead);
-    }
-    int aheadSlot = (unsigned long long)it + (unsigned long long)(STAGES - 1) * nw < items ? slotOf(ahead) : -1;
-    for (int stage = 0; it < items; it += nw) {
-        // the item STAGES - 1 ahead into the stage freed last time; then the slot of the one after it
-        const int issueStage = stage == 0 ? STAGES - 1 : stage - 1;
-        slots[STAGES - 1] = aheadSlot;
-        issue(aheadSlot, ahead, issueStage);
-        ahead = walk.next(ahead);
-        aheadSlot = (unsigned long long)it + (unsigned long long)STAGES * nw < items ? slotOf(ahead) : -1;
-        const int slot = slots[0];
+        for (int r = 0; r < RW; ++r) S[r][0] = *reinterpret_cast<const float4*>(src + r * 512);
+        const int hk = hv / (HV / p.num_heads);
+        float4 k4[QPL], q4[QPL];
+        k4[0] = ldAct4(p.k, (int64_t)b * p.k_stride_b + (int64_t)hk * p.k_stride_h + lane * 4, bf16);
+        q4[0] = ldAct4(p.q, (int64_t)b * p.q_stride_b + (int64_t)hk * p.q_stride_h + lane * 4, bf16);
+        const int row = vw + rl;
+        const float vr = ldAct(p.v, (int64_t)b * p.v_stride_b + (int64_t)hv * p.v_stride_h + row, bf16);
+        const float a = ldAct(p.a, (int64_t)b * p.a_stride_b + hv, bf16);
+        const float bl = ldAct(p.b, (int64_t)b * p.b_stride_b + hv, bf16);
+        const float alog = p.A_log[hv], dtb = p.dt_bias[hv];
+        const float kss = warpSum(dot4(k4[0], k4[0])), qss = warpSum(dot4(q4[0], q4[0]));
+        const float kq = warpSum(dot4(k4[0], q4[0]));
+        const float invk = rsqrtf(kss + kL2Eps), invq = rsqrtf(qss + kL2Eps) * p.scale;
+        k4[0] = scale4(k4[0], invk);
+        q4[0] = scale4(q4[0], invq);
+        const float X = stream::warpRowDot<RW, QPL>(S, k4, lane), Y = stream::warpRowDot<RW, QPL>(S, q4, lane);
+        const float alpha = expf(gdnLogDecay(a, alog, dtb)), beta = sigmoidf(bl);
+        const float u = beta * (vr - alpha * X);
+        if ((lane & (RS::LPR - 1)) == 0 && row < V)
+            stAct(p.o, (int64_t)b * p.o_stride_b + (int64_t)hv * p.o_stride_h + row,
+                  alpha * Y + u * (kq * invk * invq), bf16);
 #pragma unroll
-        for (int j = 0; j < STAGES - 1; ++j) slots[j] = slots[j + 1];
-        if (slot >= 0) {
-            async::waitGroup<STAGES - 1>();  // this item's group (the ones after it may still be in flight)
-            const int b = c.b, hv = c.head, vw = c.blk * RW;
-            float4 S[RW][QPL];
-            const unsigned char* src = pipeRows + laneOff + stage * kPipeItemBytes;
-#pragma unroll
-            for (int r = 0; r < RW; ++r) S[r][0] = *reinterpret_cast<const float4*>(src + r * 512);
-            const int hk = hv / (HV / p.num_heads);
-            float4 k4[QPL], q4[QPL];
-            k4[0] = ldAct4(p.k, (int64_t)b * p.k_stride_b + (int64_t)hk * p.k_stride_h + lane * 4, bf16);
-            q4[0] = ldAct4(p.q, (int64_t)b * p.q_stride_b + (int64_t)hk * p.q_stride_h + lane * 4, bf16);
-            const int row = vw + rl;
-            const float vr = ldAct(p.v, (int64_t)b * p.v_stride_b + (int64_t)hv * p.v_stride_h + row, bf16);
-            const float a = ldAct(p.a, (int64_t)b * p.a_stride_b + hv, bf16);
-            const float bl = ldAct(p.b, (int64_t)b * p.b_stride_b + hv, bf16);
-            const float alog = p.A_log[hv], dtb = p.dt_bias[hv];
-            float kss = warpSum(dot4(k4[0], k4[0])), qss = warpSum(dot4(q4[0], q4[0])), kq = warpSum(dot4(k4[0], q4[0]));
-            const float invk = rsqrtf(kss + kL2Eps), invq = rsqrtf(qss + kL2Eps) * p.scale;
-            k4[0] = scale4(k4[0], invk);
-            q4[0] = scale4(q4[0], invq);
-            const float X = stream::warpRowDot<RW, QPL>(S, k4, lane), Y = stream::warpRowDot<RW, QPL>(S, q4, lane);
-            const float alpha = expf(gdnLogDecay(a, alog, dtb)), beta = sigmoidf(bl);
-            const float u = beta * (vr - alpha * X);
-            if ((lane & (RS::LPR - 1)) == 0 && row < V)
-                stAct(p.o, (int64_t)b * p.o_stride_b + (int64_t)hv * p.o_stride_h + row,
-                      alpha * Y + u * (kq * invk * invq), bf16);
-#pragma unroll
-            for (int r = 0; r < RW; ++r) {
-                const float ur = __shfl_sync(kFull, u, RS::laneOf(r ^ rl));  // u of the row in slot r
-                S[r][0] = stream::fma4s(scale4(S[r][0], alpha), ur, k4[0]);
-            }
-            float* st = static_cast<float*>(p.state) + (int64_t)slot * p.state_stride_slot +
-                        (int64_t)hv * p.state_stride_head;
-            stream::storeWarpRows<RW, QPL, float>(S, st, p.state_stride_v, vw, V, rl, lane);
+        for (int r = 0; r < RW; ++r) {
+            const float ur = __shfl_sync(kFull, u, RS::laneOf(r ^ rl));  // u of the row in slot r
+            S[r][0] = stream::fma4s(scale4(S[r][0], alpha), ur, k4[0]);
         }
-        c = walk.next(c);
-        stage = stage + 1 == STAGES ? 0 : stage + 1;
-    }
-    async::waitAll();  // nothing is left in flight (every issued item was waited for); kept for the sanitizer
+        float* st = static_cast<float*>(p.state) + (int64_t)slot * p.state_stride_slot +
+                    (int64_t)hv * p.state_stride_head;
+        stream::storeWarpRows<RW, QPL, float>(S, st, p.state_stride_v, vw, V, rl, lane);
+    };
+    pipe::walkItems<STAGES>(HV, nrb, items, pipeRows, p.state_stride_v, slotOf, rowsOf, body);
 }
 
 // Launch shapes of the fp32-state, K = 128 instance (the serving case), for side-by-side timing of the
@@ -243,7 +201,7 @@ bool warpDecodeRuns(const GdnDecodeParams& p) {
 template <int STAGES, int MINB>
 bool launchPipe(const GdnDecodeParams& p, cudaStream_t s, cudaError_t* err) {
     const void* kernel = reinterpret_cast<const void*>(&gdnWarpDecodePipeKernel<STAGES, MINB>);
-    const size_t smem = (size_t)8 * STAGES * kPipeItemBytes;
+    const size_t smem = (size_t)8 * STAGES * pipe::kItemBytes;
     if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess) {
         cudaGetLastError();
         return false;

@@ -36,7 +36,7 @@ const void* warpDecodePipeKernel(int stages) {
         default: return nullptr;
     }
 }
-size_t warpDecodePipeSmem(int stages) { return (size_t)(kWarpDecodeThreads / 32) * stages * kPipeItemBytes; }
+size_t warpDecodePipeSmem(int stages) { return (size_t)(kWarpDecodeThreads / 32) * stages * pipe::kItemBytes; }
 int warpDecodeThreads() { return kWarpDecodeThreads; }
 int warpDecodeRows() { return kWarpDecodeRows; }
 

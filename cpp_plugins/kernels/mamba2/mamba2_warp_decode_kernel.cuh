@@ -15,7 +15,7 @@
 #pragma once
 #include <type_traits>
 
-#include "common/cp_async.cuh"
+#include "common/warp_item_pipe.cuh"
 #include "common/pdl.h"
 #include "common/stream_rows.cuh"
 #include "mamba2/mamba2_common.cuh"
@@ -146,13 +146,11 @@ __global__ void __launch_bounds__(kWarpDecodeThreads, ONE && N == 128 && RWS == 
 
 // PIPE (RSSM_MAMBA2_WARP_PIPE = 2 / 3; A/B, off; seventy-first session, not yet run on a GPU): the one-token fp32,
 // N = 128 step of the kernel above on a persistent grid whose warps keep the next STAGES - 1 items' state rows in
-// flight while they work on the current one: each lane copies its own quad of each row of an item (cp.async, 16
-// bytes, L2 256-byte hint) into the warp's shared-memory stage (slot r: row vw + (r ^ rl), as loadWarpRows), waits
-// only for the current item's group and reads its quads back, so no barrier is needed. Why: this kernel reaches
+// flight while they work on the current one (pipe::walkItems, common/warp_item_pipe.cuh: each lane copies its own
+// quad of each row by cp.async into the warp's shared-memory stage and reads back only what it copied). Why: this kernel reaches
 // 96.5% of copy on the H100 but 89.6-91.1% in every recorded H200 run (an in-place read-modify-write reaches 99.5% on
 // both), which points at too few bytes in flight for the H200; gdn_warp_decode.cu has the GDN form (cfg 8 / 9).
 // Same arithmetic as the kernel above (warpDecodeItem), so the same results.
-constexpr int kPipeItemBytes = 8 * 32 * 16;  // 8 rows x 128 fp32
 template <int STAGES, int MINB>
 __global__ void __launch_bounds__(kWarpDecodeThreads, MINB) mamba2WarpDecodePipeKernel(const Mamba2DecodeParams p) {
     pdlChainEntryStep();
@@ -160,57 +158,20 @@ __global__ void __launch_bounds__(kWarpDecodeThreads, MINB) mamba2WarpDecodePipe
     extern __shared__ __align__(16) unsigned char pipeRows[];
     const int nrb = p.headdim / RWS;
     const unsigned items = (unsigned)p.batch * p.nheads * nrb;  // < 2^31 (launcher)
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int rl = stream::RowScatter<RWS>::rowOf(lane);
-    const unsigned nw = gridDim.x * (blockDim.x >> 5);
-    unsigned it = blockIdx.x * (blockDim.x >> 5) + warp;
-    if (it >= items) return;
-    const unsigned laneOff = warp * (STAGES * kPipeItemBytes) + lane * 16;
-    const unsigned smemBase = async::smemAddr(pipeRows) + laneOff;
-    const stream::ItemWalker walk(p.nheads, nrb, nw);
+    const int lane = threadIdx.x & 31, rl = stream::RowScatter<RWS>::rowOf(lane);
     const float* state = static_cast<const float*>(p.state);
-    auto slotOf = [&](int b) {
-        const int s = p.state_batch_indices ? p.state_batch_indices[b] : b;
+    auto slotOf = [&](const stream::ItemCursor& c) {
+        const int s = p.state_batch_indices ? p.state_batch_indices[c.b] : c.b;
         return (s < 0 || s >= p.num_slots) ? -1 : s;  // padding row: no copies, untouched
     };
-    auto issue = [&](int slot, const stream::ItemCursor& c, int stage) {
-        if (slot >= 0) {
-            const float* rp = state + (int64_t)slot * p.stride_state_slot + (int64_t)c.head * p.stride_state_head +
-                              (int64_t)(c.blk * RWS) * p.stride_state_p + lane * 4;
-            const unsigned dst = smemBase + stage * kPipeItemBytes;
-#pragma unroll
-            for (int r = 0; r < RWS; ++r) async::copy16Pf256At(dst + r * 512, rp + (int64_t)(r ^ rl) * p.stride_state_p);
-        }
-        async::commit();  // an empty group where nothing was copied keeps the group count
+    auto rowsOf = [&](int slot, const stream::ItemCursor& c) {
+        return state + (int64_t)slot * p.stride_state_slot + (int64_t)c.head * p.stride_state_head +
+               (int64_t)(c.blk * RWS) * p.stride_state_p + lane * 4;
     };
-    // slots[j]: the slot of item it + j nw (compile-time indices: registers), in stage (stage + j) mod STAGES
-    stream::ItemCursor c = walk.at(it), ahead = c;
-    int slots[STAGES];
-#pragma unroll
-    for (int k = 0; k < STAGES - 1; ++k) {
-        slots[k] = (unsigned long long)it + (unsigned long long)k * nw < items ? slotOf(ahead.b) : -1;
-        issue(slots[k], ahead, k);
-        ahead = walk.next(ahead);
-    }
-    int aheadSlot = (unsigned long long)it + (unsigned long long)(STAGES - 1) * nw < items ? slotOf(ahead.b) : -1;
-    for (int stage = 0; it < items; it += nw) {
-        const int issueStage = stage == 0 ? STAGES - 1 : stage - 1;  // the stage the previous item freed
-        slots[STAGES - 1] = aheadSlot;
-        issue(aheadSlot, ahead, issueStage);
-        ahead = walk.next(ahead);
-        aheadSlot = (unsigned long long)it + (unsigned long long)STAGES * nw < items ? slotOf(ahead.b) : -1;
-        const int slot = slots[0];
-#pragma unroll
-        for (int j = 0; j < STAGES - 1; ++j) slots[j] = slots[j + 1];
-        if (slot >= 0) {
-            async::waitGroup<STAGES - 1>();  // this item's group
-            warpDecodeItem<float, 128, true, RWS, true>(p, c.b, c.head, c.blk * RWS, slot, rl, lane,
-                                                        pipeRows + laneOff + stage * kPipeItemBytes);
-        }
-        c = walk.next(c);
-        stage = stage + 1 == STAGES ? 0 : stage + 1;
-    }
-    async::waitAll();  // nothing is left in flight (every issued item was waited for)
+    auto body = [&](const stream::ItemCursor& c, int slot, const unsigned char* src) {
+        warpDecodeItem<float, 128, true, RWS, true>(p, c.b, c.head, c.blk * RWS, slot, rl, lane, src);
+    };
+    pipe::walkItems<STAGES>(p.nheads, nrb, items, pipeRows, p.stride_state_p, slotOf, rowsOf, body);
 }
 
 }  // namespace mamba2
