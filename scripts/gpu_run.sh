@@ -11,7 +11,7 @@
 #   OUT=$OUT/h200 scripts/gpu_run.sh --only-on H200 --bench gdn; OUT=$OUT/any scripts/gpu_run.sh --tests ...
 # --extra CMD: one more command (e.g. an A/B script under scripts/) run with the library's environment after the
 #              checks and before the benches; its output is tailed here and kept in logs.tgz (EXTRA_TIMEOUT).
-# --test-shard I/N: run shard I of N of the selected GPU tests (every N-th test by node id, tests/sharding.py), so a
+# --test-shard I/N: run shard I of N of the selected GPU tests (every N-th test by node id, tests/_shard_select.py), so a
 #              suite longer than one call (the whole suite on an H100) runs as N calls. The test log (in logs.tgz)
 #              names every test's result (-v) and the 30 slowest (--durations), so a run stopped by TEST_TIMEOUT says
 #              which tests it reached.

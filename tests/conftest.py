@@ -1,11 +1,11 @@
 import pytest
 
-from sharding import parse_shard, shard_keep
+from _shard_select import parse_shard, shard_keep
 
 
 def pytest_addoption(parser):
     parser.addoption("--shard", default=None, metavar="I/N",
-                     help="run shard I of N of the selection (every N-th test by node id; tests/sharding.py), e.g. "
+                     help="run shard I of N of the selection (every N-th test by node id; tests/_shard_select.py), e.g. "
                           "to split the GPU suite over calls: scripts/gpu_run.sh --test-shard I/N")
 
 

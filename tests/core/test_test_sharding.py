@@ -1,11 +1,11 @@
-"""`pytest --shard I/N` (tests/sharding.py, tests/conftest.py): the split of a selection over several GPU calls."""
+"""`pytest --shard I/N` (tests/_shard_select.py, tests/conftest.py): the split of a selection over several GPU calls."""
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from sharding import parse_shard, shard_keep
+from _shard_select import parse_shard, shard_keep
 
 REPO = Path(__file__).resolve().parents[2]
 
