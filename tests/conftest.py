@@ -5,8 +5,8 @@ from _shard_select import parse_shard, shard_keep
 
 def pytest_addoption(parser):
     parser.addoption("--shard", default=None, metavar="I/N",
-                     help="run shard I of N of the selection (every N-th test by node id; tests/_shard_select.py), e.g. "
-                          "to split the GPU suite over calls: scripts/gpu_run.sh --test-shard I/N")
+                     help="run shard I of N of the selection (every N-th test by node id; tests/_shard_select.py), "
+                          "e.g. to split the GPU suite over calls (scripts/gpu_run.sh --test-shard I/N)")
 
 
 def _gpu_ready() -> bool:

@@ -152,7 +152,8 @@ def test_conventional_padded_state_and_misaligned_x(variant):
 
 
 @pytest.mark.parametrize("stages", [2, 3])
-@pytest.mark.parametrize("case", [pytest.param((3, 1, SMALL, F32, BF16, False, True, False), marks=pytest.mark.sanitize),
+@pytest.mark.parametrize("case", [pytest.param((3, 1, SMALL, F32, BF16, False, True, False),
+                                               marks=pytest.mark.sanitize),
                                   (3, 1, NANO, F32, BF16, False, True, True),
                                   (256, 1, SUPER, F32, BF16, False, True, False),
                                   (64, 1, SUPER, F32, BF16, False, False, False)],

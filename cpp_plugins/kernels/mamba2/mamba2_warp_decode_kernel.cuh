@@ -147,10 +147,10 @@ __global__ void __launch_bounds__(kWarpDecodeThreads, ONE && N == 128 && RWS == 
 // PIPE (RSSM_MAMBA2_WARP_PIPE = 2 / 3; A/B, off; seventy-first session, not yet run on a GPU): the one-token fp32,
 // N = 128 step of the kernel above on a persistent grid whose warps keep the next STAGES - 1 items' state rows in
 // flight while they work on the current one (pipe::walkItems, common/warp_item_pipe.cuh: each lane copies its own
-// quad of each row by cp.async into the warp's shared-memory stage and reads back only what it copied). Why: this kernel reaches
-// 96.5% of copy on the H100 but 89.6-91.1% in every recorded H200 run (an in-place read-modify-write reaches 99.5% on
-// both), which points at too few bytes in flight for the H200; gdn_warp_decode.cu has the GDN form (cfg 8 / 9).
-// Same arithmetic as the kernel above (warpDecodeItem), so the same results.
+// quad of each row by cp.async into the warp's shared-memory stage and reads back only what it copied). Why: this
+// kernel reaches 96.5% of copy on the H100 but 89.6-91.1% in every recorded H200 run (an in-place read-modify-write
+// reaches 99.5% on both), which points at too few bytes in flight for the H200; gdn_warp_decode.cu has the GDN form
+// (cfg 8 / 9). Same arithmetic as the kernel above (warpDecodeItem), so the same results.
 template <int STAGES, int MINB>
 __global__ void __launch_bounds__(kWarpDecodeThreads, MINB) mamba2WarpDecodePipeKernel(const Mamba2DecodeParams p) {
     pdlChainEntryStep();
