@@ -36,20 +36,6 @@ cudaError_t launchDecodeStream(const GdnDecodeParams& p, cudaStream_t s);
 template <typename ST>
 cudaError_t launchReplayStream(const GdnReplayParams& p, cudaStream_t s);
 
-// Opt the kernel in to `smem` dynamic shared bytes. The 48 KB default covers static plus dynamic
-// shared memory together, so a kernel with static shared arrays (the MAXT = 8 replay tile kernel
-// has 13.8 KB) needs the opt-in below 48 KB of dynamic memory too; without it the launch fails
-// with "invalid argument". Static + dynamic above the device's opt-in limit is reported here.
-template <typename F>
-cudaError_t setSmem(F* kernel, int smem) {
-    cudaFuncAttributes attr;
-    cudaError_t e = cudaFuncGetAttributes(&attr, kernel);
-    if (e != cudaSuccess) return e;
-    if ((size_t)smem + attr.sharedSizeBytes <= 48 * 1024) return cudaSuccess;
-    if (smem <= attr.maxDynamicSharedSizeBytes) return cudaSuccess;  // already opted in
-    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-}
-
 template <int K, typename ST>
 cudaError_t launchDecodeTileK(const GdnDecodeParams& p, int smem, cudaStream_t s) {
     auto* kern = gdnDecodeTileKernel<K, ST>;
