@@ -433,7 +433,7 @@ class _FakeDualCache:
             self.scale = torch.zeros(shape[:-1]) if fmt in ("fp8_e4m3", "nvfp4") else None
             self.gscale = torch.zeros(shape[0]) if fmt == "nvfp4" else None
 
-    def __init__(self, family, B, h_key, h_val, width, rows, L, rf, rec, act):
+    def __init__(self, family, B, h_key, h_val, width, L, rf, rec, act):
         self.LOG.append(("alloc", rf, rec))
         self.lp = self._Copy(rf, (B, h_val, width, 8))
         self.hp = None if rec == "fp32" and rf == "fp32" else self._Copy(rec, (B, h_val, width, 8))
@@ -474,10 +474,10 @@ def test_precision_bench_settles_after_each_allocation(monkeypatch, family):
                            (gd, "gdn_decode", "conv"), (gd, "gdn_replay", "replay")):
         monkeypatch.setattr(mod, name, lambda *a, _t=tag, **k: log.append(_t))
     monkeypatch.setattr(dp, "Mamba2DualPrecisionCache",
-                        lambda B, H, P, G, L, *a, act_dtype: _FakeDualCache("mamba2", B, G, H, P, 128, L, a[2], a[3],
+                        lambda B, H, P, G, L, *a, act_dtype: _FakeDualCache("mamba2", B, G, H, P, L, a[2], a[3],
                                                                             act_dtype))
     monkeypatch.setattr(dp, "GdnDualPrecisionCache",
-                        lambda B, HK, HV, V, L, *a, act_dtype: _FakeDualCache("gdn", B, HK, HV, V, 128, L, a[2], a[3],
+                        lambda B, HK, HV, V, L, *a, act_dtype: _FakeDualCache("gdn", B, HK, HV, V, L, a[2], a[3],
                                                                              act_dtype))
 
     def time_graph(fns, reps):
